@@ -1,0 +1,60 @@
+-- core.lua: helpers shared by every script (prepended after int64.lua).
+--
+-- Result convention: a script returns a two-element array
+--   {'OK', <json>}            on success, or
+--   {'<CODE>', <json>}        on a refusal, json = {msg=..., d={detail=...}}.
+-- The executor (pkg/script) turns refusals into *apierr.Error. A refusal is
+-- always returned before the first write, so a refused request changes nothing.
+--
+-- Time: now_ms() reads Redis TIME; no script ever trusts a client clock.
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function ok(res)
+  return {'OK', cjson.encode(res)}
+end
+
+local function fail(code, msg, details)
+  return {code, cjson.encode({msg = msg or code, d = details or {}})}
+end
+
+-- hmap turns an HGETALL reply into a table (empty table when the key is absent).
+local function hmap(reply)
+  local m = {}
+  for i = 1, #reply, 2 do m[reply[i]] = reply[i + 1] end
+  return m
+end
+
+local function hgetall(key)
+  return hmap(redis.call('HGETALL', key))
+end
+
+-- Budget hash fields read for a balance snapshot, in this order.
+local BALANCE_FIELDS = {'remaining', 'reserved', 'spent', 'allocated', 'debt', 'overdraft_limit', 'is_over_limit'}
+
+-- balance_of returns the wire snapshot of one budget hash (amounts as strings).
+local function balance_of(key, scope_path)
+  local v = redis.call('HMGET', key, unpack(BALANCE_FIELDS))
+  return {
+    scope_path = scope_path,
+    remaining = v[1] or '0', reserved = v[2] or '0', spent = v[3] or '0',
+    allocated = v[4] or '0', debt = v[5] or '0', overdraft_limit = v[6] or '0',
+    is_over_limit = (v[7] == 'true'),
+  }
+end
+
+-- emit_event appends one event to a tenant's stream (the transactional outbox),
+-- trimming entries older than retention_ms by stream ID (approximate, so the
+-- trim is bounded per call). Amounts inside data are decimal strings.
+-- ev = {id, type, category, scope, actor, key_id, request_id, trace_id, source}
+local function emit_event(stream, retention_ms, now, ev, data)
+  local minid = tostring(math.max(0, now - retention_ms))
+  redis.call('XADD', stream, 'MINID', '~', minid, '*',
+    'id', ev.id, 'type', ev.type, 'cat', ev.category, 'ts', tostring(now),
+    'scope', ev.scope or '', 'actor', ev.actor or 'system', 'key_id', ev.key_id or '',
+    'req', ev.request_id or '', 'trace', ev.trace_id or '', 'src', ev.source or 'cyclesd',
+    'data', cjson.encode(data or {}))
+end

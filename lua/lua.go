@@ -1,0 +1,13 @@
+// Package lua embeds the Redis Lua scripts of cyclesd.
+//
+// Every script under this folder (except lib/) is compiled by pkg/script as
+// lib/int64.lua + lib/core.lua + <script>.lua, so the helpers are local to each
+// script. Each script starts with a header listing KEYS, ARGV and its result.
+package lua
+
+import "embed"
+
+// FS holds lib/*.lua and the scripts (subfolders included).
+//
+//go:embed *
+var FS embed.FS

@@ -1,0 +1,87 @@
+// Package keys is the single definition of cyclesd's Redis key layout.
+//
+// Every key of a tenant carries the tenant's hash tag "{t:<tenant>}", so every
+// script that touches one tenant runs in one Cluster slot. Scripts receive the
+// keys they touch in KEYS; where a script must derive a key from data it reads
+// (a reservation id from the deadline index, a budget key from a reservation's
+// budgeted scopes), it derives it from the tenant prefix KEYS[1] ("cy:{t:T}:"
+// + suffix below), which keeps it in the same slot.
+//
+//	Key                              Type    Holds                                         TTL
+//	cy:{t:T}:tenant                  hash    tenant record (status, defaults)              none
+//	cy:{t:T}:apikey:<key_id>         hash    API key (sha256 of secret, status, name)      none
+//	cy:{t:T}:apikeys                 zset    key ids (lex, score 0)                        none
+//	cy:{t:T}:b:<scope_path>:<UNIT>   hash    budget ledger (allocated, remaining, ...)     none
+//	cy:{t:T}:budgets                 zset    "<scope_path>|<UNIT>" (lex, score 0)          none
+//	cy:{t:T}:r:<reservation_id>      hash    reservation record + replay snapshots         none while ACTIVE, 30 d once terminal
+//	cy:{t:T}:r:deadline              zset    ACTIVE reservation id -> expires_at + grace   none
+//	cy:{t:T}:r:created               zset    reservation id -> created_at_ms               entries trimmed with records
+//	cy:{t:T}:idem:<endpoint>:<key>   string  idempotency record (id or response)           per endpoint (PROTOCOL §c)
+//	cy:{t:T}:ev:<event_id>           hash    direct-debit event record + snapshot          30 d
+//	cy:{t:T}:events                  stream  event log (outbox), trimmed by MINID          retention (default 7 d)
+//	cy:tenants                       zset    tenant ids (lex), for sweeper and admin       none
+//	cy:rl:policies                   hash    rate-limit policy name -> JSON                none
+//	cy:rl:{<policy>:<key>}           varies  rate-limit state of one key                   window + slack
+//
+// Tenant ids match [a-z0-9_.-]{1,128}; scope values [a-zA-Z0-9_.-]{1,128}
+// (lowercased); idempotency keys [A-Za-z0-9_.-]{1,256}. None can contain '{',
+// '}', ':' or '/', so no input can move a key out of its tenant's slot.
+package keys
+
+import "strings"
+
+// Global keys.
+const (
+	Prefix = "cy:"
+	// Tenants is the global tenant registry.
+	Tenants = Prefix + "tenants"
+	// RateLimitPolicies is the global rate-limit policy table.
+	RateLimitPolicies = Prefix + "rl:policies"
+)
+
+// Tenant builds the keys of one tenant.
+type Tenant string
+
+// Prefix is "cy:{t:<tenant>}:", the start of every key of the tenant.
+func (t Tenant) Prefix() string { return Prefix + "{t:" + string(t) + "}:" }
+
+func (t Tenant) key(parts ...string) string {
+	return t.Prefix() + strings.Join(parts, ":")
+}
+
+// Record is the tenant hash.
+func (t Tenant) Record() string { return t.key("tenant") }
+
+// APIKey is the hash of one API key.
+func (t Tenant) APIKey(keyID string) string { return t.key("apikey", keyID) }
+
+// APIKeys is the index of the tenant's key ids.
+func (t Tenant) APIKeys() string { return t.key("apikeys") }
+
+// Budget is the ledger hash of (scopePath, unit); unit is e.g. "TOKENS".
+func (t Tenant) Budget(scopePath, unit string) string { return t.key("b", scopePath, unit) }
+
+// Budgets is the index of the tenant's budgets: members "<scope_path>|<UNIT>".
+func (t Tenant) Budgets() string { return t.key("budgets") }
+
+// BudgetMember is the Budgets index member of (scopePath, unit).
+func BudgetMember(scopePath, unit string) string { return scopePath + "|" + unit }
+
+// Reservation is the hash of one reservation.
+func (t Tenant) Reservation(id string) string { return t.key("r", id) }
+
+// Deadlines is the sweeper index: ACTIVE reservation id scored by expires_at + grace.
+func (t Tenant) Deadlines() string { return t.key("r", "deadline") }
+
+// Created is the listing index: reservation id scored by created_at_ms.
+func (t Tenant) Created() string { return t.key("r", "created") }
+
+// Idempotency is the idempotency record of key on endpoint (reserve, decide,
+// extend:<reservation_id>, event, fund:<scope>:<unit>).
+func (t Tenant) Idempotency(endpoint, key string) string { return t.key("idem", endpoint, key) }
+
+// Event is the record of one direct-debit event.
+func (t Tenant) Event(id string) string { return t.key("ev", id) }
+
+// Events is the tenant's event stream.
+func (t Tenant) Events() string { return t.key("events") }

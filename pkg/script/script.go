@@ -1,0 +1,215 @@
+// Package script is the only code in cyclesd that sends commands to Redis.
+//
+// It compiles the embedded Lua scripts (lib/int64.lua + lib/core.lua + body),
+// loads them at start (SCRIPT LOAD on every shard), runs them with EVALSHA
+// (reloading transparently on NOSCRIPT), decodes their {status, json} result and
+// maps refusals to *apierr.Error and connectivity failures to UNAVAILABLE.
+// Domain packages (admin, ledger, sweeper, events, ratelimit) call Run and never
+// see a Redis client.
+package script
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cyclesgo/cycles-go/lua"
+	"github.com/cyclesgo/cycles-go/pkg/apierr"
+)
+
+// libraries are prepended, in this order, to every script body.
+var libraries = []string{"lib/int64.lua", "lib/core.lua"}
+
+// Executor runs the embedded scripts against one Redis deployment (single node,
+// Sentinel or Cluster).
+type Executor struct {
+	client  redis.UniversalClient
+	scripts map[string]*redis.Script
+	sources map[string]string
+}
+
+// New compiles every embedded script. It does not contact Redis.
+func New(client redis.UniversalClient) (*Executor, error) {
+	return newWith(client, nil)
+}
+
+// newWith compiles the embedded scripts plus extra (name -> body), for tests
+// of the Lua libraries.
+func newWith(client redis.UniversalClient, extra map[string]string) (*Executor, error) {
+	var prelude strings.Builder
+	for _, lib := range libraries {
+		b, err := fs.ReadFile(lua.FS, lib)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", lib, err)
+		}
+		prelude.Write(b)
+		prelude.WriteByte('\n')
+	}
+	e := &Executor{client: client, scripts: map[string]*redis.Script{}, sources: map[string]string{}}
+	err := fs.WalkDir(lua.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".lua") || strings.HasPrefix(path, "lib/") {
+			return nil
+		}
+		body, err := fs.ReadFile(lua.FS, path)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+		name := strings.TrimSuffix(path, ".lua")
+		src := prelude.String() + string(body)
+		e.scripts[name] = redis.NewScript(src)
+		e.sources[name] = src
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for name, body := range extra {
+		src := prelude.String() + body
+		e.scripts[name] = redis.NewScript(src)
+		e.sources[name] = src
+	}
+	return e, nil
+}
+
+// Names lists the compiled scripts.
+func (e *Executor) Names() []string {
+	names := make([]string, 0, len(e.scripts))
+	for n := range e.scripts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Client is the underlying client, for the few non-script needs of
+// infrastructure code (health PING, INFO, CONFIG GET at start-up).
+func (e *Executor) Client() redis.UniversalClient { return e.client }
+
+// Load sends SCRIPT LOAD for every script (to every master on Cluster), so the
+// first EVALSHA of each script does not pay a NOSCRIPT round trip.
+func (e *Executor) Load(ctx context.Context) error {
+	load := func(ctx context.Context, c redis.Cmdable) error {
+		for name, src := range e.sources {
+			if err := c.ScriptLoad(ctx, src).Err(); err != nil {
+				return fmt.Errorf("script load %s: %w", name, err)
+			}
+		}
+		return nil
+	}
+	if cc, ok := e.client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+	}
+	return load(ctx, e.client)
+}
+
+// Run executes script name with keys and args and returns its raw JSON result.
+// A refusal by the script is returned as *apierr.Error.
+func (e *Executor) Run(ctx context.Context, name string, keys []string, args ...any) (json.RawMessage, error) {
+	s, ok := e.scripts[name]
+	if !ok {
+		return nil, fmt.Errorf("script %q: not compiled", name)
+	}
+	// Script.Run is EVALSHA, falling back to EVAL (which reloads) on NOSCRIPT.
+	res, err := s.Run(ctx, e.client, keys, args...).Result()
+	if err != nil {
+		return nil, classify(name, err)
+	}
+	return decode(name, res)
+}
+
+// RunInto runs a script and unmarshals its JSON result into out.
+func (e *Executor) RunInto(ctx context.Context, out any, name string, keys []string, args ...any) error {
+	raw, err := e.Run(ctx, name, keys, args...)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("script %s: decode result: %w", name, err)
+	}
+	return nil
+}
+
+type refusal struct {
+	Msg string         `json:"msg"`
+	D   map[string]any `json:"d"`
+}
+
+func decode(name string, res any) (json.RawMessage, error) {
+	arr, ok := res.([]any)
+	if !ok || len(arr) != 2 {
+		return nil, fmt.Errorf("script %s: unexpected result shape %T", name, res)
+	}
+	code, _ := arr[0].(string)
+	body, _ := arr[1].(string)
+	if code == "OK" {
+		return json.RawMessage(body), nil
+	}
+	var r refusal
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		return nil, fmt.Errorf("script %s: decode refusal %s: %w", name, code, err)
+	}
+	ae := &apierr.Error{Code: apierr.Code(code), Message: r.Msg}
+	for k, v := range r.D {
+		ae.With(k, detailString(v))
+	}
+	return nil, ae
+}
+
+func detailString(v any) string {
+	switch t := v.(type) {
+	case string:
+		return t
+	case nil:
+		return ""
+	default:
+		b, _ := json.Marshal(t)
+		return string(b)
+	}
+}
+
+// classify maps a Redis failure: connectivity and timeouts become UNAVAILABLE
+// (fail closed: the caller must not proceed), anything else INTERNAL.
+func classify(name string, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	if IsUnavailable(err) {
+		return &apierr.Error{Code: apierr.Unavailable, Message: "budget store unavailable: " + err.Error()}
+	}
+	return fmt.Errorf("script %s: %w", name, err)
+}
+
+// IsUnavailable reports whether err means Redis could not be reached in time.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, redis.ErrClosed) || errors.Is(err, syscall.ECONNREFUSED) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{"LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "connection refused", "i/o timeout", "connection pool timeout", "EOF"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}

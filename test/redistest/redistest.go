@@ -1,0 +1,199 @@
+// Package redistest starts the Redis servers the tests run against: real
+// redis-server processes (own free port, own temp dir, killed with the test
+// binary) and the embedded in-process store used by dev mode.
+//
+// Suites that must hold on every backend iterate Backends(t).
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is one redis-server process.
+type Server struct {
+	Addr string
+	Dir  string
+	Port int
+	cmd  *exec.Cmd
+	args []string
+}
+
+// Options tune a started server.
+type Options struct {
+	// Extra redis-server arguments, e.g. "--appendonly", "yes".
+	Args []string
+}
+
+// FreePort returns a TCP port that was free a moment ago on 127.0.0.1.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Binary is the redis-server executable (REDIS_SERVER overrides).
+func Binary() (string, error) {
+	if p := os.Getenv("REDIS_SERVER"); p != "" {
+		return p, nil
+	}
+	return exec.LookPath("redis-server")
+}
+
+// Start runs a fresh redis-server for this test and stops it at cleanup.
+func Start(tb testing.TB, opts ...Options) *Server {
+	tb.Helper()
+	s, err := StartProcess(tb.TempDir(), FreePort(tb), opts...)
+	if err != nil {
+		tb.Fatalf("start redis-server: %v", err)
+	}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// StartProcess runs redis-server on port with its files in dir.
+func StartProcess(dir string, port int, opts ...Options) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, fmt.Errorf("redis-server not found (run `make deps` or apt-get install redis-server): %w", err)
+	}
+	args := []string{
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+		"--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction",
+		"--protected-mode", "no", "--logfile", filepath.Join(dir, "redis.log"),
+	}
+	for _, o := range opts {
+		args = append(args, o.Args...)
+	}
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: dir, Port: port, args: args}
+	if err := s.spawn(bin); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) spawn(bin string) error {
+	cmd := exec.Command(bin, s.args...)
+	// The server dies with the test binary even if the binary is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	s.cmd = cmd
+	return s.waitReady(10 * time.Second)
+}
+
+func (s *Server) waitReady(timeout time.Duration) error {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := c.Ping(context.Background()).Err()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+			return fmt.Errorf("redis-server on %s not ready: %v\n%s", s.Addr, err, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Client returns a client for this server, closed at cleanup.
+func (s *Server) Client(tb testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: 64})
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Kill stops the server abruptly (SIGKILL), as a crash would.
+func (s *Server) Kill() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+		_, _ = s.cmd.Process.Wait()
+		s.cmd = nil
+	}
+}
+
+// Restart starts the server again on the same port and dir (after Kill).
+func (s *Server) Restart() error {
+	bin, err := Binary()
+	if err != nil {
+		return err
+	}
+	return s.spawn(bin)
+}
+
+// Stop terminates the server.
+func (s *Server) Stop() { s.Kill() }
+
+var (
+	sharedOnce sync.Once
+	shared     *Server
+	sharedErr  error
+)
+
+// Shared returns one redis-server per test binary, for tests that isolate
+// themselves by tenant id instead of by server. It is never flushed.
+func Shared(tb testing.TB) *Server {
+	tb.Helper()
+	sharedOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cycles-redistest-")
+		if err != nil {
+			sharedErr = err
+			return
+		}
+		shared, sharedErr = StartProcess(dir, FreePort(tb))
+	})
+	if sharedErr != nil {
+		tb.Fatalf("shared redis-server: %v", sharedErr)
+	}
+	return shared
+}
+
+// SharedClient is a client of the Shared server, closed at cleanup.
+func SharedClient(tb testing.TB) *redis.Client { return Shared(tb).Client(tb) }
+
+// Embedded starts the in-process store dev mode uses (miniredis).
+func Embedded(tb testing.TB) *redis.Client {
+	tb.Helper()
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		tb.Fatalf("embedded store: %v", err)
+	}
+	tb.Cleanup(m.Close)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Backend is a named client for suites that run on every backend.
+type Backend struct {
+	Name   string
+	Client redis.UniversalClient
+}
+
+// Backends returns the shared real redis-server and a fresh embedded store.
+func Backends(tb testing.TB) []Backend {
+	return []Backend{
+		{Name: "redis", Client: SharedClient(tb)},
+		{Name: "embedded", Client: Embedded(tb)},
+	}
+}
