@@ -58,3 +58,21 @@ local function emit_event(stream, retention_ms, now, ev, data)
     'req', ev.request_id or '', 'trace', ev.trace_id or '', 'src', ev.source or 'cyclesd',
     'data', cjson.encode(data or {}))
 end
+
+-- event_emitter returns emit(type, category, scope, data) for one script run.
+-- ectx_json is the ARGV built by pkg/events.Context:
+--   {base = 14 hex chars, retention_ms = n, actor = 'api_key'|'admin'|'system',
+--    key_id = '', request_id = '', trace_id = ''}
+-- Event ids are 'evt_' .. base .. <2 hex counter>, unique per script run.
+local function event_emitter(stream, ectx_json, now)
+  local c = cjson.decode(ectx_json)
+  local n = 0
+  return function(ev_type, category, scope, data)
+    n = n + 1
+    emit_event(stream, tonumber(c.retention_ms), now, {
+      id = 'evt_' .. c.base .. string.format('%02x', n), type = ev_type, category = category,
+      scope = scope, actor = c.actor, key_id = c.key_id, request_id = c.request_id,
+      trace_id = c.trace_id, source = 'cyclesd',
+    }, data)
+  end
+end

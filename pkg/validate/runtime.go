@@ -1,0 +1,193 @@
+package validate
+
+import (
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+)
+
+// Runtime request validators (PROTOCOL.md §b).
+func init() {
+	register(func(r *cyclesv1.CreateReservationRequest) error {
+		if err := IdempotencyKey("idempotency_key", r.GetIdempotencyKey()); err != nil {
+			return err
+		}
+		if err := Subject("subject", r.GetSubject()); err != nil {
+			return err
+		}
+		if err := Action("action", r.GetAction()); err != nil {
+			return err
+		}
+		if err := Amount("estimate", r.GetEstimate()); err != nil {
+			return err
+		}
+		if r.TtlMs != nil {
+			if err := Range("ttl_ms", r.GetTtlMs(), MinTTLms, MaxTTLms); err != nil {
+				return err
+			}
+		}
+		if r.GracePeriodMs != nil {
+			if err := Range("grace_period_ms", r.GetGracePeriodMs(), 0, MaxGraceMs); err != nil {
+				return err
+			}
+		}
+		if err := Policy("overage_policy", r.GetOveragePolicy()); err != nil {
+			return err
+		}
+		return Metadata("metadata", r.GetMetadata())
+	})
+	register(func(r *cyclesv1.CommitReservationRequest) error {
+		if err := ID("reservation_id", r.GetReservationId(), 128); err != nil {
+			return err
+		}
+		if err := IdempotencyKey("idempotency_key", r.GetIdempotencyKey()); err != nil {
+			return err
+		}
+		if err := Amount("actual", r.GetActual()); err != nil {
+			return err
+		}
+		if err := Metrics("metrics", r.GetMetrics()); err != nil {
+			return err
+		}
+		return Metadata("metadata", r.GetMetadata())
+	})
+	register(func(r *cyclesv1.ReleaseReservationRequest) error {
+		if err := ID("reservation_id", r.GetReservationId(), 128); err != nil {
+			return err
+		}
+		if err := IdempotencyKey("idempotency_key", r.GetIdempotencyKey()); err != nil {
+			return err
+		}
+		return Text("reason", r.GetReason(), 256)
+	})
+	register(func(r *cyclesv1.ExtendReservationRequest) error {
+		if err := ID("reservation_id", r.GetReservationId(), 128); err != nil {
+			return err
+		}
+		if err := IdempotencyKey("idempotency_key", r.GetIdempotencyKey()); err != nil {
+			return err
+		}
+		if err := Range("extend_by_ms", r.GetExtendByMs(), 1, MaxTTLms); err != nil {
+			return err
+		}
+		return Metadata("metadata", r.GetMetadata())
+	})
+	register(func(r *cyclesv1.GetReservationRequest) error {
+		return ID("reservation_id", r.GetReservationId(), 128)
+	})
+	register(func(r *cyclesv1.ListReservationsRequest) error {
+		if r.GetIdempotencyKey() != "" {
+			if err := IdempotencyKey("idempotency_key", r.GetIdempotencyKey()); err != nil {
+				return err
+			}
+		}
+		if _, ok := cyclesv1.ReservationStatus_name[int32(r.GetStatus())]; !ok {
+			return invalid("status", "unknown status")
+		}
+		if err := filterValues(r.GetTenant(), r.GetWorkspace(), r.GetApp(), r.GetWorkflow(), r.GetAgent(), r.GetToolset()); err != nil {
+			return err
+		}
+		windows := []struct {
+			name     string
+			from, to *int64
+		}{
+			{"created", r.CreatedFromMs, r.CreatedToMs},
+			{"expires", r.ExpiresFromMs, r.ExpiresToMs},
+			{"finalized", r.FinalizedFromMs, r.FinalizedToMs},
+		}
+		for _, w := range windows {
+			if w.from != nil && *w.from < 0 {
+				return invalid(w.name+"_from_ms", "must be >= 0")
+			}
+			if w.to != nil && *w.to < 0 {
+				return invalid(w.name+"_to_ms", "must be >= 0")
+			}
+			if w.from != nil && w.to != nil && *w.from > *w.to {
+				return invalid(w.name+"_from_ms", "must not be after %s_to_ms", w.name)
+			}
+		}
+		if _, ok := cyclesv1.ReservationSortField_name[int32(r.GetSortBy())]; !ok {
+			return invalid("sort_by", "unknown sort field")
+		}
+		if _, ok := cyclesv1.SortDirection_name[int32(r.GetSortDir())]; !ok {
+			return invalid("sort_dir", "unknown sort direction")
+		}
+		if len(r.GetInclude()) > 8 {
+			return invalid("include", "at most 8 tokens")
+		}
+		if err := Limit("limit", r.GetLimit(), 200); err != nil {
+			return err
+		}
+		return Cursor("cursor", r.GetCursor())
+	})
+	register(func(r *cyclesv1.DecideRequest) error {
+		if err := IdempotencyKey("idempotency_key", r.GetIdempotencyKey()); err != nil {
+			return err
+		}
+		if err := Subject("subject", r.GetSubject()); err != nil {
+			return err
+		}
+		if err := Action("action", r.GetAction()); err != nil {
+			return err
+		}
+		if err := Amount("estimate", r.GetEstimate()); err != nil {
+			return err
+		}
+		return Metadata("metadata", r.GetMetadata())
+	})
+	register(func(r *cyclesv1.CreateEventRequest) error {
+		if err := IdempotencyKey("idempotency_key", r.GetIdempotencyKey()); err != nil {
+			return err
+		}
+		if err := Subject("subject", r.GetSubject()); err != nil {
+			return err
+		}
+		if err := Action("action", r.GetAction()); err != nil {
+			return err
+		}
+		if err := Amount("actual", r.GetActual()); err != nil {
+			return err
+		}
+		if err := Policy("overage_policy", r.GetOveragePolicy()); err != nil {
+			return err
+		}
+		if err := Metrics("metrics", r.GetMetrics()); err != nil {
+			return err
+		}
+		if r.ClientTimeMs != nil {
+			if err := NonNegative("client_time_ms", r.GetClientTimeMs()); err != nil {
+				return err
+			}
+		}
+		return Metadata("metadata", r.GetMetadata())
+	})
+	register(func(r *cyclesv1.GetBalancesRequest) error {
+		vals := []string{r.GetTenant(), r.GetWorkspace(), r.GetApp(), r.GetWorkflow(), r.GetAgent(), r.GetToolset()}
+		any := false
+		for _, v := range vals {
+			any = any || v != ""
+		}
+		if !any {
+			return invalid("subject filters", "at least one of tenant, workspace, app, workflow, agent, toolset is required")
+		}
+		if err := filterValues(vals...); err != nil {
+			return err
+		}
+		if err := OptionalUnit("unit", r.GetUnit()); err != nil {
+			return err
+		}
+		if err := Limit("limit", r.GetLimit(), 200); err != nil {
+			return err
+		}
+		return Cursor("cursor", r.GetCursor())
+	})
+}
+
+// filterValues checks optional subject filters (tenant..toolset order).
+func filterValues(vals ...string) error {
+	names := []string{"tenant", "workspace", "app", "workflow", "agent", "toolset"}
+	for i, v := range vals {
+		if v != "" && !isToken(v, 128) {
+			return invalid(names[i], "must match [a-zA-Z0-9_.-]{1,128}")
+		}
+	}
+	return nil
+}
