@@ -1,0 +1,136 @@
+// Package app wires cyclesd together: configuration → store → script
+// executor → domain packages → handlers → gRPC shell, plus the background
+// workers, and runs them until the context ends.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cyclesgo/cycles-go/pkg/config"
+	"github.com/cyclesgo/cycles-go/pkg/script"
+	"github.com/cyclesgo/cycles-go/pkg/server"
+	"github.com/cyclesgo/cycles-go/pkg/store"
+)
+
+// NewLogger builds the zap logger of cfg.
+func NewLogger(cfg *config.Config) (*zap.Logger, error) {
+	var zc zap.Config
+	if cfg.LogFormat == "console" {
+		zc = zap.NewDevelopmentConfig()
+		zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
+	} else {
+		zc = zap.NewProductionConfig()
+	}
+	lvl, err := zapcore.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, fmt.Errorf("log level: %w", err)
+	}
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	return zc.Build()
+}
+
+// Run starts cyclesd and blocks until ctx is done, then shuts down
+// gracefully. Banner text (dev mode) goes to out.
+func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
+	log, err := NewLogger(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+
+	st, err := store.Open(cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if cfg.Dev() {
+		log.Warn("DEV MODE: no Redis address configured; using the embedded in-process store. Nothing is durable: all budgets vanish when cyclesd stops.")
+		if cfg.AdminKey == "" {
+			cfg.AdminKey = "dev-admin-" + randomHex(12)
+		}
+	}
+
+	startCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := st.Ping(startCtx); err != nil {
+		return fmt.Errorf("redis unreachable at start: %w", err)
+	}
+	if err := st.CheckEvictionPolicy(startCtx); err != nil {
+		var ep *store.ErrEvictionPolicy
+		if !errors.As(err, &ep) || !cfg.AllowEvictionPolicy {
+			return err
+		}
+		log.Warn("starting despite an evicting maxmemory-policy (-allow-eviction-policy)", zap.String("policy", ep.Policy))
+	}
+	exec, err := script.New(st.Client)
+	if err != nil {
+		return err
+	}
+	if err := exec.Load(startCtx); err != nil {
+		return fmt.Errorf("load scripts: %w", err)
+	}
+
+	comp, err := build(cfg, log, exec)
+	if err != nil {
+		return err
+	}
+	srv := server.New(server.Options{
+		Logger:         log,
+		MeterProvider:  comp.meterProvider,
+		Verifier:       comp.verifier,
+		AdminKey:       cfg.AdminKey,
+		RequestTimeout: cfg.RequestTimeout,
+		Guard:          comp.guard,
+	}, comp.services)
+
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	log.Info("cyclesd listening", zap.String("addr", lis.Addr().String()), zap.Bool("dev", cfg.Dev()))
+	if cfg.Dev() && cfg.DevSeed {
+		if err := seedDev(ctx, comp, cfg, lis.Addr().String(), out); err != nil {
+			return fmt.Errorf("dev seed: %w", err)
+		}
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Serve(lis) })
+	g.Go(func() error {
+		srv.WatchHealth(gctx, st.Ping, cfg.HealthInterval)
+		return nil
+	})
+	for _, w := range comp.workers {
+		w := w
+		g.Go(func() error { return w(gctx) })
+	}
+	g.Go(func() error {
+		<-gctx.Done()
+		log.Info("shutting down: draining in-flight RPCs", zap.Duration("grace", cfg.ShutdownGrace))
+		srv.Stop(cfg.ShutdownGrace)
+		return nil
+	})
+	err = g.Wait()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	log.Info("cyclesd stopped")
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,154 @@
+// Package config is cyclesd's one settings struct: every setting is a flag and
+// a CYCLESD_* environment variable (the flag wins), with a default and a
+// description in one place. `cyclesd -help` prints the table.
+package config
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Config holds every setting of cyclesd.
+type Config struct {
+	Listen      string
+	MetricsAddr string
+	AdminKey    string
+
+	RedisAddrs        []string
+	RedisUsername     string
+	RedisPassword     string
+	RedisDB           int
+	RedisMasterName   string
+	RedisCluster      bool
+	RedisTLS          bool
+	RedisTLSInsecure  bool
+	RedisPoolSize     int
+	RedisDialTimeout  time.Duration
+	RedisReadTimeout  time.Duration
+	RedisWriteTimeout time.Duration
+	// AllowEvictionPolicy lets cyclesd start on a Redis whose maxmemory-policy
+	// evicts keys (allkeys-*), which silently deletes ledger state.
+	AllowEvictionPolicy bool
+
+	// RequestTimeout bounds every Redis-backed RPC (fail fast, fail closed).
+	RequestTimeout time.Duration
+	KeyCacheTTL    time.Duration
+	ShutdownGrace  time.Duration
+	HealthInterval time.Duration
+
+	SweeperEnabled  bool
+	SweeperInterval time.Duration
+	SweeperBatch    int
+
+	EventRetention time.Duration
+	EventHeartbeat time.Duration
+
+	LogFormat string
+	LogLevel  string
+
+	// DevSeed seeds a demo tenant, key and budget (dev mode does it by default).
+	DevSeed bool
+}
+
+// Dev reports whether cyclesd runs on the embedded in-process store: no Redis
+// address configured. Dev mode is not durable.
+func (c *Config) Dev() bool { return len(c.RedisAddrs) == 0 }
+
+// Load parses args (without the program name) and the environment.
+func Load(args []string, getenv func(string) string) (*Config, error) {
+	c := &Config{}
+	fs := flag.NewFlagSet("cyclesd", flag.ContinueOnError)
+	var addrs string
+	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, def, usage) }
+	dur := func(p *time.Duration, name string, def time.Duration, usage string) {
+		fs.DurationVar(p, name, def, usage)
+	}
+	integer := func(p *int, name string, def int, usage string) { fs.IntVar(p, name, def, usage) }
+	boolean := func(p *bool, name string, def bool, usage string) { fs.BoolVar(p, name, def, usage) }
+
+	str(&c.Listen, "listen", "127.0.0.1:7700", "gRPC listen address")
+	str(&c.MetricsAddr, "metrics-addr", "", "HTTP address for /metrics (empty: off)")
+	str(&c.AdminKey, "admin-key", "", "admin key for AdminService/OpsService (required unless dev mode, which generates one)")
+	str(&addrs, "redis-addrs", "", "comma-separated Redis addresses; empty runs dev mode on the embedded store")
+	str(&c.RedisUsername, "redis-username", "", "Redis ACL user")
+	str(&c.RedisPassword, "redis-password", "", "Redis password")
+	integer(&c.RedisDB, "redis-db", 0, "Redis database (single node and Sentinel only)")
+	str(&c.RedisMasterName, "redis-master-name", "", "Sentinel master name (addresses are then sentinels)")
+	boolean(&c.RedisCluster, "redis-cluster", false, "treat a single address as a Cluster seed")
+	boolean(&c.RedisTLS, "redis-tls", false, "connect to Redis over TLS")
+	boolean(&c.RedisTLSInsecure, "redis-tls-insecure", false, "skip Redis TLS certificate verification (testing only)")
+	integer(&c.RedisPoolSize, "redis-pool-size", 0, "Redis connections per node (0: go-redis default, 10 x GOMAXPROCS)")
+	dur(&c.RedisDialTimeout, "redis-dial-timeout", 500*time.Millisecond, "Redis dial timeout")
+	dur(&c.RedisReadTimeout, "redis-read-timeout", 500*time.Millisecond, "Redis read timeout")
+	dur(&c.RedisWriteTimeout, "redis-write-timeout", 500*time.Millisecond, "Redis write timeout")
+	boolean(&c.AllowEvictionPolicy, "allow-eviction-policy", false, "start even if Redis maxmemory-policy is allkeys-* (evicts ledger keys)")
+	dur(&c.RequestTimeout, "request-timeout", 750*time.Millisecond, "deadline for the Redis work of one RPC; past it the RPC fails with UNAVAILABLE")
+	dur(&c.KeyCacheTTL, "key-cache-ttl", 5*time.Second, "how long a verified API key is cached (revocation reaches other replicas within this)")
+	dur(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long SIGTERM waits for in-flight RPCs")
+	dur(&c.HealthInterval, "health-interval", time.Second, "how often Redis reachability is probed for gRPC health")
+	boolean(&c.SweeperEnabled, "sweeper", true, "run the expiry sweeper")
+	dur(&c.SweeperInterval, "sweeper-interval", 5*time.Second, "pause between sweeps that found nothing left to do")
+	integer(&c.SweeperBatch, "sweeper-batch", 1000, "reservations expired per script call")
+	dur(&c.EventRetention, "event-retention", 7*24*time.Hour, "how long events stay in a tenant's stream")
+	dur(&c.EventHeartbeat, "event-heartbeat", 15*time.Second, "heartbeat interval on idle WatchEvents streams")
+	str(&c.LogFormat, "log-format", "", "json or console (default: console in dev mode, else json)")
+	str(&c.LogLevel, "log-level", "info", "debug, info, warn, error")
+	boolean(&c.DevSeed, "dev-seed", true, "in dev mode, seed a demo tenant, API key and budget")
+
+	// Environment first, so flags override it.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := EnvName(f.Name)
+		if v := getenv(env); v != "" {
+			if err := f.Value.Set(v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("%s=%q: %w", env, v, err)
+			}
+		}
+		f.Usage = fmt.Sprintf("%s (env %s)", f.Usage, env)
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	for _, a := range strings.Split(addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.RedisAddrs = append(c.RedisAddrs, a)
+		}
+	}
+	if c.LogFormat == "" {
+		c.LogFormat = "json"
+		if c.Dev() {
+			c.LogFormat = "console"
+		}
+	}
+	return c, c.validate()
+}
+
+func (c *Config) validate() error {
+	if !c.Dev() && c.AdminKey == "" {
+		return fmt.Errorf("an admin key is required (-admin-key or %s)", EnvName("admin-key"))
+	}
+	if c.AdminKey != "" && len(c.AdminKey) < 16 {
+		return fmt.Errorf("admin key must be at least 16 characters")
+	}
+	if c.RequestTimeout <= 0 || c.SweeperBatch <= 0 || c.SweeperInterval <= 0 {
+		return fmt.Errorf("request-timeout, sweeper-batch and sweeper-interval must be positive")
+	}
+	if c.LogFormat != "json" && c.LogFormat != "console" {
+		return fmt.Errorf("log-format must be json or console")
+	}
+	return nil
+}
+
+// EnvName is the environment variable of a flag: CYCLESD_ + upper snake case.
+func EnvName(flagName string) string {
+	return "CYCLESD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// FromOS loads from os.Args and the process environment.
+func FromOS() (*Config, error) { return Load(os.Args[1:], os.Getenv) }

@@ -1,0 +1,117 @@
+// Package store opens the Redis deployment cyclesd runs on (single node,
+// Sentinel or Cluster through one go-redis UniversalClient, or the embedded
+// in-process store of dev mode) and checks it is safe for a ledger.
+// Commands themselves are sent only by pkg/script.
+package store
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"strings"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cyclesgo/cycles-go/pkg/config"
+)
+
+// Store is an open connection to the budget store.
+type Store struct {
+	Client redis.UniversalClient
+	// Embedded is non-nil in dev mode.
+	Embedded *miniredis.Miniredis
+}
+
+// Open connects according to cfg; with no address it starts the embedded store.
+func Open(cfg *config.Config) (*Store, error) {
+	if cfg.Dev() {
+		m := miniredis.NewMiniRedis()
+		if err := m.Start(); err != nil {
+			return nil, fmt.Errorf("start embedded store: %w", err)
+		}
+		return &Store{Client: redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true}), Embedded: m}, nil
+	}
+	opts := &redis.UniversalOptions{
+		Addrs:         cfg.RedisAddrs,
+		Username:      cfg.RedisUsername,
+		Password:      cfg.RedisPassword,
+		DB:            cfg.RedisDB,
+		MasterName:    cfg.RedisMasterName,
+		IsClusterMode: cfg.RedisCluster,
+		PoolSize:      cfg.RedisPoolSize,
+		DialTimeout:   cfg.RedisDialTimeout,
+		ReadTimeout:   cfg.RedisReadTimeout,
+		WriteTimeout:  cfg.RedisWriteTimeout,
+		// Fail fast: a retry loop inside one RPC would outlive its deadline.
+		MaxRetries: 1,
+		// Honour each RPC's deadline on the socket, so a slow Redis fails the
+		// RPC fast (UNAVAILABLE) instead of holding it.
+		ContextTimeoutEnabled: true,
+	}
+	if cfg.RedisTLS {
+		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.RedisTLSInsecure} //nolint:gosec // opt-in for tests
+	}
+	return &Store{Client: redis.NewUniversalClient(opts)}, nil
+}
+
+// Close closes the client and the embedded store.
+func (s *Store) Close() error {
+	err := s.Client.Close()
+	if s.Embedded != nil {
+		s.Embedded.Close()
+	}
+	return err
+}
+
+// Ping reports whether Redis answers (on Cluster: every master).
+func (s *Store) Ping(ctx context.Context) error {
+	if cc, ok := s.Client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() })
+	}
+	return s.Client.Ping(ctx).Err()
+}
+
+// ErrEvictionPolicy is returned when Redis may evict ledger keys.
+type ErrEvictionPolicy struct{ Policy string }
+
+func (e *ErrEvictionPolicy) Error() string {
+	return fmt.Sprintf("redis maxmemory-policy is %q: eviction would silently delete budgets, reservations and limiter keys; "+
+		"set maxmemory-policy to noeviction (or volatile-* if you must), or start with -allow-eviction-policy to accept the risk", e.Policy)
+}
+
+// CheckEvictionPolicy refuses an allkeys-* maxmemory-policy (on every master).
+// The embedded store has no eviction and is not checked.
+func (s *Store) CheckEvictionPolicy(ctx context.Context) error {
+	if s.Embedded != nil {
+		return nil
+	}
+	check := func(ctx context.Context, c redis.Cmdable) error {
+		res, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+		if err != nil {
+			// Managed Redis may forbid CONFIG; fall back to INFO memory.
+			info, ierr := c.Info(ctx, "memory").Result()
+			if ierr != nil {
+				return fmt.Errorf("read maxmemory-policy: %w", err)
+			}
+			res = map[string]string{"maxmemory-policy": infoField(info, "maxmemory_policy")}
+		}
+		if p := res["maxmemory-policy"]; strings.HasPrefix(p, "allkeys-") {
+			return &ErrEvictionPolicy{Policy: p}
+		}
+		return nil
+	}
+	if cc, ok := s.Client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return check(ctx, c) })
+	}
+	return check(ctx, s.Client)
+}
+
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
