@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -37,7 +38,19 @@ func withRequestID(ctx context.Context) context.Context {
 		id = newRequestID()
 	}
 	_ = grpc.SetHeader(ctx, metadata.Pairs(auth.RequestIDHeader, id))
-	return reqctx.WithRequestID(ctx, id)
+	ctx = reqctx.WithRequestID(ctx, id)
+	// The trace id of the RPC's span (the otelgrpc stats handler honours an
+	// incoming W3C traceparent); a random one when tracing is off, because
+	// the protocol requires every error and event to carry one.
+	traceID := ""
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		traceID = sc.TraceID().String()
+	} else {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		traceID = hex.EncodeToString(b[:])
+	}
+	return reqctx.WithTraceID(ctx, traceID)
 }
 
 // toStatus converts any handler error into the gRPC error a client sees:
@@ -165,6 +178,7 @@ func (c *chain) logRPC(ctx context.Context, method string, start time.Time, err 
 		zap.String("code", code.String()),
 		zap.Duration("latency", time.Since(start)),
 		zap.String("request_id", reqctx.RequestID(ctx)),
+		zap.String("trace_id", reqctx.TraceID(ctx)),
 	}
 	if p, ok := auth.FromContext(ctx); ok && p.Tenant != "" {
 		fields = append(fields, zap.String("tenant", p.Tenant))
