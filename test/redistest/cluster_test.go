@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 func TestClusterSpreadsSlots(t *testing.T) {
@@ -37,5 +38,32 @@ func keyNode(slot int64) string {
 		return "b"
 	default:
 		return "c"
+	}
+}
+
+func TestSentinelFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sentinel failover in -short mode")
+	}
+	s := StartSentinel(t)
+	c := s.Client(t)
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", "before", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Master.Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := c.Set(ctx, "k", "after", 0).Err()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no failover: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if v, _ := c.Get(ctx, "k").Result(); v != "after" {
+		t.Fatalf("k = %q after failover", v)
 	}
 }
