@@ -28,6 +28,50 @@ import (
 // libraries are prepended, in this order, to every script body.
 var libraries = []string{"lib/int64.lua", "lib/core.lua"}
 
+// includeDirective lines at the top of a script name further libraries to
+// prepend (after the standard ones, in order), e.g. "-- include: lib/ledger.lua".
+const includeDirective = "-- include:"
+
+// includes returns the library paths a script body asks for.
+func includes(body string) []string {
+	var out []string
+	for _, line := range strings.Split(body, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "--") {
+			if line == "" {
+				continue
+			}
+			break // directives live in the header comment only
+		}
+		if rest, ok := strings.CutPrefix(line, includeDirective); ok {
+			out = append(out, strings.Fields(rest)...)
+		}
+	}
+	return out
+}
+
+// compile builds the source of one script: standard libraries, the script's
+// own includes, then its body.
+func compile(prelude, body string) (string, error) {
+	var b strings.Builder
+	b.WriteString(prelude)
+	seen := map[string]bool{}
+	for _, inc := range includes(body) {
+		if seen[inc] {
+			continue
+		}
+		seen[inc] = true
+		lib, err := fs.ReadFile(lua.FS, inc)
+		if err != nil {
+			return "", fmt.Errorf("include %s: %w", inc, err)
+		}
+		b.Write(lib)
+		b.WriteByte('\n')
+	}
+	b.WriteString(body)
+	return b.String(), nil
+}
+
 // Executor runs the embedded scripts against one Redis deployment (single node,
 // Sentinel or Cluster).
 type Executor struct {
@@ -66,7 +110,10 @@ func newWith(client redis.UniversalClient, extra map[string]string) (*Executor, 
 			return fmt.Errorf("read %s: %w", path, err)
 		}
 		name := strings.TrimSuffix(path, ".lua")
-		src := prelude.String() + string(body)
+		src, err := compile(prelude.String(), string(body))
+		if err != nil {
+			return fmt.Errorf("script %s: %w", name, err)
+		}
 		e.scripts[name] = redis.NewScript(src)
 		e.sources[name] = src
 		return nil
@@ -75,7 +122,10 @@ func newWith(client redis.UniversalClient, extra map[string]string) (*Executor, 
 		return nil, err
 	}
 	for name, body := range extra {
-		src := prelude.String() + body
+		src, err := compile(prelude.String(), body)
+		if err != nil {
+			return nil, fmt.Errorf("script %s: %w", name, err)
+		}
 		e.scripts[name] = redis.NewScript(src)
 		e.sources[name] = src
 	}
@@ -144,8 +194,8 @@ func (e *Executor) RunInto(ctx context.Context, out any, name string, keys []str
 }
 
 type refusal struct {
-	Msg string         `json:"msg"`
-	D   map[string]any `json:"d"`
+	Msg string          `json:"msg"`
+	D   json.RawMessage `json:"d"`
 }
 
 func decode(name string, res any) (json.RawMessage, error) {
@@ -163,7 +213,14 @@ func decode(name string, res any) (json.RawMessage, error) {
 		return nil, fmt.Errorf("script %s: decode refusal %s: %w", name, code, err)
 	}
 	ae := &apierr.Error{Code: apierr.Code(code), Message: r.Msg}
-	for k, v := range r.D {
+	// An empty Lua table encodes as {} on Redis but [] on the embedded store.
+	var details map[string]any
+	if len(r.D) > 0 && r.D[0] == '{' {
+		if err := json.Unmarshal(r.D, &details); err != nil {
+			return nil, fmt.Errorf("script %s: decode refusal details: %w", name, err)
+		}
+	}
+	for k, v := range details {
 		ae.With(k, detailString(v))
 	}
 	return nil, ae
