@@ -77,7 +77,7 @@ func (t Tenant) Deadlines() string { return t.key("r", "deadline") }
 func (t Tenant) Created() string { return t.key("r", "created") }
 
 // Idempotency is the idempotency record of key on endpoint (reserve, decide,
-// extend:<reservation_id>, event, fund:<scope>:<unit>).
+// extend:<reservation_id>, event, fund).
 func (t Tenant) Idempotency(endpoint, key string) string { return t.key("idem", endpoint, key) }
 
 // Event is the record of one direct-debit event.

@@ -1,0 +1,26 @@
+-- admin/close_tenant: flip a tenant to CLOSED (irreversible). The caller then
+-- releases the tenant's open reservations through the ledger's release path.
+--
+-- KEYS[1] = tenant record hash
+-- KEYS[2] = tenant event stream
+-- ARGV[1] = tenant id
+-- ARGV[2] = event context (pkg/events.Context)
+-- Result: ok({tenant = <tenant hash after>, closed_now = bool})
+--   Closing a CLOSED tenant changes nothing (closed_now = false, no event).
+-- Refusals: TENANT_NOT_FOUND.
+-- Events: tenant.closed.
+
+local t = hgetall(KEYS[1])
+if t.status == nil then
+  return fail('TENANT_NOT_FOUND', 'tenant ' .. ARGV[1] .. ' not found', {tenant_id = ARGV[1]})
+end
+if t.status == 'CLOSED' then
+  return ok({tenant = t, closed_now = false})
+end
+local now = now_ms()
+local ts = string.format('%.0f', now)
+redis.call('HSET', KEYS[1], 'status', 'CLOSED', 'closed_at', ts, 'updated_at', ts)
+local emit = event_emitter(KEYS[2], ARGV[2], now)
+emit('tenant.closed', 'tenant', 'tenant:' .. ARGV[1],
+  {tenant_id = ARGV[1], previous_status = t.status, new_status = 'CLOSED'})
+return ok({tenant = hgetall(KEYS[1]), closed_now = true})

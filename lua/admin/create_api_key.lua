@@ -1,0 +1,37 @@
+-- admin/create_api_key: store a new API key (only the hash of the presented key).
+--
+-- KEYS[1] = tenant record hash
+-- KEYS[2] = API key hash (cy:{t:T}:apikey:<key_id>)
+-- KEYS[3] = the tenant's key index (cy:{t:T}:apikeys, lex zset, score 0)
+-- KEYS[4] = tenant event stream
+-- ARGV[1] = tenant id
+-- ARGV[2] = key id (16 lowercase hex)
+-- ARGV[3] = name
+-- ARGV[4] = hex SHA-256 of the full presented key
+-- ARGV[5] = event context (pkg/events.Context)
+-- Result: ok(<API key hash after the write>)
+-- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, DUPLICATE_RESOURCE (key id taken).
+-- Events: api_key.created (category api_key).
+
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then
+  return fail('TENANT_NOT_FOUND', 'tenant ' .. ARGV[1] .. ' not found', {tenant_id = ARGV[1]})
+end
+if st == 'CLOSED' then
+  return fail('TENANT_CLOSED', 'tenant ' .. ARGV[1] .. ' is closed', {tenant_id = ARGV[1]})
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return fail('DUPLICATE_RESOURCE', 'key id ' .. ARGV[2] .. ' already exists', {key_id = ARGV[2]})
+end
+if not string.match(ARGV[4], '^[0-9a-f]+$') or #ARGV[4] ~= 64 then
+  return fail('INVALID_REQUEST', 'key hash must be 64 lowercase hex characters', {field = 'hash'})
+end
+
+local now = now_ms()
+redis.call('HSET', KEYS[2], 'key_id', ARGV[2], 'tenant_id', ARGV[1], 'name', ARGV[3],
+  'hash', ARGV[4], 'status', 'ACTIVE', 'created_at', string.format('%.0f', now))
+redis.call('ZADD', KEYS[3], 0, ARGV[2])
+local emit = event_emitter(KEYS[4], ARGV[5], now)
+emit('api_key.created', 'api_key', 'tenant:' .. ARGV[1],
+  {key_id = ARGV[2], key_name = ARGV[3], new_status = 'ACTIVE'})
+return ok(hgetall(KEYS[2]))

@@ -1,0 +1,74 @@
+-- admin/create_budget: create the ledger of one (scope, unit).
+--
+-- KEYS[1] = tenant record hash
+-- KEYS[2] = budget hash (cy:{t:T}:b:<scope_path>:<UNIT>)
+-- KEYS[3] = the tenant's budget index (cy:{t:T}:budgets, members "<scope_path>|<UNIT>")
+-- KEYS[4] = tenant event stream
+-- ARGV[1] = tenant id
+-- ARGV[2] = canonical scope path
+-- ARGV[3] = unit (USD_MICROCENTS|TOKENS|CREDITS|RISK_POINTS)
+-- ARGV[4] = allocated (decimal int64 >= 0)
+-- ARGV[5] = overdraft limit (decimal int64 >= 0)
+-- ARGV[6] = commit overage policy ('' = none)
+-- ARGV[7] = caps (JSON, '' = none)
+-- ARGV[8] = metadata (JSON object of strings)
+-- ARGV[9] = event context (pkg/events.Context)
+-- Result: ok(<budget hash after the write>)
+-- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, TENANT_SUSPENDED, DUPLICATE_RESOURCE,
+--   INVALID_REQUEST, INTERNAL_ERROR (malformed tenant status).
+-- remaining = allocated; reserved = spent = debt = 0; is_over_limit false; ACTIVE.
+-- Events: budget.created (EventDataBudgetLifecycle, operation CREATE).
+
+local tenant, scope, unit = ARGV[1], ARGV[2], ARGV[3]
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then
+  return fail('TENANT_NOT_FOUND', 'tenant ' .. tenant .. ' not found', {tenant_id = tenant})
+end
+if st == 'CLOSED' then
+  return fail('TENANT_CLOSED', 'tenant ' .. tenant .. ' is closed', {tenant_id = tenant})
+end
+if st == 'SUSPENDED' then
+  return fail('TENANT_SUSPENDED', 'tenant ' .. tenant .. ' is suspended', {tenant_id = tenant})
+end
+if st ~= 'ACTIVE' then
+  return fail('INTERNAL_ERROR', 'tenant record has a malformed status', {tenant_id = tenant})
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return fail('DUPLICATE_RESOURCE', 'budget ' .. scope .. ' ' .. unit .. ' already exists',
+    {scope = scope, unit = unit})
+end
+local allocated = i64_norm(ARGV[4])
+if allocated == nil or i64_cmp(allocated, '0') < 0 then
+  return fail('INVALID_REQUEST', 'allocated must be an int64 >= 0', {field = 'allocated'})
+end
+local limit = i64_norm(ARGV[5])
+if limit == nil or i64_cmp(limit, '0') < 0 then
+  return fail('INVALID_REQUEST', 'overdraft_limit must be an int64 >= 0', {field = 'overdraft_limit'})
+end
+
+local now = now_ms()
+local ts = string.format('%.0f', now)
+local fields = {
+  'scope_path', scope, 'unit', unit, 'allocated', allocated, 'remaining', allocated,
+  'reserved', '0', 'spent', '0', 'debt', '0', 'overdraft_limit', limit,
+  'is_over_limit', 'false', 'status', 'ACTIVE', 'created_at', ts, 'updated_at', ts,
+  'metadata', ARGV[8],
+}
+if ARGV[6] ~= '' then
+  fields[#fields + 1] = 'commit_overage_policy'
+  fields[#fields + 1] = ARGV[6]
+end
+if ARGV[7] ~= '' then
+  fields[#fields + 1] = 'caps'
+  fields[#fields + 1] = ARGV[7]
+end
+redis.call('HSET', KEYS[2], unpack(fields))
+redis.call('ZADD', KEYS[3], 0, scope .. '|' .. unit)
+
+local emit = event_emitter(KEYS[4], ARGV[9], now)
+emit('budget.created', 'budget', scope, {
+  ledger_id = scope .. '|' .. unit, scope = scope, unit = unit, operation = 'CREATE',
+  new_state = {allocated = allocated, remaining = allocated, debt = '0', spent = '0',
+    reserved = '0', status = 'ACTIVE'},
+})
+return ok(hgetall(KEYS[2]))

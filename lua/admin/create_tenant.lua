@@ -1,0 +1,45 @@
+-- admin/create_tenant: create a tenant record (status ACTIVE).
+--
+-- KEYS[1] = tenant record hash (cy:{t:T}:tenant)
+-- KEYS[2] = tenant event stream (cy:{t:T}:events)
+-- ARGV[1] = tenant id
+-- ARGV[2] = name
+-- ARGV[3] = default overage policy (REJECT|ALLOW_IF_AVAILABLE|ALLOW_WITH_OVERDRAFT)
+-- ARGV[4] = default reservation ttl ms (decimal)
+-- ARGV[5] = max reservation ttl ms (decimal, 0 = no cap)
+-- ARGV[6] = max reservation extensions (decimal)
+-- ARGV[7] = metadata (JSON object of strings)
+-- ARGV[8] = event context (pkg/events.Context)
+-- Result: ok(<tenant hash after the write>)
+-- Refusals: DUPLICATE_RESOURCE (record exists), INVALID_REQUEST (malformed ARGV).
+-- created_at/updated_at come from Redis TIME; extra ARGV are ignored.
+
+local POLICIES = {REJECT = true, ALLOW_IF_AVAILABLE = true, ALLOW_WITH_OVERDRAFT = true}
+
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return fail('DUPLICATE_RESOURCE', 'tenant ' .. ARGV[1] .. ' already exists', {tenant_id = ARGV[1]})
+end
+if not POLICIES[ARGV[3]] then
+  return fail('INVALID_REQUEST', 'unknown overage policy', {field = 'default_commit_overage_policy'})
+end
+local fields = {default_ttl_ms = ARGV[4], max_ttl_ms = ARGV[5], max_extensions = ARGV[6]}
+for name, v in pairs(fields) do
+  local n = i64_norm(v)
+  if n == nil or string.sub(n, 1, 1) == '-' then
+    return fail('INVALID_REQUEST', name .. ' must be a non-negative integer', {field = name})
+  end
+  fields[name] = n
+end
+
+local now = now_ms()
+local ts = string.format('%.0f', now)
+redis.call('HSET', KEYS[1],
+  'tenant_id', ARGV[1], 'name', ARGV[2], 'status', 'ACTIVE', 'default_policy', ARGV[3],
+  'default_ttl_ms', fields.default_ttl_ms, 'max_ttl_ms', fields.max_ttl_ms,
+  'max_extensions', fields.max_extensions, 'created_at', ts, 'updated_at', ts,
+  'metadata', ARGV[7])
+
+local emit = event_emitter(KEYS[2], ARGV[8], now)
+emit('tenant.created', 'tenant', 'tenant:' .. ARGV[1],
+  {tenant_id = ARGV[1], new_status = 'ACTIVE'})
+return ok(hgetall(KEYS[1]))

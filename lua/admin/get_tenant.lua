@@ -1,0 +1,12 @@
+-- admin/get_tenant: read a tenant record.
+--
+-- KEYS[1] = tenant record hash
+-- ARGV[1] = tenant id (for the refusal message)
+-- Result: ok(<tenant hash>)
+-- Refusals: TENANT_NOT_FOUND.
+
+local t = hgetall(KEYS[1])
+if t.status == nil then
+  return fail('TENANT_NOT_FOUND', 'tenant ' .. ARGV[1] .. ' not found', {tenant_id = ARGV[1]})
+end
+return ok(t)

@@ -1,0 +1,26 @@
+-- admin/revoke_api_key: revoke an API key (idempotent).
+--
+-- KEYS[1] = API key hash
+-- KEYS[2] = tenant event stream
+-- ARGV[1] = tenant id
+-- ARGV[2] = key id
+-- ARGV[3] = event context (pkg/events.Context)
+-- Result: ok({key = <API key hash after>, revoked_now = bool})
+--   Revoking a REVOKED key changes nothing (revoked_now = false, no event).
+-- Refusals: KEY_NOT_FOUND.
+-- Allowed on SUSPENDED and CLOSED tenants: revocation is a safety action.
+-- Events: api_key.revoked (category api_key).
+
+local k = hgetall(KEYS[1])
+if k.status == nil then
+  return fail('KEY_NOT_FOUND', 'API key ' .. ARGV[2] .. ' not found', {key_id = ARGV[2]})
+end
+if k.status == 'REVOKED' then
+  return ok({key = k, revoked_now = false})
+end
+local now = now_ms()
+redis.call('HSET', KEYS[1], 'status', 'REVOKED', 'revoked_at', string.format('%.0f', now))
+local emit = event_emitter(KEYS[2], ARGV[3], now)
+emit('api_key.revoked', 'api_key', 'tenant:' .. ARGV[1],
+  {key_id = ARGV[2], key_name = k.name or '', previous_status = k.status, new_status = 'REVOKED'})
+return ok({key = hgetall(KEYS[1]), revoked_now = true})

@@ -1,0 +1,112 @@
+-- admin/update_budget: change overdraft_limit, commit_overage_policy, caps and
+-- metadata of a budget; allowed while FROZEN, refused once CLOSED. Recomputes
+-- is_over_limit = debt > overdraft_limit (which also clears a stale flag).
+--
+-- KEYS[1] = tenant record hash
+-- KEYS[2] = budget hash
+-- KEYS[3] = tenant event stream
+-- ARGV[1] = canonical scope path
+-- ARGV[2] = unit
+-- ARGV[3] = patch (JSON object; absent members are left unchanged):
+--           {overdraft_limit (decimal string), commit_overage_policy,
+--            caps (JSON text), clear_caps (bool), metadata (object of strings),
+--            replace_metadata (bool)}
+-- ARGV[4] = event context (pkg/events.Context)
+-- Result: ok(<budget hash after>)
+-- Refusals: TENANT_CLOSED, BUDGET_NOT_FOUND, BUDGET_CLOSED, INVALID_REQUEST,
+--   INTERNAL_ERROR (malformed stored values). Nothing is written when nothing changes.
+-- Events: budget.updated (EventDataBudgetLifecycle, operation UPDATE, changed_fields),
+--   budget.over_limit_entered/exited when the flag flips.
+
+local POLICIES = {REJECT = true, ALLOW_IF_AVAILABLE = true, ALLOW_WITH_OVERDRAFT = true}
+local scope, unit = ARGV[1], ARGV[2]
+local details = {scope = scope, unit = unit}
+
+if redis.call('HGET', KEYS[1], 'status') == 'CLOSED' then
+  return fail('TENANT_CLOSED', 'the tenant is closed', details)
+end
+local b = hgetall(KEYS[2])
+if next(b) == nil then
+  return fail('BUDGET_NOT_FOUND', 'budget ' .. scope .. ' ' .. unit .. ' not found', details)
+end
+local status = b.status or 'ACTIVE'
+if status == 'CLOSED' then
+  return fail('BUDGET_CLOSED', 'budget is closed', details)
+end
+local p = cjson.decode(ARGV[3])
+
+local limit = i64_norm(b.overdraft_limit)
+local debt = i64_norm(b.debt)
+if limit == nil or debt == nil then
+  return fail('INTERNAL_ERROR', 'budget debt or overdraft_limit is not an int64', details)
+end
+if p.overdraft_limit ~= nil then
+  limit = i64_norm(p.overdraft_limit)
+  if limit == nil or i64_cmp(limit, '0') < 0 then
+    return fail('INVALID_REQUEST', 'overdraft_limit must be an int64 >= 0', {field = 'overdraft_limit'})
+  end
+end
+if p.commit_overage_policy ~= nil and not POLICIES[p.commit_overage_policy] then
+  return fail('INVALID_REQUEST', 'unknown overage policy', {field = 'commit_overage_policy'})
+end
+
+local set, changed = {}, {}
+local function put(field, v)
+  if v ~= nil and b[field] ~= v then
+    set[#set + 1] = field
+    set[#set + 1] = v
+    changed[#changed + 1] = field
+  end
+end
+put('overdraft_limit', p.overdraft_limit and limit or nil)
+put('commit_overage_policy', p.commit_overage_policy)
+if p.caps ~= nil then put('caps', p.caps) end
+local del_caps = p.clear_caps and b.caps ~= nil
+if del_caps then changed[#changed + 1] = 'caps' end
+
+local given = p.metadata
+if type(given) ~= 'table' then given = {} end
+if p.replace_metadata or next(given) ~= nil then
+  local okd, old = pcall(cjson.decode, b.metadata or '{}')
+  if not okd or type(old) ~= 'table' then
+    return fail('INTERNAL_ERROR', 'stored budget metadata is malformed', details)
+  end
+  local new = {}
+  if not p.replace_metadata then
+    for k, v in pairs(old) do new[k] = v end
+  end
+  for k, v in pairs(given) do new[k] = v end
+  local differs = false
+  for k, v in pairs(new) do if old[k] ~= v then differs = true end end
+  for k, _ in pairs(old) do if new[k] == nil then differs = true end end
+  if differs then put('metadata', cjson.encode(new)) end
+end
+
+local was_over = (b.is_over_limit == 'true')
+local is_over = i64_cmp(debt, limit) > 0
+if was_over ~= is_over then put('is_over_limit', is_over and 'true' or 'false') end
+
+if #changed == 0 then
+  return ok(b)
+end
+local now = now_ms()
+set[#set + 1] = 'updated_at'
+set[#set + 1] = string.format('%.0f', now)
+redis.call('HSET', KEYS[2], unpack(set))
+if del_caps then redis.call('HDEL', KEYS[2], 'caps') end
+
+-- Amounts do not change on an update; previous and new state are two tables
+-- because cjson encoders may reject a table referenced twice.
+local function state()
+  return {allocated = b.allocated or '0', remaining = b.remaining or '0', debt = debt,
+    spent = b.spent or '0', reserved = b.reserved or '0', status = status}
+end
+local emit = event_emitter(KEYS[3], ARGV[4], now)
+emit('budget.updated', 'budget', scope, {ledger_id = scope .. '|' .. unit, scope = scope,
+  unit = unit, operation = 'UPDATE', previous_state = state(), new_state = state(),
+  changed_fields = changed})
+if was_over ~= is_over then
+  emit(is_over and 'budget.over_limit_entered' or 'budget.over_limit_exited', 'budget', scope,
+    {scope = scope, unit = unit, debt = debt, overdraft_limit = limit, is_over_limit = is_over})
+end
+return ok(hgetall(KEYS[2]))

@@ -1,0 +1,125 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/pkg/apierr"
+	"github.com/cyclesgo/cycles-go/pkg/auth"
+	"github.com/cyclesgo/cycles-go/pkg/keys"
+)
+
+// CreateApiKey makes a key for the tenant and returns its secret once; only
+// the SHA-256 of the presented key is stored. Unknown tenant is
+// TENANT_NOT_FOUND, a CLOSED tenant TENANT_CLOSED.
+func (s *Service) CreateApiKey(ctx context.Context, req *cyclesv1.CreateApiKeyRequest) (*cyclesv1.CreateApiKeyResponse, error) {
+	tenant := req.GetTenantId()
+	full, parsed, err := auth.NewAPIKey(tenant)
+	if err != nil {
+		return nil, fmt.Errorf("generate API key: %w", err)
+	}
+	tk := keys.Tenant(tenant)
+	var rec record
+	err = s.run(ctx, &rec, "create_api_key",
+		[]string{tk.Record(), tk.APIKey(parsed.KeyID), tk.APIKeys(), tk.Events()},
+		tenant, parsed.KeyID, req.GetName(), auth.HashSecret(full), s.eventContext(ctx))
+	if err != nil {
+		return nil, s.done(ctx, "CreateApiKey", err)
+	}
+	k, err := apiKeyFromRecord(rec)
+	if err != nil {
+		return nil, s.done(ctx, "CreateApiKey", err)
+	}
+	s.m.keysCreated.Add(ctx, 1)
+	return &cyclesv1.CreateApiKeyResponse{ApiKey: k, Secret: full}, nil
+}
+
+// RevokeApiKey revokes a key (idempotent: revoking a REVOKED key returns it
+// unchanged). Unknown is KEY_NOT_FOUND. The local verification cache forgets
+// the key at once; other replicas within their cache TTL.
+func (s *Service) RevokeApiKey(ctx context.Context, req *cyclesv1.RevokeApiKeyRequest) (*cyclesv1.RevokeApiKeyResponse, error) {
+	tenant, keyID := req.GetTenantId(), req.GetKeyId()
+	tk := keys.Tenant(tenant)
+	var out struct {
+		Key        record `json:"key"`
+		RevokedNow bool   `json:"revoked_now"`
+	}
+	err := s.run(ctx, &out, "revoke_api_key", []string{tk.APIKey(keyID), tk.Events()}, tenant, keyID, s.eventContext(ctx))
+	// Forget the key even when the script failed: dropping a cache entry is
+	// always safe, and a revocation that may have committed must not linger.
+	s.keys.drop(tenant, keyID)
+	if err != nil {
+		return nil, s.done(ctx, "RevokeApiKey", err)
+	}
+	k, err := apiKeyFromRecord(out.Key)
+	if err != nil {
+		return nil, s.done(ctx, "RevokeApiKey", err)
+	}
+	if out.RevokedNow {
+		s.m.keysRevoked.Add(ctx, 1)
+	}
+	return &cyclesv1.RevokeApiKeyResponse{ApiKey: k}, nil
+}
+
+// Auth failure reasons (attribute "reason" of cycles.auth.failures). The
+// client always sees the same UNAUTHORIZED message, so a caller cannot probe
+// which part of a key was wrong.
+const (
+	authMalformed     = "malformed"
+	authUnknownKey    = "unknown_key"
+	authRevoked       = "revoked"
+	authHashMismatch  = "hash_mismatch"
+	authTenantMissing = "tenant_missing"
+)
+
+// VerifyAPIKey implements auth.Verifier: it parses the presented key, checks
+// the in-process cache, else reads the key record and the tenant's status in
+// one script and compares hashes in constant time. Unknown, malformed or
+// revoked keys, and keys whose tenant record is gone, are UNAUTHORIZED. A
+// SUSPENDED or CLOSED tenant's key still authenticates: reads stay available
+// and the ledger refuses mutations with TENANT_SUSPENDED / TENANT_CLOSED.
+// Redis being unreachable is UNAVAILABLE (fail closed), not UNAUTHORIZED.
+func (s *Service) VerifyAPIKey(ctx context.Context, presented string) (auth.Principal, error) {
+	pk, ok := auth.ParseAPIKey(presented)
+	if !ok {
+		return auth.Principal{}, s.authFail(ctx, authMalformed)
+	}
+	hash := auth.HashSecret(presented)
+	if p, ok := s.keys.get(pk.Tenant, pk.KeyID, hash); ok {
+		s.m.authCacheHits.Add(ctx, 1)
+		return p, nil
+	}
+	s.m.authCacheMisses.Add(ctx, 1)
+	tk := keys.Tenant(pk.Tenant)
+	var out struct {
+		Hash         string `json:"hash"`
+		Status       string `json:"status"`
+		TenantID     string `json:"tenant_id"`
+		TenantStatus string `json:"tenant_status"`
+	}
+	if err := s.run(ctx, &out, "verify_api_key", []string{tk.APIKey(pk.KeyID), tk.Record()}); err != nil {
+		return auth.Principal{}, err
+	}
+	switch {
+	case out.Hash == "":
+		return auth.Principal{}, s.authFail(ctx, authUnknownKey)
+	case !auth.EqualHash(out.Hash, hash) || out.TenantID != pk.Tenant:
+		return auth.Principal{}, s.authFail(ctx, authHashMismatch)
+	case out.Status != "ACTIVE":
+		return auth.Principal{}, s.authFail(ctx, authRevoked)
+	case out.TenantStatus == "":
+		return auth.Principal{}, s.authFail(ctx, authTenantMissing)
+	}
+	p := auth.Principal{Tenant: pk.Tenant, KeyID: pk.KeyID}
+	s.keys.put(pk.Tenant, pk.KeyID, hash, p)
+	return p, nil
+}
+
+func (s *Service) authFail(ctx context.Context, reason string) error {
+	s.m.authFailures.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", reason)))
+	return apierr.New(apierr.Unauthorized, "invalid API key")
+}
