@@ -63,14 +63,15 @@ end
 -- ectx_json is the ARGV built by pkg/events.Context:
 --   {base = 14 hex chars, retention_ms = n, actor = 'api_key'|'admin'|'system',
 --    key_id = '', request_id = '', trace_id = ''}
--- Event ids are 'evt_' .. base .. <2 hex counter>, unique per script run.
+-- Event ids are 'evt_' .. 12 hex of base .. <4 hex counter>: 16 hex as the
+-- protocol's envelope requires, unique for up to 65,536 events per run.
 local function event_emitter(stream, ectx_json, now)
   local c = cjson.decode(ectx_json)
   local n = 0
   return function(ev_type, category, scope, data)
     n = n + 1
     emit_event(stream, tonumber(c.retention_ms), now, {
-      id = 'evt_' .. c.base .. string.format('%02x', n), type = ev_type, category = category,
+      id = 'evt_' .. string.sub(c.base, 1, 12) .. string.format('%04x', n), type = ev_type, category = category,
       scope = scope, actor = c.actor, key_id = c.key_id, request_id = c.request_id,
       trace_id = c.trace_id, source = 'cyclesd',
     }, data)

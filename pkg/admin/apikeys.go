@@ -22,11 +22,27 @@ func (s *Service) CreateApiKey(ctx context.Context, req *cyclesv1.CreateApiKeyRe
 	if err != nil {
 		return nil, fmt.Errorf("generate API key: %w", err)
 	}
+	return s.storeAPIKey(ctx, req.GetName(), full, parsed)
+}
+
+// ImportApiKey registers a key whose secret was made elsewhere (dev mode's
+// fixed demo key, migrations). It must have the cyc_<tenant>_<id>_<secret>
+// form; only its hash is stored.
+func (s *Service) ImportApiKey(ctx context.Context, name, full string) (*cyclesv1.CreateApiKeyResponse, error) {
+	parsed, ok := auth.ParseAPIKey(full)
+	if !ok {
+		return nil, apierr.Invalid("api_key", "is not a cyc_<tenant>_<16 hex>_<64 hex> key")
+	}
+	return s.storeAPIKey(ctx, name, full, parsed)
+}
+
+func (s *Service) storeAPIKey(ctx context.Context, name, full string, parsed auth.ParsedKey) (*cyclesv1.CreateApiKeyResponse, error) {
+	tenant := parsed.Tenant
 	tk := keys.Tenant(tenant)
 	var rec record
-	err = s.run(ctx, &rec, "create_api_key",
+	err := s.run(ctx, &rec, "create_api_key",
 		[]string{tk.Record(), tk.APIKey(parsed.KeyID), tk.APIKeys(), tk.Events()},
-		tenant, parsed.KeyID, req.GetName(), auth.HashSecret(full), s.eventContext(ctx))
+		tenant, parsed.KeyID, name, auth.HashSecret(full), s.eventContext(ctx))
 	if err != nil {
 		return nil, s.done(ctx, "CreateApiKey", err)
 	}

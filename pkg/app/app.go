@@ -5,13 +5,15 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -21,6 +23,7 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/script"
 	"github.com/cyclesgo/cycles-go/pkg/server"
 	"github.com/cyclesgo/cycles-go/pkg/store"
+	"github.com/cyclesgo/cycles-go/pkg/telemetry"
 )
 
 // NewLogger builds the zap logger of cfg.
@@ -57,7 +60,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	if cfg.Dev() {
 		log.Warn("DEV MODE: no Redis address configured; using the embedded in-process store. Nothing is durable: all budgets vanish when cyclesd stops.")
 		if cfg.AdminKey == "" {
-			cfg.AdminKey = "dev-admin-" + randomHex(12)
+			cfg.AdminKey = DevAdminKey
 		}
 	}
 
@@ -81,17 +84,25 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		return fmt.Errorf("load scripts: %w", err)
 	}
 
-	comp, err := build(cfg, log, exec)
+	tel, err := telemetry.Setup(ctx, "cyclesd")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tel.Shutdown(context.Background()) }()
+
+	comp, err := build(cfg, log, tel.Meter, exec)
 	if err != nil {
 		return err
 	}
 	srv := server.New(server.Options{
 		Logger:         log,
-		MeterProvider:  comp.meterProvider,
+		MeterProvider:  tel.Meter,
 		Verifier:       comp.verifier,
 		AdminKey:       cfg.AdminKey,
 		RequestTimeout: cfg.RequestTimeout,
 		Guard:          comp.guard,
+		ServerOptions: []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(
+			otelgrpc.WithTracerProvider(tel.Tracer), otelgrpc.WithMeterProvider(tel.Meter)))},
 	}, comp.services)
 
 	lis, err := net.Listen("tcp", cfg.Listen)
@@ -107,6 +118,22 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Serve(lis) })
+	if cfg.MetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", tel.Metrics)
+		hs := &http.Server{Addr: cfg.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		g.Go(func() error {
+			if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("metrics listener: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-gctx.Done()
+			return hs.Close()
+		})
+		log.Info("metrics listening", zap.String("addr", cfg.MetricsAddr))
+	}
 	g.Go(func() error {
 		srv.WatchHealth(gctx, st.Ping, cfg.HealthInterval)
 		return nil
@@ -127,10 +154,4 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	}
 	log.Info("cyclesd stopped")
 	return nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

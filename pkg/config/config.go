@@ -49,6 +49,15 @@ type Config struct {
 	LogFormat string
 	LogLevel  string
 
+	// GuardPolicy is the rate-limit policy applied per API key to the runtime
+	// RPCs (empty: no guard). GuardMethodPolicies adds per-method policies as
+	// "/cycles.v1.RuntimeService/CreateReservation=policy,...".
+	GuardPolicy         string
+	GuardMethodPolicies map[string]string
+	// EnvoyRLSConfig is a JSON file of Envoy descriptor rules; set, cyclesd
+	// also serves envoy.service.ratelimit.v3.RateLimitService.
+	EnvoyRLSConfig string
+
 	// DevSeed seeds a demo tenant, key and budget (dev mode does it by default).
 	DevSeed bool
 }
@@ -97,6 +106,10 @@ func Load(args []string, getenv func(string) string) (*Config, error) {
 	str(&c.LogFormat, "log-format", "", "json or console (default: console in dev mode, else json)")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn, error")
 	boolean(&c.DevSeed, "dev-seed", true, "in dev mode, seed a demo tenant, API key and budget")
+	str(&c.GuardPolicy, "guard-policy", "", "rate-limit policy applied per API key to runtime RPCs (empty: off)")
+	var methodPolicies string
+	str(&methodPolicies, "guard-method-policies", "", "per-method guard policies: /pkg.Service/Method=policy,...")
+	str(&c.EnvoyRLSConfig, "envoy-rls-config", "", "JSON file of Envoy rate-limit descriptor rules (enables the Envoy RLS API)")
 
 	// Environment first, so flags override it.
 	var envErr error
@@ -114,6 +127,16 @@ func Load(args []string, getenv func(string) string) (*Config, error) {
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if methodPolicies != "" {
+		c.GuardMethodPolicies = map[string]string{}
+		for _, kv := range strings.Split(methodPolicies, ",") {
+			method, policy, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			if !ok || !strings.HasPrefix(method, "/") || policy == "" {
+				return nil, fmt.Errorf("guard-method-policies: %q is not /pkg.Service/Method=policy", kv)
+			}
+			c.GuardMethodPolicies[method] = policy
+		}
 	}
 	for _, a := range strings.Split(addrs, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -136,8 +159,11 @@ func (c *Config) validate() error {
 	if c.AdminKey != "" && len(c.AdminKey) < 16 {
 		return fmt.Errorf("admin key must be at least 16 characters")
 	}
-	if c.RequestTimeout <= 0 || c.SweeperBatch <= 0 || c.SweeperInterval <= 0 {
-		return fmt.Errorf("request-timeout, sweeper-batch and sweeper-interval must be positive")
+	if c.RequestTimeout <= 0 || c.SweeperInterval <= 0 {
+		return fmt.Errorf("request-timeout and sweeper-interval must be positive")
+	}
+	if c.SweeperBatch <= 0 || c.SweeperBatch > 10000 {
+		return fmt.Errorf("sweeper-batch must be between 1 and 10000")
 	}
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		return fmt.Errorf("log-format must be json or console")

@@ -37,7 +37,9 @@ type Providers struct {
 // (otherwise spans are still created so trace ids reach logs and errors).
 // W3C traceparent propagation is installed globally.
 func Setup(ctx context.Context, service string) (*Providers, error) {
-	res, err := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(service)))
+	// Schemaless: the SDK's default resource carries its own semconv schema
+	// URL, which would conflict with the one of our semconv import.
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(service)))
 	if err != nil {
 		return nil, fmt.Errorf("otel resource: %w", err)
 	}

@@ -1,0 +1,33 @@
+-- events/read: one window of a tenant's event stream (read only).
+--
+-- KEYS[1] cy:{t:<tenant>}:events (stream appended by emit_event in lib/core.lua)
+-- ARGV[1] first id to return, inclusive ('-' for the oldest retained entry);
+--         the caller passes the successor of its cursor
+-- ARGV[2] last id to return, inclusive ('+' for the newest)
+-- ARGV[3] maximum entries, 1..1000
+--
+-- Result ok({now, first, last, entries = [{id, f = {field = value, ...}}, ...]})
+--   now:   Redis TIME in ms (the caller's only clock)
+--   first: id of the oldest retained entry ('' when the stream is empty); a
+--          cursor older than it may have lost entries to retention trimming
+--   last:  id of the newest entry ('' when empty)
+--   entries encodes as {} when empty.
+
+local limit = tonumber(ARGV[3])
+if not limit or limit < 1 or limit > 1000 or limit ~= math.floor(limit) then
+  return fail('INVALID_REQUEST', 'read size must be 1..1000')
+end
+local now = now_ms()
+local first, last = '', ''
+local head = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
+if #head > 0 then
+  first = head[1][1]
+  last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1][1]
+end
+local entries = {}
+if first ~= '' then
+  for i, e in ipairs(redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[2], 'COUNT', limit)) do
+    entries[i] = {id = e[1], f = hmap(e[2])}
+  end
+end
+return ok({now = now, first = first, last = last, entries = entries})

@@ -1,0 +1,213 @@
+-- sweeper/expire_batch: expire up to N due reservations of one tenant, in one
+-- atomic call (PROTOCOL.md §f, Part 1 §10-11).
+--
+-- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; reservation and budget keys are
+--         derived from it (prefix .. "r:" .. id, prefix .. "b:" .. scope .. ":" .. unit),
+--         so every key stays in the tenant's Cluster slot
+-- KEYS[2] deadline index cy:{t:<tenant>}:r:deadline (zset: ACTIVE id -> expires_at + grace_ms)
+-- KEYS[3] event stream   cy:{t:<tenant>}:events
+-- ARGV[1] batch size N, 1..10000
+-- ARGV[2] event context JSON (pkg/events.Context: base, retention_ms, actor, trace_id, ...)
+-- Any further ARGV is ignored: the only clock is Redis TIME, read once here.
+--
+-- Result ok({now, due_before, due, expired, skipped, in_grace, not_found, quarantined,
+--            q = [{id, reason}]})
+--   due_before / due: index entries due (score < now) before and after this call;
+--   due > 0 means the caller should call again at once. q lists the quarantined
+--   ids (at most N; it encodes as {} when empty).
+--
+-- Per candidate id (selected by ZRANGEBYSCORE -inf (now LIMIT 0 N):
+--   record missing                       -> ZREM                          NOT_FOUND
+--   state COMMITTED|RELEASED|EXPIRED     -> ZREM, ledger untouched        SKIP
+--   now <= expires_at + grace_ms         -> re-score to that deadline     IN_GRACE (record untouched)
+--   corrupt record or refund impossible  -> HSET quarantined_at/_reason, ZREM, ledger and state
+--                                           untouched                     QUARANTINED
+--   otherwise, on every budgeted scope: reserved -= estimate, remaining += estimate;
+--   state=EXPIRED, expired_at=now, ZREM, PEXPIRE 30 d, one reservation.expired
+--   event                                                                 EXPIRED
+-- Every refund is validated and computed with int64.lua before its first write,
+-- so a reservation is either fully expired or not touched at all.
+
+local TERMINAL_RETENTION_MS = 2592000000
+local MAX_SCOPES = 6
+
+local prefix, deadlines, stream = KEYS[1], KEYS[2], KEYS[3]
+local n = tonumber(ARGV[1])
+if not n or n < 1 or n > 10000 or n ~= math.floor(n) then
+  return fail('INVALID_REQUEST', 'batch size must be 1..10000')
+end
+local okc, ectx = pcall(cjson.decode, ARGV[2] or '')
+if not okc or type(ectx) ~= 'table' or type(ectx.base) ~= 'string' or #ectx.base < 12 then
+  return fail('INVALID_REQUEST', 'event context is malformed')
+end
+local retention_ms = tonumber(ectx.retention_ms)
+if not retention_ms or retention_ms <= 0 then
+  return fail('INVALID_REQUEST', 'event retention must be positive')
+end
+
+local now = now_ms()
+
+local function str(x) return string.format('%.0f', x) end
+
+-- is_ms: a non-negative integer time/duration field (< 2^53, so tonumber is exact).
+local function is_ms(v)
+  return type(v) == 'string' and #v <= 15 and string.find(v, '^%d+$') ~= nil
+end
+
+-- iso8601 formats epoch milliseconds as UTC "YYYY-MM-DDTHH:MM:SS.mmmZ"
+-- (days-to-civil conversion; Redis Lua has no os.date).
+local function iso8601(ms)
+  local secs = math.floor(ms / 1000)
+  local milli = ms - secs * 1000
+  local days = math.floor(secs / 86400)
+  local sod = secs - days * 86400
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp + 3
+  if mp >= 10 then m = mp - 9 end
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d,
+    math.floor(sod / 3600), math.floor((sod % 3600) / 60), sod % 60, milli)
+end
+
+local counts = {expired = 0, skipped = 0, in_grace = 0, not_found = 0, quarantined = 0}
+local quarantined = {}
+local events = 0
+
+local function quarantine(rkey, id, reason, flag)
+  if flag then
+    redis.call('HSET', rkey, 'quarantined_at', str(now), 'quarantine_reason', reason)
+  end
+  redis.call('ZREM', deadlines, id)
+  counts.quarantined = counts.quarantined + 1
+  quarantined[#quarantined + 1] = {id = id, reason = reason}
+end
+
+-- plan validates an ACTIVE, due record and computes the new reserved/remaining
+-- of every budgeted scope without writing anything.
+-- Returns nil, reason when the reservation must be quarantined.
+local function plan(r)
+  if r.estimate == nil or r.estimate == '' then return nil, 'INVALID_ESTIMATE' end
+  local est = i64_norm(r.estimate)
+  if est == nil or i64_cmp(est, '0') < 0 then return nil, 'INVALID_ESTIMATE' end
+  if type(r.unit) ~= 'string' or string.find(r.unit, '^[A-Z_]+$') == nil then
+    return nil, 'INVALID_ESTIMATE'
+  end
+  if r.budgeted == nil or r.budgeted == '' then return nil, 'MISSING_SCOPES' end
+  local okd, scopes = pcall(cjson.decode, r.budgeted)
+  if not okd or type(scopes) ~= 'table' then return nil, 'MALFORMED_SCOPES' end
+  if #scopes == 0 then
+    if next(scopes) == nil then return nil, 'MISSING_SCOPES' end
+    return nil, 'MALFORMED_SCOPES'
+  end
+  if #scopes > MAX_SCOPES then return nil, 'MALFORMED_SCOPES' end
+  local seen, steps = {}, {}
+  for i = 1, #scopes do
+    local s = scopes[i]
+    if type(s) ~= 'string' or s == '' or #s > 1024 or seen[s] then return nil, 'MALFORMED_SCOPES' end
+    seen[s] = true
+    local bkey = prefix .. 'b:' .. s .. ':' .. r.unit
+    local v = redis.pcall('HMGET', bkey, 'reserved', 'remaining')
+    if type(v) == 'table' and v.err then return nil, 'CORRUPT_BUDGET' end
+    if not v[1] and not v[2] and redis.call('EXISTS', bkey) == 0 then return nil, 'MISSING_BUDGET' end
+    local reserved, remaining = i64_norm(v[1]), i64_norm(v[2])
+    if reserved == nil or remaining == nil then return nil, 'CORRUPT_BUDGET' end
+    -- A budget cannot hold less than the reservations that reserved against it;
+    -- refunding anyway would credit money twice (PROTOCOL Ambiguity 16).
+    if i64_cmp(reserved, est) < 0 then return nil, 'RESERVED_UNDERFLOW' end
+    local new_reserved, new_remaining = i64_sub(reserved, est), i64_add(remaining, est)
+    if new_reserved == nil or new_remaining == nil then return nil, 'AMOUNT_OVERFLOW' end
+    steps[#steps + 1] = {bkey, new_reserved, new_remaining}
+  end
+  return {estimate = est, steps = steps}
+end
+
+local function expire(rkey, id, r, p)
+  for _, s in ipairs(p.steps) do
+    redis.call('HSET', s[1], 'reserved', s[2], 'remaining', s[3])
+  end
+  redis.call('HSET', rkey, 'state', 'EXPIRED', 'expired_at', str(now))
+  redis.call('ZREM', deadlines, id)
+  redis.call('PEXPIRE', rkey, TERMINAL_RETENTION_MS)
+  local expires_at = tonumber(r.expires_at)
+  local data = {
+    reservation_id = id, scope = r.scope_path or '', unit = r.unit,
+    estimated_amount = p.estimate, expired_at = iso8601(now), expires_at_ms = expires_at,
+    extensions_used = tonumber(r.ext_count or '') or 0,
+  }
+  if is_ms(r.created_at) then
+    local created = tonumber(r.created_at)
+    data.created_at = iso8601(created)
+    data.ttl_ms = expires_at - created
+  end
+  events = events + 1
+  -- 12 random hex of the per-call base + a 4-hex counter: "evt_" + 16 hex,
+  -- unique within the call for any batch size allowed above.
+  emit_event(stream, retention_ms, now, {
+    id = 'evt_' .. string.sub(ectx.base, 1, 12) .. string.format('%04x', events),
+    type = 'reservation.expired', category = 'reservation', scope = r.scope_path or '',
+    actor = 'system', key_id = '', request_id = ectx.request_id or '', trace_id = ectx.trace_id or '',
+    source = 'cyclesd',
+  }, data)
+  counts.expired = counts.expired + 1
+end
+
+local due_clause = '(' .. str(now)
+local due_before = redis.call('ZCOUNT', deadlines, '-inf', due_clause)
+local ids = {}
+if due_before > 0 then
+  ids = redis.call('ZRANGEBYSCORE', deadlines, '-inf', due_clause, 'LIMIT', 0, n)
+end
+
+for _, id in ipairs(ids) do
+  local rkey = prefix .. 'r:' .. id
+  local reply = redis.pcall('HGETALL', rkey)
+  if type(reply) == 'table' and reply.err then
+    -- Not a hash: nothing to flag, but it must not block the index.
+    quarantine(rkey, id, 'WRONG_TYPE', false)
+  elseif #reply == 0 then
+    redis.call('ZREM', deadlines, id)
+    counts.not_found = counts.not_found + 1
+  else
+    local r = hmap(reply)
+    local st = r.state
+    if st == 'COMMITTED' or st == 'RELEASED' or st == 'EXPIRED' then
+      redis.call('ZREM', deadlines, id)
+      counts.skipped = counts.skipped + 1
+    elseif st ~= 'ACTIVE' then
+      quarantine(rkey, id, 'INVALID_STATE', true)
+    elseif not is_ms(r.expires_at) or not is_ms(r.grace_ms) then
+      quarantine(rkey, id, 'INVALID_EXPIRY', true)
+    else
+      local deadline = tonumber(r.expires_at) + tonumber(r.grace_ms)
+      if now <= deadline then
+        -- The record decides, not the index score: still in grace. Re-score
+        -- so the entry stops occupying the head of every batch.
+        redis.call('ZADD', deadlines, str(deadline), id)
+        counts.in_grace = counts.in_grace + 1
+      else
+        local p, reason = plan(r)
+        if p == nil then
+          quarantine(rkey, id, reason, true)
+        else
+          expire(rkey, id, r, p)
+        end
+      end
+    end
+  end
+end
+
+local due = 0
+if due_before > 0 then due = redis.call('ZCOUNT', deadlines, '-inf', due_clause) end
+
+return ok({
+  now = now, due_before = due_before, due = due,
+  expired = counts.expired, skipped = counts.skipped, in_grace = counts.in_grace,
+  not_found = counts.not_found, quarantined = counts.quarantined, q = quarantined,
+})

@@ -1,0 +1,112 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/cyclesgo/cycles-go/pkg/admin"
+	"github.com/cyclesgo/cycles-go/pkg/api/adminapi"
+	"github.com/cyclesgo/cycles-go/pkg/api/envoyrls"
+	"github.com/cyclesgo/cycles-go/pkg/api/eventsapi"
+	"github.com/cyclesgo/cycles-go/pkg/api/opsapi"
+	"github.com/cyclesgo/cycles-go/pkg/api/ratelimitapi"
+	"github.com/cyclesgo/cycles-go/pkg/api/runtimeapi"
+	"github.com/cyclesgo/cycles-go/pkg/auth"
+	"github.com/cyclesgo/cycles-go/pkg/config"
+	"github.com/cyclesgo/cycles-go/pkg/events"
+	"github.com/cyclesgo/cycles-go/pkg/ledger"
+	"github.com/cyclesgo/cycles-go/pkg/ratelimit"
+	"github.com/cyclesgo/cycles-go/pkg/script"
+	"github.com/cyclesgo/cycles-go/pkg/server"
+	"github.com/cyclesgo/cycles-go/pkg/sweeper"
+)
+
+// components are the assembled domain packages and handlers.
+type components struct {
+	meterProvider metric.MeterProvider
+	verifier      auth.Verifier
+	guard         grpc.UnaryServerInterceptor
+	services      server.Services
+	workers       []func(context.Context) error
+
+	admin   *admin.Service
+	ledger  *ledger.Ledger
+	sweeper *sweeper.Sweeper
+}
+
+func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec *script.Executor) (*components, error) {
+	led := ledger.New(exec, ledger.Options{MeterProvider: mp, EventRetention: cfg.EventRetention})
+	adm := admin.New(exec, admin.Options{
+		MeterProvider:  mp,
+		EventRetention: cfg.EventRetention,
+		KeyCacheTTL:    cfg.KeyCacheTTL,
+		Releaser:       led,
+	})
+	sw := sweeper.New(exec, sweeper.Options{
+		Interval:       cfg.SweeperInterval,
+		BatchSize:      cfg.SweeperBatch,
+		EventRetention: cfg.EventRetention,
+		MeterProvider:  mp,
+		Logger:         log.Named("sweeper"),
+	})
+	ev := events.New(exec, events.Options{
+		Retention:     cfg.EventRetention,
+		Heartbeat:     cfg.EventHeartbeat,
+		MeterProvider: mp,
+		Logger:        log.Named("events"),
+	})
+	lim := ratelimit.New(exec, ratelimit.Options{MeterProvider: mp})
+
+	c := &components{
+		meterProvider: mp,
+		verifier:      adm,
+		admin:         adm,
+		ledger:        led,
+		sweeper:       sw,
+		services: server.Services{
+			Runtime:   runtimeapi.New(led),
+			Admin:     adminapi.New(adm),
+			Events:    eventsapi.New(ev),
+			RateLimit: ratelimitapi.New(lim),
+			Ops:       opsapi.New(sw),
+		},
+	}
+	if cfg.GuardPolicy != "" || len(cfg.GuardMethodPolicies) > 0 {
+		c.guard = lim.UnaryGuard(ratelimit.GuardConfig{Policy: cfg.GuardPolicy, MethodPolicies: cfg.GuardMethodPolicies})
+	}
+	if cfg.EnvoyRLSConfig != "" {
+		rls, err := loadEnvoyRLS(cfg.EnvoyRLSConfig, lim, mp)
+		if err != nil {
+			return nil, err
+		}
+		c.services.Register = rls
+	}
+	if cfg.SweeperEnabled {
+		c.workers = append(c.workers, sw.Run)
+	}
+	return c, nil
+}
+
+// loadEnvoyRLS reads the Envoy descriptor rules and returns the registration
+// of the Envoy rate limit service.
+func loadEnvoyRLS(path string, lim *ratelimit.Limiter, mp metric.MeterProvider) (func(*grpc.Server), error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("envoy rls config: %w", err)
+	}
+	var rc envoyrls.Config
+	if err := json.Unmarshal(raw, &rc); err != nil {
+		return nil, fmt.Errorf("envoy rls config %s: %w", path, err)
+	}
+	srv, err := envoyrls.New(lim, rc, mp)
+	if err != nil {
+		return nil, err
+	}
+	return srv.Register, nil
+}

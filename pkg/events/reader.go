@@ -1,0 +1,91 @@
+package events
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/pkg/script"
+)
+
+// maxRead is the read script's own bound on entries per call.
+const maxRead = 1000
+
+// window is one read of a tenant's stream (lua/events/read.lua).
+type window struct {
+	Now     int64           `json:"now"`
+	First   string          `json:"first"`
+	Last    string          `json:"last"`
+	Entries LuaArray[entry] `json:"entries"`
+}
+
+type entry struct {
+	ID string            `json:"id"`
+	F  map[string]string `json:"f"`
+}
+
+// LuaArray decodes a JSON array returned by a script, and also the "{}" that
+// cjson produces for an empty Lua table.
+type LuaArray[T any] []T
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (l *LuaArray[T]) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(bytes.TrimSpace(b), []byte("{}")) {
+		*l = nil
+		return nil
+	}
+	return json.Unmarshal(b, (*[]T)(l))
+}
+
+// reader runs the read script; it is the only way pkg/events touches Redis.
+type reader struct {
+	exec *script.Executor
+}
+
+// read returns up to n entries with from <= id <= to ("-"/"+" for the ends).
+func (r reader) read(ctx context.Context, tenant, from, to string, n int) (window, error) {
+	if n > maxRead {
+		n = maxRead
+	}
+	var w window
+	stream := keys.Tenant(tenant).Events()
+	if err := r.exec.RunInto(ctx, &w, "events/read", []string{stream}, from, to, n); err != nil {
+		return window{}, fmt.Errorf("read events of tenant %s: %w", tenant, err)
+	}
+	return w, nil
+}
+
+// toEvent converts one stream entry (fields per pkg/keys records.go) into the
+// wire envelope. Malformed optional parts are dropped rather than failing the
+// stream: the log is append-only history and must stay readable.
+func toEvent(tenant string, e entry, id ID) *cyclesv1.Event {
+	f := e.F
+	ts, _ := strconv.ParseInt(f["ts"], 10, 64)
+	ev := &cyclesv1.Event{
+		EventId:     f["id"],
+		EventType:   f["type"],
+		Category:    f["cat"],
+		TimestampMs: ts,
+		TenantId:    tenant,
+		Scope:       f["scope"],
+		Actor:       &cyclesv1.Actor{Type: f["actor"], KeyId: f["key_id"]},
+		Source:      f["src"],
+		RequestId:   f["req"],
+		TraceId:     f["trace"],
+		Cursor:      EncodeCursor(Position{ID: id}),
+	}
+	if d := f["data"]; d != "" {
+		var s structpb.Struct
+		if err := protojson.Unmarshal([]byte(d), &s); err == nil {
+			ev.Data = &s
+		}
+	}
+	return ev
+}
