@@ -62,6 +62,10 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec *s
 		Logger:        log.Named("events"),
 	})
 	lim := ratelimit.New(exec, ratelimit.Options{MeterProvider: mp})
+	// Alert if eviction ever touches limiter (or ledger) keys.
+	if _, err := ratelimit.RegisterEvictionMetric(mp, exec); err != nil {
+		return nil, fmt.Errorf("eviction metric: %w", err)
+	}
 
 	c := &components{
 		meterProvider: mp,

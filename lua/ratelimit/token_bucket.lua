@@ -1,0 +1,72 @@
+-- ratelimit/token_bucket: TOKEN_BUCKET, burst-tolerant, O(1), two fields.
+--
+-- KEYS[1]  state key cy:rl:{<policy>:<key>}: hash t = tokens x window (integer
+--          "units", so refill is exact), ts = time of t (ms)
+-- ARGV[1]  limit = bucket capacity, refilled at limit tokens per window (1..1e8)
+-- ARGV[2]  window_ms (1..86400000)
+-- ARGV[3]  hits = tokens this request takes (1..limit)
+-- ARGV[4]  shadow: '1' decides and counts but never denies
+-- ARGV[5]  ttl_ms = window + slack (an empty bucket is full again after one
+--          window, so an expired key and a full bucket are the same state)
+-- Result   ok({allowed, shadow_denied, count, remaining, limit, reset_after_ms,
+--              retry_after_ms, now})   count = tokens in use = limit - remaining
+-- Refusal  INVALID_REQUEST (malformed arguments, hits > limit), before any write.
+--
+-- Units: capacity U = limit x window (< 2^53 by the policy bounds); each ms
+-- adds limit units. A request fits iff t >= hits x window. A denied request
+-- takes nothing; in shadow mode a request takes what is there (never below 0).
+-- A changed window rescales in-flight buckets for at most one window.
+
+local function int_arg(v)
+  if type(v) ~= 'string' or #v > 15 or not string.match(v, '^%d+$') then return nil end
+  return tonumber(v)
+end
+
+local key = KEYS[1]
+local limit, window, hits, ttl = int_arg(ARGV[1]), int_arg(ARGV[2]), int_arg(ARGV[3]), int_arg(ARGV[5])
+local shadow = ARGV[4] == '1'
+if not limit or limit < 1 or not window or window < 1 or not hits or hits < 1 or not ttl or ttl < window then
+  return fail('INVALID_REQUEST', 'malformed rate-limit arguments')
+end
+if hits > limit then
+  return fail('INVALID_REQUEST', 'hits exceed the policy limit', {field = 'hits', hits = hits, limit = limit})
+end
+
+local now = now_ms()
+local clock = now -- Redis's own clock, which PEXPIRE counts from
+local v = redis.pcall('HMGET', key, 't', 'ts', 'sw')
+if v.err or v[3] then
+  redis.call('DEL', key)
+  v = {}
+end
+local cap = limit * window
+local tokens, ts = tonumber(v[1]), tonumber(v[2])
+if tokens == nil or ts == nil then
+  tokens = cap
+else
+  if ts > now then now = ts end -- Redis TIME stepped back: no refill
+  local elapsed = now - ts
+  if elapsed > window then elapsed = window end
+  tokens = tokens + elapsed * limit
+  if tokens > cap then tokens = cap end
+end
+
+local need = hits * window
+local fits = tokens >= need
+local retry = 0
+if not fits and not shadow then
+  retry = math.ceil((need - tokens) / limit)
+end
+if fits or shadow then
+  tokens = tokens - need
+  if tokens < 0 then tokens = 0 end
+  redis.call('HSET', key, 't', string.format('%.0f', tokens), 'ts', string.format('%.0f', now))
+  -- TTL from the (possibly clamped) decision time, so a clock step back never
+  -- expires a key whose newest hit is still live.
+  redis.call('PEXPIRE', key, ttl + now - clock)
+end
+
+local remaining = math.floor(tokens / window)
+return ok({allowed = fits or shadow, shadow_denied = shadow and not fits, count = limit - remaining,
+  remaining = remaining, limit = limit, reset_after_ms = math.ceil((cap - tokens) / limit),
+  retry_after_ms = retry, now = now})
