@@ -5,9 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -23,63 +26,19 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/validate"
 )
 
-// newRequestID returns 16 random hex characters.
-func newRequestID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// withRequestID takes x-request-id from the caller (when sane) or makes one,
-// stores it in ctx and echoes it in the response header.
-func withRequestID(ctx context.Context) context.Context {
-	id := auth.FirstMetadata(ctx, auth.RequestIDHeader)
-	if len(id) == 0 || len(id) > 64 || strings.ContainsAny(id, " \t\r\n") {
-		id = newRequestID()
-	}
-	_ = grpc.SetHeader(ctx, metadata.Pairs(auth.RequestIDHeader, id))
-	ctx = reqctx.WithRequestID(ctx, id)
-	// The trace id of the RPC's span (the otelgrpc stats handler honours an
-	// incoming W3C traceparent); a random one when tracing is off, because
-	// the protocol requires every error and event to carry one.
-	traceID := ""
-	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
-		traceID = sc.TraceID().String()
-	} else {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		traceID = hex.EncodeToString(b[:])
-	}
-	return reqctx.WithTraceID(ctx, traceID)
-}
-
-// toStatus converts any handler error into the gRPC error a client sees:
-// *apierr.Error with its ErrorInfo; deadline → UNAVAILABLE (fail closed);
-// anything unexpected → INTERNAL (details only in the log).
-func toStatus(ctx context.Context, log *zap.Logger, method string, err error) error {
-	if err == nil {
-		return nil
-	}
-	reqID, traceID := reqctx.RequestID(ctx), reqctx.TraceID(ctx)
-	if ae, ok := apierr.As(err); ok {
-		return ae.Status(reqID, traceID).Err()
-	}
-	if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
-		return err
-	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return (&apierr.Error{Code: apierr.Unavailable, Message: "budget store did not answer in time"}).Status(reqID, traceID).Err()
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, "request canceled")
-	}
-	log.Error("internal error", zap.String("method", method), zap.String("request_id", reqID), zap.Error(err))
-	return (&apierr.Error{Code: apierr.InternalError, Message: "internal error"}).Status(reqID, traceID).Err()
-}
-
-// chain is the interceptor chain, built in one place. Order (outermost first):
-// request id → log → status mapping → panic recovery → deadline → auth →
-// rate-limit guard → validation → handler.
+// chain is the interceptor chain, built in one place (unary and stream alike).
+// Order, outermost first:
+//
+//	request id  → ids into ctx, response header and log fields
+//	logging     → one line per RPC: method, code, latency, tenant, request id
+//	status      → *apierr.Error / deadline / unknown errors → gRPC status + ErrorInfo
+//	recovery    → a panic becomes INTERNAL, is counted, the process lives
+//	deadline    → the Redis work of one unary RPC is bounded (fail fast, fail closed)
+//	auth        → the caller's principal (tenant key or admin key)
+//	guard       → per-API-key rate limit (optional)
+//	validation  → the one validation path (pkg/validate)
+//
+// Request bodies and keys are never logged.
 type chain struct {
 	log            *zap.Logger
 	authn          *authenticator
@@ -88,68 +47,216 @@ type chain struct {
 	panics         metric.Int64Counter
 }
 
-func (c *chain) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-	start := time.Now()
-	ctx = withRequestID(ctx)
-	defer func() {
-		if r := recover(); r != nil {
-			c.panics.Add(context.Background(), 1)
-			c.log.Error("panic in handler", zap.String("method", info.FullMethod), zap.Any("panic", r), zap.Stack("stack"))
-			err = apierr.New(apierr.InternalError, "internal error")
-		}
-		err = toStatus(ctx, c.log, info.FullMethod, err)
-		c.logRPC(ctx, info.FullMethod, start, err)
-	}()
-	if c.requestTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.requestTimeout)
-		defer cancel()
+func (c *chain) unaryInterceptors() []grpc.UnaryServerInterceptor {
+	list := []grpc.UnaryServerInterceptor{
+		c.requestIDUnary,
+		logging.UnaryServerInterceptor(zapLogger(c.log), c.loggingOptions()...),
+		c.statusUnary,
+		recovery.UnaryServerInterceptor(recovery.WithRecoveryHandlerContext(c.onPanic)),
+		c.deadlineUnary,
+		c.authUnary,
 	}
-	ctx, err = c.authn.authenticate(ctx, info.FullMethod)
+	if c.guard != nil {
+		list = append(list, c.guard)
+	}
+	return append(list, validateUnary)
+}
+
+func (c *chain) streamInterceptors() []grpc.StreamServerInterceptor {
+	return []grpc.StreamServerInterceptor{
+		c.requestIDStream,
+		logging.StreamServerInterceptor(zapLogger(c.log), c.loggingOptions()...),
+		c.statusStream,
+		recovery.StreamServerInterceptor(recovery.WithRecoveryHandlerContext(c.onPanic)),
+		c.authStream,
+		validateStream,
+	}
+}
+
+// ---- request id ------------------------------------------------------------
+
+// withRequestID takes x-request-id from the caller (when sane) or makes one,
+// echoes it in the response header, and stores it and the trace id in ctx and
+// in the log fields.
+func withRequestID(ctx context.Context) context.Context {
+	id := auth.FirstMetadata(ctx, auth.RequestIDHeader)
+	if len(id) == 0 || len(id) > 64 || strings.ContainsAny(id, " \t\r\n") {
+		id = randomHex(8)
+	}
+	_ = grpc.SetHeader(ctx, metadata.Pairs(auth.RequestIDHeader, id))
+	// The trace id of the RPC's span (the otelgrpc stats handler honours an
+	// incoming W3C traceparent); a random one when tracing is off, because
+	// the protocol requires every error and event to carry one.
+	traceID := ""
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		traceID = sc.TraceID().String()
+	} else {
+		traceID = randomHex(16)
+	}
+	ctx = reqctx.WithTraceID(reqctx.WithRequestID(ctx, id), traceID)
+	return logging.InjectFields(ctx, logging.Fields{"request_id", id, "trace_id", traceID})
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (c *chain) requestIDUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	return h(withRequestID(ctx), req)
+}
+
+func (c *chain) requestIDStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return h(srv, &contextStream{ServerStream: ss, ctx: withRequestID(ss.Context())})
+}
+
+// ---- logging ---------------------------------------------------------------
+
+func (c *chain) loggingOptions() []logging.Option {
+	return []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithLevels(func(code codes.Code) logging.Level {
+			switch code {
+			case codes.OK:
+				return logging.LevelDebug
+			case codes.Internal, codes.Unknown, codes.DataLoss:
+				return logging.LevelError
+			case codes.Unavailable:
+				return logging.LevelWarn
+			default:
+				return logging.LevelInfo
+			}
+		}),
+		logging.WithErrorFields(func(err error) logging.Fields {
+			if reason, _, ok := apierr.FromStatus(err); ok {
+				return logging.Fields{"reason", string(reason)}
+			}
+			return nil
+		}),
+	}
+}
+
+// zapLogger adapts zap to the middleware's logger interface.
+func zapLogger(l *zap.Logger) logging.Logger {
+	return logging.LoggerFunc(func(_ context.Context, lvl logging.Level, msg string, fields ...any) {
+		zf := make([]zap.Field, 0, len(fields)/2)
+		for i := 0; i+1 < len(fields); i += 2 {
+			zf = append(zf, zap.Any(fmt.Sprint(fields[i]), fields[i+1]))
+		}
+		switch lvl {
+		case logging.LevelDebug:
+			l.Debug(msg, zf...)
+		case logging.LevelInfo:
+			l.Info(msg, zf...)
+		case logging.LevelWarn:
+			l.Warn(msg, zf...)
+		default:
+			l.Error(msg, zf...)
+		}
+	})
+}
+
+// ---- status mapping --------------------------------------------------------
+
+// toStatus converts any handler error into the gRPC error a client sees:
+// *apierr.Error with its ErrorInfo; deadline → UNAVAILABLE (fail closed);
+// anything unexpected → INTERNAL (details only in the log).
+func toStatus(ctx context.Context, log *zap.Logger, err error) error {
+	if err == nil {
+		return nil
+	}
+	reqID, traceID := reqctx.RequestID(ctx), reqctx.TraceID(ctx)
+	if ae, ok := apierr.As(err); ok {
+		return ae.Status(reqID, traceID).Err()
+	}
+	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
+		if st.Code() == codes.Internal {
+			// recovery's panic status: keep the ErrorInfo shape.
+			return (&apierr.Error{Code: apierr.InternalError, Message: "internal error"}).Status(reqID, traceID).Err()
+		}
+		return err
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return (&apierr.Error{Code: apierr.Unavailable, Message: "budget store did not answer in time"}).Status(reqID, traceID).Err()
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, "request canceled")
+	}
+	log.Error("internal error", zap.String("request_id", reqID), zap.Error(err))
+	return (&apierr.Error{Code: apierr.InternalError, Message: "internal error"}).Status(reqID, traceID).Err()
+}
+
+func (c *chain) statusUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	resp, err := h(ctx, req)
+	return resp, toStatus(ctx, c.log, err)
+}
+
+func (c *chain) statusStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return toStatus(ss.Context(), c.log, h(srv, ss))
+}
+
+// ---- recovery --------------------------------------------------------------
+
+func (c *chain) onPanic(ctx context.Context, p any) error {
+	c.panics.Add(context.Background(), 1)
+	c.log.Error("panic in handler", zap.String("request_id", reqctx.RequestID(ctx)), zap.Any("panic", p), zap.Stack("stack"))
+	return apierr.New(apierr.InternalError, "internal error")
+}
+
+// ---- deadline --------------------------------------------------------------
+
+func (c *chain) deadlineUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if c.requestTimeout <= 0 {
+		return h(ctx, req)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.requestTimeout)
+	defer cancel()
+	return h(ctx, req)
+}
+
+// ---- auth ------------------------------------------------------------------
+
+func (c *chain) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	ctx, err := c.authn.authenticate(ctx, info.FullMethod)
 	if err != nil {
 		return nil, err
 	}
-	validated := func(ctx context.Context, req any) (any, error) {
-		if err := validateMessage(req); err != nil {
-			return nil, err
-		}
-		return handler(ctx, req)
-	}
-	if c.guard != nil {
-		// The guard runs before validation so a flood of malformed requests
-		// is throttled too.
-		return c.guard(ctx, req, info, validated)
-	}
-	return validated(ctx, req)
+	addTenantField(ctx)
+	return h(ctx, req)
 }
 
-func (c *chain) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-	start := time.Now()
-	ctx := withRequestID(ss.Context())
-	defer func() {
-		if r := recover(); r != nil {
-			c.panics.Add(context.Background(), 1)
-			c.log.Error("panic in stream handler", zap.String("method", info.FullMethod), zap.Any("panic", r), zap.Stack("stack"))
-			err = apierr.New(apierr.InternalError, "internal error")
-		}
-		err = toStatus(ctx, c.log, info.FullMethod, err)
-		c.logRPC(ctx, info.FullMethod, start, err)
-	}()
-	ctx, err = c.authn.authenticate(ctx, info.FullMethod)
+func (c *chain) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	ctx, err := c.authn.authenticate(ss.Context(), info.FullMethod)
 	if err != nil {
 		return err
 	}
-	return handler(srv, &validatingStream{ServerStream: ss, ctx: ctx})
+	addTenantField(ctx)
+	return h(srv, &contextStream{ServerStream: ss, ctx: ctx})
 }
 
-// validatingStream validates every received message and carries the
-// authenticated context.
-type validatingStream struct {
-	grpc.ServerStream
-	ctx context.Context
+// addTenantField puts the caller's tenant on the RPC's log line.
+func addTenantField(ctx context.Context) {
+	if p, ok := auth.FromContext(ctx); ok && p.Tenant != "" {
+		logging.AddFields(ctx, logging.Fields{"tenant", p.Tenant})
+	}
 }
 
-func (s *validatingStream) Context() context.Context { return s.ctx }
+// ---- validation ------------------------------------------------------------
+
+func validateUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := validateMessage(req); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func validateStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return h(srv, &validatingStream{ServerStream: ss})
+}
+
+// validatingStream validates every received message.
+type validatingStream struct{ grpc.ServerStream }
 
 func (s *validatingStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
@@ -171,29 +278,10 @@ func validateMessage(m any) error {
 	return validate.Message(pm)
 }
 
-func (c *chain) logRPC(ctx context.Context, method string, start time.Time, err error) {
-	code := status.Code(err)
-	fields := []zap.Field{
-		zap.String("method", method),
-		zap.String("code", code.String()),
-		zap.Duration("latency", time.Since(start)),
-		zap.String("request_id", reqctx.RequestID(ctx)),
-		zap.String("trace_id", reqctx.TraceID(ctx)),
-	}
-	if p, ok := auth.FromContext(ctx); ok && p.Tenant != "" {
-		fields = append(fields, zap.String("tenant", p.Tenant))
-	}
-	if reason, _, ok := apierr.FromStatus(err); ok {
-		fields = append(fields, zap.String("reason", string(reason)))
-	}
-	switch code {
-	case codes.OK:
-		c.log.Debug("rpc", fields...)
-	case codes.Internal, codes.Unknown, codes.DataLoss:
-		c.log.Error("rpc", fields...)
-	case codes.Unavailable:
-		c.log.Warn("rpc", fields...)
-	default:
-		c.log.Info("rpc", fields...)
-	}
+// contextStream carries a derived context on a server stream.
+type contextStream struct {
+	grpc.ServerStream
+	ctx context.Context
 }
+
+func (s *contextStream) Context() context.Context { return s.ctx }

@@ -72,8 +72,8 @@ func New(opts Options, svcs Services) *Server {
 		panics:         telemetry.MustCounter(meter, "cycles.rpc.panics", "Handler panics recovered (each became INTERNAL)"),
 	}
 	serverOpts := append([]grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(c.unary),
-		grpc.ChainStreamInterceptor(c.stream),
+		grpc.ChainUnaryInterceptor(c.unaryInterceptors()...),
+		grpc.ChainStreamInterceptor(c.streamInterceptors()...),
 		// Keep idle watch streams alive through proxies and reap dead peers.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),

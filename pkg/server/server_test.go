@@ -3,10 +3,15 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -68,9 +73,15 @@ func (fakeAdmin) GetTenant(_ context.Context, r *cyclesv1.GetTenantRequest) (*cy
 }
 
 func start(t *testing.T, rt *fakeRuntime) (*grpc.ClientConn, *Server, *telemetrytest.Reader) {
+	conn, srv, metrics, _ := startLogged(t, rt, zap.NewNop())
+	return conn, srv, metrics
+}
+
+func startLogged(t *testing.T, rt *fakeRuntime, log *zap.Logger) (*grpc.ClientConn, *Server, *telemetrytest.Reader, *zap.Logger) {
 	t.Helper()
 	metrics := telemetrytest.New()
 	srv := New(Options{
+		Logger:         log,
 		Verifier:       fakeVerifier{key: "good-key", tenant: "acme"},
 		AdminKey:       adminKey,
 		RequestTimeout: 200 * time.Millisecond,
@@ -86,7 +97,7 @@ func start(t *testing.T, rt *fakeRuntime) (*grpc.ClientConn, *Server, *telemetry
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return conn, srv, metrics
+	return conn, srv, metrics, log
 }
 
 func withMD(kv ...string) context.Context {
@@ -274,5 +285,38 @@ func TestAccessOfUnknownMethodNeedsAdmin(t *testing.T) {
 	}
 	if accessOf("/grpc.health.v1.Health/Check") != accessNone {
 		t.Fatal("health must be open")
+	}
+}
+
+func TestOneLogLinePerRPCWithoutSecrets(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	conn, _, _, _ := startLogged(t, &fakeRuntime{}, zap.New(core))
+	runtime := cyclesv1.NewRuntimeServiceClient(conn)
+	ctx := withMD(auth.APIKeyHeader, "good-key", auth.RequestIDHeader, "req-log")
+	_, _ = runtime.GetReservation(ctx, &cyclesv1.GetReservationRequest{ReservationId: "budget"})
+	var line *observer.LoggedEntry
+	for _, e := range logs.All() {
+		if e.ContextMap()["grpc.method"] == "GetReservation" {
+			e := e
+			line = &e
+		}
+	}
+	if line == nil {
+		t.Fatalf("no RPC log line; got %v", logs.All())
+	}
+	f := line.ContextMap()
+	want := map[string]string{"grpc.code": "FailedPrecondition", "tenant": "acme", "request_id": "req-log", "reason": "BUDGET_EXCEEDED"}
+	for k, v := range want {
+		if fmt.Sprint(f[k]) != v {
+			t.Errorf("log field %s = %v, want %v (all: %v)", k, f[k], v, f)
+		}
+	}
+	if _, ok := f["grpc.time_ms"]; !ok {
+		t.Errorf("no latency field in %v", f)
+	}
+	for _, e := range logs.All() {
+		if strings.Contains(fmt.Sprint(e.ContextMap()), "good-key") || strings.Contains(e.Message, "good-key") {
+			t.Fatalf("API key leaked into logs: %v", e)
+		}
 	}
 }
