@@ -14,6 +14,7 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -24,6 +25,7 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/server"
 	"github.com/cyclesgo/cycles-go/pkg/store"
 	"github.com/cyclesgo/cycles-go/pkg/telemetry"
+	"github.com/cyclesgo/cycles-go/pkg/tlsconfig"
 )
 
 // NewLogger builds the zap logger of cfg.
@@ -94,6 +96,15 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	serverOpts := []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(
+		otelgrpc.WithTracerProvider(tel.Tracer), otelgrpc.WithMeterProvider(tel.Meter)))}
+	if cfg.TLSCert != "" {
+		tc, err := tlsconfig.Server(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
+		if err != nil {
+			return err
+		}
+		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(tc)))
+	}
 	srv := server.New(server.Options{
 		Logger:         log,
 		MeterProvider:  tel.Meter,
@@ -101,15 +112,15 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		AdminKey:       cfg.AdminKey,
 		RequestTimeout: cfg.RequestTimeout,
 		Guard:          comp.guard,
-		ServerOptions: []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(
-			otelgrpc.WithTracerProvider(tel.Tracer), otelgrpc.WithMeterProvider(tel.Meter)))},
+		ServerOptions:  serverOpts,
 	}, comp.services)
 
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
-	log.Info("cyclesd listening", zap.String("addr", lis.Addr().String()), zap.Bool("dev", cfg.Dev()))
+	log.Info("cyclesd listening", zap.String("addr", lis.Addr().String()), zap.Bool("dev", cfg.Dev()),
+		zap.Bool("tls", cfg.TLSCert != ""), zap.Bool("mtls", cfg.TLSClientCA != ""))
 	if cfg.Dev() && cfg.DevSeed {
 		if err := seedDev(ctx, comp, cfg, lis.Addr().String(), out); err != nil {
 			return fmt.Errorf("dev seed: %w", err)

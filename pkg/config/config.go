@@ -16,6 +16,13 @@ type Config struct {
 	Listen      string
 	MetricsAddr string
 	AdminKey    string
+	// TLSCert and TLSKey enable TLS on the gRPC listener; TLSClientCA then
+	// also requires client certificates signed by it (mTLS).
+	TLSCert     string
+	TLSKey      string
+	TLSClientCA string
+	// RedisTLSCA verifies the Redis server certificate (default: system roots).
+	RedisTLSCA string
 
 	RedisAddrs        []string
 	RedisUsername     string
@@ -80,6 +87,10 @@ func Load(args []string, getenv func(string) string) (*Config, error) {
 
 	str(&c.Listen, "listen", "127.0.0.1:7700", "gRPC listen address")
 	str(&c.MetricsAddr, "metrics-addr", "", "HTTP address for /metrics (empty: off)")
+	str(&c.TLSCert, "tls-cert", "", "PEM certificate for the gRPC listener (enables TLS)")
+	str(&c.TLSKey, "tls-key", "", "PEM private key for -tls-cert")
+	str(&c.TLSClientCA, "tls-client-ca", "", "PEM CA bundle; set, clients must present a certificate it signed (mTLS)")
+	str(&c.RedisTLSCA, "redis-tls-ca", "", "PEM CA bundle that signed the Redis server certificate")
 	str(&c.AdminKey, "admin-key", "", "admin key for AdminService/OpsService (required unless dev mode, which generates one)")
 	str(&addrs, "redis-addrs", "", "comma-separated Redis addresses; empty runs dev mode on the embedded store")
 	str(&c.RedisUsername, "redis-username", "", "Redis ACL user")
@@ -155,6 +166,12 @@ func Load(args []string, getenv func(string) string) (*Config, error) {
 func (c *Config) validate() error {
 	if !c.Dev() && c.AdminKey == "" {
 		return fmt.Errorf("an admin key is required (-admin-key or %s)", EnvName("admin-key"))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return fmt.Errorf("-tls-cert and -tls-key go together")
+	}
+	if c.TLSClientCA != "" && c.TLSCert == "" {
+		return fmt.Errorf("-tls-client-ca needs -tls-cert and -tls-key")
 	}
 	if c.AdminKey != "" && len(c.AdminKey) < 16 {
 		return fmt.Errorf("admin key must be at least 16 characters")

@@ -6,7 +6,6 @@ package store
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"strings"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cyclesgo/cycles-go/pkg/config"
+	"github.com/cyclesgo/cycles-go/pkg/tlsconfig"
 )
 
 // Store is an open connection to the budget store.
@@ -50,7 +50,11 @@ func Open(cfg *config.Config) (*Store, error) {
 		ContextTimeoutEnabled: true,
 	}
 	if cfg.RedisTLS {
-		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.RedisTLSInsecure} //nolint:gosec // opt-in for tests
+		tc, err := tlsconfig.Client(cfg.RedisTLSCA, cfg.RedisTLSInsecure)
+		if err != nil {
+			return nil, fmt.Errorf("redis TLS: %w", err)
+		}
+		opts.TLSConfig = tc
 	}
 	return &Store{Client: redis.NewUniversalClient(opts)}, nil
 }
