@@ -16,6 +16,7 @@
 //	cy:{t:T}:r:<reservation_id>      hash    reservation record + replay snapshots         none while ACTIVE, 30 d once terminal
 //	cy:{t:T}:r:deadline              zset    ACTIVE reservation id -> expires_at + grace   none
 //	cy:{t:T}:r:created               zset    reservation id -> created_at_ms               entries trimmed with records
+//	cy:{t:T}:r:expires               zset    reservation id -> expires_at_ms (listing)     entries trimmed with records
 //	cy:{t:T}:idem:<endpoint>:<key>   string  idempotency record (id or response)           per endpoint (PROTOCOL §c)
 //	cy:{t:T}:ev:<event_id>           hash    direct-debit event record + snapshot          30 d
 //	cy:{t:T}:events                  stream  event log (outbox), trimmed by MINID          retention (default 7 d)
@@ -75,6 +76,9 @@ func (t Tenant) Deadlines() string { return t.key("r", "deadline") }
 
 // Created is the listing index: reservation id scored by created_at_ms.
 func (t Tenant) Created() string { return t.key("r", "created") }
+
+// Expires is the listing index by expiry: reservation id -> expires_at_ms.
+func (t Tenant) Expires() string { return t.key("r", "expires") }
 
 // Idempotency is the idempotency record of key on endpoint (reserve, decide,
 // extend:<reservation_id>, event, fund).

@@ -1,0 +1,75 @@
+-- ledger/balances: one page of the caller's budgets (PROTOCOL.md §b.8).
+-- Walks the tenant's budgets index ("<scope_path>|<UNIT>", lex order), keeps
+-- budgets whose scope path holds every filter segment exactly (values already
+-- lowercased) and, when set, the unit. Bounded: scans at most ARGV[3] entries.
+--
+-- KEYS: 1 tenant prefix   2 budgets index
+-- ARGV: 1 exclusive start member ('' = from the beginning)   2 limit
+--       3 scan budget   4 unit filter ('' = every unit)
+--       5 segment filters (JSON array of "level:value")
+-- Result: ok({rows = [{unit, <balance_of fields>}...], more = bool, last = '<member>'})
+
+-- <shared:util>
+local DAY_MS = 86400000
+local RETENTION_MS = 30 * DAY_MS
+local POLICIES = {REJECT = true, ALLOW_IF_AVAILABLE = true, ALLOW_WITH_OVERDRAFT = true}
+
+-- jdecode decodes a JSON object/array; nil when absent or malformed (cjson
+-- raises on bad input in Redis but returns nil, err on the embedded store).
+local function jdecode(s)
+  if s == nil or s == false or s == '' then return nil end
+  local good, v = pcall(cjson.decode, s)
+  if good and type(v) == 'table' then return v end
+  return nil
+end
+
+-- ms formats a time or duration (plain Lua number, < 2^53) as a decimal string.
+local function ms(n) return string.format('%.0f', n) end
+
+-- small_int parses a non-negative integer field that is not money (times,
+-- durations, counters); nil when malformed.
+local function small_int(s)
+  if s == nil or s == false or not string.match(s, '^%d+$') or #s > 15 then return nil end
+  return tonumber(s)
+end
+-- </shared:util>
+
+local after = ARGV[1]
+local limit = small_int(ARGV[2]) or 50
+local budget = small_int(ARGV[3]) or 1000
+local unit_filter = ARGV[4]
+local segs = jdecode(ARGV[5]) or {}
+
+local rows, scanned, last, exhausted = {}, 0, after, false
+while scanned < budget and #rows < limit and not exhausted do
+  local chunk = math.min(100, budget - scanned)
+  local from = '-'
+  if last ~= '' then from = '(' .. last end
+  local page = redis.call('ZRANGEBYLEX', KEYS[2], from, '+', 'LIMIT', 0, chunk)
+  if #page < chunk then exhausted = true end
+  for _, member in ipairs(page) do
+    scanned = scanned + 1
+    last = member
+    local path, unit = string.match(member, '^(.*)|([^|]+)$')
+    if path then
+      local keep = (unit_filter == '' or unit == unit_filter)
+      local padded = '/' .. path .. '/'
+      for _, seg in ipairs(segs) do
+        if keep and not string.find(padded, '/' .. seg .. '/', 1, true) then keep = false end
+      end
+      local key = KEYS[1] .. 'b:' .. path .. ':' .. unit
+      if keep and redis.call('EXISTS', key) == 1 then
+        local b = balance_of(key, path)
+        b.unit = unit
+        rows[#rows + 1] = b
+        if #rows >= limit then break end
+      end
+    end
+  end
+end
+
+local more = false
+if last ~= '' then
+  more = #redis.call('ZRANGEBYLEX', KEYS[2], '(' .. last, '+', 'LIMIT', 0, 1) > 0
+end
+return ok({rows = rows, more = more, last = last})

@@ -1,0 +1,152 @@
+-- ledger/list: one page of the caller's reservations (PROTOCOL.md §b.7).
+-- Bounded work: scans at most ARGV[6] index entries per call (Go caps it),
+-- so a page may hold fewer than `limit` rows (even none) while more remain;
+-- the result then carries a position to continue from.
+--
+-- KEYS: 1 tenant prefix   2 index to walk (created or expires index)
+--       3 created index   4 expires index (both cleaned of dangling ids)
+-- ARGV: 1 direction ('asc' | 'desc')   2 lowest score ('-inf' or ms)
+--       3 highest score ('+inf' or ms)  4 entries at the boundary score already
+--       consumed (cursor)   5 limit   6 scan budget
+--       7 filters JSON {state, idem, segs = ["agent:x", ...], cf, ct, ef, et, ff, ft}
+--         (times as decimal strings, '' = unset; segs lowercased)
+--       8 boundary score of the cursor ('' on the first page)
+--       9 include reserve metadata ('1' | '0')   10 include commit metadata ('1' | '0')
+-- Result: ok({rows = [{<field> = <value>}...], more = bool, s = '<score>', k = '<n>'})
+--   (s, k) is the position after the last entry scanned; valid when more.
+-- Order: by score, ties by reservation id (Redis sorted-set order).
+
+-- <shared:util>
+local DAY_MS = 86400000
+local RETENTION_MS = 30 * DAY_MS
+local POLICIES = {REJECT = true, ALLOW_IF_AVAILABLE = true, ALLOW_WITH_OVERDRAFT = true}
+
+-- jdecode decodes a JSON object/array; nil when absent or malformed (cjson
+-- raises on bad input in Redis but returns nil, err on the embedded store).
+local function jdecode(s)
+  if s == nil or s == false or s == '' then return nil end
+  local good, v = pcall(cjson.decode, s)
+  if good and type(v) == 'table' then return v end
+  return nil
+end
+
+-- ms formats a time or duration (plain Lua number, < 2^53) as a decimal string.
+local function ms(n) return string.format('%.0f', n) end
+
+-- small_int parses a non-negative integer field that is not money (times,
+-- durations, counters); nil when malformed.
+local function small_int(s)
+  if s == nil or s == false or not string.match(s, '^%d+$') or #s > 15 then return nil end
+  return tonumber(s)
+end
+-- </shared:util>
+-- <shared:record>
+-- RECORD_FIELDS are the reservation fields a read returns (no replay
+-- snapshots, no idempotency hashes).
+local RECORD_FIELDS = {'id', 'state', 'unit', 'estimate', 'scope_path', 'affected', 'budgeted',
+  'created_at', 'expires_at', 'grace_ms', 'policy', 'max_ext', 'ext_count', 'idem_key', 'subject',
+  'action', 'charged', 'debt_incurred', 'finalized_at', 'expired_at', 'metadata', 'committed_metadata'}
+
+-- read_record returns the record's RECORD_FIELDS (first n of them), or nil
+-- when the record does not exist.
+local function read_record(key, n)
+  local fields = {}
+  for i = 1, n do fields[i] = RECORD_FIELDS[i] end
+  local v = redis.call('HMGET', key, unpack(fields))
+  if not v[1] and not v[2] then return nil end
+  local rec = {}
+  for i = 1, n do
+    if v[i] then rec[fields[i]] = v[i] end
+  end
+  return rec
+end
+-- </shared:record>
+
+local desc = (ARGV[1] == 'desc')
+local lo, hi = ARGV[2], ARGV[3]
+local skip = small_int(ARGV[4]) or 0
+local limit = small_int(ARGV[5]) or 50
+local budget = small_int(ARGV[6]) or 1000
+local f = jdecode(ARGV[7]) or {}
+-- Scores are integer milliseconds (< 2^53), compared as numbers: stores
+-- format large scores differently.
+local cur_s = small_int(ARGV[8])
+local cur_k = skip
+local with_meta, with_cmeta = ARGV[9] == '1', ARGV[10] == '1'
+
+local function t(s)
+  if s == nil or s == '' then return nil end
+  return small_int(s)
+end
+local cf, ct, ef, et, ff, ft = t(f.cf), t(f.ct), t(f.ef), t(f.et), t(f.ff), t(f.ft)
+local segs = f.segs
+if type(segs) ~= 'table' then segs = {} end
+
+local function within(v, a, b)
+  if a == nil and b == nil then return true end
+  if v == nil then return false end
+  if a and v < a then return false end
+  if b and v > b then return false end
+  return true
+end
+
+local function matches(rec)
+  if f.state and f.state ~= '' and rec.state ~= f.state then return false end
+  if f.idem and f.idem ~= '' and rec.idem_key ~= f.idem then return false end
+  local path = '/' .. (rec.scope_path or '') .. '/'
+  for _, seg in ipairs(segs) do
+    if not string.find(path, '/' .. seg .. '/', 1, true) then return false end
+  end
+  if not within(small_int(rec.created_at), cf, ct) then return false end
+  if not within(small_int(rec.expires_at), ef, et) then return false end
+  if not within(small_int(rec.finalized_at), ff, ft) then return false end
+  return true
+end
+
+local rows, scanned, stop = {}, 0, false
+while not stop and scanned < budget and #rows < limit do
+  local chunk = math.min(100, budget - scanned)
+  local page
+  if desc then
+    page = redis.call('ZREVRANGEBYSCORE', KEYS[2], cur_s and ms(cur_s) or hi, lo, 'WITHSCORES', 'LIMIT', cur_s and cur_k or 0, chunk)
+  else
+    page = redis.call('ZRANGEBYSCORE', KEYS[2], cur_s and ms(cur_s) or lo, hi, 'WITHSCORES', 'LIMIT', cur_s and cur_k or 0, chunk)
+  end
+  if #page == 0 then stop = true end
+  for j = 1, #page, 2 do
+    local id, score = page[j], tonumber(page[j + 1])
+    scanned = scanned + 1
+    if score == cur_s then cur_k = cur_k + 1 else cur_s, cur_k = score, 1 end
+    local key = KEYS[1] .. 'r:' .. id
+    local rec = read_record(key, #RECORD_FIELDS - 2)
+    if rec == nil then
+      -- The record outlived its retention: drop the dangling index entries.
+      redis.call('ZREM', KEYS[3], id)
+      redis.call('ZREM', KEYS[4], id)
+      if KEYS[2] ~= KEYS[3] and KEYS[2] ~= KEYS[4] then redis.call('ZREM', KEYS[2], id) end
+      cur_k = cur_k - 1
+    elseif matches(rec) then
+      if with_meta or with_cmeta then
+        local m = redis.call('HMGET', key, 'metadata', 'committed_metadata')
+        if with_meta and m[1] then rec.metadata = m[1] end
+        if with_cmeta and m[2] then rec.committed_metadata = m[2] end
+      end
+      rows[#rows + 1] = rec
+      if #rows >= limit then break end
+    end
+  end
+end
+
+-- More entries after the position?
+local more = false
+if cur_s ~= nil then
+  local peek
+  if desc then
+    peek = redis.call('ZREVRANGEBYSCORE', KEYS[2], ms(cur_s), lo, 'LIMIT', cur_k, 1)
+  else
+    peek = redis.call('ZRANGEBYSCORE', KEYS[2], ms(cur_s), hi, 'LIMIT', cur_k, 1)
+  end
+  more = #peek > 0
+end
+
+return ok({rows = rows, more = more, s = cur_s and ms(cur_s) or '', k = ms(cur_k)})

@@ -1,0 +1,349 @@
+-- ledger/reserve: create a reservation (live) or evaluate one (dry run).
+-- PROTOCOL.md §b.1, §c, §g.5.
+--
+-- KEYS: 1 tenant prefix "cy:{t:T}:"   2 tenant record     3 budgets index
+--       4 reservation hash (new id)   5 deadline index    6 created index
+--       7 expires index               8 idempotency record (endpoint "reserve")
+--       9 event stream
+--       10.. budget hash of each affected scope in the request unit, canonical order
+-- ARGV: 1 mode ('live' | 'dry')       2 reservation id    3 unit (TOKENS, ...)
+--       4 estimate (decimal)          5 ttl_ms ('' = tenant default)
+--       6 grace_ms                    7 overage policy ('' = tenant default)
+--       8 idempotency key             9 payload hash (hex SHA-256)
+--       10 scope path                 11 affected scopes (JSON array, canonical order)
+--       12 subject (JSON)             13 action (JSON)     14 metadata (JSON or '')
+--       15 event context (pkg/events)
+--       Extra ARGV are ignored (time always comes from Redis TIME).
+-- Result: ok({replay = bool, resp = <snapshot JSON>, rem_ttl = '<ms>' (live only),
+--             denied = <reason> (dry-run DENY only)})
+--   The snapshot is the response exactly as stored for replays: live reserves
+--   keep it in the reservation's reserve_resp, dry runs in the idempotency record.
+-- Refusals: INVALID_REQUEST, IDEMPOTENCY_MISMATCH, INTERNAL_ERROR, TENANT_CLOSED,
+--   TENANT_SUSPENDED, BUDGET_FROZEN, BUDGET_CLOSED, OVERDRAFT_LIMIT_EXCEEDED,
+--   DEBT_OUTSTANDING, BUDGET_EXCEEDED, UNIT_MISMATCH, NOT_FOUND, AMOUNT_OVERFLOW.
+--   (A dry run turns budget and tenant refusals into a DENY result.)
+
+-- <shared:util>
+local DAY_MS = 86400000
+local RETENTION_MS = 30 * DAY_MS
+local POLICIES = {REJECT = true, ALLOW_IF_AVAILABLE = true, ALLOW_WITH_OVERDRAFT = true}
+
+-- jdecode decodes a JSON object/array; nil when absent or malformed (cjson
+-- raises on bad input in Redis but returns nil, err on the embedded store).
+local function jdecode(s)
+  if s == nil or s == false or s == '' then return nil end
+  local good, v = pcall(cjson.decode, s)
+  if good and type(v) == 'table' then return v end
+  return nil
+end
+
+-- ms formats a time or duration (plain Lua number, < 2^53) as a decimal string.
+local function ms(n) return string.format('%.0f', n) end
+
+-- small_int parses a non-negative integer field that is not money (times,
+-- durations, counters); nil when malformed.
+local function small_int(s)
+  if s == nil or s == false or not string.match(s, '^%d+$') or #s > 15 then return nil end
+  return tonumber(s)
+end
+-- </shared:util>
+
+-- <shared:tenant>
+local TENANT_STATUSES = {ACTIVE = true, SUSPENDED = true, CLOSED = true}
+
+-- tenant_conf reads the tenant record. No record = runtime-only deployment:
+-- no guard, protocol defaults. A malformed record fails closed.
+-- Returns conf, or nil and a message (INTERNAL_ERROR).
+local function tenant_conf(key)
+  local t = hgetall(key)
+  local conf = {present = false, status = 'ACTIVE', default_ttl = 60000, max_ttl = 0, max_ext = 10, default_policy = ''}
+  if next(t) == nil then return conf end
+  conf.present = true
+  conf.status = t.status
+  if not TENANT_STATUSES[t.status or ''] then return nil, 'tenant record has an invalid status' end
+  if t.default_ttl_ms and t.default_ttl_ms ~= '' then
+    conf.default_ttl = small_int(t.default_ttl_ms)
+    if conf.default_ttl == nil then return nil, 'tenant record has an invalid default_ttl_ms' end
+    if conf.default_ttl == 0 then conf.default_ttl = 60000 end
+  end
+  if t.max_ttl_ms and t.max_ttl_ms ~= '' then
+    conf.max_ttl = small_int(t.max_ttl_ms)
+    if conf.max_ttl == nil then return nil, 'tenant record has an invalid max_ttl_ms' end
+  end
+  if t.max_extensions and t.max_extensions ~= '' then
+    conf.max_ext = small_int(t.max_extensions)
+    if conf.max_ext == nil then return nil, 'tenant record has an invalid max_extensions' end
+  end
+  conf.default_policy = t.default_policy or ''
+  return conf
+end
+
+-- resolve_policy: request value, else the tenant default, else
+-- ALLOW_IF_AVAILABLE. An invalid tenant default is INVALID_REQUEST (REF).
+local function resolve_policy(requested, conf)
+  if requested ~= '' then
+    if not POLICIES[requested] then return nil end
+    return requested
+  end
+  if conf.default_policy == '' then return 'ALLOW_IF_AVAILABLE' end
+  if not POLICIES[conf.default_policy] then return nil end
+  return conf.default_policy
+end
+-- </shared:tenant>
+
+-- <shared:budget>
+local BUDGET_STATUSES = {ACTIVE = true, FROZEN = true, CLOSED = true}
+local BUDGET_READ = {'remaining', 'reserved', 'spent', 'allocated', 'debt', 'overdraft_limit', 'is_over_limit', 'status', 'caps'}
+local BUDGET_AMOUNTS = {'rem', 'res', 'spent', 'alloc', 'debt', 'lim'}
+
+-- load_budget reads one budget hash into canonical int64 strings. Returns nil
+-- when the key holds no budget, or nil and a message when it is corrupt
+-- (callers fail closed with INTERNAL_ERROR before any write).
+local function load_budget(key, path)
+  local v = redis.call('HMGET', key, unpack(BUDGET_READ))
+  local any = false
+  for i = 1, #BUDGET_READ do
+    if v[i] then any = true end
+  end
+  if not any then return nil end
+  local b = {key = key, path = path}
+  for i = 1, #BUDGET_AMOUNTS do
+    local n = i64_norm(v[i] or '0')
+    if n == nil then return nil, 'budget ' .. path .. ' holds a malformed ' .. BUDGET_READ[i] end
+    b[BUDGET_AMOUNTS[i]] = n
+  end
+  b.over = (v[7] == 'true')
+  b.status = v[8] or 'ACTIVE'
+  if b.status == '' then b.status = 'ACTIVE' end
+  if not BUDGET_STATUSES[b.status] then return nil, 'budget ' .. path .. ' has an invalid status' end
+  if v[9] and v[9] ~= '' then b.caps = v[9] end
+  return b
+end
+
+-- snapshots reads the post-mutation balance of every budget in bs.
+local function snapshots(bs)
+  local out = {}
+  for i, b in ipairs(bs) do out[i] = balance_of(b.key, b.path) end
+  return out
+end
+-- </shared:budget>
+
+-- <shared:check>
+local CHECK_MSG = {
+  BUDGET_FROZEN = 'budget is frozen',
+  BUDGET_CLOSED = 'budget is closed',
+  OVERDRAFT_LIMIT_EXCEEDED = 'budget is over its overdraft limit',
+  DEBT_OUTSTANDING = 'budget has outstanding debt and no overdraft limit',
+  BUDGET_EXCEEDED = 'insufficient remaining budget',
+}
+
+-- check_scope applies the reserve-time rules to one budget in the protocol's
+-- order (frozen, closed, over limit, debt outstanding, remaining); first wins.
+local function check_scope(b, E)
+  if b.status == 'FROZEN' then return 'BUDGET_FROZEN' end
+  if b.status == 'CLOSED' then return 'BUDGET_CLOSED' end
+  if b.over then return 'OVERDRAFT_LIMIT_EXCEEDED' end
+  if i64_cmp(b.debt, '0') > 0 and b.lim == '0' then return 'DEBT_OUTSTANDING' end
+  if i64_cmp(b.rem, E) < 0 then return 'BUDGET_EXCEEDED' end
+  return nil
+end
+
+-- load_scopes reads the budget of every affected scope (keys from KEYS[first]);
+-- returns the budgeted ones in canonical order, or nil and a message.
+local function load_scopes(first, scopes)
+  local bs = {}
+  for i = 1, #scopes do
+    local b, err = load_budget(KEYS[first + i - 1], scopes[i])
+    if err then return nil, err end
+    if b then bs[#bs + 1] = b end
+  end
+  return bs
+end
+
+-- other_units finds the first derived scope (canonical order) that has
+-- budgets only in other units, via the lex index "<scope_path>|<UNIT>".
+local function other_units(budgets_key, scopes)
+  for i = 1, #scopes do
+    local m = redis.call('ZRANGEBYLEX', budgets_key, '[' .. scopes[i] .. '|', '(' .. scopes[i] .. '}', 'LIMIT', 0, 8)
+    if #m > 0 then
+      local units = {}
+      for j = 1, #m do units[j] = string.sub(m[j], #scopes[i] + 2) end
+      return scopes[i], table.concat(units, ',')
+    end
+  end
+  return nil
+end
+-- </shared:check>
+
+local now = now_ms()
+local mode, rid, unit = ARGV[1], ARGV[2], ARGV[3]
+local dry = (mode == 'dry')
+if mode ~= 'live' and not dry then return fail('INTERNAL_ERROR', 'reserve: unknown mode') end
+local E = i64_norm(ARGV[4])
+if E == nil or i64_cmp(E, '0') < 0 then
+  return fail('INVALID_REQUEST', 'estimate.amount must be an integer in 0..2^63-1', {field = 'estimate.amount'})
+end
+local idem_key, hash, scope_path = ARGV[8], ARGV[9], ARGV[10]
+local scopes = jdecode(ARGV[11])
+if scopes == nil or #scopes == 0 or #scopes ~= #KEYS - 9 then
+  return fail('INTERNAL_ERROR', 'reserve: affected scopes do not match the budget keys')
+end
+
+-- 1. Idempotency: a replay returns the stored snapshot, a different payload is
+-- a mismatch; both precede the tenant guard (§c replay precedence).
+local prior = redis.call('GET', KEYS[8])
+if prior then
+  local rec = jdecode(prior)
+  if rec == nil then return fail('INTERNAL_ERROR', 'idempotency record is corrupt') end
+  if rec.h ~= hash then
+    return fail('IDEMPOTENCY_MISMATCH', 'idempotency key was used with a different request')
+  end
+  if rec.rid then
+    local r = redis.call('HMGET', KEYS[1] .. 'r:' .. rec.rid, 'reserve_resp', 'state')
+    local snap = jdecode(r[1])
+    if snap == nil then
+      return fail('INTERNAL_ERROR', 'replay unavailable for this idempotency key; the reservation record is gone')
+    end
+    local rem = 0
+    if r[2] == 'ACTIVE' then rem = math.max(0, (tonumber(snap.expires_at_ms) or 0) - now) end
+    return ok({replay = true, resp = r[1], rem_ttl = ms(rem)})
+  end
+  return ok({replay = true, resp = rec.resp})
+end
+
+local emit = event_emitter(KEYS[9], ARGV[15], now)
+
+-- deny answers a dry run with DENY (a 200 result, remembered like any success)
+-- and records a reservation.denied event.
+local function deny(reason)
+  local snap = cjson.encode({
+    dry = true, decision = 'DENY', reason_code = reason, unit = unit,
+    scope_path = scope_path, affected = scopes,
+  })
+  emit('reservation.denied', 'reservation', scope_path, {
+    scope = scope_path, unit = unit, reason_code = reason, requested_amount = E,
+    action = jdecode(ARGV[13]), subject = jdecode(ARGV[12]),
+  })
+  redis.call('SET', KEYS[8], cjson.encode({h = hash, resp = snap}), 'PX', ms(DAY_MS))
+  return ok({replay = false, resp = snap, denied = reason})
+end
+
+-- 2. Tenant guard.
+local conf, terr = tenant_conf(KEYS[2])
+if conf == nil then return fail('INTERNAL_ERROR', terr) end
+if conf.status == 'CLOSED' then
+  if dry then return deny('TENANT_CLOSED') end
+  return fail('TENANT_CLOSED', 'tenant is closed')
+end
+if conf.status == 'SUSPENDED' then
+  if dry then return deny('TENANT_SUSPENDED') end
+  return fail('TENANT_SUSPENDED', 'tenant is suspended: no new reservations')
+end
+
+-- 3. Budgets of every derived scope, canonical order; first failure wins.
+local bs, berr = load_scopes(10, scopes)
+if bs == nil then return fail('INTERNAL_ERROR', berr) end
+for _, b in ipairs(bs) do
+  local code = check_scope(b, E)
+  if code then
+    if dry then return deny(code) end
+    return fail(code, CHECK_MSG[code] .. ' at ' .. b.path,
+      {scope = b.path, remaining = b.rem, requested = E, unit = unit})
+  end
+end
+if #bs == 0 then
+  local other, units = other_units(KEYS[3], scopes)
+  if other then
+    return fail('UNIT_MISMATCH', 'no budget in ' .. unit .. '; ' .. other .. ' is budgeted in ' .. units,
+      {scope = other, requested_unit = unit, expected_units = units})
+  end
+  if dry then return deny('BUDGET_NOT_FOUND') end
+  return fail('NOT_FOUND', 'Budget not found for provided scope: ' .. scopes[#scopes], {scope = scopes[#scopes]})
+end
+
+-- 4. Caps come from the budget at the deepest derived scope.
+local caps = nil
+local deepest = bs[#bs]
+if deepest.path == scopes[#scopes] and deepest.caps then
+  if jdecode(deepest.caps) == nil then
+    return fail('INTERNAL_ERROR', 'budget ' .. deepest.path .. ' has malformed caps')
+  end
+  caps = deepest.caps
+end
+local decision = caps and 'ALLOW_WITH_CAPS' or 'ALLOW'
+
+local policy = resolve_policy(ARGV[7], conf)
+if policy == nil then
+  return fail('INVALID_REQUEST', 'the tenant default overage policy is invalid; set overage_policy explicitly', {field = 'overage_policy'})
+end
+local grace = small_int(ARGV[6])
+if grace == nil then return fail('INVALID_REQUEST', 'grace_period_ms is invalid', {field = 'grace_period_ms'}) end
+
+if dry then
+  local snap = cjson.encode({
+    dry = true, decision = decision, reserved = E, unit = unit, scope_path = scope_path,
+    affected = scopes, caps = caps, balances = snapshots(bs), grace_ms = ms(grace), policy = policy,
+  })
+  redis.call('SET', KEYS[8], cjson.encode({h = hash, resp = snap}), 'PX', ms(DAY_MS))
+  return ok({replay = false, resp = snap})
+end
+
+-- 5. Live: effective TTL (request, else tenant default; capped by the tenant max).
+local ttl = conf.default_ttl
+if ARGV[5] ~= '' then
+  ttl = small_int(ARGV[5])
+  if ttl == nil then return fail('INVALID_REQUEST', 'ttl_ms is invalid', {field = 'ttl_ms'}) end
+end
+if conf.max_ttl > 0 and ttl > conf.max_ttl then ttl = conf.max_ttl end
+local expires_at = now + ttl
+
+-- Overflow pre-check of every increment before the first write.
+local new_res, new_rem = {}, {}
+for i, b in ipairs(bs) do
+  new_res[i] = i64_add(b.res, E)
+  new_rem[i] = i64_sub(b.rem, E)
+  if new_res[i] == nil or new_rem[i] == nil then
+    return fail('AMOUNT_OVERFLOW', 'reserving ' .. E .. ' would overflow int64 at ' .. b.path, {scope = b.path})
+  end
+end
+
+-- 6. Mutate: hold the estimate on every budgeted scope.
+local budgeted = {}
+for i, b in ipairs(bs) do
+  redis.call('HSET', b.key, 'reserved', new_res[i], 'remaining', new_rem[i])
+  budgeted[i] = b.path
+  if i64_cmp(b.rem, '0') > 0 and new_rem[i] == '0' then
+    emit('budget.exhausted', 'budget', b.path, {
+      scope = b.path, unit = unit, threshold = 1, direction = 'rising', remaining = '0',
+      allocated = b.alloc, spent = b.spent, reserved = new_res[i],
+    })
+  end
+end
+
+local snap = cjson.encode({
+  decision = decision, reservation_id = rid, reserved = E, unit = unit,
+  expires_at_ms = ms(expires_at), scope_path = scope_path, affected = scopes,
+  caps = caps, balances = snapshots(bs), grace_ms = ms(grace), policy = policy,
+})
+
+-- 7. The record, its indexes, the idempotency mapping and the replay snapshot.
+redis.call('HSET', KEYS[4],
+  'id', rid, 'tenant', string.sub(KEYS[1], 7, -3), 'state', 'ACTIVE', 'unit', unit, 'estimate', E,
+  'scope_path', scope_path, 'affected', ARGV[11], 'budgeted', cjson.encode(budgeted),
+  'created_at', ms(now), 'expires_at', ms(expires_at), 'grace_ms', ms(grace), 'policy', policy,
+  'max_ext', ms(conf.max_ext), 'ext_count', '0', 'idem_key', idem_key,
+  'subject', ARGV[12], 'action', ARGV[13], 'metadata', ARGV[14], 'reserve_resp', snap)
+redis.call('ZADD', KEYS[5], ms(expires_at + grace), rid)
+redis.call('ZADD', KEYS[6], ms(now), rid)
+redis.call('ZADD', KEYS[7], ms(expires_at), rid)
+redis.call('SET', KEYS[8], cjson.encode({h = hash, rid = rid}), 'PX', ms(math.max(ttl + grace, DAY_MS)))
+
+-- Bounded trim of the listing indexes: entries older than two retention
+-- periods point at records that are long gone.
+local old = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', '(' .. ms(now - 2 * RETENTION_MS), 'LIMIT', 0, 16)
+if #old > 0 then
+  redis.call('ZREM', KEYS[6], unpack(old))
+  redis.call('ZREM', KEYS[7], unpack(old))
+end
+
+return ok({replay = false, resp = snap, rem_ttl = ms(ttl)})

@@ -1,0 +1,134 @@
+// Package ledger is the budget authority of cyclesd (PROTOCOL.md §b): reserve,
+// commit, release, extend, decide, direct-debit events and the reads of the
+// runtime plane. Every decision and mutation is one Lua script (lua/ledger/*)
+// run through pkg/script; this package only derives keys and arguments,
+// hashes payloads for idempotency, and turns the scripts' JSON results into
+// responses. It never reads ledger state to decide anything in Go.
+//
+// Methods take the effective tenant explicitly (the caller authenticated it);
+// every key they touch carries that tenant's hash tag.
+package ledger
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/cyclesgo/cycles-go/pkg/apierr"
+	"github.com/cyclesgo/cycles-go/pkg/events"
+	"github.com/cyclesgo/cycles-go/pkg/script"
+	"github.com/cyclesgo/cycles-go/pkg/telemetry"
+)
+
+// Script names (lua/ledger/<name>.lua).
+const (
+	scriptReserve         = "ledger/reserve"
+	scriptDecide          = "ledger/decide"
+	scriptCommit          = "ledger/commit"
+	scriptRelease         = "ledger/release"
+	scriptExtend          = "ledger/extend"
+	scriptEvent           = "ledger/event"
+	scriptGet             = "ledger/get"
+	scriptList            = "ledger/list"
+	scriptBalances        = "ledger/balances"
+	scriptReleaseForClose = "ledger/release_for_close"
+)
+
+// DefaultGraceMs is the grace period when a reserve does not set one.
+const DefaultGraceMs = 5000
+
+// Options configure a Ledger.
+type Options struct {
+	// MeterProvider receives the ledger's counters (nil = no-op).
+	MeterProvider metric.MeterProvider
+	// EventRetention is how long events stay in a tenant's stream
+	// (0 = events.DefaultRetention).
+	EventRetention time.Duration
+}
+
+// Ledger runs the ledger scripts.
+type Ledger struct {
+	exec      *script.Executor
+	retention time.Duration
+	m         counters
+	// newID makes reservation and event ids (UUIDv4).
+	newID func() string
+}
+
+// counters are the user-visible effects of the ledger (telemetry conventions:
+// every one is asserted by a test).
+type counters struct {
+	created    metric.Int64Counter // live reservations created {decision}
+	committed  metric.Int64Counter // reservations committed
+	released   metric.Int64Counter // reservations released {reason}
+	extended   metric.Int64Counter // reservations extended
+	denied     metric.Int64Counter // budget denials {operation, reason}
+	decisions  metric.Int64Counter // dry-run and decide evaluations {operation, decision}
+	overages   metric.Int64Counter // commits with actual > estimate
+	debt       metric.Int64Counter // debt incurred, in units {unit}
+	eventsMade metric.Int64Counter // direct-debit events applied
+	replays    metric.Int64Counter // idempotent replays {operation}
+	refusals   metric.Int64Counter // refused mutations {operation, code}
+}
+
+// New returns a Ledger running its scripts through exec.
+func New(exec *script.Executor, opts Options) *Ledger {
+	meter := telemetry.Meter(opts.MeterProvider, "ledger")
+	retention := opts.EventRetention
+	if retention <= 0 {
+		retention = events.DefaultRetention
+	}
+	return &Ledger{
+		exec:      exec,
+		retention: retention,
+		newID:     func() string { return uuid.New().String() },
+		m: counters{
+			created:    telemetry.MustCounter(meter, "cycles.reservations.created", "Live reservations created"),
+			committed:  telemetry.MustCounter(meter, "cycles.reservations.committed", "Reservations committed"),
+			released:   telemetry.MustCounter(meter, "cycles.reservations.released", "Reservations released (reason client or tenant_closed)"),
+			extended:   telemetry.MustCounter(meter, "cycles.reservations.extended", "Reservation extensions applied"),
+			denied:     telemetry.MustCounter(meter, "cycles.reservations.denied", "Budget denials: live reserve refusals and dry-run/decide DENY, by reason"),
+			decisions:  telemetry.MustCounter(meter, "cycles.decisions", "Dry-run and decide evaluations, by decision"),
+			overages:   telemetry.MustCounter(meter, "cycles.commit.overages", "Commits whose actual exceeded the estimate"),
+			debt:       telemetry.MustCounter(meter, "cycles.debt.incurred", "Debt incurred by commits and events, in the amount's unit"),
+			eventsMade: telemetry.MustCounter(meter, "cycles.events.created", "Direct-debit events applied"),
+			replays:    telemetry.MustCounter(meter, "cycles.idempotency.replays", "Idempotent replays answered from a stored response"),
+			refusals:   telemetry.MustCounter(meter, "cycles.ledger.refusals", "Ledger mutations refused by a script, by protocol code"),
+		},
+	}
+}
+
+// budgetDenials are the refusals of a live reserve that a dry run would have
+// answered with DENY (counted as denials, not just refusals).
+var budgetDenials = map[apierr.Code]bool{
+	apierr.BudgetExceeded: true, apierr.BudgetFrozen: true, apierr.BudgetClosed: true,
+	apierr.OverdraftLimitExceeded: true, apierr.DebtOutstanding: true, apierr.TenantClosed: true,
+	apierr.TenantSuspended: true, apierr.NotFound: true,
+}
+
+// refused counts a script refusal and returns err unchanged.
+func (l *Ledger) refused(ctx context.Context, op string, err error) error {
+	if ae, ok := apierr.As(err); ok {
+		l.m.refusals.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", op), attribute.String("code", string(ae.Code))))
+		if op == "reserve" && budgetDenials[ae.Code] {
+			reason := string(ae.Code)
+			if ae.Code == apierr.NotFound {
+				reason = "BUDGET_NOT_FOUND"
+			}
+			l.m.denied.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", op), attribute.String("reason", reason)))
+		}
+	}
+	return err
+}
+
+func (l *Ledger) replayed(ctx context.Context, op string) {
+	l.m.replays.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", op)))
+}
+
+// eventContext is the event-context ARGV of one script call.
+func (l *Ledger) eventContext(ctx context.Context) string {
+	return events.Context(ctx, l.retention)
+}

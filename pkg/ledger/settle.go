@@ -1,0 +1,240 @@
+package ledger
+
+import (
+	"context"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/pkg/scope"
+)
+
+// Commit settles a reservation of the effective tenant with its actual cost:
+// PROTOCOL.md §b.3. Another tenant's reservation id is NOT_FOUND (keys are
+// per tenant).
+func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.CommitReservationRequest) (*cyclesv1.CommitReservationResponse, error) {
+	hash, err := payloadHash(req)
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := jsonOf(req.GetMetrics())
+	if err != nil {
+		return nil, err
+	}
+	meta, err := jsonOf(req.GetMetadata())
+	if err != nil {
+		return nil, err
+	}
+	t := keys.Tenant(tenant)
+	rid := req.GetReservationId()
+	raw, err := l.exec.Run(ctx, scriptCommit,
+		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines(), t.Events()},
+		rid, scope.UnitKey(req.GetActual().GetUnit()), strconv.FormatInt(req.GetActual().GetAmount(), 10),
+		req.GetIdempotencyKey(), hash, metrics, meta, l.eventContext(ctx))
+	if err != nil {
+		return nil, l.refused(ctx, "commit", err)
+	}
+	res, snap, err := decodeResult(scriptCommit, raw)
+	if err != nil {
+		return nil, err
+	}
+	unit := scope.ParseUnit(snap.Unit)
+	resp := &cyclesv1.CommitReservationResponse{
+		Status:       cyclesv1.ReservationStatus_RESERVATION_STATUS_COMMITTED,
+		Balances:     balances(unit, snap.Balances),
+		DebtIncurred: int64(snap.DebtIncurred),
+	}
+	if snap.Charged != nil {
+		resp.Charged = amount(unit, *snap.Charged)
+	}
+	if snap.Released != nil {
+		resp.Released = amount(unit, *snap.Released)
+	}
+	if res.Replay {
+		l.replayed(ctx, "commit")
+		return resp, nil
+	}
+	l.m.committed.Add(ctx, 1)
+	if res.Overage > 0 {
+		l.m.overages.Add(ctx, 1, metric.WithAttributes(attribute.String("unit", snap.Unit)))
+	}
+	if res.Debt > 0 {
+		l.m.debt.Add(ctx, int64(res.Debt), metric.WithAttributes(attribute.String("unit", snap.Unit)))
+	}
+	return resp, nil
+}
+
+// Release returns a reservation's whole hold: PROTOCOL.md §b.4.
+func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.ReleaseReservationRequest) (*cyclesv1.ReleaseReservationResponse, error) {
+	hash, err := payloadHash(req)
+	if err != nil {
+		return nil, err
+	}
+	t := keys.Tenant(tenant)
+	rid := req.GetReservationId()
+	raw, err := l.exec.Run(ctx, scriptRelease,
+		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines()},
+		rid, req.GetIdempotencyKey(), hash, req.GetReason())
+	if err != nil {
+		return nil, l.refused(ctx, "release", err)
+	}
+	res, snap, err := decodeResult(scriptRelease, raw)
+	if err != nil {
+		return nil, err
+	}
+	unit := scope.ParseUnit(snap.Unit)
+	resp := &cyclesv1.ReleaseReservationResponse{
+		Status:   cyclesv1.ReservationStatus_RESERVATION_STATUS_RELEASED,
+		Balances: balances(unit, snap.Balances),
+	}
+	if snap.Released != nil {
+		resp.Released = amount(unit, *snap.Released)
+	}
+	if res.Replay {
+		l.replayed(ctx, "release")
+		return resp, nil
+	}
+	l.m.released.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", "client")))
+	return resp, nil
+}
+
+// Extend moves a reservation's expiry forward: PROTOCOL.md §b.5.
+func (l *Ledger) Extend(ctx context.Context, tenant string, req *cyclesv1.ExtendReservationRequest) (*cyclesv1.ExtendReservationResponse, error) {
+	hash, err := payloadHash(req)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := jsonOf(req.GetMetadata())
+	if err != nil {
+		return nil, err
+	}
+	t := keys.Tenant(tenant)
+	rid := req.GetReservationId()
+	raw, err := l.exec.Run(ctx, scriptExtend,
+		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines(), t.Expires(),
+			t.Idempotency("extend:"+rid, req.GetIdempotencyKey())},
+		rid, strconv.FormatInt(req.GetExtendByMs(), 10), req.GetIdempotencyKey(), hash, meta)
+	if err != nil {
+		return nil, l.refused(ctx, "extend", err)
+	}
+	res, snap, err := decodeResult(scriptExtend, raw)
+	if err != nil {
+		return nil, err
+	}
+	resp := &cyclesv1.ExtendReservationResponse{
+		Status:         cyclesv1.ReservationStatus_RESERVATION_STATUS_ACTIVE,
+		ExpiresAtMs:    int64(snap.ExpiresAtMs),
+		Balances:       balances(scope.ParseUnit(snap.Unit), snap.Balances),
+		ExtensionCount: int32(snap.ExtensionCount),
+	}
+	if res.RemTTL != nil {
+		resp.RemainingTtlMs = int64(*res.RemTTL)
+	}
+	if res.Replay {
+		l.replayed(ctx, "extend")
+		return resp, nil
+	}
+	l.m.extended.Add(ctx, 1)
+	return resp, nil
+}
+
+// CreateEvent debits an actual cost directly: PROTOCOL.md §b.9.
+func (l *Ledger) CreateEvent(ctx context.Context, tenant string, req *cyclesv1.CreateEventRequest) (*cyclesv1.CreateEventResponse, error) {
+	d, err := derive(tenant, req.GetSubject(), req.GetActual().GetUnit())
+	if err != nil {
+		return nil, err
+	}
+	hash, err := eventHash(tenant, req)
+	if err != nil {
+		return nil, err
+	}
+	subj, err := jsonOf(withTenant(req.GetSubject(), tenant))
+	if err != nil {
+		return nil, err
+	}
+	action, err := jsonOf(req.GetAction())
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := jsonOf(req.GetMetrics())
+	if err != nil {
+		return nil, err
+	}
+	meta, err := jsonOf(req.GetMetadata())
+	if err != nil {
+		return nil, err
+	}
+	clientTime := ""
+	if req.ClientTimeMs != nil {
+		clientTime = strconv.FormatInt(req.GetClientTimeMs(), 10)
+	}
+	eid := l.newID()
+	t := keys.Tenant(tenant)
+	ks := append([]string{t.Prefix(), t.Record(), t.Budgets(), t.Event(eid),
+		t.Idempotency("event", req.GetIdempotencyKey()), t.Events()}, d.budgetKeys...)
+	raw, err := l.exec.Run(ctx, scriptEvent, ks,
+		eid, d.unit, strconv.FormatInt(req.GetActual().GetAmount(), 10), scope.PolicyKey(req.GetOveragePolicy()),
+		req.GetIdempotencyKey(), hash, d.Path, d.affected, subj, action, metrics, meta, clientTime,
+		l.eventContext(ctx))
+	if err != nil {
+		return nil, l.refused(ctx, "event", err)
+	}
+	res, snap, err := decodeResult(scriptEvent, raw)
+	if err != nil {
+		return nil, err
+	}
+	unit := scope.ParseUnit(snap.Unit)
+	resp := &cyclesv1.CreateEventResponse{
+		Status:       cyclesv1.EventStatus_EVENT_STATUS_APPLIED,
+		EventId:      snap.EventID,
+		Balances:     balances(unit, snap.Balances),
+		DebtIncurred: int64(snap.DebtIncurred),
+	}
+	if snap.Charged != nil {
+		resp.Charged = amount(unit, *snap.Charged)
+	}
+	if res.Replay {
+		l.replayed(ctx, "event")
+		return resp, nil
+	}
+	l.m.eventsMade.Add(ctx, 1)
+	if res.Debt > 0 {
+		l.m.debt.Add(ctx, int64(res.Debt), metric.WithAttributes(attribute.String("unit", snap.Unit)))
+	}
+	return resp, nil
+}
+
+// ReleaseForTenantClose releases up to batch ACTIVE reservations of a CLOSED
+// tenant through the normal release arithmetic (PROTOCOL.md Part 1 §9),
+// bypassing only the TENANT_CLOSED guard. more reports whether ACTIVE
+// reservations remain; the admin plane calls it until more is false. A
+// reservation that cannot be released (corrupt record, overflow) is
+// quarantined instead, so the loop always terminates. The tenant record must
+// be CLOSED (else INVALID_STATE).
+func (l *Ledger) ReleaseForTenantClose(ctx context.Context, tenant string, batch int) (released int, more bool, err error) {
+	if batch <= 0 {
+		batch = 100
+	}
+	if batch > 1000 {
+		batch = 1000
+	}
+	t := keys.Tenant(tenant)
+	var out struct {
+		Released    int `json:"released"`
+		Quarantined int `json:"quarantined"`
+		Remaining   int `json:"remaining"`
+	}
+	err = l.exec.RunInto(ctx, &out, scriptReleaseForClose,
+		[]string{t.Prefix(), t.Record(), t.Deadlines(), t.Events()},
+		strconv.Itoa(batch), l.eventContext(ctx))
+	if err != nil {
+		return 0, false, l.refused(ctx, "release_for_close", err)
+	}
+	if out.Released > 0 {
+		l.m.released.Add(ctx, int64(out.Released), metric.WithAttributes(attribute.String("reason", "tenant_closed")))
+	}
+	return out.Released, out.Remaining > 0, nil
+}

@@ -1,0 +1,198 @@
+package ledger
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/pkg/apierr"
+	"github.com/cyclesgo/cycles-go/pkg/scope"
+)
+
+// The scripts answer in JSON with every amount and time as a decimal string
+// (Lua numbers are doubles; cjson prints 14 significant digits). These types
+// decode them exactly, and tolerate cjson's "{}" for an empty array.
+
+// num is an int64 carried as a JSON string (or, tolerated, a bare integer).
+type num int64
+
+func (n *num) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || string(b) == "null" {
+		*n = 0
+		return nil
+	}
+	if b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		b = []byte(s)
+	}
+	if len(b) == 0 {
+		*n = 0
+		return nil
+	}
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("amount %q: %w", b, err)
+	}
+	*n = num(v)
+	return nil
+}
+
+// list is a JSON array that may arrive as "{}" (cjson's empty table).
+type list[T any] []T
+
+func (l *list[T]) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if string(b) == "{}" || string(b) == "null" {
+		*l = nil
+		return nil
+	}
+	var out []T
+	if err := json.Unmarshal(b, &out); err != nil {
+		return err
+	}
+	*l = out
+	return nil
+}
+
+// result is the envelope of a mutating script's answer.
+type result struct {
+	Replay  bool   `json:"replay"`
+	Resp    string `json:"resp"`
+	RemTTL  *num   `json:"rem_ttl"`
+	Denied  string `json:"denied"`
+	Overage num    `json:"overage"`
+	Debt    num    `json:"debt"`
+}
+
+// balanceJSON is balance_of (lua/lib/core.lua).
+type balanceJSON struct {
+	ScopePath      string `json:"scope_path"`
+	Unit           string `json:"unit"`
+	Remaining      num    `json:"remaining"`
+	Reserved       num    `json:"reserved"`
+	Spent          num    `json:"spent"`
+	Allocated      num    `json:"allocated"`
+	Debt           num    `json:"debt"`
+	OverdraftLimit num    `json:"overdraft_limit"`
+	IsOverLimit    bool   `json:"is_over_limit"`
+}
+
+// snapshot is the union of the stored response snapshots (reserve, dry run,
+// decide, commit, release, extend, event). A replay decodes the very same
+// bytes, so it yields the very same response.
+type snapshot struct {
+	Dry            bool              `json:"dry"`
+	Decision       string            `json:"decision"`
+	ReasonCode     string            `json:"reason_code"`
+	ReservationID  string            `json:"reservation_id"`
+	Reserved       *num              `json:"reserved"`
+	Unit           string            `json:"unit"`
+	ExpiresAtMs    num               `json:"expires_at_ms"`
+	ScopePath      string            `json:"scope_path"`
+	Affected       list[string]      `json:"affected"`
+	Caps           string            `json:"caps"`
+	Balances       list[balanceJSON] `json:"balances"`
+	GraceMs        num               `json:"grace_ms"`
+	Policy         string            `json:"policy"`
+	Status         string            `json:"status"`
+	Charged        *num              `json:"charged"`
+	Released       *num              `json:"released"`
+	DebtIncurred   num               `json:"debt_incurred"`
+	EventID        string            `json:"event_id"`
+	ExtensionCount num               `json:"extension_count"`
+}
+
+func decodeResult(name string, raw []byte) (*result, *snapshot, error) {
+	var r result
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, nil, fmt.Errorf("%s: decode result: %w", name, err)
+	}
+	var s snapshot
+	if err := json.Unmarshal([]byte(r.Resp), &s); err != nil {
+		return nil, nil, fmt.Errorf("%s: decode response snapshot: %w", name, err)
+	}
+	return &r, &s, nil
+}
+
+func amount(unit cyclesv1.Unit, v num) *cyclesv1.Amount {
+	return &cyclesv1.Amount{Unit: unit, Amount: int64(v)}
+}
+
+// balances converts snapshot balances; unit is the reservation/request unit
+// unless the row names its own (GetBalances).
+func balances(unit cyclesv1.Unit, in []balanceJSON) []*cyclesv1.Balance {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]*cyclesv1.Balance, len(in))
+	for i, b := range in {
+		u := unit
+		if b.Unit != "" {
+			u = scope.ParseUnit(b.Unit)
+		}
+		out[i] = &cyclesv1.Balance{
+			Scope:          scope.Leaf(b.ScopePath),
+			ScopePath:      b.ScopePath,
+			Remaining:      &cyclesv1.SignedAmount{Unit: u, Amount: int64(b.Remaining)},
+			Reserved:       amount(u, b.Reserved),
+			Spent:          amount(u, b.Spent),
+			Allocated:      amount(u, b.Allocated),
+			Debt:           amount(u, b.Debt),
+			OverdraftLimit: amount(u, b.OverdraftLimit),
+			IsOverLimit:    b.IsOverLimit,
+		}
+	}
+	return out
+}
+
+func decision(s string) cyclesv1.Decision {
+	return cyclesv1.Decision(cyclesv1.Decision_value["DECISION_"+s])
+}
+
+// parseCaps decodes a budget's caps (validated as JSON by the script).
+func parseCaps(s string) (*cyclesv1.Caps, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var c cyclesv1.Caps
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal([]byte(s), &c); err != nil {
+		return nil, apierr.New(apierr.InternalError, "budget caps are malformed: %v", err)
+	}
+	return &c, nil
+}
+
+var jsonOut = protojson.MarshalOptions{UseProtoNames: true}
+
+// jsonOf encodes a message for storage in a record ("" for nil).
+func jsonOf(m proto.Message) (string, error) {
+	if m == nil || !m.ProtoReflect().IsValid() {
+		return "", nil
+	}
+	b, err := jsonOut.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("encode %T: %w", m, err)
+	}
+	return string(b), nil
+}
+
+// structOf decodes stored metadata ("" = none).
+func structOf(s string) (*structpb.Struct, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var st structpb.Struct
+	if err := protojson.Unmarshal([]byte(s), &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
