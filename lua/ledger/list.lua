@@ -1,4 +1,5 @@
 -- ledger/list: one page of the caller's reservations (PROTOCOL.md §b.7).
+-- include: lib/ledger_util.lua lib/ledger_record.lua
 -- Bounded work: scans at most ARGV[6] index entries per call (Go caps it),
 -- so a page may hold fewer than `limit` rows (even none) while more remain;
 -- the result then carries a position to continue from.
@@ -15,52 +16,6 @@
 -- Result: ok({rows = [{<field> = <value>}...], more = bool, s = '<score>', k = '<n>'})
 --   (s, k) is the position after the last entry scanned; valid when more.
 -- Order: by score, ties by reservation id (Redis sorted-set order).
-
--- <shared:util>
-local DAY_MS = 86400000
-local RETENTION_MS = 30 * DAY_MS
-local POLICIES = {REJECT = true, ALLOW_IF_AVAILABLE = true, ALLOW_WITH_OVERDRAFT = true}
-
--- jdecode decodes a JSON object/array; nil when absent or malformed (cjson
--- raises on bad input in Redis but returns nil, err on the embedded store).
-local function jdecode(s)
-  if s == nil or s == false or s == '' then return nil end
-  local good, v = pcall(cjson.decode, s)
-  if good and type(v) == 'table' then return v end
-  return nil
-end
-
--- ms formats a time or duration (plain Lua number, < 2^53) as a decimal string.
-local function ms(n) return string.format('%.0f', n) end
-
--- small_int parses a non-negative integer field that is not money (times,
--- durations, counters); nil when malformed.
-local function small_int(s)
-  if s == nil or s == false or not string.match(s, '^%d+$') or #s > 15 then return nil end
-  return tonumber(s)
-end
--- </shared:util>
--- <shared:record>
--- RECORD_FIELDS are the reservation fields a read returns (no replay
--- snapshots, no idempotency hashes).
-local RECORD_FIELDS = {'id', 'state', 'unit', 'estimate', 'scope_path', 'affected', 'budgeted',
-  'created_at', 'expires_at', 'grace_ms', 'policy', 'max_ext', 'ext_count', 'idem_key', 'subject',
-  'action', 'charged', 'debt_incurred', 'finalized_at', 'expired_at', 'metadata', 'committed_metadata'}
-
--- read_record returns the record's RECORD_FIELDS (first n of them), or nil
--- when the record does not exist.
-local function read_record(key, n)
-  local fields = {}
-  for i = 1, n do fields[i] = RECORD_FIELDS[i] end
-  local v = redis.call('HMGET', key, unpack(fields))
-  if not v[1] and not v[2] then return nil end
-  local rec = {}
-  for i = 1, n do
-    if v[i] then rec[fields[i]] = v[i] end
-  end
-  return rec
-end
--- </shared:record>
 
 local desc = (ARGV[1] == 'desc')
 local lo, hi = ARGV[2], ARGV[3]

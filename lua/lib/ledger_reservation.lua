@@ -1,0 +1,45 @@
+-- lib/ledger_reservation.lua: reading and validating a reservation record.
+-- Included by ledger scripts with "-- include: lib/ledger_reservation.lua" (see pkg/script).
+
+-- load_reservation checks the settlement preconditions shared by commit,
+-- release and extend after the replay check: record, tenant guard (CLOSED
+-- only; settlement of a SUSPENDED tenant proceeds), state.
+-- Returns the record or nil, code, message.
+local function load_reservation(r, tenant_key)
+  local conf, terr = tenant_conf(tenant_key)
+  if conf == nil then return nil, 'INTERNAL_ERROR', terr end
+  if conf.status == 'CLOSED' then return nil, 'TENANT_CLOSED', 'tenant is closed' end
+  if r.state == 'EXPIRED' then return nil, 'RESERVATION_EXPIRED', 'reservation expired' end
+  if r.state == 'COMMITTED' or r.state == 'RELEASED' then
+    return nil, 'RESERVATION_FINALIZED', 'reservation is already ' .. r.state
+  end
+  if r.state ~= 'ACTIVE' then return nil, 'INTERNAL_ERROR', 'reservation has an invalid state' end
+  r.n_expires = small_int(r.expires_at)
+  r.n_grace = small_int(r.grace_ms)
+  r.E = i64_norm(r.estimate)
+  r.scopes = jdecode(r.budgeted)
+  if r.n_expires == nil or r.n_grace == nil or r.E == nil or r.scopes == nil or r.unit == nil then
+    return nil, 'INTERNAL_ERROR', 'reservation record is corrupt'
+  end
+  return r
+end
+
+-- reservation_budgets loads the budgets of the reservation's snapshot of
+-- budgeted scopes. A budget hash that no longer exists is skipped (nothing
+-- left to settle against); a corrupt one fails closed.
+local function reservation_budgets(prefix, r)
+  local bs = {}
+  for _, path in ipairs(r.scopes) do
+    local b, err = load_budget(prefix .. 'b:' .. path .. ':' .. r.unit, path)
+    if err then return nil, err end
+    if b then bs[#bs + 1] = b end
+  end
+  return bs
+end
+
+-- finalize marks a record terminal: out of the deadline index, kept for the
+-- terminal retention (replays of commit/release keys live on the record).
+local function finalize(key, deadline_key, rid)
+  redis.call('ZREM', deadline_key, rid)
+  redis.call('PEXPIRE', key, ms(RETENTION_MS))
+end

@@ -1,0 +1,43 @@
+-- lib/ledger_tenant.lua: reading the tenant record (status guard, TTL/extension/policy defaults).
+-- Included by ledger scripts with "-- include: lib/ledger_tenant.lua" (see pkg/script).
+
+local TENANT_STATUSES = {ACTIVE = true, SUSPENDED = true, CLOSED = true}
+
+-- tenant_conf reads the tenant record. No record = runtime-only deployment:
+-- no guard, protocol defaults. A malformed record fails closed.
+-- Returns conf, or nil and a message (INTERNAL_ERROR).
+local function tenant_conf(key)
+  local t = hgetall(key)
+  local conf = {present = false, status = 'ACTIVE', default_ttl = 60000, max_ttl = 0, max_ext = 10, default_policy = ''}
+  if next(t) == nil then return conf end
+  conf.present = true
+  conf.status = t.status
+  if not TENANT_STATUSES[t.status or ''] then return nil, 'tenant record has an invalid status' end
+  if t.default_ttl_ms and t.default_ttl_ms ~= '' then
+    conf.default_ttl = small_int(t.default_ttl_ms)
+    if conf.default_ttl == nil then return nil, 'tenant record has an invalid default_ttl_ms' end
+    if conf.default_ttl == 0 then conf.default_ttl = 60000 end
+  end
+  if t.max_ttl_ms and t.max_ttl_ms ~= '' then
+    conf.max_ttl = small_int(t.max_ttl_ms)
+    if conf.max_ttl == nil then return nil, 'tenant record has an invalid max_ttl_ms' end
+  end
+  if t.max_extensions and t.max_extensions ~= '' then
+    conf.max_ext = small_int(t.max_extensions)
+    if conf.max_ext == nil then return nil, 'tenant record has an invalid max_extensions' end
+  end
+  conf.default_policy = t.default_policy or ''
+  return conf
+end
+
+-- resolve_policy: request value, else the tenant default, else
+-- ALLOW_IF_AVAILABLE. An invalid tenant default is INVALID_REQUEST (REF).
+local function resolve_policy(requested, conf)
+  if requested ~= '' then
+    if not POLICIES[requested] then return nil end
+    return requested
+  end
+  if conf.default_policy == '' then return 'ALLOW_IF_AVAILABLE' end
+  if not POLICIES[conf.default_policy] then return nil end
+  return conf.default_policy
+end

@@ -1,0 +1,25 @@
+-- lib/ledger_util.lua: JSON decoding, number formatting and the refusal helper shared by the ledger scripts.
+-- Included by ledger scripts with "-- include: lib/ledger_util.lua" (see pkg/script).
+
+local DAY_MS = 86400000
+local RETENTION_MS = 30 * DAY_MS
+local POLICIES = {REJECT = true, ALLOW_IF_AVAILABLE = true, ALLOW_WITH_OVERDRAFT = true}
+
+-- jdecode decodes a JSON object/array; nil when absent or malformed (cjson
+-- raises on bad input in Redis but returns nil, err on the embedded store).
+local function jdecode(s)
+  if s == nil or s == false or s == '' then return nil end
+  local good, v = pcall(cjson.decode, s)
+  if good and type(v) == 'table' then return v end
+  return nil
+end
+
+-- ms formats a time or duration (plain Lua number, < 2^53) as a decimal string.
+local function ms(n) return string.format('%.0f', n) end
+
+-- small_int parses a non-negative integer field that is not money (times,
+-- durations, counters); nil when malformed.
+local function small_int(s)
+  if s == nil or s == false or not string.match(s, '^%d+$') or #s > 15 then return nil end
+  return tonumber(s)
+end
