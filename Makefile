@@ -64,10 +64,18 @@ build: ## Build bin/cyclesd and the tools
 run: ## Start cyclesd in dev mode (embedded store, seeded demo tenant; prints grpcurl commands)
 	$(GO) run ./cmd/cyclesd $(ARGS)
 
+# Suites that also run against a local 3-master Redis Cluster.
+CLUSTER_SUITES ?= ./pkg/ledger/... ./pkg/sweeper/... ./pkg/events/... ./pkg/ratelimit/... ./pkg/admin/... ./pkg/api/... ./test/ledgertest/... ./test/redistest/...
+
 .PHONY: test
-test: deps ## Run every test (starts its own redis-server processes)
+test: deps ## Run every test (starts its own redis-server processes), then the domain suites on a Cluster
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+	$(MAKE) --no-print-directory test-cluster
+
+.PHONY: test-cluster
+test-cluster: deps ## Run the ledger, sweeper, event, limiter and admin suites against a real 3-master Cluster
+	CYCLES_TEST_REDIS=cluster $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(CLUSTER_SUITES)
 
 .PHONY: test-race
 test-race: deps ## Run every test with the race detector

@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -16,40 +17,64 @@ type Cluster struct {
 	Masters []*Server
 }
 
+// startSharedCluster starts the per-binary cluster of SharedClient. Its
+// processes die with the test binary (Pdeathsig); its dirs are temporary.
+func startSharedCluster(tb testing.TB) *Cluster {
+	c, err := newCluster(3, func() (string, error) { return os.MkdirTemp("", "cycles-cluster-") }, func() int { return FreePort(tb) })
+	if err != nil {
+		tb.Logf("start shared cluster: %v", err)
+		return nil
+	}
+	return c
+}
+
 // StartCluster starts n (>= 3) masters with cluster mode on, joins them with
 // `redis-cli --cluster create`, waits until the cluster reports ok, and stops
 // them at cleanup.
 func StartCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
+	c, err := newCluster(n, func() (string, error) { return tb.TempDir(), nil }, func() int { return FreePort(tb) })
+	if c != nil {
+		for _, m := range c.Masters {
+			tb.Cleanup(m.Stop)
+		}
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+func newCluster(n int, dir func() (string, error), port func() int) (*Cluster, error) {
 	if n < 3 {
 		n = 3
 	}
 	c := &Cluster{}
 	addrs := make([]string, 0, n)
 	for i := 0; i < n; i++ {
-		s, err := StartProcess(tb.TempDir(), FreePort(tb), Options{Args: []string{
+		d, err := dir()
+		if err != nil {
+			return c, err
+		}
+		s, err := StartProcess(d, port(), Options{Args: []string{
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
 		}})
 		if err != nil {
-			tb.Fatalf("start cluster node: %v", err)
+			return c, fmt.Errorf("start cluster node: %w", err)
 		}
-		tb.Cleanup(s.Stop)
 		c.Masters = append(c.Masters, s)
 		addrs = append(addrs, s.Addr)
 	}
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
-		tb.Fatalf("redis-cli not found: %v", err)
+		return c, fmt.Errorf("redis-cli not found: %w", err)
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
-		tb.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+		return c, fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
 	}
-	if err := c.waitOK(15 * time.Second); err != nil {
-		tb.Fatal(err)
-	}
-	return c
+	return c, c.waitOK(15 * time.Second)
 }
 
 // Addrs are the masters' addresses.

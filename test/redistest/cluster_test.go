@@ -2,8 +2,12 @@ package redistest
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestClusterSpreadsSlots(t *testing.T) {
@@ -65,5 +69,21 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	if v, _ := c.Get(ctx, "k").Result(); v != "after" {
 		t.Fatalf("k = %q after failover", v)
+	}
+}
+
+// TestSharedClientFollowsEnv guards the cluster run of the suites: with
+// CYCLES_TEST_REDIS=cluster they must really talk to a Cluster.
+func TestSharedClientFollowsEnv(t *testing.T) {
+	c := SharedClient(t)
+	_, isCluster := c.(*redis.ClusterClient)
+	if isCluster != OnCluster() {
+		t.Fatalf("SharedClient is %T with %s=%q", c, ClusterEnv, os.Getenv(ClusterEnv))
+	}
+	if OnCluster() {
+		info, err := c.ClusterInfo(context.Background()).Result()
+		if err != nil || !strings.Contains(info, "cluster_known_nodes:3") {
+			t.Fatalf("want a 3-node cluster: %v %s", err, info)
+		}
 	}
 }

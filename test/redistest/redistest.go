@@ -168,8 +168,34 @@ func Shared(tb testing.TB) *Server {
 	return shared
 }
 
-// SharedClient is a client of the Shared server, closed at cleanup.
-func SharedClient(tb testing.TB) *redis.Client { return Shared(tb).Client(tb) }
+// ClusterEnv selects the backend of SharedClient and Backends: set to
+// "cluster", the suites run against a local 3-master Redis Cluster (one per
+// test binary) instead of a single redis-server. `make test` runs the ledger,
+// sweeper, event, limiter and admin suites both ways.
+const ClusterEnv = "CYCLES_TEST_REDIS"
+
+// OnCluster reports whether the suites run against a Cluster.
+func OnCluster() bool { return os.Getenv(ClusterEnv) == "cluster" }
+
+var (
+	sharedClusterOnce sync.Once
+	sharedCluster     *Cluster
+)
+
+// SharedClient is a client of the shared backend (a redis-server, or a
+// Cluster when CYCLES_TEST_REDIS=cluster), closed at cleanup. Tests isolate
+// themselves by tenant id.
+func SharedClient(tb testing.TB) redis.UniversalClient {
+	tb.Helper()
+	if OnCluster() {
+		sharedClusterOnce.Do(func() { sharedCluster = startSharedCluster(tb) })
+		if sharedCluster == nil {
+			tb.Fatal("shared cluster failed to start")
+		}
+		return sharedCluster.Client(tb)
+	}
+	return Shared(tb).Client(tb)
+}
 
 // Embedded starts the in-process store dev mode uses (miniredis).
 func Embedded(tb testing.TB) *redis.Client {
@@ -190,7 +216,7 @@ type Backend struct {
 	Client redis.UniversalClient
 }
 
-// Backends returns the shared real redis-server and a fresh embedded store.
+// Backends returns the shared real backend and a fresh embedded store.
 func Backends(tb testing.TB) []Backend {
 	return []Backend{
 		{Name: "redis", Client: SharedClient(tb)},
