@@ -78,19 +78,19 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		}
 		log.Warn("starting despite an evicting maxmemory-policy (-allow-eviction-policy)", zap.String("policy", ep.Policy))
 	}
-	exec, err := script.New(st.Client)
+	tel, err := telemetry.Setup(ctx, "cyclesd")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tel.Shutdown(context.Background()) }()
+
+	exec, err := script.New(st.Client, script.WithTracerProvider(tel.Tracer))
 	if err != nil {
 		return err
 	}
 	if err := exec.Load(startCtx); err != nil {
 		return fmt.Errorf("load scripts: %w", err)
 	}
-
-	tel, err := telemetry.Setup(ctx, "cyclesd")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tel.Shutdown(context.Background()) }()
 
 	comp, err := build(cfg, log, tel.Meter, exec)
 	if err != nil {

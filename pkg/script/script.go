@@ -20,6 +20,10 @@ import (
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/cyclesgo/cycles-go/lua"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
@@ -78,11 +82,28 @@ type Executor struct {
 	client  redis.UniversalClient
 	scripts map[string]*redis.Script
 	sources map[string]string
+	tracer  trace.Tracer
+}
+
+// Option configures an Executor.
+type Option func(*Executor)
+
+// WithTracerProvider makes every script call a client span ("redis.script
+// <name>") under the RPC's span.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(e *Executor) { e.tracer = tp.Tracer("github.com/cyclesgo/cycles-go/pkg/script") }
 }
 
 // New compiles every embedded script. It does not contact Redis.
-func New(client redis.UniversalClient) (*Executor, error) {
-	return newWith(client, nil)
+func New(client redis.UniversalClient, opts ...Option) (*Executor, error) {
+	e, err := newWith(client, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range opts {
+		o(e)
+	}
+	return e, nil
 }
 
 // newWith compiles the embedded scripts plus extra (name -> body), for tests
@@ -97,7 +118,8 @@ func newWith(client redis.UniversalClient, extra map[string]string) (*Executor, 
 		prelude.Write(b)
 		prelude.WriteByte('\n')
 	}
-	e := &Executor{client: client, scripts: map[string]*redis.Script{}, sources: map[string]string{}}
+	e := &Executor{client: client, scripts: map[string]*redis.Script{}, sources: map[string]string{},
+		tracer: noop.NewTracerProvider().Tracer("")}
 	err := fs.WalkDir(lua.FS, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -170,12 +192,22 @@ func (e *Executor) Run(ctx context.Context, name string, keys []string, args ...
 	if !ok {
 		return nil, fmt.Errorf("script %q: not compiled", name)
 	}
+	ctx, span := e.tracer.Start(ctx, "redis.script "+name, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("db.system", "redis"), attribute.String("db.operation", "EVALSHA")))
+	defer span.End()
 	// Script.Run is EVALSHA, falling back to EVAL (which reloads) on NOSCRIPT.
 	res, err := s.Run(ctx, e.client, keys, args...).Result()
 	if err != nil {
-		return nil, classify(name, err)
+		err = classify(name, err)
+		span.SetStatus(codes.Error, err.Error())
+		return nil, err
 	}
-	return decode(name, res)
+	out, err := decode(name, res)
+	if ae, ok := apierr.As(err); ok {
+		// A refusal is a correct answer, not a failed call.
+		span.SetAttributes(attribute.String("cycles.refusal", string(ae.Code)))
+	}
+	return out, err
 }
 
 // RunInto runs a script and unmarshals its JSON result into out.

@@ -33,8 +33,7 @@ type Providers struct {
 
 // Setup builds the providers: metrics always (Prometheus registry, own
 // registry so tests can build several), traces exported over OTLP only when
-// the standard OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT variables ask for it
-// (otherwise spans are still created so trace ids reach logs and errors).
+// the standard OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT variables ask for it.
 // W3C traceparent propagation is installed globally.
 func Setup(ctx context.Context, service string) (*Providers, error) {
 	// Schemaless: the SDK's default resource carries its own semconv schema
@@ -50,19 +49,19 @@ func Setup(ctx context.Context, service string) (*Providers, error) {
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
 
+	// Without an exporter, spans would be recorded for nobody: use the no-op
+	// provider, which still carries an incoming traceparent's trace id.
 	var tp trace.TracerProvider = noop.NewTracerProvider()
 	shutdowns := []func(context.Context) error{mp.Shutdown}
-	sdkOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" {
 		te, err := otlptracegrpc.New(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("otlp trace exporter: %w", err)
 		}
-		sdkOpts = append(sdkOpts, sdktrace.WithBatcher(te))
+		stp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithBatcher(te))
+		shutdowns = append(shutdowns, stp.Shutdown)
+		tp = stp
 	}
-	stp := sdktrace.NewTracerProvider(sdkOpts...)
-	shutdowns = append(shutdowns, stp.Shutdown)
-	tp = stp
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 
