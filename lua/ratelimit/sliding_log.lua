@@ -1,4 +1,5 @@
--- ratelimit/sliding_log: SLIDING_LOG, the exact sliding log in a sorted set.
+-- ratelimit/sliding_log: SLIDING_LOG, the exact sliding log in a sorted set,
+-- and CAPPED_LOG, the same log trimmed to the newest `cap` members.
 --
 -- KEYS[1]  state key cy:rl:{<policy>:<key>}: zset, member -> request time (ms)
 -- ARGV[1]  limit (hits per window, 1..100000)
@@ -6,9 +7,12 @@
 -- ARGV[3]  hits (cost of this request, 1..limit)
 -- ARGV[4]  shadow: '1' decides and counts but never denies
 -- ARGV[5]  ttl_ms = window + slack (slack >= 10% of the window)
+-- ARGV[6]  cap (CAPPED_LOG: >= limit; absent or 0: uncapped SLIDING_LOG)
 -- Result   ok({allowed, shadow_denied, count, remaining, limit, reset_after_ms,
 --              retry_after_ms, now})   count = live hits after this decision
--- Refusal  INVALID_REQUEST (malformed arguments, hits > limit), before any write.
+--                                      (at most cap when capped)
+-- Refusal  INVALID_REQUEST (malformed arguments, hits > limit, 0 < cap < limit),
+--          before any write.
 --
 -- An entry t is live at now iff t > now - window, so a request exactly
 -- window ms after an earlier one no longer sees it. Steps, in one script:
@@ -23,6 +27,15 @@
 -- steps backwards the newest entry's time is used (the log stays ordered).
 -- Rate-limit counts are not money: validation bounds them far below 2^53, so
 -- Lua numbers are exact here.
+--
+-- CAPPED_LOG: after the same steps, ZREMRANGEBYRANK keeps the newest cap
+-- members. The log only grows past the limit when everything is served
+-- (shadow mode, or a lowered limit); the cap bounds it there, even under a
+-- flood. Decisions stay exact: a trimmed log still holds >= cap >= limit live
+-- entries, so it still denies, and the entry whose expiry a retry waits for
+-- (rank count + hits - limit - 1 <= cap - 1) is among the kept ones. Above the
+-- cap the log is no longer an audit record of every request: count saturates
+-- at cap.
 
 local function int_arg(v)
   if type(v) ~= 'string' or #v > 15 or not string.match(v, '^%d+$') then return nil end
@@ -32,7 +45,10 @@ end
 local key = KEYS[1]
 local limit, window, hits, ttl = int_arg(ARGV[1]), int_arg(ARGV[2]), int_arg(ARGV[3]), int_arg(ARGV[5])
 local shadow = ARGV[4] == '1'
-if not limit or limit < 1 or not window or window < 1 or not hits or hits < 1 or not ttl or ttl < window then
+local cap = 0
+if ARGV[6] ~= nil and ARGV[6] ~= '' then cap = int_arg(ARGV[6]) end
+if not limit or limit < 1 or not window or window < 1 or not hits or hits < 1 or not ttl or ttl < window
+  or not cap or (cap > 0 and cap < limit) then
   return fail('INVALID_REQUEST', 'malformed rate-limit arguments')
 end
 if hits > limit then
@@ -81,6 +97,10 @@ if fits or shadow then
   end
   count = count + hits
   newest_t = now
+  if cap > 0 and count > cap then
+    redis.call('ZREMRANGEBYRANK', key, 0, count - cap - 1)
+    count = cap
+  end
   -- TTL from the (possibly clamped) decision time, so a clock step back never
   -- expires a key whose newest hit is still live.
   redis.call('PEXPIRE', key, ttl + now - clock)

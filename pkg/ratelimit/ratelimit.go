@@ -117,7 +117,7 @@ func CallerKey(ctx context.Context, key string) (string, error) {
 
 var scriptOf = map[Algorithm]string{
 	SlidingLog:    "ratelimit/sliding_log",
-	CappedLog:     "ratelimit/capped_log",
+	CappedLog:     "ratelimit/sliding_log", // with its cap as ARGV[6]
 	SlidingWindow: "ratelimit/sliding_window",
 	TokenBucket:   "ratelimit/token_bucket",
 	PackedLog:     "ratelimit/packed_log",
