@@ -277,7 +277,7 @@ func (s *Service) updateBudget(ctx context.Context, req *cyclesv1.UpdateBudgetRe
 // FreezeBudget: ACTIVE -> FROZEN (BUDGET_FROZEN when already frozen,
 // BUDGET_CLOSED when closed).
 func (s *Service) FreezeBudget(ctx context.Context, req *cyclesv1.FreezeBudgetRequest) (*cyclesv1.FreezeBudgetResponse, error) {
-	b, err := s.setStatus(ctx, "freeze_budget", req.GetTenantId(), req.GetScopePath(), req.GetUnit(), req.GetReason())
+	b, err := s.setStatus(ctx, "FROZEN", req.GetTenantId(), req.GetScopePath(), req.GetUnit(), req.GetReason())
 	if err != nil {
 		return nil, s.done(ctx, "FreezeBudget", err)
 	}
@@ -286,7 +286,7 @@ func (s *Service) FreezeBudget(ctx context.Context, req *cyclesv1.FreezeBudgetRe
 
 // UnfreezeBudget: FROZEN -> ACTIVE (INVALID_STATE otherwise).
 func (s *Service) UnfreezeBudget(ctx context.Context, req *cyclesv1.UnfreezeBudgetRequest) (*cyclesv1.UnfreezeBudgetResponse, error) {
-	b, err := s.setStatus(ctx, "unfreeze_budget", req.GetTenantId(), req.GetScopePath(), req.GetUnit(), req.GetReason())
+	b, err := s.setStatus(ctx, "ACTIVE", req.GetTenantId(), req.GetScopePath(), req.GetUnit(), req.GetReason())
 	if err != nil {
 		return nil, s.done(ctx, "UnfreezeBudget", err)
 	}
@@ -295,21 +295,23 @@ func (s *Service) UnfreezeBudget(ctx context.Context, req *cyclesv1.UnfreezeBudg
 
 // CloseBudget: ACTIVE|FROZEN -> CLOSED, terminal (BUDGET_CLOSED when already closed).
 func (s *Service) CloseBudget(ctx context.Context, req *cyclesv1.CloseBudgetRequest) (*cyclesv1.CloseBudgetResponse, error) {
-	b, err := s.setStatus(ctx, "close_budget", req.GetTenantId(), req.GetScopePath(), req.GetUnit(), req.GetReason())
+	b, err := s.setStatus(ctx, "CLOSED", req.GetTenantId(), req.GetScopePath(), req.GetUnit(), req.GetReason())
 	if err != nil {
 		return nil, s.done(ctx, "CloseBudget", err)
 	}
 	return &cyclesv1.CloseBudgetResponse{Budget: b}, nil
 }
 
-func (s *Service) setStatus(ctx context.Context, name, tenant, path string, unit cyclesv1.Unit, reason string) (*cyclesv1.Budget, error) {
+// setStatus moves a budget to target (FROZEN, ACTIVE or CLOSED) through the
+// status machine of the set_budget_status script.
+func (s *Service) setStatus(ctx context.Context, target, tenant, path string, unit cyclesv1.Unit, reason string) (*cyclesv1.Budget, error) {
 	ref, err := resolveBudget(tenant, path, unit)
 	if err != nil {
 		return nil, err
 	}
 	var rec record
-	err = s.run(ctx, &rec, name, []string{ref.keys.Record(), ref.key(), ref.keys.Events()},
-		ref.scope, ref.unit, reason, s.eventContext(ctx))
+	err = s.run(ctx, &rec, "set_budget_status", []string{ref.keys.Record(), ref.key(), ref.keys.Events()},
+		ref.scope, ref.unit, reason, s.eventContext(ctx), target)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,63 @@
+-- admin/set_budget_status: the budget status machine.
+--   FROZEN  (freeze):   ACTIVE -> FROZEN. A frozen budget refuses new
+--                       reservations, events and funding; settlement of
+--                       existing holds proceeds.
+--   ACTIVE  (unfreeze): FROZEN -> ACTIVE.
+--   CLOSED  (close):    ACTIVE|FROZEN -> CLOSED, terminal. The ledger is left
+--                       as it is: held reservations settle normally (Part 1 §8).
+--
+-- KEYS[1] = tenant record hash
+-- KEYS[2] = budget hash
+-- KEYS[3] = tenant event stream
+-- ARGV[1] = canonical scope path
+-- ARGV[2] = unit
+-- ARGV[3] = reason (event data only)
+-- ARGV[4] = event context (pkg/events.Context)
+-- ARGV[5] = target status: FROZEN | ACTIVE | CLOSED
+-- Result: ok(<budget hash after>)
+-- Refusals: TENANT_CLOSED, BUDGET_NOT_FOUND; freeze: BUDGET_FROZEN (already
+--   frozen), BUDGET_CLOSED; unfreeze: INVALID_STATE (not FROZEN; details.status
+--   says which); close: BUDGET_CLOSED (already closed); INTERNAL_ERROR
+--   (malformed stored status, or an unknown target).
+-- Events: budget.frozen | budget.unfrozen | budget.closed
+--   (EventDataBudgetLifecycle, operation STATUS_CHANGE).
+
+local scope, unit, target = ARGV[1], ARGV[2], ARGV[5]
+local details = {scope = scope, unit = unit}
+local event_of = {FROZEN = 'budget.frozen', ACTIVE = 'budget.unfrozen', CLOSED = 'budget.closed'}
+if not event_of[target] then return fail('INTERNAL_ERROR', 'unknown target status', details) end
+if redis.call('HGET', KEYS[1], 'status') == 'CLOSED' then
+  return fail('TENANT_CLOSED', 'the tenant is closed', details)
+end
+local b = hgetall(KEYS[2])
+if next(b) == nil then
+  return fail('BUDGET_NOT_FOUND', 'budget ' .. scope .. ' ' .. unit .. ' not found', details)
+end
+local status = b.status or 'ACTIVE'
+if status ~= 'ACTIVE' and status ~= 'FROZEN' and status ~= 'CLOSED' then
+  return fail('INTERNAL_ERROR', 'budget has a malformed status', details)
+end
+
+if target == 'FROZEN' then
+  if status == 'FROZEN' then return fail('BUDGET_FROZEN', 'budget is already frozen', details) end
+  if status == 'CLOSED' then return fail('BUDGET_CLOSED', 'budget is closed', details) end
+elseif target == 'ACTIVE' then
+  if status ~= 'FROZEN' then
+    return fail('INVALID_STATE', 'only a FROZEN budget can be unfrozen (it is ' .. status .. ')',
+      {scope = scope, unit = unit, status = status})
+  end
+elseif status == 'CLOSED' then
+  return fail('BUDGET_CLOSED', 'budget is already closed', details)
+end
+
+local now = now_ms()
+redis.call('HSET', KEYS[2], 'status', target, 'updated_at', string.format('%.0f', now))
+local function state(s)
+  return {allocated = b.allocated or '0', remaining = b.remaining or '0', debt = b.debt or '0',
+    spent = b.spent or '0', reserved = b.reserved or '0', status = s}
+end
+local emit = event_emitter(KEYS[3], ARGV[4], now)
+emit(event_of[target], 'budget', scope, {ledger_id = scope .. '|' .. unit, scope = scope,
+  unit = unit, operation = 'STATUS_CHANGE', previous_state = state(status),
+  new_state = state(target), reason = ARGV[3]})
+return ok(hgetall(KEYS[2]))
