@@ -5,68 +5,21 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"net"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/test/bufconn"
-	"google.golang.org/protobuf/proto"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/api/eventsapi"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
-	"github.com/cyclesgo/cycles-go/pkg/auth"
 	"github.com/cyclesgo/cycles-go/pkg/events"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
 	"github.com/cyclesgo/cycles-go/pkg/script"
-	"github.com/cyclesgo/cycles-go/pkg/validate"
+	"github.com/cyclesgo/cycles-go/pkg/server"
+	"github.com/cyclesgo/cycles-go/test/grpctest"
 )
-
-// A minimal gRPC server doing what the lead's interceptor chain does for
-// EventService: put the principal in the context (here from test metadata
-// instead of a verified key), validate every request, map *apierr.Error to a
-// status with ErrorInfo.
-
-const (
-	mdTenant = "x-test-tenant"
-	mdAdmin  = "x-test-admin"
-)
-
-func principal(ctx context.Context) context.Context {
-	if auth.FirstMetadata(ctx, mdAdmin) != "" {
-		return auth.WithPrincipal(ctx, auth.Principal{Admin: true})
-	}
-	if t := auth.FirstMetadata(ctx, mdTenant); t != "" {
-		return auth.WithPrincipal(ctx, auth.Principal{Tenant: t, KeyID: "k1"})
-	}
-	return ctx
-}
-
-func toStatus(err error) error {
-	if ae, ok := apierr.As(err); ok {
-		return ae.Status("", "").Err()
-	}
-	return err
-}
-
-type validatingStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s *validatingStream) Context() context.Context { return s.ctx }
-
-func (s *validatingStream) RecvMsg(m any) error {
-	if err := s.ServerStream.RecvMsg(m); err != nil {
-		return err
-	}
-	return validate.Message(m.(proto.Message))
-}
 
 type env struct {
 	t      *testing.T
@@ -88,39 +41,16 @@ func newEnv(t *testing.T, c redis.UniversalClient, opts events.Options) *env {
 		opts.Heartbeat = time.Hour
 	}
 	svc := events.New(ex, opts)
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			if err := validate.Message(req.(proto.Message)); err != nil {
-				return nil, toStatus(err)
-			}
-			resp, err := h(principal(ctx), req)
-			return resp, toStatus(err)
-		}),
-		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			return toStatus(h(srv, &validatingStream{ServerStream: ss, ctx: principal(ss.Context())}))
-		}),
-	)
-	cyclesv1.RegisterEventServiceServer(srv, eventsapi.New(svc))
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	// The production chain (auth, validation, status mapping) in front.
+	conn := grpctest.Start(t, server.Services{Events: eventsapi.New(svc)})
 	return &env{t: t, c: c, svc: svc, client: cyclesv1.NewEventServiceClient(conn)}
 }
 
 func asTenant(ctx context.Context, tenant string) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, mdTenant, tenant)
+	return grpctest.AsTenant(ctx, tenant)
 }
 
-func asAdmin(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, mdAdmin, "yes")
-}
+func asAdmin(ctx context.Context) context.Context { return grpctest.AsAdmin(ctx) }
 
 func newTenant() string {
 	b := make([]byte, 6)

@@ -2,21 +2,19 @@ package ratelimit
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
 	"github.com/cyclesgo/cycles-go/pkg/auth"
+	"github.com/cyclesgo/cycles-go/test/grpctest"
 )
 
 // runtimeStub answers Decide, and fails GetBalances with a budget error, so
@@ -38,7 +36,6 @@ func (runtimeStub) GetBalances(ctx context.Context, _ *cyclesv1.GetBalancesReque
 // auth interceptor does), then the guard runs.
 func guardServer(t *testing.T, l *Limiter, cfg GuardConfig) cyclesv1.RuntimeServiceClient {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
 	fakeAuth := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		if id := auth.FirstMetadata(ctx, "test-key-id"); id != "" {
 			ctx = auth.WithPrincipal(ctx, auth.Principal{Tenant: "acme", KeyID: id})
@@ -47,16 +44,7 @@ func guardServer(t *testing.T, l *Limiter, cfg GuardConfig) cyclesv1.RuntimeServ
 	}
 	s := grpc.NewServer(grpc.ChainUnaryInterceptor(fakeAuth, l.UnaryGuard(cfg)))
 	cyclesv1.RegisterRuntimeServiceServer(s, runtimeStub{})
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return cyclesv1.NewRuntimeServiceClient(conn)
+	return cyclesv1.NewRuntimeServiceClient(grpctest.Serve(t, s))
 }
 
 func asKey(id string) context.Context {

@@ -4,63 +4,27 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
-	"google.golang.org/protobuf/proto"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/admin"
 	"github.com/cyclesgo/cycles-go/pkg/api/adminapi"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
-	"github.com/cyclesgo/cycles-go/pkg/auth"
 	"github.com/cyclesgo/cycles-go/pkg/script"
-	"github.com/cyclesgo/cycles-go/pkg/validate"
+	"github.com/cyclesgo/cycles-go/pkg/server"
+	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
-
-// chain does what the lead's interceptor chain does for admin calls: admin
-// principal, validation, *apierr.Error -> status with ErrorInfo.
-func chain(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	ctx = auth.WithPrincipal(ctx, auth.Principal{Admin: true})
-	if m, ok := req.(proto.Message); ok {
-		if err := validate.Message(m); err != nil {
-			return nil, toStatus(err)
-		}
-	}
-	resp, err := h(ctx, req)
-	return resp, toStatus(err)
-}
-
-func toStatus(err error) error {
-	if ae, ok := apierr.As(err); ok {
-		return ae.Status("req-1", "").Err()
-	}
-	return err
-}
 
 func client(t *testing.T) cyclesv1.AdminServiceClient {
 	exec, err := script.New(redistest.SharedClient(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(grpc.UnaryInterceptor(chain))
-	cyclesv1.RegisterAdminServiceServer(srv, adminapi.New(admin.New(exec, admin.Options{})))
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := grpctest.Start(t, server.Services{Admin: adminapi.New(admin.New(exec, admin.Options{}))})
 	return cyclesv1.NewAdminServiceClient(conn)
 }
 
@@ -83,7 +47,7 @@ func wantStatus(t *testing.T, err error, code codes.Code, reason apierr.Code) {
 
 func TestHandlerDelegatesEveryRPC(t *testing.T) {
 	c := client(t)
-	ctx := context.Background()
+	ctx := grpctest.AsAdmin(context.Background())
 	id := tenantID()
 	root := "tenant:" + id
 	tok := cyclesv1.Unit_UNIT_TOKENS
@@ -138,7 +102,7 @@ func TestHandlerDelegatesEveryRPC(t *testing.T) {
 
 func TestHandlerErrorsCarryTheProtocolCode(t *testing.T) {
 	c := client(t)
-	ctx := context.Background()
+	ctx := grpctest.AsAdmin(context.Background())
 	_, err := c.GetTenant(ctx, &cyclesv1.GetTenantRequest{TenantId: tenantID()})
 	wantStatus(t, err, codes.NotFound, apierr.TenantNotFound)
 	_, err = c.CreateTenant(ctx, &cyclesv1.CreateTenantRequest{TenantId: "Not Valid"})

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -13,16 +12,15 @@ import (
 	rlsv3common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.opentelemetry.io/otel/attribute"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/cyclesgo/cycles-go/pkg/ratelimit"
 	"github.com/cyclesgo/cycles-go/pkg/script"
+	"github.com/cyclesgo/cycles-go/pkg/server"
 	"github.com/cyclesgo/cycles-go/pkg/telemetry/telemetrytest"
+	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
@@ -66,19 +64,14 @@ func TestShouldRateLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis := bufconn.Listen(1 << 20)
-	g := grpc.NewServer()
-	srv.Register(g)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	// Served behind the production chain: Envoy sends the admin key through
+	// its grpc_service initial_metadata.
+	conn := grpctest.Start(t, server.Services{Register: srv.Register})
 	c := rlsv3.NewRateLimitServiceClient(conn)
+	if _, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: domain}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("without the admin key: %v, want UNAUTHENTICATED", err)
+	}
+	ctx = grpctest.AsAdmin(ctx)
 
 	req := &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*rlsv3common.RateLimitDescriptor{
 		desc("remote_address", "10.0.0.1"),

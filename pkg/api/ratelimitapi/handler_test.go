@@ -2,72 +2,39 @@ package ratelimitapi
 
 import (
 	"context"
-	"net"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/pkg/apierr"
-	"github.com/cyclesgo/cycles-go/pkg/auth"
 	"github.com/cyclesgo/cycles-go/pkg/ratelimit"
 	"github.com/cyclesgo/cycles-go/pkg/script"
-	"github.com/cyclesgo/cycles-go/pkg/validate"
+	"github.com/cyclesgo/cycles-go/pkg/server"
+	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
-// client serves the handler over bufconn behind stand-ins of the lead's
-// chain: a principal from metadata "test-tenant" (admin when absent), the
-// one validation path, and apierr -> status mapping.
+// client serves the handler behind the production chain.
 func client(t *testing.T) cyclesv1.RateLimitServiceClient {
 	t.Helper()
 	ex, err := script.New(redistest.SharedClient(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	chain := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		p := auth.Principal{Admin: true}
-		if tn := auth.FirstMetadata(ctx, "test-tenant"); tn != "" {
-			p = auth.Principal{Tenant: tn, KeyID: "0123456789abcdef"}
-		}
-		ctx = auth.WithPrincipal(ctx, p)
-		if err := validate.Message(req.(proto.Message)); err != nil {
-			return nil, err.(*apierr.Error).Status("", "").Err()
-		}
-		resp, err := h(ctx, req)
-		if ae, ok := apierr.As(err); ok {
-			return nil, ae.Status("", "").Err()
-		}
-		return resp, err
-	}
-	lis := bufconn.Listen(1 << 20)
-	s := grpc.NewServer(grpc.UnaryInterceptor(chain))
-	cyclesv1.RegisterRateLimitServiceServer(s, New(ratelimit.New(ex, ratelimit.Options{})))
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := grpctest.Start(t, server.Services{RateLimit: New(ratelimit.New(ex, ratelimit.Options{}))})
 	return cyclesv1.NewRateLimitServiceClient(conn)
 }
 
-func tenant(id string) context.Context {
-	return metadata.AppendToOutgoingContext(context.Background(), "test-tenant", id)
-}
+// tenant calls as tenant id; admin calls with the admin key.
+func tenant(id string) context.Context { return grpctest.AsTenant(context.Background(), id) }
+
+func admin() context.Context { return grpctest.AsAdmin(context.Background()) }
 
 func TestServiceEndToEnd(t *testing.T) {
 	c := client(t)
-	ctx := context.Background()
+	ctx := admin()
 	name := "api-" + randSuffix(t)
 	created, err := c.CreatePolicy(ctx, &cyclesv1.CreatePolicyRequest{Policy: &cyclesv1.Policy{
 		Name: name, Algorithm: cyclesv1.Algorithm_ALGORITHM_CAPPED_LOG, Limit: 2, WindowMs: 60_000}})

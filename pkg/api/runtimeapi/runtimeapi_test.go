@@ -2,17 +2,12 @@ package runtimeapi_test
 
 import (
 	"context"
-	"net"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
-	"google.golang.org/protobuf/proto"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/api/runtimeapi"
@@ -21,61 +16,31 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/keys"
 	"github.com/cyclesgo/cycles-go/pkg/ledger"
 	"github.com/cyclesgo/cycles-go/pkg/script"
-	"github.com/cyclesgo/cycles-go/pkg/validate"
+	"github.com/cyclesgo/cycles-go/pkg/server"
+	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
-// tenantHeader tells the test interceptor which tenant the caller is (the
-// lead's chain gets it from the API key); absent = unauthenticated.
-const tenantHeader = "x-test-tenant"
-
-// chain does what the production interceptor chain does around a handler:
-// principal in ctx, validate.Message, *apierr.Error -> status with ErrorInfo.
-func chain(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if t := auth.FirstMetadata(ctx, tenantHeader); t != "" {
-		ctx = auth.WithPrincipal(ctx, auth.Principal{Tenant: t, KeyID: "0123456789abcdef"})
-	}
-	resp, err := func() (any, error) {
-		if err := validate.Message(req.(proto.Message)); err != nil {
-			return nil, err
-		}
-		return handler(ctx, req)
-	}()
-	if ae, ok := apierr.As(err); ok {
-		return nil, ae.Status("req-test", "").Err()
-	}
-	return resp, err
-}
-
-// serve starts the RuntimeService on bufconn against c.
+// serve starts the RuntimeService against c behind the production chain.
 func serve(t *testing.T, c redis.UniversalClient) cyclesv1.RuntimeServiceClient {
 	t.Helper()
 	ex, err := script.New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(grpc.UnaryInterceptor(chain))
-	cyclesv1.RegisterRuntimeServiceServer(srv, runtimeapi.New(ledger.New(ex, ledger.Options{})))
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := grpctest.Start(t, server.Services{Runtime: runtimeapi.New(ledger.New(ex, ledger.Options{}))})
 	return cyclesv1.NewRuntimeServiceClient(conn)
 }
 
+// as is a context calling as tenant ("" = unauthenticated) with extra
+// metadata, under request id "req-test" (echoed in every ErrorInfo).
 func as(tenant string, kv ...string) context.Context {
-	md := metadata.Pairs(kv...)
+	ctx := metadata.NewOutgoingContext(context.Background(), metadata.Pairs(append([]string{auth.RequestIDHeader, "req-test"}, kv...)...))
 	if tenant != "" {
-		md.Append(tenantHeader, tenant)
+		ctx = grpctest.AsTenant(ctx, tenant)
 	}
-	return metadata.NewOutgoingContext(context.Background(), md)
+	return ctx
 }
 
 var action = &cyclesv1.Action{Kind: "llm.completion", Name: "m"}
