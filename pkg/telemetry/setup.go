@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/propagation"
@@ -31,9 +32,10 @@ type Providers struct {
 	Shutdown func(context.Context) error
 }
 
-// Setup builds the providers: metrics always (Prometheus registry, own
-// registry so tests can build several), traces exported over OTLP only when
-// the standard OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT variables ask for it.
+// Setup builds the providers: metrics always for Prometheus (own registry,
+// so tests can build several) and also over OTLP when the standard
+// OTEL_EXPORTER_OTLP_(METRICS_)ENDPOINT variables ask for it; traces exported
+// over OTLP only when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set.
 // W3C traceparent propagation is installed globally.
 func Setup(ctx context.Context, service string) (*Providers, error) {
 	// Schemaless: the SDK's default resource carries its own semconv schema
@@ -47,7 +49,15 @@ func Setup(ctx context.Context, service string) (*Providers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
+	readers := []sdkmetric.Option{sdkmetric.WithReader(exp), sdkmetric.WithResource(res)}
+	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != "" {
+		me, err := otlpmetricgrpc.New(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("otlp metric exporter: %w", err)
+		}
+		readers = append(readers, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(me)))
+	}
+	mp := sdkmetric.NewMeterProvider(readers...)
 
 	// Without an exporter, spans would be recorded for nobody: use the no-op
 	// provider, which still carries an incoming traceparent's trace id.
