@@ -1,7 +1,7 @@
 -- ledger/get: read one reservation of the caller's tenant (PROTOCOL.md §b.6).
 -- include: lib/ledger_util.lua lib/ledger_record.lua
--- Keys are per tenant, so another tenant's id is simply NOT_FOUND here: the
--- caller learns nothing about ids outside its own tenant.
+-- Keys are per tenant: another tenant's id is answered before this script
+-- (FORBIDDEN or NOT_FOUND, see pkg/api/runtimeapi and pkg/ledger ids.go).
 --
 -- KEYS: 1 reservation hash
 -- ARGV: (none)

@@ -78,7 +78,7 @@ type ParsedKey struct {
 
 // ParseAPIKey splits a presented key; ok is false for anything malformed.
 func ParseAPIKey(s string) (ParsedKey, bool) {
-	if !strings.HasPrefix(s, keyPrefix) || len(s) > 4+128+1+keyIDLen+1+secretLen {
+	if !strings.HasPrefix(s, keyPrefix) || len(s) > len(keyPrefix)+MaxTenantIDLen+1+keyIDLen+1+secretLen {
 		return ParsedKey{}, false
 	}
 	rest := s[len(keyPrefix):]
@@ -139,9 +139,13 @@ func EqualAdminKey(presented, configured string) bool {
 	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
-// ValidTenantID reports whether s is a tenant id: [a-z0-9_.-]{1,128}.
+// MaxTenantIDLen bounds tenant ids, so owner-tagged reservation ids
+// ("r_<tenant>_<32 hex>") fit the protocol's 128 characters.
+const MaxTenantIDLen = 64
+
+// ValidTenantID reports whether s is a tenant id: [a-z0-9_.-]{1,64}.
 func ValidTenantID(s string) bool {
-	if len(s) < 1 || len(s) > 128 {
+	if len(s) < 1 || len(s) > MaxTenantIDLen {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

@@ -13,7 +13,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -54,7 +53,7 @@ type Ledger struct {
 	exec      *script.Executor
 	retention time.Duration
 	m         counters
-	// newID makes reservation and event ids (UUIDv4).
+	// newID makes the UUIDv4 of reservation ids (see ids.go) and event ids.
 	newID func() string
 }
 
@@ -84,7 +83,7 @@ func New(exec *script.Executor, opts Options) *Ledger {
 	return &Ledger{
 		exec:      exec,
 		retention: retention,
-		newID:     func() string { return uuid.New().String() },
+		newID:     newUUID,
 		m: counters{
 			created:    telemetry.MustCounter(meter, "cycles.reservations.created", "Live reservations created"),
 			committed:  telemetry.MustCounter(meter, "cycles.reservations.committed", "Reservations committed"),

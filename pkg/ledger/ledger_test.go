@@ -3,13 +3,13 @@ package ledger_test
 import (
 	"testing"
 
-	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
+	"github.com/cyclesgo/cycles-go/pkg/ledger"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 )
 
@@ -18,8 +18,8 @@ func TestReserveResponse(t *testing.T) {
 	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: 1000})
 	e.budget(ledgertest.Budget{Scope: e.scope("workspace:prod"), Allocated: 500})
 	r := e.mustReserve("k1", 100, withSubject(&cyclesv1.Subject{Workspace: "Prod", Agent: "bot"}))
-	if _, err := uuid.Parse(r.ReservationId); err != nil {
-		t.Fatalf("reservation id %q is not a UUID", r.ReservationId)
+	if owner, ok := ledger.OwnerOf(r.ReservationId); !ok || owner != e.tenant || len(r.ReservationId) > 128 {
+		t.Fatalf("reservation id %q does not name its owner %s", r.ReservationId, e.tenant)
 	}
 	if r.GetDecision() != cyclesv1.Decision_DECISION_ALLOW || r.GetReserved().GetAmount() != 100 ||
 		r.GetRemainingTtlMs() != 60000 || r.GetGracePeriodMs() != 5000 ||
@@ -276,7 +276,7 @@ func TestGetReservation(t *testing.T) {
 		res.FinalizedAtMs == nil || !res.GetCommittedMetadata().GetFields()["done"].GetBoolValue() {
 		t.Fatalf("committed reservation = %v", res)
 	}
-	_, err = e.l.Get(ctx, e.tenant, &cyclesv1.GetReservationRequest{ReservationId: uuid.NewString()})
+	_, err = e.l.Get(ctx, e.tenant, &cyclesv1.GetReservationRequest{ReservationId: "r_" + e.tenant + "_00000000000000000000000000000000"})
 	wantCode(t, err, apierr.NotFound)
 	// Another tenant's id is not visible at all (no existence oracle).
 	_, err = e.l.Get(ctx, ledgertest.NewTenantID(t), &cyclesv1.GetReservationRequest{ReservationId: r.ReservationId})

@@ -85,7 +85,7 @@ func (l *Ledger) Reserve(ctx context.Context, tenant string, req *cyclesv1.Creat
 	if req.GracePeriodMs != nil {
 		grace = req.GetGracePeriodMs()
 	}
-	rid := l.newID()
+	rid := reservationID(tenant, l.newID())
 	t := keys.Tenant(tenant)
 	ks := append([]string{
 		t.Prefix(), t.Record(), t.Budgets(), t.Reservation(rid), t.Deadlines(), t.Created(),

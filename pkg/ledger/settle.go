@@ -13,8 +13,8 @@ import (
 )
 
 // Commit settles a reservation of the effective tenant with its actual cost:
-// PROTOCOL.md §b.3. Another tenant's reservation id is NOT_FOUND (keys are
-// per tenant).
+// PROTOCOL.md §b.3. Ids of other tenants are answered by the handler's
+// owner check (ids.go) before this is called.
 func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.CommitReservationRequest) (*cyclesv1.CommitReservationResponse, error) {
 	hash, err := payloadHash(req)
 	if err != nil {

@@ -115,13 +115,13 @@ func ID(field, v string, max int) error {
 	return nil
 }
 
-// TenantID: required, [a-z0-9_.-]{1,128}.
+// TenantID: required, [a-z0-9_.-]{1,64} (auth.MaxTenantIDLen).
 func TenantID(field, v string) error {
 	if v == "" {
 		return invalid(field, "is required")
 	}
 	if !auth.ValidTenantID(v) {
-		return invalid(field, "must be 1..128 characters of [a-z0-9_.-]")
+		return invalid(field, "must be 1..%d characters of [a-z0-9_.-]", auth.MaxTenantIDLen)
 	}
 	return nil
 }

@@ -7,7 +7,10 @@
 //  1. metadata x-idempotency-key, when present, must equal the body key
 //     (else INVALID_REQUEST);
 //  2. subject.tenant (and the tenant filter of list/balances), when set, must
-//     equal the effective tenant exactly (else FORBIDDEN).
+//     equal the effective tenant exactly (else FORBIDDEN);
+//  3. a reservation id owned by another tenant (ids name their owner, see
+//     pkg/ledger ids.go) is FORBIDDEN when it exists there, else NOT_FOUND
+//     (§e), before any state of either tenant is touched.
 package runtimeapi
 
 import (
@@ -52,6 +55,22 @@ func sameTenant(tenant, named, field string) error {
 	return nil
 }
 
+// owned checks the owner named by a reservation id against the caller.
+func (s *server) owned(ctx context.Context, tenant, id string) error {
+	owner, ok := ledger.OwnerOf(id)
+	if !ok || owner == tenant {
+		return nil // the caller's own keyspace answers (NOT_FOUND if absent)
+	}
+	exists, err := s.l.Exists(ctx, owner, id)
+	if err != nil {
+		return err
+	}
+	if exists {
+		return apierr.New(apierr.Forbidden, "reservation %s belongs to another tenant", id)
+	}
+	return apierr.New(apierr.NotFound, "reservation %s not found", id)
+}
+
 func (s *server) CreateReservation(ctx context.Context, req *cyclesv1.CreateReservationRequest) (*cyclesv1.CreateReservationResponse, error) {
 	tenant, err := caller(ctx, req.GetIdempotencyKey())
 	if err != nil {
@@ -68,12 +87,18 @@ func (s *server) CommitReservation(ctx context.Context, req *cyclesv1.CommitRese
 	if err != nil {
 		return nil, err
 	}
+	if err := s.owned(ctx, tenant, req.GetReservationId()); err != nil {
+		return nil, err
+	}
 	return s.l.Commit(ctx, tenant, req)
 }
 
 func (s *server) ReleaseReservation(ctx context.Context, req *cyclesv1.ReleaseReservationRequest) (*cyclesv1.ReleaseReservationResponse, error) {
 	tenant, err := caller(ctx, req.GetIdempotencyKey())
 	if err != nil {
+		return nil, err
+	}
+	if err := s.owned(ctx, tenant, req.GetReservationId()); err != nil {
 		return nil, err
 	}
 	return s.l.Release(ctx, tenant, req)
@@ -84,12 +109,18 @@ func (s *server) ExtendReservation(ctx context.Context, req *cyclesv1.ExtendRese
 	if err != nil {
 		return nil, err
 	}
+	if err := s.owned(ctx, tenant, req.GetReservationId()); err != nil {
+		return nil, err
+	}
 	return s.l.Extend(ctx, tenant, req)
 }
 
 func (s *server) GetReservation(ctx context.Context, req *cyclesv1.GetReservationRequest) (*cyclesv1.GetReservationResponse, error) {
 	tenant, err := caller(ctx, "")
 	if err != nil {
+		return nil, err
+	}
+	if err := s.owned(ctx, tenant, req.GetReservationId()); err != nil {
 		return nil, err
 	}
 	return s.l.Get(ctx, tenant, req)

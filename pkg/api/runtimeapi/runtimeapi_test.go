@@ -2,6 +2,7 @@ package runtimeapi_test
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -328,4 +329,54 @@ func TestLifecycleOverGRPC(t *testing.T) {
 		t.Fatalf("event = %v %v", ev, err)
 	}
 	ledgertest.CheckInvariants(t, c, f.tenant)
+}
+
+// TestOtherTenantsReservations: ids name their owner, so a reservation of
+// tenant A asked for by tenant B is PERMISSION_DENIED when it exists and
+// NOT_FOUND when it does not (PROTOCOL.md §e), on every id-taking RPC, and
+// nothing of A changes.
+func TestOtherTenantsReservations(t *testing.T) {
+	c := redistest.SharedClient(t)
+	rt := serve(t, c)
+	a := &fixture{t: t, c: c, rt: rt, tenant: ledgertest.NewTenantID(t)}
+	b := ledgertest.NewTenantID(t)
+	a.budget("", ledgertest.Budget{Allocated: 100})
+	rid := a.reserve("k", 10)
+	missing := rid[:len(rid)-32] + "00000000000000000000000000000000"
+	calls := map[string]func(id string) error{
+		"get": func(id string) error {
+			_, err := rt.GetReservation(as(b), &cyclesv1.GetReservationRequest{ReservationId: id})
+			return err
+		},
+		"commit": func(id string) error {
+			_, err := rt.CommitReservation(as(b), &cyclesv1.CommitReservationRequest{ReservationId: id, IdempotencyKey: "c", Actual: tokens(1)})
+			return err
+		},
+		"release": func(id string) error {
+			_, err := rt.ReleaseReservation(as(b), &cyclesv1.ReleaseReservationRequest{ReservationId: id, IdempotencyKey: "r"})
+			return err
+		},
+		"extend": func(id string) error {
+			_, err := rt.ExtendReservation(as(b), &cyclesv1.ExtendReservationRequest{ReservationId: id, IdempotencyKey: "e", ExtendByMs: 1000})
+			return err
+		},
+	}
+	before := ledgertest.Dump(t, c, a.tenant)
+	for name, call := range calls {
+		if err := call(rid); status.Code(err) != codes.PermissionDenied {
+			t.Errorf("%s of A's reservation by B: %v, want PERMISSION_DENIED", name, err)
+		} else if reason, _, _ := apierr.FromStatus(err); reason != apierr.Forbidden {
+			t.Errorf("%s: reason %s, want FORBIDDEN", name, reason)
+		}
+		if err := call(missing); status.Code(err) != codes.NotFound {
+			t.Errorf("%s of a missing id of A by B: %v, want NOT_FOUND", name, err)
+		}
+	}
+	if after := ledgertest.Dump(t, c, a.tenant); !reflect.DeepEqual(before, after) {
+		t.Fatalf("tenant A changed:\nbefore %v\nafter  %v", before, after)
+	}
+	// The owner still reaches it.
+	if _, err := rt.GetReservation(as(a.tenant), &cyclesv1.GetReservationRequest{ReservationId: rid}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,0 +1,8 @@
+-- ledger/exists: whether a reservation record exists (any state), for the
+-- owner check of PROTOCOL.md §e. Read-only.
+--
+-- KEYS: 1 reservation hash
+-- ARGV: (none)
+-- Result: ok({exists = bool})
+
+return ok({exists = redis.call('EXISTS', KEYS[1]) == 1})
