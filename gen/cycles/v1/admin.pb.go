@@ -248,7 +248,7 @@ func (FundingOperation) EnumDescriptor() ([]byte, []int) {
 
 type Tenant struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// 1..128 characters of [a-z0-9_.-]; the root scope is "tenant:<tenant_id>".
+	// 1..64 characters of [a-z0-9_.-]; the root scope is "tenant:<tenant_id>".
 	TenantId                   string              `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	Name                       string              `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Status                     TenantStatus        `protobuf:"varint,3,opt,name=status,proto3,enum=cycles.v1.TenantStatus" json:"status,omitempty"`

@@ -952,9 +952,11 @@ func (x *GetReservationResponse) GetReservation() *Reservation {
 
 // Reservation is the full record of one reservation.
 type Reservation struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ReservationId string                 `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
-	Status        ReservationStatus      `protobuf:"varint,2,opt,name=status,proto3,enum=cycles.v1.ReservationStatus" json:"status,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "r_<tenant>_<32 hex>": ids name their owner, so another tenant's id is
+	// answered PERMISSION_DENIED (exists) or NOT_FOUND (does not).
+	ReservationId string            `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
+	Status        ReservationStatus `protobuf:"varint,2,opt,name=status,proto3,enum=cycles.v1.ReservationStatus" json:"status,omitempty"`
 	// The create key.
 	IdempotencyKey string   `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	Subject        *Subject `protobuf:"bytes,4,opt,name=subject,proto3" json:"subject,omitempty"`
