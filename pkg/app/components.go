@@ -41,7 +41,7 @@ type components struct {
 }
 
 func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec *script.Executor) (*components, error) {
-	led := ledger.New(exec, ledger.Options{MeterProvider: mp, EventRetention: cfg.EventRetention})
+	led := ledger.New(exec, ledger.Options{MeterProvider: mp, EventRetention: cfg.EventRetention, TenantLabel: cfg.MetricsTenantLabel})
 	adm := admin.New(exec, admin.Options{
 		MeterProvider:  mp,
 		EventRetention: cfg.EventRetention,

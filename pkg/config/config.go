@@ -15,6 +15,8 @@ import (
 type Config struct {
 	Listen      string
 	MetricsAddr string
+	// MetricsTenantLabel labels ledger counters with the tenant.
+	MetricsTenantLabel bool
 	AdminKey    string
 	// TLSCert and TLSKey enable TLS on the gRPC listener; TLSClientCA then
 	// also requires client certificates signed by it (mTLS).
@@ -87,6 +89,7 @@ func Load(args []string, getenv func(string) string) (*Config, error) {
 
 	str(&c.Listen, "listen", "127.0.0.1:7700", "gRPC listen address")
 	str(&c.MetricsAddr, "metrics-addr", "", "HTTP address for /metrics (empty: off)")
+	boolean(&c.MetricsTenantLabel, "metrics-tenant-label", true, "label ledger counters with the tenant (turn off for very many tenants)")
 	str(&c.TLSCert, "tls-cert", "", "PEM certificate for the gRPC listener (enables TLS)")
 	str(&c.TLSKey, "tls-key", "", "PEM private key for -tls-cert")
 	str(&c.TLSClientCA, "tls-client-ca", "", "PEM CA bundle; set, clients must present a certificate it signed (mTLS)")

@@ -46,6 +46,9 @@ type Options struct {
 	// EventRetention is how long events stay in a tenant's stream
 	// (0 = events.DefaultRetention).
 	EventRetention time.Duration
+	// TenantLabel adds the caller's tenant to every counter (off: bounded
+	// cardinality for deployments with very many tenants).
+	TenantLabel bool
 }
 
 // Ledger runs the ledger scripts.
@@ -60,17 +63,17 @@ type Ledger struct {
 // counters are the user-visible effects of the ledger (telemetry conventions:
 // every one is asserted by a test).
 type counters struct {
-	created    metric.Int64Counter // live reservations created {decision}
-	committed  metric.Int64Counter // reservations committed
-	released   metric.Int64Counter // reservations released {reason}
-	extended   metric.Int64Counter // reservations extended
-	denied     metric.Int64Counter // budget denials {operation, reason}
-	decisions  metric.Int64Counter // dry-run and decide evaluations {operation, decision}
-	overages   metric.Int64Counter // commits with actual > estimate
-	debt       metric.Int64Counter // debt incurred, in units {unit}
-	eventsMade metric.Int64Counter // direct-debit events applied
-	replays    metric.Int64Counter // idempotent replays {operation}
-	refusals   metric.Int64Counter // refused mutations {operation, code}
+	created    telemetry.TenantCounter // live reservations created {decision}
+	committed  telemetry.TenantCounter // reservations committed
+	released   telemetry.TenantCounter // reservations released {reason}
+	extended   telemetry.TenantCounter // reservations extended
+	denied     telemetry.TenantCounter // budget denials {operation, reason}
+	decisions  telemetry.TenantCounter // dry-run and decide evaluations {operation, decision}
+	overages   telemetry.TenantCounter // commits with actual > estimate
+	debt       telemetry.TenantCounter // debt incurred, in units {unit}
+	eventsMade telemetry.TenantCounter // direct-debit events applied
+	replays    telemetry.TenantCounter // idempotent replays {operation}
+	refusals   telemetry.TenantCounter // refused mutations {operation, code}
 }
 
 // New returns a Ledger running its scripts through exec.
@@ -85,17 +88,17 @@ func New(exec *script.Executor, opts Options) *Ledger {
 		retention: retention,
 		newID:     newUUID,
 		m: counters{
-			created:    telemetry.MustCounter(meter, "cycles.reservations.created", "Live reservations created"),
-			committed:  telemetry.MustCounter(meter, "cycles.reservations.committed", "Reservations committed"),
-			released:   telemetry.MustCounter(meter, "cycles.reservations.released", "Reservations released (reason client or tenant_closed)"),
-			extended:   telemetry.MustCounter(meter, "cycles.reservations.extended", "Reservation extensions applied"),
-			denied:     telemetry.MustCounter(meter, "cycles.reservations.denied", "Budget denials: live reserve refusals and dry-run/decide DENY, by reason"),
-			decisions:  telemetry.MustCounter(meter, "cycles.decisions", "Dry-run and decide evaluations, by decision"),
-			overages:   telemetry.MustCounter(meter, "cycles.commit.overages", "Commits whose actual exceeded the estimate"),
-			debt:       telemetry.MustCounter(meter, "cycles.debt.incurred", "Debt incurred by commits and events, in the amount's unit"),
-			eventsMade: telemetry.MustCounter(meter, "cycles.events.created", "Direct-debit events applied"),
-			replays:    telemetry.MustCounter(meter, "cycles.idempotency.replays", "Idempotent replays answered from a stored response"),
-			refusals:   telemetry.MustCounter(meter, "cycles.ledger.refusals", "Ledger mutations refused by a script, by protocol code"),
+			created:    telemetry.NewTenantCounter(meter, "cycles.reservations.created", "Live reservations created", opts.TenantLabel),
+			committed:  telemetry.NewTenantCounter(meter, "cycles.reservations.committed", "Reservations committed", opts.TenantLabel),
+			released:   telemetry.NewTenantCounter(meter, "cycles.reservations.released", "Reservations released (reason client or tenant_closed)", opts.TenantLabel),
+			extended:   telemetry.NewTenantCounter(meter, "cycles.reservations.extended", "Reservation extensions applied", opts.TenantLabel),
+			denied:     telemetry.NewTenantCounter(meter, "cycles.reservations.denied", "Budget denials: live reserve refusals and dry-run/decide DENY, by reason", opts.TenantLabel),
+			decisions:  telemetry.NewTenantCounter(meter, "cycles.decisions", "Dry-run and decide evaluations, by decision", opts.TenantLabel),
+			overages:   telemetry.NewTenantCounter(meter, "cycles.commit.overages", "Commits whose actual exceeded the estimate", opts.TenantLabel),
+			debt:       telemetry.NewTenantCounter(meter, "cycles.debt.incurred", "Debt incurred by commits and events, in the amount's unit", opts.TenantLabel),
+			eventsMade: telemetry.NewTenantCounter(meter, "cycles.events.created", "Direct-debit events applied", opts.TenantLabel),
+			replays:    telemetry.NewTenantCounter(meter, "cycles.idempotency.replays", "Idempotent replays answered from a stored response", opts.TenantLabel),
+			refusals:   telemetry.NewTenantCounter(meter, "cycles.ledger.refusals", "Ledger mutations refused by a script, by protocol code", opts.TenantLabel),
 		},
 	}
 }

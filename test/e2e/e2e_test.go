@@ -193,8 +193,8 @@ func TestOperatorAndAgentSessionOnRealRedis(t *testing.T) {
 
 	// Metrics are exposed for Prometheus and counted the reservation.
 	body := httpGet(t, "http://"+d.metrics+"/metrics")
-	if !strings.Contains(body, "cycles_reservations_created") {
-		t.Fatalf("/metrics lacks the reservation counter:\n%.2000s", body)
+	if !strings.Contains(body, "cycles_reservations_created") || !strings.Contains(body, `tenant="acme"`) {
+		t.Fatalf("/metrics lacks the per-tenant reservation counter:\n%.2000s", body)
 	}
 
 	// SIGTERM drains and exits cleanly.
