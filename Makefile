@@ -65,22 +65,67 @@ run: ## Start cyclesd in dev mode (embedded store, seeded demo tenant; prints gr
 	$(GO) run ./cmd/cyclesd $(ARGS)
 
 # Suites that also run against a local 3-master Redis Cluster.
-CLUSTER_SUITES ?= ./pkg/ledger/... ./pkg/sweeper/... ./pkg/events/... ./pkg/ratelimit/... ./pkg/admin/... ./pkg/api/... ./test/ledgertest/... ./test/redistest/...
+CLUSTER_SUITES ?= ./pkg/ledger/... ./pkg/sweeper/... ./pkg/events/... ./pkg/ratelimit/... ./pkg/admin/... ./pkg/api/... ./test/ledgertest/... ./test/redistest/... ./test/property/...
 
 .PHONY: test
 test: deps ## Run every test (starts its own redis-server processes), then the domain suites on a Cluster
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory test-cluster
+	$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SHORT_TIME)
+	$(MAKE) --no-print-directory soak SOAK_DURATION=$(SOAK_SHORT_DURATION)
 
 .PHONY: test-cluster
 test-cluster: deps ## Run the ledger, sweeper, event, limiter and admin suites against a real 3-master Cluster
 	CYCLES_TEST_REDIS=cluster $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(CLUSTER_SUITES)
 
+# Property tests, soak and fuzzing (test/property, test/soak, *_fuzz_test.go;
+# test/crash runs inside `go test ./...`). make test runs the short versions:
+# the property suite's default 100 cases, every fuzz target for
+# FUZZ_SHORT_TIME and a SOAK_SHORT_DURATION soak.
+PROPERTY_CHECKS     ?= 1000
+SOAK_DURATION       ?= 30m
+SOAK_SHORT_DURATION ?= 60s
+FUZZ_TIME           ?= 1m
+FUZZ_SHORT_TIME     ?= 3s
+FUZZ_TARGETS        ?= ./pkg/validate:FuzzValidateRequest ./pkg/scope:FuzzDerive ./pkg/scope:FuzzCanonical \
+	./pkg/events:FuzzDecodeCursor ./pkg/events:FuzzCursorRoundTrip ./pkg/keys:FuzzTenantKeys ./pkg/ledger:FuzzScriptKeys
+
+.PHONY: test-long
+test-long: deps ## Property tests with PROPERTY_CHECKS (default 1,000) random cases
+	$(GO) test -count=1 -timeout 60m -run TestLedgerProperties -v ./test/property -rapid.checks=$(PROPERTY_CHECKS)
+
+.PHONY: soak
+soak: deps ## Soak a real cyclesd for SOAK_DURATION (default 30m) at >= 100 ops/s; checks S1-S4 and prints the figures
+	$(GO) test -count=1 -timeout 0 -run '^TestSoak$$' -v ./test/soak -soak -soak.duration=$(SOAK_DURATION)
+
+.PHONY: fuzz
+fuzz: ## Fuzz every target in FUZZ_TARGETS for FUZZ_TIME each (go test -fuzz)
+	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "fuzz $$name in $$pkg for $(FUZZ_TIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZ_TIME) $$pkg; done
+
 .PHONY: test-race
 test-race: deps ## Run every test with the race detector
 	$(GO) test -race -count=1 -timeout 30m ./...
 
+# Load benchmark of cyclesd (cmd/cycles-bench, see BENCHMARKS.md). BENCH_FLAGS
+# passes flags to it, e.g. BENCH_FLAGS='-clients 50 -profile reserve/shared/50'.
+BENCH_FLAGS ?=
+BENCH_OUT   ?= bench/results
+
 .PHONY: bench
-bench: deps ## Run the Go benchmarks
+bench: deps ## Load-test cyclesd over gRPC (1-200 clients, ceiling, backlog); writes bench/results/latest.json
+	$(GO) build -o bin/ ./cmd/cyclesd ./cmd/cycles-bench
+	bin/cycles-bench -cyclesd bin/cyclesd -out $(BENCH_OUT)/latest.json $(BENCH_FLAGS)
+
+.PHONY: bench-check
+bench-check: deps ## Three bench runs; fail if a headline median is >25% worse than bench/baseline.json
+	$(GO) build -o bin/ ./cmd/cyclesd ./cmd/cycles-bench
+	@mkdir -p $(BENCH_OUT)
+	for i in 1 2 3; do bin/cycles-bench -q -cyclesd bin/cyclesd -out $(BENCH_OUT)/check-$$i.json $(BENCH_FLAGS) > $(BENCH_OUT)/check-$$i.txt || { cat $(BENCH_OUT)/check-$$i.txt; exit 1; }; done
+	bin/cycles-bench check -baseline bench/baseline.json -median-out $(BENCH_OUT)/check-median.json $(BENCH_OUT)/check-1.json $(BENCH_OUT)/check-2.json $(BENCH_OUT)/check-3.json
+
+.PHONY: bench-go
+bench-go: deps ## Run the Go benchmarks (go test -bench)
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -83,6 +83,9 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		return err
 	}
 	defer func() { _ = tel.Shutdown(context.Background()) }()
+	if err := telemetry.RegisterRuntime(tel.Meter); err != nil {
+		return err
+	}
 
 	exec, err := script.New(st.Client, script.WithTracerProvider(tel.Tracer))
 	if err != nil {
