@@ -24,8 +24,18 @@ if A == nil or i64_cmp(A, '0') < 0 then
 end
 local idem_key, hash = ARGV[4], ARGV[5]
 
-local r = hgetall(KEYS[3])
-if next(r) == nil then return fail('NOT_FOUND', 'reservation ' .. rid .. ' not found') end
+-- The record fields commit reads (HMGET, not HGETALL: the record also holds
+-- the subject, action, metadata and the reserve snapshot, none needed here).
+local COMMIT_READ = {'state', 'commit_key', 'commit_hash', 'commit_resp', 'unit', 'estimate', 'budgeted',
+  'expires_at', 'grace_ms', 'policy', 'scope_path'}
+local v = redis.call('HMGET', KEYS[3], unpack(COMMIT_READ))
+local r, any = {}, false
+for i = 1, #COMMIT_READ do
+  if v[i] then r[COMMIT_READ[i]] = v[i]; any = true end
+end
+if not any and redis.call('EXISTS', KEYS[3]) == 0 then
+  return fail('NOT_FOUND', 'reservation ' .. rid .. ' not found')
+end
 
 -- Replay: same key on a committed reservation.
 if r.state == 'COMMITTED' and r.commit_key == idem_key then
@@ -64,7 +74,9 @@ if i64_cmp(plan.delta, '0') > 0 then
 end
 emit_transitions(emit, unit, plan, rid, r.policy)
 
-local resp = {status = 'COMMITTED', unit = unit, charged = plan.charged, balances = snapshots(bs),
+local balances = {}
+for i, row in ipairs(plan.rows) do balances[i] = balance_now(row.b, row.rem, row.res, row.spent, row.debt, row.over) end
+local resp = {status = 'COMMITTED', unit = unit, charged = plan.charged, balances = balances,
   debt_incurred = plan.debt_total}
 if i64_cmp(plan.charged, r.E) < 0 then resp.released = i64_sub(r.E, plan.charged) end
 local snap = cjson.encode(resp)

@@ -60,7 +60,13 @@ if prior then
   return ok({replay = true, resp = rec.resp})
 end
 
-local emit = event_emitter(KEYS[9], ARGV[15], now)
+-- The emitter decodes the event context; most reserves emit nothing, so it is
+-- built on the first event only.
+local emitter = nil
+local function emit(...)
+  if emitter == nil then emitter = event_emitter(KEYS[9], ARGV[15], now) end
+  return emitter(...)
+end
 
 -- deny answers a dry run with DENY (a 200 result, remembered like any success)
 -- and records a reservation.denied event.
@@ -129,9 +135,11 @@ local grace = small_int(ARGV[6])
 if grace == nil then return fail('INVALID_REQUEST', 'grace_period_ms is invalid', {field = 'grace_period_ms'}) end
 
 if dry then
+  local balances = {}
+  for i, b in ipairs(bs) do balances[i] = balance_now(b) end
   local snap = cjson.encode({
     dry = true, decision = decision, reserved = E, unit = unit, scope_path = scope_path,
-    affected = scopes, caps = caps, balances = snapshots(bs), grace_ms = ms(grace), policy = policy,
+    affected = scopes, caps = caps, balances = balances, grace_ms = ms(grace), policy = policy,
   })
   redis.call('SET', KEYS[8], cjson.encode({h = hash, resp = snap}), 'PX', ms(DAY_MS))
   return ok({replay = false, resp = snap})
@@ -157,10 +165,11 @@ for i, b in ipairs(bs) do
 end
 
 -- 6. Mutate: hold the estimate on every budgeted scope.
-local budgeted = {}
+local budgeted, balances = {}, {}
 for i, b in ipairs(bs) do
   redis.call('HSET', b.key, 'reserved', new_res[i], 'remaining', new_rem[i])
   budgeted[i] = b.path
+  balances[i] = balance_now(b, new_rem[i], new_res[i])
   if i64_cmp(b.rem, '0') > 0 and new_rem[i] == '0' then
     emit('budget.exhausted', 'budget', b.path, {
       scope = b.path, unit = unit, threshold = 1, direction = 'rising', remaining = '0',
@@ -172,7 +181,7 @@ end
 local snap = cjson.encode({
   decision = decision, reservation_id = rid, reserved = E, unit = unit,
   expires_at_ms = ms(expires_at), scope_path = scope_path, affected = scopes,
-  caps = caps, balances = snapshots(bs), grace_ms = ms(grace), policy = policy,
+  caps = caps, balances = balances, grace_ms = ms(grace), policy = policy,
 })
 
 -- 7. The record, its indexes, the idempotency mapping and the replay snapshot.

@@ -5,6 +5,15 @@ local BUDGET_STATUSES = {ACTIVE = true, FROZEN = true, CLOSED = true}
 local BUDGET_READ = {'remaining', 'reserved', 'spent', 'allocated', 'debt', 'overdraft_limit', 'is_over_limit', 'status', 'caps'}
 local BUDGET_AMOUNTS = {'rem', 'res', 'spent', 'alloc', 'debt', 'lim'}
 
+-- canon returns the canonical int64 string of a stored amount, or nil. Stored
+-- amounts are canonical already (every writer uses int64.lua results), so one
+-- pattern match settles the common case; anything else (leading zeros, 16+
+-- digits, garbage) goes through i64_norm, which decides exactly as before.
+local function canon(v)
+  if v == '0' or (#v < 16 and string.find(v, '^%-?[1-9]%d*$')) then return v end
+  return i64_norm(v)
+end
+
 -- load_budget reads one budget hash into canonical int64 strings. Returns nil
 -- when the key holds no budget, or nil and a message when it is corrupt
 -- (callers fail closed with INTERNAL_ERROR before any write).
@@ -17,7 +26,7 @@ local function load_budget(key, path)
   if not any then return nil end
   local b = {key = key, path = path}
   for i = 1, #BUDGET_AMOUNTS do
-    local n = i64_norm(v[i] or '0')
+    local n = canon(v[i] or '0')
     if n == nil then return nil, 'budget ' .. path .. ' holds a malformed ' .. BUDGET_READ[i] end
     b[BUDGET_AMOUNTS[i]] = n
   end
@@ -34,4 +43,18 @@ local function snapshots(bs)
   local out = {}
   for i, b in ipairs(bs) do out[i] = balance_of(b.key, b.path) end
   return out
+end
+
+-- balance_now is balance_of (lua/lib/core.lua) built from values the script
+-- already holds instead of a second HMGET: b as loaded, with the amounts this
+-- script has just written (nil = unchanged). The hot paths (reserve, commit)
+-- use it; the values are the canonical strings that were written.
+local function balance_now(b, rem, res, spent, debt, over)
+  if over == nil then over = b.over end
+  return {
+    scope_path = b.path,
+    remaining = rem or b.rem, reserved = res or b.res, spent = spent or b.spent,
+    allocated = b.alloc, debt = debt or b.debt, overdraft_limit = b.lim,
+    is_over_limit = over,
+  }
 end

@@ -3,13 +3,23 @@
 
 local TENANT_STATUSES = {ACTIVE = true, SUSPENDED = true, CLOSED = true}
 
+-- The tenant fields the runtime reads (HMGET of these five rather than
+-- HGETALL of all eleven: a quarter of the reply to convert on every reserve,
+-- commit and decide).
+local TENANT_READ = {'status', 'default_ttl_ms', 'max_ttl_ms', 'max_extensions', 'default_policy'}
+
 -- tenant_conf reads the tenant record. No record = runtime-only deployment:
 -- no guard, protocol defaults. A malformed record fails closed.
 -- Returns conf, or nil and a message (INTERNAL_ERROR).
 local function tenant_conf(key)
-  local t = hgetall(key)
+  local v = redis.call('HMGET', key, unpack(TENANT_READ))
   local conf = {present = false, status = 'ACTIVE', default_ttl = 60000, max_ttl = 0, max_ext = 10, default_policy = ''}
-  if next(t) == nil then return conf end
+  -- None of the fields: no record (no guard), unless the hash exists
+  -- without them, which is corrupt (invalid status) exactly as before.
+  if not (v[1] or v[2] or v[3] or v[4] or v[5]) and redis.call('EXISTS', key) == 0 then return conf end
+  -- HMGET answers false for a missing field; hgetall had nil.
+  local t = {status = v[1] or nil, default_ttl_ms = v[2] or nil, max_ttl_ms = v[3] or nil,
+    max_extensions = v[4] or nil, default_policy = v[5] or nil}
   conf.present = true
   conf.status = t.status
   if not TENANT_STATUSES[t.status or ''] then return nil, 'tenant record has an invalid status' end

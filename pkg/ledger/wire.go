@@ -113,12 +113,19 @@ type snapshot struct {
 }
 
 func decodeResult(name string, raw []byte) (*result, *snapshot, error) {
+	// The fast decoder (fastjson.go) hands over the snapshot's bytes; on
+	// anything it declines, encoding/json decides (same answers either way).
 	var r result
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return nil, nil, fmt.Errorf("%s: decode result: %w", name, err)
+	resp, err := fastResultResp(raw, &r)
+	if err != nil {
+		r = result{}
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return nil, nil, fmt.Errorf("%s: decode result: %w", name, err)
+		}
+		resp = []byte(r.Resp)
 	}
 	var s snapshot
-	if err := json.Unmarshal([]byte(r.Resp), &s); err != nil {
+	if err := decodeInto(resp, &s, fastSnapshot); err != nil {
 		return nil, nil, fmt.Errorf("%s: decode response snapshot: %w", name, err)
 	}
 	return &r, &s, nil
@@ -177,6 +184,9 @@ var jsonOut = protojson.MarshalOptions{UseProtoNames: true}
 func jsonOf(m proto.Message) (string, error) {
 	if m == nil || !m.ProtoReflect().IsValid() {
 		return "", nil
+	}
+	if s, ok := fastJSONOf(m); ok {
+		return s, nil
 	}
 	b, err := jsonOut.Marshal(m)
 	if err != nil {

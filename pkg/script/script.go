@@ -83,6 +83,10 @@ type Executor struct {
 	scripts map[string]*redis.Script
 	sources map[string]string
 	tracer  trace.Tracer
+	// pipe pipelines concurrent calls (pipeline.go); nil = off.
+	pipe *pipeliner
+	// extraPipelinable marks test scripts as pipelinable.
+	extraPipelinable map[string]bool
 }
 
 // Option configures an Executor.
@@ -119,7 +123,7 @@ func newWith(client redis.UniversalClient, extra map[string]string) (*Executor, 
 		prelude.WriteByte('\n')
 	}
 	e := &Executor{client: client, scripts: map[string]*redis.Script{}, sources: map[string]string{},
-		tracer: noop.NewTracerProvider().Tracer("")}
+		tracer: noop.NewTracerProvider().Tracer(""), pipe: newPipeliner(client, DefaultMaxInFlight)}
 	err := fs.WalkDir(lua.FS, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -143,7 +147,9 @@ func newWith(client redis.UniversalClient, extra map[string]string) (*Executor, 
 	if err != nil {
 		return nil, err
 	}
+	e.extraPipelinable = map[string]bool{}
 	for name, body := range extra {
+		e.extraPipelinable[name] = true
 		src, err := compile(prelude.String(), body)
 		if err != nil {
 			return nil, fmt.Errorf("script %s: %w", name, err)
@@ -192,11 +198,17 @@ func (e *Executor) Run(ctx context.Context, name string, keys []string, args ...
 	if !ok {
 		return nil, fmt.Errorf("script %q: not compiled", name)
 	}
-	ctx, span := e.tracer.Start(ctx, "redis.script "+name, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("db.system", "redis"), attribute.String("db.operation", "EVALSHA")))
+	ctx, span := e.tracer.Start(ctx, spanName(name), spanStart...)
 	defer span.End()
-	// Script.Run is EVALSHA, falling back to EVAL (which reloads) on NOSCRIPT.
-	res, err := s.Run(ctx, e.client, keys, args...).Result()
+	// Script.Run is EVALSHA, falling back to EVAL (which reloads) on NOSCRIPT;
+	// concurrent calls are pipelined (pipeline.go).
+	var res any
+	var err error
+	if e.pipe != nil {
+		res, err = e.pipe.run(ctx, s, pipelinable[name] || e.extraPipelinable[name], keys, args)
+	} else {
+		res, err = s.Run(ctx, e.client, keys, args...).Result()
+	}
 	if err != nil {
 		err = classify(name, err)
 		span.SetStatus(codes.Error, err.Error())
@@ -208,6 +220,32 @@ func (e *Executor) Run(ctx context.Context, name string, keys []string, args ...
 		span.SetAttributes(attribute.String("cycles.refusal", string(ae.Code)))
 	}
 	return out, err
+}
+
+// spanStart are the start options of every script span, built once (they
+// were allocated on every call).
+var spanStart = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient),
+	trace.WithAttributes(attribute.String("db.system", "redis"), attribute.String("db.operation", "EVALSHA"))}
+
+// spanNames caches "redis.script <name>" per script (read-only after init
+// of the embedded set; other names are built per call).
+var spanNames = func() map[string]string {
+	m := map[string]string{}
+	_ = fs.WalkDir(lua.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".lua") && !strings.HasPrefix(path, "lib/") {
+			name := strings.TrimSuffix(path, ".lua")
+			m[name] = "redis.script " + name
+		}
+		return nil
+	})
+	return m
+}()
+
+func spanName(name string) string {
+	if n, ok := spanNames[name]; ok {
+		return n
+	}
+	return "redis.script " + name
 }
 
 // RunInto runs a script and unmarshals its JSON result into out.

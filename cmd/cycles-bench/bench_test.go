@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cyclesgo/cycles-go/bench"
+	"github.com/cyclesgo/cycles-go/pkg/keys"
+)
+
+// buildCyclesd builds the daemon the tool starts.
+func buildCyclesd(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "cyclesd")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/cyclesgo/cycles-go/cmd/cyclesd").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build cyclesd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func smallConfig(t *testing.T, bin string, extra ...string) *config {
+	t.Helper()
+	args := append([]string{"-cyclesd", bin, "-clients", "1,3", "-duration", "300ms", "-warmup", "50ms",
+		"-backlog", "300", "-ceiling-conns", "4", "-q"}, extra...)
+	cfg, err := parseRunFlags(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// The whole run at a tiny scale: every cell measured, the ledger of every
+// group verified against Redis with no mismatch, the ceiling and the
+// backlog drain measured, and the result round-trips through the gate.
+func TestSmallRunEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server and cyclesd")
+	}
+	cfg := smallConfig(t, buildCyclesd(t))
+	b := &runner{cfg: cfg, log: testWriter{t}}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := b.run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failed) > 0 {
+		t.Fatalf("run failed: %v", res.Failed)
+	}
+	var redisCPU, serverCPU, clientCPU float64
+	for _, clients := range []int{1, 3} {
+		for _, shape := range []string{"shared", "independent"} {
+			for _, op := range allOps {
+				c := res.Cell(op, shape, clients)
+				if c == nil || c.Ops == 0 || c.Throughput <= 0 || c.Latency.P50 <= 0 || c.Latency.P99 < c.Latency.P50 {
+					t.Errorf("cell %s/%s/%d = %+v", op, shape, clients, c)
+					continue
+				}
+				if c.CPU == nil {
+					t.Errorf("cell %s/%s/%d: no CPU split", op, shape, clients)
+					continue
+				}
+				redisCPU, serverCPU, clientCPU = redisCPU+c.CPU.Redis, serverCPU+c.CPU.Server, clientCPU+c.CPU.Client
+			}
+		}
+	}
+	// CPU time comes in 10 ms ticks: short cells may show 0, the sum not.
+	if redisCPU <= 0 || serverCPU <= 0 || clientCPU <= 0 {
+		t.Errorf("CPU split sums: redis %v server %v client %v", redisCPU, serverCPU, clientCPU)
+	}
+	if len(res.Ledger) != 4+2 || res.Mismatches != 0 {
+		t.Fatalf("ledger checks = %+v", res.Ledger)
+	}
+	for _, l := range res.Ledger {
+		if l.Budgets == 0 {
+			t.Errorf("ledger check %s checked no budget", l.Group)
+		}
+	}
+	if res.Ceiling == nil || res.Ceiling.Throughput <= 0 || res.Ceiling.Single == nil {
+		t.Fatalf("ceiling = %+v", res.Ceiling)
+	}
+	if res.Backlog == nil || res.Backlog.Expired != res.Backlog.Reservations || res.Backlog.Reservations != 300 {
+		t.Fatalf("backlog = %+v", res.Backlog)
+	}
+	if c := res.Cell("ratelimit", "shared", 3); c.Outcomes["allowed"] != c.Ops {
+		t.Fatalf("rate-limit outcomes %v for %d checks", c.Outcomes, c.Ops)
+	}
+	// The result feeds the gate: it equals itself.
+	p := filepath.Join(t.TempDir(), "r.json")
+	if err := res.Save(p); err != nil {
+		t.Fatal(err)
+	}
+	again, err := bench.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := bench.Compare(again, res, bench.DefaultMaxRegression); !ok {
+		t.Fatal("a run regressed against itself")
+	}
+	if _, ok := again.HeadlineValue("backlog_drain_s"); !ok {
+		t.Fatalf("headline = %+v", again.Headline)
+	}
+}
+
+// The ledger check finds a budget whose Redis totals differ from what the
+// successful calls imply (here: one extra unit held behind the tool's back).
+func TestLedgerCheckCatchesAMismatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server and cyclesd")
+	}
+	cfg := smallConfig(t, buildCyclesd(t))
+	b := &runner{cfg: cfg, log: testWriter{t}, runID: newRunID()}
+	ctx := context.Background()
+	cleanup, err := b.setup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	g, err := b.newGroup(ctx, "independent", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	runPhase(ctx, 2, 0, 200*time.Millisecond, pids{}, g.opLifecycle)
+	runPhase(ctx, 2, 0, 200*time.Millisecond, pids{}, g.opReserve)
+	if chk := g.verify(ctx); chk.Mismatches != 0 || chk.Budgets != 5 {
+		t.Fatalf("clean ledger: %+v", chk)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: cfg.redisAddr})
+	defer rc.Close()
+	agent := g.budgetPaths(1)[2]
+	if err := rc.HIncrBy(ctx, keys.Tenant(g.tenant).Budget(agent, "TOKENS"), "reserved", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	chk := g.verify(ctx)
+	if chk.Mismatches != 1 || len(chk.Details) != 1 || !strings.Contains(chk.Details[0], agent) {
+		t.Fatalf("tampered ledger: %+v", chk)
+	}
+	// A mismatch fails the run.
+	r := &bench.Result{Ledger: []bench.LedgerCheck{chk}}
+	finish(r)
+	if r.Mismatches != 1 || len(r.Failed) != 1 {
+		t.Fatalf("finish: mismatches %d failed %v", r.Mismatches, r.Failed)
+	}
+}
+
+func TestTargetsAndHeadline(t *testing.T) {
+	r := &bench.Result{
+		Cells: []bench.Cell{
+			{Op: "reserve", Shape: "shared", Clients: 1, Ops: 100, Latency: bench.Latency{P50: 0.4}},
+			{Op: "reserve", Shape: "shared", Clients: 50, Ops: 100, Throughput: 16000},
+			{Op: "reserve", Shape: "shared", Clients: 200, Ops: 100, Throughput: 12000},
+			{Op: "ratelimit", Shape: "shared", Clients: 50, Ops: 100, Throughput: 10000},
+			{Op: "decide", Shape: "shared", Clients: 50, Ops: 90, Errors: 10},
+		},
+		Ceiling: &bench.Ceiling{Throughput: 40000},
+		Backlog: &bench.Backlog{Reservations: 100000, Expired: 100000, DrainS: 5},
+	}
+	finish(r)
+	met := map[string]bool{}
+	for _, tg := range r.Targets {
+		met[tg.Name] = tg.Met
+	}
+	want := map[string]bool{
+		"reserve p50 at 1 client (shared)":                                    true,
+		"reserves/s at 50 clients (shared)":                                   true,
+		"no collapse at 200 clients (shared): throughput vs 50 clients":       false, // 0.75 < 0.8
+		"service / raw-Redis ceiling (reserve, 50 clients vs 50 connections)": false, // 0.4
+		"drain 100000 expired reservations":                                   true,
+		"rate-limit checks/s at 50 clients (shared key)":                      false,
+		"ledger mismatches":                                                   true,
+	}
+	for name, w := range want {
+		if got, ok := met[name]; !ok || got != w {
+			t.Errorf("target %q met = %v (present %v), want %v", name, got, ok, w)
+		}
+	}
+	if h, ok := r.HeadlineValue("ceiling_ratio_50c_shared"); !ok || h.Value != 0.4 {
+		t.Errorf("ratio headline = %+v", h)
+	}
+	// 10 errors in 100 calls is above the 1% tolerance.
+	if len(r.Failed) != 1 || !strings.Contains(r.Failed[0], "decide/shared/50") {
+		t.Errorf("failed = %v", r.Failed)
+	}
+}
+
+func TestFlagValidation(t *testing.T) {
+	for _, args := range [][]string{
+		{"-clients", "0"},
+		{"-shapes", "weird"},
+		{"-ops", "reserve,nope"},
+		{"-ops", "commit"},
+		{"-cyclesd-addr", "127.0.0.1:1"},
+		{"-cyclesd-addr", "127.0.0.1:1", "-redis-addr", "127.0.0.1:2", "-profile", "reserve/shared/50"},
+	} {
+		if _, err := parseRunFlags(args); err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/cyclesgo/cycles-go/bench"
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/pkg/auth"
+	"github.com/cyclesgo/cycles-go/pkg/events"
+	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/pkg/scope"
+	"github.com/cyclesgo/cycles-go/pkg/script"
+)
+
+const ceilingScript = "ledger/reserve"
+
+// ceilingCaller runs the ledger's reserve script straight through
+// pkg/script with exactly the KEYS and ARGV pkg/ledger builds for a live
+// reserve of the shared shape (same tenant layout, three budgeted scopes,
+// same JSON arguments), so the only difference from the service is
+// everything in front of Redis: gRPC, auth, validation, hashing, decoding.
+type ceilingCaller struct {
+	exec     *script.Executor
+	tenant   keys.Tenant
+	affected string
+	path     string
+	budgets  []string
+	subj     string
+	action   string
+	ctx      context.Context
+}
+
+func newCeilingCaller(ctx context.Context, exec *script.Executor, tenant string) (*ceilingCaller, error) {
+	subj := &cyclesv1.Subject{Tenant: tenant, Workspace: "bench", Agent: "shared"}
+	d, err := scope.Derive(tenant, subj)
+	if err != nil {
+		return nil, err
+	}
+	aff, _ := json.Marshal(d.Affected)
+	out := protojson.MarshalOptions{UseProtoNames: true}
+	sj, err := out.Marshal(subj)
+	if err != nil {
+		return nil, err
+	}
+	aj, err := out.Marshal(&cyclesv1.Action{Kind: "llm.completion", Name: "bench-model"})
+	if err != nil {
+		return nil, err
+	}
+	t := keys.Tenant(tenant)
+	c := &ceilingCaller{exec: exec, tenant: t, affected: string(aff), path: d.Path, subj: string(sj), action: string(aj),
+		// The event context of an API-key caller, as the service builds it.
+		ctx: auth.WithPrincipal(ctx, auth.Principal{Tenant: tenant, KeyID: "0000000000000001"})}
+	for _, s := range d.Affected {
+		c.budgets = append(c.budgets, t.Budget(s, "TOKENS"))
+	}
+	return c, nil
+}
+
+// reserve runs one live reserve of worker w, sequence n.
+func (c *ceilingCaller) reserve(ctx context.Context, w int, n int64) error {
+	return c.reserveTTL(ctx, "ceil-"+strconv.Itoa(w)+"-"+strconv.FormatInt(n, 10), ttlMs, 5000)
+}
+
+// reserveTTL runs one live reserve with reservation id (and idempotency key)
+// id, ttl and grace.
+func (c *ceilingCaller) reserveTTL(ctx context.Context, id string, ttl, grace int) error {
+	t := c.tenant
+	ks := append([]string{
+		t.Prefix(), t.Record(), t.Budgets(), t.Reservation(id), t.Deadlines(), t.Created(),
+		t.Expires(), t.Idempotency("reserve", id), t.Events(),
+	}, c.budgets...)
+	_, err := c.exec.Run(ctx, ceilingScript, ks,
+		"live", id, "TOKENS", strconv.Itoa(estimate), strconv.Itoa(ttl), strconv.Itoa(grace), "", id,
+		// The payload hash: any 64 hex characters (the script only compares it).
+		"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+		c.path, c.affected, c.subj, c.action, "", events.Context(c.ctx, 0))
+	return err
+}
+
+// runCeiling measures the raw EVALSHA throughput of the reserve script with
+// conns connections, plus one connection's latency, and checks the ledger
+// totals the script left.
+func (b *runner) runCeiling(ctx context.Context) (*bench.Ceiling, bench.LedgerCheck, error) {
+	tenant := fmt.Sprintf("bench-%s-ceiling", b.runID)
+	if _, err := b.provisionTenant(ctx, tenant); err != nil {
+		return nil, bench.LedgerCheck{}, err
+	}
+	g := &group{shape: "shared", tenant: tenant}
+	paths := g.budgetPaths(0)
+	if err := b.createBudgets(ctx, tenant, paths); err != nil {
+		return nil, bench.LedgerCheck{}, err
+	}
+	conns := b.cfg.ceilingConns
+	client := redis.NewClient(&redis.Options{Addr: b.cfg.redisAddr, PoolSize: conns, MinIdleConns: conns})
+	defer client.Close()
+	// The ceiling's executor runs like cyclesd's (same pipelining default)
+	// unless -ceiling-inflight says otherwise.
+	var opts []script.Option
+	if b.cfg.ceilingInFlight != 0 {
+		opts = append(opts, script.WithMaxInFlight(b.cfg.ceilingInFlight))
+	}
+	exec, err := script.New(client, opts...)
+	if err != nil {
+		return nil, bench.LedgerCheck{}, err
+	}
+	if err := exec.Load(ctx); err != nil {
+		return nil, bench.LedgerCheck{}, err
+	}
+	cc, err := newCeilingCaller(ctx, exec, tenant)
+	if err != nil {
+		return nil, bench.LedgerCheck{}, err
+	}
+	seq := make([]int64, conns+1)
+	var okCount int64
+	counts := make([]int64, conns+1)
+	op := func(ctx context.Context, w int) (string, error) {
+		seq[w]++
+		cctx, cancel := context.WithTimeout(ctx, callLimit)
+		defer cancel()
+		err := cc.reserve(cctx, w, seq[w])
+		if err == nil {
+			counts[w]++
+		}
+		return "", err
+	}
+	// Warm the pool so dialing is not measured.
+	if err := client.Ping(ctx).Err(); err != nil {
+		return nil, bench.LedgerCheck{}, err
+	}
+	pp := b.pids
+	pp.server = 0 // cyclesd is idle here
+	res := runPhase(ctx, conns, b.cfg.warmup, b.cfg.duration, pp, op)
+	out := &bench.Ceiling{
+		Script: ceilingScript, Conns: conns, Ops: res.ops, Errors: res.errors,
+		DurationS: round3(res.window.Seconds()), Latency: latency(res.samples), CPU: res.cpu,
+	}
+	if res.window > 0 {
+		out.Throughput = round3(float64(res.ops) / res.window.Seconds())
+	}
+	// One connection: the latency floor of the script itself.
+	single := runPhase(ctx, 1, b.cfg.warmup/2, b.cfg.duration/2, pids{}, func(ctx context.Context, _ int) (string, error) {
+		return op(ctx, conns)
+	})
+	l := latency(single.samples)
+	out.Single = &l
+
+	for _, n := range counts {
+		okCount += n
+	}
+	chk := bench.LedgerCheck{Group: tenant}
+	for _, p := range paths {
+		chk.Budgets++
+		got, err := b.getBudget(ctx, tenant, p)
+		if err != nil {
+			chk.Mismatches++
+			chk.Details = append(chk.Details, fmt.Sprintf("%s: %v", p, err))
+			continue
+		}
+		if got.GetReserved() != okCount*estimate || got.GetRemaining() != b.cfg.allocated-okCount*estimate {
+			chk.Mismatches++
+			chk.Details = append(chk.Details, fmt.Sprintf("%s: redis reserved=%d remaining=%d; %d successful script calls imply reserved=%d",
+				p, got.GetReserved(), got.GetRemaining(), okCount, okCount*estimate))
+		}
+	}
+	return out, chk, nil
+}
