@@ -176,11 +176,8 @@ type Verifier interface {
 
 // FirstMetadata returns the first value of key in the incoming metadata.
 func FirstMetadata(ctx context.Context, key string) string {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return ""
-	}
-	if v := md.Get(key); len(v) > 0 {
+	// ValueFromIncomingContext avoids copying the whole metadata map.
+	if v := metadata.ValueFromIncomingContext(ctx, key); len(v) > 0 {
 		return v[0]
 	}
 	return ""

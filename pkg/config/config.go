@@ -17,7 +17,7 @@ type Config struct {
 	MetricsAddr string
 	// MetricsTenantLabel labels ledger counters with the tenant.
 	MetricsTenantLabel bool
-	AdminKey    string
+	AdminKey           string
 	// TLSCert and TLSKey enable TLS on the gRPC listener; TLSClientCA then
 	// also requires client certificates signed by it (mTLS).
 	TLSCert     string

@@ -47,7 +47,7 @@ func (a *authenticator) authenticate(ctx context.Context, fullMethod string) (co
 	if rule == accessNone {
 		return ctx, nil
 	}
-	if adminKey := firstMetadata(ctx, auth.AdminKeyHeader); adminKey != "" && (rule == accessAdmin || rule == accessEither) {
+	if adminKey := auth.FirstMetadata(ctx, auth.AdminKeyHeader); adminKey != "" && (rule == accessAdmin || rule == accessEither) {
 		if !auth.EqualAdminKey(adminKey, a.adminKey) {
 			return ctx, apierr.New(apierr.Unauthorized, "invalid admin key")
 		}
@@ -56,7 +56,7 @@ func (a *authenticator) authenticate(ctx context.Context, fullMethod string) (co
 	if rule == accessAdmin {
 		return ctx, apierr.New(apierr.Unauthorized, "this method needs the admin key in metadata %s", auth.AdminKeyHeader)
 	}
-	apiKey := firstMetadata(ctx, auth.APIKeyHeader)
+	apiKey := auth.FirstMetadata(ctx, auth.APIKeyHeader)
 	if apiKey == "" {
 		return ctx, apierr.New(apierr.Unauthorized, "missing API key in metadata %s", auth.APIKeyHeader)
 	}

@@ -88,7 +88,7 @@ func (c *chain) streamInterceptors() []grpc.StreamServerInterceptor {
 // echoes it in the response header, and stores it and the trace id in ctx and
 // in the log fields.
 func withRequestID(ctx context.Context) context.Context {
-	id := firstMetadata(ctx, auth.RequestIDHeader)
+	id := auth.FirstMetadata(ctx, auth.RequestIDHeader)
 	if len(id) == 0 || len(id) > 64 || strings.ContainsAny(id, " \t\r\n") {
 		id = randomHex(8)
 	}
@@ -104,16 +104,6 @@ func withRequestID(ctx context.Context) context.Context {
 	}
 	ctx = reqctx.WithTraceID(reqctx.WithRequestID(ctx, id), traceID)
 	return logging.InjectFields(ctx, logging.Fields{"request_id", id, "trace_id", traceID})
-}
-
-// firstMetadata is auth.FirstMetadata without copying the whole incoming
-// metadata map (metadata.FromIncomingContext copies it on every call; the
-// chain reads three keys per RPC).
-func firstMetadata(ctx context.Context, key string) string {
-	if v := metadata.ValueFromIncomingContext(ctx, key); len(v) > 0 {
-		return v[0]
-	}
-	return ""
 }
 
 func randomHex(n int) string {

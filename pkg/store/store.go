@@ -43,8 +43,11 @@ func Open(cfg *config.Config) (*Store, error) {
 		DialTimeout:   cfg.RedisDialTimeout,
 		ReadTimeout:   cfg.RedisReadTimeout,
 		WriteTimeout:  cfg.RedisWriteTimeout,
-		// Fail fast: a retry loop inside one RPC would outlive its deadline.
-		MaxRetries: 1,
+		// Fail fast and never re-send transparently: a script whose reply timed out may have run,
+		// and re-sending it would count a rate-limit hit or a sweep twice.
+		// Callers fail closed (UNAVAILABLE) and clients retry with their
+		// idempotency key.
+		MaxRetries: -1,
 		// Honour each RPC's deadline on the socket, so a slow Redis fails the
 		// RPC fast (UNAVAILABLE) instead of holding it.
 		ContextTimeoutEnabled: true,
