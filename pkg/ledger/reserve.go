@@ -61,15 +61,7 @@ func (l *Ledger) Reserve(ctx context.Context, tenant string, req *cyclesv1.Creat
 	if err != nil {
 		return nil, err
 	}
-	subj, err := jsonOf(withTenant(req.GetSubject(), tenant))
-	if err != nil {
-		return nil, err
-	}
-	action, err := jsonOf(req.GetAction())
-	if err != nil {
-		return nil, err
-	}
-	meta, err := jsonOf(req.GetMetadata())
+	subj, action, meta, err := requestJSON(tenant, req.GetSubject(), req.GetAction(), req.GetMetadata())
 	if err != nil {
 		return nil, err
 	}
@@ -164,11 +156,7 @@ func (l *Ledger) Decide(ctx context.Context, tenant string, req *cyclesv1.Decide
 	if err != nil {
 		return nil, err
 	}
-	subj, err := jsonOf(withTenant(req.GetSubject(), tenant))
-	if err != nil {
-		return nil, err
-	}
-	action, err := jsonOf(req.GetAction())
+	subj, action, _, err := requestJSON(tenant, req.GetSubject(), req.GetAction(), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -151,19 +151,11 @@ func (l *Ledger) CreateEvent(ctx context.Context, tenant string, req *cyclesv1.C
 	if err != nil {
 		return nil, err
 	}
-	subj, err := jsonOf(withTenant(req.GetSubject(), tenant))
-	if err != nil {
-		return nil, err
-	}
-	action, err := jsonOf(req.GetAction())
+	subj, action, meta, err := requestJSON(tenant, req.GetSubject(), req.GetAction(), req.GetMetadata())
 	if err != nil {
 		return nil, err
 	}
 	metrics, err := jsonOf(req.GetMetrics())
-	if err != nil {
-		return nil, err
-	}
-	meta, err := jsonOf(req.GetMetadata())
 	if err != nil {
 		return nil, err
 	}

@@ -181,6 +181,22 @@ func parseCaps(s string) (*cyclesv1.Caps, error) {
 var jsonOut = protojson.MarshalOptions{UseProtoNames: true}
 
 // jsonOf encodes a message for storage in a record ("" for nil).
+// requestJSON is the stored JSON of a request's subject (with the effective
+// tenant injected), action and metadata — the three every creating script
+// records.
+func requestJSON(tenant string, subj *cyclesv1.Subject, action *cyclesv1.Action, meta proto.Message) (s, a, m string, err error) {
+	if s, err = jsonOf(withTenant(subj, tenant)); err != nil {
+		return "", "", "", err
+	}
+	if a, err = jsonOf(action); err != nil {
+		return "", "", "", err
+	}
+	if m, err = jsonOf(meta); err != nil {
+		return "", "", "", err
+	}
+	return s, a, m, nil
+}
+
 func jsonOf(m proto.Message) (string, error) {
 	if m == nil || !m.ProtoReflect().IsValid() {
 		return "", nil
