@@ -7,16 +7,7 @@ import (
 // Runtime request validators (PROTOCOL.md §b).
 func init() {
 	register(func(r *cyclesv1.CreateReservationRequest) error {
-		if err := IdempotencyKey("idempotency_key", r.GetIdempotencyKey()); err != nil {
-			return err
-		}
-		if err := Subject("subject", r.GetSubject()); err != nil {
-			return err
-		}
-		if err := Action("action", r.GetAction()); err != nil {
-			return err
-		}
-		if err := Amount("estimate", r.GetEstimate()); err != nil {
+		if err := spend(r.GetIdempotencyKey(), r.GetSubject(), r.GetAction(), "estimate", r.GetEstimate()); err != nil {
 			return err
 		}
 		if r.TtlMs != nil {
@@ -119,31 +110,13 @@ func init() {
 		return Cursor("cursor", r.GetCursor())
 	})
 	register(func(r *cyclesv1.DecideRequest) error {
-		if err := IdempotencyKey("idempotency_key", r.GetIdempotencyKey()); err != nil {
-			return err
-		}
-		if err := Subject("subject", r.GetSubject()); err != nil {
-			return err
-		}
-		if err := Action("action", r.GetAction()); err != nil {
-			return err
-		}
-		if err := Amount("estimate", r.GetEstimate()); err != nil {
+		if err := spend(r.GetIdempotencyKey(), r.GetSubject(), r.GetAction(), "estimate", r.GetEstimate()); err != nil {
 			return err
 		}
 		return Metadata("metadata", r.GetMetadata())
 	})
 	register(func(r *cyclesv1.CreateEventRequest) error {
-		if err := IdempotencyKey("idempotency_key", r.GetIdempotencyKey()); err != nil {
-			return err
-		}
-		if err := Subject("subject", r.GetSubject()); err != nil {
-			return err
-		}
-		if err := Action("action", r.GetAction()); err != nil {
-			return err
-		}
-		if err := Amount("actual", r.GetActual()); err != nil {
+		if err := spend(r.GetIdempotencyKey(), r.GetSubject(), r.GetAction(), "actual", r.GetActual()); err != nil {
 			return err
 		}
 		if err := Policy("overage_policy", r.GetOveragePolicy()); err != nil {
@@ -179,6 +152,21 @@ func init() {
 		}
 		return Cursor("cursor", r.GetCursor())
 	})
+}
+
+// spend checks the fields every spending request has, in the order a client
+// reads its errors: idempotency key, subject, action, then the amount.
+func spend(key string, subj *cyclesv1.Subject, action *cyclesv1.Action, amountField string, amount *cyclesv1.Amount) error {
+	if err := IdempotencyKey("idempotency_key", key); err != nil {
+		return err
+	}
+	if err := Subject("subject", subj); err != nil {
+		return err
+	}
+	if err := Action("action", action); err != nil {
+		return err
+	}
+	return Amount(amountField, amount)
 }
 
 // filterValues checks optional subject filters (tenant..toolset order).
