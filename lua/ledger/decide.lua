@@ -26,13 +26,9 @@ if scopes == nil or #scopes == 0 or #scopes ~= #KEYS - 5 then
   return fail('INTERNAL_ERROR', 'decide: affected scopes do not match the budget keys')
 end
 
-local prior = redis.call('GET', KEYS[4])
-if prior then
-  local rec = jdecode(prior)
-  if rec == nil then return fail('INTERNAL_ERROR', 'idempotency record is corrupt') end
-  if rec.h ~= hash then
-    return fail('IDEMPOTENCY_MISMATCH', 'idempotency key was used with a different request')
-  end
+local rec, refusal = idem_record(KEYS[4], hash, 'request')
+if refusal then return refusal end
+if rec then
   return ok({replay = true, resp = rec.resp})
 end
 

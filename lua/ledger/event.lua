@@ -29,13 +29,9 @@ if scopes == nil or #scopes == 0 or #scopes ~= #KEYS - 6 then
   return fail('INTERNAL_ERROR', 'event: affected scopes do not match the budget keys')
 end
 
-local prior = redis.call('GET', KEYS[5])
-if prior then
-  local rec = jdecode(prior)
-  if rec == nil then return fail('INTERNAL_ERROR', 'idempotency record is corrupt') end
-  if rec.h ~= hash then
-    return fail('IDEMPOTENCY_MISMATCH', 'idempotency key was used with a different event')
-  end
+local rec, refusal = idem_record(KEYS[5], hash, 'event')
+if refusal then return refusal end
+if rec then
   local resp = redis.call('HGET', KEYS[1] .. 'ev:' .. (rec.id or ''), 'resp')
   if not resp then return fail('INTERNAL_ERROR', 'replay unavailable for this idempotency key; the event record is gone') end
   return ok({replay = true, resp = resp})

@@ -22,13 +22,9 @@ end
 
 -- Replay: (tenant, reservation, key) -> stored response; remaining_ttl_ms is
 -- recomputed from the stored expiry, 0 once the reservation is no longer ACTIVE.
-local prior = redis.call('GET', KEYS[6])
-if prior then
-  local rec = jdecode(prior)
-  if rec == nil then return fail('INTERNAL_ERROR', 'idempotency record is corrupt') end
-  if rec.h ~= hash then
-    return fail('IDEMPOTENCY_MISMATCH', 'idempotency key was used with a different extend')
-  end
+local rec, refusal = idem_record(KEYS[6], hash, 'extend')
+if refusal then return refusal end
+if rec then
   local snap = jdecode(rec.resp)
   local rem = 0
   if snap and redis.call('HGET', KEYS[3], 'state') == 'ACTIVE' then

@@ -40,13 +40,9 @@ end
 
 -- 1. Idempotency: a replay returns the stored snapshot, a different payload is
 -- a mismatch; both precede the tenant guard (§c replay precedence).
-local prior = redis.call('GET', KEYS[8])
-if prior then
-  local rec = jdecode(prior)
-  if rec == nil then return fail('INTERNAL_ERROR', 'idempotency record is corrupt') end
-  if rec.h ~= hash then
-    return fail('IDEMPOTENCY_MISMATCH', 'idempotency key was used with a different request')
-  end
+local rec, refusal = idem_record(KEYS[8], hash, 'request')
+if refusal then return refusal end
+if rec then
   if rec.rid then
     local r = redis.call('HMGET', KEYS[1] .. 'r:' .. rec.rid, 'reserve_resp', 'state')
     local snap = jdecode(r[1])
