@@ -1,4 +1,5 @@
 -- ratelimit/inspect: an operator's view of one rate-limit key (read-only).
+-- include: lib/ratelimit.lua
 --
 -- KEYS[1]  state key cy:rl:{<policy>:<key>}
 -- ARGV[1]  algorithm: SLIDING_LOG | CAPPED_LOG | SLIDING_WINDOW | TOKEN_BUCKET | PACKED_LOG
@@ -11,11 +12,6 @@
 --          element sampled (0 when unavailable); encoding is OBJECT ENCODING
 --          ('unknown' where a store lacks it); ttl_ms is PTTL (-2 absent, -1 none).
 -- Bounded: a PACKED_LOG key is decoded in one GET of at most 100000 slots.
-
-local function int_arg(v)
-  if type(v) ~= 'string' or #v > 15 or not string.match(v, '^%d+$') then return nil end
-  return tonumber(v)
-end
 
 local function dec(s, i)
   local a, b, c, d, e, f = string.byte(s, i, i + 5)

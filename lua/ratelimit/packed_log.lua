@@ -1,5 +1,6 @@
 -- ratelimit/packed_log: PACKED_LOG, an exact sliding log in a fixed-size ring
 -- of the last `limit` hit timestamps, packed in one string.
+-- include: lib/ratelimit.lua
 --
 -- KEYS[1]  state key cy:rl:{<policy>:<key>}: string
 --            bytes 0..24   header: 'P', then four 6-byte big-endian integers:
@@ -30,11 +31,6 @@
 -- denied one is not. A changed limit re-packs the newest live hits once
 -- (O(N), bounded by the policy's 100000 slots).
 
-local function int_arg(v)
-  if type(v) ~= 'string' or #v > 15 or not string.match(v, '^%d+$') then return nil end
-  return tonumber(v)
-end
-
 local SLOT, H = 6, 25
 
 local function enc(t)
@@ -53,14 +49,8 @@ local function dec(s, i)
 end
 
 local key = KEYS[1]
-local limit, window, hits, ttl = int_arg(ARGV[1]), int_arg(ARGV[2]), int_arg(ARGV[3]), int_arg(ARGV[5])
-local shadow = ARGV[4] == '1'
-if not limit or limit < 1 or not window or window < 1 or not hits or hits < 1 or not ttl or ttl < window then
-  return fail('INVALID_REQUEST', 'malformed rate-limit arguments')
-end
-if hits > limit then
-  return fail('INVALID_REQUEST', 'hits exceed the policy limit', {field = 'hits', hits = hits, limit = limit})
-end
+local limit, window, hits, shadow, ttl = check_args()
+if not limit then return window end
 
 local now = now_ms()
 local clock = now -- Redis's own clock, which PEXPIRE counts from

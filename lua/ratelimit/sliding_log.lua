@@ -1,5 +1,6 @@
 -- ratelimit/sliding_log: SLIDING_LOG, the exact sliding log in a sorted set,
 -- and CAPPED_LOG, the same log trimmed to the newest `cap` members.
+-- include: lib/ratelimit.lua
 --
 -- KEYS[1]  state key cy:rl:{<policy>:<key>}: zset, member -> request time (ms)
 -- ARGV[1]  limit (hits per window, 1..100000)
@@ -37,23 +38,13 @@
 -- cap the log is no longer an audit record of every request: count saturates
 -- at cap.
 
-local function int_arg(v)
-  if type(v) ~= 'string' or #v > 15 or not string.match(v, '^%d+$') then return nil end
-  return tonumber(v)
-end
-
 local key = KEYS[1]
-local limit, window, hits, ttl = int_arg(ARGV[1]), int_arg(ARGV[2]), int_arg(ARGV[3]), int_arg(ARGV[5])
-local shadow = ARGV[4] == '1'
 local cap = 0
 if ARGV[6] ~= nil and ARGV[6] ~= '' then cap = int_arg(ARGV[6]) end
-if not limit or limit < 1 or not window or window < 1 or not hits or hits < 1 or not ttl or ttl < window
-  or not cap or (cap > 0 and cap < limit) then
-  return fail('INVALID_REQUEST', 'malformed rate-limit arguments')
-end
-if hits > limit then
-  return fail('INVALID_REQUEST', 'hits exceed the policy limit', {field = 'hits', hits = hits, limit = limit})
-end
+local limit, window, hits, shadow, ttl = check_args(function(limit)
+  return cap ~= nil and not (cap > 0 and cap < limit)
+end)
+if not limit then return window end
 
 local now = now_ms()
 local clock = now -- Redis's own clock, which PEXPIRE counts from

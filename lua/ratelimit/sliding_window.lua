@@ -1,5 +1,6 @@
 -- ratelimit/sliding_window: SLIDING_WINDOW, two fixed-window counters
 -- weighted by overlap. O(1) memory and work per key.
+-- include: lib/ratelimit.lua
 --
 -- KEYS[1]  state key cy:rl:{<policy>:<key>}: hash sw = current window index
 --          (floor(now / window)), c = hits in it, p = hits in the previous one
@@ -23,11 +24,6 @@
 -- and it may deny while the true sliding count is lower (previous hits at its
 -- start). Denied hits are not counted; in shadow mode every hit is.
 
-local function int_arg(v)
-  if type(v) ~= 'string' or #v > 15 or not string.match(v, '^%d+$') then return nil end
-  return tonumber(v)
-end
-
 -- floor(a / b) for integers 0 <= a, 1 <= b, a and b < 2^53, exactly.
 local function idiv(a, b)
   local q = math.floor(a / b)
@@ -36,14 +32,8 @@ local function idiv(a, b)
 end
 
 local key = KEYS[1]
-local limit, window, hits, ttl = int_arg(ARGV[1]), int_arg(ARGV[2]), int_arg(ARGV[3]), int_arg(ARGV[5])
-local shadow = ARGV[4] == '1'
-if not limit or limit < 1 or not window or window < 1 or not hits or hits < 1 or not ttl or ttl < window then
-  return fail('INVALID_REQUEST', 'malformed rate-limit arguments')
-end
-if hits > limit then
-  return fail('INVALID_REQUEST', 'hits exceed the policy limit', {field = 'hits', hits = hits, limit = limit})
-end
+local limit, window, hits, shadow, ttl = check_args()
+if not limit then return window end
 
 local now = now_ms()
 local clock = now -- Redis's own clock, which PEXPIRE counts from

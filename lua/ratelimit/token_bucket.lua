@@ -1,4 +1,5 @@
 -- ratelimit/token_bucket: TOKEN_BUCKET, burst-tolerant, O(1), two fields.
+-- include: lib/ratelimit.lua
 --
 -- KEYS[1]  state key cy:rl:{<policy>:<key>}: hash t = tokens x window (integer
 --          "units", so refill is exact), ts = time of t (ms)
@@ -17,20 +18,9 @@
 -- takes nothing; in shadow mode a request takes what is there (never below 0).
 -- A changed window rescales in-flight buckets for at most one window.
 
-local function int_arg(v)
-  if type(v) ~= 'string' or #v > 15 or not string.match(v, '^%d+$') then return nil end
-  return tonumber(v)
-end
-
 local key = KEYS[1]
-local limit, window, hits, ttl = int_arg(ARGV[1]), int_arg(ARGV[2]), int_arg(ARGV[3]), int_arg(ARGV[5])
-local shadow = ARGV[4] == '1'
-if not limit or limit < 1 or not window or window < 1 or not hits or hits < 1 or not ttl or ttl < window then
-  return fail('INVALID_REQUEST', 'malformed rate-limit arguments')
-end
-if hits > limit then
-  return fail('INVALID_REQUEST', 'hits exceed the policy limit', {field = 'hits', hits = hits, limit = limit})
-end
+local limit, window, hits, shadow, ttl = check_args()
+if not limit then return window end
 
 local now = now_ms()
 local clock = now -- Redis's own clock, which PEXPIRE counts from
