@@ -66,6 +66,24 @@ func adminTTL(field string, v *int64, zeroAllowed bool) error {
 	return Range(field, *v, MinTTLms, MaxTTLms)
 }
 
+// tenantDefaults checks the reservation defaults a tenant create or update
+// may set; maxTTLZeroOK lets an update remove the TTL cap with 0.
+func tenantDefaults(policy cyclesv1.CommitOveragePolicy, defaultTTL, maxTTL *int64, maxTTLZeroOK bool, maxExtensions *int32) error {
+	if err := Policy("default_commit_overage_policy", policy); err != nil {
+		return err
+	}
+	if err := adminTTL("default_reservation_ttl_ms", defaultTTL, false); err != nil {
+		return err
+	}
+	if err := adminTTL("max_reservation_ttl_ms", maxTTL, maxTTLZeroOK); err != nil {
+		return err
+	}
+	if maxExtensions != nil {
+		return Range("max_reservation_extensions", int64(*maxExtensions), 0, adminMaxExtensions)
+	}
+	return nil
+}
+
 // Admin request validators (admin.proto).
 func init() {
 	register(func(r *cyclesv1.CreateTenantRequest) error {
@@ -75,19 +93,8 @@ func init() {
 		if err := Text("name", r.GetName(), adminMaxName); err != nil {
 			return err
 		}
-		if err := Policy("default_commit_overage_policy", r.GetDefaultCommitOveragePolicy()); err != nil {
+		if err := tenantDefaults(r.GetDefaultCommitOveragePolicy(), r.DefaultReservationTtlMs, r.MaxReservationTtlMs, false, r.MaxReservationExtensions); err != nil {
 			return err
-		}
-		if err := adminTTL("default_reservation_ttl_ms", r.DefaultReservationTtlMs, false); err != nil {
-			return err
-		}
-		if err := adminTTL("max_reservation_ttl_ms", r.MaxReservationTtlMs, false); err != nil {
-			return err
-		}
-		if r.MaxReservationExtensions != nil {
-			if err := Range("max_reservation_extensions", int64(r.GetMaxReservationExtensions()), 0, adminMaxExtensions); err != nil {
-				return err
-			}
 		}
 		return StringMap("metadata", r.GetMetadata())
 	})
@@ -103,20 +110,9 @@ func init() {
 				return err
 			}
 		}
-		if err := Policy("default_commit_overage_policy", r.GetDefaultCommitOveragePolicy()); err != nil {
+		// A max_reservation_ttl_ms of 0 removes the cap.
+		if err := tenantDefaults(r.GetDefaultCommitOveragePolicy(), r.DefaultReservationTtlMs, r.MaxReservationTtlMs, true, r.MaxReservationExtensions); err != nil {
 			return err
-		}
-		if err := adminTTL("default_reservation_ttl_ms", r.DefaultReservationTtlMs, false); err != nil {
-			return err
-		}
-		// 0 removes the cap.
-		if err := adminTTL("max_reservation_ttl_ms", r.MaxReservationTtlMs, true); err != nil {
-			return err
-		}
-		if r.MaxReservationExtensions != nil {
-			if err := Range("max_reservation_extensions", int64(r.GetMaxReservationExtensions()), 0, adminMaxExtensions); err != nil {
-				return err
-			}
 		}
 		switch r.GetStatus() {
 		case cyclesv1.TenantStatus_TENANT_STATUS_UNSPECIFIED, cyclesv1.TenantStatus_TENANT_STATUS_ACTIVE, cyclesv1.TenantStatus_TENANT_STATUS_SUSPENDED:
