@@ -228,7 +228,7 @@ func (b *runner) setup(ctx context.Context) (cleanup func(), err error) {
 		// The sweeper runs once at start and then only when triggered, so
 		// the backlog phase times one complete drain (TriggerSweep) instead
 		// of racing the periodic sweep.
-		args := append([]string{"-listen", cfg.cyclesdAddr, "-redis-addrs", cfg.redisAddr, "-admin-key", cfg.adminKey,
+		args := append([]string{"-listen", cfg.cyclesdAddr, "-http-listen=", "-redis-addrs", cfg.redisAddr, "-admin-key", cfg.adminKey,
 			"-log-format", "json", "-sweeper-interval", "1h"}, cfg.serverArgs...)
 		var p *proc
 		if cfg.profileCell != "" {

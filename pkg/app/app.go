@@ -132,6 +132,29 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Serve(lis) })
+	if cfg.HTTPListen != "" {
+		hs := srv.NewHTTP(server.HTTPOptions{Logger: log.Named("http")})
+		if cfg.TLSCert != "" {
+			tc, err := tlsconfig.Server(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
+			if err != nil {
+				return err
+			}
+			hs.Server().TLSConfig = tc
+		}
+		hlis, err := net.Listen("tcp", cfg.HTTPListen)
+		if err != nil {
+			return fmt.Errorf("http listen %s: %w", cfg.HTTPListen, err)
+		}
+		log.Info("cyclesd HTTP listening", zap.String("addr", hlis.Addr().String()), zap.Bool("tls", cfg.TLSCert != ""))
+		g.Go(func() error { return hs.Serve(hlis) })
+		g.Go(func() error {
+			<-gctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+			defer cancel()
+			hs.Shutdown(sctx)
+			return nil
+		})
+	}
 	if cfg.MetricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", tel.Metrics)

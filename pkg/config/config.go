@@ -13,7 +13,9 @@ import (
 
 // Config holds every setting of cyclesd.
 type Config struct {
-	Listen      string
+	Listen string
+	// HTTPListen is the HTTP listener (Cycles HTTP/JSON wire, health); empty: off.
+	HTTPListen  string
 	MetricsAddr string
 	// MetricsTenantLabel labels ledger counters with the tenant.
 	MetricsTenantLabel bool
@@ -88,6 +90,7 @@ func Load(args []string, getenv func(string) string) (*Config, error) {
 	boolean := func(p *bool, name string, def bool, usage string) { fs.BoolVar(p, name, def, usage) }
 
 	str(&c.Listen, "listen", "127.0.0.1:7700", "gRPC listen address")
+	str(&c.HTTPListen, "http-listen", "127.0.0.1:7780", "HTTP listen address (health, HTTP APIs; the -tls-* flags apply too); empty: off")
 	str(&c.MetricsAddr, "metrics-addr", "", "HTTP address for /metrics (empty: off)")
 	boolean(&c.MetricsTenantLabel, "metrics-tenant-label", true, "label ledger counters with the tenant (turn off for very many tenants)")
 	str(&c.TLSCert, "tls-cert", "", "PEM certificate for the gRPC listener (enables TLS)")

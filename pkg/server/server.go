@@ -10,6 +10,7 @@ package server
 import (
 	"context"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -62,10 +63,11 @@ type Services struct {
 
 // Server is the gRPC server with its health service.
 type Server struct {
-	GRPC   *grpc.Server
-	Health *health.Server
-	log    *zap.Logger
-	names  []string
+	GRPC    *grpc.Server
+	Health  *health.Server
+	log     *zap.Logger
+	names   []string
+	serving atomic.Bool
 }
 
 // New builds the server.
@@ -133,11 +135,16 @@ func (s *Server) setServing(ok bool) {
 	if ok {
 		st = healthpb.HealthCheckResponse_SERVING
 	}
+	s.serving.Store(ok)
 	s.Health.SetServingStatus("", st)
 	for _, n := range s.names {
 		s.Health.SetServingStatus(n, st)
 	}
 }
+
+// Serving reports whether the last Redis probe succeeded (and the server is
+// not shutting down).
+func (s *Server) Serving() bool { return s.serving.Load() }
 
 // WatchHealth probes ping every interval until ctx ends: SERVING only while
 // Redis answers, so load balancers stop routing to a replica that would fail
@@ -171,6 +178,7 @@ func (s *Server) Serve(lis net.Listener) error { return s.GRPC.Serve(lis) }
 // Stop drains: health goes NOT_SERVING, new RPCs are refused, in-flight RPCs
 // get up to grace to finish, then the rest are cut.
 func (s *Server) Stop(grace time.Duration) {
+	s.serving.Store(false)
 	s.Health.Shutdown()
 	done := make(chan struct{})
 	go func() {

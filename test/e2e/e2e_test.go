@@ -67,7 +67,7 @@ func startDaemon(t *testing.T, env []string, args ...string) *daemon {
 		out:     &bytes.Buffer{},
 		done:    make(chan error, 1),
 	}
-	d.cmd = exec.Command(binary, append([]string{"-listen", d.addr, "-metrics-addr", d.metrics, "-log-format", "json"}, args...)...)
+	d.cmd = exec.Command(binary, append([]string{"-listen", d.addr, "-http-listen=", "-metrics-addr", d.metrics, "-log-format", "json"}, args...)...)
 	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

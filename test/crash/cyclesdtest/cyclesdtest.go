@@ -108,7 +108,7 @@ func (d *Daemon) spawn(tb testing.TB) {
 	tb.Helper()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	args := append([]string{"-listen", d.Addr, "-metrics-addr", d.MetricsAddr, "-log-format", "json", "-log-level", "warn"}, d.args...)
+	args := append([]string{"-listen", d.Addr, "-http-listen=", "-metrics-addr", d.MetricsAddr, "-log-format", "json", "-log-level", "warn"}, d.args...)
 	cmd := exec.Command(d.Bin, args...)
 	cmd.Env = append(os.Environ(), d.env...)
 	cmd.Stdout, cmd.Stderr = d.out, d.out
