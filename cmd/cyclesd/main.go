@@ -7,7 +7,10 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -24,15 +27,33 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
-	cfg, err := config.FromOS()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cyclesd:", err)
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := app.Run(ctx, cfg, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "cyclesd:", err)
-		os.Exit(1)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is cyclesd without the process: it returns the exit code. -help prints
+// the usage to stdout and exits 0 (asked for, not an error); a bad flag or
+// setting exits 2, a failure while running exits 1.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			config.Usage(stdout)
+			return 0
+		}
 	}
+	cfg, err := config.LoadWithOutput(args, getenv, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "cyclesd:", err)
+		return 2
+	}
+	if err := app.Run(ctx, cfg, stdout); err != nil {
+		fmt.Fprintln(stderr, "cyclesd:", err)
+		return 1
+	}
+	return 0
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -19,6 +20,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/term"
 
 	"github.com/cyclesgo/cycles-go/pkg/config"
 	"github.com/cyclesgo/cycles-go/pkg/script"
@@ -28,21 +30,42 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/tlsconfig"
 )
 
-// NewLogger builds the zap logger of cfg.
+// NewLogger builds the zap logger of cfg, writing to stderr.
 func NewLogger(cfg *config.Config) (*zap.Logger, error) {
-	var zc zap.Config
-	if cfg.LogFormat == "console" {
-		zc = zap.NewDevelopmentConfig()
-		zc.EncoderConfig.EncodeLevel = zapcore.CapitalColorLevelEncoder
-	} else {
-		zc = zap.NewProductionConfig()
-	}
+	return newLogger(cfg, zapcore.Lock(os.Stderr), term.IsTerminal(int(os.Stderr.Fd())))
+}
+
+// newLogger builds the logger on w. Console output is coloured only on a
+// terminal (colour codes in a file or a pipe are noise); stack traces are
+// kept for errors (a warning is an expected condition, not a crash);
+// durations print with their unit ("5s", "750ms") in both formats.
+func newLogger(cfg *config.Config, w zapcore.WriteSyncer, tty bool) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(cfg.LogLevel)
 	if err != nil {
 		return nil, fmt.Errorf("log level: %w", err)
 	}
-	zc.Level = zap.NewAtomicLevelAt(lvl)
-	return zc.Build()
+	var enc zapcore.Encoder
+	if cfg.LogFormat == "console" {
+		ec := zap.NewDevelopmentEncoderConfig()
+		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		if tty {
+			ec.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		}
+		ec.EncodeDuration = zapcore.StringDurationEncoder
+		enc = zapcore.NewConsoleEncoder(ec)
+	} else {
+		ec := zap.NewProductionEncoderConfig()
+		ec.EncodeTime = zapcore.ISO8601TimeEncoder
+		ec.EncodeDuration = zapcore.StringDurationEncoder
+		enc = zapcore.NewJSONEncoder(ec)
+	}
+	core := zapcore.NewCore(enc, w, zap.NewAtomicLevelAt(lvl))
+	if cfg.LogFormat != "console" {
+		// As zap's production preset: past 100 identical lines in a second,
+		// every 100th is kept, so a flood of one error cannot swamp the sink.
+		core = zapcore.NewSamplerWithOptions(core, time.Second, 100, 100)
+	}
+	return zap.New(core, zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel), zap.ErrorOutput(w)), nil
 }
 
 // Run starts cyclesd and blocks until ctx is done, then shuts down

@@ -6,6 +6,7 @@ package config
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -77,10 +78,36 @@ type Config struct {
 // address configured. Dev mode is not durable.
 func (c *Config) Dev() bool { return len(c.RedisAddrs) == 0 }
 
-// Load parses args (without the program name) and the environment.
+// usageHeader opens `cyclesd -help`: what it is and how to start it.
+const usageHeader = `cyclesd: a budget authority for AI agents (reserve, commit, release, extend
+against a tree of budgets), served over gRPC, every decision one Lua script in Redis.
+
+Usage: cyclesd [flags]
+
+  cyclesd                                     dev mode: embedded store, demo tenant, NOT durable
+  cyclesd -redis-addrs 127.0.0.1:6379 -admin-key "$(openssl rand -hex 24)"
+
+Every flag is also an environment variable (CYCLESD_ + the flag name in upper
+snake case); a flag wins over its variable. Documentation: README.md and docs/.
+
+Flags:
+`
+
+// Load parses args (without the program name) and the environment. Usage and
+// parse errors are printed to stderr; -help returns flag.ErrHelp.
 func Load(args []string, getenv func(string) string) (*Config, error) {
+	return LoadWithOutput(args, getenv, os.Stderr)
+}
+
+// LoadWithOutput is Load printing the usage (on -help or a flag error) to out.
+func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*Config, error) {
 	c := &Config{}
 	fs := flag.NewFlagSet("cyclesd", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(out, usageHeader)
+		fs.PrintDefaults()
+	}
 	var addrs string
 	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, def, usage) }
 	dur := func(p *time.Duration, name string, def time.Duration, usage string) {
@@ -97,7 +124,7 @@ func Load(args []string, getenv func(string) string) (*Config, error) {
 	str(&c.TLSKey, "tls-key", "", "PEM private key for -tls-cert")
 	str(&c.TLSClientCA, "tls-client-ca", "", "PEM CA bundle; set, clients must present a certificate it signed (mTLS)")
 	str(&c.RedisTLSCA, "redis-tls-ca", "", "PEM CA bundle that signed the Redis server certificate")
-	str(&c.AdminKey, "admin-key", "", "admin key for AdminService/OpsService (required unless dev mode, which generates one)")
+	str(&c.AdminKey, "admin-key", "", "admin key (metadata x-cycles-admin-key) for AdminService, OpsService and RateLimitService admin calls; required outside dev mode (minimum length: docs/limits.md); dev mode defaults to the fixed, published key dev-admin-key-change-me")
 	str(&addrs, "redis-addrs", "", "comma-separated Redis addresses; empty runs dev mode on the embedded store")
 	str(&c.RedisUsername, "redis-username", "", "Redis ACL user")
 	str(&c.RedisPassword, "redis-password", "", "Redis password")
@@ -197,6 +224,11 @@ func (c *Config) validate() error {
 // EnvName is the environment variable of a flag: CYCLESD_ + upper snake case.
 func EnvName(flagName string) string {
 	return "CYCLESD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// Usage prints `cyclesd -help`: the summary, an example and every flag.
+func Usage(w io.Writer) {
+	_, _ = LoadWithOutput([]string{"-help"}, func(string) string { return "" }, w)
 }
 
 // FromOS loads from os.Args and the process environment.

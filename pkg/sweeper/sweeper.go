@@ -159,7 +159,7 @@ func New(exec *script.Executor, opts Options) *Sweeper {
 func (s *Sweeper) Run(ctx context.Context) error {
 	s.running.Store(true)
 	defer s.running.Store(false)
-	s.log.Info("expiry sweeper started", zap.Duration("interval", s.opts.Interval), zap.Int("batch", s.opts.BatchSize))
+	s.log.Info("expiry sweeper started", zap.Duration("interval", s.opts.Interval), zap.Int("batch_size", s.opts.BatchSize))
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
