@@ -17,8 +17,8 @@ TEST_FLAGS   ?=
 .DEFAULT_GOAL := help
 
 .PHONY: help
-help: ## Show this help
-	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
+help: ## Show this help (times: 2-core machine, warm module and build caches unless noted)
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: deps
 deps: ## Install redis-server with apt when it is missing
@@ -32,7 +32,7 @@ deps: ## Install redis-server with apt when it is missing
 	@redis-server --version
 
 .PHONY: tools
-tools: ## Install buf, protoc-gen-go, protoc-gen-go-grpc and grpcurl (pinned) with go install
+tools: ## Install buf, protoc-gen-go, protoc-gen-go-grpc and grpcurl (pinned) with go install (first time: minutes, compiling them)
 	$(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
@@ -57,18 +57,31 @@ breaking: ## buf breaking against main
 	buf breaking --against '.git#branch=main'
 
 .PHONY: build
-build: ## Build bin/cyclesd and the tools
+build: ## Build bin/cyclesd and the tools (first time: ~5-7 min downloading and compiling; then seconds)
 	$(GO) build -o bin/ ./cmd/...
 
 .PHONY: run
-run: ## Start cyclesd in dev mode (embedded store, seeded demo tenant; prints grpcurl commands)
-	$(GO) run ./cmd/cyclesd $(ARGS)
+run: ## Build, then start cyclesd in dev mode (embedded store, demo tenant; prints grpcurl commands). First time ~5-7 min
+	@echo "make run: building bin/cyclesd (the first build downloads the Go modules and compiles everything:"
+	@echo "          several minutes on a small machine; later builds take seconds)..."
+	@$(GO) build -o bin/cyclesd ./cmd/cyclesd
+	@echo "make run: starting bin/cyclesd in dev mode $(ARGS) (Ctrl-C stops it)"
+	@exec bin/cyclesd $(ARGS)
+
+.PHONY: check-readme
+check-readme: ## Paste README.md's sh blocks in order against a fresh dev-mode cyclesd (~15 s; needs grpcurl: make tools)
+	@command -v grpcurl >/dev/null || $(MAKE) --no-print-directory grpcurl
+	$(GO) test -count=1 -run 'TestREADMESession|TestLinksStayInRepo' -v ./test/readme
+
+.PHONY: grpcurl
+grpcurl: ## Install grpcurl (pinned) with go install, if it is not on the PATH
+	@command -v grpcurl >/dev/null || { echo "installing grpcurl $(GRPCURL_VERSION) with go install"; $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION); }
 
 # Suites that also run against a local 3-master Redis Cluster.
 CLUSTER_SUITES ?= ./pkg/ledger/... ./pkg/sweeper/... ./pkg/events/... ./pkg/ratelimit/... ./pkg/admin/... ./pkg/api/... ./test/ledgertest/... ./test/redistest/... ./test/property/...
 
 .PHONY: test
-test: deps ## Run every test (starts its own redis-server processes), then the domain suites on a Cluster
+test: deps grpcurl ## Run every test (own redis-server processes), Cluster suites, fuzz, 60 s soak: ~8 min
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory test-cluster
@@ -76,7 +89,7 @@ test: deps ## Run every test (starts its own redis-server processes), then the d
 	$(MAKE) --no-print-directory soak SOAK_DURATION=$(SOAK_SHORT_DURATION)
 
 .PHONY: test-cluster
-test-cluster: deps ## Run the ledger, sweeper, event, limiter and admin suites against a real 3-master Cluster
+test-cluster: deps ## Run the ledger, sweeper, event, limiter and admin suites against a real 3-master Cluster (several minutes)
 	CYCLES_TEST_REDIS=cluster $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(CLUSTER_SUITES)
 
 # Property tests, soak and fuzzing (test/property, test/soak, *_fuzz_test.go;
@@ -92,21 +105,21 @@ FUZZ_TARGETS        ?= ./pkg/validate:FuzzValidateRequest ./pkg/scope:FuzzDerive
 	./pkg/events:FuzzDecodeCursor ./pkg/events:FuzzCursorRoundTrip ./pkg/keys:FuzzTenantKeys ./pkg/ledger:FuzzScriptKeys
 
 .PHONY: test-long
-test-long: deps ## Property tests with PROPERTY_CHECKS (default 1,000) random cases
+test-long: deps ## Property tests with PROPERTY_CHECKS (default 1,000) random cases (tens of minutes)
 	$(GO) test -count=1 -timeout 60m -run TestLedgerProperties -v ./test/property -rapid.checks=$(PROPERTY_CHECKS)
 
 .PHONY: soak
-soak: deps ## Soak a real cyclesd for SOAK_DURATION (default 30m) at >= 100 ops/s; checks S1-S4 and prints the figures
+soak: deps ## Soak a real cyclesd for SOAK_DURATION (default 30m) at >= 100 ops/s; checks S1-S4, prints the figures
 	$(GO) test -count=1 -timeout 0 -run '^TestSoak$$' -v ./test/soak -soak -soak.duration=$(SOAK_DURATION)
 
 .PHONY: fuzz
-fuzz: ## Fuzz every target in FUZZ_TARGETS for FUZZ_TIME each (go test -fuzz)
+fuzz: ## Fuzz every target in FUZZ_TARGETS for FUZZ_TIME each (default 1m: ~8 min for the 7 targets)
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
 	  echo "fuzz $$name in $$pkg for $(FUZZ_TIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZ_TIME) $$pkg; done
 
 .PHONY: test-race
-test-race: deps ## Run every test with the race detector
+test-race: deps ## Run every test with the race detector (slower than make test: tens of minutes)
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 # Load benchmark of cyclesd (cmd/cycles-bench, see BENCHMARKS.md). BENCH_FLAGS
@@ -115,12 +128,12 @@ BENCH_FLAGS ?=
 BENCH_OUT   ?= bench/results
 
 .PHONY: bench
-bench: deps ## Load-test cyclesd over gRPC (1-200 clients, ceiling, backlog); writes bench/results/latest.json
+bench: deps ## Load-test cyclesd over gRPC (1-200 clients, ceiling, backlog; ~3 min); writes bench/results/latest.json
 	$(GO) build -o bin/ ./cmd/cyclesd ./cmd/cycles-bench
 	bin/cycles-bench -cyclesd bin/cyclesd -out $(BENCH_OUT)/latest.json $(BENCH_FLAGS)
 
 .PHONY: bench-check
-bench-check: deps ## Three bench runs; fail if a headline median is >25% worse than bench/baseline.json
+bench-check: deps ## Three bench runs (~9 min); fail if a headline median is >25% worse than bench/baseline.json
 	$(GO) build -o bin/ ./cmd/cyclesd ./cmd/cycles-bench
 	@mkdir -p $(BENCH_OUT)
 	for i in 1 2 3; do bin/cycles-bench -q -cyclesd bin/cyclesd -out $(BENCH_OUT)/check-$$i.json $(BENCH_FLAGS) > $(BENCH_OUT)/check-$$i.txt || { cat $(BENCH_OUT)/check-$$i.txt; exit 1; }; done

@@ -31,7 +31,7 @@ import (
 // Order, outermost first:
 //
 //	request id  → ids into ctx, response header and log fields
-//	logging     → one line per RPC: method, code, latency, tenant, request id
+//	logging     → one line per finished RPC (successes at debug, see levelFor): method, code, latency, tenant, request id
 //	status      → *apierr.Error / deadline / unknown errors → gRPC status + ErrorInfo
 //	recovery    → a panic becomes INTERNAL, is counted, the process lives
 //	deadline    → the Redis work of one unary RPC is bounded (fail fast, fail closed)
