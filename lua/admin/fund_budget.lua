@@ -1,5 +1,5 @@
 -- admin/fund_budget: apply one funding operation to a budget, exactly and
--- idempotently (PROTOCOL §i).
+-- idempotently (docs/protocol.md#budgets-and-funding-admin).
 --
 -- KEYS[1] = tenant record hash
 -- KEYS[2] = budget hash

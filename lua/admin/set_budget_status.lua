@@ -4,7 +4,7 @@
 --                       existing holds proceeds.
 --   ACTIVE  (unfreeze): FROZEN -> ACTIVE.
 --   CLOSED  (close):    ACTIVE|FROZEN -> CLOSED, terminal. The ledger is left
---                       as it is: held reservations settle normally (Part 1 §8).
+--                       as it is: held reservations settle normally (docs/protocol.md#commit).
 --
 -- KEYS[1] = tenant record hash
 -- KEYS[2] = budget hash

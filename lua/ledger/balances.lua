@@ -1,4 +1,4 @@
--- ledger/balances: one page of the caller's budgets (PROTOCOL.md §b.8).
+-- ledger/balances: one page of the caller's budgets (docs/protocol.md#reads).
 -- include: lib/ledger_util.lua
 -- Walks the tenant's budgets index ("<scope_path>|<UNIT>", lex order), keeps
 -- budgets whose scope path holds every filter segment exactly (values already

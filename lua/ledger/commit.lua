@@ -1,4 +1,4 @@
--- ledger/commit: settle a reservation with its actual cost (PROTOCOL.md §b.3).
+-- ledger/commit: settle a reservation with its actual cost (docs/protocol.md#commit).
 -- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_settle.lua lib/ledger_reservation.lua
 --
 -- KEYS: 1 tenant prefix   2 tenant record   3 reservation hash

@@ -1,4 +1,4 @@
--- ledger/decide: evaluate a reservation without making one (PROTOCOL.md §b.2).
+-- ledger/decide: evaluate a reservation without making one (docs/protocol.md#dry-run-and-decide).
 -- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua
 -- Budget and tenant conditions are DENY results, never errors; only a budget
 -- that exists solely in another unit (UNIT_MISMATCH), a malformed tenant

@@ -1,6 +1,6 @@
 -- ledger/event: debit an actual cost directly, without a reservation
 -- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_settle.lua
--- (PROTOCOL.md §b.9). Never blocked by is_over_limit or outstanding debt: only
+-- (docs/protocol.md#direct-debits-createevent). Never blocked by is_over_limit or outstanding debt: only
 -- by tenant status, budget status and its own overage policy.
 --
 -- KEYS: 1 tenant prefix   2 tenant record   3 budgets index   4 event record

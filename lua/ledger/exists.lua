@@ -1,5 +1,5 @@
 -- ledger/exists: whether a reservation record exists (any state), for the
--- owner check of PROTOCOL.md §e. Read-only.
+-- owner check of docs/protocol.md#reads. Read-only.
 --
 -- KEYS: 1 reservation hash
 -- ARGV: (none)

@@ -1,4 +1,4 @@
--- ledger/extend: move an ACTIVE reservation's expiry forward (PROTOCOL.md §b.5).
+-- ledger/extend: move an ACTIVE reservation's expiry forward (docs/protocol.md#extend).
 -- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua
 -- New expires_at = current expires_at + extend_by_ms; accepted only while
 -- now <= expires_at (no grace) and ext_count < max_ext. No clamp, no events.

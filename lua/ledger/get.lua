@@ -1,4 +1,4 @@
--- ledger/get: read one reservation of the caller's tenant (PROTOCOL.md §b.6).
+-- ledger/get: read one reservation of the caller's tenant (docs/protocol.md#reads).
 -- include: lib/ledger_util.lua lib/ledger_record.lua
 -- Keys are per tenant: another tenant's id is answered before this script
 -- (FORBIDDEN or NOT_FOUND, see pkg/api/runtimeapi and pkg/ledger ids.go).
@@ -7,7 +7,7 @@
 -- ARGV: (none)
 -- Result: ok({rec = {<field> = <value>, ...}}) with the RECORD_FIELDS present.
 -- Refusals: NOT_FOUND (never existed or purged after retention),
---   RESERVATION_EXPIRED (state EXPIRED, §b.6).
+--   RESERVATION_EXPIRED (state EXPIRED, docs/protocol.md#reads).
 
 local rec = read_record(KEYS[1], #RECORD_FIELDS)
 if rec == nil then return fail('NOT_FOUND', 'reservation not found') end

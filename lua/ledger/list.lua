@@ -1,4 +1,4 @@
--- ledger/list: one page of the caller's reservations (PROTOCOL.md §b.7).
+-- ledger/list: one page of the caller's reservations (docs/protocol.md#reads).
 -- include: lib/ledger_util.lua lib/ledger_record.lua
 -- Bounded work: scans at most ARGV[6] index entries per call (Go caps it),
 -- so a page may hold fewer than `limit` rows (even none) while more remain;

@@ -1,8 +1,8 @@
 -- ledger/release_for_close: release up to ARGV[1] ACTIVE reservations of a
 -- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_release.lua
--- CLOSED tenant through the normal release arithmetic (PROTOCOL.md Part 1 §9,
--- Ambiguity 16), bypassing only the TENANT_CLOSED guard. The admin plane calls
--- it repeatedly after flipping the tenant to CLOSED until nothing remains.
+-- CLOSED tenant through the normal release arithmetic (docs/protocol.md#tenants-and-api-keys),
+-- bypassing only the TENANT_CLOSED guard. The admin plane calls it repeatedly
+-- after flipping the tenant to CLOSED until nothing remains.
 -- Each release is final (state RELEASED), so neither the sweeper nor a second
 -- call can refund a hold twice. Emits reservation.released_via_tenant_cascade
 -- per reservation.

@@ -1,6 +1,6 @@
 -- ledger/reserve: create a reservation (live) or evaluate one (dry run).
 -- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua
--- PROTOCOL.md §b.1, §c, §g.5.
+-- docs/protocol.md#reserve, docs/protocol.md#idempotency-and-replay, docs/protocol.md#events.
 --
 -- KEYS: 1 tenant prefix "cy:{t:T}:"   2 tenant record     3 budgets index
 --       4 reservation hash (new id)   5 deadline index    6 created index
@@ -39,7 +39,7 @@ if scopes == nil or #scopes == 0 or #scopes ~= #KEYS - 9 then
 end
 
 -- 1. Idempotency: a replay returns the stored snapshot, a different payload is
--- a mismatch; both precede the tenant guard (§c replay precedence).
+-- a mismatch; both precede the tenant guard (docs/protocol.md#idempotency-and-replay replay precedence).
 local rec, refusal = idem_record(KEYS[8], hash, 'request')
 if refusal then return refusal end
 if rec then

@@ -2,7 +2,7 @@
 -- Included by ledger scripts with "-- include: lib/ledger_settle.lua" (see pkg/script).
 
 -- settle plans charging actual A against budgets bs that hold estimate E
--- (E = 0 for a direct-debit event), exactly as PROTOCOL.md §b.3:
+-- (E = 0 for a direct-debit event), exactly as docs/protocol.md#commit:
 --   A <= E: reserved -= E, remaining += E - A, spent += A (any policy).
 --   A > E, REJECT: BUDGET_EXCEEDED.
 --   A > E, ALLOW_IF_AVAILABLE: cap = min(delta, min max(rem, 0)); never debt;

@@ -1,5 +1,5 @@
 -- sweeper/expire_batch: expire up to N due reservations of one tenant, in one
--- atomic call (PROTOCOL.md §f, Part 1 §10-11).
+-- atomic call (docs/protocol.md#expiry, docs/design.md#the-sweeper).
 --
 -- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; reservation and budget keys are
 --         derived from it (prefix .. "r:" .. id, prefix .. "b:" .. scope .. ":" .. unit),
@@ -119,7 +119,7 @@ local function plan(r)
     local reserved, remaining = i64_norm(v[1]), i64_norm(v[2])
     if reserved == nil or remaining == nil then return nil, 'CORRUPT_BUDGET' end
     -- A budget cannot hold less than the reservations that reserved against it;
-    -- refunding anyway would credit money twice (PROTOCOL Ambiguity 16).
+    -- refunding anyway would credit money twice (docs/protocol.md#tenants-and-api-keys).
     if i64_cmp(reserved, est) < 0 then return nil, 'RESERVED_UNDERFLOW' end
     local new_reserved, new_remaining = i64_sub(reserved, est), i64_add(remaining, est)
     if new_reserved == nil or new_remaining == nil then return nil, 'AMOUNT_OVERFLOW' end

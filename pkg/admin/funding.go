@@ -17,7 +17,7 @@ import (
 )
 
 // FundBudget applies CREDIT, DEBIT, RESET, RESET_SPENT or REPAY_DEBT exactly
-// (PROTOCOL §i) in one script, idempotently by key for FundingReplayWindow:
+// (docs/protocol.md#budgets-and-funding-admin) in one script, idempotently by key for FundingReplayWindow:
 // the same key with the same request returns the stored response verbatim
 // (even if the budget was frozen since), a different request under the same
 // key is IDEMPOTENCY_MISMATCH. Refused on FROZEN (BUDGET_FROZEN) and CLOSED

@@ -143,7 +143,7 @@ func budgetFromRecord(tenant string, r record) (*cyclesv1.Budget, error) {
 	d := &decoder{kind: "budget"}
 	status := r["status"]
 	if status == "" {
-		status = "ACTIVE" // PROTOCOL §a.5: absent = ACTIVE
+		status = "ACTIVE" // docs/protocol.md#scopes-and-budgets: absent = ACTIVE
 	}
 	st, ok := cyclesv1.BudgetStatus_value["BUDGET_STATUS_"+status]
 	if !ok || st == 0 {

@@ -22,7 +22,7 @@ import (
 // Domain is the ErrorInfo domain of every cyclesd error.
 const Domain = "cycles"
 
-// Code is a protocol error code (PROTOCOL.md §d), used as ErrorInfo.reason.
+// Code is a protocol error code (docs/protocol.md#errors), used as ErrorInfo.reason.
 type Code string
 
 // Protocol error codes. The gRPC status of each is fixed by Code.GRPCCode.
@@ -58,7 +58,7 @@ const (
 	PolicyNotFound    Code = "POLICY_NOT_FOUND"
 )
 
-// GRPCCode is the gRPC status code of a protocol code (PROTOCOL.md §d).
+// GRPCCode is the gRPC status code of a protocol code (docs/protocol.md#errors).
 func (c Code) GRPCCode() codes.Code {
 	switch c {
 	case InvalidRequest, UnitMismatch, Overflow:

@@ -1,5 +1,5 @@
 // Package events serves the durable, ordered event log of each tenant
-// (PROTOCOL.md §g, Part 1 §10) and builds the event context that every
+// (docs/protocol.md#events) and builds the event context that every
 // event-emitting script takes (context.go).
 //
 // # The log

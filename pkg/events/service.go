@@ -34,7 +34,7 @@ const ReasonCursorExpired apierr.Code = "CURSOR_EXPIRED"
 // deciding whether retention may have trimmed events after a position.
 const clockSlack = time.Minute
 
-// TenantCategories are the categories a tenant API key may see (PROTOCOL §g.2).
+// TenantCategories are the categories a tenant API key may see (docs/protocol.md#events).
 var TenantCategories = []string{"budget", "reservation", "tenant"}
 
 // Categories are all event categories.

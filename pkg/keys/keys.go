@@ -17,7 +17,7 @@
 //	cy:{t:T}:r:deadline              zset    ACTIVE reservation id -> expires_at + grace   none
 //	cy:{t:T}:r:created               zset    reservation id -> created_at_ms               entries trimmed with records
 //	cy:{t:T}:r:expires               zset    reservation id -> expires_at_ms (listing)     entries trimmed with records
-//	cy:{t:T}:idem:<endpoint>:<key>   string  idempotency record (id or response)           per endpoint (PROTOCOL §c)
+//	cy:{t:T}:idem:<endpoint>:<key>   string  idempotency record (id or response)           per endpoint (docs/protocol.md#idempotency-and-replay)
 //	cy:{t:T}:ev:<event_id>           hash    direct-debit event record + snapshot          30 d
 //	cy:{t:T}:events                  stream  event log (outbox), trimmed by MINID          retention (default 7 d)
 //	cy:tenants                       zset    tenant ids (lex), for sweeper and admin       none

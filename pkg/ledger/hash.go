@@ -11,7 +11,7 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
 )
 
-// Idempotency payload identity (PROTOCOL.md §c): the hex SHA-256 of the
+// Idempotency payload identity (docs/protocol.md#idempotency-and-replay): the hex SHA-256 of the
 // deterministic protobuf encoding of the request after canonicalization:
 //
 //   - subject.tenant is set to the effective tenant (so omitting it and
@@ -66,8 +66,8 @@ func eventHash(tenant string, req *cyclesv1.CreateEventRequest) (string, error) 
 	return payloadHash(c)
 }
 
-// checkSubjectTenant refuses a subject naming another tenant (PROTOCOL.md
-// Part 1 §4: exact, case-sensitive compare). The API layer checks this too;
+// checkSubjectTenant refuses a subject naming another tenant
+// (docs/protocol.md#scopes-and-budgets: exact, case-sensitive compare). The API layer checks this too;
 // the ledger re-checks because it is the authority on whose budgets move.
 func checkSubjectTenant(tenant string, subj *cyclesv1.Subject) error {
 	if t := subj.GetTenant(); t != "" && t != tenant {

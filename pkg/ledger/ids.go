@@ -13,7 +13,7 @@ import (
 // Reservation ids name their owner: "r_<tenant>_<32 hex>". Keys are per
 // tenant (one Cluster slot each), so without the owner in the id a request
 // for another tenant's reservation could only answer NOT_FOUND; with it the
-// runtime answers as PROTOCOL.md §e says — PERMISSION_DENIED when the id
+// runtime answers as docs/protocol.md#reads says — PERMISSION_DENIED when the id
 // exists in its owner's tenant, NOT_FOUND when it does not — with one read
 // and no global index. Tenant ids are at most 64 characters
 // (auth.MaxTenantIDLen), so ids stay within the protocol's 128.

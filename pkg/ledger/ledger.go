@@ -1,4 +1,4 @@
-// Package ledger is the budget authority of cyclesd (PROTOCOL.md §b): reserve,
+// Package ledger is the budget authority of cyclesd (docs/protocol.md): reserve,
 // commit, release, extend, decide, direct-debit events and the reads of the
 // runtime plane. Every decision and mutation is one Lua script (lua/ledger/*)
 // run through pkg/script; this package only derives keys and arguments,

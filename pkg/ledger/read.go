@@ -118,7 +118,7 @@ func (r *record) proto() (*cyclesv1.Reservation, error) {
 	return out, nil
 }
 
-// Get reads one reservation of the effective tenant: PROTOCOL.md §b.6.
+// Get reads one reservation of the effective tenant: docs/protocol.md#reads.
 // Unknown ids — including ids of other tenants, whose keys live under their
 // own tenant prefix — are NOT_FOUND: no cross-tenant existence oracle. An
 // EXPIRED reservation is RESERVATION_EXPIRED.
@@ -196,7 +196,7 @@ func segments(vals [6]string) []string {
 	return segs
 }
 
-// checkTenantFilter: a tenant filter is validation only (PROTOCOL.md §b.7-8).
+// checkTenantFilter: a tenant filter is validation only (docs/protocol.md#reads).
 func checkTenantFilter(tenant, filter string) error {
 	if filter != "" && filter != tenant {
 		return apierr.New(apierr.Forbidden, "tenant filter %q does not match the caller's tenant", filter)
@@ -204,7 +204,7 @@ func checkTenantFilter(tenant, filter string) error {
 	return nil
 }
 
-// List pages the effective tenant's reservations: PROTOCOL.md §b.7, with the
+// List pages the effective tenant's reservations: docs/protocol.md#reads, with the
 // filters and sorts of runtime.proto. Each call walks at most ScanBudget
 // index entries.
 func (l *Ledger) List(ctx context.Context, tenant string, req *cyclesv1.ListReservationsRequest) (*cyclesv1.ListReservationsResponse, error) {
@@ -300,8 +300,8 @@ func boolArg(b bool) string {
 }
 
 // Balances pages the effective tenant's budgets matching the subject-segment
-// filters (exact segment, case-insensitive) and optional unit: PROTOCOL.md
-// §b.8. Children are always included. Order: scope path, then unit.
+// filters (exact segment, case-insensitive) and optional unit: docs/protocol.md#reads.
+// Children are always included. Order: scope path, then unit.
 func (l *Ledger) Balances(ctx context.Context, tenant string, req *cyclesv1.GetBalancesRequest) (*cyclesv1.GetBalancesResponse, error) {
 	if err := checkTenantFilter(tenant, req.GetTenant()); err != nil {
 		return nil, err

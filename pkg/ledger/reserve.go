@@ -50,7 +50,7 @@ func derive(tenant string, subj *cyclesv1.Subject, unit cyclesv1.Unit) (*derived
 }
 
 // Reserve creates a reservation (or evaluates one when req.dry_run) for the
-// effective tenant: PROTOCOL.md §b.1. A live budget refusal is an error; a
+// effective tenant: docs/protocol.md#reserve. A live budget refusal is an error; a
 // dry-run refusal is a DENY response.
 func (l *Ledger) Reserve(ctx context.Context, tenant string, req *cyclesv1.CreateReservationRequest) (*cyclesv1.CreateReservationResponse, error) {
 	d, err := derive(tenant, req.GetSubject(), req.GetEstimate().GetUnit())
@@ -145,7 +145,7 @@ func reserveResponse(s *snapshot) (*cyclesv1.CreateReservationResponse, error) {
 	return resp, nil
 }
 
-// Decide evaluates a reservation without making one: PROTOCOL.md §b.2.
+// Decide evaluates a reservation without making one: docs/protocol.md#dry-run-and-decide.
 // Budget and tenant conditions are DENY results.
 func (l *Ledger) Decide(ctx context.Context, tenant string, req *cyclesv1.DecideRequest) (*cyclesv1.DecideResponse, error) {
 	d, err := derive(tenant, req.GetSubject(), req.GetEstimate().GetUnit())

@@ -8,7 +8,7 @@ import (
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 )
 
-// Scopes, UNIT_MISMATCH and NOT_FOUND (PROTOCOL.md §a.2, §b.1 step 5, §b.9 step 4).
+// Scopes, UNIT_MISMATCH and NOT_FOUND (docs/protocol.md#scopes-and-budgets, docs/protocol.md#reserve, docs/protocol.md#direct-debits-createevent).
 func TestScriptScopesUnitMismatchNotFound(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *sx) {
 		// No budget in any unit: live reserve and event are NOT_FOUND naming

@@ -23,7 +23,7 @@ func (s *sx) wantL(rest string, want L) {
 }
 
 // Commit below / equal / above the estimate under every policy, exactly as
-// PROTOCOL.md §b.3 (charged, released, debt and is_over_limit per scope).
+// docs/protocol.md#commit (charged, released, debt and is_over_limit per scope).
 func TestScriptCommitPolicies(t *testing.T) {
 	const E = 100
 	type scopeSeed struct{ alloc, spent, lim int64 }
@@ -58,7 +58,7 @@ func TestScriptCommitPolicies(t *testing.T) {
 		{name: "ALLOW_WITH_OVERDRAFT worked example", top: scopeSeed{alloc: 1_000_000, spent: 950_000, lim: 100_000}, est: 1000, policy: "ALLOW_WITH_OVERDRAFT", actual: 100_000,
 			charged: "100000", debt: "50000", wantTop: L{rem: -50_000, spent: 1_000_000, debt: 50_000},
 			wantEvents: []string{"reservation.commit_overage", "budget.debt_incurred"}},
-		{name: "ALLOW_WITH_OVERDRAFT counts only the unfunded shortfall (Ambiguity 1)", top: scopeSeed{alloc: 1_000_000, spent: 950_000, lim: 100_000}, est: 1000, policy: "ALLOW_WITH_OVERDRAFT", actual: 121_000,
+		{name: "ALLOW_WITH_OVERDRAFT counts only the unfunded shortfall", top: scopeSeed{alloc: 1_000_000, spent: 950_000, lim: 100_000}, est: 1000, policy: "ALLOW_WITH_OVERDRAFT", actual: 121_000,
 			charged: "121000", debt: "71000", wantTop: L{rem: -71_000, spent: 1_000_000, debt: 71_000},
 			wantEvents: []string{"reservation.commit_overage", "budget.debt_incurred"}},
 		{name: "ALLOW_WITH_OVERDRAFT refuses debt above the limit", top: scopeSeed{alloc: 1_000_000, spent: 950_000, lim: 40_000}, est: 1000, policy: "ALLOW_WITH_OVERDRAFT", actual: 100_000,

@@ -8,7 +8,7 @@ import (
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 )
 
-// Idempotency (PROTOCOL.md §c): replays return the stored snapshot and change
+// Idempotency (docs/protocol.md#idempotency-and-replay): replays return the stored snapshot and change
 // nothing, a different payload is IDEMPOTENCY_MISMATCH, failures are never
 // remembered, namespaces are per tenant and endpoint, and a replay wins over
 // the TENANT_CLOSED guard.

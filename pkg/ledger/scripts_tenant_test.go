@@ -194,7 +194,7 @@ func TestScriptEventsNotBlockedByDebt(t *testing.T) {
 	})
 }
 
-// The outbox: which operation emits what (PROTOCOL.md §g.5), amounts as
+// The outbox: which operation emits what (docs/protocol.md#events), amounts as
 // decimal strings, never on a replay.
 func TestScriptOutboxEvents(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *sx) {

@@ -13,7 +13,7 @@ import (
 )
 
 // Commit settles a reservation of the effective tenant with its actual cost:
-// PROTOCOL.md §b.3. Ids of other tenants are answered by the handler's
+// docs/protocol.md#commit. Ids of other tenants are answered by the handler's
 // owner check (ids.go) before this is called.
 func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.CommitReservationRequest) (*cyclesv1.CommitReservationResponse, error) {
 	hash, err := payloadHash(req)
@@ -67,7 +67,7 @@ func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.Commit
 	return resp, nil
 }
 
-// Release returns a reservation's whole hold: PROTOCOL.md §b.4.
+// Release returns a reservation's whole hold: docs/protocol.md#release.
 func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.ReleaseReservationRequest) (*cyclesv1.ReleaseReservationResponse, error) {
 	hash, err := payloadHash(req)
 	if err != nil {
@@ -101,7 +101,7 @@ func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.Relea
 	return resp, nil
 }
 
-// Extend moves a reservation's expiry forward: PROTOCOL.md §b.5.
+// Extend moves a reservation's expiry forward: docs/protocol.md#extend.
 func (l *Ledger) Extend(ctx context.Context, tenant string, req *cyclesv1.ExtendReservationRequest) (*cyclesv1.ExtendReservationResponse, error) {
 	hash, err := payloadHash(req)
 	if err != nil {
@@ -141,7 +141,7 @@ func (l *Ledger) Extend(ctx context.Context, tenant string, req *cyclesv1.Extend
 	return resp, nil
 }
 
-// CreateEvent debits an actual cost directly: PROTOCOL.md §b.9.
+// CreateEvent debits an actual cost directly: docs/protocol.md#direct-debits-createevent.
 func (l *Ledger) CreateEvent(ctx context.Context, tenant string, req *cyclesv1.CreateEventRequest) (*cyclesv1.CreateEventResponse, error) {
 	d, err := derive(tenant, req.GetSubject(), req.GetActual().GetUnit())
 	if err != nil {
@@ -200,7 +200,7 @@ func (l *Ledger) CreateEvent(ctx context.Context, tenant string, req *cyclesv1.C
 }
 
 // ReleaseForTenantClose releases up to batch ACTIVE reservations of a CLOSED
-// tenant through the normal release arithmetic (PROTOCOL.md Part 1 §9),
+// tenant through the normal release arithmetic (docs/protocol.md#tenants-and-api-keys),
 // bypassing only the TENANT_CLOSED guard. more reports whether ACTIVE
 // reservations remain; the admin plane calls it until more is false. A
 // reservation that cannot be released (corrupt record, overflow) is

@@ -1,4 +1,4 @@
-// Package scope derives canonical scope paths (PROTOCOL.md §a.2, Part 1 §4-5)
+// Package scope derives canonical scope paths (docs/protocol.md#scopes-and-budgets)
 // and names units in their key form.
 //
 // The effective tenant is always the root: a subject {workspace: Prod, agent: a}

@@ -1,5 +1,5 @@
 // Package sweeper expires reservations that are past expires_at + grace, across
-// all tenants (PROTOCOL.md §f, Part 1 §10-11).
+// all tenants (docs/protocol.md#expiry, docs/design.md#the-sweeper).
 //
 // # One script per tenant batch
 //

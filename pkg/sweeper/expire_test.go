@@ -15,8 +15,8 @@ import (
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
-// Script-level conformance of lua/sweeper/expire_batch.lua (PROTOCOL §f,
-// REF ExpireLuaConformanceTest C1-C8), called through the executor with no Go
+// Script-level conformance of lua/sweeper/expire_batch.lua (docs/protocol.md#expiry,
+// cases C1-C8), called through the executor with no Go
 // sweeper logic in between, on real Redis and on the embedded store.
 
 // C1: ACTIVE -> EXPIRED, exact refund at every budgeted scope, index entry

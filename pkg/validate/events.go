@@ -52,7 +52,7 @@ func init() {
 	})
 }
 
-// eventCategories are the protocol's EventCategory values (PROTOCOL.md §g.2).
+// eventCategories are the protocol's EventCategory values (docs/protocol.md#events).
 var eventCategories = map[string]bool{
 	"budget": true, "tenant": true, "api_key": true, "policy": true,
 	"reservation": true, "system": true, "webhook": true,

@@ -4,7 +4,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 )
 
-// Runtime request validators (PROTOCOL.md §b).
+// Runtime request validators (docs/protocol.md).
 func init() {
 	register(func(r *cyclesv1.CreateReservationRequest) error {
 		if err := spend(r.GetIdempotencyKey(), r.GetSubject(), r.GetAction(), "estimate", r.GetEstimate()); err != nil {

@@ -207,8 +207,8 @@ func (e *env) seed(t *testing.T, w *world) {
 		b := w.budgets[id]
 		ledgertest.SeedBudget(t, e.client, w.tenant, ledgertest.Budget{
 			Scope: b.Scope, Unit: b.Unit, Allocated: b.Allocated, OverdraftLimit: b.Limit,
-			// The budget-level policy is ignored by the ledger (PROTOCOL.md
-			// §a.9); vary it to prove that.
+			// The budget-level policy is ignored by the ledger
+			// (docs/protocol.md#overage-policies-and-debt); vary it to prove that.
 			Extra: map[string]string{"commit_overage_policy": policies[1+len(id)%3]},
 		})
 	}

@@ -193,7 +193,7 @@ func codeOf(err error) apierr.Code {
 }
 
 // succeededEarlier reports whether key succeeded in an earlier batch: a
-// retry of it must replay, whatever happened since (PROTOCOL.md §c).
+// retry of it must replay, whatever happened since (docs/protocol.md#idempotency-and-replay).
 func (c *caseRun) succeededEarlier(key string) bool {
 	b, ok := c.m.keyBatch[key]
 	return ok && b < c.batch
@@ -504,8 +504,9 @@ func (c *caseRun) foldExtend(out outcome) {
 		c.m.extendReqs = append(c.m.extendReqs, &settleReq{target: o.target, extend: req})
 	}
 	key := req.GetIdempotencyKey()
-	// An extend is replayable until the expiry it set (+ grace), PROTOCOL.md
-	// §c; after that a retry is a new request on an expired reservation.
+	// An extend is replayable until the expiry it set (+ grace),
+	// docs/protocol.md#idempotency-and-replay; after that a retry is a new
+	// request on an expired reservation.
 	mustReplay := false
 	if o.target != nil {
 		if prev, ok := o.target.extends[key]; ok {

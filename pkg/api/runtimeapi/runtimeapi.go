@@ -3,14 +3,14 @@
 // from the authenticated principal, the request has already been validated
 // by the interceptor chain (validate.Message), and pkg/ledger decides.
 //
-// Checks done here, in the protocol's order (PROTOCOL.md §b.0):
+// Checks done here, in the protocol's order (docs/protocol.md#errors):
 //  1. metadata x-idempotency-key, when present, must equal the body key
 //     (else INVALID_REQUEST);
 //  2. subject.tenant (and the tenant filter of list/balances), when set, must
 //     equal the effective tenant exactly (else FORBIDDEN);
 //  3. a reservation id owned by another tenant (ids name their owner, see
 //     pkg/ledger ids.go) is FORBIDDEN when it exists there, else NOT_FOUND
-//     (§e), before any state of either tenant is touched.
+//     (docs/protocol.md#reads), before any state of either tenant is touched.
 package runtimeapi
 
 import (

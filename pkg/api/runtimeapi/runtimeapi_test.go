@@ -86,7 +86,7 @@ func (f *fixture) reserve(key string, est int64) string {
 	return r.GetReservationId()
 }
 
-// Every error code of PROTOCOL.md §d the runtime can produce: gRPC status
+// Every error code of docs/protocol.md#errors the runtime can produce: gRPC status
 // code, ErrorInfo reason (domain cycles), and Redis unchanged by the call.
 func TestErrorCodes(t *testing.T) {
 	c := redistest.SharedClient(t)
@@ -333,7 +333,7 @@ func TestLifecycleOverGRPC(t *testing.T) {
 
 // TestOtherTenantsReservations: ids name their owner, so a reservation of
 // tenant A asked for by tenant B is PERMISSION_DENIED when it exists and
-// NOT_FOUND when it does not (PROTOCOL.md §e), on every id-taking RPC, and
+// NOT_FOUND when it does not (docs/protocol.md#reads), on every id-taking RPC, and
 // nothing of A changes.
 func TestOtherTenantsReservations(t *testing.T) {
 	c := redistest.SharedClient(t)
