@@ -17,12 +17,19 @@ type Cluster struct {
 	Masters []*Server
 }
 
-// startSharedCluster starts the per-binary cluster of SharedClient. Its
-// processes die with the test binary (Pdeathsig); its dirs are temporary.
+// startSharedCluster starts the per-binary cluster of SharedClient. Main
+// stops it and removes its dirs after the tests (StopShared); its processes
+// also die with the test binary (Pdeathsig).
 func startSharedCluster(tb testing.TB) *Cluster {
 	c, err := newCluster(3, func() (string, error) { return os.MkdirTemp("", "cycles-cluster-") }, func() int { return FreePort(tb) })
 	if err != nil {
 		tb.Logf("start shared cluster: %v", err)
+		if c != nil {
+			for _, s := range c.Masters {
+				s.Stop()
+				_ = os.RemoveAll(s.Dir)
+			}
+		}
 		return nil
 	}
 	return c
@@ -60,6 +67,7 @@ func newCluster(n int, dir func() (string, error), port func() int) (*Cluster, e
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
 		}})
 		if err != nil {
+			_ = os.RemoveAll(d)
 			return c, fmt.Errorf("start cluster node: %w", err)
 		}
 		c.Masters = append(c.Masters, s)

@@ -145,23 +145,27 @@ func (s *Server) Restart() error {
 func (s *Server) Stop() { s.Kill() }
 
 var (
-	sharedOnce sync.Once
-	shared     *Server
-	sharedErr  error
+	// sharedMu guards shared and sharedCluster: started on first use,
+	// stopped by StopShared (Main) after the tests.
+	sharedMu  sync.Mutex
+	shared    *Server
+	sharedErr error
 )
 
 // Shared returns one redis-server per test binary, for tests that isolate
 // themselves by tenant id instead of by server. It is never flushed.
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
-	sharedOnce.Do(func() {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if shared == nil && sharedErr == nil {
 		dir, err := os.MkdirTemp("", "cycles-redistest-")
 		if err != nil {
 			sharedErr = err
-			return
+		} else if shared, sharedErr = StartProcess(dir, FreePort(tb)); sharedErr != nil {
+			_ = os.RemoveAll(dir)
 		}
-		shared, sharedErr = StartProcess(dir, FreePort(tb))
-	})
+	}
 	if sharedErr != nil {
 		tb.Fatalf("shared redis-server: %v", sharedErr)
 	}
@@ -178,8 +182,8 @@ const ClusterEnv = "CYCLES_TEST_REDIS"
 func OnCluster() bool { return os.Getenv(ClusterEnv) == "cluster" }
 
 var (
-	sharedClusterOnce sync.Once
-	sharedCluster     *Cluster
+	sharedCluster    *Cluster
+	sharedClusterErr bool
 )
 
 // SharedClient is a client of the shared backend (a redis-server, or a
@@ -188,11 +192,17 @@ var (
 func SharedClient(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
 	if OnCluster() {
-		sharedClusterOnce.Do(func() { sharedCluster = startSharedCluster(tb) })
-		if sharedCluster == nil {
+		sharedMu.Lock()
+		if sharedCluster == nil && !sharedClusterErr {
+			sharedCluster = startSharedCluster(tb)
+			sharedClusterErr = sharedCluster == nil
+		}
+		c := sharedCluster
+		sharedMu.Unlock()
+		if c == nil {
 			tb.Fatal("shared cluster failed to start")
 		}
-		return sharedCluster.Client(tb)
+		return c.Client(tb)
 	}
 	return Shared(tb).Client(tb)
 }
