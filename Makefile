@@ -71,7 +71,7 @@ run: ## Build, then start cyclesd in dev mode (embedded store, demo tenant; prin
 .PHONY: check-readme
 check-readme: ## Paste README.md's sh blocks in order against a fresh dev-mode cyclesd (~15 s; needs grpcurl: make tools)
 	@command -v grpcurl >/dev/null || $(MAKE) --no-print-directory grpcurl
-	$(GO) test -count=1 -run 'TestREADMESession|TestLinksStayInRepo' -v ./test/readme
+	CYCLES_REQUIRE_GRPCURL=1 $(GO) test -count=1 -run 'TestREADMESession|TestLinksStayInRepo' -v ./test/readme
 
 .PHONY: grpcurl
 grpcurl: ## Install grpcurl (pinned) with go install, if it is not on the PATH
@@ -83,7 +83,7 @@ CLUSTER_SUITES ?= ./pkg/ledger/... ./pkg/sweeper/... ./pkg/events/... ./pkg/rate
 .PHONY: test
 test: deps grpcurl ## Run every test (own redis-server processes), Cluster suites, fuzz, 60 s soak: ~8 min
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
+	CYCLES_REQUIRE_GRPCURL=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory test-cluster
 	$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SHORT_TIME)
 	$(MAKE) --no-print-directory soak SOAK_DURATION=$(SOAK_SHORT_DURATION)

@@ -60,7 +60,7 @@ func seedDev(ctx context.Context, c *components, cfg *config.Config, addr string
   budgets    tenant:demo 1,000,000 TOKENS; workspace:prod 100,000; agent:bot 10,000;
              tenant:demo 500,000,000 USD_MICROCENTS ($5)
 
-Try it (grpcurl: go install github.com/fullstorydev/grpcurl/cmd/grpcurl@latest):
+Try it (grpcurl: make tools, or go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.2):
 
   grpcurl -plaintext %[4]s list
 

@@ -30,18 +30,14 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cyclesd-crash-")
-	if err != nil {
-		panic(err)
-	}
-	binary, err = cyclesdtest.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	redistest.Main(m, redistest.MainOptions{LeakCheck: true, Setup: func() (func(), error) {
+		dir, err := os.MkdirTemp("", "cyclesd-crash-")
+		if err != nil {
+			return nil, err
+		}
+		binary, err = cyclesdtest.Build(dir)
+		return func() { _ = os.RemoveAll(dir) }, err
+	}})
 }
 
 const phase = 1200 * time.Millisecond

@@ -35,19 +35,18 @@ const adminKey = "e2e-admin-key-0123456789abcdef"
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cyclesd-e2e-")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "cyclesd")
-	out, err := exec.Command("go", "build", "-o", binary, "github.com/cyclesgo/cycles-go/cmd/cyclesd").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build cyclesd: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	redistest.Main(m, redistest.MainOptions{LeakCheck: true, Setup: func() (func(), error) {
+		dir, err := os.MkdirTemp("", "cyclesd-e2e-")
+		if err != nil {
+			return nil, err
+		}
+		teardown := func() { _ = os.RemoveAll(dir) }
+		binary = filepath.Join(dir, "cyclesd")
+		if out, err := exec.Command("go", "build", "-o", binary, "github.com/cyclesgo/cycles-go/cmd/cyclesd").CombinedOutput(); err != nil {
+			return teardown, fmt.Errorf("build cyclesd: %v\n%s", err, out)
+		}
+		return teardown, nil
+	}})
 }
 
 // daemon is one running cyclesd.

@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 		}
 		_ = flag.Set("rapid.checks", strconv.Itoa(n))
 	}
-	os.Exit(m.Run())
+	redistest.Main(m, redistest.MainOptions{LeakCheck: true})
 }
 
 // env is what every case shares: one Redis, one ledger, one sweeper.

@@ -38,21 +38,17 @@ var binary string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if !*run {
-		os.Exit(m.Run()) // TestSoak skips itself
-	}
-	dir, err := os.MkdirTemp("", "cyclesd-soak-")
-	if err != nil {
-		panic(err)
-	}
-	binary, err = cyclesdtest.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	redistest.Main(m, redistest.MainOptions{LeakCheck: true, Setup: func() (func(), error) {
+		if !*run {
+			return nil, nil // TestSoak skips itself
+		}
+		dir, err := os.MkdirTemp("", "cyclesd-soak-")
+		if err != nil {
+			return nil, err
+		}
+		binary, err = cyclesdtest.Build(dir)
+		return func() { _ = os.RemoveAll(dir) }, err
+	}})
 }
 
 // minRate is the floor for the workload.
