@@ -169,12 +169,13 @@ func tailOf(s string, n int) string {
 	return s
 }
 
-// startDevServer runs cyclesd in dev mode (embedded store, demo seed) and
-// waits for its banner, which it prints once the seed is in place.
+// startDevServer runs cyclesd as `make run` does, in dev mode (embedded
+// store, demo seed), on the given addresses, and waits for its banner, which
+// it prints once the seed is in place.
 func startDevServer(t *testing.T, bin, grpcAddr, httpAddr string) {
 	t.Helper()
 	out := &logBuffer{}
-	cmd := exec.Command(bin, "-listen", grpcAddr, "-http-listen", httpAddr, "-sweeper=false")
+	cmd := exec.Command(bin, "-listen", grpcAddr, "-http-listen", httpAddr)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
