@@ -44,6 +44,12 @@ generate: ## Regenerate gen/ from proto/ with local plugins
 	buf lint
 	rm -rf gen/cycles
 	buf generate
+	$(MAKE) --no-print-directory descriptors
+
+.PHONY: descriptors
+descriptors: ## Write pkg/contract/cycles.binpb: the descriptor set with source info and imports (served by reflection)
+	@command -v buf >/dev/null || $(MAKE) tools
+	buf build --as-file-descriptor-set -o pkg/contract/cycles.binpb
 
 .PHONY: lint
 lint: ## buf lint, gofmt and go vet
