@@ -41,7 +41,7 @@ func TestReflectionServesProtoComments(t *testing.T) {
 	all := strings.Join(comments, "\n")
 	for _, want := range []string{
 		"RuntimeService is the budget authority", // the service
-		"CreateReservation holds `estimate`",      // an RPC
+		"CreateReservation holds `estimate`",     // an RPC
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("reflection lost the comment %q", want)
