@@ -64,7 +64,7 @@ func TestEveryEventTypeIsProducedAndTyped(t *testing.T) {
 	must(runtime.CommitReservation(agent, &cyclesv1.CommitReservationRequest{ReservationId: rid, IdempotencyKey: "c1",
 		Actual: &cyclesv1.Amount{Unit: tok, Amount: 1200}})) // commit_overage, debt_incurred 200
 	must(admin.UpdateBudget(ctx, &cyclesv1.UpdateBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: tok, OverdraftLimit: ptr(int64(100))})) // over_limit_entered
-	fund(cyclesv1.FundingOperation_FUNDING_OPERATION_REPAY_DEBT, 300) // debt_repaid, over_limit_exited
+	fund(cyclesv1.FundingOperation_FUNDING_OPERATION_REPAY_DEBT, 300)                                                                            // debt_repaid, over_limit_exited
 	must(admin.FreezeBudget(ctx, &cyclesv1.FreezeBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: tok}))
 	must(admin.UnfreezeBudget(ctx, &cyclesv1.UnfreezeBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: tok}))
 	reserve("r-expires", 10, ptr(int64(1000)))
