@@ -80,6 +80,11 @@ test: deps ## Run every test (starts its own redis-server processes), then the d
 	$(MAKE) --no-print-directory test-cluster
 	$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SHORT_TIME)
 	$(MAKE) --no-print-directory soak SOAK_DURATION=$(SOAK_SHORT_DURATION)
+	$(MAKE) --no-print-directory test-clients
+
+.PHONY: test-clients
+test-clients: ## Generate Python and TypeScript stubs, start a dev cyclesd, run examples/python and examples/typescript
+	examples/test-clients.sh
 
 .PHONY: test-cluster
 test-cluster: deps ## Run the ledger, sweeper, event, limiter and admin suites against a real 3-master Cluster
