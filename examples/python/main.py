@@ -5,7 +5,7 @@ protobuf-compiler-grpc; `make test-clients` generates the stubs into gen/
 (protoc >= 3.15 for proto3 `optional`) and runs this against a dev-mode
 cyclesd. Any failed step exits non-zero.
 
-    CYCLES_GRPC=127.0.0.1:7779 CYCLES_ADMIN_KEY=dev-admin-key-change-me python3 main.py
+    CYCLES_GRPC=127.0.0.1:7700 CYCLES_ADMIN_KEY=dev-admin-key-change-me python3 main.py
 """
 import os
 import sys
@@ -22,7 +22,7 @@ from cycles.v1 import events_pb2, events_pb2_grpc  # noqa: E402
 from cycles.v1 import runtime_pb2, runtime_pb2_grpc  # noqa: E402
 from google.rpc import error_details_pb2, status_pb2  # noqa: E402
 
-TARGET = os.environ.get("CYCLES_GRPC", "127.0.0.1:7779")
+TARGET = os.environ.get("CYCLES_GRPC", "127.0.0.1:7700")
 ADMIN = [("x-cycles-admin-key", os.environ.get("CYCLES_ADMIN_KEY", "dev-admin-key-change-me"))]
 BIG = 2**53 + 1  # the first integer a float64 cannot hold; Python ints are exact
 
