@@ -83,7 +83,8 @@ func (StartPosition) EnumDescriptor() ([]byte, []int) {
 type Actor struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// admin, api_key, admin_on_behalf_of, system.
-	Type          string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// The API key's public id when type is api_key; empty otherwise.
 	KeyId         string `protobuf:"bytes,2,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -142,15 +143,21 @@ type Event struct {
 	// typed form (prefer it; this string stays for protocol compatibility).
 	EventType string `protobuf:"bytes,2,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
 	// budget, tenant, api_key, policy, reservation, system.
-	Category    string `protobuf:"bytes,3,opt,name=category,proto3" json:"category,omitempty"`
-	TimestampMs int64  `protobuf:"varint,4,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
-	TenantId    string `protobuf:"bytes,5,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Category string `protobuf:"bytes,3,opt,name=category,proto3" json:"category,omitempty"`
+	// When the change was committed, by the Redis clock (epoch ms).
+	TimestampMs int64 `protobuf:"varint,4,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	// The tenant whose log holds the event.
+	TenantId string `protobuf:"bytes,5,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// Full scope path, when the event concerns a scope.
-	Scope     string `protobuf:"bytes,6,opt,name=scope,proto3" json:"scope,omitempty"`
-	Actor     *Actor `protobuf:"bytes,7,opt,name=actor,proto3" json:"actor,omitempty"`
-	Source    string `protobuf:"bytes,8,opt,name=source,proto3" json:"source,omitempty"`
+	Scope string `protobuf:"bytes,6,opt,name=scope,proto3" json:"scope,omitempty"`
+	// Who caused it.
+	Actor *Actor `protobuf:"bytes,7,opt,name=actor,proto3" json:"actor,omitempty"`
+	// The emitting component ("cyclesd").
+	Source string `protobuf:"bytes,8,opt,name=source,proto3" json:"source,omitempty"`
+	// The x-request-id of the call that caused it (empty for the sweeper).
 	RequestId string `protobuf:"bytes,9,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	TraceId   string `protobuf:"bytes,10,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// The trace id of that call, for joining with traces.
+	TraceId string `protobuf:"bytes,10,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// The protocol's untyped payload (amounts as decimal strings). Deprecated
 	// for typed clients: `payload` carries the same with int64 amounts and
 	// enums; this stays for protocol compatibility.
@@ -473,17 +480,21 @@ func (*Event_TenantChanged) isEvent_Payload() {}
 
 func (*Event_ApiKeyChanged) isEvent_Payload() {}
 
+// WatchEventsRequest opens a live tail of one tenant's log.
 type WatchEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Admin key only: the tenant to watch.
 	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// Empty means all.
 	EventTypes []string `protobuf:"bytes,2,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
+	// Only these categories (must be visible to the caller); empty means all visible.
 	Categories []string `protobuf:"bytes,3,rep,name=categories,proto3" json:"categories,omitempty"`
 	// Only events whose scope equals this path or lies below it.
-	ScopePrefix string        `protobuf:"bytes,4,opt,name=scope_prefix,json=scopePrefix,proto3" json:"scope_prefix,omitempty"`
-	Start       StartPosition `protobuf:"varint,5,opt,name=start,proto3,enum=cycles.v1.StartPosition" json:"start,omitempty"`
-	Cursor      string        `protobuf:"bytes,6,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	ScopePrefix string `protobuf:"bytes,4,opt,name=scope_prefix,json=scopePrefix,proto3" json:"scope_prefix,omitempty"`
+	// Where the watch begins.
+	Start StartPosition `protobuf:"varint,5,opt,name=start,proto3,enum=cycles.v1.StartPosition" json:"start,omitempty"`
+	// With START_POSITION_CURSOR: the cursor of the last event (or heartbeat) seen.
+	Cursor string `protobuf:"bytes,6,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// Only these types (typed form of event_types; both lists combine). Empty
 	// with empty event_types means all.
 	Types         []EventType `protobuf:"varint,20,rep,packed,name=types,proto3,enum=cycles.v1.EventType" json:"types,omitempty"`
@@ -572,8 +583,9 @@ func (x *WatchEventsRequest) GetTypes() []EventType {
 
 // Heartbeat keeps idle streams alive through proxies.
 type Heartbeat struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	ServerTimeMs int64                  `protobuf:"varint,1,opt,name=server_time_ms,json=serverTimeMs,proto3" json:"server_time_ms,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server's Redis clock (epoch ms).
+	ServerTimeMs int64 `protobuf:"varint,1,opt,name=server_time_ms,json=serverTimeMs,proto3" json:"server_time_ms,omitempty"`
 	// The cursor the stream has read up to (resume from here).
 	Cursor        string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -624,8 +636,11 @@ func (x *Heartbeat) GetCursor() string {
 	return ""
 }
 
+// WatchEventsResponse is one event or, on an idle stream, a heartbeat.
 type WatchEventsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
+	// What this message carries.
+	//
 	// Types that are valid to be assigned to Item:
 	//
 	//	*WatchEventsResponse_Event
@@ -695,10 +710,12 @@ type isWatchEventsResponse_Item interface {
 }
 
 type WatchEventsResponse_Event struct {
+	// The next event after the last one sent.
 	Event *Event `protobuf:"bytes,1,opt,name=event,proto3,oneof"`
 }
 
 type WatchEventsResponse_Heartbeat struct {
+	// Nothing new; the stream is alive.
 	Heartbeat *Heartbeat `protobuf:"bytes,2,opt,name=heartbeat,proto3,oneof"`
 }
 
@@ -706,16 +723,24 @@ func (*WatchEventsResponse_Event) isWatchEventsResponse_Item() {}
 
 func (*WatchEventsResponse_Heartbeat) isWatchEventsResponse_Item() {}
 
+// ListEventsRequest pages one tenant's log, oldest first.
 type ListEventsRequest struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	TenantId    string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	EventTypes  []string               `protobuf:"bytes,2,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
-	Categories  []string               `protobuf:"bytes,3,rep,name=categories,proto3" json:"categories,omitempty"`
-	ScopePrefix string                 `protobuf:"bytes,4,opt,name=scope_prefix,json=scopePrefix,proto3" json:"scope_prefix,omitempty"`
-	FromMs      *int64                 `protobuf:"varint,5,opt,name=from_ms,json=fromMs,proto3,oneof" json:"from_ms,omitempty"`
-	ToMs        *int64                 `protobuf:"varint,6,opt,name=to_ms,json=toMs,proto3,oneof" json:"to_ms,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Admin key only: the tenant to read; a tenant key reads its own.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// Only these protocol event names; empty means all.
+	EventTypes []string `protobuf:"bytes,2,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
+	// Only these categories (must be visible to the caller); empty means all visible.
+	Categories []string `protobuf:"bytes,3,rep,name=categories,proto3" json:"categories,omitempty"`
+	// Only events whose scope equals this path or lies below it.
+	ScopePrefix string `protobuf:"bytes,4,opt,name=scope_prefix,json=scopePrefix,proto3" json:"scope_prefix,omitempty"`
+	// Only events at or after this time (epoch ms).
+	FromMs *int64 `protobuf:"varint,5,opt,name=from_ms,json=fromMs,proto3,oneof" json:"from_ms,omitempty"`
+	// Only events before this time (epoch ms).
+	ToMs *int64 `protobuf:"varint,6,opt,name=to_ms,json=toMs,proto3,oneof" json:"to_ms,omitempty"`
 	// 1..200, default 50.
-	Limit  int32  `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int32 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The previous page's next_cursor; empty for the first page.
 	Cursor string `protobuf:"bytes,8,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// Only these types (typed form of event_types; both lists combine).
 	Types         []EventType `protobuf:"varint,20,rep,packed,name=types,proto3,enum=cycles.v1.EventType" json:"types,omitempty"`
@@ -816,11 +841,15 @@ func (x *ListEventsRequest) GetTypes() []EventType {
 	return nil
 }
 
+// ListEventsResponse is one page of events.
 type ListEventsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Events        []*Event               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
-	NextCursor    string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
-	HasMore       bool                   `protobuf:"varint,3,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first.
+	Events []*Event `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// Pass as `cursor` for the next page; empty at the end.
+	NextCursor string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	// True when more events follow (then next_cursor is set).
+	HasMore       bool `protobuf:"varint,3,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
