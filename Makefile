@@ -44,6 +44,12 @@ generate: ## Regenerate gen/ from proto/ with local plugins
 	buf lint
 	rm -rf gen/cycles
 	buf generate
+	$(MAKE) --no-print-directory descriptors
+
+.PHONY: descriptors
+descriptors: ## Write pkg/contract/cycles.binpb: the descriptor set with source info and imports (served by reflection)
+	@command -v buf >/dev/null || $(MAKE) tools
+	buf build --as-file-descriptor-set -o pkg/contract/cycles.binpb
 
 .PHONY: lint
 lint: ## buf lint, gofmt and go vet
@@ -87,6 +93,11 @@ test: deps grpcurl ## Run every test (own redis-server processes), Cluster suite
 	$(MAKE) --no-print-directory test-cluster
 	$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(FUZZ_SHORT_TIME)
 	$(MAKE) --no-print-directory soak SOAK_DURATION=$(SOAK_SHORT_DURATION)
+	$(MAKE) --no-print-directory test-clients
+
+.PHONY: test-clients
+test-clients: ## Generate Python and TypeScript stubs, start a dev cyclesd, run examples/python and examples/typescript
+	examples/test-clients.sh
 
 .PHONY: test-cluster
 test-cluster: deps ## Run the ledger, sweeper, event, limiter and admin suites against a real 3-master Cluster (several minutes)

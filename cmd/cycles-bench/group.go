@@ -36,6 +36,7 @@ type group struct {
 	rt      []cyclesv1.RuntimeServiceClient
 	rl      []cyclesv1.RateLimitServiceClient
 	ctxs    []context.Context // per worker: API key metadata
+	cj      *connectReserver  // the connect op's client (nil without an HTTP listener)
 	workers []*workerLedger
 }
 
@@ -120,6 +121,9 @@ func (b *runner) newGroupNamed(ctx context.Context, tenant, shape string, client
 		g.conns = append(g.conns, c)
 		g.rt = append(g.rt, cyclesv1.NewRuntimeServiceClient(c))
 		g.rl = append(g.rl, cyclesv1.NewRateLimitServiceClient(c))
+	}
+	if b.cfg.cyclesdHTTP != "" {
+		g.cj = newConnectReserver(b.cfg.cyclesdHTTP, clients)
 	}
 	for w := 0; w < clients; w++ {
 		g.ctxs = append(g.ctxs, metadata.NewOutgoingContext(ctx, metadata.Pairs(auth.APIKeyHeader, key)))

@@ -28,6 +28,7 @@ import (
 type config struct {
 	redisAddr       string
 	cyclesdAddr     string
+	cyclesdHTTP     string
 	adminKey        string
 	cyclesdBin      string
 	serverArgs      []string
@@ -51,7 +52,7 @@ type config struct {
 
 const defaultAdminKey = "cycles-bench-admin-key-0123456789"
 
-var allOps = []string{"reserve", "commit", "lifecycle", "decide", "ratelimit"}
+var allOps = []string{"reserve", "commit", "lifecycle", "decide", "ratelimit", "connect"}
 
 // rateAlgorithm is the limiter of the ratelimit phase: the O(1) sliding
 // window with a limit no run reaches, so every check does its full work
@@ -64,6 +65,7 @@ func parseRunFlags(args []string) (*config, error) {
 	var clients, shapes, ops, serverArgs, serverEnv string
 	fs.StringVar(&c.redisAddr, "redis-addr", "", "target this Redis (default: start a private redis-server)")
 	fs.StringVar(&c.cyclesdAddr, "cyclesd-addr", "", "target this cyclesd (default: start one on the Redis); needs -admin-key")
+	fs.StringVar(&c.cyclesdHTTP, "cyclesd-http", "", "base URL of the target cyclesd's HTTP listener, for the connect op (default: the started cyclesd's)")
 	fs.StringVar(&c.adminKey, "admin-key", defaultAdminKey, "admin key of the target cyclesd")
 	fs.StringVar(&c.cyclesdBin, "cyclesd", "", "cyclesd binary to start (default: bin/cyclesd, else go build)")
 	fs.StringVar(&serverArgs, "server-args", "", "extra cyclesd flags, space separated (experiments)")
@@ -114,6 +116,9 @@ func parseRunFlags(args []string) (*config, error) {
 	c.serverEnv = strings.Fields(serverEnv)
 	if c.cyclesdAddr != "" && c.redisAddr == "" {
 		return nil, fmt.Errorf("-cyclesd-addr needs -redis-addr (the ceiling runs against the same Redis)")
+	}
+	if contains(c.ops, "connect") && c.cyclesdAddr != "" && c.cyclesdHTTP == "" {
+		return nil, fmt.Errorf("-ops connect against -cyclesd-addr needs -cyclesd-http")
 	}
 	if c.profileCell != "" && c.cyclesdAddr != "" {
 		return nil, fmt.Errorf("-profile needs the server started by the tool")
@@ -228,7 +233,16 @@ func (b *runner) setup(ctx context.Context) (cleanup func(), err error) {
 		// The sweeper runs once at start and then only when triggered, so
 		// the backlog phase times one complete drain (TriggerSweep) instead
 		// of racing the periodic sweep.
-		args := append([]string{"-listen", cfg.cyclesdAddr, "-http-listen=", "-redis-addrs", cfg.redisAddr, "-admin-key", cfg.adminKey,
+		httpListen := "-http-listen="
+		if contains(cfg.ops, "connect") {
+			hport, err := freePort()
+			if err != nil {
+				return cleanup, err
+			}
+			httpListen = fmt.Sprintf("-http-listen=127.0.0.1:%d", hport)
+			cfg.cyclesdHTTP = fmt.Sprintf("http://127.0.0.1:%d", hport)
+		}
+		args := append([]string{"-listen", cfg.cyclesdAddr, httpListen, "-redis-addrs", cfg.redisAddr, "-admin-key", cfg.adminKey,
 			"-log-format", "json", "-sweeper-interval", "1h"}, cfg.serverArgs...)
 		var p *proc
 		if cfg.profileCell != "" {
@@ -383,6 +397,8 @@ func (b *runner) run(ctx context.Context) (*bench.Result, error) {
 					fn = g.opDecide
 				case "ratelimit":
 					fn = g.opRateLimit(policy)
+				case "connect":
+					fn = g.opConnectReserve
 				}
 				prof := b.startProfile(op, shape, clients)
 				ph := runPhase(ctx, clients, cfg.warmup, cfg.duration, b.pids, fn)
@@ -392,6 +408,9 @@ func (b *runner) run(ctx context.Context) (*bench.Result, error) {
 				c := ph.cell(op, shape, clients)
 				if op == "lifecycle" {
 					c.Note = "one op = reserve + commit"
+				}
+				if op == "connect" {
+					c.Note = "one op = reserve as Connect JSON over HTTP/1.1 (transcoded onto gRPC in process)"
 				}
 				if op == "commit" && ph.window < cfg.duration*9/10 {
 					c.Note = "ran out of reservations before the window ended; measured over the time used"

@@ -157,6 +157,10 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	g.Go(func() error { return srv.Serve(lis) })
 	if cfg.HTTPListen != "" {
 		hs := srv.NewHTTP(server.HTTPOptions{Logger: log.Named("http")})
+		// Connect, gRPC-Web and JSON for every cycles.v1 service (docs/clients.md).
+		if err := hs.MountConnect(server.DefaultConnectMaxBody); err != nil {
+			return err
+		}
 		if cfg.TLSCert != "" {
 			tc, err := tlsconfig.Server(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
 			if err != nil {

@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/reflection"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/auth"
@@ -125,7 +124,7 @@ func New(opts Options, svcs Services) *Server {
 		svcs.Register(g)
 	}
 	healthpb.RegisterHealthServer(g, s.Health)
-	reflection.Register(g)
+	registerReflection(g, log)
 	s.setServing(false)
 	return s
 }

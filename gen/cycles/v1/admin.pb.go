@@ -25,8 +25,10 @@ const (
 type TenantStatus int32
 
 const (
+	// Not a status; refused in requests.
 	TenantStatus_TENANT_STATUS_UNSPECIFIED TenantStatus = 0
-	TenantStatus_TENANT_STATUS_ACTIVE      TenantStatus = 1
+	// Normal operation.
+	TenantStatus_TENANT_STATUS_ACTIVE TenantStatus = 1
 	// Keys still authenticate; new reservations and events are refused.
 	TenantStatus_TENANT_STATUS_SUSPENDED TenantStatus = 2
 	// Terminal.
@@ -80,9 +82,12 @@ func (TenantStatus) EnumDescriptor() ([]byte, []int) {
 type ApiKeyStatus int32
 
 const (
+	// Not a status; never returned.
 	ApiKeyStatus_API_KEY_STATUS_UNSPECIFIED ApiKeyStatus = 0
-	ApiKeyStatus_API_KEY_STATUS_ACTIVE      ApiKeyStatus = 1
-	ApiKeyStatus_API_KEY_STATUS_REVOKED     ApiKeyStatus = 2
+	// Authenticates.
+	ApiKeyStatus_API_KEY_STATUS_ACTIVE ApiKeyStatus = 1
+	// Refused from the moment of revocation (terminal).
+	ApiKeyStatus_API_KEY_STATUS_REVOKED ApiKeyStatus = 2
 )
 
 // Enum value maps for ApiKeyStatus.
@@ -130,8 +135,10 @@ func (ApiKeyStatus) EnumDescriptor() ([]byte, []int) {
 type BudgetStatus int32
 
 const (
+	// Not a status; refused in requests.
 	BudgetStatus_BUDGET_STATUS_UNSPECIFIED BudgetStatus = 0
-	BudgetStatus_BUDGET_STATUS_ACTIVE      BudgetStatus = 1
+	// Accepts reservations, events and funding.
+	BudgetStatus_BUDGET_STATUS_ACTIVE BudgetStatus = 1
 	// No new reservations, events or funding; settlement of existing holds proceeds.
 	BudgetStatus_BUDGET_STATUS_FROZEN BudgetStatus = 2
 	// Terminal.
@@ -185,6 +192,7 @@ func (BudgetStatus) EnumDescriptor() ([]byte, []int) {
 type FundingOperation int32
 
 const (
+	// Not an operation; refused.
 	FundingOperation_FUNDING_OPERATION_UNSPECIFIED FundingOperation = 0
 	// allocated += amount; remaining += amount.
 	FundingOperation_FUNDING_OPERATION_CREDIT FundingOperation = 1
@@ -246,23 +254,33 @@ func (FundingOperation) EnumDescriptor() ([]byte, []int) {
 	return file_cycles_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
+// Tenant is the admin view of a tenant and its reservation defaults.
 type Tenant struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1..64 characters of [a-z0-9_.-]; the root scope is "tenant:<tenant_id>".
-	TenantId                   string              `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	Name                       string              `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Status                     TenantStatus        `protobuf:"varint,3,opt,name=status,proto3,enum=cycles.v1.TenantStatus" json:"status,omitempty"`
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// Display name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// ACTIVE, SUSPENDED or CLOSED.
+	Status TenantStatus `protobuf:"varint,3,opt,name=status,proto3,enum=cycles.v1.TenantStatus" json:"status,omitempty"`
+	// Overage policy of reservations that do not name one.
 	DefaultCommitOveragePolicy CommitOveragePolicy `protobuf:"varint,4,opt,name=default_commit_overage_policy,json=defaultCommitOveragePolicy,proto3,enum=cycles.v1.CommitOveragePolicy" json:"default_commit_overage_policy,omitempty"`
-	DefaultReservationTtlMs    int64               `protobuf:"varint,5,opt,name=default_reservation_ttl_ms,json=defaultReservationTtlMs,proto3" json:"default_reservation_ttl_ms,omitempty"`
+	// TTL of reservations that do not name one.
+	DefaultReservationTtlMs int64 `protobuf:"varint,5,opt,name=default_reservation_ttl_ms,json=defaultReservationTtlMs,proto3" json:"default_reservation_ttl_ms,omitempty"`
 	// 0 means no cap beyond the protocol's 86,400,000.
-	MaxReservationTtlMs      int64             `protobuf:"varint,6,opt,name=max_reservation_ttl_ms,json=maxReservationTtlMs,proto3" json:"max_reservation_ttl_ms,omitempty"`
-	MaxReservationExtensions int32             `protobuf:"varint,7,opt,name=max_reservation_extensions,json=maxReservationExtensions,proto3" json:"max_reservation_extensions,omitempty"`
-	CreatedAtMs              int64             `protobuf:"varint,8,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
-	UpdatedAtMs              int64             `protobuf:"varint,9,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
-	ClosedAtMs               *int64            `protobuf:"varint,10,opt,name=closed_at_ms,json=closedAtMs,proto3,oneof" json:"closed_at_ms,omitempty"`
-	Metadata                 map[string]string `protobuf:"bytes,11,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	MaxReservationTtlMs int64 `protobuf:"varint,6,opt,name=max_reservation_ttl_ms,json=maxReservationTtlMs,proto3" json:"max_reservation_ttl_ms,omitempty"`
+	// How many times one reservation may be extended.
+	MaxReservationExtensions int32 `protobuf:"varint,7,opt,name=max_reservation_extensions,json=maxReservationExtensions,proto3" json:"max_reservation_extensions,omitempty"`
+	// When it was created (epoch ms).
+	CreatedAtMs int64 `protobuf:"varint,8,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	// When it last changed (epoch ms).
+	UpdatedAtMs int64 `protobuf:"varint,9,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
+	// When it was closed (epoch ms), CLOSED only.
+	ClosedAtMs *int64 `protobuf:"varint,10,opt,name=closed_at_ms,json=closedAtMs,proto3,oneof" json:"closed_at_ms,omitempty"`
+	// Operator-defined labels.
+	Metadata      map[string]string `protobuf:"bytes,11,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Tenant) Reset() {
@@ -372,9 +390,11 @@ func (x *Tenant) GetMetadata() map[string]string {
 	return nil
 }
 
+// CreateTenantRequest describes the new tenant.
 type CreateTenantRequest struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1..64 characters of [a-z0-9_.-]; the root scope is "tenant:<tenant_id>".
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// At most 256 characters.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Default ALLOW_IF_AVAILABLE.
@@ -384,10 +404,11 @@ type CreateTenantRequest struct {
 	// 1,000..86,400,000; default none.
 	MaxReservationTtlMs *int64 `protobuf:"varint,5,opt,name=max_reservation_ttl_ms,json=maxReservationTtlMs,proto3,oneof" json:"max_reservation_ttl_ms,omitempty"`
 	// 0..1,000; default 10.
-	MaxReservationExtensions *int32            `protobuf:"varint,6,opt,name=max_reservation_extensions,json=maxReservationExtensions,proto3,oneof" json:"max_reservation_extensions,omitempty"`
-	Metadata                 map[string]string `protobuf:"bytes,7,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	MaxReservationExtensions *int32 `protobuf:"varint,6,opt,name=max_reservation_extensions,json=maxReservationExtensions,proto3,oneof" json:"max_reservation_extensions,omitempty"`
+	// Operator-defined labels.
+	Metadata      map[string]string `protobuf:"bytes,7,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateTenantRequest) Reset() {
@@ -469,9 +490,11 @@ func (x *CreateTenantRequest) GetMetadata() map[string]string {
 	return nil
 }
 
+// CreateTenantResponse is the stored tenant.
 type CreateTenantResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tenant        *Tenant                `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As stored, defaults filled in.
+	Tenant        *Tenant `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -513,9 +536,11 @@ func (x *CreateTenantResponse) GetTenant() *Tenant {
 	return nil
 }
 
+// GetTenantRequest names a tenant.
 type GetTenantRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenant's id.
+	TenantId      string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -557,9 +582,11 @@ func (x *GetTenantRequest) GetTenantId() string {
 	return ""
 }
 
+// GetTenantResponse is the tenant.
 type GetTenantResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tenant        *Tenant                `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As stored.
+	Tenant        *Tenant `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -601,21 +628,27 @@ func (x *GetTenantResponse) GetTenant() *Tenant {
 	return nil
 }
 
+// UpdateTenantRequest changes the fields it sets; unset fields stay.
 type UpdateTenantRequest struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	Name     *string                `protobuf:"bytes,2,opt,name=name,proto3,oneof" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenant to change.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// New display name.
+	Name *string `protobuf:"bytes,2,opt,name=name,proto3,oneof" json:"name,omitempty"`
 	// UNSPECIFIED leaves it unchanged.
 	DefaultCommitOveragePolicy CommitOveragePolicy `protobuf:"varint,3,opt,name=default_commit_overage_policy,json=defaultCommitOveragePolicy,proto3,enum=cycles.v1.CommitOveragePolicy" json:"default_commit_overage_policy,omitempty"`
-	DefaultReservationTtlMs    *int64              `protobuf:"varint,4,opt,name=default_reservation_ttl_ms,json=defaultReservationTtlMs,proto3,oneof" json:"default_reservation_ttl_ms,omitempty"`
+	// New default TTL, 1,000..86,400,000.
+	DefaultReservationTtlMs *int64 `protobuf:"varint,4,opt,name=default_reservation_ttl_ms,json=defaultReservationTtlMs,proto3,oneof" json:"default_reservation_ttl_ms,omitempty"`
 	// 0 removes the cap.
-	MaxReservationTtlMs      *int64 `protobuf:"varint,5,opt,name=max_reservation_ttl_ms,json=maxReservationTtlMs,proto3,oneof" json:"max_reservation_ttl_ms,omitempty"`
+	MaxReservationTtlMs *int64 `protobuf:"varint,5,opt,name=max_reservation_ttl_ms,json=maxReservationTtlMs,proto3,oneof" json:"max_reservation_ttl_ms,omitempty"`
+	// New extension limit, 0..1,000.
 	MaxReservationExtensions *int32 `protobuf:"varint,6,opt,name=max_reservation_extensions,json=maxReservationExtensions,proto3,oneof" json:"max_reservation_extensions,omitempty"`
 	// ACTIVE or SUSPENDED; UNSPECIFIED leaves it unchanged. Use CloseTenant to close.
 	Status TenantStatus `protobuf:"varint,7,opt,name=status,proto3,enum=cycles.v1.TenantStatus" json:"status,omitempty"`
 	// Replaces the metadata when replace_metadata is true.
-	Metadata        map[string]string `protobuf:"bytes,8,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	ReplaceMetadata bool              `protobuf:"varint,9,opt,name=replace_metadata,json=replaceMetadata,proto3" json:"replace_metadata,omitempty"`
+	Metadata map[string]string `protobuf:"bytes,8,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// With metadata: replace all labels instead of merging.
+	ReplaceMetadata bool `protobuf:"varint,9,opt,name=replace_metadata,json=replaceMetadata,proto3" json:"replace_metadata,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -713,9 +746,11 @@ func (x *UpdateTenantRequest) GetReplaceMetadata() bool {
 	return false
 }
 
+// UpdateTenantResponse is the tenant after the change.
 type UpdateTenantResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tenant        *Tenant                `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As stored.
+	Tenant        *Tenant `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -757,9 +792,11 @@ func (x *UpdateTenantResponse) GetTenant() *Tenant {
 	return nil
 }
 
+// CloseTenantRequest names the tenant to close.
 type CloseTenantRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenant's id.
+	TenantId      string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -801,9 +838,11 @@ func (x *CloseTenantRequest) GetTenantId() string {
 	return ""
 }
 
+// CloseTenantResponse is the closed tenant.
 type CloseTenantResponse struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Tenant *Tenant                `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As stored (CLOSED).
+	Tenant *Tenant `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// Open reservations released by the close.
 	ReleasedReservations int64 `protobuf:"varint,2,opt,name=released_reservations,json=releasedReservations,proto3" json:"released_reservations,omitempty"`
 	unknownFields        protoimpl.UnknownFields
@@ -854,15 +893,21 @@ func (x *CloseTenantResponse) GetReleasedReservations() int64 {
 	return 0
 }
 
+// ApiKey is an API key's public record (never the secret).
 type ApiKey struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 16 lowercase hex characters.
-	KeyId         string       `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
-	TenantId      string       `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	Name          string       `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	Status        ApiKeyStatus `protobuf:"varint,4,opt,name=status,proto3,enum=cycles.v1.ApiKeyStatus" json:"status,omitempty"`
-	CreatedAtMs   int64        `protobuf:"varint,5,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
-	RevokedAtMs   *int64       `protobuf:"varint,6,opt,name=revoked_at_ms,json=revokedAtMs,proto3,oneof" json:"revoked_at_ms,omitempty"`
+	KeyId string `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	// The tenant the key belongs to.
+	TenantId string `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// The name given at creation.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// ACTIVE or REVOKED.
+	Status ApiKeyStatus `protobuf:"varint,4,opt,name=status,proto3,enum=cycles.v1.ApiKeyStatus" json:"status,omitempty"`
+	// When it was created (epoch ms).
+	CreatedAtMs int64 `protobuf:"varint,5,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	// When it was revoked (epoch ms), REVOKED only.
+	RevokedAtMs   *int64 `protobuf:"varint,6,opt,name=revoked_at_ms,json=revokedAtMs,proto3,oneof" json:"revoked_at_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -939,9 +984,11 @@ func (x *ApiKey) GetRevokedAtMs() int64 {
 	return 0
 }
 
+// CreateApiKeyRequest names the tenant and the key.
 type CreateApiKeyRequest struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenant the key will act for.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// At most 256 characters.
 	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -992,9 +1039,11 @@ func (x *CreateApiKeyRequest) GetName() string {
 	return ""
 }
 
+// CreateApiKeyResponse is the key and its secret.
 type CreateApiKeyResponse struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	ApiKey *ApiKey                `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key's public record.
+	ApiKey *ApiKey `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
 	// The secret to send as `x-cycles-api-key`; shown only here, stored hashed.
 	Secret        string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1045,10 +1094,13 @@ func (x *CreateApiKeyResponse) GetSecret() string {
 	return ""
 }
 
+// RevokeApiKeyRequest names the key to revoke.
 type RevokeApiKeyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	KeyId         string                 `protobuf:"bytes,2,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key's tenant.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// The key's public id.
+	KeyId         string `protobuf:"bytes,2,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1097,9 +1149,11 @@ func (x *RevokeApiKeyRequest) GetKeyId() string {
 	return ""
 }
 
+// RevokeApiKeyResponse is the revoked key.
 type RevokeApiKeyResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ApiKey        *ApiKey                `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As stored (REVOKED).
+	ApiKey        *ApiKey `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1144,26 +1198,38 @@ func (x *RevokeApiKeyResponse) GetApiKey() *ApiKey {
 // Budget is the admin view of one (scope, unit) ledger.
 // Invariant: remaining = allocated - spent - reserved - debt.
 type Budget struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The owning tenant.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// Canonical, lowercased, starting with "tenant:<tenant_id>".
 	ScopePath string `protobuf:"bytes,2,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
-	Unit      Unit   `protobuf:"varint,3,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
-	Allocated int64  `protobuf:"varint,4,opt,name=allocated,proto3" json:"allocated,omitempty"`
+	// The unit this ledger counts in.
+	Unit Unit `protobuf:"varint,3,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
+	// Total funded.
+	Allocated int64 `protobuf:"varint,4,opt,name=allocated,proto3" json:"allocated,omitempty"`
 	// May be negative after an overdraft.
-	Remaining      int64        `protobuf:"varint,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
-	Reserved       int64        `protobuf:"varint,6,opt,name=reserved,proto3" json:"reserved,omitempty"`
-	Spent          int64        `protobuf:"varint,7,opt,name=spent,proto3" json:"spent,omitempty"`
-	Debt           int64        `protobuf:"varint,8,opt,name=debt,proto3" json:"debt,omitempty"`
-	OverdraftLimit int64        `protobuf:"varint,9,opt,name=overdraft_limit,json=overdraftLimit,proto3" json:"overdraft_limit,omitempty"`
-	IsOverLimit    bool         `protobuf:"varint,10,opt,name=is_over_limit,json=isOverLimit,proto3" json:"is_over_limit,omitempty"`
-	Status         BudgetStatus `protobuf:"varint,11,opt,name=status,proto3,enum=cycles.v1.BudgetStatus" json:"status,omitempty"`
+	Remaining int64 `protobuf:"varint,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	// Held by open reservations.
+	Reserved int64 `protobuf:"varint,6,opt,name=reserved,proto3" json:"reserved,omitempty"`
+	// Settled by commits and events.
+	Spent int64 `protobuf:"varint,7,opt,name=spent,proto3" json:"spent,omitempty"`
+	// Owed after overdraft charges.
+	Debt int64 `protobuf:"varint,8,opt,name=debt,proto3" json:"debt,omitempty"`
+	// How much debt ALLOW_WITH_OVERDRAFT may create (0: none).
+	OverdraftLimit int64 `protobuf:"varint,9,opt,name=overdraft_limit,json=overdraftLimit,proto3" json:"overdraft_limit,omitempty"`
+	// True while debt exceeds overdraft_limit.
+	IsOverLimit bool `protobuf:"varint,10,opt,name=is_over_limit,json=isOverLimit,proto3" json:"is_over_limit,omitempty"`
+	// ACTIVE, FROZEN or CLOSED.
+	Status BudgetStatus `protobuf:"varint,11,opt,name=status,proto3,enum=cycles.v1.BudgetStatus" json:"status,omitempty"`
 	// Informational (the reservation's policy governs commits).
 	CommitOveragePolicy CommitOveragePolicy `protobuf:"varint,12,opt,name=commit_overage_policy,json=commitOveragePolicy,proto3,enum=cycles.v1.CommitOveragePolicy" json:"commit_overage_policy,omitempty"`
 	// When set, reserves whose deepest scope is this budget get ALLOW_WITH_CAPS.
-	Caps          *Caps             `protobuf:"bytes,13,opt,name=caps,proto3" json:"caps,omitempty"`
-	CreatedAtMs   int64             `protobuf:"varint,14,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
-	UpdatedAtMs   int64             `protobuf:"varint,15,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
+	Caps *Caps `protobuf:"bytes,13,opt,name=caps,proto3" json:"caps,omitempty"`
+	// When it was created (epoch ms).
+	CreatedAtMs int64 `protobuf:"varint,14,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	// When it last changed (epoch ms).
+	UpdatedAtMs int64 `protobuf:"varint,15,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
+	// Operator-defined labels.
 	Metadata      map[string]string `protobuf:"bytes,16,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1311,21 +1377,29 @@ func (x *Budget) GetMetadata() map[string]string {
 	return nil
 }
 
+// CreateBudgetRequest opens a budget.
 type CreateBudgetRequest struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The owning tenant.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// Canonical scope path "tenant:<tenant_id>[/<level>:<value>...]" with levels in
 	// the order workspace, app, workflow, agent, toolset (gaps allowed); values
 	// match [a-zA-Z0-9_.-]{1,128} and are lowercased.
-	ScopePath           string              `protobuf:"bytes,2,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
-	Unit                Unit                `protobuf:"varint,3,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
-	Allocated           int64               `protobuf:"varint,4,opt,name=allocated,proto3" json:"allocated,omitempty"`
-	OverdraftLimit      int64               `protobuf:"varint,5,opt,name=overdraft_limit,json=overdraftLimit,proto3" json:"overdraft_limit,omitempty"`
+	ScopePath string `protobuf:"bytes,2,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
+	// The unit this ledger counts in.
+	Unit Unit `protobuf:"varint,3,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
+	// Initial allocation, 0..2^63-1.
+	Allocated int64 `protobuf:"varint,4,opt,name=allocated,proto3" json:"allocated,omitempty"`
+	// How much debt ALLOW_WITH_OVERDRAFT may create, >= 0 (0: none).
+	OverdraftLimit int64 `protobuf:"varint,5,opt,name=overdraft_limit,json=overdraftLimit,proto3" json:"overdraft_limit,omitempty"`
+	// Informational default; the reservation's policy governs commits.
 	CommitOveragePolicy CommitOveragePolicy `protobuf:"varint,6,opt,name=commit_overage_policy,json=commitOveragePolicy,proto3,enum=cycles.v1.CommitOveragePolicy" json:"commit_overage_policy,omitempty"`
-	Caps                *Caps               `protobuf:"bytes,7,opt,name=caps,proto3" json:"caps,omitempty"`
-	Metadata            map[string]string   `protobuf:"bytes,8,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// When set, reserves whose deepest scope is this budget get ALLOW_WITH_CAPS.
+	Caps *Caps `protobuf:"bytes,7,opt,name=caps,proto3" json:"caps,omitempty"`
+	// Operator-defined labels.
+	Metadata      map[string]string `protobuf:"bytes,8,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateBudgetRequest) Reset() {
@@ -1414,9 +1488,11 @@ func (x *CreateBudgetRequest) GetMetadata() map[string]string {
 	return nil
 }
 
+// CreateBudgetResponse is the stored budget.
 type CreateBudgetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Budget        *Budget                `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As stored.
+	Budget        *Budget `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1458,11 +1534,15 @@ func (x *CreateBudgetResponse) GetBudget() *Budget {
 	return nil
 }
 
+// GetBudgetRequest names one (scope, unit) budget.
 type GetBudgetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	ScopePath     string                 `protobuf:"bytes,2,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
-	Unit          Unit                   `protobuf:"varint,3,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The owning tenant.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// The budget's scope path.
+	ScopePath string `protobuf:"bytes,2,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
+	// The budget's unit.
+	Unit          Unit `protobuf:"varint,3,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1518,9 +1598,11 @@ func (x *GetBudgetRequest) GetUnit() Unit {
 	return Unit_UNIT_UNSPECIFIED
 }
 
+// GetBudgetResponse is the budget.
 type GetBudgetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Budget        *Budget                `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As stored.
+	Budget        *Budget `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1562,15 +1644,18 @@ func (x *GetBudgetResponse) GetBudget() *Budget {
 	return nil
 }
 
+// ListBudgetsRequest pages a tenant's budgets.
 type ListBudgetsRequest struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The owning tenant.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// Only budgets whose scope path equals this path or lies below it.
 	ScopePrefix string `protobuf:"bytes,2,opt,name=scope_prefix,json=scopePrefix,proto3" json:"scope_prefix,omitempty"`
 	// Only this unit when set.
 	Unit Unit `protobuf:"varint,3,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
 	// 1..200, default 50.
-	Limit         int32  `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The previous page's next_cursor; empty for the first page.
 	Cursor        string `protobuf:"bytes,5,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1641,11 +1726,15 @@ func (x *ListBudgetsRequest) GetCursor() string {
 	return ""
 }
 
+// ListBudgetsResponse is one page of budgets.
 type ListBudgetsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Budgets       []*Budget              `protobuf:"bytes,1,rep,name=budgets,proto3" json:"budgets,omitempty"`
-	NextCursor    string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
-	HasMore       bool                   `protobuf:"varint,3,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In index order ("<scope_path>|<UNIT>", byte order).
+	Budgets []*Budget `protobuf:"bytes,1,rep,name=budgets,proto3" json:"budgets,omitempty"`
+	// Pass as `cursor` for the next page; empty at the end.
+	NextCursor string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	// True when more match (then next_cursor is set).
+	HasMore       bool `protobuf:"varint,3,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1701,12 +1790,17 @@ func (x *ListBudgetsResponse) GetHasMore() bool {
 	return false
 }
 
+// FundBudgetRequest applies one funding operation to one budget.
 type FundBudgetRequest struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	TenantId  string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	ScopePath string                 `protobuf:"bytes,2,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
-	Unit      Unit                   `protobuf:"varint,3,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
-	Operation FundingOperation       `protobuf:"varint,4,opt,name=operation,proto3,enum=cycles.v1.FundingOperation" json:"operation,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The owning tenant.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// The budget's scope path.
+	ScopePath string `protobuf:"bytes,2,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
+	// The budget's unit.
+	Unit Unit `protobuf:"varint,3,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
+	// What to do with `amount`.
+	Operation FundingOperation `protobuf:"varint,4,opt,name=operation,proto3,enum=cycles.v1.FundingOperation" json:"operation,omitempty"`
 	// 0..2^63-1.
 	Amount int64 `protobuf:"varint,5,opt,name=amount,proto3" json:"amount,omitempty"`
 	// RESET_SPENT only.
@@ -1805,21 +1899,33 @@ func (x *FundBudgetRequest) GetIdempotencyKey() string {
 	return ""
 }
 
+// FundBudgetResponse is the budget before and after the operation.
 type FundBudgetResponse struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	Operation         FundingOperation       `protobuf:"varint,1,opt,name=operation,proto3,enum=cycles.v1.FundingOperation" json:"operation,omitempty"`
-	PreviousAllocated int64                  `protobuf:"varint,2,opt,name=previous_allocated,json=previousAllocated,proto3" json:"previous_allocated,omitempty"`
-	NewAllocated      int64                  `protobuf:"varint,3,opt,name=new_allocated,json=newAllocated,proto3" json:"new_allocated,omitempty"`
-	PreviousRemaining int64                  `protobuf:"varint,4,opt,name=previous_remaining,json=previousRemaining,proto3" json:"previous_remaining,omitempty"`
-	NewRemaining      int64                  `protobuf:"varint,5,opt,name=new_remaining,json=newRemaining,proto3" json:"new_remaining,omitempty"`
-	PreviousDebt      int64                  `protobuf:"varint,6,opt,name=previous_debt,json=previousDebt,proto3" json:"previous_debt,omitempty"`
-	NewDebt           int64                  `protobuf:"varint,7,opt,name=new_debt,json=newDebt,proto3" json:"new_debt,omitempty"`
-	PreviousSpent     int64                  `protobuf:"varint,8,opt,name=previous_spent,json=previousSpent,proto3" json:"previous_spent,omitempty"`
-	NewSpent          int64                  `protobuf:"varint,9,opt,name=new_spent,json=newSpent,proto3" json:"new_spent,omitempty"`
-	TimestampMs       int64                  `protobuf:"varint,10,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
-	Budget            *Budget                `protobuf:"bytes,11,opt,name=budget,proto3" json:"budget,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operation applied.
+	Operation FundingOperation `protobuf:"varint,1,opt,name=operation,proto3,enum=cycles.v1.FundingOperation" json:"operation,omitempty"`
+	// allocated before.
+	PreviousAllocated int64 `protobuf:"varint,2,opt,name=previous_allocated,json=previousAllocated,proto3" json:"previous_allocated,omitempty"`
+	// allocated after.
+	NewAllocated int64 `protobuf:"varint,3,opt,name=new_allocated,json=newAllocated,proto3" json:"new_allocated,omitempty"`
+	// remaining before.
+	PreviousRemaining int64 `protobuf:"varint,4,opt,name=previous_remaining,json=previousRemaining,proto3" json:"previous_remaining,omitempty"`
+	// remaining after.
+	NewRemaining int64 `protobuf:"varint,5,opt,name=new_remaining,json=newRemaining,proto3" json:"new_remaining,omitempty"`
+	// debt before.
+	PreviousDebt int64 `protobuf:"varint,6,opt,name=previous_debt,json=previousDebt,proto3" json:"previous_debt,omitempty"`
+	// debt after.
+	NewDebt int64 `protobuf:"varint,7,opt,name=new_debt,json=newDebt,proto3" json:"new_debt,omitempty"`
+	// spent before.
+	PreviousSpent int64 `protobuf:"varint,8,opt,name=previous_spent,json=previousSpent,proto3" json:"previous_spent,omitempty"`
+	// spent after.
+	NewSpent int64 `protobuf:"varint,9,opt,name=new_spent,json=newSpent,proto3" json:"new_spent,omitempty"`
+	// When it was applied (epoch ms, Redis clock).
+	TimestampMs int64 `protobuf:"varint,10,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	// The budget after the operation.
+	Budget        *Budget `protobuf:"bytes,11,opt,name=budget,proto3" json:"budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FundBudgetResponse) Reset() {
@@ -1929,12 +2035,17 @@ func (x *FundBudgetResponse) GetBudget() *Budget {
 	return nil
 }
 
+// UpdateBudgetRequest changes a budget's settings; unset fields stay.
 type UpdateBudgetRequest struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	TenantId       string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	ScopePath      string                 `protobuf:"bytes,2,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
-	Unit           Unit                   `protobuf:"varint,3,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
-	OverdraftLimit *int64                 `protobuf:"varint,4,opt,name=overdraft_limit,json=overdraftLimit,proto3,oneof" json:"overdraft_limit,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The owning tenant.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// The budget's scope path.
+	ScopePath string `protobuf:"bytes,2,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
+	// The budget's unit.
+	Unit Unit `protobuf:"varint,3,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
+	// New overdraft limit, >= 0; lowering it below the debt puts the budget over limit.
+	OverdraftLimit *int64 `protobuf:"varint,4,opt,name=overdraft_limit,json=overdraftLimit,proto3,oneof" json:"overdraft_limit,omitempty"`
 	// UNSPECIFIED leaves it unchanged.
 	CommitOveragePolicy CommitOveragePolicy `protobuf:"varint,5,opt,name=commit_overage_policy,json=commitOveragePolicy,proto3,enum=cycles.v1.CommitOveragePolicy" json:"commit_overage_policy,omitempty"`
 	// Replaces the caps when set.
@@ -1942,8 +2053,9 @@ type UpdateBudgetRequest struct {
 	// Removes the caps.
 	ClearCaps bool `protobuf:"varint,7,opt,name=clear_caps,json=clearCaps,proto3" json:"clear_caps,omitempty"`
 	// Replaces the metadata when replace_metadata is true.
-	Metadata        map[string]string `protobuf:"bytes,8,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	ReplaceMetadata bool              `protobuf:"varint,9,opt,name=replace_metadata,json=replaceMetadata,proto3" json:"replace_metadata,omitempty"`
+	Metadata map[string]string `protobuf:"bytes,8,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// With metadata: replace all labels instead of merging.
+	ReplaceMetadata bool `protobuf:"varint,9,opt,name=replace_metadata,json=replaceMetadata,proto3" json:"replace_metadata,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -2041,9 +2153,11 @@ func (x *UpdateBudgetRequest) GetReplaceMetadata() bool {
 	return false
 }
 
+// UpdateBudgetResponse is the budget after the change.
 type UpdateBudgetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Budget        *Budget                `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As stored.
+	Budget        *Budget `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2085,12 +2199,17 @@ func (x *UpdateBudgetResponse) GetBudget() *Budget {
 	return nil
 }
 
+// FreezeBudgetRequest names the budget to freeze.
 type FreezeBudgetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	ScopePath     string                 `protobuf:"bytes,2,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
-	Unit          Unit                   `protobuf:"varint,3,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
-	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The owning tenant.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// The budget's scope path.
+	ScopePath string `protobuf:"bytes,2,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
+	// The budget's unit.
+	Unit Unit `protobuf:"varint,3,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
+	// Why, recorded in the budget.frozen event.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2153,9 +2272,11 @@ func (x *FreezeBudgetRequest) GetReason() string {
 	return ""
 }
 
+// FreezeBudgetResponse is the frozen budget.
 type FreezeBudgetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Budget        *Budget                `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As stored (FROZEN).
+	Budget        *Budget `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2197,12 +2318,17 @@ func (x *FreezeBudgetResponse) GetBudget() *Budget {
 	return nil
 }
 
+// UnfreezeBudgetRequest names the budget to unfreeze.
 type UnfreezeBudgetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	ScopePath     string                 `protobuf:"bytes,2,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
-	Unit          Unit                   `protobuf:"varint,3,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
-	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The owning tenant.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// The budget's scope path.
+	ScopePath string `protobuf:"bytes,2,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
+	// The budget's unit.
+	Unit Unit `protobuf:"varint,3,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
+	// Why, recorded in the budget.unfrozen event.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2265,9 +2391,11 @@ func (x *UnfreezeBudgetRequest) GetReason() string {
 	return ""
 }
 
+// UnfreezeBudgetResponse is the budget, ACTIVE again.
 type UnfreezeBudgetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Budget        *Budget                `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As stored (ACTIVE).
+	Budget        *Budget `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2309,12 +2437,17 @@ func (x *UnfreezeBudgetResponse) GetBudget() *Budget {
 	return nil
 }
 
+// CloseBudgetRequest names the budget to close.
 type CloseBudgetRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	ScopePath     string                 `protobuf:"bytes,2,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
-	Unit          Unit                   `protobuf:"varint,3,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
-	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The owning tenant.
+	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	// The budget's scope path.
+	ScopePath string `protobuf:"bytes,2,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
+	// The budget's unit.
+	Unit Unit `protobuf:"varint,3,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
+	// Why, recorded in the budget.closed event.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2377,9 +2510,11 @@ func (x *CloseBudgetRequest) GetReason() string {
 	return ""
 }
 
+// CloseBudgetResponse is the closed budget.
 type CloseBudgetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Budget        *Budget                `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As stored (CLOSED).
+	Budget        *Budget `protobuf:"bytes,1,opt,name=budget,proto3" json:"budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

@@ -44,7 +44,9 @@ const (
 // Authentication: metadata `x-cycles-admin-key` (compared in constant time).
 // Every mutation is one atomic Lua script; a refused request changes nothing.
 type AdminServiceClient interface {
+	// CreateTenant registers a tenant (ACTIVE); DUPLICATE_RESOURCE when the id exists.
 	CreateTenant(ctx context.Context, in *CreateTenantRequest, opts ...grpc.CallOption) (*CreateTenantResponse, error)
+	// GetTenant reads one tenant.
 	GetTenant(ctx context.Context, in *GetTenantRequest, opts ...grpc.CallOption) (*GetTenantResponse, error)
 	// UpdateTenant changes defaults and ACTIVE <-> SUSPENDED status.
 	UpdateTenant(ctx context.Context, in *UpdateTenantRequest, opts ...grpc.CallOption) (*UpdateTenantResponse, error)
@@ -54,9 +56,14 @@ type AdminServiceClient interface {
 	CloseTenant(ctx context.Context, in *CloseTenantRequest, opts ...grpc.CallOption) (*CloseTenantResponse, error)
 	// CreateApiKey returns the secret once; only its SHA-256 is stored.
 	CreateApiKey(ctx context.Context, in *CreateApiKeyRequest, opts ...grpc.CallOption) (*CreateApiKeyResponse, error)
+	// RevokeApiKey stops a key authenticating: at once on the replica that
+	// handles it, within the key cache TTL (default 5 s) on the others.
 	RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*RevokeApiKeyResponse, error)
+	// CreateBudget opens a ledger for one (scope, unit) with its allocation.
 	CreateBudget(ctx context.Context, in *CreateBudgetRequest, opts ...grpc.CallOption) (*CreateBudgetResponse, error)
+	// GetBudget reads one budget's ledger and settings.
 	GetBudget(ctx context.Context, in *GetBudgetRequest, opts ...grpc.CallOption) (*GetBudgetResponse, error)
+	// ListBudgets pages a tenant's budgets, by scope path.
 	ListBudgets(ctx context.Context, in *ListBudgetsRequest, opts ...grpc.CallOption) (*ListBudgetsResponse, error)
 	// FundBudget applies CREDIT, DEBIT, RESET, RESET_SPENT or REPAY_DEBT exactly,
 	// idempotently by key. Refused on FROZEN or CLOSED budgets.
@@ -64,7 +71,9 @@ type AdminServiceClient interface {
 	// UpdateBudget changes overdraft_limit, commit_overage_policy, caps and
 	// metadata; allowed while FROZEN, not CLOSED.
 	UpdateBudget(ctx context.Context, in *UpdateBudgetRequest, opts ...grpc.CallOption) (*UpdateBudgetResponse, error)
+	// FreezeBudget stops new reservations, events and funding; settlement of existing holds proceeds.
 	FreezeBudget(ctx context.Context, in *FreezeBudgetRequest, opts ...grpc.CallOption) (*FreezeBudgetResponse, error)
+	// UnfreezeBudget returns a FROZEN budget to ACTIVE.
 	UnfreezeBudget(ctx context.Context, in *UnfreezeBudgetRequest, opts ...grpc.CallOption) (*UnfreezeBudgetResponse, error)
 	// CloseBudget is terminal.
 	CloseBudget(ctx context.Context, in *CloseBudgetRequest, opts ...grpc.CallOption) (*CloseBudgetResponse, error)
@@ -227,7 +236,9 @@ func (c *adminServiceClient) CloseBudget(ctx context.Context, in *CloseBudgetReq
 // Authentication: metadata `x-cycles-admin-key` (compared in constant time).
 // Every mutation is one atomic Lua script; a refused request changes nothing.
 type AdminServiceServer interface {
+	// CreateTenant registers a tenant (ACTIVE); DUPLICATE_RESOURCE when the id exists.
 	CreateTenant(context.Context, *CreateTenantRequest) (*CreateTenantResponse, error)
+	// GetTenant reads one tenant.
 	GetTenant(context.Context, *GetTenantRequest) (*GetTenantResponse, error)
 	// UpdateTenant changes defaults and ACTIVE <-> SUSPENDED status.
 	UpdateTenant(context.Context, *UpdateTenantRequest) (*UpdateTenantResponse, error)
@@ -237,9 +248,14 @@ type AdminServiceServer interface {
 	CloseTenant(context.Context, *CloseTenantRequest) (*CloseTenantResponse, error)
 	// CreateApiKey returns the secret once; only its SHA-256 is stored.
 	CreateApiKey(context.Context, *CreateApiKeyRequest) (*CreateApiKeyResponse, error)
+	// RevokeApiKey stops a key authenticating: at once on the replica that
+	// handles it, within the key cache TTL (default 5 s) on the others.
 	RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*RevokeApiKeyResponse, error)
+	// CreateBudget opens a ledger for one (scope, unit) with its allocation.
 	CreateBudget(context.Context, *CreateBudgetRequest) (*CreateBudgetResponse, error)
+	// GetBudget reads one budget's ledger and settings.
 	GetBudget(context.Context, *GetBudgetRequest) (*GetBudgetResponse, error)
+	// ListBudgets pages a tenant's budgets, by scope path.
 	ListBudgets(context.Context, *ListBudgetsRequest) (*ListBudgetsResponse, error)
 	// FundBudget applies CREDIT, DEBIT, RESET, RESET_SPENT or REPAY_DEBT exactly,
 	// idempotently by key. Refused on FROZEN or CLOSED budgets.
@@ -247,7 +263,9 @@ type AdminServiceServer interface {
 	// UpdateBudget changes overdraft_limit, commit_overage_policy, caps and
 	// metadata; allowed while FROZEN, not CLOSED.
 	UpdateBudget(context.Context, *UpdateBudgetRequest) (*UpdateBudgetResponse, error)
+	// FreezeBudget stops new reservations, events and funding; settlement of existing holds proceeds.
 	FreezeBudget(context.Context, *FreezeBudgetRequest) (*FreezeBudgetResponse, error)
+	// UnfreezeBudget returns a FROZEN budget to ACTIVE.
 	UnfreezeBudget(context.Context, *UnfreezeBudgetRequest) (*UnfreezeBudgetResponse, error)
 	// CloseBudget is terminal.
 	CloseBudget(context.Context, *CloseBudgetRequest) (*CloseBudgetResponse, error)

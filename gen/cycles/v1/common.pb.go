@@ -27,11 +27,16 @@ const (
 type Unit int32
 
 const (
-	Unit_UNIT_UNSPECIFIED    Unit = 0
+	// Not a unit; refused wherever a unit is required.
+	Unit_UNIT_UNSPECIFIED Unit = 0
+	// US dollars in millionths of a cent: 100,000,000 per dollar.
 	Unit_UNIT_USD_MICROCENTS Unit = 1
-	Unit_UNIT_TOKENS         Unit = 2
-	Unit_UNIT_CREDITS        Unit = 3
-	Unit_UNIT_RISK_POINTS    Unit = 4
+	// Model tokens (input and output as the caller counts them).
+	Unit_UNIT_TOKENS Unit = 2
+	// An operator-defined credit currency.
+	Unit_UNIT_CREDITS Unit = 3
+	// An operator-defined risk score spent by risky actions.
+	Unit_UNIT_RISK_POINTS Unit = 4
 )
 
 // Enum value maps for Unit.
@@ -83,8 +88,10 @@ func (Unit) EnumDescriptor() ([]byte, []int) {
 type Decision int32
 
 const (
+	// Not a decision; never returned.
 	Decision_DECISION_UNSPECIFIED Decision = 0
-	Decision_DECISION_ALLOW       Decision = 1
+	// Go ahead; the estimate is held (reserve) or would be (dry run, Decide).
+	Decision_DECISION_ALLOW Decision = 1
 	// ALLOW with the caps of the deepest budgeted scope; `caps` is set.
 	Decision_DECISION_ALLOW_WITH_CAPS Decision = 2
 	// Only on dry-run reserves and Decide; `reason_code` says why.
@@ -140,6 +147,7 @@ func (Decision) EnumDescriptor() ([]byte, []int) {
 type CommitOveragePolicy int32
 
 const (
+	// Use the tenant default, else ALLOW_IF_AVAILABLE.
 	CommitOveragePolicy_COMMIT_OVERAGE_POLICY_UNSPECIFIED CommitOveragePolicy = 0
 	// Any overage is refused with BUDGET_EXCEEDED.
 	CommitOveragePolicy_COMMIT_OVERAGE_POLICY_REJECT CommitOveragePolicy = 1
@@ -196,11 +204,16 @@ func (CommitOveragePolicy) EnumDescriptor() ([]byte, []int) {
 type ReservationStatus int32
 
 const (
+	// Not a status; never returned.
 	ReservationStatus_RESERVATION_STATUS_UNSPECIFIED ReservationStatus = 0
-	ReservationStatus_RESERVATION_STATUS_ACTIVE      ReservationStatus = 1
-	ReservationStatus_RESERVATION_STATUS_COMMITTED   ReservationStatus = 2
-	ReservationStatus_RESERVATION_STATUS_RELEASED    ReservationStatus = 3
-	ReservationStatus_RESERVATION_STATUS_EXPIRED     ReservationStatus = 4
+	// Holding its estimate; may be committed, released or extended.
+	ReservationStatus_RESERVATION_STATUS_ACTIVE ReservationStatus = 1
+	// Settled with an actual cost (terminal).
+	ReservationStatus_RESERVATION_STATUS_COMMITTED ReservationStatus = 2
+	// Returned to the budgets by ReleaseReservation or a tenant close (terminal).
+	ReservationStatus_RESERVATION_STATUS_RELEASED ReservationStatus = 3
+	// Not settled before expires_at + grace; the sweeper returned the hold (terminal).
+	ReservationStatus_RESERVATION_STATUS_EXPIRED ReservationStatus = 4
 )
 
 // Enum value maps for ReservationStatus.
@@ -253,13 +266,19 @@ func (ReservationStatus) EnumDescriptor() ([]byte, []int) {
 // Standard-field values match [a-zA-Z0-9_.-]{1,128} and are lowercased when the
 // scope path is built.
 type Subject struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	Tenant    string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
-	Workspace string                 `protobuf:"bytes,2,opt,name=workspace,proto3" json:"workspace,omitempty"`
-	App       string                 `protobuf:"bytes,3,opt,name=app,proto3" json:"app,omitempty"`
-	Workflow  string                 `protobuf:"bytes,4,opt,name=workflow,proto3" json:"workflow,omitempty"`
-	Agent     string                 `protobuf:"bytes,5,opt,name=agent,proto3" json:"agent,omitempty"`
-	Toolset   string                 `protobuf:"bytes,6,opt,name=toolset,proto3" json:"toolset,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional; must equal the caller's tenant when set (the root scope is always the caller's).
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Scope level "workspace:<value>", below the tenant.
+	Workspace string `protobuf:"bytes,2,opt,name=workspace,proto3" json:"workspace,omitempty"`
+	// Scope level "app:<value>", below the workspace.
+	App string `protobuf:"bytes,3,opt,name=app,proto3" json:"app,omitempty"`
+	// Scope level "workflow:<value>", below the app.
+	Workflow string `protobuf:"bytes,4,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	// Scope level "agent:<value>", below the workflow.
+	Agent string `protobuf:"bytes,5,opt,name=agent,proto3" json:"agent,omitempty"`
+	// Scope level "toolset:<value>", the deepest level.
+	Toolset string `protobuf:"bytes,6,opt,name=toolset,proto3" json:"toolset,omitempty"`
 	// Custom taxonomy (cost_center, run_id, ...): at most 16 entries, keys match
 	// [a-z0-9_.-]{1,64}, values at most 256 characters. Round-tripped, never part
 	// of a scope path.
@@ -414,7 +433,8 @@ func (x *Action) GetTags() []string {
 // Amount is a non-negative quantity of one unit.
 type Amount struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Unit  Unit                   `protobuf:"varint,1,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
+	// The unit of `amount`.
+	Unit Unit `protobuf:"varint,1,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
 	// Exact, 0 <= amount <= 2^63-1.
 	Amount        int64 `protobuf:"varint,2,opt,name=amount,proto3" json:"amount,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -467,9 +487,11 @@ func (x *Amount) GetAmount() int64 {
 
 // SignedAmount may be negative (remaining after an overdraft).
 type SignedAmount struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Unit          Unit                   `protobuf:"varint,1,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
-	Amount        int64                  `protobuf:"varint,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The unit of `amount`.
+	Unit Unit `protobuf:"varint,1,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
+	// Exact; may be negative.
+	Amount        int64 `protobuf:"varint,2,opt,name=amount,proto3" json:"amount,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -525,16 +547,23 @@ type Balance struct {
 	// The leaf segment of the scope path, e.g. "agent:bot".
 	Scope string `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
 	// The full canonical scope path, e.g. "tenant:acme/agent:bot".
-	ScopePath      string        `protobuf:"bytes,2,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
-	Remaining      *SignedAmount `protobuf:"bytes,3,opt,name=remaining,proto3" json:"remaining,omitempty"`
-	Reserved       *Amount       `protobuf:"bytes,4,opt,name=reserved,proto3" json:"reserved,omitempty"`
-	Spent          *Amount       `protobuf:"bytes,5,opt,name=spent,proto3" json:"spent,omitempty"`
-	Allocated      *Amount       `protobuf:"bytes,6,opt,name=allocated,proto3" json:"allocated,omitempty"`
-	Debt           *Amount       `protobuf:"bytes,7,opt,name=debt,proto3" json:"debt,omitempty"`
-	OverdraftLimit *Amount       `protobuf:"bytes,8,opt,name=overdraft_limit,json=overdraftLimit,proto3" json:"overdraft_limit,omitempty"`
-	IsOverLimit    bool          `protobuf:"varint,9,opt,name=is_over_limit,json=isOverLimit,proto3" json:"is_over_limit,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	ScopePath string `protobuf:"bytes,2,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
+	// allocated - spent - reserved - debt; negative only after an overdraft.
+	Remaining *SignedAmount `protobuf:"bytes,3,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	// Held by open reservations.
+	Reserved *Amount `protobuf:"bytes,4,opt,name=reserved,proto3" json:"reserved,omitempty"`
+	// Settled by commits and events.
+	Spent *Amount `protobuf:"bytes,5,opt,name=spent,proto3" json:"spent,omitempty"`
+	// Total funded by the admin plane.
+	Allocated *Amount `protobuf:"bytes,6,opt,name=allocated,proto3" json:"allocated,omitempty"`
+	// Owed after overdraft charges; repaid by FundBudget REPAY_DEBT.
+	Debt *Amount `protobuf:"bytes,7,opt,name=debt,proto3" json:"debt,omitempty"`
+	// How much debt ALLOW_WITH_OVERDRAFT may create (0: none).
+	OverdraftLimit *Amount `protobuf:"bytes,8,opt,name=overdraft_limit,json=overdraftLimit,proto3" json:"overdraft_limit,omitempty"`
+	// True while debt exceeds overdraft_limit; new reserves are refused.
+	IsOverLimit   bool `protobuf:"varint,9,opt,name=is_over_limit,json=isOverLimit,proto3" json:"is_over_limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Balance) Reset() {
@@ -633,14 +662,19 @@ func (x *Balance) GetIsOverLimit() bool {
 // Caps constrain an ALLOW_WITH_CAPS decision. A non-empty allowlist wins over
 // the denylist; names compare case-sensitively with Action.name.
 type Caps struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	MaxTokens         *int64                 `protobuf:"varint,1,opt,name=max_tokens,json=maxTokens,proto3,oneof" json:"max_tokens,omitempty"`
-	MaxStepsRemaining *int64                 `protobuf:"varint,2,opt,name=max_steps_remaining,json=maxStepsRemaining,proto3,oneof" json:"max_steps_remaining,omitempty"`
-	ToolAllowlist     []string               `protobuf:"bytes,3,rep,name=tool_allowlist,json=toolAllowlist,proto3" json:"tool_allowlist,omitempty"`
-	ToolDenylist      []string               `protobuf:"bytes,4,rep,name=tool_denylist,json=toolDenylist,proto3" json:"tool_denylist,omitempty"`
-	CooldownMs        *int64                 `protobuf:"varint,5,opt,name=cooldown_ms,json=cooldownMs,proto3,oneof" json:"cooldown_ms,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Upper bound on tokens the action may use.
+	MaxTokens *int64 `protobuf:"varint,1,opt,name=max_tokens,json=maxTokens,proto3,oneof" json:"max_tokens,omitempty"`
+	// Upper bound on further agent steps.
+	MaxStepsRemaining *int64 `protobuf:"varint,2,opt,name=max_steps_remaining,json=maxStepsRemaining,proto3,oneof" json:"max_steps_remaining,omitempty"`
+	// Only these tool names may run (wins over the denylist when non-empty).
+	ToolAllowlist []string `protobuf:"bytes,3,rep,name=tool_allowlist,json=toolAllowlist,proto3" json:"tool_allowlist,omitempty"`
+	// These tool names may not run.
+	ToolDenylist []string `protobuf:"bytes,4,rep,name=tool_denylist,json=toolDenylist,proto3" json:"tool_denylist,omitempty"`
+	// Wait at least this long (ms) before the next action.
+	CooldownMs    *int64 `protobuf:"varint,5,opt,name=cooldown_ms,json=cooldownMs,proto3,oneof" json:"cooldown_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Caps) Reset() {
@@ -710,12 +744,16 @@ func (x *Caps) GetCooldownMs() int64 {
 
 // StandardMetrics are reported on commit and events; stored, never budgeted.
 type StandardMetrics struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	TokensInput  *int64                 `protobuf:"varint,1,opt,name=tokens_input,json=tokensInput,proto3,oneof" json:"tokens_input,omitempty"`
-	TokensOutput *int64                 `protobuf:"varint,2,opt,name=tokens_output,json=tokensOutput,proto3,oneof" json:"tokens_output,omitempty"`
-	LatencyMs    *int64                 `protobuf:"varint,3,opt,name=latency_ms,json=latencyMs,proto3,oneof" json:"latency_ms,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Input (prompt) tokens used.
+	TokensInput *int64 `protobuf:"varint,1,opt,name=tokens_input,json=tokensInput,proto3,oneof" json:"tokens_input,omitempty"`
+	// Output (completion) tokens used.
+	TokensOutput *int64 `protobuf:"varint,2,opt,name=tokens_output,json=tokensOutput,proto3,oneof" json:"tokens_output,omitempty"`
+	// Wall time of the action in milliseconds.
+	LatencyMs *int64 `protobuf:"varint,3,opt,name=latency_ms,json=latencyMs,proto3,oneof" json:"latency_ms,omitempty"`
 	// At most 128 characters.
-	ModelVersion  string           `protobuf:"bytes,4,opt,name=model_version,json=modelVersion,proto3" json:"model_version,omitempty"`
+	ModelVersion string `protobuf:"bytes,4,opt,name=model_version,json=modelVersion,proto3" json:"model_version,omitempty"`
+	// Free-form metrics, stored as sent.
 	Custom        *structpb.Struct `protobuf:"bytes,5,opt,name=custom,proto3" json:"custom,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -23,12 +23,17 @@ const (
 
 // SweepCounts are per-outcome totals of the expiry sweeper.
 type SweepCounts struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Expired       int64                  `protobuf:"varint,1,opt,name=expired,proto3" json:"expired,omitempty"`
-	Skipped       int64                  `protobuf:"varint,2,opt,name=skipped,proto3" json:"skipped,omitempty"`
-	InGrace       int64                  `protobuf:"varint,3,opt,name=in_grace,json=inGrace,proto3" json:"in_grace,omitempty"`
-	NotFound      int64                  `protobuf:"varint,4,opt,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
-	Quarantined   int64                  `protobuf:"varint,5,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Reservations expired and refunded.
+	Expired int64 `protobuf:"varint,1,opt,name=expired,proto3" json:"expired,omitempty"`
+	// Due entries already settled by commit or release (removed from the due set).
+	Skipped int64 `protobuf:"varint,2,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// Past expires_at but still inside the grace period (left for a later sweep).
+	InGrace int64 `protobuf:"varint,3,opt,name=in_grace,json=inGrace,proto3" json:"in_grace,omitempty"`
+	// Due entries whose reservation record was gone.
+	NotFound int64 `protobuf:"varint,4,opt,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
+	// Corrupt or unrefundable records set aside for an operator (see logs).
+	Quarantined   int64 `protobuf:"varint,5,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -98,6 +103,7 @@ func (x *SweepCounts) GetQuarantined() int64 {
 	return 0
 }
 
+// GetSweeperStatusRequest has no fields.
 type GetSweeperStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -134,16 +140,24 @@ func (*GetSweeperStatusRequest) Descriptor() ([]byte, []int) {
 	return file_cycles_v1_ops_proto_rawDescGZIP(), []int{1}
 }
 
+// GetSweeperStatusResponse describes this replica's sweeper.
 type GetSweeperStatusResponse struct {
-	state             protoimpl.MessageState `protogen:"open.v1"`
-	Enabled           bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
-	IntervalMs        int64                  `protobuf:"varint,2,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
-	BatchSize         int32                  `protobuf:"varint,3,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
-	LastRunStartedMs  int64                  `protobuf:"varint,4,opt,name=last_run_started_ms,json=lastRunStartedMs,proto3" json:"last_run_started_ms,omitempty"`
-	LastRunDurationMs int64                  `protobuf:"varint,5,opt,name=last_run_duration_ms,json=lastRunDurationMs,proto3" json:"last_run_duration_ms,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when cyclesd runs with -sweeper=false.
+	Enabled bool `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	// Pause between sweeps that found nothing left to do.
+	IntervalMs int64 `protobuf:"varint,2,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	// Reservations expired per script call.
+	BatchSize int32 `protobuf:"varint,3,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
+	// When the last sweep began (epoch ms).
+	LastRunStartedMs int64 `protobuf:"varint,4,opt,name=last_run_started_ms,json=lastRunStartedMs,proto3" json:"last_run_started_ms,omitempty"`
+	// How long it took.
+	LastRunDurationMs int64 `protobuf:"varint,5,opt,name=last_run_duration_ms,json=lastRunDurationMs,proto3" json:"last_run_duration_ms,omitempty"`
 	// Due entries across all tenants at the last count.
-	Backlog       int64        `protobuf:"varint,6,opt,name=backlog,proto3" json:"backlog,omitempty"`
-	Totals        *SweepCounts `protobuf:"bytes,7,opt,name=totals,proto3" json:"totals,omitempty"`
+	Backlog int64 `protobuf:"varint,6,opt,name=backlog,proto3" json:"backlog,omitempty"`
+	// Since this replica started.
+	Totals *SweepCounts `protobuf:"bytes,7,opt,name=totals,proto3" json:"totals,omitempty"`
+	// Of the last sweep.
 	LastRun       *SweepCounts `protobuf:"bytes,8,opt,name=last_run,json=lastRun,proto3" json:"last_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -235,6 +249,7 @@ func (x *GetSweeperStatusResponse) GetLastRun() *SweepCounts {
 	return nil
 }
 
+// TriggerSweepRequest has no fields.
 type TriggerSweepRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -271,10 +286,13 @@ func (*TriggerSweepRequest) Descriptor() ([]byte, []int) {
 	return file_cycles_v1_ops_proto_rawDescGZIP(), []int{3}
 }
 
+// TriggerSweepResponse is the outcome of the sweep it ran.
 type TriggerSweepResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Counts        *SweepCounts           `protobuf:"bytes,1,opt,name=counts,proto3" json:"counts,omitempty"`
-	DurationMs    int64                  `protobuf:"varint,2,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the sweep did.
+	Counts *SweepCounts `protobuf:"bytes,1,opt,name=counts,proto3" json:"counts,omitempty"`
+	// How long it took.
+	DurationMs    int64 `protobuf:"varint,2,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

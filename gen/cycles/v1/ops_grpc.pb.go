@@ -29,6 +29,7 @@ const (
 //
 // OpsService lets an operator see and drive background workers (admin key).
 type OpsServiceClient interface {
+	// GetSweeperStatus reports the expiry sweeper's configuration, backlog and counts.
 	GetSweeperStatus(ctx context.Context, in *GetSweeperStatusRequest, opts ...grpc.CallOption) (*GetSweeperStatusResponse, error)
 	// TriggerSweep runs one full sweep now and returns its outcome counts.
 	TriggerSweep(ctx context.Context, in *TriggerSweepRequest, opts ...grpc.CallOption) (*TriggerSweepResponse, error)
@@ -68,6 +69,7 @@ func (c *opsServiceClient) TriggerSweep(ctx context.Context, in *TriggerSweepReq
 //
 // OpsService lets an operator see and drive background workers (admin key).
 type OpsServiceServer interface {
+	// GetSweeperStatus reports the expiry sweeper's configuration, backlog and counts.
 	GetSweeperStatus(context.Context, *GetSweeperStatusRequest) (*GetSweeperStatusResponse, error)
 	// TriggerSweep runs one full sweep now and returns its outcome counts.
 	TriggerSweep(context.Context, *TriggerSweepRequest) (*TriggerSweepResponse, error)

@@ -25,6 +25,7 @@ const (
 type Algorithm int32
 
 const (
+	// Not an algorithm; refused.
 	Algorithm_ALGORITHM_UNSPECIFIED Algorithm = 0
 	// Exact log in a sorted set (~64-100 bytes per stored request).
 	Algorithm_ALGORITHM_SLIDING_LOG Algorithm = 1
@@ -85,10 +86,12 @@ func (Algorithm) EnumDescriptor() ([]byte, []int) {
 	return file_cycles_v1_ratelimit_proto_rawDescGZIP(), []int{0}
 }
 
+// Policy is a named rate limit: `limit` hits per `window_ms` per key.
 type Policy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1..128 characters of [a-zA-Z0-9_.-].
-	Name      string    `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// How hits are counted (see Algorithm).
 	Algorithm Algorithm `protobuf:"varint,2,opt,name=algorithm,proto3,enum=cycles.v1.Algorithm" json:"algorithm,omitempty"`
 	// Requests (hits) allowed per window; > 0.
 	Limit int64 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
@@ -183,9 +186,11 @@ func (x *Policy) GetShadow() bool {
 	return false
 }
 
+// CheckRequest counts hits for one key under one policy.
 type CheckRequest struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Policy string                 `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy's name.
+	Policy string `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
 	// 1..512 characters, no control characters.
 	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	// Cost of this request, default 1.
@@ -245,13 +250,17 @@ func (x *CheckRequest) GetHits() int64 {
 	return 0
 }
 
+// CheckResponse is the decision and the key's usage after it.
 type CheckResponse struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Allowed bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the hits are allowed (always true in shadow mode).
+	Allowed bool `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
 	// Usage after this decision.
-	Count     int64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Count int64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// Hits still allowed in the current window.
 	Remaining int64 `protobuf:"varint,3,opt,name=remaining,proto3" json:"remaining,omitempty"`
-	Limit     int64 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The policy's limit.
+	Limit int64 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
 	// When the usage fully resets.
 	ResetAfterMs int64 `protobuf:"varint,5,opt,name=reset_after_ms,json=resetAfterMs,proto3" json:"reset_after_ms,omitempty"`
 	// When a denied request could succeed; 0 when allowed.
@@ -341,9 +350,11 @@ func (x *CheckResponse) GetShadowDenied() bool {
 	return false
 }
 
+// CreatePolicyRequest carries the new policy.
 type CreatePolicyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Policy        *Policy                `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy to create.
+	Policy        *Policy `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -385,9 +396,11 @@ func (x *CreatePolicyRequest) GetPolicy() *Policy {
 	return nil
 }
 
+// CreatePolicyResponse is the stored policy (defaults filled in).
 type CreatePolicyResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Policy        *Policy                `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As stored.
+	Policy        *Policy `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -429,9 +442,11 @@ func (x *CreatePolicyResponse) GetPolicy() *Policy {
 	return nil
 }
 
+// UpdatePolicyRequest carries the policy's new settings, matched by name.
 type UpdatePolicyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Policy        *Policy                `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The full new policy.
+	Policy        *Policy `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -473,9 +488,11 @@ func (x *UpdatePolicyRequest) GetPolicy() *Policy {
 	return nil
 }
 
+// UpdatePolicyResponse is the stored policy.
 type UpdatePolicyResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Policy        *Policy                `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As stored.
+	Policy        *Policy `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -517,9 +534,11 @@ func (x *UpdatePolicyResponse) GetPolicy() *Policy {
 	return nil
 }
 
+// DeletePolicyRequest names the policy to delete.
 type DeletePolicyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy's name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -561,6 +580,7 @@ func (x *DeletePolicyRequest) GetName() string {
 	return ""
 }
 
+// DeletePolicyResponse has no fields.
 type DeletePolicyResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -597,9 +617,11 @@ func (*DeletePolicyResponse) Descriptor() ([]byte, []int) {
 	return file_cycles_v1_ratelimit_proto_rawDescGZIP(), []int{8}
 }
 
+// GetPolicyRequest names the policy to read.
 type GetPolicyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy's name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -641,9 +663,11 @@ func (x *GetPolicyRequest) GetName() string {
 	return ""
 }
 
+// GetPolicyResponse is the policy.
 type GetPolicyResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Policy        *Policy                `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As stored.
+	Policy        *Policy `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -685,6 +709,7 @@ func (x *GetPolicyResponse) GetPolicy() *Policy {
 	return nil
 }
 
+// ListPoliciesRequest has no fields.
 type ListPoliciesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -721,9 +746,11 @@ func (*ListPoliciesRequest) Descriptor() ([]byte, []int) {
 	return file_cycles_v1_ratelimit_proto_rawDescGZIP(), []int{11}
 }
 
+// ListPoliciesResponse lists every policy, by name.
 type ListPoliciesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Policies      []*Policy              `protobuf:"bytes,1,rep,name=policies,proto3" json:"policies,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// All policies.
+	Policies      []*Policy `protobuf:"bytes,1,rep,name=policies,proto3" json:"policies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -765,10 +792,13 @@ func (x *ListPoliciesResponse) GetPolicies() []*Policy {
 	return nil
 }
 
+// InspectRequest names one key under one policy.
 type InspectRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Policy        string                 `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
-	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy's name.
+	Policy string `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The key as passed to Check.
+	Key           string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -817,14 +847,20 @@ func (x *InspectRequest) GetKey() string {
 	return ""
 }
 
+// InspectResponse is the key's live state in Redis.
 type InspectResponse struct {
-	state            protoimpl.MessageState `protogen:"open.v1"`
-	Algorithm        Algorithm              `protobuf:"varint,1,opt,name=algorithm,proto3,enum=cycles.v1.Algorithm" json:"algorithm,omitempty"`
-	Count            int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
-	MemoryUsageBytes int64                  `protobuf:"varint,3,opt,name=memory_usage_bytes,json=memoryUsageBytes,proto3" json:"memory_usage_bytes,omitempty"`
-	Encoding         string                 `protobuf:"bytes,4,opt,name=encoding,proto3" json:"encoding,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The policy's algorithm.
+	Algorithm Algorithm `protobuf:"varint,1,opt,name=algorithm,proto3,enum=cycles.v1.Algorithm" json:"algorithm,omitempty"`
+	// Hits currently counted against the key.
+	Count int64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// Redis MEMORY USAGE of the key's structure.
+	MemoryUsageBytes int64 `protobuf:"varint,3,opt,name=memory_usage_bytes,json=memoryUsageBytes,proto3" json:"memory_usage_bytes,omitempty"`
+	// Redis OBJECT ENCODING of it (listpack, skiplist, ...).
+	Encoding string `protobuf:"bytes,4,opt,name=encoding,proto3" json:"encoding,omitempty"`
 	// -1 when the key has no TTL, -2 when it does not exist.
-	TtlMs         int64  `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	TtlMs int64 `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// The Redis key that holds the state.
 	RedisKey      string `protobuf:"bytes,6,opt,name=redis_key,json=redisKey,proto3" json:"redis_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

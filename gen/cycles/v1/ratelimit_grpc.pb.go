@@ -37,10 +37,15 @@ const (
 type RateLimitServiceClient interface {
 	// Check counts `hits` against key under a policy and says whether it is allowed.
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
+	// CreatePolicy adds a named policy; DUPLICATE_RESOURCE when the name exists.
 	CreatePolicy(ctx context.Context, in *CreatePolicyRequest, opts ...grpc.CallOption) (*CreatePolicyResponse, error)
+	// UpdatePolicy replaces a policy's settings; live counters keep counting.
 	UpdatePolicy(ctx context.Context, in *UpdatePolicyRequest, opts ...grpc.CallOption) (*UpdatePolicyResponse, error)
+	// DeletePolicy removes a policy; checks against it then fail with POLICY_NOT_FOUND.
 	DeletePolicy(ctx context.Context, in *DeletePolicyRequest, opts ...grpc.CallOption) (*DeletePolicyResponse, error)
+	// GetPolicy reads one policy.
 	GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*GetPolicyResponse, error)
+	// ListPolicies lists every policy.
 	ListPolicies(ctx context.Context, in *ListPoliciesRequest, opts ...grpc.CallOption) (*ListPoliciesResponse, error)
 	// Inspect reports a key's live state and memory footprint for sizing Redis.
 	Inspect(ctx context.Context, in *InspectRequest, opts ...grpc.CallOption) (*InspectResponse, error)
@@ -133,10 +138,15 @@ func (c *rateLimitServiceClient) Inspect(ctx context.Context, in *InspectRequest
 type RateLimitServiceServer interface {
 	// Check counts `hits` against key under a policy and says whether it is allowed.
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)
+	// CreatePolicy adds a named policy; DUPLICATE_RESOURCE when the name exists.
 	CreatePolicy(context.Context, *CreatePolicyRequest) (*CreatePolicyResponse, error)
+	// UpdatePolicy replaces a policy's settings; live counters keep counting.
 	UpdatePolicy(context.Context, *UpdatePolicyRequest) (*UpdatePolicyResponse, error)
+	// DeletePolicy removes a policy; checks against it then fail with POLICY_NOT_FOUND.
 	DeletePolicy(context.Context, *DeletePolicyRequest) (*DeletePolicyResponse, error)
+	// GetPolicy reads one policy.
 	GetPolicy(context.Context, *GetPolicyRequest) (*GetPolicyResponse, error)
+	// ListPolicies lists every policy.
 	ListPolicies(context.Context, *ListPoliciesRequest) (*ListPoliciesResponse, error)
 	// Inspect reports a key's live state and memory footprint for sizing Redis.
 	Inspect(context.Context, *InspectRequest) (*InspectResponse, error)

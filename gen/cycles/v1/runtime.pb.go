@@ -28,8 +28,10 @@ type ReservationSortField int32
 const (
 	// created_at_ms.
 	ReservationSortField_RESERVATION_SORT_FIELD_UNSPECIFIED ReservationSortField = 0
-	ReservationSortField_RESERVATION_SORT_FIELD_CREATED_AT  ReservationSortField = 1
-	ReservationSortField_RESERVATION_SORT_FIELD_EXPIRES_AT  ReservationSortField = 2
+	// Order by created_at_ms.
+	ReservationSortField_RESERVATION_SORT_FIELD_CREATED_AT ReservationSortField = 1
+	// Order by expires_at_ms.
+	ReservationSortField_RESERVATION_SORT_FIELD_EXPIRES_AT ReservationSortField = 2
 )
 
 // Enum value maps for ReservationSortField.
@@ -77,9 +79,12 @@ func (ReservationSortField) EnumDescriptor() ([]byte, []int) {
 type SortDirection int32
 
 const (
+	// Oldest first.
 	SortDirection_SORT_DIRECTION_UNSPECIFIED SortDirection = 0
-	SortDirection_SORT_DIRECTION_ASC         SortDirection = 1
-	SortDirection_SORT_DIRECTION_DESC        SortDirection = 2
+	// Newest first.
+	SortDirection_SORT_DIRECTION_ASC SortDirection = 1
+	// Descending.
+	SortDirection_SORT_DIRECTION_DESC SortDirection = 2
 )
 
 // Enum value maps for SortDirection.
@@ -127,8 +132,10 @@ func (SortDirection) EnumDescriptor() ([]byte, []int) {
 type EventStatus int32
 
 const (
+	// Not a status; never returned.
 	EventStatus_EVENT_STATUS_UNSPECIFIED EventStatus = 0
-	EventStatus_EVENT_STATUS_APPLIED     EventStatus = 1
+	// The debit was applied.
+	EventStatus_EVENT_STATUS_APPLIED EventStatus = 1
 )
 
 // Enum value maps for EventStatus.
@@ -170,23 +177,30 @@ func (EventStatus) EnumDescriptor() ([]byte, []int) {
 	return file_cycles_v1_runtime_proto_rawDescGZIP(), []int{2}
 }
 
+// CreateReservationRequest asks to hold `estimate` on every budgeted scope of `subject`.
 type CreateReservationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required, 1..256 characters of [A-Za-z0-9_.-].
-	IdempotencyKey string   `protobuf:"bytes,1,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	Subject        *Subject `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
-	Action         *Action  `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
-	Estimate       *Amount  `protobuf:"bytes,4,opt,name=estimate,proto3" json:"estimate,omitempty"`
+	IdempotencyKey string `protobuf:"bytes,1,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// Who is spending; the scopes charged derive from it.
+	Subject *Subject `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	// What is being paid for (recorded, matched against caps).
+	Action *Action `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	// The amount to hold; > 0.
+	Estimate *Amount `protobuf:"bytes,4,opt,name=estimate,proto3" json:"estimate,omitempty"`
 	// 1,000..86,400,000; default: the tenant's default_reservation_ttl_ms, else
 	// 60,000. Capped by the tenant's max_reservation_ttl_ms when it sets one; the
 	// response's expires_at_ms shows the effective value.
 	TtlMs *int64 `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3,oneof" json:"ttl_ms,omitempty"`
 	// 0..60,000; default 5,000. Commit and release are accepted until
 	// expires_at + grace; extend only until expires_at.
-	GracePeriodMs *int64              `protobuf:"varint,6,opt,name=grace_period_ms,json=gracePeriodMs,proto3,oneof" json:"grace_period_ms,omitempty"`
+	GracePeriodMs *int64 `protobuf:"varint,6,opt,name=grace_period_ms,json=gracePeriodMs,proto3,oneof" json:"grace_period_ms,omitempty"`
+	// What a commit above the estimate does; UNSPECIFIED: the tenant default, else ALLOW_IF_AVAILABLE.
 	OveragePolicy CommitOveragePolicy `protobuf:"varint,7,opt,name=overage_policy,json=overagePolicy,proto3,enum=cycles.v1.CommitOveragePolicy" json:"overage_policy,omitempty"`
-	DryRun        bool                `protobuf:"varint,8,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
-	Metadata      *structpb.Struct    `protobuf:"bytes,9,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// Evaluate only: DENY is a result, nothing is held, a denial emits reservation.denied.
+	DryRun bool `protobuf:"varint,8,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Free-form, stored with the reservation.
+	Metadata      *structpb.Struct `protobuf:"bytes,9,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -284,26 +298,31 @@ func (x *CreateReservationRequest) GetMetadata() *structpb.Struct {
 	return nil
 }
 
+// CreateReservationResponse is the decision and, on a live ALLOW, the hold.
 type CreateReservationResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// ALLOW or ALLOW_WITH_CAPS on a live reserve; DENY only on dry_run.
 	Decision Decision `protobuf:"varint,1,opt,name=decision,proto3,enum=cycles.v1.Decision" json:"decision,omitempty"`
 	// Absent on dry_run.
-	ReservationId string  `protobuf:"bytes,2,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
-	Reserved      *Amount `protobuf:"bytes,3,opt,name=reserved,proto3" json:"reserved,omitempty"`
+	ReservationId string `protobuf:"bytes,2,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
+	// The amount held (the estimate).
+	Reserved *Amount `protobuf:"bytes,3,opt,name=reserved,proto3" json:"reserved,omitempty"`
 	// Absent on dry_run.
 	ExpiresAtMs int64 `protobuf:"varint,4,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"`
 	// expires_at_ms - now; recomputed on idempotent replays (0 once no longer ACTIVE).
 	RemainingTtlMs *int64 `protobuf:"varint,5,opt,name=remaining_ttl_ms,json=remainingTtlMs,proto3,oneof" json:"remaining_ttl_ms,omitempty"`
-	ScopePath      string `protobuf:"bytes,6,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
+	// The deepest scope of the subject (the reservation's home scope).
+	ScopePath string `protobuf:"bytes,6,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
 	// Every derived scope, budgeted or not, in canonical order.
 	AffectedScopes []string `protobuf:"bytes,7,rep,name=affected_scopes,json=affectedScopes,proto3" json:"affected_scopes,omitempty"`
-	Caps           *Caps    `protobuf:"bytes,8,opt,name=caps,proto3" json:"caps,omitempty"`
+	// ALLOW_WITH_CAPS only: the limits the action must respect.
+	Caps *Caps `protobuf:"bytes,8,opt,name=caps,proto3" json:"caps,omitempty"`
 	// Post-mutation snapshot of the budgeted scopes.
 	Balances []*Balance `protobuf:"bytes,9,rep,name=balances,proto3" json:"balances,omitempty"`
 	// Set on DENY: BUDGET_EXCEEDED, BUDGET_FROZEN, BUDGET_CLOSED, BUDGET_NOT_FOUND,
 	// OVERDRAFT_LIMIT_EXCEEDED, DEBT_OUTSTANDING, TENANT_CLOSED (open set).
-	ReasonCode   string `protobuf:"bytes,10,opt,name=reason_code,json=reasonCode,proto3" json:"reason_code,omitempty"`
+	ReasonCode string `protobuf:"bytes,10,opt,name=reason_code,json=reasonCode,proto3" json:"reason_code,omitempty"`
+	// Set on DENY for a throttle-like reason: when retrying may succeed.
 	RetryAfterMs *int64 `protobuf:"varint,11,opt,name=retry_after_ms,json=retryAfterMs,proto3,oneof" json:"retry_after_ms,omitempty"`
 	// Grace period in force for this reservation.
 	GracePeriodMs int64 `protobuf:"varint,12,opt,name=grace_period_ms,json=gracePeriodMs,proto3" json:"grace_period_ms,omitempty"`
@@ -434,13 +453,18 @@ func (x *CreateReservationResponse) GetOveragePolicy() CommitOveragePolicy {
 	return CommitOveragePolicy_COMMIT_OVERAGE_POLICY_UNSPECIFIED
 }
 
+// CommitReservationRequest settles a reservation with its actual cost.
 type CommitReservationRequest struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	ReservationId  string                 `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
-	IdempotencyKey string                 `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reservation to settle.
+	ReservationId string `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
+	// Required; a replay with the same key returns the original response.
+	IdempotencyKey string `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Must be in the reservation's unit.
-	Actual        *Amount          `protobuf:"bytes,3,opt,name=actual,proto3" json:"actual,omitempty"`
-	Metrics       *StandardMetrics `protobuf:"bytes,4,opt,name=metrics,proto3" json:"metrics,omitempty"`
+	Actual *Amount `protobuf:"bytes,3,opt,name=actual,proto3" json:"actual,omitempty"`
+	// Usage metrics, stored with the reservation.
+	Metrics *StandardMetrics `protobuf:"bytes,4,opt,name=metrics,proto3" json:"metrics,omitempty"`
+	// Free-form, stored as the reservation's committed_metadata.
 	Metadata      *structpb.Struct `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -511,6 +535,7 @@ func (x *CommitReservationRequest) GetMetadata() *structpb.Struct {
 	return nil
 }
 
+// CommitReservationResponse is the settlement.
 type CommitReservationResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// COMMITTED.
@@ -518,7 +543,8 @@ type CommitReservationResponse struct {
 	// What was charged: actual, or less when ALLOW_IF_AVAILABLE capped it.
 	Charged *Amount `protobuf:"bytes,2,opt,name=charged,proto3" json:"charged,omitempty"`
 	// estimate - charged, present only when charged < estimate.
-	Released *Amount    `protobuf:"bytes,3,opt,name=released,proto3" json:"released,omitempty"`
+	Released *Amount `protobuf:"bytes,3,opt,name=released,proto3" json:"released,omitempty"`
+	// Post-commit snapshot of the budgeted scopes.
 	Balances []*Balance `protobuf:"bytes,4,rep,name=balances,proto3" json:"balances,omitempty"`
 	// Debt created by this commit across its scopes (saturates at 2^63-1).
 	DebtIncurred  int64 `protobuf:"varint,5,opt,name=debt_incurred,json=debtIncurred,proto3" json:"debt_incurred,omitempty"`
@@ -591,10 +617,13 @@ func (x *CommitReservationResponse) GetDebtIncurred() int64 {
 	return 0
 }
 
+// ReleaseReservationRequest returns a reservation's hold unused.
 type ReleaseReservationRequest struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	ReservationId  string                 `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
-	IdempotencyKey string                 `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reservation to release.
+	ReservationId string `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
+	// Required; a replay with the same key returns the original response.
+	IdempotencyKey string `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// At most 256 characters.
 	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -652,12 +681,14 @@ func (x *ReleaseReservationRequest) GetReason() string {
 	return ""
 }
 
+// ReleaseReservationResponse is the release.
 type ReleaseReservationResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// RELEASED.
 	Status ReservationStatus `protobuf:"varint,1,opt,name=status,proto3,enum=cycles.v1.ReservationStatus" json:"status,omitempty"`
 	// The full estimate.
-	Released      *Amount    `protobuf:"bytes,2,opt,name=released,proto3" json:"released,omitempty"`
+	Released *Amount `protobuf:"bytes,2,opt,name=released,proto3" json:"released,omitempty"`
+	// Post-release snapshot of the budgeted scopes.
 	Balances      []*Balance `protobuf:"bytes,3,rep,name=balances,proto3" json:"balances,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -714,12 +745,16 @@ func (x *ReleaseReservationResponse) GetBalances() []*Balance {
 	return nil
 }
 
+// ExtendReservationRequest moves a reservation's expiry forward.
 type ExtendReservationRequest struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	ReservationId  string                 `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
-	IdempotencyKey string                 `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reservation to extend (ACTIVE, before expires_at).
+	ReservationId string `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
+	// Required; a replay with the same key returns the original response.
+	IdempotencyKey string `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// 1..86,400,000; added to the current expires_at, not to now.
-	ExtendByMs    int64            `protobuf:"varint,3,opt,name=extend_by_ms,json=extendByMs,proto3" json:"extend_by_ms,omitempty"`
+	ExtendByMs int64 `protobuf:"varint,3,opt,name=extend_by_ms,json=extendByMs,proto3" json:"extend_by_ms,omitempty"`
+	// Free-form, stored with the reservation.
 	Metadata      *structpb.Struct `protobuf:"bytes,4,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -783,13 +818,17 @@ func (x *ExtendReservationRequest) GetMetadata() *structpb.Struct {
 	return nil
 }
 
+// ExtendReservationResponse is the new expiry.
 type ExtendReservationResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// ACTIVE.
-	Status         ReservationStatus `protobuf:"varint,1,opt,name=status,proto3,enum=cycles.v1.ReservationStatus" json:"status,omitempty"`
-	ExpiresAtMs    int64             `protobuf:"varint,2,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"`
-	RemainingTtlMs int64             `protobuf:"varint,3,opt,name=remaining_ttl_ms,json=remainingTtlMs,proto3" json:"remaining_ttl_ms,omitempty"`
-	Balances       []*Balance        `protobuf:"bytes,4,rep,name=balances,proto3" json:"balances,omitempty"`
+	Status ReservationStatus `protobuf:"varint,1,opt,name=status,proto3,enum=cycles.v1.ReservationStatus" json:"status,omitempty"`
+	// The new expiry (epoch ms).
+	ExpiresAtMs int64 `protobuf:"varint,2,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"`
+	// expires_at_ms - now.
+	RemainingTtlMs int64 `protobuf:"varint,3,opt,name=remaining_ttl_ms,json=remainingTtlMs,proto3" json:"remaining_ttl_ms,omitempty"`
+	// Snapshot of the budgeted scopes (unchanged by an extend).
+	Balances []*Balance `protobuf:"bytes,4,rep,name=balances,proto3" json:"balances,omitempty"`
 	// How many extensions have been applied, including this one.
 	ExtensionCount int32 `protobuf:"varint,5,opt,name=extension_count,json=extensionCount,proto3" json:"extension_count,omitempty"`
 	unknownFields  protoimpl.UnknownFields
@@ -861,6 +900,7 @@ func (x *ExtendReservationResponse) GetExtensionCount() int32 {
 	return 0
 }
 
+// GetReservationRequest names one reservation of the caller's tenant.
 type GetReservationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1..128 characters.
@@ -906,9 +946,11 @@ func (x *GetReservationRequest) GetReservationId() string {
 	return ""
 }
 
+// GetReservationResponse is the reservation.
 type GetReservationResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Reservation   *Reservation           `protobuf:"bytes,1,opt,name=reservation,proto3" json:"reservation,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The full record.
+	Reservation   *Reservation `protobuf:"bytes,1,opt,name=reservation,proto3" json:"reservation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -955,32 +997,42 @@ type Reservation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "r_<tenant>_<32 hex>": ids name their owner, so another tenant's id is
 	// answered PERMISSION_DENIED (exists) or NOT_FOUND (does not).
-	ReservationId string            `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
-	Status        ReservationStatus `protobuf:"varint,2,opt,name=status,proto3,enum=cycles.v1.ReservationStatus" json:"status,omitempty"`
+	ReservationId string `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
+	// ACTIVE, COMMITTED, RELEASED or EXPIRED.
+	Status ReservationStatus `protobuf:"varint,2,opt,name=status,proto3,enum=cycles.v1.ReservationStatus" json:"status,omitempty"`
 	// The create key.
-	IdempotencyKey string   `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	Subject        *Subject `protobuf:"bytes,4,opt,name=subject,proto3" json:"subject,omitempty"`
-	Action         *Action  `protobuf:"bytes,5,opt,name=action,proto3" json:"action,omitempty"`
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// Who spent, as sent.
+	Subject *Subject `protobuf:"bytes,4,opt,name=subject,proto3" json:"subject,omitempty"`
+	// What for, as sent.
+	Action *Action `protobuf:"bytes,5,opt,name=action,proto3" json:"action,omitempty"`
 	// The estimate held.
 	Reserved *Amount `protobuf:"bytes,6,opt,name=reserved,proto3" json:"reserved,omitempty"`
 	// The charged amount, COMMITTED only.
-	Committed   *Amount `protobuf:"bytes,7,opt,name=committed,proto3" json:"committed,omitempty"`
-	CreatedAtMs int64   `protobuf:"varint,8,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	Committed *Amount `protobuf:"bytes,7,opt,name=committed,proto3" json:"committed,omitempty"`
+	// When it was created (epoch ms, Redis clock).
+	CreatedAtMs int64 `protobuf:"varint,8,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
 	// Current expiry (moves on extend).
 	ExpiresAtMs int64 `protobuf:"varint,9,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"`
 	// COMMITTED/RELEASED only.
 	FinalizedAtMs *int64 `protobuf:"varint,10,opt,name=finalized_at_ms,json=finalizedAtMs,proto3,oneof" json:"finalized_at_ms,omitempty"`
 	// EXPIRED only: when the sweeper expired it.
-	ExpiredAtMs    *int64   `protobuf:"varint,11,opt,name=expired_at_ms,json=expiredAtMs,proto3,oneof" json:"expired_at_ms,omitempty"`
-	ScopePath      string   `protobuf:"bytes,12,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
+	ExpiredAtMs *int64 `protobuf:"varint,11,opt,name=expired_at_ms,json=expiredAtMs,proto3,oneof" json:"expired_at_ms,omitempty"`
+	// The deepest scope of the subject.
+	ScopePath string `protobuf:"bytes,12,opt,name=scope_path,json=scopePath,proto3" json:"scope_path,omitempty"`
+	// Every derived scope, budgeted or not, in canonical order.
 	AffectedScopes []string `protobuf:"bytes,13,rep,name=affected_scopes,json=affectedScopes,proto3" json:"affected_scopes,omitempty"`
 	// The scopes that held a budget in the reservation's unit at reserve time;
 	// commit, release and expiry touch exactly these.
-	BudgetedScopes []string            `protobuf:"bytes,14,rep,name=budgeted_scopes,json=budgetedScopes,proto3" json:"budgeted_scopes,omitempty"`
-	GracePeriodMs  int64               `protobuf:"varint,15,opt,name=grace_period_ms,json=gracePeriodMs,proto3" json:"grace_period_ms,omitempty"`
-	OveragePolicy  CommitOveragePolicy `protobuf:"varint,16,opt,name=overage_policy,json=overagePolicy,proto3,enum=cycles.v1.CommitOveragePolicy" json:"overage_policy,omitempty"`
-	ExtensionCount int32               `protobuf:"varint,17,opt,name=extension_count,json=extensionCount,proto3" json:"extension_count,omitempty"`
-	MaxExtensions  int32               `protobuf:"varint,18,opt,name=max_extensions,json=maxExtensions,proto3" json:"max_extensions,omitempty"`
+	BudgetedScopes []string `protobuf:"bytes,14,rep,name=budgeted_scopes,json=budgetedScopes,proto3" json:"budgeted_scopes,omitempty"`
+	// Grace period after expires_at during which commit and release are accepted.
+	GracePeriodMs int64 `protobuf:"varint,15,opt,name=grace_period_ms,json=gracePeriodMs,proto3" json:"grace_period_ms,omitempty"`
+	// The overage policy resolved at reserve time.
+	OveragePolicy CommitOveragePolicy `protobuf:"varint,16,opt,name=overage_policy,json=overagePolicy,proto3,enum=cycles.v1.CommitOveragePolicy" json:"overage_policy,omitempty"`
+	// Extensions applied so far.
+	ExtensionCount int32 `protobuf:"varint,17,opt,name=extension_count,json=extensionCount,proto3" json:"extension_count,omitempty"`
+	// The tenant's limit on extensions at reserve time.
+	MaxExtensions int32 `protobuf:"varint,18,opt,name=max_extensions,json=maxExtensions,proto3" json:"max_extensions,omitempty"`
 	// Reserve-time metadata (ListReservations: only with include "metadata").
 	Metadata *structpb.Struct `protobuf:"bytes,19,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Commit-time metadata (ListReservations: only with include "committed_metadata").
@@ -1168,28 +1220,41 @@ func (x *Reservation) GetDebtIncurred() int64 {
 	return 0
 }
 
+// ListReservationsRequest pages the caller's reservations with filters; all set filters must match.
 type ListReservationsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Recovers a lost reservation_id: at most one match.
-	IdempotencyKey string            `protobuf:"bytes,1,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	Status         ReservationStatus `protobuf:"varint,2,opt,name=status,proto3,enum=cycles.v1.ReservationStatus" json:"status,omitempty"`
+	IdempotencyKey string `protobuf:"bytes,1,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// Only this status; UNSPECIFIED means any.
+	Status ReservationStatus `protobuf:"varint,2,opt,name=status,proto3,enum=cycles.v1.ReservationStatus" json:"status,omitempty"`
 	// Validation only: must equal the caller's tenant when set.
 	Tenant string `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	// Exact (case-insensitive) scope-segment filters.
 	Workspace string `protobuf:"bytes,4,opt,name=workspace,proto3" json:"workspace,omitempty"`
-	App       string `protobuf:"bytes,5,opt,name=app,proto3" json:"app,omitempty"`
-	Workflow  string `protobuf:"bytes,6,opt,name=workflow,proto3" json:"workflow,omitempty"`
-	Agent     string `protobuf:"bytes,7,opt,name=agent,proto3" json:"agent,omitempty"`
-	Toolset   string `protobuf:"bytes,8,opt,name=toolset,proto3" json:"toolset,omitempty"`
+	// See workspace.
+	App string `protobuf:"bytes,5,opt,name=app,proto3" json:"app,omitempty"`
+	// See workspace.
+	Workflow string `protobuf:"bytes,6,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	// See workspace.
+	Agent string `protobuf:"bytes,7,opt,name=agent,proto3" json:"agent,omitempty"`
+	// See workspace.
+	Toolset string `protobuf:"bytes,8,opt,name=toolset,proto3" json:"toolset,omitempty"`
 	// Inclusive windows on created_at_ms / expires_at_ms / finalized_at_ms.
-	CreatedFromMs   *int64               `protobuf:"varint,9,opt,name=created_from_ms,json=createdFromMs,proto3,oneof" json:"created_from_ms,omitempty"`
-	CreatedToMs     *int64               `protobuf:"varint,10,opt,name=created_to_ms,json=createdToMs,proto3,oneof" json:"created_to_ms,omitempty"`
-	ExpiresFromMs   *int64               `protobuf:"varint,11,opt,name=expires_from_ms,json=expiresFromMs,proto3,oneof" json:"expires_from_ms,omitempty"`
-	ExpiresToMs     *int64               `protobuf:"varint,12,opt,name=expires_to_ms,json=expiresToMs,proto3,oneof" json:"expires_to_ms,omitempty"`
-	FinalizedFromMs *int64               `protobuf:"varint,13,opt,name=finalized_from_ms,json=finalizedFromMs,proto3,oneof" json:"finalized_from_ms,omitempty"`
-	FinalizedToMs   *int64               `protobuf:"varint,14,opt,name=finalized_to_ms,json=finalizedToMs,proto3,oneof" json:"finalized_to_ms,omitempty"`
-	SortBy          ReservationSortField `protobuf:"varint,15,opt,name=sort_by,json=sortBy,proto3,enum=cycles.v1.ReservationSortField" json:"sort_by,omitempty"`
-	SortDir         SortDirection        `protobuf:"varint,16,opt,name=sort_dir,json=sortDir,proto3,enum=cycles.v1.SortDirection" json:"sort_dir,omitempty"`
+	CreatedFromMs *int64 `protobuf:"varint,9,opt,name=created_from_ms,json=createdFromMs,proto3,oneof" json:"created_from_ms,omitempty"`
+	// See created_from_ms.
+	CreatedToMs *int64 `protobuf:"varint,10,opt,name=created_to_ms,json=createdToMs,proto3,oneof" json:"created_to_ms,omitempty"`
+	// See created_from_ms.
+	ExpiresFromMs *int64 `protobuf:"varint,11,opt,name=expires_from_ms,json=expiresFromMs,proto3,oneof" json:"expires_from_ms,omitempty"`
+	// See created_from_ms.
+	ExpiresToMs *int64 `protobuf:"varint,12,opt,name=expires_to_ms,json=expiresToMs,proto3,oneof" json:"expires_to_ms,omitempty"`
+	// See created_from_ms.
+	FinalizedFromMs *int64 `protobuf:"varint,13,opt,name=finalized_from_ms,json=finalizedFromMs,proto3,oneof" json:"finalized_from_ms,omitempty"`
+	// See created_from_ms.
+	FinalizedToMs *int64 `protobuf:"varint,14,opt,name=finalized_to_ms,json=finalizedToMs,proto3,oneof" json:"finalized_to_ms,omitempty"`
+	// Sort key; UNSPECIFIED means created_at_ms.
+	SortBy ReservationSortField `protobuf:"varint,15,opt,name=sort_by,json=sortBy,proto3,enum=cycles.v1.ReservationSortField" json:"sort_by,omitempty"`
+	// Sort direction; UNSPECIFIED means descending.
+	SortDir SortDirection `protobuf:"varint,16,opt,name=sort_dir,json=sortDir,proto3,enum=cycles.v1.SortDirection" json:"sort_dir,omitempty"`
 	// "metadata", "committed_metadata"; unknown tokens are ignored.
 	Include []string `protobuf:"bytes,17,rep,name=include,proto3" json:"include,omitempty"`
 	// 1..200, default 50.
@@ -1363,11 +1428,15 @@ func (x *ListReservationsRequest) GetCursor() string {
 	return ""
 }
 
+// ListReservationsResponse is one page.
 type ListReservationsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Reservations  []*Reservation         `protobuf:"bytes,1,rep,name=reservations,proto3" json:"reservations,omitempty"`
-	NextCursor    string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
-	HasMore       bool                   `protobuf:"varint,3,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In the requested order.
+	Reservations []*Reservation `protobuf:"bytes,1,rep,name=reservations,proto3" json:"reservations,omitempty"`
+	// Pass as `cursor` for the next page; empty at the end.
+	NextCursor string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	// True when more match (then next_cursor is set).
+	HasMore       bool `protobuf:"varint,3,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1423,15 +1492,21 @@ func (x *ListReservationsResponse) GetHasMore() bool {
 	return false
 }
 
+// DecideRequest asks whether a reservation would be allowed, holding nothing.
 type DecideRequest struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	IdempotencyKey string                 `protobuf:"bytes,1,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	Subject        *Subject               `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
-	Action         *Action                `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
-	Estimate       *Amount                `protobuf:"bytes,4,opt,name=estimate,proto3" json:"estimate,omitempty"`
-	Metadata       *structpb.Struct       `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required; a replay with the same key returns the original decision.
+	IdempotencyKey string `protobuf:"bytes,1,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// Who would spend.
+	Subject *Subject `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	// What for.
+	Action *Action `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	// The amount that would be held.
+	Estimate *Amount `protobuf:"bytes,4,opt,name=estimate,proto3" json:"estimate,omitempty"`
+	// Free-form request metadata.
+	Metadata      *structpb.Struct `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DecideRequest) Reset() {
@@ -1499,13 +1574,19 @@ func (x *DecideRequest) GetMetadata() *structpb.Struct {
 	return nil
 }
 
+// DecideResponse is the decision; DENY is a result, not an error, and emits reservation.denied.
 type DecideResponse struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Decision       Decision               `protobuf:"varint,1,opt,name=decision,proto3,enum=cycles.v1.Decision" json:"decision,omitempty"`
-	Caps           *Caps                  `protobuf:"bytes,2,opt,name=caps,proto3" json:"caps,omitempty"`
-	ReasonCode     string                 `protobuf:"bytes,3,opt,name=reason_code,json=reasonCode,proto3" json:"reason_code,omitempty"`
-	RetryAfterMs   *int64                 `protobuf:"varint,4,opt,name=retry_after_ms,json=retryAfterMs,proto3,oneof" json:"retry_after_ms,omitempty"`
-	AffectedScopes []string               `protobuf:"bytes,5,rep,name=affected_scopes,json=affectedScopes,proto3" json:"affected_scopes,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ALLOW, ALLOW_WITH_CAPS or DENY.
+	Decision Decision `protobuf:"varint,1,opt,name=decision,proto3,enum=cycles.v1.Decision" json:"decision,omitempty"`
+	// ALLOW_WITH_CAPS only: the limits that would apply.
+	Caps *Caps `protobuf:"bytes,2,opt,name=caps,proto3" json:"caps,omitempty"`
+	// Set on DENY: the protocol reason, as in CreateReservationResponse.reason_code.
+	ReasonCode string `protobuf:"bytes,3,opt,name=reason_code,json=reasonCode,proto3" json:"reason_code,omitempty"`
+	// Set on DENY for a throttle-like reason: when retrying may succeed.
+	RetryAfterMs *int64 `protobuf:"varint,4,opt,name=retry_after_ms,json=retryAfterMs,proto3,oneof" json:"retry_after_ms,omitempty"`
+	// Every derived scope, in canonical order.
+	AffectedScopes []string `protobuf:"bytes,5,rep,name=affected_scopes,json=affectedScopes,proto3" json:"affected_scopes,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1575,17 +1656,24 @@ func (x *DecideResponse) GetAffectedScopes() []string {
 	return nil
 }
 
+// CreateEventRequest debits an actual cost directly, without a reservation.
 type CreateEventRequest struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	IdempotencyKey string                 `protobuf:"bytes,1,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	Subject        *Subject               `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
-	Action         *Action                `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
-	Actual         *Amount                `protobuf:"bytes,4,opt,name=actual,proto3" json:"actual,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required; a replay with the same key returns the original response.
+	IdempotencyKey string `protobuf:"bytes,1,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// Who spent.
+	Subject *Subject `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"`
+	// What for.
+	Action *Action `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	// The cost to debit; > 0.
+	Actual *Amount `protobuf:"bytes,4,opt,name=actual,proto3" json:"actual,omitempty"`
 	// Default: the tenant default, else ALLOW_IF_AVAILABLE.
 	OveragePolicy CommitOveragePolicy `protobuf:"varint,5,opt,name=overage_policy,json=overagePolicy,proto3,enum=cycles.v1.CommitOveragePolicy" json:"overage_policy,omitempty"`
-	Metrics       *StandardMetrics    `protobuf:"bytes,6,opt,name=metrics,proto3" json:"metrics,omitempty"`
+	// Usage metrics, stored with the event.
+	Metrics *StandardMetrics `protobuf:"bytes,6,opt,name=metrics,proto3" json:"metrics,omitempty"`
 	// Advisory only; never used as a clock.
-	ClientTimeMs  *int64           `protobuf:"varint,7,opt,name=client_time_ms,json=clientTimeMs,proto3,oneof" json:"client_time_ms,omitempty"`
+	ClientTimeMs *int64 `protobuf:"varint,7,opt,name=client_time_ms,json=clientTimeMs,proto3,oneof" json:"client_time_ms,omitempty"`
+	// Free-form, stored with the event.
 	Metadata      *structpb.Struct `protobuf:"bytes,8,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1677,14 +1765,19 @@ func (x *CreateEventRequest) GetMetadata() *structpb.Struct {
 	return nil
 }
 
+// CreateEventResponse is the applied debit.
 type CreateEventResponse struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Status  EventStatus            `protobuf:"varint,1,opt,name=status,proto3,enum=cycles.v1.EventStatus" json:"status,omitempty"`
-	EventId string                 `protobuf:"bytes,2,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// APPLIED.
+	Status EventStatus `protobuf:"varint,1,opt,name=status,proto3,enum=cycles.v1.EventStatus" json:"status,omitempty"`
+	// The id of the recorded debit.
+	EventId string `protobuf:"bytes,2,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
 	// Present only when the charge was capped below actual.
-	Charged       *Amount    `protobuf:"bytes,3,opt,name=charged,proto3" json:"charged,omitempty"`
-	Balances      []*Balance `protobuf:"bytes,4,rep,name=balances,proto3" json:"balances,omitempty"`
-	DebtIncurred  int64      `protobuf:"varint,5,opt,name=debt_incurred,json=debtIncurred,proto3" json:"debt_incurred,omitempty"`
+	Charged *Amount `protobuf:"bytes,3,opt,name=charged,proto3" json:"charged,omitempty"`
+	// Post-debit snapshot of the budgeted scopes.
+	Balances []*Balance `protobuf:"bytes,4,rep,name=balances,proto3" json:"balances,omitempty"`
+	// Debt created by this debit across its scopes (ALLOW_WITH_OVERDRAFT only).
+	DebtIncurred  int64 `protobuf:"varint,5,opt,name=debt_incurred,json=debtIncurred,proto3" json:"debt_incurred,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1754,19 +1847,26 @@ func (x *CreateEventResponse) GetDebtIncurred() int64 {
 	return 0
 }
 
+// GetBalancesRequest selects the caller's budgets by scope segments (at least one).
 type GetBalancesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Validation only: must equal the caller's tenant when set.
-	Tenant    string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// Exact scope-segment filter, as Subject.workspace.
 	Workspace string `protobuf:"bytes,2,opt,name=workspace,proto3" json:"workspace,omitempty"`
-	App       string `protobuf:"bytes,3,opt,name=app,proto3" json:"app,omitempty"`
-	Workflow  string `protobuf:"bytes,4,opt,name=workflow,proto3" json:"workflow,omitempty"`
-	Agent     string `protobuf:"bytes,5,opt,name=agent,proto3" json:"agent,omitempty"`
-	Toolset   string `protobuf:"bytes,6,opt,name=toolset,proto3" json:"toolset,omitempty"`
+	// Exact scope-segment filter, as Subject.app.
+	App string `protobuf:"bytes,3,opt,name=app,proto3" json:"app,omitempty"`
+	// Exact scope-segment filter, as Subject.workflow.
+	Workflow string `protobuf:"bytes,4,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	// Exact scope-segment filter, as Subject.agent.
+	Agent string `protobuf:"bytes,5,opt,name=agent,proto3" json:"agent,omitempty"`
+	// Exact scope-segment filter, as Subject.toolset.
+	Toolset string `protobuf:"bytes,6,opt,name=toolset,proto3" json:"toolset,omitempty"`
 	// Accepted; children are always included.
 	IncludeChildren bool `protobuf:"varint,7,opt,name=include_children,json=includeChildren,proto3" json:"include_children,omitempty"`
 	// 1..200, default 50.
-	Limit  int32  `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int32 `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The previous page's next_cursor; empty for the first page.
 	Cursor string `protobuf:"bytes,9,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// Only this unit when set.
 	Unit          Unit `protobuf:"varint,10,opt,name=unit,proto3,enum=cycles.v1.Unit" json:"unit,omitempty"`
@@ -1874,11 +1974,15 @@ func (x *GetBalancesRequest) GetUnit() Unit {
 	return Unit_UNIT_UNSPECIFIED
 }
 
+// GetBalancesResponse is one page of balances.
 type GetBalancesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Balances      []*Balance             `protobuf:"bytes,1,rep,name=balances,proto3" json:"balances,omitempty"`
-	NextCursor    string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
-	HasMore       bool                   `protobuf:"varint,3,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The matching budgets' ledgers.
+	Balances []*Balance `protobuf:"bytes,1,rep,name=balances,proto3" json:"balances,omitempty"`
+	// Pass as `cursor` for the next page; empty at the end.
+	NextCursor string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	// True when more match (then next_cursor is set).
+	HasMore       bool `protobuf:"varint,3,opt,name=has_more,json=hasMore,proto3" json:"has_more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

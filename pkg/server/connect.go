@@ -1,0 +1,78 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/vanguard"
+)
+
+// DefaultConnectMaxBody bounds one Connect/gRPC-Web/JSON request body. The
+// largest request in the contract (a batch admin call) is a few KiB; 1 MiB
+// leaves room while keeping what one caller can make us buffer small.
+const DefaultConnectMaxBody = 1 << 20
+
+// MountConnect serves every registered cycles.v1 service over the Connect
+// protocol (JSON or binary, unary and server streaming), gRPC-Web and gRPC
+// on the HTTP listener, at the usual "/<service>/<method>" paths.
+//
+// It is a transcoder, not a second implementation: connectrpc.com/vanguard
+// rewrites each request into gRPC and hands it in process to the gRPC
+// server's own ServeHTTP, so the call runs through the same interceptor
+// chain (request id, logging, status mapping, recovery, deadline, auth,
+// guard, validation), stats handler and handlers as a native gRPC call.
+// Errors keep their google.rpc details (ErrorInfo, RetryInfo): Connect
+// clients get them in the error JSON's "details".
+//
+// maxBody caps each request body (<= 0: DefaultConnectMaxBody); a larger
+// body is refused before any handler runs.
+func (h *HTTPServer) MountConnect(maxBody int64) error {
+	if maxBody <= 0 {
+		maxBody = DefaultConnectMaxBody
+	}
+	var services []*vanguard.Service
+	var paths []string
+	for _, name := range h.core.names {
+		if !strings.HasPrefix(name, "cycles.v1.") {
+			continue
+		}
+		services = append(services, vanguard.NewService(name, h.core.GRPC,
+			vanguard.WithTargetProtocols(vanguard.ProtocolGRPC),
+			vanguard.WithTargetCodecs(vanguard.CodecProto),
+			vanguard.WithMaxMessageBufferBytes(uint32(maxBody)),
+		))
+		paths = append(paths, "/"+name+"/")
+	}
+	if len(services) == 0 {
+		return nil
+	}
+	tc, err := vanguard.NewTranscoder(services)
+	if err != nil {
+		return fmt.Errorf("connect transcoder: %w", err)
+	}
+	handler := http.MaxBytesHandler(connectUnaryByDefault(tc), maxBody)
+	for _, p := range paths {
+		h.mux.Handle(p, handler)
+	}
+	return nil
+}
+
+// connectUnaryByDefault marks a POST with a unary Connect content type
+// (application/json, application/proto) as Connect even without the
+// Connect-Protocol-Version header, as connect-go servers do by default, so a
+// plain `curl -H 'Content-Type: application/json' -d '{...}'` is a Connect
+// call (with Connect's error JSON) rather than vanguard's REST fallback,
+// which has no routes here.
+func connectUnaryByDefault(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get("Connect-Protocol-Version") == "" {
+			switch ct := r.Header.Get("Content-Type"); {
+			case ct == "application/json", ct == "application/proto",
+				strings.HasPrefix(ct, "application/json;"):
+				r.Header.Set("Connect-Protocol-Version", "1")
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+)
+
+// TestEveryEventTypeIsProducedAndTyped drives a real cyclesd through every
+// operation that emits an event and reads the log back: each EventType
+// arrives with its typed payload and exact int64 amounts.
+func TestEveryEventTypeIsProducedAndTyped(t *testing.T) {
+	d := startDaemon(t, []string{"CYCLESD_ADMIN_KEY=" + adminKey}, "-sweeper-interval", "100ms")
+	d.waitServing(t)
+	conn := d.conn(t)
+	admin := cyclesv1.NewAdminServiceClient(conn)
+	runtime := cyclesv1.NewRuntimeServiceClient(conn)
+	events := cyclesv1.NewEventServiceClient(conn)
+	ctx := adminCtx()
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	const tenant, scope = "evt", "tenant:evt"
+	const big = int64(1)<<53 + 1
+	tok := cyclesv1.Unit_UNIT_TOKENS
+	usd := cyclesv1.Unit_UNIT_USD_MICROCENTS
+
+	must(admin.CreateTenant(ctx, &cyclesv1.CreateTenantRequest{TenantId: tenant, Name: "Events"}))
+	key, err := admin.CreateApiKey(ctx, &cyclesv1.CreateApiKeyRequest{TenantId: tenant, Name: "agent"})
+	must(key, err)
+	agent := keyCtx(key.GetSecret())
+	must(admin.CreateBudget(ctx, &cyclesv1.CreateBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: tok, Allocated: 1000}))
+	must(admin.CreateBudget(ctx, &cyclesv1.CreateBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: usd, Allocated: big}))
+	must(admin.UpdateBudget(ctx, &cyclesv1.UpdateBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: tok, OverdraftLimit: ptr(int64(500))}))
+	fund := func(op cyclesv1.FundingOperation, amount int64) {
+		t.Helper()
+		must(admin.FundBudget(ctx, &cyclesv1.FundBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: tok,
+			Operation: op, Amount: amount, IdempotencyKey: fmt.Sprintf("f-%d-%d", op, amount)}))
+	}
+	fund(cyclesv1.FundingOperation_FUNDING_OPERATION_CREDIT, 100)
+	fund(cyclesv1.FundingOperation_FUNDING_OPERATION_DEBIT, 100)
+	fund(cyclesv1.FundingOperation_FUNDING_OPERATION_RESET, 1000)
+	fund(cyclesv1.FundingOperation_FUNDING_OPERATION_RESET_SPENT, 1000)
+
+	action := &cyclesv1.Action{Kind: "llm.completion", Name: "m"}
+	dec, err := runtime.Decide(agent, &cyclesv1.DecideRequest{IdempotencyKey: "d1", Subject: &cyclesv1.Subject{Workspace: "w"},
+		Action: action, Estimate: &cyclesv1.Amount{Unit: tok, Amount: big}})
+	must(dec, err)
+	reserve := func(id string, amount int64, ttl *int64) string {
+		t.Helper()
+		res, err := runtime.CreateReservation(agent, &cyclesv1.CreateReservationRequest{IdempotencyKey: id,
+			Subject: &cyclesv1.Subject{Workspace: "w"}, Action: action, Estimate: &cyclesv1.Amount{Unit: tok, Amount: amount},
+			TtlMs: ttl, GracePeriodMs: ptr(int64(0)), OveragePolicy: cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_WITH_OVERDRAFT})
+		must(res, err)
+		return res.GetReservationId()
+	}
+	rid := reserve("r1", 1000, nil) // remaining 1000 -> 0: budget.exhausted
+	must(runtime.CommitReservation(agent, &cyclesv1.CommitReservationRequest{ReservationId: rid, IdempotencyKey: "c1",
+		Actual: &cyclesv1.Amount{Unit: tok, Amount: 1200}})) // commit_overage, debt_incurred 200
+	must(admin.UpdateBudget(ctx, &cyclesv1.UpdateBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: tok, OverdraftLimit: ptr(int64(100))})) // over_limit_entered
+	fund(cyclesv1.FundingOperation_FUNDING_OPERATION_REPAY_DEBT, 300)                                                                            // debt_repaid, over_limit_exited
+	must(admin.FreezeBudget(ctx, &cyclesv1.FreezeBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: tok}))
+	must(admin.UnfreezeBudget(ctx, &cyclesv1.UnfreezeBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: tok}))
+	reserve("r-expires", 10, ptr(int64(1000)))
+	must(admin.UpdateTenant(ctx, &cyclesv1.UpdateTenantRequest{TenantId: tenant, Name: ptr("Events 2")}))
+	must(admin.UpdateTenant(ctx, &cyclesv1.UpdateTenantRequest{TenantId: tenant, Status: cyclesv1.TenantStatus_TENANT_STATUS_SUSPENDED}))
+	must(admin.UpdateTenant(ctx, &cyclesv1.UpdateTenantRequest{TenantId: tenant, Status: cyclesv1.TenantStatus_TENANT_STATUS_ACTIVE}))
+	must(admin.CloseBudget(ctx, &cyclesv1.CloseBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: usd}))
+
+	// Wait for the sweeper's reservation.expired before the tenant closes.
+	list := func(types ...cyclesv1.EventType) []*cyclesv1.Event {
+		t.Helper()
+		res, err := events.ListEvents(ctx, &cyclesv1.ListEventsRequest{TenantId: tenant, Limit: 200, Types: types})
+		must(res, err)
+		return res.GetEvents()
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for len(list(cyclesv1.EventType_EVENT_TYPE_RESERVATION_EXPIRED)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no reservation.expired")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	reserve("r-open", 5, nil)
+	must(admin.RevokeApiKey(ctx, &cyclesv1.RevokeApiKeyRequest{TenantId: tenant, KeyId: key.GetApiKey().GetKeyId()}))
+	must(admin.CloseTenant(context.WithoutCancel(ctx), &cyclesv1.CloseTenantRequest{TenantId: tenant}))
+
+	byType := map[cyclesv1.EventType][]*cyclesv1.Event{}
+	for _, ev := range list() {
+		if ev.GetPayload() == nil {
+			t.Errorf("%s arrived without a typed payload: %v", ev.GetEventType(), ev.GetData())
+		}
+		byType[ev.GetType()] = append(byType[ev.GetType()], ev)
+	}
+	for num, name := range cyclesv1.EventType_name {
+		if num != 0 && len(byType[cyclesv1.EventType(num)]) == 0 {
+			t.Errorf("no %s event was produced", name)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	first := func(typ cyclesv1.EventType) *cyclesv1.Event { return byType[typ][0] }
+	if p := first(cyclesv1.EventType_EVENT_TYPE_RESERVATION_DENIED).GetReservationDenied(); p.GetRequestedAmount() != big ||
+		p.GetReasonCode() != "BUDGET_EXCEEDED" || p.GetAction().GetKind() != "llm.completion" || p.GetSubject().GetWorkspace() != "w" {
+		t.Errorf("reservation.denied: %v", p)
+	}
+	if p := first(cyclesv1.EventType_EVENT_TYPE_RESERVATION_COMMIT_OVERAGE).GetCommitOverage(); p.GetEstimatedAmount() != 1000 ||
+		p.GetActualAmount() != 1200 || p.GetOverage() != 200 || p.GetDebtIncurred() != 200 ||
+		p.GetOveragePolicy() != cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_WITH_OVERDRAFT {
+		t.Errorf("reservation.commit_overage: %v", p)
+	}
+	if p := first(cyclesv1.EventType_EVENT_TYPE_BUDGET_DEBT_INCURRED).GetBudgetDebtIncurred(); p.GetDebtIncurred() != 200 || p.GetTotalDebt() != 200 || p.GetOverdraftLimit() != 500 {
+		t.Errorf("budget.debt_incurred: %v", p)
+	}
+	if p := first(cyclesv1.EventType_EVENT_TYPE_BUDGET_OVER_LIMIT_ENTERED).GetBudgetOverLimit(); !p.GetIsOverLimit() || p.GetDebt() != 200 || p.GetOverdraftLimit() != 100 {
+		t.Errorf("budget.over_limit_entered: %v", p)
+	}
+	if p := first(cyclesv1.EventType_EVENT_TYPE_RESERVATION_EXPIRED).GetReservationExpired(); p.GetEstimatedAmount() != 10 ||
+		p.GetTtlMs() != 1000 || p.GetExpiresAtMs() <= 0 || p.GetUnit() != tok {
+		t.Errorf("reservation.expired: %v", p)
+	}
+	for _, ev := range byType[cyclesv1.EventType_EVENT_TYPE_BUDGET_CREATED] {
+		if p := ev.GetBudgetChanged(); p.GetUnit() == usd && p.GetNewState().GetAllocated() != big {
+			t.Errorf("budget.created lost 2^53+1: %v", p)
+		}
+	}
+	if p := first(cyclesv1.EventType_EVENT_TYPE_RESERVATION_RELEASED_VIA_TENANT_CASCADE).GetReservationReleased(); p.GetReleasedAmount() != 5 ||
+		p.GetNewStatus() != cyclesv1.ReservationStatus_RESERVATION_STATUS_RELEASED {
+		t.Errorf("reservation.released_via_tenant_cascade: %v", p)
+	}
+	if p := first(cyclesv1.EventType_EVENT_TYPE_TENANT_SUSPENDED).GetTenantChanged(); p.GetNewStatus() != cyclesv1.TenantStatus_TENANT_STATUS_SUSPENDED {
+		t.Errorf("tenant.suspended: %v", p)
+	}
+	if p := first(cyclesv1.EventType_EVENT_TYPE_API_KEY_REVOKED).GetApiKeyChanged(); p.GetNewStatus() != cyclesv1.ApiKeyStatus_API_KEY_STATUS_REVOKED {
+		t.Errorf("api_key.revoked: %v", p)
+	}
+
+	// The typed filter selects exactly those types, on List and Watch.
+	for _, ev := range list(cyclesv1.EventType_EVENT_TYPE_BUDGET_FUNDED, cyclesv1.EventType_EVENT_TYPE_BUDGET_DEBITED) {
+		if ev.GetType() != cyclesv1.EventType_EVENT_TYPE_BUDGET_FUNDED && ev.GetType() != cyclesv1.EventType_EVENT_TYPE_BUDGET_DEBITED {
+			t.Errorf("filter let %s through", ev.GetEventType())
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	stream, err := events.WatchEvents(wctx, &cyclesv1.WatchEventsRequest{TenantId: tenant,
+		Start: cyclesv1.StartPosition_START_POSITION_EARLIEST, Types: []cyclesv1.EventType{cyclesv1.EventType_EVENT_TYPE_TENANT_CLOSED}})
+	must(stream, err)
+	for {
+		res, err := stream.Recv()
+		must(res, err)
+		if ev := res.GetEvent(); ev != nil {
+			if ev.GetType() != cyclesv1.EventType_EVENT_TYPE_TENANT_CLOSED || ev.GetTenantChanged().GetNewStatus() != cyclesv1.TenantStatus_TENANT_STATUS_CLOSED {
+				t.Fatalf("watch filter: %v", ev)
+			}
+			break
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
