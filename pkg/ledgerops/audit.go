@@ -86,12 +86,12 @@ func (s *Service) audit(ctx context.Context, tenant string) (*report, error) {
 	var cur cursor
 	for {
 		var page struct {
-			Rows        []finding `json:"rows"`
-			Next        cursor    `json:"next"`
-			Done        bool      `json:"done"`
-			Records     int64     `json:"records"`
-			Active      int64     `json:"active"`
-			Quarantined int64     `json:"quarantined"`
+			Rows        luaArrayOf[finding] `json:"rows"`
+			Next        cursor              `json:"next"`
+			Done        bool                `json:"done"`
+			Records     int64               `json:"records"`
+			Active      int64               `json:"active"`
+			Quarantined int64               `json:"quarantined"`
 		}
 		if err := s.runPage(ctx, &page, "ops/audit_records", prefix, cur.Member, cur.Score, s.opts.PageSize); err != nil {
 			return nil, fmt.Errorf("audit records of %s: %w", tenant, err)
@@ -120,10 +120,10 @@ func (s *Service) audit(ctx context.Context, tenant string) (*report, error) {
 		cur = cursor{}
 		for {
 			var page struct {
-				Rows    []finding `json:"rows"`
-				Next    cursor    `json:"next"`
-				Done    bool      `json:"done"`
-				Entries int64     `json:"entries"`
+				Rows    luaArrayOf[finding] `json:"rows"`
+				Next    cursor              `json:"next"`
+				Done    bool                `json:"done"`
+				Entries int64               `json:"entries"`
 			}
 			if err := s.runPage(ctx, &page, "ops/audit_index", prefix, which, cur.Member, cur.Score, s.opts.PageSize); err != nil {
 				return nil, fmt.Errorf("audit %s index of %s: %w", which, tenant, err)
@@ -151,12 +151,12 @@ func (s *Service) audit(ctx context.Context, tenant string) (*report, error) {
 	after := ""
 	for {
 		var page struct {
-			Rows []struct {
+			Rows luaArrayOf[struct {
 				M         string         `json:"m"`
 				Exists    bool           `json:"exists"`
 				WrongType bool           `json:"wrong_type"`
 				F         luaMap[string] `json:"f"`
-			} `json:"rows"`
+			}] `json:"rows"`
 			Done bool `json:"done"`
 		}
 		if err := s.runPage(ctx, &page, "ops/audit_budgets", prefix, after, s.opts.PageSize); err != nil {

@@ -40,8 +40,8 @@ type repairChange struct {
 type repairResult struct {
 	Replay bool `json:"replay"`
 	Resp   struct {
-		Changes []repairChange `json:"changes"`
-		Skipped []finding      `json:"skipped"`
+		Changes luaArrayOf[repairChange] `json:"changes"`
+		Skipped luaArrayOf[finding]      `json:"skipped"`
 	} `json:"resp"`
 }
 
