@@ -43,9 +43,10 @@ type env struct {
 	tenant string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvOn(t, redistest.SharedClient(t)) }
+
+func newEnvOn(t *testing.T, c redis.UniversalClient) *env {
 	t.Helper()
-	c := redistest.SharedClient(t)
 	ex, err := script.New(c)
 	if err != nil {
 		t.Fatal(err)
@@ -167,8 +168,15 @@ func (e *env) eventsOf(typ string) []map[string]string {
 
 // The incidents the issue names, made in Redis the way they happen, then
 // found, repaired and resolved through OpsService only.
+// On every backend: the shared one (a Cluster under CYCLES_TEST_REDIS=cluster)
+// and the embedded store of dev mode.
 func TestIncidentsAuditRepairResolve(t *testing.T) {
-	e := newEnv(t)
+	for _, be := range redistest.Backends(t) {
+		t.Run(be.Name, func(t *testing.T) { incidents(t, newEnvOn(t, be.Client)) })
+	}
+}
+
+func incidents(t *testing.T, e *env) {
 	ctx := context.Background()
 	tk := keys.Tenant(e.tenant)
 	for _, w := range []string{"w1", "w2", "w3", "w4", "w5", "ok"} {
