@@ -12,6 +12,7 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/keys"
 	"github.com/cyclesgo/cycles-go/pkg/script"
 	"github.com/cyclesgo/cycles-go/pkg/sweeper"
+	"github.com/cyclesgo/cycles-go/pkg/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
@@ -191,4 +192,49 @@ func TestBackgroundAuditGauge(t *testing.T) {
 
 func asTenant(e *env) context.Context {
 	return grpctest.AsTenant(context.Background(), e.tenant)
+}
+
+// A paused background loop skips its sweeps (due work stays due) until
+// resumed; then it expires the work.
+func TestPausedLoopSkipsSweeps(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	tk := keys.Tenant(e.tenant)
+	e.budget("due")
+	id := e.reserve("due", 4)
+	past := time.Now().UnixMilli() - 60_000
+	if _, err := e.ops.PauseSweeper(admin(), &cyclesv1.PauseSweeperRequest{Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = e.ops.ResumeSweeper(admin(), &cyclesv1.ResumeSweeperRequest{}) })
+	e.redis("HSET", tk.Reservation(id), "expires_at", strconv.FormatInt(past, 10), "grace_ms", "0")
+	e.redis("ZADD", tk.Deadlines(), past, id)
+
+	mr := telemetrytest.New()
+	loop := sweeper.New(e.ex, sweeper.Options{Interval: 5 * time.Millisecond, MeterProvider: mr.Provider})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	waitFor(t, "two skipped sweeps", func() bool { return mr.Sum(t, "cycles.sweeper.paused_intervals") >= 2 })
+	if st := e.field(tk.Reservation(id), "state"); st != "ACTIVE" || mr.Sum(t, "cycles.sweeper.sweeps") != 0 {
+		t.Fatalf("a paused loop swept: state %s", st)
+	}
+	if _, err := e.ops.ResumeSweeper(admin(), &cyclesv1.ResumeSweeperRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the expiry after resume", func() bool { return e.field(tk.Reservation(id), "state") == "EXPIRED" })
+}
+
+// waitFor polls cond (a wait for a background loop, not a speed assertion).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
