@@ -14,6 +14,13 @@ local function is_small(v)
   return type(v) == 'string' and #v <= 15 and string.find(v, '^%d+$') ~= nil
 end
 
+-- is_quarantined: flagged by the sweeper and not settled since. The sweeper
+-- also quarantines records whose state is invalid (INVALID_STATE), so any
+-- non-terminal state counts.
+local function is_quarantined(h)
+  return not h.missing and not h.wrong_type and h.quarantined_at ~= nil and not TERMINAL_STATES[h.state or '']
+end
+
 -- read_hold reads the fields of reservation id. The result has missing = true
 -- when there is no record, wrong_type = true when the key is not a hash.
 local function read_hold(prefix, id)
@@ -92,9 +99,10 @@ end
 -- indexes), per budget member "<scope_path>|<UNIT>". Returns nil when more
 -- than limit ids would be read (bounded work), else
 --   {sums = {member -> E}, uncertain = {member -> true} (a holder whose
---    estimate does not parse), quarantined = {member -> id} (held by a
---    quarantined reservation), all_uncertain = true when a holder's scopes or
---    unit do not parse, active = n}.
+--    estimate does not parse, or a quarantined record in an invalid state,
+--    which may or may not still be carried), quarantined = {member -> id}
+--    (held by a quarantined reservation), all_uncertain = true when a
+--    holder's scopes or unit do not parse, active = n}.
 local function active_holds(prefix, limit, extra)
   local dl, qi = prefix .. 'r:deadline', prefix .. 'r:quarantine'
   if redis.call('ZCARD', dl) + redis.call('ZCARD', qi) + #extra > limit then return nil end
@@ -107,7 +115,18 @@ local function active_holds(prefix, limit, extra)
   local out = {sums = {}, uncertain = {}, quarantined = {}, all_uncertain = false, active = 0}
   for _, id in ipairs(ids) do
     local h = read_hold(prefix, id)
-    if not h.missing and not h.wrong_type and h.state == 'ACTIVE' then
+    if is_quarantined(h) and h.state ~= 'ACTIVE' then
+      -- INVALID_STATE: whether the budgets still carry it is unknown.
+      parse_hold(h)
+      if h.scopes and h.unit_ok then
+        for _, s in ipairs(h.scopes) do
+          out.quarantined[s .. '|' .. h.unit] = id
+          out.uncertain[s .. '|' .. h.unit] = true
+        end
+      else
+        out.all_uncertain = true
+      end
+    elseif not h.missing and not h.wrong_type and h.state == 'ACTIVE' then
       out.active = out.active + 1
       parse_hold(h)
       if h.scopes and h.unit_ok then

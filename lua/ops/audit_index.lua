@@ -29,10 +29,10 @@ for _, e in ipairs(page) do
       rows[#rows + 1] = {kind = 'INDEX_FINALIZED', id = id, msg = h.state .. ' record still in the deadline index',
         ev = {score = score, state = h.state}, fix = true}
     end
-  elseif h.missing or h.wrong_type or h.state ~= 'ACTIVE' or not h.quarantined_at then
+  elseif not is_quarantined(h) then
     local what = 'record is gone'
     if h.wrong_type then what = 'key is not a hash'
-    elseif not h.missing and h.state ~= 'ACTIVE' then what = 'record is ' .. tostring(h.state)
+    elseif not h.missing and TERMINAL_STATES[h.state or ''] then what = 'record is ' .. tostring(h.state)
     elseif not h.missing then what = 'record is no longer flagged' end
     rows[#rows + 1] = {kind = 'QUARANTINE_STALE', id = id, msg = 'quarantine index entry is stale: ' .. what,
       ev = {state = h.state or ''}, fix = true}

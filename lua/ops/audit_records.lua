@@ -36,7 +36,15 @@ for _, e in ipairs(page) do
   elseif not h.missing then
     records = records + 1
     local st = h.state
-    if st == 'ACTIVE' then
+    if is_quarantined(h) and st ~= 'ACTIVE' then
+      quarantined = quarantined + 1
+      row('QUARANTINED', id, 'quarantined by the sweeper: ' .. (h.quarantine_reason or ''), {
+        reason = h.quarantine_reason or '', quarantined_at = h.quarantined_at, state = st or ''})
+      if not redis.call('ZSCORE', qi, id) then
+        row('QUARANTINE_NOT_INDEXED', id, 'quarantined record missing from the quarantine index',
+          {quarantined_at = h.quarantined_at}, true)
+      end
+    elseif st == 'ACTIVE' then
       active = active + 1
       local hold_problem, expiry_problem = parse_hold(h)
       if h.quarantined_at then

@@ -6,7 +6,8 @@
 -- ARGV[1] cursor member ('' = start), ARGV[2] cursor score, ARGV[3] page size 1..500
 -- Result ok({rows = [{id, reason, at, fields, holds = [{scope, unit, amount, reserved}]}],
 --            next = {member, score}, done})
--- Entries whose record is gone, terminal or unflagged are left out (the audit
+-- A quarantined record is flagged and not terminal (ACTIVE, or an invalid
+-- state: INVALID_STATE). Entries whose record is gone, terminal or unflagged are left out (the audit
 -- reports them as QUARANTINE_STALE and RepairTenant drops them).
 
 local prefix = KEYS[1]
@@ -16,7 +17,7 @@ local page, done = zpage(prefix .. 'r:quarantine', ARGV[1], ARGV[2], n)
 local rows = {}
 for _, e in ipairs(page) do
   local r = quarantine_row(prefix, e[1])
-  if r and r.fields.state == 'ACTIVE' and r.at ~= '' then rows[#rows + 1] = r end
+  if r and is_quarantined(read_hold(prefix, e[1])) then rows[#rows + 1] = r end
 end
 local nxt = {member = '', score = ''}
 if #page > 0 then nxt = {member = page[#page][1], score = page[#page][2]} end

@@ -15,7 +15,7 @@
 --         lifetime ms, ARGV[7] event context (pkg/events.Context)
 -- Result {"replay":bool,"resp":{outcome, row (lib quarantine_row), budgets = [{scope, unit, f}]}}
 -- Refusals, all before the first write: IDEMPOTENCY_MISMATCH, NOT_FOUND (no
---   record), INVALID_STATE (not ACTIVE or not quarantined), BUDGET_NOT_FOUND,
+--   record), INVALID_STATE (not quarantined, or already settled), BUDGET_NOT_FOUND,
 --   INVALID_REQUEST (an amount above the budget's reserved, a scope the record
 --   does not hold, a requeue the sweeper could not expire exactly),
 --   AMOUNT_OVERFLOW, INTERNAL_ERROR (a malformed budget).
@@ -24,7 +24,7 @@
 --            remaining = allocated - spent - reserved - debt is kept);
 --            state RELEASED, finalized_at, release_reason
 --   expire   state EXPIRED, expired_at; no budget is touched
---   requeue  corrected fields, quarantine flag removed, ZADD deadline index
+--   requeue  corrected fields, state ACTIVE, quarantine flag removed, ZADD deadline index
 --   release/expire: ZREM from both indexes, PEXPIRE 30 d; every outcome: ZREM
 --   quarantine index, quarantine_resolution on the record, one
 --   reservation.quarantine_resolved event (actor from the context: admin).
@@ -54,8 +54,8 @@ local h = read_hold(prefix, id)
 if h.missing or h.wrong_type then
   return fail('NOT_FOUND', 'reservation ' .. id .. ' not found', {field = 'reservation_id'})
 end
-if h.state ~= 'ACTIVE' or not h.quarantined_at then
-  return fail('INVALID_STATE', 'reservation ' .. id .. ' is not a quarantined ACTIVE reservation',
+if not is_quarantined(h) then
+  return fail('INVALID_STATE', 'reservation ' .. id .. ' is not quarantined (or already settled)',
     {field = 'reservation_id', state = h.state or '', quarantined = tostring(h.quarantined_at ~= nil)})
 end
 parse_hold(h)
@@ -161,7 +161,10 @@ elseif outcome == 'requeue' then
     end
     touched[#touched + 1] = b
   end
-  if #set > 0 then redis.call('HSET', h.key, unpack(set)) end
+  -- Requeued means ACTIVE again (this also settles an INVALID_STATE quarantine).
+  set[#set + 1] = 'state'
+  set[#set + 1] = 'ACTIVE'
+  redis.call('HSET', h.key, unpack(set))
   redis.call('HDEL', h.key, 'quarantined_at', 'quarantine_reason')
   redis.call('HSET', h.key, 'quarantine_resolution', 'REQUEUED')
   redis.call('ZADD', dl, string.format('%.0f', h.deadline), id)

@@ -115,7 +115,7 @@ for _, id in ipairs(ids('rescore')) do
 end
 for _, id in ipairs(ids('q_unindexed')) do
   local h = read_hold(prefix, id)
-  if h.state == 'ACTIVE' and is_small(h.quarantined_at) and not redis.call('ZSCORE', qi, id) then
+  if is_quarantined(h) and is_small(h.quarantined_at) and not redis.call('ZSCORE', qi, id) then
     w('ZADD', qi, h.quarantined_at, id)
     extra[#extra + 1] = id
     change({kind = 'QUARANTINE_NOT_INDEXED', action = 'ZADD quarantine index', id = id, after = {score = h.quarantined_at}})
@@ -123,7 +123,7 @@ for _, id in ipairs(ids('q_unindexed')) do
 end
 for _, id in ipairs(ids('q_stale')) do
   local h = read_hold(prefix, id)
-  if redis.call('ZSCORE', qi, id) and (h.missing or h.wrong_type or h.state ~= 'ACTIVE' or not h.quarantined_at) then
+  if redis.call('ZSCORE', qi, id) and not is_quarantined(h) then
     w('ZREM', qi, id)
     change({kind = 'QUARANTINE_STALE', action = 'ZREM quarantine index', id = id, before = {state = h.state or ''}})
   end
@@ -153,10 +153,10 @@ if #budgets > 0 then
       no('malformed budgets index member')
     elseif holds == nil then
       no('more ACTIVE reservations than the repair reads in one script', {limit = ARGV[6]})
-    elseif holds.all_uncertain or holds.uncertain[m] then
-      no('an ACTIVE reservation holding it does not parse; resolve it first')
     elseif holds.quarantined[m] then
       no('held by quarantined reservation ' .. holds.quarantined[m] .. '; resolve it first')
+    elseif holds.all_uncertain or holds.uncertain[m] then
+      no('an ACTIVE reservation holding it does not parse; resolve it first')
     else
       local key = prefix .. 'b:' .. path .. ':' .. unit
       local v = redis.pcall('HMGET', key, 'allocated', 'remaining', 'reserved', 'spent', 'debt')

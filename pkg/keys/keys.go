@@ -88,7 +88,7 @@ func (t Tenant) Created() string { return t.key("r", "created") }
 func (t Tenant) Expires() string { return t.key("r", "expires") }
 
 // Idempotency is the idempotency record of key on endpoint (reserve, decide,
-// extend:<reservation_id>, event, fund).
+// extend:<reservation_id>, event, fund, and the operator's resolve and repair).
 func (t Tenant) Idempotency(endpoint, key string) string { return t.key("idem", endpoint, key) }
 
 // Event is the record of one direct-debit event.

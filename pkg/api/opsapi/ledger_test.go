@@ -398,6 +398,22 @@ func TestResolveOutcomesAndRefusals(t *testing.T) {
 		t.Fatalf("expire touched the budget: %s", b)
 	}
 
+	// A record with an invalid state (INVALID_STATE) is listed and resolvable too.
+	bad := e.quarantined("st", 5, func(id string) { e.redis("HSET", tk.Reservation(id), "state", "ACTIVEX") })
+	if r := e.field(tk.Reservation(bad), "quarantine_reason"); r != "INVALID_STATE" {
+		t.Fatalf("reason %s", r)
+	}
+	if got := discrepancies(e.audit().GetDiscrepancies()); !equal(got, []string{"QUARANTINED " + bad}) {
+		t.Fatalf("audit of an INVALID_STATE quarantine %v", got)
+	}
+	if list, err := e.ops.ListQuarantined(admin(), &cyclesv1.ListQuarantinedRequest{TenantId: e.tenant}); err != nil ||
+		len(list.GetReservations()) != 1 || list.GetReservations()[0].GetReason() != "INVALID_STATE" {
+		t.Fatalf("list %v %v", list, err)
+	}
+	if res, err := e.ops.ResolveQuarantined(admin(), releaseReq(e, bad, e.ws("st"), 5)); err != nil || res.GetOutcome() != "RELEASED" {
+		t.Fatalf("release of an INVALID_STATE record %v %v", res, err)
+	}
+
 	// Refusals change nothing.
 	rel := e.quarantined("rel", 30, func(id string) { e.redis("HSET", tk.Reservation(id), "budgeted", "not json") })
 	before := ledgertest.Dump(t, e.c, e.tenant)
@@ -434,8 +450,8 @@ func TestResolveOutcomesAndRefusals(t *testing.T) {
 	if v := ledgertest.Violations(ctx, e.c, e.tenant); len(v) > 0 {
 		t.Fatalf("invariants: %v", v)
 	}
-	if n := len(e.eventsOf("reservation.quarantine_resolved")); n != 3 {
-		t.Fatalf("%d resolution events, want 3", n)
+	if n := len(e.eventsOf("reservation.quarantine_resolved")); n != 4 {
+		t.Fatalf("%d resolution events, want 4", n)
 	}
 }
 
