@@ -3,7 +3,8 @@
 --
 -- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; reservation and budget keys are
 --         derived from it (prefix .. "r:" .. id, prefix .. "b:" .. scope .. ":" .. unit),
---         so every key stays in the tenant's Cluster slot
+--         so every key stays in the tenant's Cluster slot; so is the
+--         quarantine index prefix .. "r:quarantine" (zset: id -> quarantined_at)
 -- KEYS[2] deadline index cy:{t:<tenant>}:r:deadline (zset: ACTIVE id -> expires_at + grace_ms)
 -- KEYS[3] event stream   cy:{t:<tenant>}:events
 -- ARGV[1] batch size N, 1..10000
@@ -20,7 +21,8 @@
 --   record missing                       -> ZREM                          NOT_FOUND
 --   state COMMITTED|RELEASED|EXPIRED     -> ZREM, ledger untouched        SKIP
 --   now <= expires_at + grace_ms         -> re-score to that deadline     IN_GRACE (record untouched)
---   corrupt record or refund impossible  -> HSET quarantined_at/_reason, ZREM, ledger and state
+--   corrupt record or refund impossible  -> HSET quarantined_at/_reason, ZREM, ZADD to the
+--                                           quarantine index, ledger and state
 --                                           untouched                     QUARANTINED
 --   otherwise, on every budgeted scope: reserved -= estimate, remaining += estimate;
 --   state=EXPIRED, expired_at=now, ZREM, PEXPIRE 30 d, one reservation.expired
@@ -32,6 +34,7 @@ local TERMINAL_RETENTION_MS = 2592000000
 local MAX_SCOPES = 6
 
 local prefix, deadlines, stream = KEYS[1], KEYS[2], KEYS[3]
+local quarantine_index = prefix .. 'r:quarantine'
 local n = tonumber(ARGV[1])
 if not n or n < 1 or n > 10000 or n ~= math.floor(n) then
   return fail('INVALID_REQUEST', 'batch size must be 1..10000')
@@ -83,6 +86,8 @@ local events = 0
 local function quarantine(rkey, id, reason, flag)
   if flag then
     redis.call('HSET', rkey, 'quarantined_at', str(now), 'quarantine_reason', reason)
+    -- Indexed so OpsService.ListQuarantined and the audit find it without a scan.
+    redis.call('ZADD', quarantine_index, str(now), id)
   end
   redis.call('ZREM', deadlines, id)
   counts.quarantined = counts.quarantined + 1

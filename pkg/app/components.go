@@ -21,6 +21,7 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/config"
 	"github.com/cyclesgo/cycles-go/pkg/events"
 	"github.com/cyclesgo/cycles-go/pkg/ledger"
+	"github.com/cyclesgo/cycles-go/pkg/ledgerops"
 	"github.com/cyclesgo/cycles-go/pkg/ratelimit"
 	"github.com/cyclesgo/cycles-go/pkg/script"
 	"github.com/cyclesgo/cycles-go/pkg/server"
@@ -61,6 +62,12 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec *s
 		MeterProvider: mp,
 		Logger:        log.Named("events"),
 	})
+	ops := ledgerops.New(exec, ledgerops.Options{
+		AuditInterval:  cfg.AuditInterval,
+		EventRetention: cfg.EventRetention,
+		MeterProvider:  mp,
+		Logger:         log.Named("ledgerops"),
+	})
 	lim := ratelimit.New(exec, ratelimit.Options{MeterProvider: mp})
 	// Alert if eviction ever touches limiter (or ledger) keys.
 	if _, err := ratelimit.RegisterEvictionMetric(mp, exec); err != nil {
@@ -78,7 +85,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec *s
 			Admin:     adminapi.New(adm),
 			Events:    eventsapi.New(ev),
 			RateLimit: ratelimitapi.New(lim),
-			Ops:       opsapi.New(sw),
+			Ops:       opsapi.New(sw, ops),
 		},
 	}
 	if cfg.GuardPolicy != "" || len(cfg.GuardMethodPolicies) > 0 {
@@ -93,6 +100,9 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec *s
 	}
 	if cfg.SweeperEnabled {
 		c.workers = append(c.workers, sw.Run)
+	}
+	if cfg.AuditInterval > 0 {
+		c.workers = append(c.workers, ops.RunAuditor)
 	}
 	return c, nil
 }

@@ -54,6 +54,8 @@ type Config struct {
 	SweeperEnabled  bool
 	SweeperInterval time.Duration
 	SweeperBatch    int
+	// AuditInterval runs the background ledger audit of all tenants (0 = off).
+	AuditInterval time.Duration
 
 	EventRetention time.Duration
 	EventHeartbeat time.Duration
@@ -145,6 +147,7 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 	boolean(&c.SweeperEnabled, "sweeper", true, "run the expiry sweeper")
 	dur(&c.SweeperInterval, "sweeper-interval", 5*time.Second, "pause between sweeps that found nothing left to do")
 	integer(&c.SweeperBatch, "sweeper-batch", 1000, "reservations expired per script call")
+	dur(&c.AuditInterval, "audit-interval", 0, "pause between background ledger audits of all tenants (5 tenants/s), exported as cycles_audit_discrepancies{kind}; 0 = off")
 	dur(&c.EventRetention, "event-retention", 7*24*time.Hour, "how long events stay in a tenant's stream")
 	dur(&c.EventHeartbeat, "event-heartbeat", 15*time.Second, "heartbeat interval on idle WatchEvents streams")
 	str(&c.LogFormat, "log-format", "", "json or console (default: console in dev mode, else json)")
@@ -214,6 +217,9 @@ func (c *Config) validate() error {
 	}
 	if c.SweeperBatch <= 0 || c.SweeperBatch > 10000 {
 		return fmt.Errorf("sweeper-batch must be between 1 and 10000")
+	}
+	if c.AuditInterval < 0 {
+		return fmt.Errorf("audit-interval must not be negative")
 	}
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		return fmt.Errorf("log-format must be json or console")

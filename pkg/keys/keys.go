@@ -15,12 +15,14 @@
 //	cy:{t:T}:budgets                 zset    "<scope_path>|<UNIT>" (lex, score 0)          none
 //	cy:{t:T}:r:<reservation_id>      hash    reservation record + replay snapshots         none while ACTIVE, 30 d once terminal
 //	cy:{t:T}:r:deadline              zset    ACTIVE reservation id -> expires_at + grace   none
+//	cy:{t:T}:r:quarantine            zset    quarantined ACTIVE id -> quarantined_at       none
 //	cy:{t:T}:r:created               zset    reservation id -> created_at_ms               entries trimmed with records
 //	cy:{t:T}:r:expires               zset    reservation id -> expires_at_ms (listing)     entries trimmed with records
 //	cy:{t:T}:idem:<endpoint>:<key>   string  idempotency record (id or response)           per endpoint (docs/protocol.md#idempotency-and-replay)
 //	cy:{t:T}:ev:<event_id>           hash    direct-debit event record + snapshot          30 d
 //	cy:{t:T}:events                  stream  event log (outbox), trimmed by MINID          retention (default 7 d)
 //	cy:tenants                       zset    tenant ids (lex), for sweeper and admin       none
+//	cy:ops:sweeper                   hash    sweeper pause flag (paused_at, reason)        none
 //	cy:rl:policies                   hash    rate-limit policy name -> JSON                none
 //	cy:rl:{<policy>:<key>}           varies  rate-limit state of one key                   window + slack
 //
@@ -38,6 +40,8 @@ const (
 	Tenants = Prefix + "tenants"
 	// RateLimitPolicies is the global rate-limit policy table.
 	RateLimitPolicies = Prefix + "rl:policies"
+	// SweeperControl is the sweeper pause flag shared by every replica.
+	SweeperControl = Prefix + "ops:sweeper"
 )
 
 // Tenant builds the keys of one tenant.
@@ -74,6 +78,9 @@ func (t Tenant) Reservation(id string) string { return t.key("r", id) }
 // Deadlines is the sweeper index: ACTIVE reservation id scored by expires_at + grace.
 func (t Tenant) Deadlines() string { return t.key("r", "deadline") }
 
+// Quarantine indexes the quarantined ACTIVE reservations: id -> quarantined_at.
+func (t Tenant) Quarantine() string { return t.key("r", "quarantine") }
+
 // Created is the listing index: reservation id scored by created_at_ms.
 func (t Tenant) Created() string { return t.key("r", "created") }
 
@@ -81,7 +88,7 @@ func (t Tenant) Created() string { return t.key("r", "created") }
 func (t Tenant) Expires() string { return t.key("r", "expires") }
 
 // Idempotency is the idempotency record of key on endpoint (reserve, decide,
-// extend:<reservation_id>, event, fund).
+// extend:<reservation_id>, event, fund, and the operator's resolve and repair).
 func (t Tenant) Idempotency(endpoint, key string) string { return t.key("idem", endpoint, key) }
 
 // Event is the record of one direct-debit event.

@@ -35,7 +35,10 @@ package keys
 //	            commit_resp, committed_metadata (JSON), metrics (JSON)
 //	on release: finalized_at, release_key, release_hash, release_resp, release_reason
 //	on expiry:  expired_at
-//	quarantine: quarantined_at, quarantine_reason
+//	quarantine: quarantined_at, quarantine_reason (the id is then in
+//	            Tenant.Quarantine, out of Tenant.Deadlines); once an operator
+//	            resolves it (OpsService.ResolveQuarantined): quarantine_resolution
+//	            (RELEASED|EXPIRED|REQUEUED), and release_reason "operator: ..."
 //	While ACTIVE the id is in Tenant.Deadlines scored expires_at + grace_ms;
 //	terminal records get PEXPIRE TerminalRetentionMs.
 //

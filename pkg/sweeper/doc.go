@@ -54,9 +54,20 @@
 // in_grace (the record's own deadline is not past: entry re-scored to it),
 // not_found (record gone: entry removed), quarantined (corrupt record or a
 // refund that cannot be applied exactly: the record is kept and flagged with
-// quarantined_at/quarantine_reason, its entry removed, the ledger untouched;
+// quarantined_at/quarantine_reason and added to the tenant's quarantine index
+// (keys.Tenant.Quarantine), its entry removed, the ledger untouched;
 // reasons INVALID_STATE, INVALID_EXPIRY, INVALID_ESTIMATE, MISSING_SCOPES,
 // MALFORMED_SCOPES, MISSING_BUDGET, CORRUPT_BUDGET, RESERVED_UNDERFLOW,
 // AMOUNT_OVERFLOW, WRONG_TYPE). Each is counted by cycles.sweeper.outcomes
-// {outcome} and in Status.
+// {outcome} and in Status. Operators list and resolve quarantined
+// reservations with OpsService (pkg/ledgerops, docs/operations-runbook.md).
+//
+// # Operator controls
+//
+// PauseSweeper/ResumeSweeper set and clear a flag in Redis
+// (keys.SweeperControl), so one call pauses every replica: Run reads it before
+// each sweep and skips the sweep while it is set (counted by
+// cycles.sweeper.paused_intervals). If the flag cannot be read, Run sweeps
+// anyway: a stuck sweeper holds money. Explicit sweeps (TriggerSweep,
+// SweepTenant for one tenant) run whether paused or not.
 package sweeper

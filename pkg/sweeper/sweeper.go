@@ -113,6 +113,7 @@ type Sweeper struct {
 	sweeps   metric.Int64Counter
 	batches  metric.Int64Counter
 	errs     metric.Int64Counter
+	skipped  metric.Int64Counter
 }
 
 // New builds a Sweeper; it does not start it.
@@ -150,6 +151,7 @@ func New(exec *script.Executor, opts Options) *Sweeper {
 		sweeps:   telemetry.MustCounter(m, "cycles.sweeper.sweeps", "Completed sweeps over all tenants"),
 		batches:  telemetry.MustCounter(m, "cycles.sweeper.batches", "Expire-batch script calls"),
 		errs:     telemetry.MustCounter(m, "cycles.sweeper.errors", "Failed sweeper script calls"),
+		skipped:  telemetry.MustCounter(m, "cycles.sweeper.paused_intervals", "Background sweeps skipped because the sweeper is paused (OpsService.PauseSweeper)"),
 	}
 }
 
@@ -167,6 +169,13 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		}
+		// The pause flag lives in Redis so one call pauses every replica.
+		// If it cannot be read, sweep anyway: a stuck sweeper holds money.
+		if p, err := s.PauseState(ctx); err == nil && p.Paused {
+			s.skipped.Add(ctx, 1)
+			t.Reset(s.opts.Interval)
+			continue
 		}
 		c, err := s.SweepOnce(ctx)
 		if err != nil && ctx.Err() == nil {

@@ -19,20 +19,50 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	OpsService_GetSweeperStatus_FullMethodName = "/cycles.v1.OpsService/GetSweeperStatus"
-	OpsService_TriggerSweep_FullMethodName     = "/cycles.v1.OpsService/TriggerSweep"
+	OpsService_GetSweeperStatus_FullMethodName   = "/cycles.v1.OpsService/GetSweeperStatus"
+	OpsService_TriggerSweep_FullMethodName       = "/cycles.v1.OpsService/TriggerSweep"
+	OpsService_PauseSweeper_FullMethodName       = "/cycles.v1.OpsService/PauseSweeper"
+	OpsService_ResumeSweeper_FullMethodName      = "/cycles.v1.OpsService/ResumeSweeper"
+	OpsService_SweepTenant_FullMethodName        = "/cycles.v1.OpsService/SweepTenant"
+	OpsService_ListQuarantined_FullMethodName    = "/cycles.v1.OpsService/ListQuarantined"
+	OpsService_ResolveQuarantined_FullMethodName = "/cycles.v1.OpsService/ResolveQuarantined"
+	OpsService_AuditTenant_FullMethodName        = "/cycles.v1.OpsService/AuditTenant"
+	OpsService_RepairTenant_FullMethodName       = "/cycles.v1.OpsService/RepairTenant"
 )
 
 // OpsServiceClient is the client API for OpsService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// OpsService lets an operator see and drive background workers (admin key).
+// OpsService lets an operator see and drive background workers and check and
+// repair a tenant's ledger (admin key). The runbook is docs/operations-runbook.md.
 type OpsServiceClient interface {
 	// GetSweeperStatus reports the expiry sweeper's configuration, backlog and counts.
 	GetSweeperStatus(ctx context.Context, in *GetSweeperStatusRequest, opts ...grpc.CallOption) (*GetSweeperStatusResponse, error)
 	// TriggerSweep runs one full sweep now and returns its outcome counts.
 	TriggerSweep(ctx context.Context, in *TriggerSweepRequest, opts ...grpc.CallOption) (*TriggerSweepResponse, error)
+	// PauseSweeper stops the background sweeps of every replica (the flag is
+	// stored in Redis) until ResumeSweeper. TriggerSweep and SweepTenant still
+	// run: they are explicit operator actions. Setting a state, it is idempotent.
+	PauseSweeper(ctx context.Context, in *PauseSweeperRequest, opts ...grpc.CallOption) (*PauseSweeperResponse, error)
+	// ResumeSweeper clears the pause flag; every replica sweeps again at its next interval.
+	ResumeSweeper(ctx context.Context, in *ResumeSweeperRequest, opts ...grpc.CallOption) (*ResumeSweeperResponse, error)
+	// SweepTenant drains one tenant's due reservations now (even while paused).
+	SweepTenant(ctx context.Context, in *SweepTenantRequest, opts ...grpc.CallOption) (*SweepTenantResponse, error)
+	// ListQuarantined lists the reservations the sweeper quarantined (kept
+	// ACTIVE, flagged, out of the deadline index), for one tenant or all.
+	ListQuarantined(ctx context.Context, in *ListQuarantinedRequest, opts ...grpc.CallOption) (*ListQuarantinedResponse, error)
+	// ResolveQuarantined settles one quarantined reservation in one atomic
+	// script: release its hold with operator-chosen amounts, mark it expired
+	// without a refund, or requeue it for the sweeper after correcting fields.
+	// Idempotent by key; emits one reservation.quarantine_resolved event.
+	ResolveQuarantined(ctx context.Context, in *ResolveQuarantinedRequest, opts ...grpc.CallOption) (*ResolveQuarantinedResponse, error)
+	// AuditTenant checks one tenant's ledger (read-only, in bounded script
+	// calls) and returns every discrepancy with its kind and evidence.
+	AuditTenant(ctx context.Context, in *AuditTenantRequest, opts ...grpc.CallOption) (*AuditTenantResponse, error)
+	// RepairTenant fixes the discrepancies that are provably safe to fix, in one
+	// script; a dry run (the default) reports the same changes without writing.
+	RepairTenant(ctx context.Context, in *RepairTenantRequest, opts ...grpc.CallOption) (*RepairTenantResponse, error)
 }
 
 type opsServiceClient struct {
@@ -63,16 +93,109 @@ func (c *opsServiceClient) TriggerSweep(ctx context.Context, in *TriggerSweepReq
 	return out, nil
 }
 
+func (c *opsServiceClient) PauseSweeper(ctx context.Context, in *PauseSweeperRequest, opts ...grpc.CallOption) (*PauseSweeperResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseSweeperResponse)
+	err := c.cc.Invoke(ctx, OpsService_PauseSweeper_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *opsServiceClient) ResumeSweeper(ctx context.Context, in *ResumeSweeperRequest, opts ...grpc.CallOption) (*ResumeSweeperResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeSweeperResponse)
+	err := c.cc.Invoke(ctx, OpsService_ResumeSweeper_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *opsServiceClient) SweepTenant(ctx context.Context, in *SweepTenantRequest, opts ...grpc.CallOption) (*SweepTenantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SweepTenantResponse)
+	err := c.cc.Invoke(ctx, OpsService_SweepTenant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *opsServiceClient) ListQuarantined(ctx context.Context, in *ListQuarantinedRequest, opts ...grpc.CallOption) (*ListQuarantinedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListQuarantinedResponse)
+	err := c.cc.Invoke(ctx, OpsService_ListQuarantined_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *opsServiceClient) ResolveQuarantined(ctx context.Context, in *ResolveQuarantinedRequest, opts ...grpc.CallOption) (*ResolveQuarantinedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveQuarantinedResponse)
+	err := c.cc.Invoke(ctx, OpsService_ResolveQuarantined_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *opsServiceClient) AuditTenant(ctx context.Context, in *AuditTenantRequest, opts ...grpc.CallOption) (*AuditTenantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AuditTenantResponse)
+	err := c.cc.Invoke(ctx, OpsService_AuditTenant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *opsServiceClient) RepairTenant(ctx context.Context, in *RepairTenantRequest, opts ...grpc.CallOption) (*RepairTenantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RepairTenantResponse)
+	err := c.cc.Invoke(ctx, OpsService_RepairTenant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OpsServiceServer is the server API for OpsService service.
 // All implementations must embed UnimplementedOpsServiceServer
 // for forward compatibility.
 //
-// OpsService lets an operator see and drive background workers (admin key).
+// OpsService lets an operator see and drive background workers and check and
+// repair a tenant's ledger (admin key). The runbook is docs/operations-runbook.md.
 type OpsServiceServer interface {
 	// GetSweeperStatus reports the expiry sweeper's configuration, backlog and counts.
 	GetSweeperStatus(context.Context, *GetSweeperStatusRequest) (*GetSweeperStatusResponse, error)
 	// TriggerSweep runs one full sweep now and returns its outcome counts.
 	TriggerSweep(context.Context, *TriggerSweepRequest) (*TriggerSweepResponse, error)
+	// PauseSweeper stops the background sweeps of every replica (the flag is
+	// stored in Redis) until ResumeSweeper. TriggerSweep and SweepTenant still
+	// run: they are explicit operator actions. Setting a state, it is idempotent.
+	PauseSweeper(context.Context, *PauseSweeperRequest) (*PauseSweeperResponse, error)
+	// ResumeSweeper clears the pause flag; every replica sweeps again at its next interval.
+	ResumeSweeper(context.Context, *ResumeSweeperRequest) (*ResumeSweeperResponse, error)
+	// SweepTenant drains one tenant's due reservations now (even while paused).
+	SweepTenant(context.Context, *SweepTenantRequest) (*SweepTenantResponse, error)
+	// ListQuarantined lists the reservations the sweeper quarantined (kept
+	// ACTIVE, flagged, out of the deadline index), for one tenant or all.
+	ListQuarantined(context.Context, *ListQuarantinedRequest) (*ListQuarantinedResponse, error)
+	// ResolveQuarantined settles one quarantined reservation in one atomic
+	// script: release its hold with operator-chosen amounts, mark it expired
+	// without a refund, or requeue it for the sweeper after correcting fields.
+	// Idempotent by key; emits one reservation.quarantine_resolved event.
+	ResolveQuarantined(context.Context, *ResolveQuarantinedRequest) (*ResolveQuarantinedResponse, error)
+	// AuditTenant checks one tenant's ledger (read-only, in bounded script
+	// calls) and returns every discrepancy with its kind and evidence.
+	AuditTenant(context.Context, *AuditTenantRequest) (*AuditTenantResponse, error)
+	// RepairTenant fixes the discrepancies that are provably safe to fix, in one
+	// script; a dry run (the default) reports the same changes without writing.
+	RepairTenant(context.Context, *RepairTenantRequest) (*RepairTenantResponse, error)
 	mustEmbedUnimplementedOpsServiceServer()
 }
 
@@ -88,6 +211,27 @@ func (UnimplementedOpsServiceServer) GetSweeperStatus(context.Context, *GetSweep
 }
 func (UnimplementedOpsServiceServer) TriggerSweep(context.Context, *TriggerSweepRequest) (*TriggerSweepResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method TriggerSweep not implemented")
+}
+func (UnimplementedOpsServiceServer) PauseSweeper(context.Context, *PauseSweeperRequest) (*PauseSweeperResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PauseSweeper not implemented")
+}
+func (UnimplementedOpsServiceServer) ResumeSweeper(context.Context, *ResumeSweeperRequest) (*ResumeSweeperResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ResumeSweeper not implemented")
+}
+func (UnimplementedOpsServiceServer) SweepTenant(context.Context, *SweepTenantRequest) (*SweepTenantResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SweepTenant not implemented")
+}
+func (UnimplementedOpsServiceServer) ListQuarantined(context.Context, *ListQuarantinedRequest) (*ListQuarantinedResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListQuarantined not implemented")
+}
+func (UnimplementedOpsServiceServer) ResolveQuarantined(context.Context, *ResolveQuarantinedRequest) (*ResolveQuarantinedResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ResolveQuarantined not implemented")
+}
+func (UnimplementedOpsServiceServer) AuditTenant(context.Context, *AuditTenantRequest) (*AuditTenantResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AuditTenant not implemented")
+}
+func (UnimplementedOpsServiceServer) RepairTenant(context.Context, *RepairTenantRequest) (*RepairTenantResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RepairTenant not implemented")
 }
 func (UnimplementedOpsServiceServer) mustEmbedUnimplementedOpsServiceServer() {}
 func (UnimplementedOpsServiceServer) testEmbeddedByValue()                    {}
@@ -146,6 +290,132 @@ func _OpsService_TriggerSweep_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OpsService_PauseSweeper_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseSweeperRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).PauseSweeper(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_PauseSweeper_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).PauseSweeper(ctx, req.(*PauseSweeperRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpsService_ResumeSweeper_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeSweeperRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).ResumeSweeper(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_ResumeSweeper_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).ResumeSweeper(ctx, req.(*ResumeSweeperRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpsService_SweepTenant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SweepTenantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).SweepTenant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_SweepTenant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).SweepTenant(ctx, req.(*SweepTenantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpsService_ListQuarantined_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListQuarantinedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).ListQuarantined(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_ListQuarantined_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).ListQuarantined(ctx, req.(*ListQuarantinedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpsService_ResolveQuarantined_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveQuarantinedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).ResolveQuarantined(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_ResolveQuarantined_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).ResolveQuarantined(ctx, req.(*ResolveQuarantinedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpsService_AuditTenant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AuditTenantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).AuditTenant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_AuditTenant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).AuditTenant(ctx, req.(*AuditTenantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpsService_RepairTenant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RepairTenantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).RepairTenant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_RepairTenant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).RepairTenant(ctx, req.(*RepairTenantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OpsService_ServiceDesc is the grpc.ServiceDesc for OpsService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -160,6 +430,34 @@ var OpsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TriggerSweep",
 			Handler:    _OpsService_TriggerSweep_Handler,
+		},
+		{
+			MethodName: "PauseSweeper",
+			Handler:    _OpsService_PauseSweeper_Handler,
+		},
+		{
+			MethodName: "ResumeSweeper",
+			Handler:    _OpsService_ResumeSweeper_Handler,
+		},
+		{
+			MethodName: "SweepTenant",
+			Handler:    _OpsService_SweepTenant_Handler,
+		},
+		{
+			MethodName: "ListQuarantined",
+			Handler:    _OpsService_ListQuarantined_Handler,
+		},
+		{
+			MethodName: "ResolveQuarantined",
+			Handler:    _OpsService_ResolveQuarantined_Handler,
+		},
+		{
+			MethodName: "AuditTenant",
+			Handler:    _OpsService_AuditTenant_Handler,
+		},
+		{
+			MethodName: "RepairTenant",
+			Handler:    _OpsService_RepairTenant_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

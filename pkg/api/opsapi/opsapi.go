@@ -1,5 +1,7 @@
 // Package opsapi is the thin gRPC handler of OpsService (admin key only, per
-// the server's auth rules): sweeper status and an on-demand sweep.
+// the server's auth rules): sweeper status, controls and on-demand sweeps
+// (pkg/sweeper), and the ledger audit, repair and quarantine tools
+// (pkg/ledgerops). Runbook: docs/operations-runbook.md.
 package opsapi
 
 import (
@@ -7,21 +9,27 @@ import (
 	"time"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/pkg/ledgerops"
 	"github.com/cyclesgo/cycles-go/pkg/sweeper"
 )
 
 type handler struct {
 	cyclesv1.UnimplementedOpsServiceServer
-	sw *sweeper.Sweeper
+	sw  *sweeper.Sweeper
+	ops *ledgerops.Service
 }
 
 // New returns the OpsService implementation.
-func New(sw *sweeper.Sweeper) cyclesv1.OpsServiceServer {
-	return &handler{sw: sw}
+func New(sw *sweeper.Sweeper, ops *ledgerops.Service) cyclesv1.OpsServiceServer {
+	return &handler{sw: sw, ops: ops}
 }
 
-func (h *handler) GetSweeperStatus(context.Context, *cyclesv1.GetSweeperStatusRequest) (*cyclesv1.GetSweeperStatusResponse, error) {
+func (h *handler) GetSweeperStatus(ctx context.Context, _ *cyclesv1.GetSweeperStatusRequest) (*cyclesv1.GetSweeperStatusResponse, error) {
 	st := h.sw.Status()
+	p, err := h.sw.PauseState(ctx)
+	if err != nil {
+		return nil, err
+	}
 	resp := &cyclesv1.GetSweeperStatusResponse{
 		Enabled:           st.Running,
 		IntervalMs:        st.Interval.Milliseconds(),
@@ -30,6 +38,9 @@ func (h *handler) GetSweeperStatus(context.Context, *cyclesv1.GetSweeperStatusRe
 		Backlog:           st.Backlog,
 		Totals:            counts(st.Totals),
 		LastRun:           counts(st.LastRun),
+		Paused:            p.Paused,
+		PausedAtMs:        p.PausedAt,
+		PauseReason:       p.Reason,
 	}
 	if !st.LastRunStarted.IsZero() {
 		resp.LastRunStartedMs = st.LastRunStarted.UnixMilli()
@@ -49,6 +60,47 @@ func (h *handler) TriggerSweep(ctx context.Context, _ *cyclesv1.TriggerSweepRequ
 		return nil, err
 	}
 	return &cyclesv1.TriggerSweepResponse{Counts: counts(c), DurationMs: time.Since(start).Milliseconds()}, nil
+}
+
+func (h *handler) PauseSweeper(ctx context.Context, req *cyclesv1.PauseSweeperRequest) (*cyclesv1.PauseSweeperResponse, error) {
+	p, err := h.sw.SetPaused(ctx, true, req.GetReason())
+	if err != nil {
+		return nil, err
+	}
+	return &cyclesv1.PauseSweeperResponse{Paused: p.Paused, PausedAtMs: p.PausedAt}, nil
+}
+
+func (h *handler) ResumeSweeper(ctx context.Context, _ *cyclesv1.ResumeSweeperRequest) (*cyclesv1.ResumeSweeperResponse, error) {
+	p, err := h.sw.SetPaused(ctx, false, "")
+	if err != nil {
+		return nil, err
+	}
+	return &cyclesv1.ResumeSweeperResponse{WasPaused: p.WasPaused}, nil
+}
+
+// SweepTenant is detached from the RPC deadline for the reason TriggerSweep is.
+func (h *handler) SweepTenant(ctx context.Context, req *cyclesv1.SweepTenantRequest) (*cyclesv1.SweepTenantResponse, error) {
+	c, d, err := h.sw.SweepTenant(context.WithoutCancel(ctx), req.GetTenantId())
+	if err != nil {
+		return nil, err
+	}
+	return &cyclesv1.SweepTenantResponse{Counts: counts(c), DurationMs: d.Milliseconds()}, nil
+}
+
+func (h *handler) ListQuarantined(ctx context.Context, req *cyclesv1.ListQuarantinedRequest) (*cyclesv1.ListQuarantinedResponse, error) {
+	return h.ops.ListQuarantined(ctx, req)
+}
+
+func (h *handler) ResolveQuarantined(ctx context.Context, req *cyclesv1.ResolveQuarantinedRequest) (*cyclesv1.ResolveQuarantinedResponse, error) {
+	return h.ops.Resolve(ctx, req)
+}
+
+func (h *handler) AuditTenant(ctx context.Context, req *cyclesv1.AuditTenantRequest) (*cyclesv1.AuditTenantResponse, error) {
+	return h.ops.Audit(ctx, req)
+}
+
+func (h *handler) RepairTenant(ctx context.Context, req *cyclesv1.RepairTenantRequest) (*cyclesv1.RepairTenantResponse, error) {
+	return h.ops.Repair(ctx, req)
 }
 
 func counts(c sweeper.Counts) *cyclesv1.SweepCounts {

@@ -10,6 +10,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/pkg/ledgerops"
 	"github.com/cyclesgo/cycles-go/pkg/script"
 	"github.com/cyclesgo/cycles-go/pkg/sweeper"
 	"github.com/cyclesgo/cycles-go/test/redistest"
@@ -41,7 +42,7 @@ func TestTriggerAndStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	sw := sweeper.New(ex, sweeper.Options{Interval: 7 * time.Second, BatchSize: 2})
-	h := New(sw)
+	h := New(sw, ledgerops.New(ex, ledgerops.Options{}))
 
 	st, err := h.GetSweeperStatus(context.Background(), &cyclesv1.GetSweeperStatusRequest{})
 	if err != nil {

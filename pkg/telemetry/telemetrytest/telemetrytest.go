@@ -60,3 +60,30 @@ func matches(set attribute.Set, want []attribute.KeyValue) bool {
 	}
 	return true
 }
+
+// Gauge returns the last value of the Int64 gauge named name at the data
+// point whose attributes include every attrs pair, and whether there is one.
+func (r *Reader) Gauge(tb testing.TB, name string, attrs ...attribute.KeyValue) (int64, bool) {
+	tb.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.reader.Collect(context.Background(), &rm); err != nil {
+		tb.Fatalf("collect metrics: %v", err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			g, ok := m.Data.(metricdata.Gauge[int64])
+			if !ok {
+				tb.Fatalf("metric %s is %T, not an int64 gauge", name, m.Data)
+			}
+			for _, dp := range g.DataPoints {
+				if matches(dp.Attributes, attrs) {
+					return dp.Value, true
+				}
+			}
+		}
+	}
+	return 0, false
+}

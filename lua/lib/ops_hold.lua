@@ -1,0 +1,177 @@
+-- lib/ops_hold.lua: what one reservation holds, index paging and the sum of
+-- ACTIVE holds per budget, shared by the operator scripts (lua/ops: audit,
+-- repair, quarantine). Included with "-- include: lib/ops_hold.lua" (see pkg/script).
+-- Every key is derived from the tenant prefix "cy:{t:<tenant>}:" (one Cluster slot).
+
+local HOLD_FIELDS = {'state', 'estimate', 'unit', 'budgeted', 'expires_at', 'grace_ms',
+  'quarantined_at', 'quarantine_reason', 'finalized_at', 'expired_at'}
+local TERMINAL_STATES = {COMMITTED = true, RELEASED = true, EXPIRED = true}
+local HOLD_MAX_SCOPES = 6
+local HOLD_RETENTION_MS = 2592000000
+
+-- is_small: a non-negative integer time/duration field (< 2^53, exact as a Lua number).
+local function is_small(v)
+  return type(v) == 'string' and #v <= 15 and string.find(v, '^%d+$') ~= nil
+end
+
+-- is_quarantined: flagged by the sweeper and not settled since. The sweeper
+-- also quarantines records whose state is invalid (INVALID_STATE), so any
+-- non-terminal state counts.
+local function is_quarantined(h)
+  return not h.missing and not h.wrong_type and h.quarantined_at ~= nil and not TERMINAL_STATES[h.state or '']
+end
+
+-- read_hold reads the fields of reservation id. The result has missing = true
+-- when there is no record, wrong_type = true when the key is not a hash.
+local function read_hold(prefix, id)
+  local key = prefix .. 'r:' .. id
+  local h = {key = key, id = id}
+  local v = redis.pcall('HMGET', key, unpack(HOLD_FIELDS))
+  if type(v) == 'table' and v.err then
+    h.wrong_type = true
+    return h
+  end
+  local any = false
+  for i, f in ipairs(HOLD_FIELDS) do
+    if v[i] then h[f] = v[i]; any = true end
+  end
+  if not any and redis.call('EXISTS', key) == 0 then h.missing = true end
+  return h
+end
+
+-- parse_hold validates what h holds, exactly as the sweeper does before an
+-- expiry. Sets h.E (canonical estimate), h.scopes, h.unit_ok and h.deadline
+-- (expires_at + grace_ms) when valid. Returns the first problem of the hold
+-- (INVALID_ESTIMATE, MISSING_SCOPES, MALFORMED_SCOPES) or nil, then the
+-- expiry problem (INVALID_EXPIRY) or nil.
+local function parse_hold(h)
+  local expiry_problem
+  if is_small(h.expires_at) and is_small(h.grace_ms) then
+    h.deadline = tonumber(h.expires_at) + tonumber(h.grace_ms)
+  else
+    expiry_problem = 'INVALID_EXPIRY'
+  end
+  h.unit_ok = type(h.unit) == 'string' and string.find(h.unit, '^[A-Z_]+$') ~= nil
+  if h.budgeted == nil or h.budgeted == '' then return 'MISSING_SCOPES', expiry_problem end
+  local okd, scopes = pcall(cjson.decode, h.budgeted)
+  if not okd or type(scopes) ~= 'table' then return 'MALFORMED_SCOPES', expiry_problem end
+  if #scopes == 0 then
+    if next(scopes) == nil then return 'MISSING_SCOPES', expiry_problem end
+    return 'MALFORMED_SCOPES', expiry_problem
+  end
+  if #scopes > HOLD_MAX_SCOPES then return 'MALFORMED_SCOPES', expiry_problem end
+  local seen = {}
+  for i = 1, #scopes do
+    local s = scopes[i]
+    if type(s) ~= 'string' or s == '' or #s > 1024 or seen[s] then return 'MALFORMED_SCOPES', expiry_problem end
+    seen[s] = true
+  end
+  h.scopes = scopes
+  local est = nil
+  if type(h.estimate) == 'string' and h.estimate ~= '' then est = i64_norm(h.estimate) end
+  if est == nil or i64_cmp(est, '0') < 0 or not h.unit_ok then return 'INVALID_ESTIMATE', expiry_problem end
+  h.E = est
+  return nil, expiry_problem
+end
+
+-- zpage returns up to n {member, score} of zset key after the cursor
+-- (after_member, after_score; '' = from the start), in rank order, and
+-- whether the end was reached. A cursor member that is gone restarts at the
+-- first entry of its score, so nothing is skipped (callers drop repeats).
+local function zpage(key, after_member, after_score, n)
+  local start = 0
+  if after_member ~= nil and after_member ~= '' then
+    local r = redis.call('ZRANK', key, after_member)
+    if r then
+      start = r + 1
+    else
+      start = redis.call('ZCOUNT', key, '-inf', '(' .. after_score)
+    end
+  end
+  local raw = redis.call('ZRANGE', key, start, start + n - 1, 'WITHSCORES')
+  local out = {}
+  for i = 1, #raw, 2 do out[#out + 1] = {raw[i], raw[i + 1]} end
+  return out, #out < n
+end
+
+-- active_holds sums the estimates of every ACTIVE reservation named by the
+-- deadline index, the quarantine index or extra (ids found ACTIVE outside both
+-- indexes), per budget member "<scope_path>|<UNIT>". Returns nil when more
+-- than limit ids would be read (bounded work), else
+--   {sums = {member -> E}, uncertain = {member -> true} (a holder whose
+--    estimate does not parse, or a quarantined record in an invalid state,
+--    which may or may not still be carried), quarantined = {member -> id}
+--    (held by a quarantined reservation), all_uncertain = true when a
+--    holder's scopes or unit do not parse, active = n}.
+local function active_holds(prefix, limit, extra)
+  local dl, qi = prefix .. 'r:deadline', prefix .. 'r:quarantine'
+  if redis.call('ZCARD', dl) + redis.call('ZCARD', qi) + #extra > limit then return nil end
+  local seen, ids = {}, {}
+  for _, list in ipairs({redis.call('ZRANGE', dl, 0, -1), redis.call('ZRANGE', qi, 0, -1), extra}) do
+    for _, id in ipairs(list) do
+      if not seen[id] then seen[id] = true; ids[#ids + 1] = id end
+    end
+  end
+  local out = {sums = {}, uncertain = {}, quarantined = {}, all_uncertain = false, active = 0}
+  for _, id in ipairs(ids) do
+    local h = read_hold(prefix, id)
+    if is_quarantined(h) and h.state ~= 'ACTIVE' then
+      -- INVALID_STATE: whether the budgets still carry it is unknown.
+      parse_hold(h)
+      if h.scopes and h.unit_ok then
+        for _, s in ipairs(h.scopes) do
+          out.quarantined[s .. '|' .. h.unit] = id
+          out.uncertain[s .. '|' .. h.unit] = true
+        end
+      else
+        out.all_uncertain = true
+      end
+    elseif not h.missing and not h.wrong_type and h.state == 'ACTIVE' then
+      out.active = out.active + 1
+      parse_hold(h)
+      if h.scopes and h.unit_ok then
+        for _, s in ipairs(h.scopes) do
+          local m = s .. '|' .. h.unit
+          if h.quarantined_at then out.quarantined[m] = id end
+          local sum = nil
+          if h.E then sum = i64_add(out.sums[m] or '0', h.E) end
+          if sum == nil then out.uncertain[m] = true else out.sums[m] = sum end
+        end
+      else
+        out.all_uncertain = true
+      end
+    end
+  end
+  return out
+end
+
+-- HIDDEN_FIELDS are record fields an operator view leaves out (replay
+-- snapshots and payload hashes: large, and not what a hold is).
+local HIDDEN_FIELDS = {reserve_resp = true, commit_resp = true, release_resp = true,
+  commit_hash = true, release_hash = true}
+
+-- quarantine_row is the operator view of one record: its fields as stored
+-- (minus HIDDEN_FIELDS) and, when estimate, unit and scopes parse, what it
+-- holds on each budget beside that budget's stored reserved. nil when the
+-- record is gone or not a hash.
+local function quarantine_row(prefix, id)
+  local reply = redis.pcall('HGETALL', prefix .. 'r:' .. id)
+  if type(reply) == 'table' and reply.err then return nil end
+  if #reply == 0 then return nil end
+  local fields = {}
+  for i = 1, #reply, 2 do
+    if not HIDDEN_FIELDS[reply[i]] then fields[reply[i]] = reply[i + 1] end
+  end
+  local h = read_hold(prefix, id)
+  parse_hold(h)
+  local holds = {}
+  if h.E and h.scopes then
+    for _, s in ipairs(h.scopes) do
+      local v = redis.pcall('HGET', prefix .. 'b:' .. s .. ':' .. h.unit, 'reserved')
+      if type(v) ~= 'string' then v = '' end
+      holds[#holds + 1] = {scope = s, unit = h.unit, amount = h.E, reserved = v}
+    end
+  end
+  return {id = id, reason = fields.quarantine_reason or '', at = fields.quarantined_at or '',
+    fields = fields, holds = holds}
+end

@@ -1,0 +1,37 @@
+-- ops/audit_budgets: read one page of a tenant's budgets for the audit (read-only).
+--
+-- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; the budgets index (prefix ..
+--         "budgets", members "<scope_path>|<UNIT>") and the budget hashes
+--         (prefix .. "b:<scope_path>:<UNIT>") are derived from it
+-- ARGV[1] cursor: last member seen ('' = start), ARGV[2] page size 1..1000
+-- Result ok({rows = [{m, exists, f = {allocated, remaining, reserved, spent, debt}}], done})
+--   f holds the stored strings; a missing field is absent. The caller checks
+--   the values (pkg/ledgerops), so the arithmetic lives in one place.
+
+local prefix = KEYS[1]
+local n = tonumber(ARGV[2])
+if not n or n < 1 or n > 1000 then return fail('INVALID_REQUEST', 'page size must be 1..1000') end
+local min = '-'
+if ARGV[1] ~= '' then min = '(' .. ARGV[1] end
+local members = redis.call('ZRANGEBYLEX', prefix .. 'budgets', min, '+', 'LIMIT', 0, n)
+local FIELDS = {'allocated', 'remaining', 'reserved', 'spent', 'debt'}
+local rows = {}
+for _, m in ipairs(members) do
+  local bar = string.find(m, '|[^|]*$')
+  local r = {m = m, exists = false, f = {}}
+  if bar then
+    local key = prefix .. 'b:' .. string.sub(m, 1, bar - 1) .. ':' .. string.sub(m, bar + 1)
+    local v = redis.pcall('HMGET', key, unpack(FIELDS))
+    if type(v) == 'table' and v.err then
+      r.exists = true
+      r.wrong_type = true
+    else
+      r.exists = redis.call('EXISTS', key) == 1
+      for i, f in ipairs(FIELDS) do
+        if v[i] then r.f[f] = v[i] end
+      end
+    end
+  end
+  rows[#rows + 1] = r
+end
+return ok({rows = rows, done = #members < n})
