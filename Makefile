@@ -62,8 +62,9 @@ build: ## Build bin/cyclesd and the tools (first time: ~5-7 min downloading and 
 
 .PHONY: run
 run: ## Build, then start cyclesd in dev mode (embedded store, demo tenant; prints grpcurl commands). First time ~5-7 min
-	@echo "make run: building bin/cyclesd (the first build downloads the Go modules and compiles everything:"
-	@echo "          several minutes on a small machine; later builds take seconds)..."
+	@echo "make run: downloading Go modules (first time only)..."
+	@$(GO) mod download
+	@echo "make run: compiling bin/cyclesd (first time: several minutes on a small machine; later seconds)..."
 	@$(GO) build -o bin/cyclesd ./cmd/cyclesd
 	@echo "make run: starting bin/cyclesd in dev mode $(ARGS) (Ctrl-C stops it)"
 	@exec bin/cyclesd $(ARGS)
