@@ -127,7 +127,7 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 	str(&c.TLSClientCA, "tls-client-ca", "", "PEM CA bundle; set, clients must present a certificate it signed (mTLS)")
 	str(&c.RedisTLSCA, "redis-tls-ca", "", "PEM CA bundle that signed the Redis server certificate")
 	str(&c.AdminKey, "admin-key", "", "admin key (metadata x-cycles-admin-key) for AdminService, OpsService and RateLimitService admin calls; required outside dev mode (minimum length: docs/limits.md); dev mode defaults to the fixed, published key dev-admin-key-change-me")
-	str(&addrs, "redis-addrs", "", "comma-separated Redis addresses; empty runs dev mode on the embedded store")
+	str(&addrs, "redis-addrs", "", "comma-separated Redis addresses (several: a Cluster); empty runs dev mode on the embedded, non-durable store")
 	str(&c.RedisUsername, "redis-username", "", "Redis ACL user")
 	str(&c.RedisPassword, "redis-password", "", "Redis password")
 	integer(&c.RedisDB, "redis-db", 0, "Redis database (single node and Sentinel only)")
@@ -151,7 +151,7 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 	dur(&c.EventRetention, "event-retention", 7*24*time.Hour, "how long events stay in a tenant's stream")
 	dur(&c.EventHeartbeat, "event-heartbeat", 15*time.Second, "heartbeat interval on idle WatchEvents streams")
 	str(&c.LogFormat, "log-format", "", "json or console (default: console in dev mode, else json)")
-	str(&c.LogLevel, "log-level", "info", "debug, info, warn, error")
+	str(&c.LogLevel, "log-level", "info", "debug, info, warn, error (successful RPCs are logged at debug, refusals at info)")
 	boolean(&c.DevSeed, "dev-seed", true, "in dev mode, seed a demo tenant, API key and budget")
 	str(&c.GuardPolicy, "guard-policy", "", "rate-limit policy applied per API key to runtime RPCs (empty: off)")
 	var methodPolicies string

@@ -40,10 +40,19 @@ type block struct {
 // fence matches an opening fence and its info string.
 var fence = regexp.MustCompile("^```(.*)$")
 
-// shellBlocks returns the blocks fenced exactly as ```sh, in order. Other
-// info strings (`sh no-check` for make itself or a real Redis, other
-// languages) are documentation only.
-func shellBlocks(md string) ([]block, error) {
+// Info strings of the fenced blocks the check runs.
+const (
+	// devInfo blocks run in order against a dev-mode cyclesd (make run).
+	devInfo = "sh"
+	// redisInfo blocks run in order against cyclesd on a real redis-server,
+	// started with an admin key the blocks find in $ADMIN_KEY.
+	redisInfo = "sh real-redis"
+)
+
+// shellBlocks returns the blocks whose info string is exactly info, in
+// order. Other blocks (`sh no-check` for make itself or for starting a
+// server, other languages) are documentation only.
+func shellBlocks(md, info string) ([]block, error) {
 	var blocks []block
 	lines := strings.Split(md, "\n")
 	for i := 0; i < len(lines); i++ {
@@ -59,7 +68,7 @@ func shellBlocks(md string) ([]block, error) {
 		if i == len(lines) {
 			return nil, fmt.Errorf("line %d: unterminated code block", start+1)
 		}
-		if strings.TrimSpace(m[1]) == "sh" {
+		if strings.TrimSpace(m[1]) == info {
 			blocks = append(blocks, block{line: start + 1, body: strings.Join(body, "\n")})
 		}
 	}
@@ -68,7 +77,7 @@ func shellBlocks(md string) ([]block, error) {
 
 func TestShellBlocks(t *testing.T) {
 	md := "text\n```sh\necho a\n```\n```sh no-check\nmake run\n```\n```go\nx\n```\n```sh\necho b\necho c\n```\n"
-	got, err := shellBlocks(md)
+	got, err := shellBlocks(md, devInfo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +85,11 @@ func TestShellBlocks(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("blocks = %v, want %v", got, want)
 	}
-	if _, err := shellBlocks("```sh\necho a\n"); err == nil {
+	got, err = shellBlocks(md+"```sh real-redis\necho r\n```\n", redisInfo)
+	if err != nil || fmt.Sprint(got) != fmt.Sprint([]block{{15, "echo r"}}) {
+		t.Fatalf("real-redis blocks = %v, %v", got, err)
+	}
+	if _, err := shellBlocks("```sh\necho a\n", devInfo); err == nil {
 		t.Fatal("an unterminated block was accepted")
 	}
 }
@@ -97,10 +110,9 @@ func findGrpcurl() (string, bool) {
 	return p, true
 }
 
-// TestREADMESession pastes the README into bash, block after block, against
-// a dev-mode cyclesd: any non-zero exit or any output on stderr fails it.
-// Streaming steps bound themselves in the README (timeout), as a user's do.
-func TestREADMESession(t *testing.T) {
+// needGrpcurl finds grpcurl or skips; make test (and CI) require it.
+func needGrpcurl(t *testing.T) string {
+	t.Helper()
 	grpcurl, ok := findGrpcurl()
 	if !ok {
 		if os.Getenv("CYCLES_REQUIRE_GRPCURL") != "" || os.Getenv("CI") != "" {
@@ -108,32 +120,79 @@ func TestREADMESession(t *testing.T) {
 		}
 		t.Skip("grpcurl not found: `make tools` installs it (make test does); skipping the README check")
 	}
+	return grpcurl
+}
+
+// readmeBlocks reads README.md's blocks of one kind.
+func readmeBlocks(t *testing.T, info string) []block {
+	t.Helper()
 	md, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks, err := shellBlocks(string(md))
+	blocks, err := shellBlocks(string(md), info)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(blocks) == 0 {
-		t.Fatal("README.md has no ```sh block")
+		t.Fatalf("README.md has no ```%s block", info)
 	}
+	return blocks
+}
 
-	dir := t.TempDir()
+// buildCyclesd compiles cmd/cyclesd into dir.
+func buildCyclesd(t *testing.T, dir string) string {
+	t.Helper()
 	bin := filepath.Join(dir, "cyclesd")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/cyclesgo/cycles-go/cmd/cyclesd").CombinedOutput(); err != nil {
 		t.Fatalf("build cyclesd: %v\n%s", err, out)
 	}
+	return bin
+}
+
+// TestREADMESession pastes the README's dev-mode session into bash, block
+// after block, against cyclesd started as `make run` starts it: any non-zero
+// exit or any output on stderr fails it. Streaming steps bound themselves in
+// the README (timeout), as a user's do.
+func TestREADMESession(t *testing.T) {
+	grpcurl := needGrpcurl(t)
+	blocks := readmeBlocks(t, devInfo)
+	dir := t.TempDir()
+	bin := buildCyclesd(t, dir)
 	grpcAddr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
-	startDevServer(t, bin, grpcAddr, httpAddr)
+	startServer(t, bin, []string{"-listen", grpcAddr, "-http-listen", httpAddr}, nil, "README walks through")
+	pasteBlocks(t, dir, grpcurl, blocks, grpcAddr, httpAddr, nil)
+}
 
+// TestREADMERealRedis pastes the section that provisions the first tenant,
+// key and budget against cyclesd on a real redis-server with no seed, where
+// the user started it with an admin key of their own.
+func TestREADMERealRedis(t *testing.T) {
+	grpcurl := needGrpcurl(t)
+	blocks := readmeBlocks(t, redisInfo)
+	dir := t.TempDir()
+	bin := buildCyclesd(t, dir)
+	redis := redistest.Start(t)
+	const adminKey = "readme-check-admin-key-0123456789abcdef"
+	grpcAddr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	startServer(t, bin, []string{"-listen", grpcAddr, "-http-listen="},
+		[]string{"CYCLESD_REDIS_ADDRS=" + redis.Addr, "CYCLESD_ADMIN_KEY=" + adminKey}, "cyclesd listening")
+	pasteBlocks(t, dir, grpcurl, blocks, grpcAddr, "", []string{"ADMIN_KEY=" + adminKey})
+}
+
+// pasteBlocks runs blocks as one bash script (so the shell functions and
+// variables of one block serve the next), with the README's addresses
+// rewritten to the server's, and fails on a non-zero exit or any stderr.
+func pasteBlocks(t *testing.T, dir, grpcurl string, blocks []block, grpcAddr, httpAddr string, env []string) {
+	t.Helper()
 	var script strings.Builder
 	script.WriteString("set -euo pipefail\n")
 	for i, b := range blocks {
 		body := strings.ReplaceAll(b.body, readmeGRPC, "localhost:"+port(grpcAddr))
-		body = strings.ReplaceAll(body, readmeHTTP, "localhost:"+port(httpAddr))
+		if httpAddr != "" {
+			body = strings.ReplaceAll(body, readmeHTTP, "localhost:"+port(httpAddr))
+		}
 		fmt.Fprintf(&script, "echo '>>> README block %d (line %d)'\n%s\n", i+1, b.line, body)
 	}
 	path := filepath.Join(dir, "readme.sh")
@@ -145,7 +204,7 @@ func TestREADMESession(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", path)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(grpcurl)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = append(append(os.Environ(), env...), "PATH="+filepath.Dir(grpcurl)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
@@ -169,13 +228,14 @@ func tailOf(s string, n int) string {
 	return s
 }
 
-// startDevServer runs cyclesd as `make run` does, in dev mode (embedded
-// store, demo seed), on the given addresses, and waits for its banner, which
-// it prints once the seed is in place.
-func startDevServer(t *testing.T, bin, grpcAddr, httpAddr string) {
+// startServer runs cyclesd with args and extra environment and waits until
+// its output shows ready (the dev banner, printed once the seed is in place,
+// or the listening line). It is stopped with SIGTERM at cleanup.
+func startServer(t *testing.T, bin string, args, env []string, ready string) {
 	t.Helper()
 	out := &logBuffer{}
-	cmd := exec.Command(bin, "-listen", grpcAddr, "-http-listen", httpAddr)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -197,7 +257,7 @@ func startDevServer(t *testing.T, bin, grpcAddr, httpAddr string) {
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), "README walks through") {
+	for !strings.Contains(out.String(), ready) {
 		select {
 		case <-exited:
 			t.Fatalf("cyclesd exited before it was ready: %v", waitErr)
