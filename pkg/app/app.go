@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cyclesgo/cycles-go/pkg/api/cycleshttp"
 	"github.com/cyclesgo/cycles-go/pkg/config"
 	"github.com/cyclesgo/cycles-go/pkg/script"
 	"github.com/cyclesgo/cycles-go/pkg/server"
@@ -134,6 +135,10 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	g.Go(func() error { return srv.Serve(lis) })
 	if cfg.HTTPListen != "" {
 		hs := srv.NewHTTP(server.HTTPOptions{Logger: log.Named("http")})
+		// The Cycles HTTP/JSON wire (docs/http-api.md): the same handlers
+		// through the same interceptor chain as gRPC.
+		hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: comp.services.Runtime,
+			TracerProvider: tel.Tracer, MeterProvider: tel.Meter}))
 		if cfg.TLSCert != "" {
 			tc, err := tlsconfig.Server(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
 			if err != nil {
