@@ -44,6 +44,9 @@ type Invoker interface {
 type Options struct {
 	Invoker Invoker
 	Runtime cyclesv1.RuntimeServiceServer
+	// Admin and Events are optional (nil: their routes answer 404).
+	Admin  cyclesv1.AdminServiceServer
+	Events cyclesv1.EventServiceServer
 	// MaxBodyBytes bounds request bodies (0: DefaultMaxBodyBytes).
 	MaxBodyBytes   int64
 	TracerProvider trace.TracerProvider
@@ -54,6 +57,8 @@ type Options struct {
 type API struct {
 	inv     Invoker
 	rt      cyclesv1.RuntimeServiceServer
+	adm     cyclesv1.AdminServiceServer
+	ev      cyclesv1.EventServiceServer
 	maxBody int64
 	mux     *http.ServeMux
 	handler http.Handler
@@ -61,7 +66,7 @@ type API struct {
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
-	a := &API{inv: opts.Invoker, rt: opts.Runtime, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
+	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
 	if a.maxBody <= 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -96,6 +101,9 @@ func (a *API) routes() {
 	a.mux.HandleFunc("POST /v1/decide", a.decide)
 	a.mux.HandleFunc("POST /v1/events", a.createEvent)
 	a.mux.HandleFunc("GET /v1/balances", a.getBalances)
+	a.adminRoutes()
+	a.eventRoutes()
+	a.mux.HandleFunc("GET /v1/auth/introspect", a.introspect)
 	a.mux.HandleFunc("/v1/", a.notFound)
 }
 
