@@ -31,6 +31,16 @@ type env struct {
 	c    redis.UniversalClient
 	base string
 	grpc cyclesv1.RuntimeServiceClient
+	// rec, when set, records every exchange (the contract test validates them).
+	rec *[]exchange
+}
+
+// exchange is one recorded request and its answer.
+type exchange struct {
+	method, path string
+	reqHeader    http.Header
+	reqBody      string
+	reply        reply
 }
 
 func start(t *testing.T, c redis.UniversalClient, opts ...grpctest.Option) *env {
@@ -110,7 +120,11 @@ func (e *env) call(method, path, tenant, body string, kv ...string) reply {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: b}
+	out := reply{status: resp.StatusCode, header: resp.Header, body: b}
+	if e.rec != nil {
+		*e.rec = append(*e.rec, exchange{method: method, path: path, reqHeader: req.Header.Clone(), reqBody: body, reply: out})
+	}
+	return out
 }
 
 // fixture is one case's tenant.
