@@ -93,12 +93,12 @@ func TestContract(t *testing.T) {
 	}
 	rid := e.call("POST", "/v1/reservations", "", body("r1", 100, `,"metadata":{"a":1}`), key...).obj(t)["reservation_id"].(string)
 	e.call("POST", "/v1/reservations", "", body("r1", 100, `,"metadata":{"a":1}`), key...) // replay
-	e.call("POST", "/v1/reservations", "", body("r1", 101, ""), key...)                   // mismatch 409
+	e.call("POST", "/v1/reservations", "", body("r1", 101, ""), key...)                    // mismatch 409
 	e.call("POST", "/v1/reservations", "", body("r2", 5, `,"dry_run":true`), key...)
 	e.call("POST", "/v1/reservations", "", body("r3", 5000, `,"dry_run":true`), key...)
 	e.call("POST", "/v1/reservations", "", body("r4", 5000, ""), key...) // 409 BUDGET_EXCEEDED
 	e.call("POST", "/v1/reservations", "", `{"idempotency_key":"x","subject":{}}`, key...)
-	e.call("POST", "/v1/reservations", "", body("r5", 1, ""))                      // 401
+	e.call("POST", "/v1/reservations", "", body("r5", 1, ""))                                               // 401
 	e.call("POST", "/v1/reservations", "", body("r6", 1, ""), append(key, "X-Idempotency-Key", "other")...) // 400
 	e.call("POST", "/v1/reservations/"+rid+"/extend", "", `{"idempotency_key":"x1","extend_by_ms":5000}`, key...)
 	e.call("GET", "/v1/reservations/"+rid, "", "", key...)
