@@ -28,6 +28,7 @@ import (
 type config struct {
 	redisAddr       string
 	cyclesdAddr     string
+	httpAddr        string
 	adminKey        string
 	cyclesdBin      string
 	serverArgs      []string
@@ -51,7 +52,7 @@ type config struct {
 
 const defaultAdminKey = "cycles-bench-admin-key-0123456789"
 
-var allOps = []string{"reserve", "commit", "lifecycle", "decide", "ratelimit"}
+var allOps = []string{"reserve", "commit", "lifecycle", "decide", "ratelimit", "http-reserve"}
 
 // rateAlgorithm is the limiter of the ratelimit phase: the O(1) sliding
 // window with a limit no run reaches, so every check does its full work
@@ -64,6 +65,7 @@ func parseRunFlags(args []string) (*config, error) {
 	var clients, shapes, ops, serverArgs, serverEnv string
 	fs.StringVar(&c.redisAddr, "redis-addr", "", "target this Redis (default: start a private redis-server)")
 	fs.StringVar(&c.cyclesdAddr, "cyclesd-addr", "", "target this cyclesd (default: start one on the Redis); needs -admin-key")
+	fs.StringVar(&c.httpAddr, "cyclesd-http-addr", "", "HTTP listener of the target cyclesd (-cyclesd-addr), for http-reserve")
 	fs.StringVar(&c.adminKey, "admin-key", defaultAdminKey, "admin key of the target cyclesd")
 	fs.StringVar(&c.cyclesdBin, "cyclesd", "", "cyclesd binary to start (default: bin/cyclesd, else go build)")
 	fs.StringVar(&serverArgs, "server-args", "", "extra cyclesd flags, space separated (experiments)")
@@ -115,6 +117,9 @@ func parseRunFlags(args []string) (*config, error) {
 	if c.cyclesdAddr != "" && c.redisAddr == "" {
 		return nil, fmt.Errorf("-cyclesd-addr needs -redis-addr (the ceiling runs against the same Redis)")
 	}
+	if contains(c.ops, "http-reserve") && c.cyclesdAddr != "" && c.httpAddr == "" {
+		return nil, fmt.Errorf("-ops http-reserve with -cyclesd-addr needs -cyclesd-http-addr")
+	}
 	if c.profileCell != "" && c.cyclesdAddr != "" {
 		return nil, fmt.Errorf("-profile needs the server started by the tool")
 	}
@@ -139,6 +144,9 @@ type runner struct {
 	admin     cyclesv1.AdminServiceClient
 	pprofAddr string
 	log       io.Writer
+	// httpBase and httpClient serve the http-reserve phase.
+	httpBase   string
+	httpClient *http.Client
 }
 
 func (b *runner) dial() (*grpc.ClientConn, error) {
@@ -225,10 +233,19 @@ func (b *runner) setup(ctx context.Context) (cleanup func(), err error) {
 			return cleanup, err
 		}
 		cfg.cyclesdAddr = fmt.Sprintf("127.0.0.1:%d", port)
+		httpListen := ""
+		if contains(cfg.ops, "http-reserve") {
+			hport, err := freePort()
+			if err != nil {
+				return cleanup, err
+			}
+			cfg.httpAddr = fmt.Sprintf("127.0.0.1:%d", hport)
+			httpListen = cfg.httpAddr
+		}
 		// The sweeper runs once at start and then only when triggered, so
 		// the backlog phase times one complete drain (TriggerSweep) instead
 		// of racing the periodic sweep.
-		args := append([]string{"-listen", cfg.cyclesdAddr, "-http-listen=", "-redis-addrs", cfg.redisAddr, "-admin-key", cfg.adminKey,
+		args := append([]string{"-listen", cfg.cyclesdAddr, "-http-listen=" + httpListen, "-redis-addrs", cfg.redisAddr, "-admin-key", cfg.adminKey,
 			"-log-format", "json", "-sweeper-interval", "1h"}, cfg.serverArgs...)
 		var p *proc
 		if cfg.profileCell != "" {
@@ -271,6 +288,14 @@ func (b *runner) setup(ctx context.Context) (cleanup func(), err error) {
 	prev := cleanup
 	cleanup = func() { _ = conn.Close(); prev() }
 	b.adminConn = conn
+	if cfg.httpAddr != "" {
+		b.httpBase = "http://" + cfg.httpAddr
+		maxClients := 1
+		for _, n := range cfg.clients {
+			maxClients = max(maxClients, n)
+		}
+		b.httpClient = newHTTPClient(maxClients)
+	}
 	b.admin = cyclesv1.NewAdminServiceClient(conn)
 	b.pids.stats = redis.NewClient(&redis.Options{Addr: cfg.redisAddr, PoolSize: 1})
 	prev2 := cleanup
@@ -383,6 +408,8 @@ func (b *runner) run(ctx context.Context) (*bench.Result, error) {
 					fn = g.opDecide
 				case "ratelimit":
 					fn = g.opRateLimit(policy)
+				case "http-reserve":
+					fn = g.opHTTPReserve
 				}
 				prof := b.startProfile(op, shape, clients)
 				ph := runPhase(ctx, clients, cfg.warmup, cfg.duration, b.pids, fn)
@@ -392,6 +419,9 @@ func (b *runner) run(ctx context.Context) (*bench.Result, error) {
 				c := ph.cell(op, shape, clients)
 				if op == "lifecycle" {
 					c.Note = "one op = reserve + commit"
+				}
+				if op == "http-reserve" {
+					c.Note = "reserve over the Cycles HTTP/JSON wire (POST /v1/reservations)"
 				}
 				if op == "commit" && ph.window < cfg.duration*9/10 {
 					c.Note = "ran out of reservations before the window ended; measured over the time used"
