@@ -312,8 +312,8 @@ func ledgerOf(b *cyclesv1.Budget) *ledgerOut {
 	u := unitName(b.GetUnit())
 	amt := func(n int64) amountOut { return amountOut{Unit: u, Amount: n} }
 	return &ledgerOut{
-		LedgerID: b.GetScopePath() + ":" + u, TenantID: b.GetTenantId(), Scope: b.GetScopePath(), ScopePath: b.GetScopePath(),
-		Unit: u, Allocated: amt(b.GetAllocated()), Remaining: amt(b.GetRemaining()), Reserved: amt(b.GetReserved()),
+		LedgerID: b.GetScopePath() + "|" + u, // as budget events name it TenantID: b.GetTenantId(), Scope: b.GetScopePath(), ScopePath: b.GetScopePath(),
+		Unit:     u, Allocated: amt(b.GetAllocated()), Remaining: amt(b.GetRemaining()), Reserved: amt(b.GetReserved()),
 		Spent: amt(b.GetSpent()), Debt: amt(b.GetDebt()), OverdraftLimit: amt(b.GetOverdraftLimit()),
 		IsOverLimit: b.GetIsOverLimit(), CommitOveragePolicy: policyNames[int32(b.GetCommitOveragePolicy())],
 		Status: budgetStatusNames[int32(b.GetStatus())], CreatedAt: isoTime(b.GetCreatedAtMs()), UpdatedAt: isoTime(b.GetUpdatedAtMs()),
@@ -670,7 +670,6 @@ func (a *API) introspect(w http.ResponseWriter, r *http.Request) {
 
 // notServed answers a JSON 404 for protocol endpoints cyclesd does not serve.
 func (a *API) notServed(w http.ResponseWriter, r *http.Request, why string) {
-	writeJSON(w, http.StatusNotFound, &errorOut{Error: string(apierr.NotFound),
-		Message:   r.Method + " " + r.URL.Path + " is not served by cyclesd: " + why + " (docs/http-api.md)",
-		RequestID: r.Header.Get("X-Request-Id")})
+	writeBareError(w, r, http.StatusNotFound, apierr.NotFound,
+		r.Method+" "+r.URL.Path+" is not served by cyclesd: "+why+" (docs/http-api.md)")
 }

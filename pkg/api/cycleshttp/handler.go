@@ -14,6 +14,8 @@ package cycleshttp
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -271,7 +273,28 @@ func jsonType(kind string) string {
 }
 
 func (a *API) notFound(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusNotFound, &errorOut{Error: string(apierr.NotFound),
-		Message:   "no such endpoint: " + r.Method + " " + r.URL.Path + " (see docs/http-api.md for what cyclesd serves)",
-		RequestID: r.Header.Get("X-Request-Id")})
+	writeBareError(w, r, http.StatusNotFound, apierr.NotFound,
+		"no such endpoint: "+r.Method+" "+r.URL.Path+" (see docs/http-api.md for what cyclesd serves)")
+}
+
+// writeBareError answers an error decided before any handler runs (no
+// route), still with a request id and trace id as every answer carries.
+func writeBareError(w http.ResponseWriter, r *http.Request, code int, reason apierr.Code, msg string) {
+	requestID := r.Header.Get("X-Request-Id")
+	if len(requestID) == 0 || len(requestID) > 64 || strings.ContainsAny(requestID, " \t\r\n") {
+		requestID = randomHex(8)
+	}
+	traceID := randomHex(16)
+	if sc := trace.SpanContextFromContext(r.Context()); sc.HasTraceID() {
+		traceID = sc.TraceID().String()
+	}
+	w.Header().Set("X-Request-Id", requestID)
+	w.Header().Set("X-Cycles-Trace-Id", traceID)
+	writeJSON(w, code, &errorOut{Error: string(reason), Message: msg, RequestID: requestID, TraceID: traceID})
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
