@@ -122,8 +122,8 @@ func (b *runner) newGroupNamed(ctx context.Context, tenant, shape string, client
 		g.rt = append(g.rt, cyclesv1.NewRuntimeServiceClient(c))
 		g.rl = append(g.rl, cyclesv1.NewRateLimitServiceClient(c))
 	}
-	if b.cfg.cyclesdHTTP != "" {
-		g.cj = newConnectReserver(b.cfg.cyclesdHTTP, clients)
+	if b.httpBase != "" {
+		g.cj = newConnectReserver(b.httpBase, clients)
 	}
 	for w := 0; w < clients; w++ {
 		g.ctxs = append(g.ctxs, metadata.NewOutgoingContext(ctx, metadata.Pairs(auth.APIKeyHeader, key)))

@@ -28,7 +28,7 @@ import (
 type config struct {
 	redisAddr       string
 	cyclesdAddr     string
-	cyclesdHTTP     string
+	httpAddr        string
 	adminKey        string
 	cyclesdBin      string
 	serverArgs      []string
@@ -52,7 +52,7 @@ type config struct {
 
 const defaultAdminKey = "cycles-bench-admin-key-0123456789"
 
-var allOps = []string{"reserve", "commit", "lifecycle", "decide", "ratelimit", "connect"}
+var allOps = []string{"reserve", "commit", "lifecycle", "decide", "ratelimit", "http-reserve", "connect"}
 
 // rateAlgorithm is the limiter of the ratelimit phase: the O(1) sliding
 // window with a limit no run reaches, so every check does its full work
@@ -65,7 +65,7 @@ func parseRunFlags(args []string) (*config, error) {
 	var clients, shapes, ops, serverArgs, serverEnv string
 	fs.StringVar(&c.redisAddr, "redis-addr", "", "target this Redis (default: start a private redis-server)")
 	fs.StringVar(&c.cyclesdAddr, "cyclesd-addr", "", "target this cyclesd (default: start one on the Redis); needs -admin-key")
-	fs.StringVar(&c.cyclesdHTTP, "cyclesd-http", "", "base URL of the target cyclesd's HTTP listener, for the connect op (default: the started cyclesd's)")
+	fs.StringVar(&c.httpAddr, "cyclesd-http-addr", "", "HTTP listener of the target cyclesd (-cyclesd-addr), for http-reserve and connect")
 	fs.StringVar(&c.adminKey, "admin-key", defaultAdminKey, "admin key of the target cyclesd")
 	fs.StringVar(&c.cyclesdBin, "cyclesd", "", "cyclesd binary to start (default: bin/cyclesd, else go build)")
 	fs.StringVar(&serverArgs, "server-args", "", "extra cyclesd flags, space separated (experiments)")
@@ -117,8 +117,8 @@ func parseRunFlags(args []string) (*config, error) {
 	if c.cyclesdAddr != "" && c.redisAddr == "" {
 		return nil, fmt.Errorf("-cyclesd-addr needs -redis-addr (the ceiling runs against the same Redis)")
 	}
-	if contains(c.ops, "connect") && c.cyclesdAddr != "" && c.cyclesdHTTP == "" {
-		return nil, fmt.Errorf("-ops connect against -cyclesd-addr needs -cyclesd-http")
+	if (contains(c.ops, "http-reserve") || contains(c.ops, "connect")) && c.cyclesdAddr != "" && c.httpAddr == "" {
+		return nil, fmt.Errorf("-ops http-reserve/connect with -cyclesd-addr needs -cyclesd-http-addr")
 	}
 	if c.profileCell != "" && c.cyclesdAddr != "" {
 		return nil, fmt.Errorf("-profile needs the server started by the tool")
@@ -144,6 +144,9 @@ type runner struct {
 	admin     cyclesv1.AdminServiceClient
 	pprofAddr string
 	log       io.Writer
+	// httpBase and httpClient serve the http-reserve phase.
+	httpBase   string
+	httpClient *http.Client
 }
 
 func (b *runner) dial() (*grpc.ClientConn, error) {
@@ -230,19 +233,19 @@ func (b *runner) setup(ctx context.Context) (cleanup func(), err error) {
 			return cleanup, err
 		}
 		cfg.cyclesdAddr = fmt.Sprintf("127.0.0.1:%d", port)
-		// The sweeper runs once at start and then only when triggered, so
-		// the backlog phase times one complete drain (TriggerSweep) instead
-		// of racing the periodic sweep.
-		httpListen := "-http-listen="
-		if contains(cfg.ops, "connect") {
+		httpListen := ""
+		if contains(cfg.ops, "http-reserve") || contains(cfg.ops, "connect") {
 			hport, err := freePort()
 			if err != nil {
 				return cleanup, err
 			}
-			httpListen = fmt.Sprintf("-http-listen=127.0.0.1:%d", hport)
-			cfg.cyclesdHTTP = fmt.Sprintf("http://127.0.0.1:%d", hport)
+			cfg.httpAddr = fmt.Sprintf("127.0.0.1:%d", hport)
+			httpListen = cfg.httpAddr
 		}
-		args := append([]string{"-listen", cfg.cyclesdAddr, httpListen, "-redis-addrs", cfg.redisAddr, "-admin-key", cfg.adminKey,
+		// The sweeper runs once at start and then only when triggered, so
+		// the backlog phase times one complete drain (TriggerSweep) instead
+		// of racing the periodic sweep.
+		args := append([]string{"-listen", cfg.cyclesdAddr, "-http-listen=" + httpListen, "-redis-addrs", cfg.redisAddr, "-admin-key", cfg.adminKey,
 			"-log-format", "json", "-sweeper-interval", "1h"}, cfg.serverArgs...)
 		var p *proc
 		if cfg.profileCell != "" {
@@ -285,6 +288,14 @@ func (b *runner) setup(ctx context.Context) (cleanup func(), err error) {
 	prev := cleanup
 	cleanup = func() { _ = conn.Close(); prev() }
 	b.adminConn = conn
+	if cfg.httpAddr != "" {
+		b.httpBase = "http://" + cfg.httpAddr
+		maxClients := 1
+		for _, n := range cfg.clients {
+			maxClients = max(maxClients, n)
+		}
+		b.httpClient = newHTTPClient(maxClients)
+	}
 	b.admin = cyclesv1.NewAdminServiceClient(conn)
 	b.pids.stats = redis.NewClient(&redis.Options{Addr: cfg.redisAddr, PoolSize: 1})
 	prev2 := cleanup
@@ -399,6 +410,8 @@ func (b *runner) run(ctx context.Context) (*bench.Result, error) {
 					fn = g.opRateLimit(policy)
 				case "connect":
 					fn = g.opConnectReserve
+				case "http-reserve":
+					fn = g.opHTTPReserve
 				}
 				prof := b.startProfile(op, shape, clients)
 				ph := runPhase(ctx, clients, cfg.warmup, cfg.duration, b.pids, fn)
@@ -411,6 +424,9 @@ func (b *runner) run(ctx context.Context) (*bench.Result, error) {
 				}
 				if op == "connect" {
 					c.Note = "one op = reserve as Connect JSON over HTTP/1.1 (transcoded onto gRPC in process)"
+				}
+				if op == "http-reserve" {
+					c.Note = "reserve over the Cycles HTTP/JSON wire (POST /v1/reservations)"
 				}
 				if op == "commit" && ph.window < cfg.duration*9/10 {
 					c.Note = "ran out of reservations before the window ended; measured over the time used"

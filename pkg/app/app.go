@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/term"
 
+	"github.com/cyclesgo/cycles-go/pkg/api/cycleshttp"
 	"github.com/cyclesgo/cycles-go/pkg/config"
 	"github.com/cyclesgo/cycles-go/pkg/script"
 	"github.com/cyclesgo/cycles-go/pkg/server"
@@ -161,6 +162,11 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		if err := hs.MountConnect(server.DefaultConnectMaxBody); err != nil {
 			return err
 		}
+
+		// The Cycles HTTP/JSON wire (docs/http-api.md): the same handlers
+		// through the same interceptor chain as gRPC.
+		hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: comp.services.Runtime,
+			Admin: comp.services.Admin, Events: comp.services.Events, TracerProvider: tel.Tracer, MeterProvider: tel.Meter}))
 		if cfg.TLSCert != "" {
 			tc, err := tlsconfig.Server(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
 			if err != nil {

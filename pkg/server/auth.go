@@ -18,6 +18,10 @@ const (
 	accessEither                   // a tenant API key or the admin key
 )
 
+// IntrospectMethod names the credential introspection of the HTTP wire
+// (GET /v1/auth/introspect) for the chain: any valid key may ask who it is.
+const IntrospectMethod = "/cycles.v1.Auth/Introspect"
+
 // accessOf is the auth rule of a full method name. Unknown methods need the
 // admin key, so a new RPC is never accidentally public.
 func accessOf(fullMethod string) access {
@@ -28,6 +32,7 @@ func accessOf(fullMethod string) access {
 	case strings.HasPrefix(fullMethod, "/cycles.v1.RuntimeService/"):
 		return accessTenant
 	case strings.HasPrefix(fullMethod, "/cycles.v1.EventService/"),
+		fullMethod == IntrospectMethod,
 		fullMethod == "/cycles.v1.RateLimitService/Check",
 		fullMethod == "/cycles.v1.RateLimitService/Inspect":
 		return accessEither

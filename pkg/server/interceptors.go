@@ -84,6 +84,10 @@ func (c *chain) streamInterceptors() []grpc.StreamServerInterceptor {
 
 // ---- request id ------------------------------------------------------------
 
+// TraceIDHeader carries the call's trace id back to the caller (the Cycles
+// protocol's X-Cycles-Trace-Id).
+const TraceIDHeader = "x-cycles-trace-id"
+
 // withRequestID takes x-request-id from the caller (when sane) or makes one,
 // echoes it in the response header, and stores it and the trace id in ctx and
 // in the log fields.
@@ -92,7 +96,6 @@ func withRequestID(ctx context.Context) context.Context {
 	if len(id) == 0 || len(id) > 64 || strings.ContainsAny(id, " \t\r\n") {
 		id = randomHex(8)
 	}
-	_ = grpc.SetHeader(ctx, metadata.Pairs(auth.RequestIDHeader, id))
 	// The trace id of the RPC's span (the otelgrpc stats handler honours an
 	// incoming W3C traceparent); a random one when tracing is off, because
 	// the protocol requires every error and event to carry one.
@@ -102,6 +105,7 @@ func withRequestID(ctx context.Context) context.Context {
 	} else {
 		traceID = randomHex(16)
 	}
+	_ = grpc.SetHeader(ctx, metadata.Pairs(auth.RequestIDHeader, id, TraceIDHeader, traceID))
 	ctx = reqctx.WithTraceID(reqctx.WithRequestID(ctx, id), traceID)
 	return logging.InjectFields(ctx, logging.Fields{"request_id", id, "trace_id", traceID})
 }

@@ -67,6 +67,8 @@ type Server struct {
 	log     *zap.Logger
 	names   []string
 	serving atomic.Bool
+	// unary is the interceptor chain, kept for Invoke (other transports).
+	unary []grpc.UnaryServerInterceptor
 }
 
 // New builds the server.
@@ -90,16 +92,17 @@ func New(opts Options, svcs Services) *Server {
 	if workers < 0 {
 		workers = 0
 	}
+	unary := c.unaryInterceptors()
 	serverOpts := append([]grpc.ServerOption{
 		grpc.NumStreamWorkers(uint32(workers)),
-		grpc.ChainUnaryInterceptor(c.unaryInterceptors()...),
+		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(c.streamInterceptors()...),
 		// Keep idle watch streams alive through proxies and reap dead peers.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}, opts.ServerOptions...)
 	g := grpc.NewServer(serverOpts...)
-	s := &Server{GRPC: g, Health: health.NewServer(), log: log}
+	s := &Server{GRPC: g, Health: health.NewServer(), log: log, unary: unary}
 	if svcs.Runtime != nil {
 		cyclesv1.RegisterRuntimeServiceServer(g, svcs.Runtime)
 		s.names = append(s.names, cyclesv1.RuntimeService_ServiceDesc.ServiceName)

@@ -1,0 +1,167 @@
+package cycleshttp_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cyclesgo/cycles-go/pkg/admin"
+	"github.com/cyclesgo/cycles-go/pkg/api/adminapi"
+	"github.com/cyclesgo/cycles-go/pkg/api/cycleshttp"
+	"github.com/cyclesgo/cycles-go/pkg/api/eventsapi"
+	"github.com/cyclesgo/cycles-go/pkg/api/runtimeapi"
+	"github.com/cyclesgo/cycles-go/pkg/events"
+	"github.com/cyclesgo/cycles-go/pkg/ledger"
+	"github.com/cyclesgo/cycles-go/pkg/script"
+	"github.com/cyclesgo/cycles-go/pkg/server"
+	"github.com/cyclesgo/cycles-go/test/ledgertest"
+	"github.com/cyclesgo/cycles-go/test/redistest"
+)
+
+const adminKey = "http-admin-key-0123456789"
+
+// startFull serves runtime, admin and events with the real key verifier
+// (pkg/admin), as cyclesd does.
+func startFull(t *testing.T) *env {
+	t.Helper()
+	c := redistest.SharedClient(t)
+	ex, err := script.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := ledger.New(ex, ledger.Options{})
+	adm := admin.New(ex, admin.Options{Releaser: led})
+	svcs := server.Services{Runtime: runtimeapi.New(led), Admin: adminapi.New(adm), Events: eventsapi.New(events.New(ex, events.Options{}))}
+	srv := server.New(server.Options{Verifier: adm, AdminKey: adminKey, RequestTimeout: 5 * time.Second}, svcs)
+	hs := srv.NewHTTP(server.HTTPOptions{})
+	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: svcs.Runtime, Admin: svcs.Admin, Events: svcs.Events}))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = hs.Serve(lis) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(ctx)
+	})
+	return &env{t: t, c: c, base: "http://" + lis.Addr().String()}
+}
+
+// The quickstart over HTTP: the admin creates a tenant, a key and a budget,
+// funds it; the tenant key reserves; freeze refuses; events and
+// introspection answer; revocation locks the key out; closing the tenant
+// releases its holds.
+func TestAdminQuickstart(t *testing.T) {
+	e := startFull(t)
+	tenant := strings.ReplaceAll(ledgertest.NewTenantID(t), "_", "-")
+	as := []string{"X-Admin-API-Key", adminKey}
+	must := func(r reply, status int, what string) map[string]any {
+		t.Helper()
+		if r.status != status {
+			t.Fatalf("%s: %d %s", what, r.status, r.body)
+		}
+		return r.obj(t)
+	}
+
+	tn := must(e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"Acme","default_reservation_ttl_ms":30000}`, as...), 201, "create tenant")
+	onlyKeys(t, "tenant", tn, "tenant_id", "name", "status", "default_commit_overage_policy", "default_reservation_ttl_ms",
+		"max_reservation_ttl_ms", "max_reservation_extensions", "metadata", "created_at", "updated_at", "closed_at")
+	if tn["status"] != "ACTIVE" || tn["default_reservation_ttl_ms"] != json.Number("30000") {
+		t.Fatalf("tenant %v", tn)
+	}
+	must(e.call("GET", "/v1/admin/tenants/"+tenant, "", "", as...), 200, "get tenant")
+	if r := e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"Acme"}`); r.status != 401 {
+		t.Fatalf("tenant create without the admin key: %d %s", r.status, r.body)
+	}
+	if r := e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"x-`+tenant+`","name":"A","parent_tenant_id":"p"}`, as...); r.status != 400 {
+		t.Fatalf("unsupported field: %d %s", r.status, r.body)
+	}
+
+	k := must(e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"agent"}`, as...), 201, "create key")
+	onlyKeys(t, "key", k, "key_id", "key_secret", "key_prefix", "tenant_id", "permissions", "created_at", "expires_at")
+	secret := k["key_secret"].(string)
+	if r := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"ro","permissions":["balances:read"]}`, as...); r.status != 400 {
+		t.Fatalf("narrower permissions must be refused, not silently widened: %d %s", r.status, r.body)
+	}
+
+	scope := "tenant:" + tenant
+	b := must(e.call("POST", "/v1/admin/budgets", "", `{"scope":"`+scope+`","unit":"TOKENS","allocated":{"unit":"TOKENS","amount":1000}}`, as...), 201, "create budget")
+	onlyKeys(t, "ledger", b, "ledger_id", "tenant_id", "scope", "scope_path", "unit", "allocated", "remaining", "reserved", "spent",
+		"debt", "overdraft_limit", "is_over_limit", "commit_overage_policy", "status", "created_at", "updated_at")
+	f := must(e.call("POST", "/v1/admin/budgets/fund?scope="+scope+"&unit=TOKENS", "",
+		`{"operation":"CREDIT","amount":{"unit":"TOKENS","amount":9007199254740993},"idempotency_key":"f1"}`, as...), 200, "fund")
+	if f["new_allocated"].(map[string]any)["amount"] != json.Number("9007199254741993") {
+		t.Fatalf("fund %v", f)
+	}
+
+	key := []string{"X-Cycles-API-Key", secret}
+	reserve := `{"idempotency_key":"r1","subject":{"workspace":"prod"},"action":{"kind":"k","name":"n"},"estimate":{"unit":"TOKENS","amount":10}}`
+	res := must(e.call("POST", "/v1/reservations", "", reserve, key...), 200, "reserve with the new key")
+	if res["remaining_ttl_ms"] != json.Number("30000") {
+		t.Fatalf("tenant default TTL not applied: %v", res)
+	}
+	must(e.call("POST", "/v1/admin/budgets/freeze?scope="+scope+"&unit=TOKENS", "", "", as...), 200, "freeze")
+	if r := e.call("POST", "/v1/reservations", "", strings.Replace(reserve, "r1", "r2", 1), key...); r.status != 409 || r.obj(t)["error"] != "BUDGET_FROZEN" {
+		t.Fatalf("reserve on a frozen budget: %d %s", r.status, r.body)
+	}
+	must(e.call("POST", "/v1/admin/budgets/unfreeze?scope="+scope+"&unit=TOKENS", "", `{"reason":"ok"}`, as...), 200, "unfreeze")
+	l := must(e.call("GET", "/v1/admin/budgets/lookup?scope="+scope+"&unit=TOKENS", "", "", as...), 200, "lookup")
+	if l["reserved"].(map[string]any)["amount"] != json.Number("10") || l["status"] != "ACTIVE" {
+		t.Fatalf("lookup %v", l)
+	}
+	ls := must(e.call("GET", "/v1/admin/budgets?tenant_id="+tenant, "", "", as...), 200, "list budgets")
+	if len(ls["ledgers"].([]any)) != 1 {
+		t.Fatalf("list %v", ls)
+	}
+	must(e.call("PATCH", "/v1/admin/budgets?scope="+scope+"&unit=TOKENS", "", `{"overdraft_limit":{"unit":"TOKENS","amount":50}}`, as...), 200, "update budget")
+
+	ev := must(e.call("GET", "/v1/events?category=budget", "", "", key...), 200, "tenant events")
+	onlyKeys(t, "event list", ev, "events", "next_cursor", "has_more")
+	evs := ev["events"].([]any)
+	if len(evs) == 0 {
+		t.Fatal("no budget events for the tenant")
+	}
+	onlyKeys(t, "event", evs[0].(map[string]any), "event_id", "event_type", "category", "timestamp", "tenant_id", "scope", "actor",
+		"source", "data", "request_id", "trace_id")
+	must(e.call("GET", "/v1/admin/events?tenant_id="+tenant, "", "", as...), 200, "admin events")
+	if r := e.call("GET", "/v1/admin/events?tenant_id="+tenant, "", "", key...); r.status != 401 {
+		t.Fatalf("admin events with a tenant key: %d %s", r.status, r.body)
+	}
+
+	in := must(e.call("GET", "/v1/auth/introspect", "", "", key...), 200, "introspect tenant")
+	if in["auth_type"] != "tenant" || in["tenant_id"] != tenant || in["key_id"] != k["key_id"] {
+		t.Fatalf("introspect %v", in)
+	}
+	if in := must(e.call("GET", "/v1/auth/introspect", "", "", as...), 200, "introspect admin"); in["auth_type"] != "admin" {
+		t.Fatalf("introspect admin %v", in)
+	}
+	if r := e.call("GET", "/v1/auth/introspect", "", ""); r.status != 401 {
+		t.Fatalf("introspect anonymous: %d", r.status)
+	}
+
+	for _, p := range []string{"/v1/webhooks", "/v1/admin/webhooks/abc"} {
+		if r := e.call("GET", p, "", "", as...); r.status != 404 || !strings.Contains(r.obj(t)["message"].(string), "WatchEvents") {
+			t.Fatalf("%s: %d %s", p, r.status, r.body)
+		}
+	}
+
+	rv := must(e.call("DELETE", "/v1/admin/api-keys/"+k["key_id"].(string), "", "", as...), 200, "revoke")
+	if rv["status"] != "REVOKED" {
+		t.Fatalf("revoke %v", rv)
+	}
+	if r := e.call("GET", "/v1/balances?tenant="+tenant, "", "", key...); r.status != 401 {
+		t.Fatalf("revoked key still works: %d %s", r.status, r.body)
+	}
+	if r := e.call("PATCH", "/v1/admin/tenants/"+tenant, "", `{"status":"CLOSED","name":"x"}`, as...); r.status != 400 {
+		t.Fatalf("close with other changes: %d %s", r.status, r.body)
+	}
+	cl := must(e.call("PATCH", "/v1/admin/tenants/"+tenant, "", `{"status":"CLOSED"}`, as...), 200, "close tenant")
+	if cl["status"] != "CLOSED" || cl["closed_at"] == nil {
+		t.Fatalf("close %v", cl)
+	}
+	ledgertest.CheckInvariants(t, e.c, tenant)
+}
