@@ -85,6 +85,28 @@ func (e *env) reserve(name string, est int64) string {
 	return r.GetReservationId()
 }
 
+// untouchable renders allocated, spent and debt of every budget of the
+// tenant: the fields a repair must never write.
+func (e *env) untouchable() string {
+	e.t.Helper()
+	ctx := context.Background()
+	tk := keys.Tenant(e.tenant)
+	var b strings.Builder
+	for _, m := range e.c.ZRange(ctx, tk.Budgets(), 0, -1).Val() {
+		i := strings.LastIndexByte(m, '|')
+		v := e.c.HMGet(ctx, tk.Budget(m[:i], m[i+1:]), "allocated", "spent", "debt").Val()
+		b.WriteString(m)
+		for _, x := range v {
+			b.WriteString(" ")
+			if x != nil {
+				b.WriteString(x.(string))
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
 func (e *env) audit() *cyclesv1.AuditTenantResponse {
 	e.t.Helper()
 	r, err := e.ops.AuditTenant(admin(), &cyclesv1.AuditTenantRequest{TenantId: e.tenant})
@@ -256,7 +278,12 @@ func incidents(t *testing.T, e *env) {
 		t.Fatalf("the dry run wrote:\n%s\nvs\n%s", before, after)
 	}
 
+	// Apply without a key is refused before anything runs.
+	if _, err := e.ops.RepairTenant(admin(), &cyclesv1.RepairTenantRequest{TenantId: e.tenant, Apply: true}); reasonOf(err) != string(apierr.InvalidRequest) {
+		t.Fatalf("apply without a key: %v", err)
+	}
 	// Apply: the same changes, in one step; a retry replays.
+	untouchable := e.untouchable()
 	req := &cyclesv1.RepairTenantRequest{TenantId: e.tenant, Apply: true, IdempotencyKey: "fix-1"}
 	applied, err := e.ops.RepairTenant(admin(), req)
 	if err != nil {
@@ -268,6 +295,9 @@ func incidents(t *testing.T, e *env) {
 	again, err := e.ops.RepairTenant(admin(), req)
 	if err != nil || !again.GetReplay() || !equal(changes(again.GetChanges()), wantFix) {
 		t.Fatalf("replay %v %v", again, err)
+	}
+	if got := e.untouchable(); got != untouchable {
+		t.Fatalf("repair wrote allocated, spent or debt:\n%s\nvs\n%s", untouchable, got)
 	}
 	if n := len(e.eventsOf("tenant.ledger_repaired")); n != 1 {
 		t.Fatalf("%d ledger_repaired events, want 1", n)
