@@ -10,6 +10,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/pkg/ledgerops"
 	"github.com/cyclesgo/cycles-go/pkg/script"
 	"github.com/cyclesgo/cycles-go/pkg/sweeper"
 	"github.com/cyclesgo/cycles-go/pkg/telemetry/telemetrytest"
@@ -293,5 +294,30 @@ func TestAuditUnderLiveTrafficHasNoFalseAlarms(t *testing.T) {
 	}
 	if v := ledgertest.Violations(context.Background(), e.c, e.tenant); len(v) > 0 {
 		t.Fatalf("invariants: %v", v)
+	}
+}
+
+// Above the one-script limit a mismatch two paged passes agree on is still
+// reported (evidence "confirmed"), and the repair leaves that budget alone.
+func TestMismatchAboveTheHoldsLimit(t *testing.T) {
+	e := newEnvWith(t, redistest.SharedClient(t), ledgerops.Options{HoldsLimit: 2})
+	e.budget("big")
+	for i := 0; i < 3; i++ {
+		e.reserve("big", int64(i+1))
+	}
+	e.redis("HINCRBY", keys.Tenant(e.tenant).Budget(e.ws("big"), "TOKENS"), "reserved", 1)
+	var found *cyclesv1.AuditDiscrepancy
+	for _, d := range e.audit().GetDiscrepancies() {
+		if d.GetKind() == "RESERVED_MISMATCH" {
+			found = d
+		}
+	}
+	if found == nil || found.GetRepairable() || found.GetEvidence()["confirmed"] == "" ||
+		found.GetEvidence()["reserved"] != "7" || found.GetEvidence()["sum_of_active_holds"] != "6" {
+		t.Fatalf("mismatch above the limit: %v", found)
+	}
+	dry, err := e.ops.RepairTenant(admin(), &cyclesv1.RepairTenantRequest{TenantId: e.tenant})
+	if err != nil || len(dry.GetChanges()) != 0 {
+		t.Fatalf("repair above the limit %v %v", dry, err)
 	}
 }

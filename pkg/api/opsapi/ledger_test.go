@@ -46,6 +46,10 @@ type env struct {
 func newEnv(t *testing.T) *env { return newEnvOn(t, redistest.SharedClient(t)) }
 
 func newEnvOn(t *testing.T, c redis.UniversalClient) *env {
+	return newEnvWith(t, c, ledgerops.Options{AuditRate: 1000})
+}
+
+func newEnvWith(t *testing.T, c redis.UniversalClient, opts ledgerops.Options) *env {
 	t.Helper()
 	ex, err := script.New(c)
 	if err != nil {
@@ -53,7 +57,8 @@ func newEnvOn(t *testing.T, c redis.UniversalClient) *env {
 	}
 	mr := telemetrytest.New()
 	sw := sweeper.New(ex, sweeper.Options{MeterProvider: mr.Provider})
-	svc := ledgerops.New(ex, ledgerops.Options{MeterProvider: mr.Provider, AuditRate: 1000})
+	opts.MeterProvider = mr.Provider
+	svc := ledgerops.New(ex, opts)
 	conn := grpctest.Start(t, server.Services{
 		Runtime: runtimeapi.New(ledger.New(ex, ledger.Options{})),
 		Ops:     opsapi.New(sw, svc),
