@@ -8,8 +8,8 @@
 -- Result ok({rows = [{kind, id, msg, ev = {...}, fix}], next = {member, score},
 --            done, records, active, quarantined,
 --            holds = {member -> sum of this page's ACTIVE estimates on it},
---            uncertain = {member -> true}, held_q = {member -> quarantined id},
---            all_uncertain})
+--            uncertain = {member -> true} (a holder whose estimate does not
+--            parse, or a quarantined record in an invalid state), all_uncertain})
 --   The holds are partial sums; the caller adds the pages up (pkg/ledgerops)
 --   and confirms any mismatch with reserved inside one script (ops/holds).
 -- Kinds (docs/operations-runbook.md):
@@ -32,16 +32,15 @@ end
 
 local page, done = zpage(created, ARGV[1], ARGV[2], n)
 local records, active, quarantined = 0, 0, 0
-local holds, uncertain, held_q, all_uncertain = {}, {}, {}, false
+local holds, uncertain, all_uncertain = {}, {}, false
 -- hold adds what h holds to this page's partial sums (h parsed).
-local function hold(h, id, counted)
+local function hold(h, counted)
   if not (h.scopes and h.unit_ok) then
     all_uncertain = true
     return
   end
   for _, s in ipairs(h.scopes) do
     local m = s .. '|' .. h.unit
-    if h.quarantined_at then held_q[m] = id end
     local sum = nil
     if counted and h.E then sum = i64_add(holds[m] or '0', h.E) end
     if sum == nil then uncertain[m] = true else holds[m] = sum end
@@ -59,7 +58,7 @@ for _, e in ipairs(page) do
     if is_quarantined(h) and st ~= 'ACTIVE' then
       quarantined = quarantined + 1
       parse_hold(h)
-      hold(h, id, false)
+      hold(h, false)
       row('QUARANTINED', id, 'quarantined by the sweeper: ' .. (h.quarantine_reason or ''), {
         reason = h.quarantine_reason or '', quarantined_at = h.quarantined_at, state = st or ''})
       if not redis.call('ZSCORE', qi, id) then
@@ -69,7 +68,7 @@ for _, e in ipairs(page) do
     elseif st == 'ACTIVE' then
       active = active + 1
       local hold_problem, expiry_problem = parse_hold(h)
-      hold(h, id, true)
+      hold(h, true)
       if h.quarantined_at then
         quarantined = quarantined + 1
         row('QUARANTINED', id, 'quarantined by the sweeper: ' .. (h.quarantine_reason or ''), {
@@ -108,4 +107,4 @@ end
 local nxt = {member = '', score = ''}
 if #page > 0 then nxt = {member = page[#page][1], score = page[#page][2]} end
 return ok({rows = rows, next = nxt, done = done, records = records, active = active, quarantined = quarantined,
-  holds = holds, uncertain = uncertain, held_q = held_q, all_uncertain = all_uncertain})
+  holds = holds, uncertain = uncertain, all_uncertain = all_uncertain})

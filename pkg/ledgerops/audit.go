@@ -212,7 +212,6 @@ func (s *Service) recordsPass(ctx context.Context, prefix string, r *report) (he
 			Quarantined  int64               `json:"quarantined"`
 			Holds        luaMap[string]      `json:"holds"`
 			Uncertain    luaMap[bool]        `json:"uncertain"`
-			HeldQ        luaMap[string]      `json:"held_q"`
 			AllUncertain bool                `json:"all_uncertain"`
 		}
 		if err := s.runPage(ctx, &page, "ops/audit_records", prefix, cur.Member, cur.Score, s.opts.PageSize); err != nil {
