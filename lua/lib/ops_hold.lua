@@ -39,6 +39,40 @@ local function read_hold(prefix, id)
   return h
 end
 
+-- parse_scopes decodes a record's budgeted field: the scope list, or nil
+-- and MISSING_SCOPES / MALFORMED_SCOPES.
+local function parse_scopes(budgeted)
+  if budgeted == nil or budgeted == '' then return nil, 'MISSING_SCOPES' end
+  local okd, scopes = pcall(cjson.decode, budgeted)
+  if not okd or type(scopes) ~= 'table' then return nil, 'MALFORMED_SCOPES' end
+  if #scopes == 0 then
+    if next(scopes) == nil then return nil, 'MISSING_SCOPES' end
+    return nil, 'MALFORMED_SCOPES'
+  end
+  if #scopes > HOLD_MAX_SCOPES then return nil, 'MALFORMED_SCOPES' end
+  local seen = {}
+  for i = 1, #scopes do
+    local s = scopes[i]
+    if type(s) ~= 'string' or s == '' or #s > 1024 or seen[s] then return nil, 'MALFORMED_SCOPES' end
+    seen[s] = true
+  end
+  return scopes
+end
+
+-- parse_estimate returns the canonical int64 estimate (>= 0) or nil. Stored
+-- estimates are canonical already, so one pattern settles the common case.
+local function parse_estimate(v)
+  if type(v) ~= 'string' or v == '' then return nil end
+  if v == '0' or (#v < 16 and string.find(v, '^[1-9]%d*$')) then return v end
+  local e = i64_norm(v)
+  if e == nil or i64_cmp(e, '0') < 0 then return nil end
+  return e
+end
+
+local function unit_ok(u)
+  return type(u) == 'string' and string.find(u, '^[A-Z_]+$') ~= nil
+end
+
 -- parse_hold validates what h holds, exactly as the sweeper does before an
 -- expiry. Sets h.E (canonical estimate), h.scopes, h.unit_ok and h.deadline
 -- (expires_at + grace_ms) when valid. Returns the first problem of the hold
@@ -51,26 +85,15 @@ local function parse_hold(h)
   else
     expiry_problem = 'INVALID_EXPIRY'
   end
-  h.unit_ok = type(h.unit) == 'string' and string.find(h.unit, '^[A-Z_]+$') ~= nil
-  if h.budgeted == nil or h.budgeted == '' then return 'MISSING_SCOPES', expiry_problem end
-  local okd, scopes = pcall(cjson.decode, h.budgeted)
-  if not okd or type(scopes) ~= 'table' then return 'MALFORMED_SCOPES', expiry_problem end
-  if #scopes == 0 then
-    if next(scopes) == nil then return 'MISSING_SCOPES', expiry_problem end
-    return 'MALFORMED_SCOPES', expiry_problem
-  end
-  if #scopes > HOLD_MAX_SCOPES then return 'MALFORMED_SCOPES', expiry_problem end
-  local seen = {}
-  for i = 1, #scopes do
-    local s = scopes[i]
-    if type(s) ~= 'string' or s == '' or #s > 1024 or seen[s] then return 'MALFORMED_SCOPES', expiry_problem end
-    seen[s] = true
-  end
+  h.unit_ok = unit_ok(h.unit)
+  local scopes, problem = parse_scopes(h.budgeted)
+  if scopes == nil then return problem, expiry_problem end
   h.scopes = scopes
-  local est = nil
-  if type(h.estimate) == 'string' and h.estimate ~= '' then est = i64_norm(h.estimate) end
-  if est == nil or i64_cmp(est, '0') < 0 or not h.unit_ok then return 'INVALID_ESTIMATE', expiry_problem end
-  h.E = est
+  h.E = parse_estimate(h.estimate)
+  if h.E == nil or not h.unit_ok then
+    h.E = nil
+    return 'INVALID_ESTIMATE', expiry_problem
+  end
   return nil, expiry_problem
 end
 
@@ -113,34 +136,66 @@ local function active_holds(prefix, limit, extra)
     end
   end
   local out = {sums = {}, uncertain = {}, quarantined = {}, all_uncertain = false, active = 0}
+  local sums = {}
+  -- Many records share one budgeted string: decode each distinct one once.
+  local scope_cache = {}
+  local function scopes_of(budgeted)
+    if budgeted == nil then return nil end
+    local c = scope_cache[budgeted]
+    if c == nil then
+      c = parse_scopes(budgeted) or false
+      scope_cache[budgeted] = c
+    end
+    return c or nil
+  end
   for _, id in ipairs(ids) do
-    local h = read_hold(prefix, id)
-    if is_quarantined(h) and h.state ~= 'ACTIVE' then
-      -- INVALID_STATE: whether the budgets still carry it is unknown.
-      parse_hold(h)
-      if h.scopes and h.unit_ok then
-        for _, s in ipairs(h.scopes) do
-          out.quarantined[s .. '|' .. h.unit] = id
-          out.uncertain[s .. '|' .. h.unit] = true
+    local v = redis.pcall('HMGET', prefix .. 'r:' .. id, 'state', 'estimate', 'unit', 'budgeted', 'quarantined_at')
+    if not (type(v) == 'table' and v.err) then
+      local state, unit, q = v[1], v[3], v[5]
+      local scopes = scopes_of(v[4] or nil)
+      local ok_unit = unit_ok(unit)
+      if q and state and state ~= 'ACTIVE' and not TERMINAL_STATES[state] then
+        -- Quarantined with an invalid state: whether the budgets still carry it is unknown.
+        if scopes and ok_unit then
+          for _, s in ipairs(scopes) do
+            out.quarantined[s .. '|' .. unit] = id
+            out.uncertain[s .. '|' .. unit] = true
+          end
+        else
+          out.all_uncertain = true
         end
-      else
-        out.all_uncertain = true
-      end
-    elseif not h.missing and not h.wrong_type and h.state == 'ACTIVE' then
-      out.active = out.active + 1
-      parse_hold(h)
-      if h.scopes and h.unit_ok then
-        for _, s in ipairs(h.scopes) do
-          local m = s .. '|' .. h.unit
-          if h.quarantined_at then out.quarantined[m] = id end
-          local sum = nil
-          if h.E then sum = i64_add(out.sums[m] or '0', h.E) end
-          if sum == nil then out.uncertain[m] = true else out.sums[m] = sum end
+      elseif state == 'ACTIVE' then
+        out.active = out.active + 1
+        if scopes and ok_unit then
+          local E = parse_estimate(v[2] or nil)
+          -- Sums stay Lua numbers while exact (< 2^53), strings beyond.
+          local n = nil
+          if E and #E < 16 then n = tonumber(E) end
+          for _, s in ipairs(scopes) do
+            local m = s .. '|' .. unit
+            if q then out.quarantined[m] = id end
+            if E == nil then
+              out.uncertain[m] = true
+            else
+              local cur = sums[m] or 0
+              if n and type(cur) == 'number' and cur + n < 9007199254740992 then
+                sums[m] = cur + n
+              else
+                if type(cur) == 'number' then cur = string.format('%.0f', cur) end
+                local sum = i64_add(cur, E)
+                if sum == nil then out.uncertain[m] = true else sums[m] = sum end
+              end
+            end
+          end
+        else
+          out.all_uncertain = true
         end
-      else
-        out.all_uncertain = true
       end
     end
+  end
+  for m, v in pairs(sums) do
+    if type(v) == 'number' then v = string.format('%.0f', v) end
+    out.sums[m] = v
   end
   return out
 end

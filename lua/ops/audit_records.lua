@@ -6,7 +6,12 @@
 --         ("r:quarantine") and the records ("r:<id>") are derived from it
 -- ARGV[1] cursor member ('' = start), ARGV[2] cursor score, ARGV[3] page size 1..1000
 -- Result ok({rows = [{kind, id, msg, ev = {...}, fix}], next = {member, score},
---            done, records, active, quarantined})
+--            done, records, active, quarantined,
+--            holds = {member -> sum of this page's ACTIVE estimates on it},
+--            uncertain = {member -> true} (a holder whose estimate does not
+--            parse, or a quarantined record in an invalid state), all_uncertain})
+--   The holds are partial sums; the caller adds the pages up (pkg/ledgerops)
+--   and confirms any mismatch with reserved inside one script (ops/holds).
 -- Kinds (docs/operations-runbook.md):
 --   INVALID_RECORD          ACTIVE, not quarantined, and the sweeper could not expire it
 --   ACTIVE_NOT_INDEXED      ACTIVE, not quarantined, missing from the deadline index (fix: ZADD)
@@ -27,6 +32,20 @@ end
 
 local page, done = zpage(created, ARGV[1], ARGV[2], n)
 local records, active, quarantined = 0, 0, 0
+local holds, uncertain, all_uncertain = {}, {}, false
+-- hold adds what h holds to this page's partial sums (h parsed).
+local function hold(h, counted)
+  if not (h.scopes and h.unit_ok) then
+    all_uncertain = true
+    return
+  end
+  for _, s in ipairs(h.scopes) do
+    local m = s .. '|' .. h.unit
+    local sum = nil
+    if counted and h.E then sum = i64_add(holds[m] or '0', h.E) end
+    if sum == nil then uncertain[m] = true else holds[m] = sum end
+  end
+end
 for _, e in ipairs(page) do
   local id = e[1]
   local h = read_hold(prefix, id)
@@ -38,6 +57,8 @@ for _, e in ipairs(page) do
     local st = h.state
     if is_quarantined(h) and st ~= 'ACTIVE' then
       quarantined = quarantined + 1
+      parse_hold(h)
+      hold(h, false)
       row('QUARANTINED', id, 'quarantined by the sweeper: ' .. (h.quarantine_reason or ''), {
         reason = h.quarantine_reason or '', quarantined_at = h.quarantined_at, state = st or ''})
       if not redis.call('ZSCORE', qi, id) then
@@ -47,6 +68,7 @@ for _, e in ipairs(page) do
     elseif st == 'ACTIVE' then
       active = active + 1
       local hold_problem, expiry_problem = parse_hold(h)
+      hold(h, true)
       if h.quarantined_at then
         quarantined = quarantined + 1
         row('QUARANTINED', id, 'quarantined by the sweeper: ' .. (h.quarantine_reason or ''), {
@@ -84,4 +106,5 @@ for _, e in ipairs(page) do
 end
 local nxt = {member = '', score = ''}
 if #page > 0 then nxt = {member = page[#page][1], score = page[#page][2]} end
-return ok({rows = rows, next = nxt, done = done, records = records, active = active, quarantined = quarantined})
+return ok({rows = rows, next = nxt, done = done, records = records, active = active, quarantined = quarantined,
+  holds = holds, uncertain = uncertain, all_uncertain = all_uncertain})

@@ -27,7 +27,6 @@ const (
 	KindQuarantineNotIndexed  = "QUARANTINE_NOT_INDEXED"
 	KindQuarantineStale       = "QUARANTINE_STALE"
 	KindTerminalNoTTL         = "TERMINAL_NO_TTL"
-	KindHoldsNotChecked       = "HOLDS_NOT_CHECKED"
 )
 
 // Kinds lists every discrepancy kind (the label values of cycles_audit_discrepancies).
@@ -35,7 +34,7 @@ var Kinds = []string{
 	KindReservedMismatch, KindBalanceIdentity, KindBudgetFieldInvalid, KindBudgetMissing,
 	KindIndexOrphan, KindIndexFinalized, KindActiveNotIndexed, KindDeadlineScoreMismatch,
 	KindInvalidRecord, KindQuarantined, KindQuarantineNotIndexed, KindQuarantineStale,
-	KindTerminalNoTTL, KindHoldsNotChecked,
+	KindTerminalNoTTL,
 }
 
 // budgetFields are the ledger amounts of a budget hash, in the order checked.
@@ -75,49 +74,194 @@ func (s *Service) Audit(ctx context.Context, req *cyclesv1.AuditTenantRequest) (
 	return resp, nil
 }
 
-// audit runs every check on tenant in bounded script calls.
+// audit runs every check on tenant in bounded script calls (pages). The
+// clean path never runs an unbounded script: holds are summed page by page
+// beside the records check. A budget whose reserved disagrees with those sums
+// is a suspect (live traffic between pages can cause that); it is re-read in a
+// second paged pass, and only one that disagrees again by the same amount is
+// confirmed inside one script (lua/ops/holds.lua), which reads reserved and
+// every holder at one instant.
 func (s *Service) audit(ctx context.Context, tenant string) (*report, error) {
 	s.audits.Add(ctx, 1)
 	prefix := keys.Tenant(tenant).Prefix()
 	r := &report{stats: &cyclesv1.AuditStats{}}
-	seen := map[string]bool{} // kind|id: a restarted page may repeat rows
 
-	// Records, through the created index.
+	held, err := s.recordsPass(ctx, prefix, r)
+	if err != nil {
+		return nil, fmt.Errorf("audit records of %s: %w", tenant, err)
+	}
+	if err := s.indexPasses(ctx, prefix, r); err != nil {
+		return nil, fmt.Errorf("audit indexes of %s: %w", tenant, err)
+	}
+	reserved, identityBroken, err := s.budgetsPass(ctx, prefix, r)
+	if err != nil {
+		return nil, fmt.Errorf("audit budgets of %s: %w", tenant, err)
+	}
+	suspects := held.mismatches(reserved)
+	if len(suspects) == 0 {
+		return r, nil
+	}
+	// Second paged pass: a race moves on, a corruption stays put.
+	held2, err := s.recordsPass(ctx, prefix, nil)
+	if err != nil {
+		return nil, fmt.Errorf("re-read holds of %s: %w", tenant, err)
+	}
+	reserved2, _, err := s.budgetsPass(ctx, prefix, nil)
+	if err != nil {
+		return nil, fmt.Errorf("re-read budgets of %s: %w", tenant, err)
+	}
+	again := held2.mismatches(reserved2)
+	var members []string
+	for m, d := range suspects {
+		if d2, ok := again[m]; ok && d2.Cmp(d) == 0 {
+			members = append(members, m)
+		}
+	}
+	if len(members) == 0 {
+		return r, nil
+	}
+	sort.Strings(members)
+	h, err := s.holds(ctx, prefix, r.extra, members)
+	if err != nil {
+		return nil, fmt.Errorf("confirm holds of %s: %w", tenant, err)
+	}
+	for _, m := range members {
+		scope, unit := splitMember(m)
+		var ev map[string]string
+		repairable := true
+		switch {
+		case h.OverLimit:
+			// Too many holders to read at one instant: report what two
+			// paged passes agreed on, for a human to judge.
+			ev = map[string]string{"reserved": reserved2[m].String(), "sum_of_active_holds": held2.sum(m).String(),
+				"confirmed": "two paged passes (too many ACTIVE reservations for one script)"}
+			repairable = false
+		case h.AllUncertain || h.Uncertain[m]:
+			continue
+		default:
+			sum := h.Sums[m]
+			if sum == "" {
+				sum = "0"
+			}
+			res, ok := h.Reserved[m]
+			rn, valid := parseInt64(res)
+			sn, _ := parseInt64(sum)
+			if !ok || !valid || rn.Cmp(sn) == 0 {
+				continue
+			}
+			ev = map[string]string{"reserved": res, "sum_of_active_holds": sum}
+			if q := h.Quarantined[m]; q != "" {
+				ev["held_by_quarantined"] = q
+				repairable = false
+			}
+		}
+		r.add(&cyclesv1.AuditDiscrepancy{Kind: KindReservedMismatch, ScopePath: scope, Unit: unit,
+			Message: "reserved != sum of the estimates of the ACTIVE reservations holding it", Evidence: ev, Repairable: repairable})
+		if d := identityBroken[m]; d != nil {
+			d.Repairable = repairable
+		}
+	}
+	return r, nil
+}
+
+// heldTotals are the holds summed over the record pages.
+type heldTotals struct {
+	sums         map[string]*big.Int
+	uncertain    map[string]bool
+	allUncertain bool
+}
+
+func (h heldTotals) sum(m string) *big.Int {
+	if v := h.sums[m]; v != nil {
+		return v
+	}
+	return new(big.Int)
+}
+
+// mismatches returns reserved - sum for every budget whose reserved differs
+// from the summed holds (budgets with an uncertain holder are left out).
+func (h heldTotals) mismatches(reserved map[string]*big.Int) map[string]*big.Int {
+	out := map[string]*big.Int{}
+	if h.allUncertain {
+		return out
+	}
+	for m, res := range reserved {
+		if h.uncertain[m] {
+			continue
+		}
+		if d := new(big.Int).Sub(res, h.sum(m)); d.Sign() != 0 {
+			out[m] = d
+		}
+	}
+	return out
+}
+
+// recordsPass pages through the created index. With r it records the
+// findings and stats; it always returns the summed holds.
+func (s *Service) recordsPass(ctx context.Context, prefix string, r *report) (heldTotals, error) {
+	held := heldTotals{sums: map[string]*big.Int{}, uncertain: map[string]bool{}}
+	seen := map[string]bool{} // a restarted page may repeat ids
 	var cur cursor
 	for {
 		var page struct {
-			Rows        luaArrayOf[finding] `json:"rows"`
-			Next        cursor              `json:"next"`
-			Done        bool                `json:"done"`
-			Records     int64               `json:"records"`
-			Active      int64               `json:"active"`
-			Quarantined int64               `json:"quarantined"`
+			Rows         luaArrayOf[finding] `json:"rows"`
+			Next         cursor              `json:"next"`
+			Done         bool                `json:"done"`
+			Records      int64               `json:"records"`
+			Active       int64               `json:"active"`
+			Quarantined  int64               `json:"quarantined"`
+			Holds        luaMap[string]      `json:"holds"`
+			Uncertain    luaMap[bool]        `json:"uncertain"`
+			AllUncertain bool                `json:"all_uncertain"`
 		}
 		if err := s.runPage(ctx, &page, "ops/audit_records", prefix, cur.Member, cur.Score, s.opts.PageSize); err != nil {
-			return nil, fmt.Errorf("audit records of %s: %w", tenant, err)
+			return held, err
 		}
-		r.stats.Records += page.Records
-		r.stats.Active += page.Active
-		r.stats.Quarantined += page.Quarantined
-		for _, f := range page.Rows {
-			if seen[f.Kind+"|"+f.ID] {
+		for m, v := range page.Holds {
+			n, ok := parseInt64(v)
+			if !ok {
+				held.uncertain[m] = true
 				continue
 			}
-			seen[f.Kind+"|"+f.ID] = true
-			r.addFinding(f)
-			if f.Kind == KindActiveNotIndexed || f.Kind == KindQuarantineNotIndexed {
-				r.extra = append(r.extra, f.ID)
+			if held.sums[m] == nil {
+				held.sums[m] = new(big.Int)
+			}
+			held.sums[m].Add(held.sums[m], n)
+		}
+		for m := range page.Uncertain {
+			held.uncertain[m] = true
+		}
+		held.allUncertain = held.allUncertain || page.AllUncertain
+		if r != nil {
+			r.stats.Records += page.Records
+			r.stats.Active += page.Active
+			r.stats.Quarantined += page.Quarantined
+			for _, f := range page.Rows {
+				if seen[f.Kind+"|"+f.ID] {
+					continue
+				}
+				seen[f.Kind+"|"+f.ID] = true
+				r.addFinding(f)
+				if f.Kind == KindActiveNotIndexed || f.Kind == KindQuarantineNotIndexed {
+					r.extra = append(r.extra, f.ID)
+				}
 			}
 		}
 		if page.Done || page.Next == cur {
-			break
+			return held, nil
 		}
+		// A cursor whose member vanished restarts at its score, so a page may
+		// repeat ids and over-count: at worst a false suspect, which the
+		// second pass and the one-script confirmation then drop.
 		cur = page.Next
 	}
+}
 
-	// Both indexes, entry by entry.
+// indexPasses checks both indexes entry by entry.
+func (s *Service) indexPasses(ctx context.Context, prefix string, r *report) error {
+	seen := map[string]bool{}
 	for _, which := range []string{"deadline", "quarantine"} {
-		cur = cursor{}
+		var cur cursor
 		for {
 			var page struct {
 				Rows    luaArrayOf[finding] `json:"rows"`
@@ -126,7 +270,7 @@ func (s *Service) audit(ctx context.Context, tenant string) (*report, error) {
 				Entries int64               `json:"entries"`
 			}
 			if err := s.runPage(ctx, &page, "ops/audit_index", prefix, which, cur.Member, cur.Score, s.opts.PageSize); err != nil {
-				return nil, fmt.Errorf("audit %s index of %s: %w", which, tenant, err)
+				return fmt.Errorf("%s index: %w", which, err)
 			}
 			if which == "deadline" {
 				r.stats.DeadlineEntries += page.Entries
@@ -144,10 +288,20 @@ func (s *Service) audit(ctx context.Context, tenant string) (*report, error) {
 			cur = page.Next
 		}
 	}
+	return nil
+}
 
-	// Budgets: fields and the balance identity, then reserved against holds.
-	reserved := map[string]*big.Int{} // member -> stored reserved (valid ones)
+// budgetsPass pages through the budgets: field checks and the balance
+// identity (recorded in r when given). It returns the valid reserved values
+// and the identity findings by member.
+func (s *Service) budgetsPass(ctx context.Context, prefix string, r *report) (map[string]*big.Int, map[string]*cyclesv1.AuditDiscrepancy, error) {
+	reserved := map[string]*big.Int{}
 	identityBroken := map[string]*cyclesv1.AuditDiscrepancy{}
+	add := func(d *cyclesv1.AuditDiscrepancy) {
+		if r != nil {
+			r.add(d)
+		}
+	}
 	after := ""
 	for {
 		var page struct {
@@ -160,18 +314,20 @@ func (s *Service) audit(ctx context.Context, tenant string) (*report, error) {
 			Done bool `json:"done"`
 		}
 		if err := s.runPage(ctx, &page, "ops/audit_budgets", prefix, after, s.opts.PageSize); err != nil {
-			return nil, fmt.Errorf("audit budgets of %s: %w", tenant, err)
+			return nil, nil, err
 		}
 		for _, b := range page.Rows {
-			r.stats.Budgets++
+			if r != nil {
+				r.stats.Budgets++
+			}
 			scope, unit := splitMember(b.M)
 			switch {
 			case !b.Exists:
-				r.add(&cyclesv1.AuditDiscrepancy{Kind: KindBudgetMissing, ScopePath: scope, Unit: unit,
+				add(&cyclesv1.AuditDiscrepancy{Kind: KindBudgetMissing, ScopePath: scope, Unit: unit,
 					Message: "the budgets index names a budget hash that does not exist"})
 				continue
 			case b.WrongType:
-				r.add(&cyclesv1.AuditDiscrepancy{Kind: KindBudgetFieldInvalid, ScopePath: scope, Unit: unit,
+				add(&cyclesv1.AuditDiscrepancy{Kind: KindBudgetFieldInvalid, ScopePath: scope, Unit: unit,
 					Message: "budget key is not a hash"})
 				continue
 			}
@@ -186,7 +342,7 @@ func (s *Service) audit(ctx context.Context, tenant string) (*report, error) {
 					if ok {
 						what = "not an int64"
 					}
-					r.add(&cyclesv1.AuditDiscrepancy{Kind: KindBudgetFieldInvalid, ScopePath: scope, Unit: unit,
+					add(&cyclesv1.AuditDiscrepancy{Kind: KindBudgetFieldInvalid, ScopePath: scope, Unit: unit,
 						Message: "budget field " + f + " is " + what, Evidence: map[string]string{"field": f, "value": raw},
 						Repairable: f == "reserved" || f == "remaining"})
 					continue
@@ -203,76 +359,15 @@ func (s *Service) audit(ctx context.Context, tenant string) (*report, error) {
 				ev["expected_remaining"] = want.String()
 				d := &cyclesv1.AuditDiscrepancy{Kind: KindBalanceIdentity, ScopePath: scope, Unit: unit,
 					Message: "remaining != allocated - spent - reserved - debt", Evidence: ev}
-				r.add(d)
+				add(d)
 				identityBroken[b.M] = d
 			}
 		}
 		if page.Done || len(page.Rows) == 0 {
-			break
+			return reserved, identityBroken, nil
 		}
 		after = page.Rows[len(page.Rows)-1].M
 	}
-
-	h, err := s.holds(ctx, prefix, r.extra, nil)
-	if err != nil {
-		return nil, fmt.Errorf("sum holds of %s: %w", tenant, err)
-	}
-	if h.OverLimit {
-		r.add(&cyclesv1.AuditDiscrepancy{Kind: KindHoldsNotChecked,
-			Message:  "more ACTIVE reservations than one script reads; reserved was not checked against holds",
-			Evidence: map[string]string{"limit": fmt.Sprint(s.opts.HoldsLimit)}})
-		return r, nil
-	}
-	var suspects []string
-	for m, res := range reserved {
-		if h.AllUncertain || h.Uncertain[m] {
-			continue
-		}
-		sum, _ := parseInt64(h.Sums[m])
-		if h.Sums[m] == "" {
-			sum = new(big.Int)
-		}
-		if sum.Cmp(res) != 0 {
-			suspects = append(suspects, m)
-		}
-	}
-	if len(suspects) == 0 {
-		return r, nil
-	}
-	// Confirm inside one script: reserved and holds from one instant.
-	sort.Strings(suspects)
-	h, err = s.holds(ctx, prefix, r.extra, suspects)
-	if err != nil {
-		return nil, fmt.Errorf("confirm holds of %s: %w", tenant, err)
-	}
-	if h.OverLimit || h.AllUncertain {
-		return r, nil
-	}
-	for _, m := range suspects {
-		sum := h.Sums[m]
-		if sum == "" {
-			sum = "0"
-		}
-		res, ok := h.Reserved[m]
-		rn, valid := parseInt64(res)
-		sn, _ := parseInt64(sum)
-		if !ok || !valid || h.Uncertain[m] || rn.Cmp(sn) == 0 {
-			continue
-		}
-		scope, unit := splitMember(m)
-		ev := map[string]string{"reserved": res, "sum_of_active_holds": sum}
-		repairable := true
-		if q := h.Quarantined[m]; q != "" {
-			ev["held_by_quarantined"] = q
-			repairable = false
-		}
-		r.add(&cyclesv1.AuditDiscrepancy{Kind: KindReservedMismatch, ScopePath: scope, Unit: unit,
-			Message: "reserved != sum of the estimates of the ACTIVE reservations holding it", Evidence: ev, Repairable: repairable})
-		if d := identityBroken[m]; d != nil {
-			d.Repairable = repairable
-		}
-	}
-	return r, nil
 }
 
 // holdsResult is the result of lua/ops/holds.lua.

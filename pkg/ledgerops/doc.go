@@ -8,10 +8,12 @@
 //     in both directions; terminal records without their TTL; quarantined
 //     records. Every script call is bounded (a page of records, index entries
 //     or budgets), so it is safe on a large tenant, and every script touches
-//     one tenant's slot, so it runs on Cluster. Reserved against holds is
-//     compared inside one script (lua/ops/holds.lua) so both sides come from
-//     one instant; a mismatch seen across pages is confirmed that way before
-//     it is reported.
+//     one tenant's slot, so it runs on Cluster. Holds are summed page by
+//     page; a budget whose reserved disagrees is only a suspect (live traffic
+//     moves between pages), re-read in a second paged pass, and one that
+//     disagrees again by the same amount is confirmed inside one script
+//     (lua/ops/holds.lua) that reads reserved and every holder at one instant.
+//     A clean audit never runs that script.
 //   - Repair: the provably safe fixes, re-checked and applied in one script
 //     (lua/ops/repair.lua), or reported by a dry run (the default) without a
 //     write. It never writes allocated, spent or debt.

@@ -1508,8 +1508,8 @@ type AuditDiscrepancy struct {
 	// What is wrong: RESERVED_MISMATCH, BALANCE_IDENTITY, BUDGET_FIELD_INVALID,
 	// BUDGET_MISSING, INDEX_ORPHAN, INDEX_FINALIZED, ACTIVE_NOT_INDEXED,
 	// DEADLINE_SCORE_MISMATCH, INVALID_RECORD, QUARANTINED,
-	// QUARANTINE_NOT_INDEXED, QUARANTINE_STALE, TERMINAL_NO_TTL,
-	// HOLDS_NOT_CHECKED (docs/operations-runbook.md explains each).
+	// QUARANTINE_NOT_INDEXED, QUARANTINE_STALE, TERMINAL_NO_TTL
+	// (docs/operations-runbook.md explains each).
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// The reservation concerned, if any.
 	ReservationId string `protobuf:"bytes,2,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`

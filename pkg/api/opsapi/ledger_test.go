@@ -46,6 +46,10 @@ type env struct {
 func newEnv(t *testing.T) *env { return newEnvOn(t, redistest.SharedClient(t)) }
 
 func newEnvOn(t *testing.T, c redis.UniversalClient) *env {
+	return newEnvWith(t, c, ledgerops.Options{AuditRate: 1000})
+}
+
+func newEnvWith(t *testing.T, c redis.UniversalClient, opts ledgerops.Options) *env {
 	t.Helper()
 	ex, err := script.New(c)
 	if err != nil {
@@ -53,7 +57,8 @@ func newEnvOn(t *testing.T, c redis.UniversalClient) *env {
 	}
 	mr := telemetrytest.New()
 	sw := sweeper.New(ex, sweeper.Options{MeterProvider: mr.Provider})
-	svc := ledgerops.New(ex, ledgerops.Options{MeterProvider: mr.Provider, AuditRate: 1000})
+	opts.MeterProvider = mr.Provider
+	svc := ledgerops.New(ex, opts)
 	conn := grpctest.Start(t, server.Services{
 		Runtime: runtimeapi.New(ledger.New(ex, ledger.Options{})),
 		Ops:     opsapi.New(sw, svc),
@@ -83,6 +88,28 @@ func (e *env) reserve(name string, est int64) string {
 		e.t.Fatalf("reserve on %s: %v", name, err)
 	}
 	return r.GetReservationId()
+}
+
+// untouchable renders allocated, spent and debt of every budget of the
+// tenant: the fields a repair must never write.
+func (e *env) untouchable() string {
+	e.t.Helper()
+	ctx := context.Background()
+	tk := keys.Tenant(e.tenant)
+	var b strings.Builder
+	for _, m := range e.c.ZRange(ctx, tk.Budgets(), 0, -1).Val() {
+		i := strings.LastIndexByte(m, '|')
+		v := e.c.HMGet(ctx, tk.Budget(m[:i], m[i+1:]), "allocated", "spent", "debt").Val()
+		b.WriteString(m)
+		for _, x := range v {
+			b.WriteString(" ")
+			if x != nil {
+				b.WriteString(x.(string))
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 func (e *env) audit() *cyclesv1.AuditTenantResponse {
@@ -256,7 +283,12 @@ func incidents(t *testing.T, e *env) {
 		t.Fatalf("the dry run wrote:\n%s\nvs\n%s", before, after)
 	}
 
+	// Apply without a key is refused before anything runs.
+	if _, err := e.ops.RepairTenant(admin(), &cyclesv1.RepairTenantRequest{TenantId: e.tenant, Apply: true}); reasonOf(err) != string(apierr.InvalidRequest) {
+		t.Fatalf("apply without a key: %v", err)
+	}
 	// Apply: the same changes, in one step; a retry replays.
+	untouchable := e.untouchable()
 	req := &cyclesv1.RepairTenantRequest{TenantId: e.tenant, Apply: true, IdempotencyKey: "fix-1"}
 	applied, err := e.ops.RepairTenant(admin(), req)
 	if err != nil {
@@ -268,6 +300,9 @@ func incidents(t *testing.T, e *env) {
 	again, err := e.ops.RepairTenant(admin(), req)
 	if err != nil || !again.GetReplay() || !equal(changes(again.GetChanges()), wantFix) {
 		t.Fatalf("replay %v %v", again, err)
+	}
+	if got := e.untouchable(); got != untouchable {
+		t.Fatalf("repair wrote allocated, spent or debt:\n%s\nvs\n%s", untouchable, got)
 	}
 	if n := len(e.eventsOf("tenant.ledger_repaired")); n != 1 {
 		t.Fatalf("%d ledger_repaired events, want 1", n)
