@@ -28,6 +28,7 @@ func startConnect(t *testing.T, rt *fakeRuntime, maxBody int64) string {
 		AdminKey:       adminKey,
 		RequestTimeout: 2 * time.Second,
 	}, Services{Runtime: rt, Admin: fakeAdmin{}})
+	t.Cleanup(srv.GRPC.Stop)
 	h := srv.NewHTTP(HTTPOptions{})
 	if err := h.MountConnect(maxBody); err != nil {
 		t.Fatal(err)

@@ -12,8 +12,11 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/pkg/api/eventsapi"
 	"github.com/cyclesgo/cycles-go/pkg/api/opsapi"
 	"github.com/cyclesgo/cycles-go/pkg/api/runtimeapi"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
@@ -183,6 +186,18 @@ func refusal(t *testing.T, err error, reason apierr.Code) {
 	}
 }
 
+// typedEvent converts a stored event the way the event service's edge does.
+func typedEvent(t *testing.T, ev map[string]string) *cyclesv1.Event {
+	t.Helper()
+	data := &structpb.Struct{}
+	if err := protojson.Unmarshal([]byte(ev["data"]), data); err != nil {
+		t.Fatalf("event data %q: %v", ev["data"], err)
+	}
+	out := &cyclesv1.Event{EventType: ev["type"], Data: data}
+	eventsapi.Typed(out)
+	return out
+}
+
 func (e *env) eventsOf(typ string) []map[string]string {
 	var out []map[string]string
 	for _, ev := range ledgertest.Events(e.t, e.c, e.tenant) {
@@ -304,8 +319,13 @@ func incidents(t *testing.T, e *env) {
 	if got := e.untouchable(); got != untouchable {
 		t.Fatalf("repair wrote allocated, spent or debt:\n%s\nvs\n%s", untouchable, got)
 	}
-	if n := len(e.eventsOf("tenant.ledger_repaired")); n != 1 {
+	repaired := e.eventsOf("tenant.ledger_repaired")
+	if n := len(repaired); n != 1 {
 		t.Fatalf("%d ledger_repaired events, want 1", n)
+	}
+	if ev := typedEvent(t, repaired[0]); ev.GetType() != cyclesv1.EventType_EVENT_TYPE_TENANT_LEDGER_REPAIRED ||
+		int(ev.GetLedgerRepaired().GetChanges()) != len(wantFix) {
+		t.Fatalf("typed ledger_repaired %v, want %d changes", ev, len(wantFix))
 	}
 	w2 := ledgertest.ReadBudget(t, e.c, e.tenant, e.ws("w2"), "TOKENS")
 	if w2.Reserved.Int64() != 0 || w2.Remaining.Int64() != 1000 || w2.Spent.Int64() != 0 {
@@ -358,6 +378,10 @@ func incidents(t *testing.T, e *env) {
 	evs := e.eventsOf("reservation.quarantine_resolved")
 	if len(evs) != 1 || evs[0]["actor"] != "admin" || !strings.Contains(evs[0]["data"], `"outcome":"RELEASED"`) {
 		t.Fatalf("resolve events %v", evs)
+	}
+	if ev := typedEvent(t, evs[0]); ev.GetType() != cyclesv1.EventType_EVENT_TYPE_RESERVATION_QUARANTINE_RESOLVED ||
+		ev.GetQuarantineResolved().GetOutcome() != "RELEASED" || ev.GetQuarantineResolved().GetReservationId() == "" {
+		t.Fatalf("typed quarantine_resolved %v", ev)
 	}
 	if st := e.field(tk.Reservation(r1), "state"); st != "RELEASED" {
 		t.Fatalf("r1 state %s", st)
