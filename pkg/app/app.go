@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -135,7 +136,8 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	if cfg.HTTPListen != "" {
 		hs := srv.NewHTTP(server.HTTPOptions{Logger: log.Named("http")})
 		// Connect, gRPC-Web and JSON for every cycles.v1 service (docs/clients.md).
-		if err := hs.MountConnect(server.DefaultConnectMaxBody); err != nil {
+		origins := strings.FieldsFunc(cfg.HTTPCORSOrigins, func(r rune) bool { return r == ',' || r == ' ' })
+		if err := hs.MountConnect(server.DefaultConnectMaxBody, origins...); err != nil {
 			return err
 		}
 		if cfg.TLSCert != "" {

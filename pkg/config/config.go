@@ -15,8 +15,11 @@ import (
 type Config struct {
 	Listen string
 	// HTTPListen is the HTTP listener (Cycles HTTP/JSON wire, health); empty: off.
-	HTTPListen  string
-	MetricsAddr string
+	HTTPListen string
+	// HTTPCORSOrigins are the browser origins (comma separated) allowed to
+	// call the Connect/gRPC-Web routes cross-origin; empty: none.
+	HTTPCORSOrigins string
+	MetricsAddr     string
 	// MetricsTenantLabel labels ledger counters with the tenant.
 	MetricsTenantLabel bool
 	AdminKey           string
@@ -91,6 +94,7 @@ func Load(args []string, getenv func(string) string) (*Config, error) {
 
 	str(&c.Listen, "listen", "127.0.0.1:7700", "gRPC listen address")
 	str(&c.HTTPListen, "http-listen", "127.0.0.1:7780", "HTTP listen address (health, HTTP APIs; the -tls-* flags apply too); empty: off")
+	str(&c.HTTPCORSOrigins, "http-cors-origins", "", "browser origins allowed to call Connect/gRPC-Web cross-origin, comma separated (e.g. https://app.example.com); empty: none")
 	str(&c.MetricsAddr, "metrics-addr", "", "HTTP address for /metrics (empty: off)")
 	boolean(&c.MetricsTenantLabel, "metrics-tenant-label", true, "label ledger counters with the tenant (turn off for very many tenants)")
 	str(&c.TLSCert, "tls-cert", "", "PEM certificate for the gRPC listener (enables TLS)")
