@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -136,8 +135,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	if cfg.HTTPListen != "" {
 		hs := srv.NewHTTP(server.HTTPOptions{Logger: log.Named("http")})
 		// Connect, gRPC-Web and JSON for every cycles.v1 service (docs/clients.md).
-		origins := strings.FieldsFunc(cfg.HTTPCORSOrigins, func(r rune) bool { return r == ',' || r == ' ' })
-		if err := hs.MountConnect(server.DefaultConnectMaxBody, origins...); err != nil {
+		if err := hs.MountConnect(server.DefaultConnectMaxBody, cfg.CORSOrigins()...); err != nil {
 			return err
 		}
 		if cfg.TLSCert != "" {

@@ -198,6 +198,11 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// CORSOrigins lists the -http-cors-origins entries (comma or space separated).
+func (c *Config) CORSOrigins() []string {
+	return strings.FieldsFunc(c.HTTPCORSOrigins, func(r rune) bool { return r == ',' || r == ' ' })
+}
+
 // EnvName is the environment variable of a flag: CYCLESD_ + upper snake case.
 func EnvName(flagName string) string {
 	return "CYCLESD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
