@@ -82,6 +82,18 @@ func apiKeyChanged(ev *cyclesv1.Event) proto.Message {
 	return m
 }
 
+func quarantineResolved(ev *cyclesv1.Event) proto.Message {
+	m := &cyclesv1.QuarantineResolved{}
+	ev.Payload = &cyclesv1.Event_QuarantineResolved{QuarantineResolved: m}
+	return m
+}
+
+func ledgerRepaired(ev *cyclesv1.Event) proto.Message {
+	m := &cyclesv1.LedgerRepaired{}
+	ev.Payload = &cyclesv1.Event_LedgerRepaired{LedgerRepaired: m}
+	return m
+}
+
 // eventKinds lists every event the server's scripts emit (lua/; the
 // EventType comments in proto/cycles/v1/event_types.proto say which
 // operation emits which). TestEveryEmittedEventIsTyped keeps it complete.
@@ -90,6 +102,7 @@ var eventKinds = []eventKind{
 	{"reservation.expired", cyclesv1.EventType_EVENT_TYPE_RESERVATION_EXPIRED, reservationExpired},
 	{"reservation.commit_overage", cyclesv1.EventType_EVENT_TYPE_RESERVATION_COMMIT_OVERAGE, commitOverage},
 	{"reservation.released_via_tenant_cascade", cyclesv1.EventType_EVENT_TYPE_RESERVATION_RELEASED_VIA_TENANT_CASCADE, reservationReleased},
+	{"reservation.quarantine_resolved", cyclesv1.EventType_EVENT_TYPE_RESERVATION_QUARANTINE_RESOLVED, quarantineResolved},
 	{"budget.created", cyclesv1.EventType_EVENT_TYPE_BUDGET_CREATED, budgetChanged},
 	{"budget.updated", cyclesv1.EventType_EVENT_TYPE_BUDGET_UPDATED, budgetChanged},
 	{"budget.funded", cyclesv1.EventType_EVENT_TYPE_BUDGET_FUNDED, budgetChanged},
@@ -109,6 +122,7 @@ var eventKinds = []eventKind{
 	{"tenant.suspended", cyclesv1.EventType_EVENT_TYPE_TENANT_SUSPENDED, tenantChanged},
 	{"tenant.reactivated", cyclesv1.EventType_EVENT_TYPE_TENANT_REACTIVATED, tenantChanged},
 	{"tenant.closed", cyclesv1.EventType_EVENT_TYPE_TENANT_CLOSED, tenantChanged},
+	{"tenant.ledger_repaired", cyclesv1.EventType_EVENT_TYPE_TENANT_LEDGER_REPAIRED, ledgerRepaired},
 	{"api_key.created", cyclesv1.EventType_EVENT_TYPE_API_KEY_CREATED, apiKeyChanged},
 	{"api_key.revoked", cyclesv1.EventType_EVENT_TYPE_API_KEY_REVOKED, apiKeyChanged},
 }
@@ -198,11 +212,24 @@ func normalizeValue(v *structpb.Value, fd protoreflect.FieldDescriptor) *structp
 		if _, empty := v.GetKind().(*structpb.Value_StructValue); empty && len(v.GetStructValue().GetFields()) == 0 {
 			return structpb.NewListValue(&structpb.ListValue{})
 		}
-		return v
+		list := v.GetListValue()
+		if list == nil {
+			return v
+		}
+		out := &structpb.ListValue{Values: make([]*structpb.Value, len(list.GetValues()))}
+		for i, item := range list.GetValues() {
+			out.Values[i] = normalizeScalar(item, fd)
+		}
+		return structpb.NewListValue(out)
 	}
 	if fd.IsMap() {
 		return v
 	}
+	return normalizeScalar(v, fd)
+}
+
+// normalizeScalar normalizes one value (or one list element) of fd's kind.
+func normalizeScalar(v *structpb.Value, fd protoreflect.FieldDescriptor) *structpb.Value {
 	switch fd.Kind() {
 	case protoreflect.EnumKind:
 		if str, ok := v.GetKind().(*structpb.Value_StringValue); ok {
