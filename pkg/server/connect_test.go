@@ -28,6 +28,7 @@ func startConnect(t *testing.T, rt *fakeRuntime, maxBody int64, corsOrigins ...s
 		AdminKey:       adminKey,
 		RequestTimeout: 2 * time.Second,
 	}, Services{Runtime: rt, Admin: fakeAdmin{}})
+	t.Cleanup(func() { srv.Stop(time.Second) })
 	h := srv.NewHTTP(HTTPOptions{})
 	if err := h.MountConnect(maxBody, corsOrigins...); err != nil {
 		t.Fatal(err)
