@@ -19,11 +19,13 @@ import (
 type connectReserver = connect.Client[cyclesv1.CreateReservationRequest, cyclesv1.CreateReservationResponse]
 
 // newConnectReserver builds the Connect JSON client of one group; its HTTP
-// transport keeps one keep-alive connection per worker (closed with the group).
-func newConnectReserver(baseURL string, clients int) (*connectReserver, *http.Transport) {
-	tr := &http.Transport{MaxIdleConns: clients, MaxIdleConnsPerHost: clients, IdleConnTimeout: time.Minute}
+// client keeps one keep-alive connection per worker.
+func newConnectReserver(baseURL string, clients int) *connectReserver {
+	hc := &http.Client{Transport: &http.Transport{
+		MaxIdleConns: clients, MaxIdleConnsPerHost: clients, IdleConnTimeout: time.Minute,
+	}}
 	return connect.NewClient[cyclesv1.CreateReservationRequest, cyclesv1.CreateReservationResponse](
-		&http.Client{Transport: tr}, baseURL+"/cycles.v1.RuntimeService/CreateReservation", connect.WithProtoJSON()), tr
+		hc, baseURL+"/cycles.v1.RuntimeService/CreateReservation", connect.WithProtoJSON())
 }
 
 func (g *group) opConnectReserve(ctx context.Context, w int) (string, error) {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -38,7 +37,6 @@ type group struct {
 	rl      []cyclesv1.RateLimitServiceClient
 	ctxs    []context.Context // per worker: API key metadata
 	cj      *connectReserver  // the connect op's client (nil without an HTTP listener)
-	cjConns *http.Transport   // its connections
 	workers []*workerLedger
 }
 
@@ -125,7 +123,7 @@ func (b *runner) newGroupNamed(ctx context.Context, tenant, shape string, client
 		g.rl = append(g.rl, cyclesv1.NewRateLimitServiceClient(c))
 	}
 	if b.cfg.cyclesdHTTP != "" {
-		g.cj, g.cjConns = newConnectReserver(b.cfg.cyclesdHTTP, clients)
+		g.cj = newConnectReserver(b.cfg.cyclesdHTTP, clients)
 	}
 	for w := 0; w < clients; w++ {
 		g.ctxs = append(g.ctxs, metadata.NewOutgoingContext(ctx, metadata.Pairs(auth.APIKeyHeader, key)))
@@ -145,9 +143,6 @@ func keysOf(m map[string]bool) []string {
 func (g *group) close() {
 	for _, c := range g.conns {
 		_ = c.Close()
-	}
-	if g.cjConns != nil {
-		g.cjConns.CloseIdleConnections()
 	}
 }
 
