@@ -27,11 +27,12 @@ fi
 
 # TypeScript: protobuf-es v2, Connect v2, buf and protoc-gen-es from npm (lock file).
 command -v npm >/dev/null || { echo "node and npm are required" >&2; exit 1; }
-(cd examples/typescript && { [ -x node_modules/.bin/tsx ] || npm ci --no-audit --no-fund --loglevel=error; })
+# npm ci again whenever the lock file is newer than the installed tree.
+(cd examples/typescript && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error; })
 GOOGLE_PROTOS=$ROOT/examples/typescript/node_modules/google-proto-files
 
 echo "generating stubs"
-(cd examples/typescript && rm -rf gen && npm run --silent generate)
+(cd examples/typescript && rm -rf gen && npm run --silent generate && npx --no-install tsc --noEmit)
 rm -rf examples/python/gen && mkdir -p examples/python/gen
 protoc -I proto -I "$GOOGLE_PROTOS" \
   --python_out=examples/python/gen --grpc_python_out=examples/python/gen \

@@ -159,7 +159,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	if cfg.HTTPListen != "" {
 		hs := srv.NewHTTP(server.HTTPOptions{Logger: log.Named("http")})
 		// Connect, gRPC-Web and JSON for every cycles.v1 service (docs/clients.md).
-		if err := hs.MountConnect(server.DefaultConnectMaxBody); err != nil {
+		if err := hs.MountConnect(server.DefaultConnectMaxBody, cfg.CORSOrigins()...); err != nil {
 			return err
 		}
 

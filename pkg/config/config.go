@@ -16,8 +16,11 @@ import (
 type Config struct {
 	Listen string
 	// HTTPListen is the HTTP listener (Cycles HTTP/JSON wire, health); empty: off.
-	HTTPListen  string
-	MetricsAddr string
+	HTTPListen string
+	// HTTPCORSOrigins are the browser origins (comma separated) allowed to
+	// call the Connect/gRPC-Web routes cross-origin; empty: none.
+	HTTPCORSOrigins string
+	MetricsAddr     string
 	// MetricsTenantLabel labels ledger counters with the tenant.
 	MetricsTenantLabel bool
 	AdminKey           string
@@ -120,6 +123,7 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 
 	str(&c.Listen, "listen", "127.0.0.1:7700", "gRPC listen address")
 	str(&c.HTTPListen, "http-listen", "127.0.0.1:7780", "HTTP listen address (health, HTTP APIs; the -tls-* flags apply too); empty: off")
+	str(&c.HTTPCORSOrigins, "http-cors-origins", "", "browser origins allowed to call Connect/gRPC-Web cross-origin, comma separated (e.g. https://app.example.com); empty: none")
 	str(&c.MetricsAddr, "metrics-addr", "", "HTTP address for /metrics (empty: off)")
 	boolean(&c.MetricsTenantLabel, "metrics-tenant-label", true, "label ledger counters with the tenant (turn off for very many tenants)")
 	str(&c.TLSCert, "tls-cert", "", "PEM certificate for the gRPC listener (enables TLS)")
@@ -225,6 +229,11 @@ func (c *Config) validate() error {
 		return fmt.Errorf("log-format must be json or console")
 	}
 	return nil
+}
+
+// CORSOrigins lists the -http-cors-origins entries (comma or space separated).
+func (c *Config) CORSOrigins() []string {
+	return strings.FieldsFunc(c.HTTPCORSOrigins, func(r rune) bool { return r == ',' || r == ' ' })
 }
 
 // EnvName is the environment variable of a flag: CYCLESD_ + upper snake case.

@@ -3,8 +3,10 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
+	connectcors "connectrpc.com/cors"
 	"connectrpc.com/vanguard"
 )
 
@@ -26,8 +28,10 @@ const DefaultConnectMaxBody = 1 << 20
 // clients get them in the error JSON's "details".
 //
 // maxBody caps each request body (<= 0: DefaultConnectMaxBody); a larger
-// body is refused before any handler runs.
-func (h *HTTPServer) MountConnect(maxBody int64) error {
+// body is refused before any handler runs. corsOrigins are the browser
+// origins allowed to call cross-origin (exact match, or "*"); none: no CORS
+// headers, so only same-origin pages and non-browser clients can call.
+func (h *HTTPServer) MountConnect(maxBody int64, corsOrigins ...string) error {
 	if maxBody <= 0 {
 		maxBody = DefaultConnectMaxBody
 	}
@@ -51,7 +55,7 @@ func (h *HTTPServer) MountConnect(maxBody int64) error {
 	if err != nil {
 		return fmt.Errorf("connect transcoder: %w", err)
 	}
-	handler := http.MaxBytesHandler(connectUnaryByDefault(tc), maxBody)
+	handler := withCORS(http.MaxBytesHandler(connectUnaryByDefault(tc), maxBody), corsOrigins)
 	for _, p := range paths {
 		h.mux.Handle(p, handler)
 	}
@@ -73,6 +77,42 @@ func connectUnaryByDefault(next http.Handler) http.Handler {
 				r.Header.Set("Connect-Protocol-Version", "1")
 			}
 		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withCORS answers CORS preflights and tags responses for the allowed
+// origins, with the header lists Connect and gRPC-Web need (plus the cyclesd
+// credential headers, and x-request-id exposed). Credentials travel in
+// headers, never cookies, so no Allow-Credentials.
+func withCORS(next http.Handler, origins []string) http.Handler {
+	if len(origins) == 0 {
+		return next
+	}
+	allowed := make(map[string]bool, len(origins))
+	for _, o := range origins {
+		allowed[o] = true
+	}
+	methods := strings.Join(connectcors.AllowedMethods(), ", ")
+	headers := strings.Join(append(connectcors.AllowedHeaders(), "X-Cycles-Api-Key", "X-Cycles-Admin-Key", "X-Idempotency-Key"), ", ")
+	exposed := strings.Join(append(connectcors.ExposedHeaders(), "X-Request-Id", "Retry-After"), ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin == "" || !(allowed[origin] || allowed["*"]) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		hd := w.Header()
+		hd.Add("Vary", "Origin")
+		hd.Set("Access-Control-Allow-Origin", origin)
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			hd.Set("Access-Control-Allow-Methods", methods)
+			hd.Set("Access-Control-Allow-Headers", headers)
+			hd.Set("Access-Control-Max-Age", strconv.Itoa(7200))
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		hd.Set("Access-Control-Expose-Headers", exposed)
 		next.ServeHTTP(w, r)
 	})
 }

@@ -20,7 +20,7 @@ import (
 )
 
 // startConnect serves the fake services on an HTTP listener with Connect mounted.
-func startConnect(t *testing.T, rt *fakeRuntime, maxBody int64) string {
+func startConnect(t *testing.T, rt *fakeRuntime, maxBody int64, corsOrigins ...string) string {
 	t.Helper()
 	srv := New(Options{
 		Logger:         zap.NewNop(),
@@ -28,9 +28,9 @@ func startConnect(t *testing.T, rt *fakeRuntime, maxBody int64) string {
 		AdminKey:       adminKey,
 		RequestTimeout: 2 * time.Second,
 	}, Services{Runtime: rt, Admin: fakeAdmin{}})
-	t.Cleanup(srv.GRPC.Stop)
+	t.Cleanup(func() { srv.Stop(time.Second) })
 	h := srv.NewHTTP(HTTPOptions{})
-	if err := h.MountConnect(maxBody); err != nil {
+	if err := h.MountConnect(maxBody, corsOrigins...); err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(h.mux)
@@ -159,8 +159,10 @@ func TestConnectBodyLimit(t *testing.T) {
 	base := startConnect(t, rt, 1024)
 	big := `{"reservation_id":"` + strings.Repeat("x", 4096) + `"}`
 	code, body := postJSON(t, base+"/cycles.v1.RuntimeService/GetReservation", big, auth.APIKeyHeader, "good-key")
-	if code < 400 || code == http.StatusOK {
-		t.Fatalf("an over-limit body was accepted: HTTP %d %v", code, body)
+	// Refused before any handler, in each protocol's own terms (Connect:
+	// resource_exhausted; gRPC-Web would get grpc-status 8).
+	if code != http.StatusTooManyRequests || body["code"] != "resource_exhausted" {
+		t.Fatalf("an over-limit body: HTTP %d %v", code, body)
 	}
 	if rt.seen.Tenant != "" {
 		t.Fatal("the handler ran for an over-limit body")
@@ -173,5 +175,46 @@ func TestConnectBodyLimit(t *testing.T) {
 	_ = res.Body.Close()
 	if res.StatusCode != http.StatusNotFound {
 		t.Fatalf("unknown service: HTTP %d", res.StatusCode)
+	}
+}
+
+func TestConnectCORS(t *testing.T) {
+	base := startConnect(t, &fakeRuntime{}, 0, "https://app.example")
+	url := base + "/cycles.v1.RuntimeService/GetReservation"
+	preflight := func(origin string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodOptions, url, nil)
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "content-type,x-cycles-api-key")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		return res
+	}
+	res := preflight("https://app.example")
+	if res.StatusCode != http.StatusNoContent || res.Header.Get("Access-Control-Allow-Origin") != "https://app.example" ||
+		!strings.Contains(res.Header.Get("Access-Control-Allow-Headers"), "X-Cycles-Api-Key") {
+		t.Fatalf("allowed preflight: %d %v", res.StatusCode, res.Header)
+	}
+	if res := preflight("https://evil.example"); res.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("other origin allowed: %v", res.Header)
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"reservation_id":"budget"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", "https://app.example")
+	req.Header.Set(auth.APIKeyHeader, "good-key")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	exposed := res.Header.Get("Access-Control-Expose-Headers")
+	if res.Header.Get("Access-Control-Allow-Origin") != "https://app.example" ||
+		!strings.Contains(exposed, "Grpc-Status-Details-Bin") || !strings.Contains(exposed, "X-Request-Id") {
+		t.Fatalf("actual request: %v", res.Header)
 	}
 }

@@ -13,6 +13,9 @@ func init() {
 		if err := eventSelection(r.GetTenantId(), r.GetEventTypes(), r.GetCategories(), r.GetScopePrefix()); err != nil {
 			return err
 		}
+		if err := typedEventTypes(r.GetTypes()); err != nil {
+			return err
+		}
 		if _, ok := cyclesv1.StartPosition_name[int32(r.GetStart())]; !ok {
 			return invalid("start", "unknown start position %d", r.GetStart())
 		}
@@ -30,6 +33,9 @@ func init() {
 	})
 	register(func(r *cyclesv1.ListEventsRequest) error {
 		if err := eventSelection(r.GetTenantId(), r.GetEventTypes(), r.GetCategories(), r.GetScopePrefix()); err != nil {
+			return err
+		}
+		if err := typedEventTypes(r.GetTypes()); err != nil {
 			return err
 		}
 		if r.FromMs != nil {
@@ -105,4 +111,17 @@ func isEventType(s string) bool {
 		}
 	}
 	return true
+}
+
+// typedEventTypes checks the typed filter: known, non-UNSPECIFIED values.
+func typedEventTypes(types []cyclesv1.EventType) error {
+	if len(types) > maxEventFilters {
+		return invalid("types", "at most %d entries", maxEventFilters)
+	}
+	for i, t := range types {
+		if _, ok := cyclesv1.EventType_name[int32(t)]; !ok || t == cyclesv1.EventType_EVENT_TYPE_UNSPECIFIED {
+			return invalid(fmt.Sprintf("types[%d]", i), "must be a known EventType other than UNSPECIFIED")
+		}
+	}
+	return nil
 }

@@ -25,6 +25,7 @@ func startDevHTTP(t *testing.T) string {
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 	d := startDaemon(t, nil, "-http-listen", httpAddr)
 	d.waitServing(t)
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	return "http://" + httpAddr
 }
 

@@ -212,11 +212,24 @@ func normalizeValue(v *structpb.Value, fd protoreflect.FieldDescriptor) *structp
 		if _, empty := v.GetKind().(*structpb.Value_StructValue); empty && len(v.GetStructValue().GetFields()) == 0 {
 			return structpb.NewListValue(&structpb.ListValue{})
 		}
-		return v
+		list := v.GetListValue()
+		if list == nil {
+			return v
+		}
+		out := &structpb.ListValue{Values: make([]*structpb.Value, len(list.GetValues()))}
+		for i, item := range list.GetValues() {
+			out.Values[i] = normalizeScalar(item, fd)
+		}
+		return structpb.NewListValue(out)
 	}
 	if fd.IsMap() {
 		return v
 	}
+	return normalizeScalar(v, fd)
+}
+
+// normalizeScalar normalizes one value (or one list element) of fd's kind.
+func normalizeScalar(v *structpb.Value, fd protoreflect.FieldDescriptor) *structpb.Value {
 	switch fd.Kind() {
 	case protoreflect.EnumKind:
 		if str, ok := v.GetKind().(*structpb.Value_StringValue); ok {
