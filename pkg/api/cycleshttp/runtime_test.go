@@ -12,6 +12,9 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/pkg/ratelimit"
+	"github.com/cyclesgo/cycles-go/pkg/script"
+	"github.com/cyclesgo/cycles-go/pkg/server"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
@@ -587,5 +590,38 @@ func TestUnknownPath(t *testing.T) {
 	r := e.call("GET", "/v1/nothing-here", "", "")
 	if r.status != 404 || r.obj(t)["error"] != "NOT_FOUND" {
 		t.Fatalf("%d %s", r.status, r.body)
+	}
+}
+
+// The rate-limit guard is the gRPC one: over the limit an HTTP caller gets
+// 429 LIMIT_EXCEEDED with Retry-After and the X-RateLimit headers, never a
+// budget code, and nothing is reserved.
+func TestThrottled(t *testing.T) {
+	c := redistest.SharedClient(t)
+	ex, err := script.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := ratelimit.New(ex, ratelimit.Options{})
+	policy := "http-guard-" + ledgertest.NewTenantID(t)
+	if _, err := lim.CreatePolicy(context.Background(), ratelimit.Policy{Name: policy, Algorithm: ratelimit.SlidingLog, Limit: 2, WindowMs: 60_000}); err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, c, func(o *server.Options) { o.Guard = lim.UnaryGuard(ratelimit.GuardConfig{Policy: policy}) })
+	f := e.fixture()
+	f.budget("", ledgertest.Budget{Allocated: 1000})
+	for i := 0; i < 2; i++ {
+		r := f.call("POST", "/v1/reservations", f.tenant, reserveBody("k"+itoa(int64(i)), 1))
+		if r.status != 200 || r.header.Get("X-Ratelimit-Remaining") == "" {
+			t.Fatalf("call %d: %d %v %s", i, r.status, r.header, r.body)
+		}
+	}
+	before := ledgertest.Dump(t, c, f.tenant)
+	r := f.call("POST", "/v1/reservations", f.tenant, reserveBody("k9", 1))
+	if r.status != 429 || r.obj(t)["error"] != "LIMIT_EXCEEDED" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("throttled call: %d %v %s", r.status, r.header, r.body)
+	}
+	if after := ledgertest.Dump(t, c, f.tenant); after != before {
+		t.Fatal("a throttled call changed Redis")
 	}
 }
