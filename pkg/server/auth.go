@@ -29,13 +29,6 @@ func accessOf(fullMethod string) access {
 	case strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/"),
 		strings.HasPrefix(fullMethod, "/grpc.reflection."):
 		return accessNone
-	case fullMethod == "/cycles.v1.RuntimeService/GetReservation",
-		fullMethod == "/cycles.v1.RuntimeService/ListReservations",
-		fullMethod == "/cycles.v1.RuntimeService/ReleaseReservation":
-		// The protocol lets the admin key read and release any tenant's
-		// reservations; the HTTP wire names the tenant (docs/http-api.md).
-		// Over gRPC an admin caller still needs a tenant (the handler says so).
-		return accessEither
 	case strings.HasPrefix(fullMethod, "/cycles.v1.RuntimeService/"):
 		return accessTenant
 	case strings.HasPrefix(fullMethod, "/cycles.v1.EventService/"),

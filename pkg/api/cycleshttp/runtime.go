@@ -62,7 +62,7 @@ func (a *API) releaseReservation(w http.ResponseWriter, r *http.Request) {
 	var in releaseIn
 	id := r.PathValue("reservation_id")
 	req, err := decodeInto(a, w, r, &in, func() (*cyclesv1.ReleaseReservationRequest, error) { return in.proto(id) })
-	a.serve(w, r, route{cyclesv1.RuntimeService_ReleaseReservation_FullMethodName, runtimePlane, http.StatusOK}, req, err,
+	a.serve(w, r, route{dualAuth(r, cyclesv1.RuntimeService_ReleaseReservation_FullMethodName), runtimePlane, http.StatusOK}, req, err,
 		func(ctx context.Context, req any) (any, error) {
 			owner, err := ownerOf(req.(*cyclesv1.ReleaseReservationRequest).GetReservationId())
 			if ctx, err = onBehalf(ctx, owner, err); err != nil {
@@ -82,6 +82,18 @@ func (a *API) extendReservation(w http.ResponseWriter, r *http.Request) {
 			return a.rt.ExtendReservation(ctx, req.(*cyclesv1.ExtendReservationRequest))
 		},
 		func(resp any) any { return extendOf(resp.(*cyclesv1.ExtendReservationResponse)) })
+}
+
+// dualAuth is the chain method of a route the runtime spec lets the admin
+// key call: the runtime method for a tenant key; for an admin-key-only
+// caller a method under AdminOnBehalfService, which the chain (like every
+// method it does not know as tenant-callable) admits with the admin key
+// only. gRPC's own auth rules stay unchanged.
+func dualAuth(r *http.Request, method string) string {
+	if r.Header.Get("X-Cycles-API-Key") == "" && (r.Header.Get("X-Admin-API-Key") != "" || r.Header.Get("X-Cycles-Admin-Key") != "") {
+		return "/cycles.v1.AdminOnBehalfService/" + method[strings.LastIndexByte(method, '/')+1:]
+	}
+	return method
 }
 
 // onBehalf lets the admin key act for tenant on the protocol's dual-auth
@@ -109,7 +121,7 @@ func ownerOf(id string) (string, error) {
 
 func (a *API) getReservation(w http.ResponseWriter, r *http.Request) {
 	req := &cyclesv1.GetReservationRequest{ReservationId: r.PathValue("reservation_id")}
-	a.serve(w, r, route{cyclesv1.RuntimeService_GetReservation_FullMethodName, runtimePlane, http.StatusOK}, req, nil,
+	a.serve(w, r, route{dualAuth(r, cyclesv1.RuntimeService_GetReservation_FullMethodName), runtimePlane, http.StatusOK}, req, nil,
 		func(ctx context.Context, req any) (any, error) {
 			owner, err := ownerOf(req.(*cyclesv1.GetReservationRequest).GetReservationId())
 			if ctx, err = onBehalf(ctx, owner, err); err != nil {
@@ -125,7 +137,7 @@ func (a *API) getReservation(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) listReservations(w http.ResponseWriter, r *http.Request) {
 	req, err := listRequest(r.URL.Query())
-	a.serve(w, r, route{cyclesv1.RuntimeService_ListReservations_FullMethodName, runtimePlane, http.StatusOK}, req, err,
+	a.serve(w, r, route{dualAuth(r, cyclesv1.RuntimeService_ListReservations_FullMethodName), runtimePlane, http.StatusOK}, req, err,
 		func(ctx context.Context, req any) (any, error) {
 			lr := req.(*cyclesv1.ListReservationsRequest)
 			ctx, err := onBehalf(ctx, lr.GetTenant(),
