@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc/metadata"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
@@ -623,5 +626,37 @@ func TestThrottled(t *testing.T) {
 	}
 	if after := ledgertest.Dump(t, c, f.tenant); after != before {
 		t.Fatal("a throttled call changed Redis")
+	}
+}
+
+// HTTP calls write the chain's one log line, marked with their wire and
+// route, carrying the refusal reason; bodies and keys are never logged.
+func TestLoggedByTheChain(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	e := start(t, redistest.SharedClient(t), func(o *server.Options) { o.Logger = zap.New(core) })
+	f := e.fixture()
+	f.budget("", ledgertest.Budget{Allocated: 10})
+	if r := f.call("POST", "/v1/reservations", f.tenant, reserveBody("secret-idem-key", 11)); r.status != 409 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	var line *observer.LoggedEntry
+	for _, l := range logs.All() {
+		if l.ContextMap()["transport"] == "http" {
+			line = &l
+		}
+	}
+	if line == nil {
+		t.Fatalf("no HTTP log line in %v", logs.All())
+	}
+	m := line.ContextMap()
+	if m["http.route"] != "POST /v1/reservations" || m["reason"] != "BUDGET_EXCEEDED" || m["request_id"] != "req-test" || m["tenant"] != f.tenant {
+		t.Fatalf("log fields %v", m)
+	}
+	for _, l := range logs.All() {
+		for k, v := range l.ContextMap() {
+			if s, ok := v.(string); ok && (strings.Contains(s, "secret-idem-key") || strings.Contains(s, grpctest.APIKey(f.tenant))) {
+				t.Fatalf("log field %s leaks a body or key: %v", k, s)
+			}
+		}
 	}
 }
