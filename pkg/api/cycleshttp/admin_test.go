@@ -165,3 +165,42 @@ func TestAdminQuickstart(t *testing.T) {
 	}
 	ledgertest.CheckInvariants(t, e.c, tenant)
 }
+
+// The protocol's dual-auth routes: the admin key lists (tenant required),
+// reads and releases any tenant's reservations; it cannot commit one, and a
+// tenant key still cannot reach another tenant's.
+func TestAdminOnBehalf(t *testing.T) {
+	e := startFull(t)
+	f := &fixture{env: e, tenant: ledgertest.NewTenantID(t)}
+	f.budget("", ledgertest.Budget{Allocated: 100})
+	ledgertest.SeedTenant(t, e.c, f.tenant, ledgertest.Tenant{})
+	as := []string{"X-Admin-API-Key", adminKey}
+	k := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+f.tenant+`","name":"a"}`, as...).obj(t)
+	key := []string{"X-Cycles-API-Key", k["key_secret"].(string)}
+	r := e.call("POST", "/v1/reservations", "", reserveBody("k", 10), key...)
+	if r.status != 200 {
+		t.Fatalf("reserve %d %s", r.status, r.body)
+	}
+	rid := r.obj(t)["reservation_id"].(string)
+
+	if r := e.call("GET", "/v1/reservations", "", "", as...); r.status != 400 || !strings.Contains(string(r.body), "tenant query parameter is required") {
+		t.Fatalf("admin list without tenant: %d %s", r.status, r.body)
+	}
+	if r := e.call("GET", "/v1/reservations?tenant="+f.tenant, "", "", as...); r.status != 200 || len(r.obj(t)["reservations"].([]any)) != 1 {
+		t.Fatalf("admin list: %d %s", r.status, r.body)
+	}
+	if r := e.call("GET", "/v1/reservations/"+rid, "", "", as...); r.status != 200 || r.obj(t)["status"] != "ACTIVE" {
+		t.Fatalf("admin get: %d %s", r.status, r.body)
+	}
+	if r := e.call("POST", "/v1/reservations/"+rid+"/commit", "", `{"idempotency_key":"c","actual":{"unit":"TOKENS","amount":1}}`, as...); r.status != 401 {
+		t.Fatalf("admin commit: %d %s", r.status, r.body)
+	}
+	if r := e.call("GET", "/v1/reservations/nope", "", "", as...); r.status != 404 {
+		t.Fatalf("admin get of a malformed id: %d %s", r.status, r.body)
+	}
+	r = e.call("POST", "/v1/reservations/"+rid+"/release", "", `{"idempotency_key":"rel","reason":"[INCIDENT_FORCE_RELEASE]"}`, as...)
+	if r.status != 200 || r.obj(t)["released"].(map[string]any)["amount"] != json.Number("10") {
+		t.Fatalf("admin release: %d %s", r.status, r.body)
+	}
+	ledgertest.CheckInvariants(t, e.c, f.tenant)
+}

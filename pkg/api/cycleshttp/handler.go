@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -131,7 +132,9 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, rt route, req any, d
 	if decodeErr != nil {
 		req = decodeFailed{}
 	}
-	resp, hdr, err := a.inv.Invoke(r.Context(), rt.method, metadataOf(r), req, func(ctx context.Context, req any) (any, error) {
+	// The chain's one log line per call says which wire it came from.
+	ctx := logging.InjectFields(r.Context(), logging.Fields{"transport", "http", "http.route", r.Pattern})
+	resp, hdr, err := a.inv.Invoke(ctx, rt.method, metadataOf(r), req, func(ctx context.Context, req any) (any, error) {
 		if p, ok := auth.FromContext(ctx); ok {
 			tenant = p.Tenant
 		}

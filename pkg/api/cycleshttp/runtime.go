@@ -10,6 +10,8 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
+	"github.com/cyclesgo/cycles-go/pkg/auth"
+	"github.com/cyclesgo/cycles-go/pkg/ledger"
 )
 
 // Runtime routes (cycles-protocol-v0 paths), each bound to its RuntimeService
@@ -60,8 +62,12 @@ func (a *API) releaseReservation(w http.ResponseWriter, r *http.Request) {
 	var in releaseIn
 	id := r.PathValue("reservation_id")
 	req, err := decodeInto(a, w, r, &in, func() (*cyclesv1.ReleaseReservationRequest, error) { return in.proto(id) })
-	a.serve(w, r, route{cyclesv1.RuntimeService_ReleaseReservation_FullMethodName, runtimePlane, http.StatusOK}, req, err,
+	a.serve(w, r, route{dualAuth(r, cyclesv1.RuntimeService_ReleaseReservation_FullMethodName), runtimePlane, http.StatusOK}, req, err,
 		func(ctx context.Context, req any) (any, error) {
+			owner, err := ownerOf(req.(*cyclesv1.ReleaseReservationRequest).GetReservationId())
+			if ctx, err = onBehalf(ctx, owner, err); err != nil {
+				return nil, err
+			}
 			return a.rt.ReleaseReservation(ctx, req.(*cyclesv1.ReleaseReservationRequest))
 		},
 		func(resp any) any { return releaseOf(resp.(*cyclesv1.ReleaseReservationResponse)) })
@@ -78,10 +84,49 @@ func (a *API) extendReservation(w http.ResponseWriter, r *http.Request) {
 		func(resp any) any { return extendOf(resp.(*cyclesv1.ExtendReservationResponse)) })
 }
 
+// dualAuth is the chain method of a route the runtime spec lets the admin
+// key call: the runtime method for a tenant key; for an admin-key-only
+// caller a method under AdminOnBehalfService, which the chain (like every
+// method it does not know as tenant-callable) admits with the admin key
+// only. gRPC's own auth rules stay unchanged.
+func dualAuth(r *http.Request, method string) string {
+	if r.Header.Get("X-Cycles-API-Key") == "" && (r.Header.Get("X-Admin-API-Key") != "" || r.Header.Get("X-Cycles-Admin-Key") != "") {
+		return "/cycles.v1.AdminOnBehalfService/" + method[strings.LastIndexByte(method, '/')+1:]
+	}
+	return method
+}
+
+// onBehalf lets the admin key act for tenant on the protocol's dual-auth
+// routes (get, list, release of reservations): the handler then runs as that
+// tenant, and events record the admin as the actor.
+func onBehalf(ctx context.Context, tenant string, missing error) (context.Context, error) {
+	p, ok := auth.FromContext(ctx)
+	if !ok || !p.Admin {
+		return ctx, nil
+	}
+	if tenant == "" {
+		return ctx, missing
+	}
+	return auth.WithPrincipal(ctx, auth.Principal{Tenant: tenant, Admin: true}), nil
+}
+
+// ownerOf is the tenant a reservation id names (ids name their owner).
+func ownerOf(id string) (string, error) {
+	owner, ok := ledger.OwnerOf(id)
+	if !ok {
+		return "", apierr.New(apierr.NotFound, "reservation %s not found", id)
+	}
+	return owner, nil
+}
+
 func (a *API) getReservation(w http.ResponseWriter, r *http.Request) {
 	req := &cyclesv1.GetReservationRequest{ReservationId: r.PathValue("reservation_id")}
-	a.serve(w, r, route{cyclesv1.RuntimeService_GetReservation_FullMethodName, runtimePlane, http.StatusOK}, req, nil,
+	a.serve(w, r, route{dualAuth(r, cyclesv1.RuntimeService_GetReservation_FullMethodName), runtimePlane, http.StatusOK}, req, nil,
 		func(ctx context.Context, req any) (any, error) {
+			owner, err := ownerOf(req.(*cyclesv1.GetReservationRequest).GetReservationId())
+			if ctx, err = onBehalf(ctx, owner, err); err != nil {
+				return nil, err
+			}
 			return a.rt.GetReservation(ctx, req.(*cyclesv1.GetReservationRequest))
 		},
 		func(resp any) any {
@@ -92,9 +137,15 @@ func (a *API) getReservation(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) listReservations(w http.ResponseWriter, r *http.Request) {
 	req, err := listRequest(r.URL.Query())
-	a.serve(w, r, route{cyclesv1.RuntimeService_ListReservations_FullMethodName, runtimePlane, http.StatusOK}, req, err,
+	a.serve(w, r, route{dualAuth(r, cyclesv1.RuntimeService_ListReservations_FullMethodName), runtimePlane, http.StatusOK}, req, err,
 		func(ctx context.Context, req any) (any, error) {
-			return a.rt.ListReservations(ctx, req.(*cyclesv1.ListReservationsRequest))
+			lr := req.(*cyclesv1.ListReservationsRequest)
+			ctx, err := onBehalf(ctx, lr.GetTenant(),
+				apierr.Invalid("tenant", "tenant query parameter is required when using admin key authentication"))
+			if err != nil {
+				return nil, err
+			}
+			return a.rt.ListReservations(ctx, lr)
 		},
 		func(resp any) any { return listOf(resp.(*cyclesv1.ListReservationsResponse)) })
 }

@@ -8,10 +8,16 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc/metadata"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/pkg/ratelimit"
+	"github.com/cyclesgo/cycles-go/pkg/script"
+	"github.com/cyclesgo/cycles-go/pkg/server"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
@@ -587,5 +593,70 @@ func TestUnknownPath(t *testing.T) {
 	r := e.call("GET", "/v1/nothing-here", "", "")
 	if r.status != 404 || r.obj(t)["error"] != "NOT_FOUND" {
 		t.Fatalf("%d %s", r.status, r.body)
+	}
+}
+
+// The rate-limit guard is the gRPC one: over the limit an HTTP caller gets
+// 429 LIMIT_EXCEEDED with Retry-After and the X-RateLimit headers, never a
+// budget code, and nothing is reserved.
+func TestThrottled(t *testing.T) {
+	c := redistest.SharedClient(t)
+	ex, err := script.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := ratelimit.New(ex, ratelimit.Options{})
+	policy := "http-guard-" + ledgertest.NewTenantID(t)
+	if _, err := lim.CreatePolicy(context.Background(), ratelimit.Policy{Name: policy, Algorithm: ratelimit.SlidingLog, Limit: 2, WindowMs: 60_000}); err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, c, func(o *server.Options) { o.Guard = lim.UnaryGuard(ratelimit.GuardConfig{Policy: policy}) })
+	f := e.fixture()
+	f.budget("", ledgertest.Budget{Allocated: 1000})
+	for i := 0; i < 2; i++ {
+		r := f.call("POST", "/v1/reservations", f.tenant, reserveBody("k"+itoa(int64(i)), 1))
+		if r.status != 200 || r.header.Get("X-Ratelimit-Remaining") == "" {
+			t.Fatalf("call %d: %d %v %s", i, r.status, r.header, r.body)
+		}
+	}
+	before := ledgertest.Dump(t, c, f.tenant)
+	r := f.call("POST", "/v1/reservations", f.tenant, reserveBody("k9", 1))
+	if r.status != 429 || r.obj(t)["error"] != "LIMIT_EXCEEDED" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("throttled call: %d %v %s", r.status, r.header, r.body)
+	}
+	if after := ledgertest.Dump(t, c, f.tenant); after != before {
+		t.Fatal("a throttled call changed Redis")
+	}
+}
+
+// HTTP calls write the chain's one log line, marked with their wire and
+// route, carrying the refusal reason; bodies and keys are never logged.
+func TestLoggedByTheChain(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	e := start(t, redistest.SharedClient(t), func(o *server.Options) { o.Logger = zap.New(core) })
+	f := e.fixture()
+	f.budget("", ledgertest.Budget{Allocated: 10})
+	if r := f.call("POST", "/v1/reservations", f.tenant, reserveBody("secret-idem-key", 11)); r.status != 409 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	var line *observer.LoggedEntry
+	for _, l := range logs.All() {
+		if l.ContextMap()["transport"] == "http" {
+			line = &l
+		}
+	}
+	if line == nil {
+		t.Fatalf("no HTTP log line in %v", logs.All())
+	}
+	m := line.ContextMap()
+	if m["http.route"] != "POST /v1/reservations" || m["reason"] != "BUDGET_EXCEEDED" || m["request_id"] != "req-test" || m["tenant"] != f.tenant {
+		t.Fatalf("log fields %v", m)
+	}
+	for _, l := range logs.All() {
+		for k, v := range l.ContextMap() {
+			if s, ok := v.(string); ok && (strings.Contains(s, "secret-idem-key") || strings.Contains(s, grpctest.APIKey(f.tenant))) {
+				t.Fatalf("log field %s leaks a body or key: %v", k, s)
+			}
+		}
 	}
 }
