@@ -47,6 +47,8 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec *s
 		EventRetention: cfg.EventRetention,
 		KeyCacheTTL:    cfg.KeyCacheTTL,
 		Releaser:       led,
+
+		KeyNegativeCacheTTL: cfg.KeyNegativeCacheTTL,
 	})
 	sw := sweeper.New(exec, sweeper.Options{
 		Interval:       cfg.SweeperInterval,

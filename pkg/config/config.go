@@ -47,8 +47,11 @@ type Config struct {
 	// RequestTimeout bounds every Redis-backed RPC (fail fast, fail closed).
 	RequestTimeout time.Duration
 	KeyCacheTTL    time.Duration
-	ShutdownGrace  time.Duration
-	HealthInterval time.Duration
+	// KeyNegativeCacheTTL is how long a refused API key is refused without
+	// asking Redis.
+	KeyNegativeCacheTTL time.Duration
+	ShutdownGrace       time.Duration
+	HealthInterval      time.Duration
 
 	SweeperEnabled  bool
 	SweeperInterval time.Duration
@@ -113,6 +116,7 @@ func Load(args []string, getenv func(string) string) (*Config, error) {
 	boolean(&c.AllowEvictionPolicy, "allow-eviction-policy", false, "start even if Redis maxmemory-policy is allkeys-* (evicts ledger keys)")
 	dur(&c.RequestTimeout, "request-timeout", 750*time.Millisecond, "deadline for the Redis work of one RPC; past it the RPC fails with UNAVAILABLE")
 	dur(&c.KeyCacheTTL, "key-cache-ttl", 5*time.Second, "how long a verified API key is cached (revocation reaches other replicas within this)")
+	dur(&c.KeyNegativeCacheTTL, "key-negative-cache-ttl", 2*time.Second, "how long a refused API key is refused without asking Redis (negative: off)")
 	dur(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long SIGTERM waits for in-flight RPCs")
 	dur(&c.HealthInterval, "health-interval", time.Second, "how often Redis reachability is probed for gRPC health")
 	boolean(&c.SweeperEnabled, "sweeper", true, "run the expiry sweeper")
