@@ -78,7 +78,10 @@ type Service struct {
 	m         counters
 }
 
-var _ auth.Verifier = (*Service)(nil)
+var (
+	_ auth.Verifier      = (*Service)(nil)
+	_ auth.LocalVerifier = (*Service)(nil)
+)
 
 type counters struct {
 	tenantsCreated  metric.Int64Counter

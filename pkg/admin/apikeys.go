@@ -156,6 +156,26 @@ func (s *Service) VerifyAPIKey(ctx context.Context, presented string) (auth.Prin
 	return p, nil
 }
 
+// VerifyAPIKeyLocally implements auth.LocalVerifier: malformed keys, cached
+// keys and recently refused keys are answered from memory; anything else
+// needs VerifyAPIKey.
+func (s *Service) VerifyAPIKeyLocally(ctx context.Context, presented string) (auth.Principal, bool, error) {
+	pk, ok := auth.ParseAPIKey(presented)
+	if !ok {
+		return auth.Principal{}, true, s.authFail(ctx, authMalformed)
+	}
+	hash := auth.HashSecret(presented)
+	if p, ok := s.keys.get(pk.Tenant, pk.KeyID, hash); ok {
+		s.m.authCacheHits.Add(ctx, 1)
+		return p, true, nil
+	}
+	if s.keys.refused(hash) {
+		s.m.authNegHits.Add(ctx, 1)
+		return auth.Principal{}, true, s.authFail(ctx, authCachedRefusal)
+	}
+	return auth.Principal{}, false, nil
+}
+
 func (s *Service) authFail(ctx context.Context, reason string) error {
 	s.m.authFailures.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", reason)))
 	return apierr.New(apierr.Unauthorized, "invalid API key")

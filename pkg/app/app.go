@@ -116,6 +116,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		RequestTimeout: cfg.RequestTimeout,
 		Guard:          comp.guard,
 		ServerOptions:  serverOpts,
+		Limits:         limits(cfg),
 	}, comp.services)
 
 	lis, err := net.Listen("tcp", cfg.Listen)
@@ -133,7 +134,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Serve(lis) })
 	if cfg.HTTPListen != "" {
-		hs := srv.NewHTTP(server.HTTPOptions{Logger: log.Named("http")})
+		hs := srv.NewHTTP(server.HTTPOptions{Logger: log.Named("http"), MaxConnections: cfg.HTTPMaxConnections, MaxBodyBytes: int64(cfg.HTTPMaxBodyBytes)})
 		if cfg.TLSCert != "" {
 			tc, err := tlsconfig.Server(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
 			if err != nil {
@@ -191,4 +192,24 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	}
 	log.Info("cyclesd stopped")
 	return nil
+}
+
+// limits maps the limit flags onto the gRPC shell (docs/limits.md).
+func limits(cfg *config.Config) server.Limits {
+	return server.Limits{
+		MaxRecvMsgBytes:      cfg.MaxRecvMsgBytes,
+		MaxRuntimeRecvBytes:  cfg.MaxRuntimeRecvBytes,
+		MaxConcurrentStreams: uint32(cfg.MaxConcurrentStreams),
+		MaxHeaderListBytes:   uint32(cfg.MaxHeaderListBytes),
+		MaxConnections:       cfg.MaxConnections,
+		HandshakeTimeout:     cfg.HandshakeTimeout,
+		MaxConnectionIdle:    cfg.MaxConnectionIdle,
+		StreamsPerKey:        cfg.StreamsPerKey,
+		StreamsTotal:         cfg.StreamsTotal,
+		PreAuth: server.PreAuthLimits{
+			AuthFailBurst:            cfg.AuthFailBurst,
+			AuthFailRate:             cfg.AuthFailRate,
+			UnverifiedPerFailingPeer: cfg.UnverifiedPerFailingPeer,
+		},
+	}
 }

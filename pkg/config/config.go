@@ -72,6 +72,23 @@ type Config struct {
 	// also serves envoy.service.ratelimit.v3.RateLimitService.
 	EnvoyRLSConfig string
 
+	// Limits bound what any caller can make cyclesd hold (docs/limits.md).
+	MaxRecvMsgBytes          int
+	MaxRuntimeRecvBytes      int
+	MaxConcurrentStreams     int
+	MaxHeaderListBytes       int
+	MaxConnections           int
+	HTTPMaxConnections       int
+	HTTPMaxBodyBytes         int
+	HandshakeTimeout         time.Duration
+	MaxConnectionIdle        time.Duration
+	StreamsPerKey            int
+	StreamsTotal             int
+	StreamRedisPoolSize      int
+	AuthFailBurst            int
+	AuthFailRate             float64
+	UnverifiedPerFailingPeer int
+
 	// DevSeed seeds a demo tenant, key and budget (dev mode does it by default).
 	DevSeed bool
 }
@@ -132,6 +149,22 @@ func Load(args []string, getenv func(string) string) (*Config, error) {
 	str(&methodPolicies, "guard-method-policies", "", "per-method guard policies: /pkg.Service/Method=policy,...")
 	str(&c.EnvoyRLSConfig, "envoy-rls-config", "", "JSON file of Envoy rate-limit descriptor rules (enables the Envoy RLS API)")
 
+	integer(&c.MaxRecvMsgBytes, "max-recv-msg-bytes", 1<<20, "largest gRPC request message of any method (read whole before any check)")
+	integer(&c.MaxRuntimeRecvBytes, "max-runtime-recv-bytes", 64<<10, "largest RuntimeService request")
+	integer(&c.MaxConcurrentStreams, "max-concurrent-streams", 256, "RPCs in flight per gRPC connection (HTTP/2 MAX_CONCURRENT_STREAMS)")
+	integer(&c.MaxHeaderListBytes, "max-header-list-bytes", 16<<10, "largest request metadata (headers) of one gRPC call")
+	integer(&c.MaxConnections, "max-connections", 1024, "open connections on the gRPC listener")
+	integer(&c.HTTPMaxConnections, "http-max-connections", 1024, "open connections on the HTTP listener")
+	integer(&c.HTTPMaxBodyBytes, "http-max-body-bytes", 1<<20, "largest HTTP request body")
+	dur(&c.HandshakeTimeout, "handshake-timeout", 5*time.Second, "a connection must finish TLS and the HTTP/2 preface within this")
+	dur(&c.MaxConnectionIdle, "max-connection-idle", 5*time.Minute, "close a gRPC connection that carried no RPC for this long")
+	integer(&c.StreamsPerKey, "streams-per-key", 32, "concurrent WatchEvents streams per API key (the admin key counts as one)")
+	integer(&c.StreamsTotal, "streams-total", 2048, "concurrent WatchEvents streams in all")
+	integer(&c.StreamRedisPoolSize, "stream-redis-pool-size", 16, "Redis connections per node for stream work (a pool apart from unary RPCs)")
+	integer(&c.AuthFailBurst, "auth-fail-burst", 20, "failed authentications a peer (IPv4 address or IPv6 /64) may make before it is throttled")
+	fs.Float64Var(&c.AuthFailRate, "auth-fail-rate", 2, "failed authentications per second forgiven per peer")
+	integer(&c.UnverifiedPerFailingPeer, "unverified-per-failing-peer", 4, "requests with a not-yet-verified API key in flight from a peer that failed recently")
+
 	// Environment first, so flags override it.
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -191,6 +224,24 @@ func (c *Config) validate() error {
 	}
 	if c.SweeperBatch <= 0 || c.SweeperBatch > 10000 {
 		return fmt.Errorf("sweeper-batch must be between 1 and 10000")
+	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{
+		{"max-recv-msg-bytes", c.MaxRecvMsgBytes}, {"max-runtime-recv-bytes", c.MaxRuntimeRecvBytes},
+		{"max-concurrent-streams", c.MaxConcurrentStreams}, {"max-header-list-bytes", c.MaxHeaderListBytes},
+		{"max-connections", c.MaxConnections}, {"http-max-connections", c.HTTPMaxConnections},
+		{"http-max-body-bytes", c.HTTPMaxBodyBytes}, {"streams-per-key", c.StreamsPerKey},
+		{"streams-total", c.StreamsTotal}, {"stream-redis-pool-size", c.StreamRedisPoolSize},
+		{"auth-fail-burst", c.AuthFailBurst}, {"unverified-per-failing-peer", c.UnverifiedPerFailingPeer},
+	} {
+		if v.n <= 0 {
+			return fmt.Errorf("%s must be positive", v.name)
+		}
+	}
+	if c.AuthFailRate <= 0 || c.HandshakeTimeout <= 0 || c.MaxConnectionIdle <= 0 {
+		return fmt.Errorf("auth-fail-rate, handshake-timeout and max-connection-idle must be positive")
 	}
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		return fmt.Errorf("log-format must be json or console")
