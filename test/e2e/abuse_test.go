@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/test/redistest"
+)
+
+// procKB reads a field (VmRSS, VmHWM) of /proc/<pid>/status in kB.
+func procKB(t *testing.T, pid int, field string) int64 {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+// metricValue sums the samples of a Prometheus counter on the daemon's /metrics.
+func (d *daemon) metricValue(t *testing.T, name string) float64 {
+	t.Helper()
+	body := httpGet(t, "http://"+d.metrics+"/metrics")
+	var sum float64
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := strings.TrimPrefix(line, name)
+		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// TestUnauthenticatedFloodIsRefusedBeforeTheBody sends 1,000 requests of 4 MB
+// with no API key from 32 streams. The receive limit is raised to 8 MiB so
+// that the bodies WOULD be read if anything but the pre-auth tap refused
+// them. The daemon's peak RSS grows by less than 100 MB and every call is
+// refused before its body is read (the tap's refusal counter).
+func TestUnauthenticatedFloodIsRefusedBeforeTheBody(t *testing.T) {
+	srv := redistest.Start(t)
+	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey},
+		"-max-recv-msg-bytes", strconv.Itoa(8<<20), "-max-runtime-recv-bytes", strconv.Itoa(8<<20))
+	d.waitServing(t)
+	conn := d.conn(t)
+	rt := cyclesv1.NewRuntimeServiceClient(conn)
+	pid := d.cmd.Process.Pid
+	rssBefore, hwmBefore := procKB(t, pid, "VmRSS"), procKB(t, pid, "VmHWM")
+
+	req := &cyclesv1.CreateReservationRequest{IdempotencyKey: strings.Repeat("x", 4<<20)}
+	const total, workers = 1000, 32
+	var next, refused atomic.Int64
+	var other sync.Map
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= total {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, err := rt.CreateReservation(ctx, req)
+				cancel()
+				switch status.Code(err) {
+				case codes.Unauthenticated, codes.ResourceExhausted:
+					refused.Add(1)
+				default:
+					other.Store(status.Code(err).String(), err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	other.Range(func(k, v any) bool {
+		t.Errorf("a call answered %s: %v", k, v)
+		return true
+	})
+	rssAfter, hwmAfter := procKB(t, pid, "VmRSS"), procKB(t, pid, "VmHWM")
+	t.Logf("cyclesd RSS %d -> %d MB, peak %d -> %d MB (1,000 x 4 MB unauthenticated, 32 streams)",
+		rssBefore>>10, rssAfter>>10, hwmBefore>>10, hwmAfter>>10)
+	if refused.Load() != total {
+		t.Fatalf("%d of %d calls refused", refused.Load(), total)
+	}
+	if growth := (hwmAfter - hwmBefore) >> 10; growth >= 100 {
+		t.Fatalf("peak RSS grew by %d MB (limit 100)", growth)
+	}
+	if n := d.metricValue(t, "cycles_rpc_preauth_refusals_total"); n != total {
+		t.Fatalf("preauth refusals = %v, want %d: some bodies were read", n, total)
+	}
+}
+
+// TestSilentSocketsAreClosed: a socket that never starts HTTP/2 is closed
+// after -handshake-timeout, not held for minutes.
+func TestSilentSocketsAreClosed(t *testing.T) {
+	srv := redistest.Start(t)
+	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey},
+		"-handshake-timeout", "500ms")
+	d.waitServing(t)
+	c, err := net.Dial("tcp", d.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	start := time.Now()
+	_, err = c.Read(make([]byte, 1))
+	for err == nil {
+		_, err = c.Read(make([]byte, 64))
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the daemon held a silent socket for 30 s")
+	}
+	t.Logf("silent socket closed after %v (%v)", time.Since(start).Round(time.Millisecond), err)
+}
