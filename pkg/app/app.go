@@ -95,7 +95,12 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		return fmt.Errorf("load scripts: %w", err)
 	}
 
-	comp, err := build(cfg, log, tel.Meter, exec)
+	// Stream work runs on its own pool, each call bounded like an RPC.
+	streamExec, err := script.New(st.Streams, script.WithTracerProvider(tel.Tracer), script.WithCallTimeout(cfg.RequestTimeout))
+	if err != nil {
+		return err
+	}
+	comp, err := build(cfg, log, tel.Meter, exec, streamExec)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
@@ -87,6 +88,8 @@ type Executor struct {
 	pipe *pipeliner
 	// extraPipelinable marks test scripts as pipelinable.
 	extraPipelinable map[string]bool
+	// callTimeout bounds calls whose context has no earlier deadline.
+	callTimeout time.Duration
 }
 
 // Option configures an Executor.
@@ -96,6 +99,13 @@ type Option func(*Executor)
 // <name>") under the RPC's span.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(e *Executor) { e.tracer = tp.Tracer("github.com/cyclesgo/cycles-go/pkg/script") }
+}
+
+// WithCallTimeout bounds every call whose context has no earlier deadline by
+// d: the executor of long-lived work (event streams and their tail pollers,
+// whose contexts live as long as the stream) gets the same bound as an RPC.
+func WithCallTimeout(d time.Duration) Option {
+	return func(e *Executor) { e.callTimeout = d }
 }
 
 // New compiles every embedded script. It does not contact Redis.
@@ -197,6 +207,13 @@ func (e *Executor) Run(ctx context.Context, name string, keys []string, args ...
 	s, ok := e.scripts[name]
 	if !ok {
 		return nil, fmt.Errorf("script %q: not compiled", name)
+	}
+	if e.callTimeout > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > e.callTimeout {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, e.callTimeout)
+			defer cancel()
+		}
 	}
 	ctx, span := e.tracer.Start(ctx, spanName(name), spanStart...)
 	defer span.End()

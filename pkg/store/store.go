@@ -19,6 +19,10 @@ import (
 // Store is an open connection to the budget store.
 type Store struct {
 	Client redis.UniversalClient
+	// Streams is a second, smaller client for stream work (event watches and
+	// their tail pollers): long-lived streams and bursts of stream opens wait
+	// for its connections, never for the pool unary RPCs use.
+	Streams redis.UniversalClient
 	// Embedded is non-nil in dev mode.
 	Embedded *miniredis.Miniredis
 }
@@ -30,7 +34,11 @@ func Open(cfg *config.Config) (*Store, error) {
 		if err := m.Start(); err != nil {
 			return nil, fmt.Errorf("start embedded store: %w", err)
 		}
-		return &Store{Client: redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true}), Embedded: m}, nil
+		return &Store{
+			Client:   redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true}),
+			Streams:  redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, PoolSize: cfg.StreamRedisPoolSize}),
+			Embedded: m,
+		}, nil
 	}
 	opts := &redis.UniversalOptions{
 		Addrs:         cfg.RedisAddrs,
@@ -59,12 +67,17 @@ func Open(cfg *config.Config) (*Store, error) {
 		}
 		opts.TLSConfig = tc
 	}
-	return &Store{Client: redis.NewUniversalClient(opts)}, nil
+	streams := *opts
+	streams.PoolSize = cfg.StreamRedisPoolSize
+	return &Store{Client: redis.NewUniversalClient(opts), Streams: redis.NewUniversalClient(&streams)}, nil
 }
 
 // Close closes the client and the embedded store.
 func (s *Store) Close() error {
 	err := s.Client.Close()
+	if s.Streams != nil {
+		_ = s.Streams.Close()
+	}
 	if s.Embedded != nil {
 		s.Embedded.Close()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,4 +144,106 @@ func TestSilentSocketsAreClosed(t *testing.T) {
 		t.Fatal("the daemon held a silent socket for 30 s")
 	}
 	t.Logf("silent socket closed after %v (%v)", time.Since(start).Round(time.Millisecond), err)
+}
+
+// TestStreamChurnDoesNotHurtOtherTenants: tenant A holds streams up to its
+// limit and churns opens and closes for 10 s while tenant B reserves. B sees
+// no UNAVAILABLE (stream work has its own Redis pool and every stream read a
+// deadline; A's extra opens are refused by the per-key limit). B's latency
+// is logged, not asserted (speed goals live in cycles-bench).
+func TestStreamChurnDoesNotHurtOtherTenants(t *testing.T) {
+	srv := redistest.Start(t)
+	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey},
+		"-streams-per-key", "32")
+	d.waitServing(t)
+	keyA := provision(t, d.conn(t), "tenant-a", 1_000_000)
+	keyB := provision(t, d.conn(t), "tenant-b", 1_000_000_000)
+	connA, connB := d.conn(t), d.conn(t)
+	ev := cyclesv1.NewEventServiceClient(connA)
+	watch := func(ctx context.Context) error {
+		st, err := ev.WatchEvents(ctx, &cyclesv1.WatchEventsRequest{Start: cyclesv1.StartPosition_START_POSITION_EARLIEST})
+		if err == nil {
+			_, err = st.Recv()
+		}
+		return err
+	}
+	ctxA, stopA := context.WithCancel(keyCtx(keyA))
+	defer stopA()
+	for i := 0; i < 28; i++ {
+		if err := watch(ctxA); err != nil {
+			t.Fatalf("held stream %d: %v", i, err)
+		}
+	}
+	const churnFor = 10 * time.Second
+	deadline := time.Now().Add(churnFor)
+	var opened, limited atomic.Int64
+	var otherA sync.Map
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				ctx, cancel := context.WithCancel(ctxA)
+				err := watch(ctx)
+				cancel()
+				switch status.Code(err) {
+				case codes.OK:
+					opened.Add(1)
+				case codes.ResourceExhausted:
+					limited.Add(1)
+				default:
+					otherA.Store(status.Code(err).String(), err)
+				}
+			}
+		}()
+	}
+	rt := cyclesv1.NewRuntimeServiceClient(connB)
+	var mu sync.Mutex
+	var lat []time.Duration
+	var unavailable, failed atomic.Int64
+	var seq atomic.Int64
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				req := reserveReq(fmt.Sprintf("b-%d", seq.Add(1)), 1)
+				start := time.Now()
+				_, err := rt.CreateReservation(keyCtx(keyB), req)
+				took := time.Since(start)
+				switch status.Code(err) {
+				case codes.OK:
+					mu.Lock()
+					lat = append(lat, took)
+					mu.Unlock()
+				case codes.Unavailable:
+					unavailable.Add(1)
+				default:
+					failed.Add(1)
+					t.Errorf("B's reserve: %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	otherA.Range(func(k, v any) bool {
+		t.Logf("A's churn also saw %s: %v", k, v)
+		return true
+	})
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration {
+		if len(lat) == 0 {
+			return 0
+		}
+		return lat[min(len(lat)-1, int(float64(len(lat))*p))]
+	}
+	t.Logf("A: %d streams opened+closed, %d refused by the per-key limit in %v; B: %d reserves, p50 %v, p99 %v, max %v, %d UNAVAILABLE",
+		opened.Load(), limited.Load(), churnFor, len(lat), pct(0.50), pct(0.99), pct(1), unavailable.Load())
+	if unavailable.Load() != 0 {
+		t.Fatalf("tenant B saw %d UNAVAILABLE while A churned streams", unavailable.Load())
+	}
+	if opened.Load() == 0 || len(lat) == 0 {
+		t.Fatal("no churn or no reserves: the test proves nothing")
+	}
 }
