@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- sweeper/expire_batch: expire up to N due reservations of one tenant, in one
 -- atomic call (PROTOCOL.md §f, Part 1 §10-11).
 --

@@ -87,7 +87,16 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		return err
 	}
 
-	exec, err := script.New(st.Client, script.WithTracerProvider(tel.Tracer))
+	execOpts := []script.Option{script.WithTracerProvider(tel.Tracer)}
+	if flags, err := st.ScriptFlags(startCtx); err != nil {
+		return fmt.Errorf("redis version: %w", err)
+	} else if flags {
+		// Commit, release, expiry and revocation run even when Redis is full.
+		execOpts = append(execOpts, script.WithScriptFlags())
+	} else if !cfg.Dev() {
+		log.Warn("Redis before 7: scripts run without allow-oom, so when Redis is full commit, release and key revocation are refused too")
+	}
+	exec, err := script.New(st.Client, execOpts...)
 	if err != nil {
 		return err
 	}
@@ -178,7 +187,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		log.Info("metrics listening", zap.String("addr", cfg.MetricsAddr))
 	}
 	g.Go(func() error {
-		srv.WatchHealth(gctx, st.Ping, cfg.HealthInterval)
+		srv.WatchHealth(gctx, st.Probe, cfg.HealthInterval)
 		return nil
 	})
 	for _, w := range comp.workers {

@@ -51,6 +51,7 @@ type chain struct {
 	panics         metric.Int64Counter
 	maxRuntimeRecv int
 	streams        *streamLimiter
+	storeFull      metric.Int64Counter
 
 	// logUnary is the middleware's logging interceptor; logReplay is the
 	// same with the start time and duration taken from the context (see
@@ -273,11 +274,22 @@ func toStatus(ctx context.Context, log *zap.Logger, err error) error {
 
 func (c *chain) statusUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	resp, err := h(ctx, req)
+	c.countStoreFull(ctx, err)
 	return resp, toStatus(ctx, c.log, err)
 }
 
 func (c *chain) statusStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	return toStatus(ss.Context(), c.log, h(srv, ss))
+	err := h(srv, ss)
+	c.countStoreFull(ss.Context(), err)
+	return toStatus(ss.Context(), c.log, err)
+}
+
+// countStoreFull counts RPCs refused because Redis is full (the health
+// probe logs the state and what to do; each RPC's line has reason STORE_FULL).
+func (c *chain) countStoreFull(ctx context.Context, err error) {
+	if err != nil && c.storeFull != nil && apierr.HasCode(err, apierr.StoreFull) {
+		c.storeFull.Add(context.WithoutCancel(ctx), 1)
+	}
 }
 
 // ---- recovery --------------------------------------------------------------

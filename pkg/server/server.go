@@ -176,6 +176,8 @@ func New(opts Options, svcs Services) *Server {
 		panics:         telemetry.MustCounter(meter, "cycles.rpc.panics", "Handler panics recovered (each became INTERNAL)"),
 		maxRuntimeRecv: lim.MaxRuntimeRecvBytes,
 		streams:        newStreamLimiter(lim.StreamsPerKey, lim.StreamsTotal, meter),
+		storeFull: telemetry.MustCounter(meter, "cycles.store.full_refusals",
+			"RPCs refused because Redis reached maxmemory (reason STORE_FULL)"),
 	}
 	workers := opts.StreamWorkers
 	if workers == 0 {
@@ -247,15 +249,25 @@ func (s *Server) setServing(ok bool) {
 func (s *Server) Serving() bool { return s.serving.Load() }
 
 // WatchHealth probes ping every interval until ctx ends: SERVING only while
-// Redis answers, so load balancers stop routing to a replica that would fail
-// closed anyway. It recovers by itself when Redis returns.
+// Redis answers (and, with store.Probe, has room), so load balancers stop
+// routing to a replica that would fail closed anyway. It recovers by itself.
+// A line is logged when the cause changes, not on every probe.
 func (s *Server) WatchHealth(ctx context.Context, ping func(context.Context) error, interval time.Duration) {
+	last := ""
 	probe := func() {
 		pctx, cancel := context.WithTimeout(ctx, interval)
 		defer cancel()
 		err := ping(pctx)
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("budget store unreachable; health NOT_SERVING", zap.Error(err))
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil && err.Error() != last:
+			s.log.Warn("budget store not ready; health NOT_SERVING", zap.Error(err))
+			last = err.Error()
+		case err == nil && last != "":
+			s.log.Info("budget store ready again; health SERVING")
+			last = ""
 		}
 		s.setServing(err == nil)
 	}
