@@ -2,9 +2,13 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -118,4 +122,88 @@ func infoLine(info, field string) string {
 func reasonOf(err error) apierr.Code {
 	code, _, _ := apierr.FromStatus(err)
 	return code
+}
+
+// TestPausedRedisRetryConvergesToOneReservation: Redis freezes (SIGSTOP)
+// under a stream of reserves; calls caught by the pause answer UNAVAILABLE,
+// and some of them were applied when Redis resumed: UNAVAILABLE on a
+// mutation means "may have been applied". Retrying each with its
+// idempotency key converges on exactly one reservation per key.
+func TestPausedRedisRetryConvergesToOneReservation(t *testing.T) {
+	srv := redistest.Start(t)
+	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey},
+		"-request-timeout", "300ms", "-health-interval", "100ms")
+	d.waitServing(t)
+	conn := d.conn(t)
+	key := provision(t, conn, "paused", 1_000_000_000)
+	rt := cyclesv1.NewRuntimeServiceClient(conn)
+	t.Cleanup(srv.Resume)
+
+	const amount = 10
+	var mu sync.Mutex
+	okIDs := map[string]string{} // idempotency key -> reservation id
+	var unavailable []string
+	var seq atomic.Int64
+	stop := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				idem := fmt.Sprintf("paused-%d", seq.Add(1))
+				r, err := rt.CreateReservation(keyCtx(key), reserveReq(idem, amount))
+				mu.Lock()
+				switch status.Code(err) {
+				case codes.OK:
+					okIDs[idem] = r.GetReservationId()
+				case codes.Unavailable:
+					unavailable = append(unavailable, idem)
+				default:
+					t.Errorf("reserve %s: %v", idem, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	srv.Pause()
+	time.Sleep(time.Second)
+	srv.Resume()
+	wg.Wait()
+	time.Sleep(300 * time.Millisecond)
+	if len(unavailable) == 0 {
+		t.Fatal("no call was caught by the pause: the test proves nothing")
+	}
+	applied := (budgetOf(t, conn, "paused").GetReserved() - int64(len(okIDs))*amount) / amount
+	t.Logf("%d reserves OK, %d UNAVAILABLE during the pause, of which %d were applied anyway", len(okIDs), len(unavailable), applied)
+
+	retry := func(idem string) string {
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			r, err := rt.CreateReservation(keyCtx(key), reserveReq(idem, amount))
+			if err == nil {
+				return r.GetReservationId()
+			}
+			if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+				t.Fatalf("retry of %s: %v", idem, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for _, idem := range unavailable {
+		id := retry(idem)
+		if again := retry(idem); again != id {
+			t.Fatalf("retries of %s gave %s then %s", idem, id, again)
+		}
+		okIDs[idem] = id
+	}
+	for idem, id := range okIDs {
+		if got := retry(idem); got != id {
+			t.Fatalf("replay of %s gave %s, want %s", idem, got, id)
+		}
+	}
+	if b := budgetOf(t, conn, "paused"); b.GetReserved() != int64(len(okIDs))*amount {
+		t.Fatalf("reserved = %d, want exactly %d: one reservation per idempotency key", b.GetReserved(), len(okIDs)*amount)
+	}
 }
