@@ -137,6 +137,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
+	warnPlaintext(log, cfg, "gRPC", lis.Addr())
 	log.Info("cyclesd listening", zap.String("addr", lis.Addr().String()), zap.Bool("dev", cfg.Dev()),
 		zap.Bool("tls", cfg.TLSCert != ""), zap.Bool("mtls", cfg.TLSClientCA != ""))
 	if cfg.Dev() && cfg.DevSeed {
@@ -160,6 +161,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("http listen %s: %w", cfg.HTTPListen, err)
 		}
+		warnPlaintext(log, cfg, "HTTP", hlis.Addr())
 		log.Info("cyclesd HTTP listening", zap.String("addr", hlis.Addr().String()), zap.Bool("tls", cfg.TLSCert != ""))
 		g.Go(func() error { return hs.Serve(hlis) })
 		g.Go(func() error {
@@ -226,4 +228,18 @@ func limits(cfg *config.Config) server.Limits {
 			UnverifiedPerFailingPeer: cfg.UnverifiedPerFailingPeer,
 		},
 	}
+}
+
+// warnPlaintext warns when a listener without TLS is reachable beyond this
+// host: API and admin keys would cross the network in clear. (Behind a
+// TLS-terminating proxy or mesh on the same host this is expected.)
+func warnPlaintext(log *zap.Logger, cfg *config.Config, name string, addr net.Addr) {
+	if cfg.TLSCert != "" {
+		return
+	}
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+		return
+	}
+	log.Warn("plaintext "+name+" listener on a non-loopback address: API and admin keys cross the network unencrypted; "+
+		"set -tls-cert/-tls-key, or listen on loopback behind a TLS-terminating proxy", zap.String("addr", addr.String()))
 }

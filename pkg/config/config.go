@@ -93,6 +93,13 @@ type Config struct {
 	DevSeed bool
 }
 
+// DevAdminKey is the published admin key of dev mode; it is refused
+// anywhere else.
+const DevAdminKey = "dev-admin-key-change-me"
+
+// MinAdminKeyLen is the shortest admin key accepted outside dev mode.
+const MinAdminKeyLen = 32
+
 // Dev reports whether cyclesd runs on the embedded in-process store: no Redis
 // address configured. Dev mode is not durable.
 func (c *Config) Dev() bool { return len(c.RedisAddrs) == 0 }
@@ -218,6 +225,12 @@ func (c *Config) validate() error {
 	}
 	if c.AdminKey != "" && len(c.AdminKey) < 16 {
 		return fmt.Errorf("admin key must be at least 16 characters")
+	}
+	if !c.Dev() && c.AdminKey == DevAdminKey {
+		return fmt.Errorf("the published dev-mode admin key is refused outside dev mode; generate one (e.g. openssl rand -hex 24)")
+	}
+	if !c.Dev() && len(c.AdminKey) < MinAdminKeyLen {
+		return fmt.Errorf("admin key must be at least %d characters outside dev mode (e.g. openssl rand -hex 24)", MinAdminKeyLen)
 	}
 	if c.RequestTimeout <= 0 || c.SweeperInterval <= 0 {
 		return fmt.Errorf("request-timeout and sweeper-interval must be positive")

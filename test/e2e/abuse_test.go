@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -245,5 +246,32 @@ func TestStreamChurnDoesNotHurtOtherTenants(t *testing.T) {
 	}
 	if opened.Load() == 0 || len(lat) == 0 {
 		t.Fatal("no churn or no reserves: the test proves nothing")
+	}
+}
+
+// TestWeakAdminKeysRefusedAtStart: outside dev mode the published dev key
+// and keys under 32 characters stop cyclesd before it listens.
+func TestWeakAdminKeysRefusedAtStart(t *testing.T) {
+	for _, key := range []string{"dev-admin-key-change-me", "aaaaaaaaaaaaaaaa", strings.Repeat("k", 31)} {
+		cmd := exec.Command(binary, "-listen", "127.0.0.1:0", "-http-listen=")
+		cmd.Env = append(os.Environ(), "CYCLESD_REDIS_ADDRS=127.0.0.1:1", "CYCLESD_ADMIN_KEY="+key)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "admin key") {
+			t.Fatalf("admin key %q: err %v, output %s", key, err, out)
+		}
+	}
+}
+
+// TestPlaintextNonLoopbackListenerWarns: serving without TLS beyond
+// loopback is logged as a warning.
+func TestPlaintextNonLoopbackListenerWarns(t *testing.T) {
+	srv := redistest.Start(t)
+	port := redistest.FreePort(t)
+	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey},
+		"-listen", fmt.Sprintf("0.0.0.0:%d", port))
+	d.addr = fmt.Sprintf("127.0.0.1:%d", port)
+	d.waitServing(t)
+	if !strings.Contains(d.out.String(), "plaintext gRPC listener on a non-loopback address") {
+		t.Fatalf("no warning in:\n%s", d.out.String())
 	}
 }
