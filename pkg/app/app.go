@@ -212,6 +212,10 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 
 // limits maps the limit flags onto the gRPC shell (docs/limits.md).
 func limits(cfg *config.Config) server.Limits {
+	burst := cfg.AuthFailBurst
+	if burst == 0 {
+		burst = -1 // off
+	}
 	return server.Limits{
 		MaxRecvMsgBytes:      cfg.MaxRecvMsgBytes,
 		MaxRuntimeRecvBytes:  cfg.MaxRuntimeRecvBytes,
@@ -223,7 +227,7 @@ func limits(cfg *config.Config) server.Limits {
 		StreamsPerKey:        cfg.StreamsPerKey,
 		StreamsTotal:         cfg.StreamsTotal,
 		PreAuth: server.PreAuthLimits{
-			AuthFailBurst:            cfg.AuthFailBurst,
+			AuthFailBurst:            burst,
 			AuthFailRate:             cfg.AuthFailRate,
 			UnverifiedPerFailingPeer: cfg.UnverifiedPerFailingPeer,
 		},

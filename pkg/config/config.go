@@ -168,7 +168,7 @@ func Load(args []string, getenv func(string) string) (*Config, error) {
 	integer(&c.StreamsPerKey, "streams-per-key", 32, "concurrent WatchEvents streams per API key (the admin key counts as one)")
 	integer(&c.StreamsTotal, "streams-total", 2048, "concurrent WatchEvents streams in all")
 	integer(&c.StreamRedisPoolSize, "stream-redis-pool-size", 16, "Redis connections per node for stream work (a pool apart from unary RPCs)")
-	integer(&c.AuthFailBurst, "auth-fail-burst", 20, "failed authentications a peer (IPv4 address or IPv6 /64) may make before it is throttled")
+	integer(&c.AuthFailBurst, "auth-fail-burst", 20, "failed authentications a peer (IPv4 address or IPv6 /64) may make before it is throttled; 0: off (behind an L7 proxy)")
 	fs.Float64Var(&c.AuthFailRate, "auth-fail-rate", 2, "failed authentications per second forgiven per peer")
 	integer(&c.UnverifiedPerFailingPeer, "unverified-per-failing-peer", 4, "requests with a not-yet-verified API key in flight from a peer that failed recently")
 
@@ -247,11 +247,14 @@ func (c *Config) validate() error {
 		{"max-connections", c.MaxConnections}, {"http-max-connections", c.HTTPMaxConnections},
 		{"http-max-body-bytes", c.HTTPMaxBodyBytes}, {"streams-per-key", c.StreamsPerKey},
 		{"streams-total", c.StreamsTotal}, {"stream-redis-pool-size", c.StreamRedisPoolSize},
-		{"auth-fail-burst", c.AuthFailBurst}, {"unverified-per-failing-peer", c.UnverifiedPerFailingPeer},
+		{"unverified-per-failing-peer", c.UnverifiedPerFailingPeer},
 	} {
 		if v.n <= 0 {
 			return fmt.Errorf("%s must be positive", v.name)
 		}
+	}
+	if c.AuthFailBurst < 0 {
+		return fmt.Errorf("auth-fail-burst must be 0 (off) or positive")
 	}
 	if c.AuthFailRate <= 0 || c.HandshakeTimeout <= 0 || c.MaxConnectionIdle <= 0 {
 		return fmt.Errorf("auth-fail-rate, handshake-timeout and max-connection-idle must be positive")

@@ -34,7 +34,7 @@ func TestAdminKeyStrength(t *testing.T) {
 }
 
 func TestLimitFlagsMustBePositive(t *testing.T) {
-	for _, flag := range []string{"-max-recv-msg-bytes", "-streams-per-key", "-max-connections", "-auth-fail-burst"} {
+	for _, flag := range []string{"-max-recv-msg-bytes", "-streams-per-key", "-max-connections", "-unverified-per-failing-peer"} {
 		if _, err := Load([]string{flag, "0"}, func(string) string { return "" }); err == nil {
 			t.Fatalf("%s 0 accepted", flag)
 		}

@@ -42,7 +42,9 @@ import (
 // PreAuthLimits bound what callers that fail authentication can cost.
 type PreAuthLimits struct {
 	// AuthFailBurst is how many failed authentications a peer (an IPv4
-	// address or an IPv6 /64) may make before it is throttled; 0: 20.
+	// address or an IPv6 /64) may make before it is throttled; 0: 20;
+	// negative: no per-peer tracking at all (behind an L7 proxy every caller
+	// shares the proxy's address; throttle at the proxy instead).
 	AuthFailBurst int
 	// AuthFailRate is how many failures per second are forgiven; 0: 2.
 	AuthFailRate float64
@@ -54,7 +56,7 @@ type PreAuthLimits struct {
 }
 
 func (l PreAuthLimits) withDefaults() PreAuthLimits {
-	if l.AuthFailBurst <= 0 {
+	if l.AuthFailBurst == 0 {
 		l.AuthFailBurst = 20
 	}
 	if l.AuthFailRate <= 0 {
@@ -246,7 +248,13 @@ func (g *peerGuard) prune(now time.Time) {
 	}
 }
 
+// off reports whether per-peer tracking is disabled.
+func (g *peerGuard) off() bool { return g.lim.AuthFailBurst < 0 }
+
 func (g *peerGuard) fail(key string) {
+	if g.off() {
+		return
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if st := g.state(key, true); st != nil {
@@ -257,6 +265,9 @@ func (g *peerGuard) fail(key string) {
 // throttled reports whether key is over its failure budget and, if so, how
 // long until it is under it again.
 func (g *peerGuard) throttled(key string) (time.Duration, bool) {
+	if g.off() {
+		return 0, false
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	st := g.state(key, false)
@@ -274,6 +285,9 @@ func (g *peerGuard) throttled(key string) (time.Duration, bool) {
 // admitUnverified lets one request with a not-yet-verified key through,
 // unless key has failed recently and already has its share in flight.
 func (g *peerGuard) admitUnverified(key string) (release func(), ok bool) {
+	if g.off() {
+		return func() {}, true
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	st := g.state(key, true)

@@ -402,3 +402,16 @@ func TestStreamLimitsPerKeyAndTotal(t *testing.T) {
 		t.Fatalf("streams.refused = %d", n)
 	}
 }
+
+func TestPeerGuardOff(t *testing.T) {
+	g := newPeerGuard(PreAuthLimits{AuthFailBurst: -1}, time.Now)
+	for i := 0; i < 100; i++ {
+		g.fail("a")
+	}
+	if _, th := g.throttled("a"); th {
+		t.Fatal("throttled with tracking off")
+	}
+	if _, ok := g.admitUnverified("a"); !ok || len(g.peers) != 0 {
+		t.Fatal("tracking off still tracks")
+	}
+}
