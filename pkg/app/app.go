@@ -230,6 +230,7 @@ func limits(cfg *config.Config) server.Limits {
 			AuthFailBurst:            burst,
 			AuthFailRate:             cfg.AuthFailRate,
 			UnverifiedPerFailingPeer: cfg.UnverifiedPerFailingPeer,
+			UnverifiedKeysPerPeer:    cfg.UnverifiedKeysPerPeer,
 		},
 	}
 }

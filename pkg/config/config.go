@@ -88,6 +88,7 @@ type Config struct {
 	AuthFailBurst            int
 	AuthFailRate             float64
 	UnverifiedPerFailingPeer int
+	UnverifiedKeysPerPeer    int
 
 	// DevSeed seeds a demo tenant, key and budget (dev mode does it by default).
 	DevSeed bool
@@ -171,6 +172,7 @@ func Load(args []string, getenv func(string) string) (*Config, error) {
 	integer(&c.AuthFailBurst, "auth-fail-burst", 20, "failed authentications a peer (IPv4 address or IPv6 /64) may make before it is throttled; 0: off (behind an L7 proxy)")
 	fs.Float64Var(&c.AuthFailRate, "auth-fail-rate", 2, "failed authentications per second forgiven per peer")
 	integer(&c.UnverifiedPerFailingPeer, "unverified-per-failing-peer", 4, "requests with a not-yet-verified API key in flight from a peer that failed recently")
+	integer(&c.UnverifiedKeysPerPeer, "unverified-keys-per-peer", 8, "distinct not-yet-verified API keys in flight from one peer")
 
 	// Environment first, so flags override it.
 	var envErr error
@@ -247,7 +249,7 @@ func (c *Config) validate() error {
 		{"max-connections", c.MaxConnections}, {"http-max-connections", c.HTTPMaxConnections},
 		{"http-max-body-bytes", c.HTTPMaxBodyBytes}, {"streams-per-key", c.StreamsPerKey},
 		{"streams-total", c.StreamsTotal}, {"stream-redis-pool-size", c.StreamRedisPoolSize},
-		{"unverified-per-failing-peer", c.UnverifiedPerFailingPeer},
+		{"unverified-per-failing-peer", c.UnverifiedPerFailingPeer}, {"unverified-keys-per-peer", c.UnverifiedKeysPerPeer},
 	} {
 		if v.n <= 0 {
 			return fmt.Errorf("%s must be positive", v.name)

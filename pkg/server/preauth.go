@@ -27,8 +27,11 @@ import (
 //     verifier's negative cache);
 //   - any caller from a peer over its failed-authentication budget, unless its
 //     API key is already known good (cached);
-//   - a well-formed but unverified key from a peer that has failed recently,
-//     once that peer already has unverifiedPerFailingPeer of them in flight.
+//   - a well-formed but unverified key from a peer that already has
+//     UnverifiedKeysPerPeer other unverified keys in flight (a guessing loop
+//     varies the key; a client's burst on a cold cache repeats one), or
+//     that has failed recently and has UnverifiedPerFailingPeer requests
+//     with unverified keys in flight.
 //
 // grpc runs the tap on the connection's reader goroutine under the
 // transport's lock, so it does no I/O: a well-formed key that only Redis can
@@ -51,6 +54,9 @@ type PreAuthLimits struct {
 	// UnverifiedPerFailingPeer bounds a recently failing peer's requests with
 	// a not-yet-verified key in flight; 0: 4.
 	UnverifiedPerFailingPeer int
+	// UnverifiedKeysPerPeer bounds the distinct not-yet-verified keys a peer
+	// has in flight (however many requests use each); 0: 8.
+	UnverifiedKeysPerPeer int
 	// MaxPeers bounds the peers tracked; 0: 65,536.
 	MaxPeers int
 }
@@ -64,6 +70,9 @@ func (l PreAuthLimits) withDefaults() PreAuthLimits {
 	}
 	if l.UnverifiedPerFailingPeer <= 0 {
 		l.UnverifiedPerFailingPeer = 4
+	}
+	if l.UnverifiedKeysPerPeer <= 0 {
+		l.UnverifiedKeysPerPeer = 8
 	}
 	if l.MaxPeers <= 0 {
 		l.MaxPeers = 1 << 16
@@ -134,7 +143,7 @@ func (a *authenticator) tap(ctx context.Context, info *tap.Info) (context.Contex
 			RetryAfter: wait,
 		})
 	}
-	v, p, _, err := a.local(ctx, info.FullMethodName)
+	v, p, apiKey, err := a.local(ctx, info.FullMethodName)
 	switch {
 	case err != nil:
 		a.peers.fail(pk)
@@ -142,12 +151,12 @@ func (a *authenticator) tap(ctx context.Context, info *tap.Info) (context.Contex
 	case v == verdictResolved:
 		return auth.WithPrincipal(ctx, p), nil
 	case v == verdictNeedsStore:
-		release, ok := a.peers.admitUnverified(pk)
-		if !ok {
+		release, limit := a.peers.admitUnverified(pk, apiKey)
+		if limit != "" {
 			return ctx, a.refuse(ctx, "unverified_in_flight", &apierr.Error{
 				Code:       apierr.LimitExceeded,
-				Message:    "too many unverified requests in flight from an address with failed authentications",
-				Details:    map[string]string{"limit": "unverified_per_failing_peer"},
+				Message:    "too many requests with not-yet-verified API keys in flight from this address; retry shortly",
+				Details:    map[string]string{"limit": limit},
 				RetryAfter: time.Second,
 			})
 		}
@@ -206,7 +215,8 @@ type peerGuard struct {
 type peerState struct {
 	score      float64
 	last       time.Time
-	unverified int
+	unverified int            // requests with a not-yet-verified key in flight
+	keys       map[string]int // those requests by key
 }
 
 func newPeerGuard(lim PreAuthLimits, now func() time.Time) *peerGuard {
@@ -282,32 +292,44 @@ func (g *peerGuard) throttled(key string) (time.Duration, bool) {
 	return time.Duration(over / g.lim.AuthFailRate * float64(time.Second)), true
 }
 
-// admitUnverified lets one request with a not-yet-verified key through,
-// unless key has failed recently and already has its share in flight.
-func (g *peerGuard) admitUnverified(key string) (release func(), ok bool) {
+// admitUnverified lets one request with the not-yet-verified key through,
+// or names the limit that refuses it: a peer may have UnverifiedKeysPerPeer
+// distinct such keys in flight, and once it has failed recently
+// UnverifiedPerFailingPeer such requests in all.
+func (g *peerGuard) admitUnverified(peerKey, apiKey string) (release func(), limit string) {
 	if g.off() {
-		return func() {}, true
+		return func() {}, ""
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	st := g.state(key, true)
+	st := g.state(peerKey, true)
 	if st == nil {
 		// Table full of failing peers: admit, other limits still bound it.
-		return func() {}, true
+		return func() {}, ""
 	}
 	if st.score > 0 && st.unverified >= g.lim.UnverifiedPerFailingPeer {
-		return nil, false
+		return nil, "unverified_per_failing_peer"
+	}
+	if st.keys[apiKey] == 0 && len(st.keys) >= g.lim.UnverifiedKeysPerPeer {
+		return nil, "unverified_keys_per_peer"
+	}
+	if st.keys == nil {
+		st.keys = make(map[string]int)
 	}
 	st.unverified++
+	st.keys[apiKey]++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			g.mu.Lock()
 			defer g.mu.Unlock()
 			st.unverified--
+			if st.keys[apiKey]--; st.keys[apiKey] <= 0 {
+				delete(st.keys, apiKey)
+			}
 			if st.unverified == 0 && st.score == 0 {
-				delete(g.peers, key)
+				delete(g.peers, peerKey)
 			}
 		})
-	}, true
+	}, ""
 }

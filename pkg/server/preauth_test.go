@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -200,19 +201,33 @@ func TestPreAuthPassesUnknownKeysToTheStoreOnce(t *testing.T) {
 
 func TestPeerGuard(t *testing.T) {
 	clock := &testClock{t: time.Unix(1000, 0)}
-	g := newPeerGuard(PreAuthLimits{AuthFailBurst: 3, AuthFailRate: 1, UnverifiedPerFailingPeer: 2}, clock.now)
-	// A clean peer is never limited on unverified requests.
+	g := newPeerGuard(PreAuthLimits{AuthFailBurst: 3, AuthFailRate: 1, UnverifiedPerFailingPeer: 2, UnverifiedKeysPerPeer: 3}, clock.now)
+	// A clean peer is not limited on requests with one unverified key (a
+	// burst on a cold cache), only on distinct keys in flight.
 	var releases []func()
 	for i := 0; i < 10; i++ {
-		r, ok := g.admitUnverified("a")
-		if !ok {
-			t.Fatalf("clean peer refused at %d", i)
+		r, limit := g.admitUnverified("a", "key-1")
+		if limit != "" {
+			t.Fatalf("clean peer refused at %d: %s", i, limit)
 		}
 		releases = append(releases, r)
+	}
+	for i := 2; i <= 3; i++ {
+		r, limit := g.admitUnverified("a", fmt.Sprintf("key-%d", i))
+		if limit != "" {
+			t.Fatalf("distinct key %d refused: %s", i, limit)
+		}
+		releases = append(releases, r)
+	}
+	if _, limit := g.admitUnverified("a", "key-4"); limit != "unverified_keys_per_peer" {
+		t.Fatalf("a 4th distinct key: %q, want unverified_keys_per_peer", limit)
 	}
 	for _, r := range releases {
 		r()
 		r() // idempotent
+	}
+	if len(g.peers) != 0 {
+		t.Fatalf("released clean peer still tracked: %v", g.peers)
 	}
 	for i := 0; i < 3; i++ {
 		if _, th := g.throttled("a"); th {
@@ -228,15 +243,15 @@ func TestPeerGuard(t *testing.T) {
 		t.Fatal("another peer is throttled too")
 	}
 	// A failing peer gets at most 2 unverified requests in flight.
-	r1, ok1 := g.admitUnverified("a")
-	_, ok2 := g.admitUnverified("a")
-	_, ok3 := g.admitUnverified("a")
-	if !ok1 || !ok2 || ok3 {
-		t.Fatalf("unverified admissions = %v %v %v, want true true false", ok1, ok2, ok3)
+	r1, l1 := g.admitUnverified("a", "k")
+	_, l2 := g.admitUnverified("a", "k")
+	_, l3 := g.admitUnverified("a", "k")
+	if l1 != "" || l2 != "" || l3 != "unverified_per_failing_peer" {
+		t.Fatalf("unverified admissions = %q %q %q, want the third refused", l1, l2, l3)
 	}
 	r1()
-	if _, ok := g.admitUnverified("a"); !ok {
-		t.Fatal("a released slot is not reusable")
+	if _, l := g.admitUnverified("a", "k"); l != "" {
+		t.Fatalf("a released slot is not reusable: %s", l)
 	}
 	// Failures drain at the rate: 1.5 s later the score is 1.5 < 3.
 	clock.advance(1500 * time.Millisecond)
@@ -411,7 +426,7 @@ func TestPeerGuardOff(t *testing.T) {
 	if _, th := g.throttled("a"); th {
 		t.Fatal("throttled with tracking off")
 	}
-	if _, ok := g.admitUnverified("a"); !ok || len(g.peers) != 0 {
+	if _, l := g.admitUnverified("a", "k"); l != "" || len(g.peers) != 0 {
 		t.Fatal("tracking off still tracks")
 	}
 }

@@ -276,3 +276,63 @@ func TestPlaintextNonLoopbackListenerWarns(t *testing.T) {
 		t.Fatalf("no warning in:\n%s", d.out.String())
 	}
 }
+
+// TestKeyGuessingLoopIsThrottled: 1,000 requests of 900 KiB (under the
+// default receive limit) with made-up, well-formed API keys from 32 streams.
+// At most -unverified-keys-per-peer distinct unverified keys are in flight,
+// so only a few requests reach the store (one verification each); after
+// -auth-fail-burst failures the address is throttled and the rest are
+// refused before their body is read. Peak RSS grows by less than 100 MB.
+func TestKeyGuessingLoopIsThrottled(t *testing.T) {
+	srv := redistest.Start(t)
+	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey},
+		"-max-runtime-recv-bytes", strconv.Itoa(1<<20))
+	d.waitServing(t)
+	rt := cyclesv1.NewRuntimeServiceClient(d.conn(t))
+	pid := d.cmd.Process.Pid
+	hwmBefore := procKB(t, pid, "VmHWM")
+	verifiedBefore := d.metricValue(t, "cycles_auth_cache_misses_total")
+
+	req := &cyclesv1.CreateReservationRequest{IdempotencyKey: strings.Repeat("x", 900<<10)}
+	const total, workers = 1000, 32
+	var next, refused atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > total {
+					return
+				}
+				guess := fmt.Sprintf("cyc_acme_%016x_%064x", i, i)
+				ctx, cancel := context.WithTimeout(keyCtx(guess), 10*time.Second)
+				_, err := rt.CreateReservation(ctx, req)
+				cancel()
+				if c := status.Code(err); c == codes.Unauthenticated || c == codes.ResourceExhausted {
+					refused.Add(1)
+				} else {
+					t.Errorf("guess %d: %v", i, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	hwmAfter := procKB(t, pid, "VmHWM")
+	verified := d.metricValue(t, "cycles_auth_cache_misses_total") - verifiedBefore
+	tapped := d.metricValue(t, "cycles_rpc_preauth_refusals_total")
+	t.Logf("%d guesses: %v verified against Redis, %v refused before the body; peak RSS %d -> %d MB",
+		total, verified, tapped, hwmBefore>>10, hwmAfter>>10)
+	if refused.Load() != total {
+		t.Fatalf("%d of %d guesses refused", refused.Load(), total)
+	}
+	// 20 failures, plus the unverified keys already in flight when the
+	// address tipped over (at most 8).
+	if verified > 20+8 {
+		t.Fatalf("%v guesses cost a Redis verification, want at most %d", verified, 20+8)
+	}
+	if growth := (hwmAfter - hwmBefore) >> 10; growth >= 100 {
+		t.Fatalf("peak RSS grew by %d MB (limit 100)", growth)
+	}
+}
