@@ -41,6 +41,7 @@ type config struct {
 	conns           int
 	ceilingConns    int
 	backlog         int
+	streamChurn     int
 	out             string
 	profileCell     string
 	profileOut      string
@@ -79,6 +80,7 @@ func parseRunFlags(args []string) (*config, error) {
 	fs.IntVar(&c.ceilingConns, "ceiling-conns", 50, "Redis connections of the raw-script ceiling")
 	fs.IntVar(&c.ceilingInFlight, "ceiling-inflight", 0, "script executions in flight for the ceiling (0: pkg/script's default, -1: no pipelining)")
 	fs.IntVar(&c.backlog, "backlog", 100_000, "expired reservations to drain (0: skip)")
+	fs.IntVar(&c.streamChurn, "stream-churn", 8, "goroutines of another tenant churning WatchEvents streams during the reserve/stream-churn cell (0: skip)")
 	fs.StringVar(&c.out, "out", "bench/results/latest.json", "result file")
 	fs.StringVar(&c.profileCell, "profile", "", "CPU-profile the server during one cell, op/shape/clients (e.g. reserve/shared/50); starts the server in serve mode")
 	fs.StringVar(&c.profileOut, "profile-out", "bench/results/cyclesd.cpu.pprof", "where -profile writes the profile")
@@ -441,6 +443,19 @@ func (b *runner) run(ctx context.Context) (*bench.Result, error) {
 			if chk.Mismatches > 0 {
 				b.logf("  LEDGER MISMATCH %s: %v", chk.Group, chk.Details)
 			}
+		}
+	}
+	if cfg.streamChurn > 0 {
+		c, chk, err := b.runStreamChurn(ctx, cfg.streamChurn)
+		if err != nil {
+			return nil, fmt.Errorf("stream churn: %w", err)
+		}
+		res.Cells = append(res.Cells, c)
+		res.Ledger = append(res.Ledger, chk)
+		b.logf("  %-9s %-12s %3d clients: %8.0f/s  p50 %6.3f  p95 %6.3f  p99 %7.3f ms  errors %d  (%s)", c.Op, c.Shape, c.Clients,
+			c.Throughput, c.Latency.P50, c.Latency.P95, c.Latency.P99, c.Errors, c.Note)
+		if chk.Mismatches > 0 {
+			b.logf("  LEDGER MISMATCH %s: %v", chk.Group, chk.Details)
 		}
 	}
 	if cfg.ceilingConns > 0 {

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- admin/revoke_api_key: revoke an API key (idempotent).
 --
 -- KEYS[1] = API key hash

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- ledger/commit: settle a reservation with its actual cost (docs/protocol.md#commit).
 -- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_settle.lua lib/ledger_reservation.lua
 --

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- ledger/release: return a reservation's whole hold (docs/protocol.md#release).
 -- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_release.lua
 -- No events are emitted on release (REF).

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- sweeper/expire_batch: expire up to N due reservations of one tenant, in one
 -- atomic call (docs/protocol.md#expiry, docs/design.md#the-sweeper).
 --

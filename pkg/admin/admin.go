@@ -32,6 +32,8 @@ const (
 	// DefaultKeyCacheTTL bounds how long a verified API key is trusted without
 	// asking Redis (so how long another replica keeps accepting a revoked key).
 	DefaultKeyCacheTTL = 5 * time.Second
+	// DefaultKeyNegativeCacheTTL is how long a refused key is remembered.
+	DefaultKeyNegativeCacheTTL = 2 * time.Second
 	// DefaultKeyCacheSize bounds the verified-key cache.
 	DefaultKeyCacheSize = 10_000
 	// FundingReplayWindow is how long a funding idempotency key is remembered.
@@ -56,8 +58,13 @@ type Options struct {
 	// KeyCacheTTL is how long a positive key verification is cached (0 = 5 s;
 	// negative disables the cache).
 	KeyCacheTTL time.Duration
-	// KeyCacheSize bounds the cache (0 = 10,000 entries).
+	// KeyCacheSize bounds the cache (0 = 10,000 entries; the same bound
+	// applies to the negative cache).
 	KeyCacheSize int
+	// KeyNegativeCacheTTL is how long a refused key (by the hash of the whole
+	// presented key) is refused without asking Redis (0 = 2 s; negative
+	// disables it).
+	KeyNegativeCacheTTL time.Duration
 	// Releaser releases open reservations on CloseTenant (nil = skip that step).
 	Releaser TenantReleaser
 }
@@ -71,7 +78,10 @@ type Service struct {
 	m         counters
 }
 
-var _ auth.Verifier = (*Service)(nil)
+var (
+	_ auth.Verifier      = (*Service)(nil)
+	_ auth.LocalVerifier = (*Service)(nil)
+)
 
 type counters struct {
 	tenantsCreated  metric.Int64Counter
@@ -89,6 +99,7 @@ type counters struct {
 	authFailures    metric.Int64Counter
 	authCacheHits   metric.Int64Counter
 	authCacheMisses metric.Int64Counter
+	authNegHits     metric.Int64Counter
 }
 
 // New builds the admin service on exec.
@@ -101,13 +112,17 @@ func New(exec *script.Executor, opts Options) *Service {
 	if size <= 0 {
 		size = DefaultKeyCacheSize
 	}
+	negTTL := opts.KeyNegativeCacheTTL
+	if negTTL == 0 {
+		negTTL = DefaultKeyNegativeCacheTTL
+	}
 	mt := telemetry.Meter(opts.MeterProvider, "admin")
 	c := func(name, desc string) metric.Int64Counter { return telemetry.MustCounter(mt, name, desc) }
 	return &Service{
 		exec:      exec,
 		retention: opts.EventRetention,
 		releaser:  opts.Releaser,
-		keys:      newKeyCache(ttl, size, time.Now),
+		keys:      newKeyCache(ttl, size, time.Now).withNegative(negTTL),
 		m: counters{
 			tenantsCreated:  c("cycles.admin.tenants.created", "Tenants created"),
 			tenantsUpdated:  c("cycles.admin.tenants.updated", "UpdateTenant calls applied (attribute status: the status after)"),
@@ -124,6 +139,7 @@ func New(exec *script.Executor, opts Options) *Service {
 			authFailures:    c("cycles.auth.failures", "API-key verifications refused (attribute reason)"),
 			authCacheHits:   c("cycles.auth.cache_hits", "API-key verifications answered from the in-process cache"),
 			authCacheMisses: c("cycles.auth.cache_misses", "API-key verifications that read Redis"),
+			authNegHits:     c("cycles.auth.negative_cache_hits", "API-key refusals answered from the in-process negative cache"),
 		},
 	}
 }

@@ -43,6 +43,9 @@ func (s *Service) storeAPIKey(ctx context.Context, name, full string, parsed aut
 	err := s.run(ctx, &rec, "create_api_key",
 		[]string{tk.Record(), tk.APIKey(parsed.KeyID), tk.APIKeys(), tk.Events()},
 		tenant, parsed.KeyID, name, auth.HashSecret(full), s.eventContext(ctx))
+	// Forget an earlier refusal of this very key (ImportApiKey of a key that
+	// was presented before it existed).
+	s.keys.created(auth.HashSecret(full))
 	if err != nil {
 		return nil, s.done(ctx, "CreateApiKey", err)
 	}
@@ -56,7 +59,9 @@ func (s *Service) storeAPIKey(ctx context.Context, name, full string, parsed aut
 
 // RevokeApiKey revokes a key (idempotent: revoking a REVOKED key returns it
 // unchanged). Unknown is KEY_NOT_FOUND. The local verification cache forgets
-// the key at once; other replicas within their cache TTL.
+// the key at once, and no verification that read the key before the revoke
+// can put it back (keyCache's generation); other replicas forget it within
+// their cache TTL.
 func (s *Service) RevokeApiKey(ctx context.Context, req *cyclesv1.RevokeApiKeyRequest) (*cyclesv1.RevokeApiKeyResponse, error) {
 	tenant, keyID := req.GetTenantId(), req.GetKeyId()
 	tk := keys.Tenant(tenant)
@@ -64,8 +69,11 @@ func (s *Service) RevokeApiKey(ctx context.Context, req *cyclesv1.RevokeApiKeyRe
 		Key        record `json:"key"`
 		RevokedNow bool   `json:"revoked_now"`
 	}
+	s.keys.drop(tenant, keyID)
 	err := s.run(ctx, &out, "revoke_api_key", []string{tk.APIKey(keyID), tk.Events()}, tenant, keyID, s.eventContext(ctx))
-	// Forget the key even when the script failed: dropping a cache entry is
+	// Drop again after the script, even when it failed: a verification that
+	// read the key before the script committed took its generation snapshot
+	// before this bump, so it cannot cache the key afterwards; dropping is
 	// always safe, and a revocation that may have committed must not linger.
 	s.keys.drop(tenant, keyID)
 	if err != nil {
@@ -90,10 +98,11 @@ const (
 	authRevoked       = "revoked"
 	authHashMismatch  = "hash_mismatch"
 	authTenantMissing = "tenant_missing"
+	authCachedRefusal = "cached_refusal" // refused moments ago (negative cache)
 )
 
 // VerifyAPIKey implements auth.Verifier: it parses the presented key, checks
-// the in-process cache, else reads the key record and the tenant's status in
+// the in-process caches (positive, and briefly the refusals), else reads the key record and the tenant's status in
 // one script and compares hashes in constant time. Unknown, malformed or
 // revoked keys, and keys whose tenant record is gone, are UNAUTHORIZED. A
 // SUSPENDED or CLOSED tenant's key still authenticates: reads stay available
@@ -109,7 +118,14 @@ func (s *Service) VerifyAPIKey(ctx context.Context, presented string) (auth.Prin
 		s.m.authCacheHits.Add(ctx, 1)
 		return p, nil
 	}
+	if s.keys.refused(hash) {
+		s.m.authNegHits.Add(ctx, 1)
+		return auth.Principal{}, s.authFail(ctx, authCachedRefusal)
+	}
 	s.m.authCacheMisses.Add(ctx, 1)
+	// Snapshot before reading Redis: a revoke that lands after this read
+	// bumps the generation, and put/putRefused then store nothing.
+	gen := s.keys.generation()
 	tk := keys.Tenant(pk.Tenant)
 	var out struct {
 		Hash         string `json:"hash"`
@@ -120,19 +136,44 @@ func (s *Service) VerifyAPIKey(ctx context.Context, presented string) (auth.Prin
 	if err := s.run(ctx, &out, "verify_api_key", []string{tk.APIKey(pk.KeyID), tk.Record()}); err != nil {
 		return auth.Principal{}, err
 	}
+	reason := ""
 	switch {
 	case out.Hash == "":
-		return auth.Principal{}, s.authFail(ctx, authUnknownKey)
+		reason = authUnknownKey
 	case !auth.EqualHash(out.Hash, hash) || out.TenantID != pk.Tenant:
-		return auth.Principal{}, s.authFail(ctx, authHashMismatch)
+		reason = authHashMismatch
 	case out.Status != "ACTIVE":
-		return auth.Principal{}, s.authFail(ctx, authRevoked)
+		reason = authRevoked
 	case out.TenantStatus == "":
-		return auth.Principal{}, s.authFail(ctx, authTenantMissing)
+		reason = authTenantMissing
+	}
+	if reason != "" {
+		s.keys.putRefused(gen, hash)
+		return auth.Principal{}, s.authFail(ctx, reason)
 	}
 	p := auth.Principal{Tenant: pk.Tenant, KeyID: pk.KeyID}
-	s.keys.put(pk.Tenant, pk.KeyID, hash, p)
+	s.keys.put(gen, pk.Tenant, pk.KeyID, hash, p)
 	return p, nil
+}
+
+// VerifyAPIKeyLocally implements auth.LocalVerifier: malformed keys, cached
+// keys and recently refused keys are answered from memory; anything else
+// needs VerifyAPIKey.
+func (s *Service) VerifyAPIKeyLocally(ctx context.Context, presented string) (auth.Principal, bool, error) {
+	pk, ok := auth.ParseAPIKey(presented)
+	if !ok {
+		return auth.Principal{}, true, s.authFail(ctx, authMalformed)
+	}
+	hash := auth.HashSecret(presented)
+	if p, ok := s.keys.get(pk.Tenant, pk.KeyID, hash); ok {
+		s.m.authCacheHits.Add(ctx, 1)
+		return p, true, nil
+	}
+	if s.keys.refused(hash) {
+		s.m.authNegHits.Add(ctx, 1)
+		return auth.Principal{}, true, s.authFail(ctx, authCachedRefusal)
+	}
+	return auth.Principal{}, false, nil
 }
 
 func (s *Service) authFail(ctx context.Context, reason string) error {

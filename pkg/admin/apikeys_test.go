@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,7 +218,7 @@ func TestVerifyAPIKeyRefusals(t *testing.T) {
 			}
 		})
 	}
-	// Failures are never cached: the wrong secret still misses after the good key was cached.
+	// A wrong secret is never a positive hit, even after the good key was cached.
 	if _, err := e.svc.VerifyAPIKey(ctx, good.GetSecret()); err != nil {
 		t.Fatal(err)
 	}
@@ -285,12 +286,12 @@ func TestKeyCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(0, 0)}
 	c := newKeyCache(time.Minute, 2, clock.now)
 	p := func(id string) auth.Principal { return auth.Principal{Tenant: "t", KeyID: id} }
-	c.put("t", "a", "ha", p("a"))
-	c.put("t", "b", "hb", p("b"))
+	c.put(0, "t", "a", "ha", p("a"))
+	c.put(0, "t", "b", "hb", p("b"))
 	if _, ok := c.get("t", "a", "ha"); !ok { // a is now most recent
 		t.Fatal("a missing")
 	}
-	c.put("t", "c", "hc", p("c")) // evicts b
+	c.put(0, "t", "c", "hc", p("c")) // evicts b
 	if c.len() != 2 {
 		t.Fatalf("len = %d", c.len())
 	}
@@ -328,5 +329,101 @@ func TestVerifyAPIKeyFailsClosedWhenRedisIsDown(t *testing.T) {
 	_, err := e.svc.VerifyAPIKey(context.Background(), k.GetSecret())
 	if !apierr.HasCode(err, apierr.Unavailable) {
 		t.Fatalf("err = %v, want UNAVAILABLE (not UNAUTHORIZED)", err)
+	}
+}
+
+// TestRevokeRaceNoAcceptanceAfterRevokeReturns races verifications of a key
+// against its revocation on the same replica: a verification that read the
+// key as ACTIVE before the revoke must not put it back into the cache after
+// RevokeApiKey returned. Any verification that starts after the revoke
+// returned must be refused, over many rounds.
+func TestRevokeRaceNoAcceptanceAfterRevokeReturns(t *testing.T) {
+	rounds := 500
+	if testing.Short() {
+		rounds = 100
+	}
+	e := newEnv(t, func(o *Options) { o.KeyCacheTTL = time.Minute })
+	id := e.createTenant()
+	ctx := context.Background()
+	const workers = 16
+	var accepted, afterChecks int
+	for round := 0; round < rounds; round++ {
+		k := e.createKey(id)
+		var revoked atomic.Bool
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		bad, checks := 0, 0
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					after := revoked.Load() // read before the call starts
+					_, err := e.svc.VerifyAPIKey(ctx, k.GetSecret())
+					if after {
+						mu.Lock()
+						checks++
+						if err == nil {
+							bad++
+						}
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		// Let the cold cache fill with verifications in flight, then revoke.
+		time.Sleep(time.Duration(round%3) * 200 * time.Microsecond)
+		mustCall(t, e.ctx, &cyclesv1.RevokeApiKeyRequest{TenantId: id, KeyId: k.GetApiKey().GetKeyId()}, e.svc.RevokeApiKey)
+		revoked.Store(true)
+		time.Sleep(2 * time.Millisecond)
+		close(stop)
+		wg.Wait()
+		accepted += bad
+		afterChecks += checks
+	}
+	t.Logf("%d rounds, %d verifications after the revoke returned, %d accepted", rounds, afterChecks, accepted)
+	if afterChecks == 0 {
+		t.Fatal("no verification ran after a revoke: the test proves nothing")
+	}
+	if accepted != 0 {
+		t.Fatalf("%d verifications accepted a key after RevokeApiKey returned", accepted)
+	}
+}
+
+func TestVerifyAPIKeyCachesRefusalsBriefly(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.KeyNegativeCacheTTL = 2 * time.Second })
+	clock := e.withClock()
+	ctx := context.Background()
+	id := e.createTenant()
+	unknown := "cyc_" + id + "_0000000000000000_" + strings.Repeat("b", 64)
+	for i := 0; i < 5; i++ {
+		_, err := e.svc.VerifyAPIKey(ctx, unknown)
+		wantRefused(t, err, codes.Unauthenticated, apierr.Unauthorized)
+	}
+	if miss, neg := e.metrics.Sum(t, "cycles.auth.cache_misses"), e.metrics.Sum(t, "cycles.auth.negative_cache_hits"); miss != 1 || neg != 4 {
+		t.Fatalf("a repeated unknown key read Redis %d times (negative hits %d), want 1 (4)", miss, neg)
+	}
+	// After the negative TTL Redis is asked again.
+	clock.advance(2 * time.Second)
+	_, err := e.svc.VerifyAPIKey(ctx, unknown)
+	wantRefused(t, err, codes.Unauthenticated, apierr.Unauthorized)
+	if miss := e.metrics.Sum(t, "cycles.auth.cache_misses"); miss != 2 {
+		t.Fatalf("cache_misses = %d after the negative TTL, want 2", miss)
+	}
+	// Importing the very key that was refused makes it usable at once here.
+	fixed := "cyc_" + id + "_00000000000000ab_" + strings.Repeat("c", 64)
+	_, err = e.svc.VerifyAPIKey(ctx, fixed)
+	wantRefused(t, err, codes.Unauthenticated, apierr.Unauthorized)
+	if _, err := e.svc.ImportApiKey(e.ctx, "fixed", fixed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.VerifyAPIKey(ctx, fixed); err != nil {
+		t.Fatalf("an imported key is refused from the negative cache: %v", err)
 	}
 }

@@ -56,6 +56,11 @@ const (
 	InvalidState      Code = "INVALID_STATE"
 	Overflow          Code = "AMOUNT_OVERFLOW"
 	PolicyNotFound    Code = "POLICY_NOT_FOUND"
+
+	// StoreFull: Redis reached maxmemory (noeviction) and refused the write;
+	// nothing was applied. Settlement (commit, release) and key revocation
+	// keep working on Redis 7 (docs/limits.md).
+	StoreFull Code = "STORE_FULL"
 )
 
 // GRPCCode is the gRPC status code of a protocol code (docs/protocol.md#errors).
@@ -71,7 +76,7 @@ func (c Code) GRPCCode() codes.Code {
 		return codes.NotFound
 	case IdempotencyMismatch, DuplicateResource:
 		return codes.AlreadyExists
-	case LimitExceeded:
+	case LimitExceeded, StoreFull:
 		return codes.ResourceExhausted
 	case Unavailable, IdempotencyPending:
 		return codes.Unavailable

@@ -111,7 +111,16 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		return err
 	}
 
-	exec, err := script.New(st.Client, script.WithTracerProvider(tel.Tracer))
+	execOpts := []script.Option{script.WithTracerProvider(tel.Tracer)}
+	if flags, err := st.ScriptFlags(startCtx); err != nil {
+		return fmt.Errorf("redis version: %w", err)
+	} else if flags {
+		// Commit, release, expiry and revocation run even when Redis is full.
+		execOpts = append(execOpts, script.WithScriptFlags())
+	} else if !cfg.Dev() {
+		log.Warn("Redis before 7: scripts run without allow-oom, so when Redis is full commit, release and key revocation are refused too")
+	}
+	exec, err := script.New(st.Client, execOpts...)
 	if err != nil {
 		return err
 	}
@@ -119,7 +128,12 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		return fmt.Errorf("load scripts: %w", err)
 	}
 
-	comp, err := build(cfg, log, tel.Meter, exec)
+	// Stream work runs on its own pool, each call bounded like an RPC.
+	streamExec, err := script.New(st.Streams, script.WithTracerProvider(tel.Tracer), script.WithCallTimeout(cfg.RequestTimeout))
+	if err != nil {
+		return err
+	}
+	comp, err := build(cfg, log, tel.Meter, exec, streamExec)
 	if err != nil {
 		return err
 	}
@@ -140,12 +154,14 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		RequestTimeout: cfg.RequestTimeout,
 		Guard:          comp.guard,
 		ServerOptions:  serverOpts,
+		Limits:         limits(cfg),
 	}, comp.services)
 
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
+	warnPlaintext(log, cfg, "gRPC", lis.Addr())
 	log.Info("cyclesd listening", zap.String("addr", lis.Addr().String()), zap.Bool("dev", cfg.Dev()),
 		zap.Bool("tls", cfg.TLSCert != ""), zap.Bool("mtls", cfg.TLSClientCA != ""))
 	if cfg.Dev() && cfg.DevSeed {
@@ -157,7 +173,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Serve(lis) })
 	if cfg.HTTPListen != "" {
-		hs := srv.NewHTTP(server.HTTPOptions{Logger: log.Named("http")})
+		hs := srv.NewHTTP(server.HTTPOptions{Logger: log.Named("http"), MaxConnections: cfg.HTTPMaxConnections, MaxBodyBytes: int64(cfg.HTTPMaxBodyBytes)})
 		// Connect, gRPC-Web and JSON for every cycles.v1 service (docs/clients.md).
 		if err := hs.MountConnect(server.DefaultConnectMaxBody, cfg.CORSOrigins()...); err != nil {
 			return err
@@ -178,6 +194,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("http listen %s: %w", cfg.HTTPListen, err)
 		}
+		warnPlaintext(log, cfg, "HTTP", hlis.Addr())
 		log.Info("cyclesd HTTP listening", zap.String("addr", hlis.Addr().String()), zap.Bool("tls", cfg.TLSCert != ""))
 		g.Go(func() error { return hs.Serve(hlis) })
 		g.Go(func() error {
@@ -205,7 +222,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		log.Info("metrics listening", zap.String("addr", cfg.MetricsAddr))
 	}
 	g.Go(func() error {
-		srv.WatchHealth(gctx, st.Ping, cfg.HealthInterval)
+		srv.WatchHealth(gctx, st.Probe, cfg.HealthInterval)
 		return nil
 	})
 	for _, w := range comp.workers {
@@ -224,4 +241,43 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	}
 	log.Info("cyclesd stopped")
 	return nil
+}
+
+// limits maps the limit flags onto the gRPC shell (docs/limits.md).
+func limits(cfg *config.Config) server.Limits {
+	burst := cfg.AuthFailBurst
+	if burst == 0 {
+		burst = -1 // off
+	}
+	return server.Limits{
+		MaxRecvMsgBytes:      cfg.MaxRecvMsgBytes,
+		MaxRuntimeRecvBytes:  cfg.MaxRuntimeRecvBytes,
+		MaxConcurrentStreams: uint32(cfg.MaxConcurrentStreams),
+		MaxHeaderListBytes:   uint32(cfg.MaxHeaderListBytes),
+		MaxConnections:       cfg.MaxConnections,
+		HandshakeTimeout:     cfg.HandshakeTimeout,
+		MaxConnectionIdle:    cfg.MaxConnectionIdle,
+		StreamsPerKey:        cfg.StreamsPerKey,
+		StreamsTotal:         cfg.StreamsTotal,
+		PreAuth: server.PreAuthLimits{
+			AuthFailBurst:            burst,
+			AuthFailRate:             cfg.AuthFailRate,
+			UnverifiedPerFailingPeer: cfg.UnverifiedPerFailingPeer,
+			UnverifiedKeysPerPeer:    cfg.UnverifiedKeysPerPeer,
+		},
+	}
+}
+
+// warnPlaintext warns when a listener without TLS is reachable beyond this
+// host: API and admin keys would cross the network in clear. (Behind a
+// TLS-terminating proxy or mesh on the same host this is expected.)
+func warnPlaintext(log *zap.Logger, cfg *config.Config, name string, addr net.Addr) {
+	if cfg.TLSCert != "" {
+		return
+	}
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+		return
+	}
+	log.Warn("plaintext "+name+" listener on a non-loopback address: API and admin keys cross the network unencrypted; "+
+		"set -tls-cert/-tls-key, or listen on loopback behind a TLS-terminating proxy", zap.String("addr", addr.String()))
 }

@@ -41,13 +41,17 @@ type components struct {
 	sweeper *sweeper.Sweeper
 }
 
-func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec *script.Executor) (*components, error) {
+// build wires the domain packages; event streams use streamExec (a separate
+// Redis pool, every call bounded by -request-timeout).
+func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, streamExec *script.Executor) (*components, error) {
 	led := ledger.New(exec, ledger.Options{MeterProvider: mp, EventRetention: cfg.EventRetention, TenantLabel: cfg.MetricsTenantLabel})
 	adm := admin.New(exec, admin.Options{
 		MeterProvider:  mp,
 		EventRetention: cfg.EventRetention,
 		KeyCacheTTL:    cfg.KeyCacheTTL,
 		Releaser:       led,
+
+		KeyNegativeCacheTTL: cfg.KeyNegativeCacheTTL,
 	})
 	sw := sweeper.New(exec, sweeper.Options{
 		Interval:       cfg.SweeperInterval,
@@ -56,7 +60,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec *s
 		MeterProvider:  mp,
 		Logger:         log.Named("sweeper"),
 	})
-	ev := events.New(exec, events.Options{
+	ev := events.New(streamExec, events.Options{
 		Retention:     cfg.EventRetention,
 		Heartbeat:     cfg.EventHeartbeat,
 		MeterProvider: mp,

@@ -14,7 +14,7 @@ import (
 // Dev-mode demo credentials. They are fixed so the README's commands can be
 // pasted as they are; dev mode listens on loopback and keeps nothing.
 const (
-	DevAdminKey = "dev-admin-key-change-me"
+	DevAdminKey = config.DevAdminKey
 	DevTenant   = "demo"
 	DevAPIKey   = "cyc_demo_00000000000000de_" + "dededededededededededededededededededededededededededededededede"
 )

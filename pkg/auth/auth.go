@@ -174,6 +174,17 @@ type Verifier interface {
 	VerifyAPIKey(ctx context.Context, presented string) (Principal, error)
 }
 
+// LocalVerifier is implemented by verifiers that can answer some keys from
+// memory, without I/O: the pre-auth tap (pkg/server) uses it to refuse
+// malformed and recently refused keys, and to accept cached ones, before a
+// request body is read.
+type LocalVerifier interface {
+	// VerifyAPIKeyLocally returns (p, true, nil) for a key known good,
+	// (_, true, err) for one known bad, and (_, false, nil) when only the
+	// store can tell.
+	VerifyAPIKeyLocally(ctx context.Context, presented string) (p Principal, known bool, err error)
+}
+
 // FirstMetadata returns the first value of key in the incoming metadata.
 func FirstMetadata(ctx context.Context, key string) string {
 	// ValueFromIncomingContext avoids copying the whole metadata map.

@@ -51,8 +51,11 @@ type Config struct {
 	// RequestTimeout bounds every Redis-backed RPC (fail fast, fail closed).
 	RequestTimeout time.Duration
 	KeyCacheTTL    time.Duration
-	ShutdownGrace  time.Duration
-	HealthInterval time.Duration
+	// KeyNegativeCacheTTL is how long a refused API key is refused without
+	// asking Redis.
+	KeyNegativeCacheTTL time.Duration
+	ShutdownGrace       time.Duration
+	HealthInterval      time.Duration
 
 	SweeperEnabled  bool
 	SweeperInterval time.Duration
@@ -75,9 +78,34 @@ type Config struct {
 	// also serves envoy.service.ratelimit.v3.RateLimitService.
 	EnvoyRLSConfig string
 
+	// Limits bound what any caller can make cyclesd hold (docs/limits.md).
+	MaxRecvMsgBytes          int
+	MaxRuntimeRecvBytes      int
+	MaxConcurrentStreams     int
+	MaxHeaderListBytes       int
+	MaxConnections           int
+	HTTPMaxConnections       int
+	HTTPMaxBodyBytes         int
+	HandshakeTimeout         time.Duration
+	MaxConnectionIdle        time.Duration
+	StreamsPerKey            int
+	StreamsTotal             int
+	StreamRedisPoolSize      int
+	AuthFailBurst            int
+	AuthFailRate             float64
+	UnverifiedPerFailingPeer int
+	UnverifiedKeysPerPeer    int
+
 	// DevSeed seeds a demo tenant, key and budget (dev mode does it by default).
 	DevSeed bool
 }
+
+// DevAdminKey is the published admin key of dev mode; it is refused
+// anywhere else.
+const DevAdminKey = "dev-admin-key-change-me"
+
+// MinAdminKeyLen is the shortest admin key accepted outside dev mode.
+const MinAdminKeyLen = 32
 
 // Dev reports whether cyclesd runs on the embedded in-process store: no Redis
 // address configured. Dev mode is not durable.
@@ -146,6 +174,7 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 	boolean(&c.AllowEvictionPolicy, "allow-eviction-policy", false, "start even if Redis maxmemory-policy is allkeys-* (evicts ledger keys)")
 	dur(&c.RequestTimeout, "request-timeout", 750*time.Millisecond, "deadline for the Redis work of one RPC; past it the RPC fails with UNAVAILABLE")
 	dur(&c.KeyCacheTTL, "key-cache-ttl", 5*time.Second, "how long a verified API key is cached (revocation reaches other replicas within this)")
+	dur(&c.KeyNegativeCacheTTL, "key-negative-cache-ttl", 2*time.Second, "how long a refused API key is refused without asking Redis (negative: off)")
 	dur(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long SIGTERM waits for in-flight RPCs")
 	dur(&c.HealthInterval, "health-interval", time.Second, "how often Redis reachability is probed for gRPC health")
 	boolean(&c.SweeperEnabled, "sweeper", true, "run the expiry sweeper")
@@ -161,6 +190,23 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 	var methodPolicies string
 	str(&methodPolicies, "guard-method-policies", "", "per-method guard policies: /pkg.Service/Method=policy,...")
 	str(&c.EnvoyRLSConfig, "envoy-rls-config", "", "JSON file of Envoy rate-limit descriptor rules (enables the Envoy RLS API)")
+
+	integer(&c.MaxRecvMsgBytes, "max-recv-msg-bytes", 1<<20, "largest gRPC request message of any method (read whole before any check)")
+	integer(&c.MaxRuntimeRecvBytes, "max-runtime-recv-bytes", 64<<10, "largest RuntimeService request")
+	integer(&c.MaxConcurrentStreams, "max-concurrent-streams", 256, "RPCs in flight per gRPC connection (HTTP/2 MAX_CONCURRENT_STREAMS)")
+	integer(&c.MaxHeaderListBytes, "max-header-list-bytes", 16<<10, "largest request metadata (headers) of one gRPC call")
+	integer(&c.MaxConnections, "max-connections", 1024, "open connections on the gRPC listener")
+	integer(&c.HTTPMaxConnections, "http-max-connections", 1024, "open connections on the HTTP listener")
+	integer(&c.HTTPMaxBodyBytes, "http-max-body-bytes", 1<<20, "largest HTTP request body")
+	dur(&c.HandshakeTimeout, "handshake-timeout", 5*time.Second, "a connection must finish TLS and the HTTP/2 preface within this")
+	dur(&c.MaxConnectionIdle, "max-connection-idle", 5*time.Minute, "close a gRPC connection that carried no RPC for this long")
+	integer(&c.StreamsPerKey, "streams-per-key", 32, "concurrent WatchEvents streams per API key (the admin key counts as one)")
+	integer(&c.StreamsTotal, "streams-total", 2048, "concurrent WatchEvents streams in all")
+	integer(&c.StreamRedisPoolSize, "stream-redis-pool-size", 16, "Redis connections per node for stream work (a pool apart from unary RPCs)")
+	integer(&c.AuthFailBurst, "auth-fail-burst", 20, "failed authentications a peer (IPv4 address or IPv6 /64) may make before it is throttled; 0: off (behind an L7 proxy)")
+	fs.Float64Var(&c.AuthFailRate, "auth-fail-rate", 2, "failed authentications per second forgiven per peer")
+	integer(&c.UnverifiedPerFailingPeer, "unverified-per-failing-peer", 4, "requests with a not-yet-verified API key in flight from a peer that failed recently")
+	integer(&c.UnverifiedKeysPerPeer, "unverified-keys-per-peer", 8, "distinct not-yet-verified API keys in flight from one peer")
 
 	// Environment first, so flags override it.
 	var envErr error
@@ -216,6 +262,12 @@ func (c *Config) validate() error {
 	if c.AdminKey != "" && len(c.AdminKey) < 16 {
 		return fmt.Errorf("admin key must be at least 16 characters")
 	}
+	if !c.Dev() && c.AdminKey == DevAdminKey {
+		return fmt.Errorf("the published dev-mode admin key is refused outside dev mode; generate one (e.g. openssl rand -hex 24)")
+	}
+	if !c.Dev() && len(c.AdminKey) < MinAdminKeyLen {
+		return fmt.Errorf("admin key must be at least %d characters outside dev mode (e.g. openssl rand -hex 24)", MinAdminKeyLen)
+	}
 	if c.RequestTimeout <= 0 || c.SweeperInterval <= 0 {
 		return fmt.Errorf("request-timeout and sweeper-interval must be positive")
 	}
@@ -224,6 +276,27 @@ func (c *Config) validate() error {
 	}
 	if c.AuditInterval < 0 {
 		return fmt.Errorf("audit-interval must not be negative")
+	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{
+		{"max-recv-msg-bytes", c.MaxRecvMsgBytes}, {"max-runtime-recv-bytes", c.MaxRuntimeRecvBytes},
+		{"max-concurrent-streams", c.MaxConcurrentStreams}, {"max-header-list-bytes", c.MaxHeaderListBytes},
+		{"max-connections", c.MaxConnections}, {"http-max-connections", c.HTTPMaxConnections},
+		{"http-max-body-bytes", c.HTTPMaxBodyBytes}, {"streams-per-key", c.StreamsPerKey},
+		{"streams-total", c.StreamsTotal}, {"stream-redis-pool-size", c.StreamRedisPoolSize},
+		{"unverified-per-failing-peer", c.UnverifiedPerFailingPeer}, {"unverified-keys-per-peer", c.UnverifiedKeysPerPeer},
+	} {
+		if v.n <= 0 {
+			return fmt.Errorf("%s must be positive", v.name)
+		}
+	}
+	if c.AuthFailBurst < 0 {
+		return fmt.Errorf("auth-fail-burst must be 0 (off) or positive")
+	}
+	if c.AuthFailRate <= 0 || c.HandshakeTimeout <= 0 || c.MaxConnectionIdle <= 0 {
+		return fmt.Errorf("auth-fail-rate, handshake-timeout and max-connection-idle must be positive")
 	}
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		return fmt.Errorf("log-format must be json or console")

@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
@@ -87,6 +88,12 @@ type Executor struct {
 	pipe *pipeliner
 	// extraPipelinable marks test scripts as pipelinable.
 	extraPipelinable map[string]bool
+	// callTimeout bounds calls whose context has no earlier deadline.
+	callTimeout time.Duration
+	// shebangs are the Redis 7 script flag lines of the scripts that have
+	// one; scriptFlags says whether they are sent (WithScriptFlags).
+	shebangs    map[string]string
+	scriptFlags bool
 }
 
 // Option configures an Executor.
@@ -98,6 +105,21 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(e *Executor) { e.tracer = tp.Tracer("github.com/cyclesgo/cycles-go/pkg/script") }
 }
 
+// WithCallTimeout bounds every call whose context has no earlier deadline by
+// d: the executor of long-lived work (event streams and their tail pollers,
+// whose contexts live as long as the stream) gets the same bound as an RPC.
+func WithCallTimeout(d time.Duration) Option {
+	return func(e *Executor) { e.callTimeout = d }
+}
+
+// WithScriptFlags sends the scripts' Redis 7 flag lines ("#!lua
+// flags=allow-oom" on the scripts that free budget or revoke a key, so they
+// run even when Redis is full). Without it (Redis 6, the embedded store,
+// which reject the line) the same sources run without their flag line.
+func WithScriptFlags() Option {
+	return func(e *Executor) { e.scriptFlags = true }
+}
+
 // New compiles every embedded script. It does not contact Redis.
 func New(client redis.UniversalClient, opts ...Option) (*Executor, error) {
 	e, err := newWith(client, nil)
@@ -107,8 +129,29 @@ func New(client redis.UniversalClient, opts ...Option) (*Executor, error) {
 	for _, o := range opts {
 		o(e)
 	}
+	if e.scriptFlags {
+		for name, shebang := range e.shebangs {
+			src := shebang + "\n" + e.sources[name]
+			e.scripts[name] = redis.NewScript(src)
+			e.sources[name] = src
+		}
+	}
 	return e, nil
 }
+
+// splitShebang splits a leading "#!lua ..." flag line off a script body.
+// It must be the first line of the source Redis sees, so compile cannot
+// leave it in the body (the libraries come first).
+func splitShebang(body string) (shebang, rest string) {
+	if !strings.HasPrefix(body, "#!") {
+		return "", body
+	}
+	line, rest, _ := strings.Cut(body, "\n")
+	return strings.TrimSpace(line), rest
+}
+
+// Flags returns the flag line of script name ("" if it has none).
+func (e *Executor) Flags(name string) string { return e.shebangs[name] }
 
 // newWith compiles the embedded scripts plus extra (name -> body), for tests
 // of the Lua libraries.
@@ -122,7 +165,7 @@ func newWith(client redis.UniversalClient, extra map[string]string) (*Executor, 
 		prelude.Write(b)
 		prelude.WriteByte('\n')
 	}
-	e := &Executor{client: client, scripts: map[string]*redis.Script{}, sources: map[string]string{},
+	e := &Executor{client: client, scripts: map[string]*redis.Script{}, sources: map[string]string{}, shebangs: map[string]string{},
 		tracer: noop.NewTracerProvider().Tracer(""), pipe: newPipeliner(client, DefaultMaxInFlight)}
 	err := fs.WalkDir(lua.FS, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -136,7 +179,11 @@ func newWith(client redis.UniversalClient, extra map[string]string) (*Executor, 
 			return fmt.Errorf("read %s: %w", path, err)
 		}
 		name := strings.TrimSuffix(path, ".lua")
-		src, err := compile(prelude.String(), string(body))
+		shebang, rest := splitShebang(string(body))
+		if shebang != "" {
+			e.shebangs[name] = shebang
+		}
+		src, err := compile(prelude.String(), rest)
 		if err != nil {
 			return fmt.Errorf("script %s: %w", name, err)
 		}
@@ -197,6 +244,13 @@ func (e *Executor) Run(ctx context.Context, name string, keys []string, args ...
 	s, ok := e.scripts[name]
 	if !ok {
 		return nil, fmt.Errorf("script %q: not compiled", name)
+	}
+	if e.callTimeout > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > e.callTimeout {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, e.callTimeout)
+			defer cancel()
+		}
 	}
 	ctx, span := e.tracer.Start(ctx, spanName(name), spanStart...)
 	defer span.End()
@@ -317,7 +371,19 @@ func classify(name string, err error) error {
 	if IsUnavailable(err) {
 		return &apierr.Error{Code: apierr.Unavailable, Message: "budget store unavailable: " + err.Error()}
 	}
+	if IsStoreFull(err) {
+		return &apierr.Error{Code: apierr.StoreFull,
+			Message: "budget store is full (Redis maxmemory reached); new holds are refused, settle or release existing ones"}
+	}
 	return fmt.Errorf("script %s: %w", name, err)
+}
+
+// IsStoreFull reports whether err is Redis refusing a write at maxmemory
+// (noeviction): "OOM command not allowed when used memory > 'maxmemory'".
+// The script refused before its first write (Redis checks at the first
+// write, or before a flagged script starts), so nothing was applied.
+func IsStoreFull(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "OOM command not allowed")
 }
 
 // IsUnavailable reports whether err means Redis could not be reached in time.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
 	"github.com/cyclesgo/cycles-go/pkg/auth"
 )
@@ -41,35 +43,36 @@ func accessOf(fullMethod string) access {
 	}
 }
 
-// authenticator resolves the caller of one RPC.
+// authenticator resolves the caller of one RPC: in the pre-auth tap
+// (preauth.go) from memory, and in the auth interceptor for what only the
+// store can judge.
 type authenticator struct {
 	verifier auth.Verifier
 	adminKey string
+	peers    *peerGuard
+	// preauthRefusals counts requests refused by the tap (attribute reason).
+	preauthRefusals metric.Int64Counter
 }
 
 func (a *authenticator) authenticate(ctx context.Context, fullMethod string) (context.Context, error) {
-	rule := accessOf(fullMethod)
-	if rule == accessNone {
+	if _, ok := auth.FromContext(ctx); ok {
+		return ctx, nil // resolved by the tap
+	}
+	v, p, apiKey, err := a.local(ctx, fullMethod)
+	switch {
+	case err != nil:
+		a.peers.fail(peerKey(ctx))
+		return ctx, err
+	case v == verdictPublic:
 		return ctx, nil
+	case v == verdictResolved:
+		return auth.WithPrincipal(ctx, p), nil
 	}
-	if adminKey := auth.FirstMetadata(ctx, auth.AdminKeyHeader); adminKey != "" && (rule == accessAdmin || rule == accessEither) {
-		if !auth.EqualAdminKey(adminKey, a.adminKey) {
-			return ctx, apierr.New(apierr.Unauthorized, "invalid admin key")
-		}
-		return auth.WithPrincipal(ctx, auth.Principal{Admin: true}), nil
-	}
-	if rule == accessAdmin {
-		return ctx, apierr.New(apierr.Unauthorized, "this method needs the admin key in metadata %s", auth.AdminKeyHeader)
-	}
-	apiKey := auth.FirstMetadata(ctx, auth.APIKeyHeader)
-	if apiKey == "" {
-		return ctx, apierr.New(apierr.Unauthorized, "missing API key in metadata %s", auth.APIKeyHeader)
-	}
-	if a.verifier == nil {
-		return ctx, apierr.New(apierr.Unauthorized, "API keys are not configured")
-	}
-	p, err := a.verifier.VerifyAPIKey(ctx, apiKey)
+	p, err = a.verifier.VerifyAPIKey(ctx, apiKey)
 	if err != nil {
+		if apierr.HasCode(err, apierr.Unauthorized) {
+			a.peers.fail(peerKey(ctx))
+		}
 		return ctx, err
 	}
 	return auth.WithPrincipal(ctx, p), nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
 )
 
 // HTTPOptions configure the HTTP listener that sits beside the gRPC one.
@@ -22,6 +23,10 @@ type HTTPOptions struct {
 	IdleTimeout       time.Duration
 	// MaxHeaderBytes bounds the request headers a caller can make us hold.
 	MaxHeaderBytes int
+	// MaxConnections bounds open connections (0: 1024).
+	MaxConnections int
+	// MaxBodyBytes is the body limit routes get from LimitBody (0: 1 MiB).
+	MaxBodyBytes int64
 }
 
 // DefaultHTTPOptions are safe limits for a public listener.
@@ -30,6 +35,8 @@ func DefaultHTTPOptions() HTTPOptions {
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
+		MaxConnections:    1024,
+		MaxBodyBytes:      1 << 20,
 	}
 }
 
@@ -40,6 +47,7 @@ type HTTPServer struct {
 	srv  *http.Server
 	log  *zap.Logger
 	core *Server
+	opts HTTPOptions
 }
 
 // NewHTTP builds the HTTP listener. Its readiness follows the same Redis
@@ -55,11 +63,17 @@ func (s *Server) NewHTTP(opts HTTPOptions) *HTTPServer {
 	if opts.MaxHeaderBytes <= 0 {
 		opts.MaxHeaderBytes = def.MaxHeaderBytes
 	}
+	if opts.MaxConnections <= 0 {
+		opts.MaxConnections = def.MaxConnections
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = def.MaxBodyBytes
+	}
 	log := opts.Logger
 	if log == nil {
 		log = s.log
 	}
-	h := &HTTPServer{mux: http.NewServeMux(), log: log, core: s}
+	h := &HTTPServer{mux: http.NewServeMux(), log: log, core: s, opts: opts}
 	h.srv = &http.Server{
 		Handler:           h.mux,
 		ReadHeaderTimeout: opts.ReadHeaderTimeout,
@@ -75,14 +89,39 @@ func (s *Server) NewHTTP(opts HTTPOptions) *HTTPServer {
 	return h
 }
 
-// Handle registers a route (net/http pattern syntax, e.g. "POST /v1/decide").
-func (h *HTTPServer) Handle(pattern string, handler http.Handler) { h.mux.Handle(pattern, handler) }
+// Handle registers a route (net/http pattern syntax, e.g. "POST /v1/decide");
+// its request bodies are limited to MaxBodyBytes (LimitBody).
+func (h *HTTPServer) Handle(pattern string, handler http.Handler) {
+	h.mux.Handle(pattern, LimitBody(handler, h.opts.MaxBodyBytes))
+}
 
 // Server is the underlying http.Server (TLS configuration goes here).
 func (h *HTTPServer) Server() *http.Server { return h.srv }
 
-// Serve serves on lis until Shutdown; with a TLS config on Server() it serves TLS.
+// MaxBodyBytes is the listener's request body limit (for LimitBody).
+func (h *HTTPServer) MaxBodyBytes() int64 { return h.opts.MaxBodyBytes }
+
+// LimitBody wraps a route so its request body is cut at n bytes: a request
+// declaring a longer Content-Length is refused with 413 before any of it is
+// read, and a body that turns out longer fails its read (http.MaxBytesReader,
+// which also answers 413). Transports on this listener authenticate from the
+// headers before reading the body, as the gRPC tap does (docs/limits.md).
+func LimitBody(h http.Handler, n int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > n {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, n)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Serve serves on lis until Shutdown, with at most MaxConnections open
+// connections; with a TLS config on Server() it serves TLS.
 func (h *HTTPServer) Serve(lis net.Listener) error {
+	lis = netutil.LimitListener(lis, h.opts.MaxConnections)
 	var err error
 	if h.srv.TLSConfig != nil {
 		err = h.srv.ServeTLS(lis, "", "")

@@ -35,7 +35,10 @@ import (
 //	status      → *apierr.Error / deadline / unknown errors → gRPC status + ErrorInfo
 //	recovery    → a panic becomes INTERNAL, is counted, the process lives
 //	deadline    → the Redis work of one unary RPC is bounded (fail fast, fail closed)
-//	auth        → the caller's principal (tenant key or admin key)
+//	auth        → the caller's principal (tenant key or admin key); the
+//	              pre-auth tap (preauth.go) already refused what it could
+//	              before the body was read
+//	limits      → runtime request size; concurrent streams per key and in all
 //	guard       → per-API-key rate limit (optional)
 //	validation  → the one validation path (pkg/validate)
 //
@@ -46,6 +49,9 @@ type chain struct {
 	guard          grpc.UnaryServerInterceptor
 	requestTimeout time.Duration
 	panics         metric.Int64Counter
+	maxRuntimeRecv int
+	streams        *streamLimiter
+	storeFull      metric.Int64Counter
 
 	// logUnary is the middleware's logging interceptor; logReplay is the
 	// same with the start time and duration taken from the context (see
@@ -64,6 +70,7 @@ func (c *chain) unaryInterceptors() []grpc.UnaryServerInterceptor {
 		recovery.UnaryServerInterceptor(recovery.WithRecoveryHandlerContext(c.onPanic)),
 		c.deadlineUnary,
 		c.authUnary,
+		c.sizeUnary,
 	}
 	if c.guard != nil {
 		list = append(list, c.guard)
@@ -78,6 +85,7 @@ func (c *chain) streamInterceptors() []grpc.StreamServerInterceptor {
 		c.statusStream,
 		recovery.StreamServerInterceptor(recovery.WithRecoveryHandlerContext(c.onPanic)),
 		c.authStream,
+		c.streamLimit,
 		validateStream,
 	}
 }
@@ -93,7 +101,7 @@ const TraceIDHeader = "x-cycles-trace-id"
 // in the log fields.
 func withRequestID(ctx context.Context) context.Context {
 	id := auth.FirstMetadata(ctx, auth.RequestIDHeader)
-	if len(id) == 0 || len(id) > 64 || strings.ContainsAny(id, " \t\r\n") {
+	if !saneRequestID(id) {
 		id = randomHex(8)
 	}
 	// The trace id of the RPC's span (the otelgrpc stats handler honours an
@@ -108,6 +116,11 @@ func withRequestID(ctx context.Context) context.Context {
 	_ = grpc.SetHeader(ctx, metadata.Pairs(auth.RequestIDHeader, id, TraceIDHeader, traceID))
 	ctx = reqctx.WithTraceID(reqctx.WithRequestID(ctx, id), traceID)
 	return logging.InjectFields(ctx, logging.Fields{"request_id", id, "trace_id", traceID})
+}
+
+// saneRequestID reports whether a caller's x-request-id may be echoed.
+func saneRequestID(id string) bool {
+	return len(id) > 0 && len(id) <= 64 && !strings.ContainsAny(id, " \t\r\n")
 }
 
 func randomHex(n int) string {
@@ -265,11 +278,22 @@ func toStatus(ctx context.Context, log *zap.Logger, err error) error {
 
 func (c *chain) statusUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	resp, err := h(ctx, req)
+	c.countStoreFull(ctx, err)
 	return resp, toStatus(ctx, c.log, err)
 }
 
 func (c *chain) statusStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	return toStatus(ss.Context(), c.log, h(srv, ss))
+	err := h(srv, ss)
+	c.countStoreFull(ss.Context(), err)
+	return toStatus(ss.Context(), c.log, err)
+}
+
+// countStoreFull counts RPCs refused because Redis is full (the health
+// probe logs the state and what to do; each RPC's line has reason STORE_FULL).
+func (c *chain) countStoreFull(ctx context.Context, err error) {
+	if err != nil && c.storeFull != nil && apierr.HasCode(err, apierr.StoreFull) {
+		c.storeFull.Add(context.WithoutCancel(ctx), 1)
+	}
 }
 
 // ---- recovery --------------------------------------------------------------

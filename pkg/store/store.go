@@ -6,7 +6,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/alicebob/miniredis/v2"
@@ -19,6 +21,10 @@ import (
 // Store is an open connection to the budget store.
 type Store struct {
 	Client redis.UniversalClient
+	// Streams is a second, smaller client for stream work (event watches and
+	// their tail pollers): long-lived streams and bursts of stream opens wait
+	// for its connections, never for the pool unary RPCs use.
+	Streams redis.UniversalClient
 	// Embedded is non-nil in dev mode.
 	Embedded *miniredis.Miniredis
 }
@@ -30,7 +36,11 @@ func Open(cfg *config.Config) (*Store, error) {
 		if err := m.Start(); err != nil {
 			return nil, fmt.Errorf("start embedded store: %w", err)
 		}
-		return &Store{Client: redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true}), Embedded: m}, nil
+		return &Store{
+			Client:   redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true}),
+			Streams:  redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, PoolSize: cfg.StreamRedisPoolSize}),
+			Embedded: m,
+		}, nil
 	}
 	opts := &redis.UniversalOptions{
 		Addrs:         cfg.RedisAddrs,
@@ -59,12 +69,17 @@ func Open(cfg *config.Config) (*Store, error) {
 		}
 		opts.TLSConfig = tc
 	}
-	return &Store{Client: redis.NewUniversalClient(opts)}, nil
+	streams := *opts
+	streams.PoolSize = cfg.StreamRedisPoolSize
+	return &Store{Client: redis.NewUniversalClient(opts), Streams: redis.NewUniversalClient(&streams)}, nil
 }
 
 // Close closes the client and the embedded store.
 func (s *Store) Close() error {
 	err := s.Client.Close()
+	if s.Streams != nil {
+		_ = s.Streams.Close()
+	}
 	if s.Embedded != nil {
 		s.Embedded.Close()
 	}
@@ -112,6 +127,79 @@ func (s *Store) CheckEvictionPolicy(ctx context.Context) error {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return check(ctx, c) })
 	}
 	return check(ctx, s.Client)
+}
+
+// ErrFull is the health probe's answer while Redis is at maxmemory.
+var ErrFull = errors.New("budget store is full: Redis used_memory reached maxmemory (noeviction). " +
+	"New reservations are refused with RESOURCE_EXHAUSTED/STORE_FULL; commit, release, expiry and key revocation keep working (Redis 7). " +
+	"Raise maxmemory, add memory or shards, or shorten -event-retention; health recovers by itself")
+
+// forEachMaster runs f on the single node or on every Cluster master.
+func (s *Store) forEachMaster(ctx context.Context, f func(context.Context, redis.Cmdable) error) error {
+	if cc, ok := s.Client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return f(ctx, c) })
+	}
+	return f(ctx, s.Client)
+}
+
+// Full reports whether Redis (any master) has reached its maxmemory, where a
+// noeviction Redis refuses writes. The embedded store has no maxmemory.
+func (s *Store) Full(ctx context.Context) (bool, error) {
+	if s.Embedded != nil {
+		return false, nil
+	}
+	full := false
+	err := s.forEachMaster(ctx, func(ctx context.Context, c redis.Cmdable) error {
+		info, err := c.Info(ctx, "memory").Result()
+		if err != nil {
+			return err
+		}
+		used, _ := strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
+		max, _ := strconv.ParseInt(infoField(info, "maxmemory"), 10, 64)
+		if max > 0 && used >= max {
+			full = true
+		}
+		return nil
+	})
+	return full, err
+}
+
+// Probe is the health probe: nil while Redis answers and has room; ErrFull
+// while it is at maxmemory.
+func (s *Store) Probe(ctx context.Context) error {
+	if err := s.Ping(ctx); err != nil {
+		return err
+	}
+	full, err := s.Full(ctx)
+	if err != nil {
+		return err
+	}
+	if full {
+		return ErrFull
+	}
+	return nil
+}
+
+// ScriptFlags reports whether every master runs Redis 7 or later, which
+// accepts script flag lines ("#!lua flags=allow-oom"); the embedded store
+// and Redis 6 do not.
+func (s *Store) ScriptFlags(ctx context.Context) (bool, error) {
+	if s.Embedded != nil {
+		return false, nil
+	}
+	ok := true
+	err := s.forEachMaster(ctx, func(ctx context.Context, c redis.Cmdable) error {
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return err
+		}
+		major, _, _ := strings.Cut(infoField(info, "redis_version"), ".")
+		if n, err := strconv.Atoi(major); err != nil || n < 7 {
+			ok = false
+		}
+		return nil
+	})
+	return ok, err
 }
 
 func infoField(info, field string) string {

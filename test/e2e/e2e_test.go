@@ -30,7 +30,7 @@ import (
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
-const adminKey = "e2e-admin-key-0123456789abcdef"
+const adminKey = "e2e-admin-key-0123456789abcdef0123456789"
 
 var binary string
 

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/pkg/auth"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
@@ -75,6 +76,31 @@ func TestClusterDeployment(t *testing.T) {
 		if b := budgetOf(t, conn, tn); b.GetReserved() != 50 {
 			t.Fatalf("%s reserved %d, want 50", tn, b.GetReserved())
 		}
+	}
+	// The allow-oom scripts (commit, release, revoke; Redis 7 script flags,
+	// which forbid undeclared cross-slot keys) run on the Cluster too.
+	settleKey := provision(t, conn, "golf", 1_000)
+	for i, settle := range []string{"commit", "release"} {
+		r, err := runtime.CreateReservation(keyCtx(settleKey), reserveReq(fmt.Sprintf("golf-%d", i), 100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if settle == "commit" {
+			_, err = runtime.CommitReservation(keyCtx(settleKey), &cyclesv1.CommitReservationRequest{
+				ReservationId: r.GetReservationId(), IdempotencyKey: "c", Actual: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: 40}})
+		} else {
+			_, err = runtime.ReleaseReservation(keyCtx(settleKey), &cyclesv1.ReleaseReservationRequest{ReservationId: r.GetReservationId(), IdempotencyKey: "r"})
+		}
+		if err != nil {
+			t.Fatalf("%s on the Cluster: %v", settle, err)
+		}
+	}
+	if b := budgetOf(t, conn, "golf"); b.GetReserved() != 0 || b.GetSpent() != 40 {
+		t.Fatalf("golf after commit and release: %v", b)
+	}
+	pk, _ := auth.ParseAPIKey(settleKey)
+	if _, err := cyclesv1.NewAdminServiceClient(conn).RevokeApiKey(adminCtx(), &cyclesv1.RevokeApiKeyRequest{TenantId: "golf", KeyId: pk.KeyID}); err != nil {
+		t.Fatalf("revoke on the Cluster: %v", err)
 	}
 	for _, tn := range tenants {
 		b := waitReservedZero(t, conn, tn)

@@ -132,6 +132,21 @@ func (s *Server) Kill() {
 	}
 }
 
+// Pause freezes the server (SIGSTOP): connections stay open and commands
+// already sent run when it resumes, as with a long stall or a GC-like pause.
+func (s *Server) Pause() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
 // Restart starts the server again on the same port and dir (after Kill).
 func (s *Server) Restart() error {
 	bin, err := Binary()

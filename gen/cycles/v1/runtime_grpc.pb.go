@@ -41,6 +41,15 @@ const (
 // Authentication: metadata `x-cycles-api-key` names the caller's tenant.
 // Optional metadata `x-idempotency-key` must equal the body's idempotency_key.
 // Errors carry google.rpc.ErrorInfo{domain: "cycles", reason: <protocol code>}.
+//
+// UNAVAILABLE on a mutation (reserve, commit, release, extend, decide, event)
+// means the outcome is unknown: the budget store did not answer in time, and
+// the change may still have been applied. Retry with the same
+// idempotency_key: a retry returns the original result if it was applied and
+// applies it once if it was not, so retries converge to exactly one effect.
+// RESOURCE_EXHAUSTED is a refusal that changed nothing: LIMIT_EXCEEDED (a
+// rate, size or stream limit; RetryInfo says when) or STORE_FULL (the store
+// is out of memory; commit and release still work, new holds do not).
 type RuntimeServiceClient interface {
 	// CreateReservation holds `estimate` on every budgeted scope of the subject,
 	// atomically, or on none. With dry_run it only evaluates (DENY is a result,
@@ -174,6 +183,15 @@ func (c *runtimeServiceClient) GetBalances(ctx context.Context, in *GetBalancesR
 // Authentication: metadata `x-cycles-api-key` names the caller's tenant.
 // Optional metadata `x-idempotency-key` must equal the body's idempotency_key.
 // Errors carry google.rpc.ErrorInfo{domain: "cycles", reason: <protocol code>}.
+//
+// UNAVAILABLE on a mutation (reserve, commit, release, extend, decide, event)
+// means the outcome is unknown: the budget store did not answer in time, and
+// the change may still have been applied. Retry with the same
+// idempotency_key: a retry returns the original result if it was applied and
+// applies it once if it was not, so retries converge to exactly one effect.
+// RESOURCE_EXHAUSTED is a refusal that changed nothing: LIMIT_EXCEEDED (a
+// rate, size or stream limit; RetryInfo says when) or STORE_FULL (the store
+// is out of memory; commit and release still work, new holds do not).
 type RuntimeServiceServer interface {
 	// CreateReservation holds `estimate` on every budgeted scope of the subject,
 	// atomically, or on none. With dry_run it only evaluates (DENY is a result,

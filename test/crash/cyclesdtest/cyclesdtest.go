@@ -30,7 +30,7 @@ import (
 )
 
 // AdminKey is the admin key every daemon of these suites is started with.
-const AdminKey = "crash-soak-admin-key-0123456789"
+const AdminKey = "crash-soak-admin-key-0123456789abcdef"
 
 // Build compiles cmd/cyclesd into dir and returns the binary's path.
 func Build(dir string) (string, error) {
