@@ -21,6 +21,8 @@
 //	cy:{t:T}:ev:<event_id>           hash    direct-debit event record + snapshot          30 d
 //	cy:{t:T}:events                  stream  event log (outbox), trimmed by MINID          retention (default 7 d)
 //	cy:tenants                       zset    tenant ids (lex), for sweeper and admin       none
+//	cy:{feed}:log                    stream  all-tenant feed: {t, from, to} ranges         retention (default 7 d)
+//	cy:{feed}:marks                  hash    tenant -> last stream id put in the feed      none
 //	cy:rl:policies                   hash    rate-limit policy name -> JSON                none
 //	cy:rl:{<policy>:<key>}           varies  rate-limit state of one key                   window + slack
 //
@@ -38,7 +40,27 @@ const (
 	Tenants = Prefix + "tenants"
 	// RateLimitPolicies is the global rate-limit policy table.
 	RateLimitPolicies = Prefix + "rl:policies"
+	// Feed is the all-tenant event feed: a stream of "tenant t's events in
+	// (from, to]" ranges (pkg/events/doc.go). Feed and FeedMarks share the
+	// hash tag {feed}, so the script that appends to both runs in one slot.
+	Feed = Prefix + "{feed}:log"
+	// FeedMarks holds, per tenant, the last stream id already in the feed.
+	FeedMarks = Prefix + "{feed}:marks"
 )
+
+// TenantOfEvents returns the tenant whose event stream key is k
+// ("cy:{t:<tenant>}:events").
+func TenantOfEvents(k string) (string, bool) {
+	rest, ok := strings.CutPrefix(k, Prefix+"{t:")
+	if !ok {
+		return "", false
+	}
+	t, ok := strings.CutSuffix(rest, "}:events")
+	if !ok || t == "" || strings.ContainsAny(t, "{}:") {
+		return "", false
+	}
+	return t, true
+}
 
 // Tenant builds the keys of one tenant.
 type Tenant string
