@@ -228,7 +228,7 @@ func (s *Service) watchAll(ctx context.Context, f filter, req *cyclesv1.WatchEve
 			return nil
 		case err := <-out.failed():
 			release()
-			return err
+			return sendErr(ctx, err)
 		case <-ch:
 		case <-hb.C:
 			heartbeatDue = true

@@ -57,11 +57,11 @@ type Options struct {
 	// ReadBatch is the number of entries a watcher reads per call: the bound
 	// of its in-memory buffer; default 256, at most 1000.
 	ReadBatch int
-	// SendBuffer is how many messages an all-tenant watch may have read
-	// ahead of its client; default 256.
+	// SendBuffer is how many messages a watch may have read ahead of its
+	// client; default 256.
 	SendBuffer int
-	// SendStall is how long an all-tenant watch waits with a full buffer
-	// before it cuts the client off with SLOW_CONSUMER; default 30 s.
+	// SendStall is how long a watch waits with a full buffer before it cuts
+	// the client off with SLOW_CONSUMER; default 30 s.
 	SendStall time.Duration
 	// FeedBlock is the BLOCK period of the process's one waiter on the
 	// all-tenant feed (an idle feed costs one XREAD per period); default 2 s.
@@ -267,6 +267,8 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 	defer s.active.Add(context.WithoutCancel(ctx), -1)
 	t := s.tails.acquire(f.tenant)
 	defer s.tails.release(f.tenant, t)
+	out := s.newSender(ctx, send) // bounded buffer; cuts off a client that stops reading
+	defer out.close()
 
 	watchAttr := metric.WithAttributes(attribute.String("rpc", "watch"))
 	hb := time.NewTimer(s.opts.Heartbeat)
@@ -300,7 +302,7 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 			if !f.match(ev) {
 				continue
 			}
-			if err := send(&cyclesv1.WatchEventsResponse{Item: &cyclesv1.WatchEventsResponse_Event{Event: ev}}); err != nil {
+			if err := out.send(&cyclesv1.WatchEventsResponse{Item: &cyclesv1.WatchEventsResponse_Event{Event: ev}}); err != nil {
 				return sendErr(ctx, err)
 			}
 			s.delivered.Add(ctx, 1, watchAttr)
@@ -316,7 +318,7 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 		}
 		if heartbeatDue {
 			hbMsg := &cyclesv1.Heartbeat{ServerTimeMs: w.Now, Cursor: EncodeCursor(pos)}
-			if err := send(&cyclesv1.WatchEventsResponse{Item: &cyclesv1.WatchEventsResponse_Heartbeat{Heartbeat: hbMsg}}); err != nil {
+			if err := out.send(&cyclesv1.WatchEventsResponse{Item: &cyclesv1.WatchEventsResponse_Heartbeat{Heartbeat: hbMsg}}); err != nil {
 				return sendErr(ctx, err)
 			}
 			s.heartbeats.Add(ctx, 1)
@@ -326,6 +328,8 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 		select {
 		case <-ctx.Done():
 			return nil
+		case err := <-out.failed():
+			return sendErr(ctx, err)
 		case <-s.tails.after(t, pos.ID):
 		case <-hb.C:
 			// Re-read first, so the heartbeat carries a fresh position.
