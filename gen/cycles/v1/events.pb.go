@@ -274,7 +274,9 @@ func (x *Event) GetCursor() string {
 
 type WatchEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Admin key only: the tenant to watch.
+	// Admin key only: the tenant to watch; empty with the admin key watches
+	// every tenant (cursors are then all-tenant cursors, which a tenant key is
+	// refused with PERMISSION_DENIED).
 	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// Empty means all.
 	EventTypes []string `protobuf:"bytes,2,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
@@ -496,13 +498,15 @@ func (*WatchEventsResponse_Event) isWatchEventsResponse_Item() {}
 func (*WatchEventsResponse_Heartbeat) isWatchEventsResponse_Item() {}
 
 type ListEventsRequest struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	TenantId    string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	EventTypes  []string               `protobuf:"bytes,2,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
-	Categories  []string               `protobuf:"bytes,3,rep,name=categories,proto3" json:"categories,omitempty"`
-	ScopePrefix string                 `protobuf:"bytes,4,opt,name=scope_prefix,json=scopePrefix,proto3" json:"scope_prefix,omitempty"`
-	FromMs      *int64                 `protobuf:"varint,5,opt,name=from_ms,json=fromMs,proto3,oneof" json:"from_ms,omitempty"`
-	ToMs        *int64                 `protobuf:"varint,6,opt,name=to_ms,json=toMs,proto3,oneof" json:"to_ms,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As in WatchEventsRequest: empty with the admin key lists every tenant's
+	// events, in feed order, paged with all-tenant cursors.
+	TenantId    string   `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	EventTypes  []string `protobuf:"bytes,2,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
+	Categories  []string `protobuf:"bytes,3,rep,name=categories,proto3" json:"categories,omitempty"`
+	ScopePrefix string   `protobuf:"bytes,4,opt,name=scope_prefix,json=scopePrefix,proto3" json:"scope_prefix,omitempty"`
+	FromMs      *int64   `protobuf:"varint,5,opt,name=from_ms,json=fromMs,proto3,oneof" json:"from_ms,omitempty"`
+	ToMs        *int64   `protobuf:"varint,6,opt,name=to_ms,json=toMs,proto3,oneof" json:"to_ms,omitempty"`
 	// 1..200, default 50.
 	Limit         int32  `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
 	Cursor        string `protobuf:"bytes,8,opt,name=cursor,proto3" json:"cursor,omitempty"`
