@@ -64,10 +64,11 @@ func feedMain(ctx context.Context, args []string) error {
 	out := fs.String("out", "bench/results/feed.json", "result file")
 	bin := fs.String("cyclesd", "", "cyclesd binary (default: bin/cyclesd, else go build)")
 	quiet := fs.Bool("q", false, "no progress lines")
+	redisAddr := fs.String("redis-addr", "", "target this Redis (default: start a private redis-server)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg := &config{adminKey: defaultAdminKey, cyclesdBin: *bin, allocated: 1_000_000_000_000}
+	cfg := &config{adminKey: defaultAdminKey, cyclesdBin: *bin, allocated: 1_000_000_000_000, redisAddr: *redisAddr}
 	b := &runner{cfg: cfg, log: os.Stderr, runID: newRunID()}
 	if *quiet {
 		b.log = io.Discard

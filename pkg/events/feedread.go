@@ -76,31 +76,45 @@ func (r *feedReader) step(ctx context.Context, fn visit) (caughtUp bool, now int
 		}
 	}
 	mark := r.pos.Watermark
-	for _, fe := range w.Entries {
-		feID, err := ParseID(fe.ID)
+	ranges := make([]feedRange, len(w.Entries))
+	for i, fe := range w.Entries {
+		rg, err := parseRange(fe)
 		if err != nil {
 			return false, w.Now, err
 		}
-		tenant := fe.F["t"]
-		rfrom, err1 := ParseID(fe.F["from"])
-		rto, err2 := ParseID(fe.F["to"])
-		if tenant == "" || err1 != nil || err2 != nil {
+		if r.pos.Partial && rg.entry == r.pos.Entry {
+			rg.start = r.pos.In
+		}
+		ranges[i] = rg
+	}
+	// The first window of the next few ranges is read concurrently (each
+	// tenant log is its own key, on Cluster often its own shard), then
+	// delivered strictly in feed order: a busy Redis (a sweep in progress)
+	// then costs one wait per prefetchRanges ranges, not one per range.
+	pf := newPrefetcher(ctx, r.s, ranges)
+	defer pf.stop()
+	for i, rg := range ranges {
+		tw0, err0 := pf.get(i)
+		if !rg.valid {
 			// Not written by events/announce: skip it rather than stall
 			// every reader on it.
-			r.pos = FeedPosition{Entry: feID, Watermark: mark}
+			r.pos = FeedPosition{Entry: rg.entry, Watermark: mark}
 			continue
 		}
-		start := rfrom
-		if r.pos.Partial && feID == r.pos.Entry {
-			start = r.pos.In
-		}
-		check := !(r.earliest && int64(feID.MS) < r.startNow-r.s.opts.Retention.Milliseconds()+(announceDelayBound+clockSlack).Milliseconds())
-		for start.Less(rto) {
-			tw, err := r.s.r.read(ctx, tenant, start.Next().String(), rto.String(), r.s.opts.ReadBatch)
+		check := !(r.earliest && int64(rg.entry.MS) < r.startNow-r.s.opts.Retention.Milliseconds()+(announceDelayBound+clockSlack).Milliseconds())
+		start := rg.start
+		for first := true; start.Less(rg.to); first = false {
+			var tw window
+			var err error
+			if first {
+				tw, err = tw0, err0
+			} else {
+				tw, err = r.s.r.read(ctx, rg.tenant, start.Next().String(), rg.to.String(), r.s.opts.ReadBatch)
+			}
 			if err != nil {
 				return false, w.Now, err
 			}
-			if check && r.s.rangeLost(start, tw.First, feID, tw.Now) {
+			if check && r.s.rangeLost(start, tw.First, rg.entry, tw.Now) {
 				return false, w.Now, r.s.expiredErr(ctx, "feed")
 			}
 			check = false
@@ -109,12 +123,12 @@ func (r *feedReader) step(ctx context.Context, fn visit) (caughtUp bool, now int
 				if err != nil {
 					return false, w.Now, err
 				}
-				if id == rto {
-					r.pos = FeedPosition{Entry: feID, Watermark: mark}
+				if id == rg.to {
+					r.pos = FeedPosition{Entry: rg.entry, Watermark: mark}
 				} else {
-					r.pos = FeedPosition{Entry: feID, In: id, Partial: true, Watermark: mark}
+					r.pos = FeedPosition{Entry: rg.entry, In: id, Partial: true, Watermark: mark}
 				}
-				ev := toEvent(tenant, te, id)
+				ev := toEvent(rg.tenant, te, id)
 				ev.Cursor = EncodeFeedCursor(r.pos)
 				stop, err := fn(ev, r.f.match(ev))
 				if err != nil || stop {
@@ -126,7 +140,7 @@ func (r *feedReader) step(ctx context.Context, fn visit) (caughtUp bool, now int
 				break // the range is done (or the rest of it was trimmed)
 			}
 		}
-		r.pos = FeedPosition{Entry: feID, Watermark: mark}
+		r.pos = FeedPosition{Entry: rg.entry, Watermark: mark}
 	}
 	caughtUp = len(w.Entries) < feedBatch
 	if caughtUp && w.Now > r.pos.Watermark {
@@ -135,6 +149,86 @@ func (r *feedReader) step(ctx context.Context, fn visit) (caughtUp bool, now int
 	}
 	return caughtUp, w.Now, nil
 }
+
+// feedRange is one parsed feed entry: tenant's events in (start, to].
+type feedRange struct {
+	entry  ID
+	tenant string
+	start  ID
+	to     ID
+	valid  bool
+}
+
+func parseRange(fe entry) (feedRange, error) {
+	id, err := ParseID(fe.ID)
+	if err != nil {
+		return feedRange{}, err
+	}
+	rg := feedRange{entry: id, tenant: fe.F["t"]}
+	from, err1 := ParseID(fe.F["from"])
+	to, err2 := ParseID(fe.F["to"])
+	if rg.tenant != "" && err1 == nil && err2 == nil {
+		rg.start, rg.to, rg.valid = from, to, true
+	}
+	return rg, nil
+}
+
+// prefetchRanges is how many ranges' first windows are read ahead: the bound
+// of a feed reader's extra memory (prefetchRanges x ReadBatch events).
+const prefetchRanges = 8
+
+// prefetcher reads the first window of ranges[i] ahead of delivery, at most
+// prefetchRanges beyond the one being delivered.
+type prefetcher struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	s      *Service
+	ranges []feedRange
+	slots  []chan fetched
+	next   int
+}
+
+type fetched struct {
+	w   window
+	err error
+}
+
+func newPrefetcher(ctx context.Context, s *Service, ranges []feedRange) *prefetcher {
+	ctx, cancel := context.WithCancel(ctx)
+	p := &prefetcher{ctx: ctx, cancel: cancel, s: s, ranges: ranges, slots: make([]chan fetched, len(ranges))}
+	for p.next < len(ranges) && p.next < prefetchRanges {
+		p.launch()
+	}
+	return p
+}
+
+func (p *prefetcher) launch() {
+	i := p.next
+	p.next++
+	rg := p.ranges[i]
+	ch := make(chan fetched, 1)
+	p.slots[i] = ch
+	if !rg.valid || !rg.start.Less(rg.to) {
+		ch <- fetched{}
+		return
+	}
+	go func() {
+		w, err := p.s.r.read(p.ctx, rg.tenant, rg.start.Next().String(), rg.to.String(), p.s.opts.ReadBatch)
+		ch <- fetched{w: w, err: err}
+	}()
+}
+
+// get waits for the first window of ranges[i] and reads one more ahead.
+func (p *prefetcher) get(i int) (window, error) {
+	if p.next < len(p.ranges) {
+		p.launch()
+	}
+	f := <-p.slots[i]
+	return f.w, f.err
+}
+
+// stop abandons the reads still in flight.
+func (p *prefetcher) stop() { p.cancel() }
 
 // rangeLost reports whether retention may have trimmed events of a feed
 // range that the reader has not seen: the tenant log no longer holds the
