@@ -45,6 +45,9 @@ type FeedResult struct {
 	ReplayRate float64 `json:"replay_events_per_s"`
 	// Idle: IdleTenants more tenants exist, nothing happens; commands per
 	// second Redis processed with the subscriber connected and without it.
+	// Reconnects: streams the subscribers resumed from their cursor after an
+	// error (e.g. UNAVAILABLE when a Redis read timed out on a busy machine).
+	Reconnects           int64   `json:"reconnects"`
 	IdleTenants          int     `json:"idle_tenants"`
 	IdleWindowS          float64 `json:"idle_window_s"`
 	IdleCmdsWithSub      float64 `json:"idle_redis_cmds_per_s_with_subscriber"`
@@ -131,32 +134,60 @@ func forEach(n, workers int, fn func(i int) error) error {
 // feedWatcher counts the reservation.expired events of this run on one
 // all-tenant stream.
 type feedWatcher struct {
-	prefix    string
-	mu        sync.Mutex
-	seen      map[string]bool
-	lat       []int64
-	dups      int64
-	first     time.Time
-	last      time.Time
-	delivered atomic.Int64
+	prefix     string
+	mu         sync.Mutex
+	seen       map[string]bool
+	lat        []int64
+	dups       int64
+	first      time.Time
+	last       time.Time
+	delivered  atomic.Int64
+	reconnects atomic.Int64
 }
 
+// watchFeed runs one all-tenant subscriber as a client should: on an error
+// it resumes from the cursor of the last event (or heartbeat) it processed.
 func (b *runner) watchFeed(ctx context.Context, start cyclesv1.StartPosition, w *feedWatcher) (func() error, error) {
-	s, err := cyclesv1.NewEventServiceClient(b.adminConn).WatchEvents(b.adminCtx(ctx), &cyclesv1.WatchEventsRequest{
-		EventTypes: []string{"reservation.expired"}, Start: start})
+	events := cyclesv1.NewEventServiceClient(b.adminConn)
+	open := func(start cyclesv1.StartPosition, cursor string) (cyclesv1.EventService_WatchEventsClient, error) {
+		return events.WatchEvents(b.adminCtx(ctx), &cyclesv1.WatchEventsRequest{
+			EventTypes: []string{"reservation.expired"}, Start: start, Cursor: cursor})
+	}
+	s, err := open(start, "")
 	if err != nil {
 		return nil, err
 	}
 	errc := make(chan error, 1)
 	go func() {
+		cursor := ""
 		for {
 			m, err := s.Recv()
 			if err != nil {
-				errc <- err
-				return
+				if ctx.Err() != nil || w.reconnects.Add(1) > 100 {
+					errc <- err
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+				if cursor != "" {
+					s, err = open(cyclesv1.StartPosition_START_POSITION_CURSOR, cursor)
+				} else {
+					s, err = open(start, "")
+				}
+				if err != nil {
+					errc <- err
+					return
+				}
+				continue
+			}
+			if hb := m.GetHeartbeat(); hb != nil {
+				cursor = hb.GetCursor()
 			}
 			e := m.GetEvent()
-			if e == nil || !strings.HasPrefix(e.GetTenantId(), w.prefix) {
+			if e == nil {
+				continue
+			}
+			cursor = e.GetCursor()
+			if !strings.HasPrefix(e.GetTenantId(), w.prefix) {
 				continue
 			}
 			now := time.Now()
@@ -309,6 +340,7 @@ func (b *runner) runFeed(ctx context.Context, nTenants, nExp, nIdle int, window 
 	if replay.dups > 0 {
 		res.Duplicates += replay.dups
 	}
+	res.Reconnects = live.reconnects.Load() + replay.reconnects.Load()
 
 	b.logf("feed: %d idle tenants", nIdle)
 	err = forEach(nIdle, 16, func(i int) error {

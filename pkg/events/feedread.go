@@ -8,8 +8,13 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/pkg/apierr"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
 )
+
+// maxReadRetries is how many times in a row a watch retries a read that
+// failed with UNAVAILABLE before it ends with that status.
+const maxReadRetries = 3
 
 // feedBatch is the number of feed entries (tenant ranges) read per call.
 const feedBatch = 100
@@ -282,6 +287,7 @@ func (s *Service) watchAll(ctx context.Context, f filter, req *cyclesv1.WatchEve
 	hb := time.NewTimer(s.opts.Heartbeat)
 	defer hb.Stop()
 	heartbeatDue := false
+	retries := 0
 	for {
 		caughtUp, now, err := r.step(ctx, func(ev *cyclesv1.Event, matched bool) (bool, error) {
 			if !matched {
@@ -298,8 +304,21 @@ func (s *Service) watchAll(ctx context.Context, f filter, req *cyclesv1.WatchEve
 			if ctx.Err() != nil {
 				return nil
 			}
+			// A read that timed out on a busy Redis is retried from the
+			// position reached (reads change nothing) a few times before
+			// the client is told to resume.
+			if apierr.HasCode(err, apierr.Unavailable) && retries < maxReadRetries {
+				retries++
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(time.Duration(retries) * 100 * time.Millisecond):
+				}
+				continue
+			}
 			return err
 		}
+		retries = 0
 		if !caughtUp {
 			continue
 		}
