@@ -35,7 +35,11 @@ type Announcer struct {
 	// known is the newest mark this process has seen in the feed per tenant;
 	// Reconcile drops what it already covers. It holds one id per tenant
 	// this process announced or reconciled (bounded by the tenant count).
-	known  map[string]ID
+	known map[string]ID
+	// unsure are tenants whose script call got no reply: it may have
+	// appended events. Their log's newest id is read once the call can no
+	// longer be running (unsureDelay) and announced.
+	unsure map[string]time.Time
 	signal chan struct{}
 
 	announced metric.Int64Counter
@@ -62,20 +66,61 @@ func NewAnnouncer(exec *script.Executor, opts AnnouncerOptions) *Announcer {
 	m := telemetry.Meter(opts.MeterProvider, "events")
 	return &Announcer{
 		exec: exec, retention: opts.Retention, log: log,
-		pending: map[string]ID{}, known: map[string]ID{}, signal: make(chan struct{}, 1),
+		pending: map[string]ID{}, known: map[string]ID{}, unsure: map[string]time.Time{}, signal: make(chan struct{}, 1),
 		announced: telemetry.MustCounter(m, "cycles.events.feed.announced", "Ranges appended to the all-tenant feed by this process"),
 		flushErrs: telemetry.MustCounter(m, "cycles.events.feed.flush_errors", "Failed all-tenant feed flushes (retried)"),
 	}
 }
 
+// unsureDelay is how long after a call without reply its tenant's log is
+// read: longer than any script runs, so the read sees what it appended.
+const unsureDelay = time.Second
+
 // Hook is the executor event hook (script.Executor.SetEventHook): stream is
-// a tenant's event stream key, lastID the newest event the run appended.
+// a tenant's event stream key, lastID the newest event the run appended, or
+// "" when the call got no reply and may or may not have appended.
 func (a *Announcer) Hook(stream, lastID string) {
 	tenant, ok := keys.TenantOfEvents(stream)
 	if !ok {
 		return
 	}
+	if lastID == "" {
+		a.mu.Lock()
+		if _, ok := a.unsure[tenant]; !ok {
+			a.unsure[tenant] = time.Now().Add(unsureDelay)
+		}
+		a.mu.Unlock()
+		return
+	}
 	a.Observe(tenant, lastID)
+}
+
+// checkUnsure reads the newest id of every tenant whose unsure delay has
+// passed and announces it; failures stay for the next round.
+func (a *Announcer) checkUnsure(ctx context.Context) {
+	now := time.Now()
+	var due []string
+	a.mu.Lock()
+	for t, at := range a.unsure {
+		if !now.Before(at) {
+			due = append(due, t)
+		}
+	}
+	a.mu.Unlock()
+	r := reader{exec: a.exec}
+	for _, t := range due {
+		w, err := r.read(ctx, t, "+", "+", 1)
+		if err != nil {
+			a.log.Debug("reading an unsure tenant's log failed (retried)", zap.String("tenant", t), zap.Error(err))
+			continue
+		}
+		a.mu.Lock()
+		delete(a.unsure, t)
+		a.mu.Unlock()
+		if w.Last != "" {
+			a.Reconcile(t, w.Last)
+		}
+	}
 }
 
 // Observe records that tenant's log holds events up to lastID.
@@ -116,6 +161,8 @@ func (a *Announcer) Reconcile(tenant, tail string) {
 // one last flush (bounded by a few seconds) so a clean stop loses nothing.
 func (a *Announcer) Run(ctx context.Context) error {
 	backoff := 50 * time.Millisecond
+	tick := time.NewTicker(unsureDelay / 2)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -125,6 +172,9 @@ func (a *Announcer) Run(ctx context.Context) error {
 				a.log.Warn("final feed flush failed (the sweeper's reconciliation repairs it)", zap.Error(err))
 			}
 			return nil
+		case <-tick.C:
+			a.checkUnsure(ctx)
+			continue
 		case <-a.signal:
 		}
 		if err := a.Flush(ctx); err != nil {

@@ -115,3 +115,30 @@ func TestFeedWatchOnEveryBackend(t *testing.T) {
 		})
 	}
 }
+
+// A script call that got no reply may have appended events: the announcer
+// reads that tenant's log once the call cannot be running any more and
+// announces what it finds.
+func TestAnnouncerChecksTenantsOfCallsWithoutReply(t *testing.T) {
+	c := redistest.SharedClient(t)
+	ex, err := script.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, c: c}
+	a := newTenant()
+	id := e.appendEvent(a, ev{}) // appended by a call whose reply was lost
+	ann := events.NewAnnouncer(ex, events.AnnouncerOptions{})
+	ann.Hook(keys.Tenant(a).Events(), "")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = ann.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(20 * time.Second)
+	for c.HGet(context.Background(), keys.FeedMarks, a).Val() != id {
+		if time.Now().After(deadline) {
+			t.Fatal("the unsure tenant was never announced")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -116,7 +116,11 @@
 //     resumes it.
 //   - Repair. The announcement is lost if cyclesd dies between a script and
 //     its flush (a few milliseconds of pending ids in memory; a clean stop
-//     flushes after the last RPC). Nothing is lost in the log itself, and
+//     flushes after the last RPC). A call that got no reply (read timeout,
+//     connection lost) may have run all the same: the executor tells the
+//     hook its keys with no id, and the Announcer reads that tenant's newest
+//     id a second later (when the script can no longer be running) and
+//     announces it. Nothing is lost in the log itself, and
 //     the tenant's next announcement covers the missed events too (ranges
 //     start at the mark). For tenants that write nothing more, the sweeper
 //     reconciles: on the first sweep of every process and then every

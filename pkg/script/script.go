@@ -94,10 +94,11 @@ type Executor struct {
 
 // SetEventHook registers fn to be called after every successful script run
 // that appended events, with the stream key and the id of the last event it
-// appended (lua/lib/core.lua adds both to the result). The all-tenant event
-// feed uses it to announce tenants with new events (pkg/events/doc.go). fn
-// runs on the caller's goroutine and must not block. Call it before the
-// Executor is used.
+// appended (lua/lib/core.lua adds both to the result); and, after a call that
+// got no reply (timeout, connection lost: it may have run), once per key of
+// the call with an empty id. The all-tenant event feed uses it to announce
+// tenants with new events (pkg/events/doc.go). fn runs on the caller's
+// goroutine and must not block. Call it before the Executor is used.
 func (e *Executor) SetEventHook(fn func(stream, lastID string)) { e.eventHook = fn }
 
 // Option configures an Executor.
@@ -223,6 +224,14 @@ func (e *Executor) Run(ctx context.Context, name string, keys []string, args ...
 	if err != nil {
 		err = classify(name, err)
 		span.SetStatus(codes.Error, err.Error())
+		if e.eventHook != nil && !errors.Is(err, context.Canceled) {
+			// No reply: the script may have run and appended events all
+			// the same (a read timeout). The hook learns which keys were
+			// involved, with no id, and finds out for itself.
+			for _, k := range keys {
+				e.eventHook(k, "")
+			}
+		}
 		return nil, err
 	}
 	out, err := decode(name, res)
