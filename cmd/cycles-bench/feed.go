@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,8 +42,10 @@ type FeedResult struct {
 	RedisCPUSweep   float64 `json:"redis_cpu_s_during_sweep"`
 	// Replay: a second subscriber reads the same events from the oldest
 	// retained entry (the delivery capacity, no longer paced by the sweep).
-	ReplayS    float64 `json:"replay_s"`
-	ReplayRate float64 `json:"replay_events_per_s"`
+	ReplayS          float64 `json:"replay_s"`
+	ReplayRate       float64 `json:"replay_events_per_s"`
+	CyclesdCPUReplay float64 `json:"cyclesd_cpu_s_during_replay"`
+	RedisCPUReplay   float64 `json:"redis_cpu_s_during_replay"`
 	// Idle: IdleTenants more tenants exist, nothing happens; commands per
 	// second Redis processed with the subscriber connected and without it.
 	// Reconnects: streams the subscribers resumed from their cursor after an
@@ -68,10 +71,14 @@ func feedMain(ctx context.Context, args []string) error {
 	bin := fs.String("cyclesd", "", "cyclesd binary (default: bin/cyclesd, else go build)")
 	quiet := fs.Bool("q", false, "no progress lines")
 	redisAddr := fs.String("redis-addr", "", "target this Redis (default: start a private redis-server)")
+	profile := fs.String("profile-out", "", "CPU-profile cyclesd (serve mode) during the replay into this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg := &config{adminKey: defaultAdminKey, cyclesdBin: *bin, allocated: 1_000_000_000_000, redisAddr: *redisAddr}
+	cfg := &config{adminKey: defaultAdminKey, cyclesdBin: *bin, allocated: 1_000_000_000_000, redisAddr: *redisAddr, profileOut: *profile}
+	if *profile != "" {
+		cfg.profileCell = "feed/replay"
+	}
 	b := &runner{cfg: cfg, log: os.Stderr, runID: newRunID()}
 	if *quiet {
 		b.log = io.Discard
@@ -324,6 +331,10 @@ func (b *runner) runFeed(ctx context.Context, nTenants, nExp, nIdle int, window 
 	b.logf("feed: replay from the oldest retained entry")
 	replay := &feedWatcher{prefix: prefix, seen: map[string]bool{}}
 	rctx, stopReplay := context.WithCancel(ctx)
+	if b.pprofAddr != "" {
+		go b.fetchProfile(b.cfg.profileOut, 5)
+	}
+	before = b.pids.sample()
 	t1 := time.Now()
 	rfailed, err := b.watchFeed(rctx, cyclesv1.StartPosition_START_POSITION_EARLIEST, replay)
 	if err != nil {
@@ -335,6 +346,9 @@ func (b *runner) runFeed(ctx context.Context, nTenants, nExp, nIdle int, window 
 		return nil, err
 	}
 	stopReplay()
+	after = b.pids.sample()
+	res.CyclesdCPUReplay = round3((after.server - before.server).Seconds())
+	res.RedisCPUReplay = round3((after.redis - before.redis).Seconds())
 	res.ReplayS = round3(time.Since(t1).Seconds())
 	res.ReplayRate = round3(float64(nExp) / res.ReplayS)
 	if replay.dups > 0 {
@@ -371,4 +385,16 @@ func (b *runner) runFeed(ctx context.Context, nTenants, nExp, nIdle int, window 
 	res.ReconcileXrevrangePS = round3(float64(nTenants+nIdle) / 600)
 	b.logf("feed: idle Redis commands/s with the subscriber %.2f, without %.2f", res.IdleCmdsWithSub, res.IdleCmdsWithoutSub)
 	return res, nil
+}
+
+// fetchProfile writes a CPU profile of cyclesd (serve mode) over secs.
+func (b *runner) fetchProfile(path string, secs int) {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", b.pprofAddr, secs))
+	if err != nil {
+		b.logf("profile: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	_ = os.WriteFile(path, raw, 0o644)
 }
