@@ -134,7 +134,10 @@
 //     event repairs it.
 //
 // Cost. Writes: one announce call per flush, carrying every tenant that
-// appended since the last one, plus one feed entry per (tenant, flush).
+// appended since the last one, plus one feed entry per (tenant, flush). On
+// Cluster the feed and its marks are one slot, so all of that lands on one
+// shard; flushes batch every tenant of a round, so the shard sees one call
+// per round per replica, not one per event.
 // Reads: one feed read per 100 ranges, one tenant-log read per range window.
 // Idle: caught-up watchers of a process share one blocking XREAD on the feed
 // (script.Executor.WaitStream, BLOCK FeedBlock = 2 s, with a deadline), woken
