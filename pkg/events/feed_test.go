@@ -417,3 +417,32 @@ func TestFeedCutsOffASlowSubscriber(t *testing.T) {
 		t.Fatal("a subscriber that reads nothing was never cut off")
 	}
 }
+
+// A feed cursor older than the feed's retained entries, with no newer
+// watermark, is CURSOR_EXPIRED (never a silent skip); the same position with
+// a fresh watermark (a heartbeat cursor of a caught-up reader) resumes.
+func TestFeedCursorExpired(t *testing.T) {
+	c := redistest.SharedClient(t)
+	r := newReplica(t, c, true, events.Options{})
+	ctx := testCtx(t)
+	a := newTenant()
+	e := &env{t: t, c: c}
+	r.ann.Observe(a, e.appendEvent(a, ev{}))
+	flush(t, r)
+	old := events.EncodeFeedCursor(events.FeedPosition{Entry: events.ID{MS: 1}})
+	_, err := r.client.ListEvents(asAdmin(ctx), &cyclesv1.ListEventsRequest{Cursor: old})
+	if status.Code(err) != codes.FailedPrecondition || reasonOf(err) != events.ReasonCursorExpired {
+		t.Fatalf("ancient feed cursor: %v", err)
+	}
+	s, err := r.client.WatchEvents(asAdmin(ctx), &cyclesv1.WatchEventsRequest{Start: cyclesv1.StartPosition_START_POSITION_CURSOR, Cursor: old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := recvErr(s, 10*time.Second); status.Code(err) != codes.FailedPrecondition || reasonOf(err) != events.ReasonCursorExpired {
+		t.Fatalf("ancient feed cursor on watch: %v", err)
+	}
+	fresh := events.EncodeFeedCursor(events.FeedPosition{Entry: events.ID{MS: 1}, Watermark: time.Now().UnixMilli()})
+	if _, err := r.client.ListEvents(asAdmin(ctx), &cyclesv1.ListEventsRequest{Cursor: fresh}); err != nil {
+		t.Fatalf("fresh watermark: %v", err)
+	}
+}
