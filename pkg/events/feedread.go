@@ -42,8 +42,9 @@ type feedReader struct {
 	startNow int64
 }
 
-// visit is called for every tenant log entry read, in feed order; ev.Cursor
-// is already the position after it. It returns stop to end the step right
+// visit is called for every tenant log entry read, in feed order; when
+// matched, ev is the event and ev.Cursor the position after it (ev is nil
+// for an entry the filter drops). It returns stop to end the step right
 // after this entry.
 type visit func(ev *cyclesv1.Event, matched bool) (stop bool, err error)
 
@@ -133,9 +134,18 @@ func (r *feedReader) step(ctx context.Context, fn visit) (caughtUp bool, now int
 				} else {
 					r.pos = FeedPosition{Entry: rg.entry, In: id, Partial: true, Watermark: mark}
 				}
-				ev := toEvent(rg.tenant, te, id)
-				ev.Cursor = EncodeFeedCursor(r.pos)
-				stop, err := fn(ev, r.f.match(ev))
+				// Filter on the stored type, category and scope first: an
+				// operator feed is usually selective (only expiries), and
+				// building the event (its data Struct) is most of the
+				// per-event cost.
+				var ev *cyclesv1.Event
+				matched := r.f.match(&cyclesv1.Event{EventType: te.F["type"], Category: te.F["cat"], Scope: te.F["scope"]})
+				if matched {
+					ev = toEvent(rg.tenant, te, id)
+					ev.Cursor = EncodeFeedCursor(r.pos)
+					matched = r.f.match(ev)
+				}
+				stop, err := fn(ev, matched)
 				if err != nil || stop {
 					return false, w.Now, err
 				}
