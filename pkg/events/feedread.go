@@ -97,10 +97,10 @@ func (r *feedReader) step(ctx context.Context, fn visit) (caughtUp bool, now int
 	// tenant log is its own key, on Cluster often its own shard), then
 	// delivered strictly in feed order: a busy Redis (a sweep in progress)
 	// then costs one wait per prefetchRanges ranges, not one per range.
-	pf := newPrefetcher(ctx, r.s, ranges)
+	pf := newPrefetcher(ctx, r.s, r.f, ranges)
 	defer pf.stop()
 	for i, rg := range ranges {
-		tw0, err0 := pf.get(i)
+		f0 := pf.get(i)
 		if !rg.valid {
 			// Not written by events/announce: skip it rather than stall
 			// every reader on it.
@@ -113,7 +113,7 @@ func (r *feedReader) step(ctx context.Context, fn visit) (caughtUp bool, now int
 			var tw window
 			var err error
 			if first {
-				tw, err = tw0, err0
+				tw, err = f0.w, f0.err
 			} else {
 				tw, err = r.s.r.read(ctx, rg.tenant, start.Next().String(), rg.to.String(), r.s.opts.ReadBatch)
 			}
@@ -124,28 +124,27 @@ func (r *feedReader) step(ctx context.Context, fn visit) (caughtUp bool, now int
 				return false, w.Now, r.s.expiredErr(ctx, "feed")
 			}
 			check = false
-			for _, te := range tw.Entries {
-				id, err := ParseID(te.ID)
-				if err != nil {
-					return false, w.Now, err
-				}
+			var evs []*cyclesv1.Event
+			var ids []ID
+			if first {
+				ids, evs, err = f0.ids, f0.evs, f0.convErr
+			} else {
+				ids, evs, err = convert(r.f, rg.tenant, tw)
+			}
+			if err != nil {
+				return false, w.Now, err
+			}
+			for k, id := range ids {
 				if id == rg.to {
 					r.pos = FeedPosition{Entry: rg.entry, Watermark: mark}
 				} else {
 					r.pos = FeedPosition{Entry: rg.entry, In: id, Partial: true, Watermark: mark}
 				}
-				// Filter on the stored type, category and scope first: an
-				// operator feed is usually selective (only expiries), and
-				// building the event (its data Struct) is most of the
-				// per-event cost.
-				var ev *cyclesv1.Event
-				matched := r.f.match(&cyclesv1.Event{EventType: te.F["type"], Category: te.F["cat"], Scope: te.F["scope"]})
-				if matched {
-					ev = toEvent(rg.tenant, te, id)
+				ev := evs[k]
+				if ev != nil {
 					ev.Cursor = EncodeFeedCursor(r.pos)
-					matched = r.f.match(ev)
 				}
-				stop, err := fn(ev, matched)
+				stop, err := fn(ev, ev != nil)
 				if err != nil || stop {
 					return false, w.Now, err
 				}
@@ -198,19 +197,23 @@ type prefetcher struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	s      *Service
+	f      filter
 	ranges []feedRange
 	slots  []chan fetched
 	next   int
 }
 
 type fetched struct {
-	w   window
-	err error
+	w       window
+	err     error
+	ids     []ID
+	evs     []*cyclesv1.Event
+	convErr error
 }
 
-func newPrefetcher(ctx context.Context, s *Service, ranges []feedRange) *prefetcher {
+func newPrefetcher(ctx context.Context, s *Service, f filter, ranges []feedRange) *prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &prefetcher{ctx: ctx, cancel: cancel, s: s, ranges: ranges, slots: make([]chan fetched, len(ranges))}
+	p := &prefetcher{ctx: ctx, cancel: cancel, s: s, f: f, ranges: ranges, slots: make([]chan fetched, len(ranges))}
 	for p.next < len(ranges) && p.next < prefetchRanges {
 		p.launch()
 	}
@@ -229,17 +232,47 @@ func (p *prefetcher) launch() {
 	}
 	go func() {
 		w, err := p.s.r.read(p.ctx, rg.tenant, rg.start.Next().String(), rg.to.String(), p.s.opts.ReadBatch)
-		ch <- fetched{w: w, err: err}
+		f := fetched{w: w, err: err}
+		if err == nil {
+			// Converting here, off the delivering goroutine, spreads the
+			// per-event work over the prefetched ranges.
+			f.ids, f.evs, f.convErr = convert(p.f, rg.tenant, w)
+		}
+		ch <- f
 	}()
 }
 
-// get waits for the first window of ranges[i] and reads one more ahead.
-func (p *prefetcher) get(i int) (window, error) {
+// get waits for the first window of ranges[i] (read and converted) and
+// reads one more ahead.
+func (p *prefetcher) get(i int) fetched {
 	if p.next < len(p.ranges) {
 		p.launch()
 	}
-	f := <-p.slots[i]
-	return f.w, f.err
+	return <-p.slots[i]
+}
+
+// convert parses the ids of a window and builds the events the filter keeps
+// (nil for the others). The filter runs on the stored type, category and
+// scope first: an operator feed is usually selective (only expiries), and
+// building an event (its data Struct) is most of the per-event cost. The
+// event's cursor is left to the caller.
+func convert(f filter, tenant string, w window) ([]ID, []*cyclesv1.Event, error) {
+	ids := make([]ID, len(w.Entries))
+	evs := make([]*cyclesv1.Event, len(w.Entries))
+	for k, te := range w.Entries {
+		id, err := ParseID(te.ID)
+		if err != nil {
+			return nil, nil, err
+		}
+		ids[k] = id
+		if !f.match(&cyclesv1.Event{EventType: te.F["type"], Category: te.F["cat"], Scope: te.F["scope"]}) {
+			continue
+		}
+		if ev := toEvent(tenant, te, id); f.match(ev) {
+			evs[k] = ev
+		}
+	}
+	return ids, evs, nil
 }
 
 // stop abandons the reads still in flight.
