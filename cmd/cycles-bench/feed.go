@@ -47,6 +47,7 @@ type FeedResult struct {
 	ReplayRate       float64 `json:"replay_events_per_s"`
 	CyclesdCPUReplay float64 `json:"cyclesd_cpu_s_during_replay"`
 	RedisCPUReplay   float64 `json:"redis_cpu_s_during_replay"`
+	ClientCPUReplay  float64 `json:"subscriber_cpu_s_during_replay"`
 	// Idle: IdleTenants more tenants exist, nothing happens; commands per
 	// second Redis processed with the subscriber connected and without it.
 	// Reconnects: streams the subscribers resumed from their cursor after an
@@ -359,6 +360,7 @@ func (b *runner) runFeed(ctx context.Context, nTenants, nExp, nIdle int, window 
 	after = b.pids.sample()
 	res.CyclesdCPUReplay = round3((after.server - before.server).Seconds())
 	res.RedisCPUReplay = round3((after.redis - before.redis).Seconds())
+	res.ClientCPUReplay = round3((after.client - before.client).Seconds())
 	res.ReplayS = round3(time.Since(t1).Seconds())
 	res.ReplayRate = round3(float64(nExp) / res.ReplayS)
 	if replay.dups > 0 {
