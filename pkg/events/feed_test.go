@@ -314,6 +314,7 @@ func TestFeedListPages(t *testing.T) {
 		seedTenant(t, c, x)
 	}
 	ctx := testCtx(t)
+	begin := time.Now().UnixMilli()
 	var want [][]string
 	for _, x := range tenants {
 		want = append(want, r.reserve(t, x, 7))
@@ -349,7 +350,34 @@ func TestFeedListPages(t *testing.T) {
 	if ids := reservationIDs(t, got); !slices.Equal(ids, sorted(want...)) || pages < 6 {
 		t.Fatalf("%d pages\n got %v\nwant %v", pages, ids, sorted(want...))
 	}
-	_, err := r.client.ListEvents(asTenant(ctx, tenants[0]), &cyclesv1.ListEventsRequest{Cursor: cursor})
+	// A time window: from_ms seeks the feed; every event since begin is in
+	// the window, none after an hour from now.
+	var windowed []*cyclesv1.Event
+	for cur := ""; ; {
+		resp, err := r.client.ListEvents(asAdmin(ctx), &cyclesv1.ListEventsRequest{EventTypes: []string{"reservation.expired"}, FromMs: &begin, Limit: 200, Cursor: cur})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range resp.GetEvents() {
+			if in[e.GetTenantId()] {
+				windowed = append(windowed, e)
+			}
+		}
+		if !resp.GetHasMore() {
+			break
+		}
+		cur = resp.GetNextCursor()
+	}
+	if ids := reservationIDs(t, windowed); !slices.Equal(ids, sorted(want...)) {
+		t.Fatalf("from_ms window\n got %v\nwant %v", ids, sorted(want...))
+	}
+	// A time window: from_ms after every event lists none of them.
+	later := time.Now().Add(time.Hour).UnixMilli()
+	resp, err := r.client.ListEvents(asAdmin(ctx), &cyclesv1.ListEventsRequest{EventTypes: []string{"reservation.expired"}, FromMs: &later})
+	if err != nil || len(resp.GetEvents()) != 0 || resp.GetHasMore() {
+		t.Fatalf("from_ms in the future: %v %v", resp, err)
+	}
+	_, err = r.client.ListEvents(asTenant(ctx, tenants[0]), &cyclesv1.ListEventsRequest{Cursor: cursor})
 	if status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("tenant key on the feed: %v", err)
 	}
