@@ -1,7 +1,8 @@
 -- core.lua: helpers shared by every script (prepended after int64.lua).
 --
 -- Result convention: a script returns a two-element array
---   {'OK', <json>}            on success, or
+--   {'OK', <json>}            on success (plus <stream>, <last event id> when
+--                             the run appended events), or
 --   {'<CODE>', <json>}        on a refusal, json = {msg=..., d={detail=...}}.
 -- The executor (pkg/script) turns refusals into *apierr.Error. A refusal is
 -- always returned before the first write, so a refused request changes nothing.
@@ -13,7 +14,16 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- emitted_stream / emitted_id remember the last event this script run
+-- appended (emit_event). ok() hands them to the executor as two extra result
+-- elements, so cyclesd can announce "tenant T has events up to id X" to the
+-- all-tenant feed (pkg/events/doc.go) without reading the stream again.
+local emitted_stream, emitted_id = nil, nil
+
 local function ok(res)
+  if emitted_id then
+    return {'OK', cjson.encode(res), emitted_stream, emitted_id}
+  end
   return {'OK', cjson.encode(res)}
 end
 
@@ -52,7 +62,8 @@ end
 -- ev = {id, type, category, scope, actor, key_id, request_id, trace_id, source}
 local function emit_event(stream, retention_ms, now, ev, data)
   local minid = tostring(math.max(0, now - retention_ms))
-  redis.call('XADD', stream, 'MINID', '~', minid, '*',
+  emitted_stream = stream
+  emitted_id = redis.call('XADD', stream, 'MINID', '~', minid, '*',
     'id', ev.id, 'type', ev.type, 'cat', ev.category, 'ts', tostring(now),
     'scope', ev.scope or '', 'actor', ev.actor or 'system', 'key_id', ev.key_id or '',
     'req', ev.request_id or '', 'trace', ev.trace_id or '', 'src', ev.source or 'cyclesd',

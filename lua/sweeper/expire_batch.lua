@@ -10,13 +10,16 @@
 -- KEYS[3] event stream   cy:{t:<tenant>}:events
 -- ARGV[1] batch size N, 1..10000
 -- ARGV[2] event context JSON (pkg/events.Context: base, retention_ms, actor, trace_id, ...)
--- Any further ARGV is ignored: the only clock is Redis TIME, read once here.
+-- ARGV[3] optional: 'tail' also returns the stream's newest id (the feed's
+--         reconciliation, pkg/events/doc.go); anything else is ignored, and
+--         so is any further ARGV: the only clock is Redis TIME, read once here.
 --
 -- Result ok({now, due_before, due, expired, skipped, in_grace, not_found, quarantined,
---            q = [{id, reason}]})
+--            q = [{id, reason}], tail})
 --   due_before / due: index entries due (score < now) before and after this call;
 --   due > 0 means the caller should call again at once. q lists the quarantined
---   ids (at most N; it encodes as {} when empty).
+--   ids (at most N; it encodes as {} when empty). tail: the newest id of the
+--   event stream ('' when empty or not asked for).
 --
 -- Per candidate id (selected by ZRANGEBYSCORE -inf (now LIMIT 0 N):
 --   record missing                       -> ZREM                          NOT_FOUND
@@ -212,8 +215,14 @@ end
 local due = 0
 if due_before > 0 then due = redis.call('ZCOUNT', deadlines, '-inf', due_clause) end
 
+local tail = ''
+if ARGV[3] == 'tail' then
+  local newest = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
+  if #newest > 0 then tail = newest[1][1] end
+end
+
 return ok({
-  now = now, due_before = due_before, due = due,
+  now = now, due_before = due_before, due = due, tail = tail,
   expired = counts.expired, skipped = counts.skipped, in_grace = counts.in_grace,
   not_found = counts.not_found, quarantined = counts.quarantined, q = quarantined,
 })

@@ -47,6 +47,8 @@ const (
 	InternalError          Code = "INTERNAL_ERROR"
 	Unavailable            Code = "UNAVAILABLE"
 	IdempotencyPending     Code = "IDEMPOTENCY_PENDING"
+	// SlowConsumer ends a watch whose client stopped reading (pkg/events).
+	SlowConsumer Code = "SLOW_CONSUMER"
 
 	// Admin-plane codes.
 	TenantNotFound    Code = "TENANT_NOT_FOUND"
@@ -76,7 +78,7 @@ func (c Code) GRPCCode() codes.Code {
 		return codes.NotFound
 	case IdempotencyMismatch, DuplicateResource:
 		return codes.AlreadyExists
-	case LimitExceeded, StoreFull:
+	case LimitExceeded, StoreFull, SlowConsumer:
 		return codes.ResourceExhausted
 	case Unavailable, IdempotencyPending:
 		return codes.Unavailable

@@ -233,6 +233,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		<-gctx.Done()
 		log.Info("shutting down: draining in-flight RPCs", zap.Duration("grace", cfg.ShutdownGrace))
 		srv.Stop(cfg.ShutdownGrace)
+		comp.flushFeed()
 		return nil
 	})
 	err = g.Wait()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
@@ -39,6 +40,7 @@ type components struct {
 	admin   *admin.Service
 	ledger  *ledger.Ledger
 	sweeper *sweeper.Sweeper
+	feed    *events.Announcer
 }
 
 // build wires the domain packages; event streams use streamExec (a separate
@@ -53,10 +55,15 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 
 		KeyNegativeCacheTTL: cfg.KeyNegativeCacheTTL,
 	})
+	// The all-tenant event feed: every script run that appends events is
+	// announced to it (pkg/events/doc.go); the sweeper reconciles.
+	ann := events.NewAnnouncer(exec, events.AnnouncerOptions{Retention: cfg.EventRetention, MeterProvider: mp, Logger: log.Named("feed")})
+	exec.SetEventHook(ann.Hook)
 	sw := sweeper.New(exec, sweeper.Options{
 		Interval:       cfg.SweeperInterval,
 		BatchSize:      cfg.SweeperBatch,
 		EventRetention: cfg.EventRetention,
+		Reconcile:      ann.Reconcile,
 		MeterProvider:  mp,
 		Logger:         log.Named("sweeper"),
 	})
@@ -84,6 +91,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		admin:         adm,
 		ledger:        led,
 		sweeper:       sw,
+		feed:          ann,
 		services: server.Services{
 			Runtime:   runtimeapi.New(led),
 			Admin:     adminapi.New(adm),
@@ -102,6 +110,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		}
 		c.services.Register = rls
 	}
+	c.workers = append(c.workers, ann.Run)
 	if cfg.SweeperEnabled {
 		c.workers = append(c.workers, sw.Run)
 	}
@@ -127,4 +136,12 @@ func loadEnvoyRLS(path string, lim *ratelimit.Limiter, mp metric.MeterProvider) 
 		return nil, err
 	}
 	return srv.Register, nil
+}
+
+// flushFeed announces what the drained RPCs appended, after the server
+// stopped (the announcer's own loop may already have ended).
+func (c *components) flushFeed() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = c.feed.Flush(ctx)
 }

@@ -62,6 +62,18 @@ func (r reader) read(ctx context.Context, tenant, from, to string, n int) (windo
 	return w, nil
 }
 
+// readStream is read for any stream key (the all-tenant feed).
+func (r reader) readStream(ctx context.Context, stream, from, to string, n int) (window, error) {
+	if n > maxRead {
+		n = maxRead
+	}
+	var w window
+	if err := r.exec.RunInto(ctx, &w, "events/read", []string{stream}, from, to, n); err != nil {
+		return window{}, fmt.Errorf("read %s: %w", stream, err)
+	}
+	return w, nil
+}
+
 // toEvent converts one stream entry (fields per pkg/keys records.go) into the
 // wire envelope. Malformed optional parts are dropped rather than failing the
 // stream: the log is append-only history and must stay readable.

@@ -24,6 +24,9 @@ const (
 	DefaultReadBatch    = 256
 	DefaultListLimit    = 50
 	MaxListLimit        = 200
+	DefaultSendBuffer   = 256
+	DefaultSendStall    = 30 * time.Second
+	DefaultFeedBlock    = 2 * time.Second
 )
 
 // ReasonCursorExpired is the ErrorInfo reason of a resume whose missed events
@@ -53,17 +56,27 @@ type Options struct {
 	PollInterval time.Duration
 	// ReadBatch is the number of entries a watcher reads per call: the bound
 	// of its in-memory buffer; default 256, at most 1000.
-	ReadBatch     int
+	ReadBatch int
+	// SendBuffer is how many messages a watch may have read ahead of its
+	// client; default 256.
+	SendBuffer int
+	// SendStall is how long a watch waits with a full buffer before it cuts
+	// the client off with SLOW_CONSUMER; default 30 s.
+	SendStall time.Duration
+	// FeedBlock is the BLOCK period of the process's one waiter on the
+	// all-tenant feed (an idle feed costs one XREAD per period); default 2 s.
+	FeedBlock     time.Duration
 	MeterProvider metric.MeterProvider
 	Logger        *zap.Logger
 }
 
 // Service serves the per-tenant event logs.
 type Service struct {
-	r     reader
-	opts  Options
-	log   *zap.Logger
-	tails *tails
+	r        reader
+	opts     Options
+	log      *zap.Logger
+	tails    *tails
+	feedTail *feedTail
 
 	delivered     metric.Int64Counter
 	heartbeats    metric.Int64Counter
@@ -88,6 +101,15 @@ func New(exec *script.Executor, opts Options) *Service {
 	if opts.ReadBatch > maxRead {
 		opts.ReadBatch = maxRead
 	}
+	if opts.SendBuffer <= 0 {
+		opts.SendBuffer = DefaultSendBuffer
+	}
+	if opts.SendStall <= 0 {
+		opts.SendStall = DefaultSendStall
+	}
+	if opts.FeedBlock <= 0 {
+		opts.FeedBlock = DefaultFeedBlock
+	}
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -107,11 +129,13 @@ func New(exec *script.Executor, opts Options) *Service {
 		cursorExpired: telemetry.MustCounter(m, "cycles.events.cursor_expired", "Reads refused because retention may have trimmed events after the cursor"),
 	}
 	s.tails = newTails(s.r, opts.PollInterval, log)
+	s.feedTail = newFeedTail(exec, opts.FeedBlock, log)
 	return s
 }
 
 // filter is the resolved, authorised selection of one request.
 type filter struct {
+	// tenant is the log to read; "" = every tenant (the all-tenant feed).
 	tenant string
 	types  map[string]bool
 	cats   map[string]bool
@@ -136,19 +160,26 @@ func (f filter) match(ev *cyclesv1.Event) bool {
 
 // resolve decides which tenant's log the caller reads and what it may see: a
 // tenant key reads its own tenant (tenant_id empty or equal) and only the
-// tenant-accessible categories; the admin key names any tenant and category.
-func resolve(p auth.Principal, tenantID string, types, cats []string, prefix string) (filter, error) {
+// tenant-accessible categories; the admin key names any tenant and category,
+// or reads every tenant (the all-tenant feed) with tenant_id empty. cursor is
+// the request's cursor: an all-tenant cursor is only for the admin key's
+// all-tenant mode.
+func resolve(p auth.Principal, tenantID string, types, cats []string, prefix, cursor string) (filter, error) {
 	f := filter{types: set(types), cats: map[string]bool{}, prefix: prefix}
 	allowed := Categories
+	feedCursor := cursor != "" && IsFeedCursor(cursor)
 	switch {
 	case p.Admin:
-		if tenantID == "" {
-			return filter{}, apierr.Invalid("tenant_id", "is required with the admin key (one tenant's log per request)")
-		}
 		f.tenant = tenantID
+		if tenantID != "" && feedCursor {
+			return filter{}, apierr.Invalid("cursor", "is an all-tenant cursor: resume it without tenant_id")
+		}
 	case p.Tenant != "":
 		if tenantID != "" && tenantID != p.Tenant {
 			return filter{}, apierr.New(apierr.Forbidden, "a tenant key can only read its own tenant's events").With("tenant_id", tenantID)
+		}
+		if feedCursor {
+			return filter{}, apierr.New(apierr.Forbidden, "the all-tenant event feed needs the admin key").With("cursor", "all-tenant")
 		}
 		f.tenant = p.Tenant
 		allowed = TenantCategories
@@ -203,9 +234,12 @@ func (s *Service) expiredErr(ctx context.Context, rpc string) error {
 // Watch streams the events of one tenant log to send until ctx ends or send
 // fails. It returns nil when the client goes away.
 func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.WatchEventsRequest, send func(*cyclesv1.WatchEventsResponse) error) error {
-	f, err := resolve(p, req.GetTenantId(), req.GetEventTypes(), req.GetCategories(), req.GetScopePrefix())
+	f, err := resolve(p, req.GetTenantId(), req.GetEventTypes(), req.GetCategories(), req.GetScopePrefix(), req.GetCursor())
 	if err != nil {
 		return err
+	}
+	if f.tenant == "" {
+		return s.watchAll(ctx, f, req, send)
 	}
 	var pos Position
 	fromStart := false
@@ -233,6 +267,8 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 	defer s.active.Add(context.WithoutCancel(ctx), -1)
 	t := s.tails.acquire(f.tenant)
 	defer s.tails.release(f.tenant, t)
+	out := s.newSender(ctx, send) // bounded buffer; cuts off a client that stops reading
+	defer out.close()
 
 	watchAttr := metric.WithAttributes(attribute.String("rpc", "watch"))
 	hb := time.NewTimer(s.opts.Heartbeat)
@@ -266,7 +302,7 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 			if !f.match(ev) {
 				continue
 			}
-			if err := send(&cyclesv1.WatchEventsResponse{Item: &cyclesv1.WatchEventsResponse_Event{Event: ev}}); err != nil {
+			if err := out.send(&cyclesv1.WatchEventsResponse{Item: &cyclesv1.WatchEventsResponse_Event{Event: ev}}); err != nil {
 				return sendErr(ctx, err)
 			}
 			s.delivered.Add(ctx, 1, watchAttr)
@@ -282,7 +318,7 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 		}
 		if heartbeatDue {
 			hbMsg := &cyclesv1.Heartbeat{ServerTimeMs: w.Now, Cursor: EncodeCursor(pos)}
-			if err := send(&cyclesv1.WatchEventsResponse{Item: &cyclesv1.WatchEventsResponse_Heartbeat{Heartbeat: hbMsg}}); err != nil {
+			if err := out.send(&cyclesv1.WatchEventsResponse{Item: &cyclesv1.WatchEventsResponse_Heartbeat{Heartbeat: hbMsg}}); err != nil {
 				return sendErr(ctx, err)
 			}
 			s.heartbeats.Add(ctx, 1)
@@ -292,6 +328,8 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 		select {
 		case <-ctx.Done():
 			return nil
+		case err := <-out.failed():
+			return sendErr(ctx, err)
 		case <-s.tails.after(t, pos.ID):
 		case <-hb.C:
 			// Re-read first, so the heartbeat carries a fresh position.
@@ -311,7 +349,7 @@ func sendErr(ctx context.Context, err error) error {
 // window (at most 4 x limit entries), so a selective filter may return a
 // short page with has_more set.
 func (s *Service) List(ctx context.Context, p auth.Principal, req *cyclesv1.ListEventsRequest) (*cyclesv1.ListEventsResponse, error) {
-	f, err := resolve(p, req.GetTenantId(), req.GetEventTypes(), req.GetCategories(), req.GetScopePrefix())
+	f, err := resolve(p, req.GetTenantId(), req.GetEventTypes(), req.GetCategories(), req.GetScopePrefix(), req.GetCursor())
 	if err != nil {
 		return nil, err
 	}
@@ -321,6 +359,9 @@ func (s *Service) List(ctx context.Context, p auth.Principal, req *cyclesv1.List
 	}
 	if limit > MaxListLimit {
 		limit = MaxListLimit
+	}
+	if f.tenant == "" {
+		return s.listAll(ctx, f, req, limit)
 	}
 	from, to := "-", "+"
 	var start ID

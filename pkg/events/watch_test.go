@@ -217,7 +217,8 @@ func TestCursorExpiredAfterRetention(t *testing.T) {
 }
 
 // Tenant keys see only their own tenant's budget, reservation and tenant
-// categories; the admin key names any tenant and sees every category.
+// categories and never the all-tenant feed; the admin key names any tenant
+// and sees every category.
 func TestAccessRules(t *testing.T) {
 	e := newEnv(t, redistest.SharedClient(t), events.Options{})
 	a := newTenant()
@@ -225,6 +226,7 @@ func TestAccessRules(t *testing.T) {
 	e.appendEvent(a, ev{Type: "api_key.created", Cat: "api_key"})
 	e.appendEvent(a, ev{Type: "budget.funded", Cat: "budget"})
 	e.appendEvent(a, ev{Type: "tenant.closed", Cat: "tenant"})
+	feedCursor := events.EncodeFeedCursor(events.FeedPosition{Entry: events.ID{MS: 1}})
 
 	cases := []struct {
 		name   string
@@ -238,7 +240,9 @@ func TestAccessRules(t *testing.T) {
 		{"tenant names itself", asTenant(ctx, a), &cyclesv1.ListEventsRequest{TenantId: a}, codes.OK, "", []string{"budget.funded", "tenant.closed"}},
 		{"tenant asks for api_key", asTenant(ctx, a), &cyclesv1.ListEventsRequest{Categories: []string{"api_key"}}, codes.PermissionDenied, apierr.Forbidden, nil},
 		{"tenant names another tenant", asTenant(ctx, newTenant()), &cyclesv1.ListEventsRequest{TenantId: a}, codes.PermissionDenied, apierr.Forbidden, nil},
-		{"admin without tenant", asAdmin(ctx), &cyclesv1.ListEventsRequest{}, codes.InvalidArgument, apierr.InvalidRequest, nil},
+		{"tenant key with an all-tenant cursor", asTenant(ctx, a), &cyclesv1.ListEventsRequest{Cursor: feedCursor}, codes.PermissionDenied, apierr.Forbidden, nil},
+		{"admin names a tenant with an all-tenant cursor", asAdmin(ctx), &cyclesv1.ListEventsRequest{TenantId: a, Cursor: feedCursor}, codes.InvalidArgument, apierr.InvalidRequest, nil},
+		{"admin resumes the feed with a tenant cursor", asAdmin(ctx), &cyclesv1.ListEventsRequest{Cursor: events.EncodeCursor(events.Position{ID: events.ID{MS: 1}})}, codes.InvalidArgument, apierr.InvalidRequest, nil},
 		{"admin sees everything", asAdmin(ctx), &cyclesv1.ListEventsRequest{TenantId: a}, codes.OK, "", []string{"api_key.created", "budget.funded", "tenant.closed"}},
 		{"anonymous", ctx, &cyclesv1.ListEventsRequest{TenantId: a}, codes.Unauthenticated, apierr.Unauthorized, nil},
 		{"unknown category", asAdmin(ctx), &cyclesv1.ListEventsRequest{TenantId: a, Categories: []string{"nope"}}, codes.InvalidArgument, apierr.InvalidRequest, nil},

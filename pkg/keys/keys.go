@@ -23,6 +23,8 @@
 //	cy:{t:T}:events                  stream  event log (outbox), trimmed by MINID          retention (default 7 d)
 //	cy:tenants                       zset    tenant ids (lex), for sweeper and admin       none
 //	cy:ops:sweeper                   hash    sweeper pause flag (paused_at, reason)        none
+//	cy:{feed}:log                    stream  all-tenant feed: {t, from, to} ranges         retention (default 7 d)
+//	cy:{feed}:marks                  hash    tenant -> last stream id put in the feed      none
 //	cy:rl:policies                   hash    rate-limit policy name -> JSON                none
 //	cy:rl:{<policy>:<key>}           varies  rate-limit state of one key                   window + slack
 //
@@ -42,7 +44,27 @@ const (
 	RateLimitPolicies = Prefix + "rl:policies"
 	// SweeperControl is the sweeper pause flag shared by every replica.
 	SweeperControl = Prefix + "ops:sweeper"
+	// Feed is the all-tenant event feed: a stream of "tenant t's events in
+	// (from, to]" ranges (pkg/events/doc.go). Feed and FeedMarks share the
+	// hash tag {feed}, so the script that appends to both runs in one slot.
+	Feed = Prefix + "{feed}:log"
+	// FeedMarks holds, per tenant, the last stream id already in the feed.
+	FeedMarks = Prefix + "{feed}:marks"
 )
+
+// TenantOfEvents returns the tenant whose event stream key is k
+// ("cy:{t:<tenant>}:events").
+func TenantOfEvents(k string) (string, bool) {
+	rest, ok := strings.CutPrefix(k, Prefix+"{t:")
+	if !ok {
+		return "", false
+	}
+	t, ok := strings.CutSuffix(rest, "}:events")
+	if !ok || t == "" || strings.ContainsAny(t, "{}:") {
+		return "", false
+	}
+	return t, true
+}
 
 // Tenant builds the keys of one tenant.
 type Tenant string

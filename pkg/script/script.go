@@ -94,7 +94,19 @@ type Executor struct {
 	// one; scriptFlags says whether they are sent (WithScriptFlags).
 	shebangs    map[string]string
 	scriptFlags bool
+	// eventHook is told the stream and last id of every run that appended
+	// events (SetEventHook); nil = nobody listens.
+	eventHook func(stream, lastID string)
 }
+
+// SetEventHook registers fn to be called after every successful script run
+// that appended events, with the stream key and the id of the last event it
+// appended (lua/lib/core.lua adds both to the result); and, after a call that
+// got no reply (timeout, connection lost: it may have run), once per key of
+// the call with an empty id. The all-tenant event feed uses it to announce
+// tenants with new events (pkg/events/doc.go). fn runs on the caller's
+// goroutine and must not block. Call it before the Executor is used.
+func (e *Executor) SetEventHook(fn func(stream, lastID string)) { e.eventHook = fn }
 
 // Option configures an Executor.
 type Option func(*Executor)
@@ -266,9 +278,22 @@ func (e *Executor) Run(ctx context.Context, name string, keys []string, args ...
 	if err != nil {
 		err = classify(name, err)
 		span.SetStatus(codes.Error, err.Error())
+		if e.eventHook != nil && !errors.Is(err, context.Canceled) {
+			// No reply: the script may have run and appended events all
+			// the same (a read timeout). The hook learns which keys were
+			// involved, with no id, and finds out for itself.
+			for _, k := range keys {
+				e.eventHook(k, "")
+			}
+		}
 		return nil, err
 	}
 	out, err := decode(name, res)
+	if err == nil && e.eventHook != nil {
+		if stream, last, ok := emitted(res); ok {
+			e.eventHook(stream, last)
+		}
+	}
 	if ae, ok := apierr.As(err); ok {
 		// A refusal is a correct answer, not a failed call.
 		span.SetAttributes(attribute.String("cycles.refusal", string(ae.Code)))
@@ -322,9 +347,21 @@ type refusal struct {
 	D   json.RawMessage `json:"d"`
 }
 
+// emitted returns the stream and last event id a successful run appended to
+// (the optional third and fourth result elements).
+func emitted(res any) (stream, lastID string, ok bool) {
+	arr, _ := res.([]any)
+	if len(arr) != 4 {
+		return "", "", false
+	}
+	stream, _ = arr[2].(string)
+	lastID, _ = arr[3].(string)
+	return stream, lastID, stream != "" && lastID != ""
+}
+
 func decode(name string, res any) (json.RawMessage, error) {
 	arr, ok := res.([]any)
-	if !ok || len(arr) != 2 {
+	if !ok || (len(arr) != 2 && len(arr) != 4) {
 		return nil, fmt.Errorf("script %s: unexpected result shape %T", name, res)
 	}
 	code, _ := arr[0].(string)

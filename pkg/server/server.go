@@ -150,8 +150,8 @@ type Server struct {
 	names   []string
 	serving atomic.Bool
 	// unary is the interceptor chain, kept for Invoke (other transports).
-	unary []grpc.UnaryServerInterceptor
-	limits  Limits
+	unary  []grpc.UnaryServerInterceptor
+	limits Limits
 }
 
 // New builds the server.

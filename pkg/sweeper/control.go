@@ -48,6 +48,6 @@ func (s *Sweeper) SetPaused(ctx context.Context, paused bool, reason string) (Pa
 // run beside a sweep: every decision is made inside the script that mutates.
 func (s *Sweeper) SweepTenant(ctx context.Context, tenant string) (Counts, time.Duration, error) {
 	start := time.Now()
-	c, _, err := s.drain(ctx, tenant)
+	c, _, err := s.drain(ctx, tenant, false)
 	return c, time.Since(start), err
 }

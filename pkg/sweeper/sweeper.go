@@ -28,6 +28,9 @@ const (
 	MaxBatchSize      = 10000
 	DefaultWorkers    = 4
 	DefaultTenantPage = 500
+	// DefaultReconcileInterval bounds how long a crash can delay events in
+	// the all-tenant feed.
+	DefaultReconcileInterval = 10 * time.Minute
 )
 
 // Outcomes of one candidate, as counted by cycles.sweeper.outcomes{outcome}.
@@ -53,8 +56,15 @@ type Options struct {
 	// EventRetention is passed to the expire script for its stream trim;
 	// default events.DefaultRetention.
 	EventRetention time.Duration
-	MeterProvider  metric.MeterProvider
-	Logger         *zap.Logger
+	// Reconcile, when set, is given every tenant's newest event id once per
+	// ReconcileInterval (and on the first sweep), so the all-tenant feed can
+	// repair announcements a crashed replica never made
+	// (events.Announcer.Reconcile, pkg/events/doc.go).
+	Reconcile func(tenant, tail string)
+	// ReconcileInterval is how often a sweep reports tails; default 10 min.
+	ReconcileInterval time.Duration
+	MeterProvider     metric.MeterProvider
+	Logger            *zap.Logger
 }
 
 // Counts are per-outcome totals.
@@ -105,6 +115,8 @@ type Sweeper struct {
 
 	sem     chan struct{} // one sweep at a time per process
 	running atomic.Bool
+	// lastReconcile is when a sweep last reported tails (guarded by sem).
+	lastReconcile time.Time
 
 	mu     sync.Mutex
 	status Status
@@ -135,6 +147,9 @@ func New(exec *script.Executor, opts Options) *Sweeper {
 	}
 	if opts.EventRetention <= 0 {
 		opts.EventRetention = events.DefaultRetention
+	}
+	if opts.ReconcileInterval <= 0 {
+		opts.ReconcileInterval = DefaultReconcileInterval
 	}
 	log := opts.Logger
 	if log == nil {
@@ -201,6 +216,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Counts, error) {
 	defer func() { <-s.sem }()
 
 	start := time.Now()
+	reconcile := s.opts.Reconcile != nil && (s.lastReconcile.IsZero() || start.Sub(s.lastReconcile) >= s.opts.ReconcileInterval)
 	var (
 		mu      sync.Mutex
 		total   Counts
@@ -214,7 +230,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Counts, error) {
 		go func() {
 			defer wg.Done()
 			for tenant := range work {
-				c, due, err := s.drain(ctx, tenant)
+				c, due, err := s.drain(ctx, tenant, reconcile)
 				mu.Lock()
 				total = total.Add(c)
 				backlog += due
@@ -242,6 +258,9 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Counts, error) {
 		errs = append(errs, ctx.Err())
 	}
 	err = errors.Join(errs...)
+	if reconcile && err == nil {
+		s.lastReconcile = start
+	}
 
 	s.sweeps.Add(ctx, 1)
 	s.mu.Lock()
@@ -298,6 +317,7 @@ type batchResult struct {
 	DueBefore int64                          `json:"due_before"`
 	Due       int64                          `json:"due"`
 	Q         events.LuaArray[quarantineRow] `json:"q"`
+	Tail      string                         `json:"tail"`
 }
 
 type quarantineRow struct {
@@ -307,16 +327,21 @@ type quarantineRow struct {
 
 // drain runs the batch script for tenant until nothing is due. It returns the
 // counts and the number of entries that were due when it started.
-func (s *Sweeper) drain(ctx context.Context, tenant string) (Counts, int64, error) {
+// With reconcile, the first batch also reports the tenant's newest event id
+// to Options.Reconcile.
+func (s *Sweeper) drain(ctx context.Context, tenant string, reconcile bool) (Counts, int64, error) {
 	var total Counts
 	var dueAtStart int64
 	for first := true; ; first = false {
-		r, err := s.batch(ctx, tenant)
+		r, err := s.batch(ctx, tenant, reconcile && first)
 		if err != nil {
 			return total, dueAtStart, err
 		}
 		if first {
 			dueAtStart = r.DueBefore
+			if reconcile && r.Tail != "" {
+				s.opts.Reconcile(tenant, r.Tail)
+			}
 		}
 		total = total.Add(r.Counts)
 		// Every outcome removes or re-scores its entry past now, so a batch
@@ -329,11 +354,14 @@ func (s *Sweeper) drain(ctx context.Context, tenant string) (Counts, int64, erro
 
 // batch runs one expire-batch call for tenant (at most BatchSize entries) and
 // counts its outcomes.
-func (s *Sweeper) batch(ctx context.Context, tenant string) (batchResult, error) {
+func (s *Sweeper) batch(ctx context.Context, tenant string, tail bool) (batchResult, error) {
 	t := keys.Tenant(tenant)
 	var r batchResult
-	err := s.exec.RunInto(ctx, &r, "sweeper/expire_batch",
-		[]string{t.Prefix(), t.Deadlines(), t.Events()}, s.opts.BatchSize, s.eventContext())
+	args := []any{s.opts.BatchSize, s.eventContext()}
+	if tail {
+		args = append(args, "tail")
+	}
+	err := s.exec.RunInto(ctx, &r, "sweeper/expire_batch", []string{t.Prefix(), t.Deadlines(), t.Events()}, args...)
 	s.batches.Add(ctx, 1)
 	if err != nil {
 		s.errs.Add(ctx, 1, metric.WithAttributes(attribute.String("script", "expire_batch")))

@@ -514,10 +514,13 @@ func (*Event_QuarantineResolved) isEvent_Payload() {}
 
 func (*Event_LedgerRepaired) isEvent_Payload() {}
 
-// WatchEventsRequest opens a live tail of one tenant's log.
+// WatchEventsRequest opens a live tail of one tenant's log, or (admin key,
+// no tenant_id) of every tenant's.
 type WatchEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Admin key only: the tenant to watch.
+	// Admin key only: the tenant to watch; empty with the admin key watches
+	// every tenant (cursors are then all-tenant cursors, which a tenant key is
+	// refused with PERMISSION_DENIED).
 	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// Empty means all.
 	EventTypes []string `protobuf:"bytes,2,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`
@@ -757,10 +760,12 @@ func (*WatchEventsResponse_Event) isWatchEventsResponse_Item() {}
 
 func (*WatchEventsResponse_Heartbeat) isWatchEventsResponse_Item() {}
 
-// ListEventsRequest pages one tenant's log, oldest first.
+// ListEventsRequest pages one tenant's log, oldest first, or (admin key, no
+// tenant_id) every tenant's, in feed order.
 type ListEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Admin key only: the tenant to read; a tenant key reads its own.
+	// As in WatchEventsRequest: empty with the admin key lists every tenant's
+	// events, in feed order, paged with all-tenant cursors.
 	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// Only these protocol event names; empty means all.
 	EventTypes []string `protobuf:"bytes,2,rep,name=event_types,json=eventTypes,proto3" json:"event_types,omitempty"`

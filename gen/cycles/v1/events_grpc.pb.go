@@ -31,7 +31,9 @@ const (
 // ledger scripts append to in the same script as each state change.
 //
 // A tenant key (`x-cycles-api-key`) sees its own tenant's budget, reservation
-// and tenant categories; an admin key (`x-cycles-admin-key`) names a tenant_id.
+// and tenant categories; an admin key (`x-cycles-admin-key`) names a tenant_id,
+// or leaves it empty to read every tenant at once (the all-tenant feed: one
+// resumable cursor for all tenants, exactly once and in order per tenant).
 type EventServiceClient interface {
 	// WatchEvents streams events as they are appended. Every event carries a
 	// cursor; reconnect with start=START_CURSOR and the last cursor seen to
@@ -86,7 +88,9 @@ func (c *eventServiceClient) ListEvents(ctx context.Context, in *ListEventsReque
 // ledger scripts append to in the same script as each state change.
 //
 // A tenant key (`x-cycles-api-key`) sees its own tenant's budget, reservation
-// and tenant categories; an admin key (`x-cycles-admin-key`) names a tenant_id.
+// and tenant categories; an admin key (`x-cycles-admin-key`) names a tenant_id,
+// or leaves it empty to read every tenant at once (the all-tenant feed: one
+// resumable cursor for all tenants, exactly once and in order per tenant).
 type EventServiceServer interface {
 	// WatchEvents streams events as they are appended. Every event carries a
 	// cursor; reconnect with start=START_CURSOR and the last cursor seen to
