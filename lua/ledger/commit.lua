@@ -89,8 +89,10 @@ for i, row in ipairs(plan.rows) do balances[i] = balance_now(row.b, row.rem, row
 local snap = commit_snapshot(unit, plan.charged, balances, plan.debt_total, r.E)
 
 redis.call('HSET', KEYS[3], 'state', 'COMMITTED', 'charged', plan.charged, 'debt_incurred', plan.debt_total,
-  'finalized_at', ms(now), 'commit_key', idem_key, 'commit_hash', hash, 'cbal', pack_balances(balances, r.scopes),
-  'committed_metadata', ARGV[7], 'metrics', ARGV[6])
+  'finalized_at', ms(now), 'commit_key', idem_key, 'commit_hash', hash, 'cbal', pack_balances(balances, r.scopes))
+-- Optional fields only when set (an absent field reads as empty).
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[3], 'committed_metadata', ARGV[7]) end
+if ARGV[6] ~= '' then redis.call('HSET', KEYS[3], 'metrics', ARGV[6]) end
 finalize(KEYS[3], KEYS[4], rid)
 
 return ok({replay = false, resp = snap, overage = overage, debt = plan.debt_total})

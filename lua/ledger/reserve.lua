@@ -192,14 +192,16 @@ local snap = reserve_snapshot(rid, E, unit, ms(expires_at), scope_path, scopes, 
 
 -- 7. The record, its indexes and the idempotency mapping. The record keeps
 -- what the answer is rebuilt from (docs/design.md#reservation-records):
--- balances packed in `rbal`, caps only when the budget has them, affected
+-- balances packed in `rbal`, caps and metadata only when present, affected
 -- scopes only when they are not the scope path's prefixes.
 redis.call('HSET', KEYS[4],
   'id', rid, 'tenant', string.sub(KEYS[1], 7, -3), 'state', 'ACTIVE', 'unit', unit, 'estimate', E,
   'scope_path', scope_path, 'budgeted', cjson.encode(budgeted),
   'created_at', ms(now), 'expires_at', ms(expires_at), 'grace_ms', ms(grace), 'policy', policy,
   'max_ext', ms(conf.max_ext), 'ext_count', '0', 'idem_key', idem_key,
-  'subject', ARGV[12], 'action', ARGV[13], 'metadata', ARGV[14], 'rbal', pack_balances(balances, budgeted))
+  'subject', ARGV[12], 'action', ARGV[13], 'rbal', pack_balances(balances, budgeted))
+-- Optional fields only when set (an absent field reads as empty).
+if ARGV[14] ~= '' then redis.call('HSET', KEYS[4], 'metadata', ARGV[14]) end
 if caps then redis.call('HSET', KEYS[4], 'caps', caps) end
 if not same_list(scopes, scope_prefixes(scope_path)) then redis.call('HSET', KEYS[4], 'affected', ARGV[11]) end
 redis.call('ZADD', KEYS[5], ms(expires_at + grace), rid)

@@ -33,7 +33,8 @@ package keys
 //	(JSON), metadata (JSON), rbal (the reserve answer's balances, packed),
 //	caps (only when the answer had caps), affected (JSON array; only when not
 //	the scope path's prefixes), exp0 (the answered expiry, set by the first
-//	extend). Records written before the compaction carry reserve_resp
+//	extend); metadata, committed_metadata and metrics only when not empty.
+//	Records written before the compaction carry reserve_resp
 //	(replay snapshot) and affected instead; readers accept both
 //	(docs/design.md#reservation-records).
 //	on commit:  charged, debt_incurred, finalized_at, commit_key, commit_hash,

@@ -33,7 +33,7 @@ func TestScriptReplayFromCompactRecords(t *testing.T) {
 			}
 			rid := first.Snap["reservation_id"].(string)
 			rec := s.c.HGetAll(ctx, s.tk.Reservation(rid)).Val()
-			for _, gone := range []string{"reserve_resp", "commit_resp"} {
+			for _, gone := range []string{"reserve_resp", "commit_resp", "metadata"} {
 				if _, ok := rec[gone]; ok {
 					t.Fatalf("%s: record stores %s", tc.name, gone)
 				}
@@ -55,6 +55,11 @@ func TestScriptReplayFromCompactRecords(t *testing.T) {
 			commit, err := s.commit(rid, "", "60", "c-"+tc.name)
 			if err != nil {
 				t.Fatal(err)
+			}
+			for _, gone := range []string{"commit_resp", "committed_metadata", "metrics"} {
+				if _, ok := s.c.HGetAll(ctx, s.tk.Reservation(rid)).Val()[gone]; ok {
+					t.Fatalf("%s: committed record stores %s", tc.name, gone)
+				}
 			}
 			before := s.dump()
 			c2, err := s.commit(rid, "", "60", "c-"+tc.name)
