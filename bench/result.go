@@ -146,14 +146,15 @@ type Physical struct {
 // idempotency records kept), plus one sample record's MEMORY USAGE and
 // encoding in both states.
 type Memory struct {
-	Reservations          int64   `json:"reservations"`
-	Errors                int64   `json:"errors"`
-	ActiveBytes           float64 `json:"active_bytes_per_reservation"`
-	SettledBytes          float64 `json:"settled_bytes_per_reservation"`
-	RecordActiveBytes     int64   `json:"record_active_bytes"`
-	RecordActiveEncoding  string  `json:"record_active_encoding"`
-	RecordSettledBytes    int64   `json:"record_settled_bytes"`
-	RecordSettledEncoding string  `json:"record_settled_encoding"`
+	Reservations          int64          `json:"reservations"`
+	Errors                int64          `json:"errors"`
+	ErrorCodes            map[string]int `json:"error_codes,omitempty"`
+	ActiveBytes           float64        `json:"active_bytes_per_reservation"`
+	SettledBytes          float64        `json:"settled_bytes_per_reservation"`
+	RecordActiveBytes     int64          `json:"record_active_bytes"`
+	RecordActiveEncoding  string         `json:"record_active_encoding"`
+	RecordSettledBytes    int64          `json:"record_settled_bytes"`
+	RecordSettledEncoding string         `json:"record_settled_encoding"`
 }
 
 // Backlog is the expiry-backlog drain measurement.

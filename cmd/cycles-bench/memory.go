@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -39,37 +38,39 @@ func (b *runner) runMemory(ctx context.Context, n int) (*bench.Memory, bench.Led
 		}
 		return strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
 	}
-	// Every worker runs its share; errors are counted (the ledger check
-	// reconciles lost responses) and the deltas are divided by the
+	// Every worker runs its share; errors are counted by code (the ledger
+	// check reconciles lost responses) and the deltas are divided by the
 	// reservations that exist.
-	each := func(fn func(w int) error) int64 {
+	var mu sync.Mutex
+	codes := map[string]int{}
+	each := func(fn func(w int) []error) {
 		var wg sync.WaitGroup
-		var failed atomic.Int64
 		for w := 0; w < memoryWorkers; w++ {
 			wg.Add(1)
 			go func(w int) {
 				defer wg.Done()
-				if err := fn(w); err != nil {
-					failed.Add(1)
+				errs := fn(w)
+				mu.Lock()
+				for _, err := range errs {
+					codes[errorCode(err)]++
 				}
+				mu.Unlock()
 			}(w)
 		}
 		wg.Wait()
-		return failed.Load()
 	}
 	before, err := used()
 	if err != nil {
 		return nil, bench.LedgerCheck{}, err
 	}
 	per := n / memoryWorkers
-	errs := each(func(w int) error {
-		var last error
+	each(func(w int) (errs []error) {
 		for i := 0; i < per; i++ {
 			if _, err := g.reserve(ctx, w, true); err != nil {
-				last = err
+				errs = append(errs, err)
 			}
 		}
-		return last
+		return errs
 	})
 	active, err := used()
 	if err != nil {
@@ -86,21 +87,25 @@ func (b *runner) runMemory(ctx context.Context, n int) (*bench.Memory, bench.Led
 	m := &bench.Memory{Reservations: created}
 	recKey := keys.Tenant(g.tenant).Reservation(sample)
 	m.RecordActiveBytes, m.RecordActiveEncoding = recordUsage(ctx, rc, recKey)
-	errs += each(func(w int) error {
-		var last error
+	each(func(w int) (errs []error) {
 		for len(g.workers[w].pool) > 0 {
 			if _, err := g.opCommit(ctx, w); err != nil {
-				last = err
+				errs = append(errs, err)
 			}
 		}
-		return last
+		return errs
 	})
 	settled, err := used()
 	if err != nil {
 		return nil, bench.LedgerCheck{}, err
 	}
 	m.RecordSettledBytes, m.RecordSettledEncoding = recordUsage(ctx, rc, recKey)
-	m.Errors = errs
+	for _, n := range codes {
+		m.Errors += int64(n)
+	}
+	if len(codes) > 0 {
+		m.ErrorCodes = codes
+	}
 	if created > 0 {
 		m.ActiveBytes = round3(float64(active-before) / float64(created))
 		m.SettledBytes = round3(float64(settled-before) / float64(created))

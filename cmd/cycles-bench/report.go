@@ -84,8 +84,9 @@ func finish(r *bench.Result) {
 	if r.Physical != nil && r.Physical.Errors > 0 {
 		r.Failed = append(r.Failed, fmt.Sprintf("physical limit: %d script errors", r.Physical.Errors))
 	}
-	if r.Memory != nil && r.Memory.Errors > 0 {
-		r.Failed = append(r.Failed, fmt.Sprintf("memory: %d workers saw errors", r.Memory.Errors))
+	if m := r.Memory; m != nil && m.Errors > 0 && float64(m.Errors) > maxErrorRate*float64(2*m.Reservations+m.Errors) {
+		// The cells' rule: more than 1% of the calls (reserves + commits).
+		r.Failed = append(r.Failed, fmt.Sprintf("memory: %d errors (%v)", m.Errors, m.ErrorCodes))
 	}
 	if r.Ceiling != nil && r.Ceiling.Errors > 0 {
 		r.Failed = append(r.Failed, fmt.Sprintf("ceiling: %d script errors", r.Ceiling.Errors))
@@ -193,6 +194,9 @@ func writeReport(w io.Writer, r *bench.Result) {
 	if m := r.Memory; m != nil {
 		fmt.Fprintf(w, "\nmemory: %d reservations: %.0f B each while active, %.0f B each settled (%.0f GB per 1M settled/day over 30 days); one record %d B %s active, %d B %s settled\n",
 			m.Reservations, m.ActiveBytes, m.SettledBytes, m.SettledBytes*30e6/1e9, m.RecordActiveBytes, m.RecordActiveEncoding, m.RecordSettledBytes, m.RecordSettledEncoding)
+		if m.Errors > 0 {
+			fmt.Fprintf(w, "memory cell errors: %d %v\n", m.Errors, m.ErrorCodes)
+		}
 	}
 	if b := r.Backlog; b != nil {
 		fmt.Fprintf(w, "\nbacklog: %d reservations over %d tenants seeded in %.1f s; one sweep expired %d in %.2f s (%.0f/s); %d mismatches\n",

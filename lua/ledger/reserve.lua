@@ -193,9 +193,10 @@ local snap = reserve_snapshot(rid, E, unit, ms(expires_at), scope_path, scopes, 
 -- 7. The record, its indexes and the idempotency mapping. The record keeps
 -- what the answer is rebuilt from (docs/design.md#reservation-records):
 -- balances packed in `rbal`, caps and metadata only when present, affected
--- scopes only when they are not the scope path's prefixes.
+-- scopes only when they are not the scope path's prefixes; no tenant field
+-- (the key names the tenant).
 redis.call('HSET', KEYS[4],
-  'id', rid, 'tenant', string.sub(KEYS[1], 7, -3), 'state', 'ACTIVE', 'unit', unit, 'estimate', E,
+  'id', rid, 'state', 'ACTIVE', 'unit', unit, 'estimate', E,
   'scope_path', scope_path, 'budgeted', cjson.encode(budgeted),
   'created_at', ms(now), 'expires_at', ms(expires_at), 'grace_ms', ms(grace), 'policy', policy,
   'max_ext', ms(conf.max_ext), 'ext_count', '0', 'idem_key', idem_key,

@@ -26,7 +26,7 @@ package keys
 //
 // Reservation hash (Tenant.Reservation):
 //
-//	id, tenant, state (ACTIVE|COMMITTED|RELEASED|EXPIRED), unit, estimate,
+//	id, state (ACTIVE|COMMITTED|RELEASED|EXPIRED), unit, estimate,
 //	scope_path, budgeted (JSON array of scope paths that held a budget in unit
 //	at reserve time), created_at, expires_at, grace_ms, policy (resolved
 //	overage policy), max_ext, ext_count, idem_key, subject (JSON), action
@@ -35,7 +35,7 @@ package keys
 //	the scope path's prefixes), exp0 (the answered expiry, set by the first
 //	extend); metadata, committed_metadata and metrics only when not empty.
 //	Records written before the compaction carry reserve_resp
-//	(replay snapshot) and affected instead; readers accept both
+//	(replay snapshot), affected and tenant (unread); readers accept both
 //	(docs/design.md#reservation-records).
 //	on commit:  charged, debt_incurred, finalized_at, commit_key, commit_hash,
 //	            cbal (the commit answer's balances, packed; formerly
