@@ -155,6 +155,12 @@ type Memory struct {
 	RecordActiveEncoding  string         `json:"record_active_encoding"`
 	RecordSettledBytes    int64          `json:"record_settled_bytes"`
 	RecordSettledEncoding string         `json:"record_settled_encoding"`
+	// IdempotencyBytes is one reserve idempotency record (MEMORY USAGE);
+	// Index*Bytes are the deadline, created and expires indexes' MEMORY
+	// USAGE divided by the reservations (the indexes hold nothing else).
+	IdempotencyBytes  int64   `json:"idempotency_record_bytes"`
+	IndexActiveBytes  float64 `json:"index_active_bytes_per_reservation"`
+	IndexSettledBytes float64 `json:"index_settled_bytes_per_reservation"`
 }
 
 // Backlog is the expiry-backlog drain measurement.

@@ -85,8 +85,21 @@ func (b *runner) runMemory(ctx context.Context, n int) (*bench.Memory, bench.Led
 		}
 	}
 	m := &bench.Memory{Reservations: created}
-	recKey := keys.Tenant(g.tenant).Reservation(sample)
+	tk := keys.Tenant(g.tenant)
+	recKey := tk.Reservation(sample)
 	m.RecordActiveBytes, m.RecordActiveEncoding = recordUsage(ctx, rc, recKey)
+	// Where the rest goes: one reserve idempotency record (worker 0's first
+	// key) and the index entries per reservation.
+	m.IdempotencyBytes, _ = recordUsage(ctx, rc, tk.Idempotency("reserve", "r0-1"))
+	indexes := func() float64 {
+		var total int64
+		for _, k := range []string{tk.Deadlines(), tk.Created(), tk.Expires()} {
+			n, _ := recordUsage(ctx, rc, k)
+			total += n
+		}
+		return round3(float64(total) / float64(max(created, 1)))
+	}
+	m.IndexActiveBytes = indexes()
 	each(func(w int) (errs []error) {
 		for len(g.workers[w].pool) > 0 {
 			if _, err := g.opCommit(ctx, w); err != nil {
@@ -100,6 +113,7 @@ func (b *runner) runMemory(ctx context.Context, n int) (*bench.Memory, bench.Led
 		return nil, bench.LedgerCheck{}, err
 	}
 	m.RecordSettledBytes, m.RecordSettledEncoding = recordUsage(ctx, rc, recKey)
+	m.IndexSettledBytes = indexes()
 	for _, n := range codes {
 		m.Errors += int64(n)
 	}

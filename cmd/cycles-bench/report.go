@@ -194,6 +194,8 @@ func writeReport(w io.Writer, r *bench.Result) {
 	if m := r.Memory; m != nil {
 		fmt.Fprintf(w, "\nmemory: %d reservations: %.0f B each while active, %.0f B each settled (%.0f GB per 1M settled/day over 30 days); one record %d B %s active, %d B %s settled\n",
 			m.Reservations, m.ActiveBytes, m.SettledBytes, m.SettledBytes*30e6/1e9, m.RecordActiveBytes, m.RecordActiveEncoding, m.RecordSettledBytes, m.RecordSettledEncoding)
+		fmt.Fprintf(w, "        of which: one reserve idempotency record %d B; index entries %.0f B per active, %.0f B per settled reservation\n",
+			m.IdempotencyBytes, m.IndexActiveBytes, m.IndexSettledBytes)
 		if m.Errors > 0 {
 			fmt.Fprintf(w, "memory cell errors: %d %v\n", m.Errors, m.ErrorCodes)
 		}
