@@ -126,6 +126,43 @@ type Ceiling struct {
 	CPU    *CPU     `json:"cpu,omitempty"`
 }
 
+// Physical is the physical-limit row: the smallest script with a 3-scope
+// reserve's atomic shape (cmd/cycles-bench physicalScript) run with EVALSHA
+// on Conns connections against the same Redis right after the ceiling.
+type Physical struct {
+	Conns      int     `json:"conns"`
+	Ops        int64   `json:"ops"`
+	Errors     int64   `json:"errors"`
+	DurationS  float64 `json:"duration_s"`
+	Throughput float64 `json:"throughput_per_s"`
+	Latency    Latency `json:"latency"`
+	CPU        *CPU    `json:"cpu,omitempty"`
+	// Ratio is the ceiling's throughput over this one's (same run).
+	Ratio float64 `json:"ceiling_ratio"`
+}
+
+// Memory is Redis's used_memory per reservation created through the
+// service: while ACTIVE and once settled (committed; record, indexes and
+// idempotency records kept), plus one sample record's MEMORY USAGE and
+// encoding in both states.
+type Memory struct {
+	Reservations          int64          `json:"reservations"`
+	Errors                int64          `json:"errors"`
+	ErrorCodes            map[string]int `json:"error_codes,omitempty"`
+	ActiveBytes           float64        `json:"active_bytes_per_reservation"`
+	SettledBytes          float64        `json:"settled_bytes_per_reservation"`
+	RecordActiveBytes     int64          `json:"record_active_bytes"`
+	RecordActiveEncoding  string         `json:"record_active_encoding"`
+	RecordSettledBytes    int64          `json:"record_settled_bytes"`
+	RecordSettledEncoding string         `json:"record_settled_encoding"`
+	// IdempotencyBytes is one reserve idempotency record (MEMORY USAGE);
+	// Index*Bytes are the deadline, created and expires indexes' MEMORY
+	// USAGE divided by the reservations (the indexes hold nothing else).
+	IdempotencyBytes  int64   `json:"idempotency_record_bytes"`
+	IndexActiveBytes  float64 `json:"index_active_bytes_per_reservation"`
+	IndexSettledBytes float64 `json:"index_settled_bytes_per_reservation"`
+}
+
 // Backlog is the expiry-backlog drain measurement.
 type Backlog struct {
 	Reservations int64   `json:"reservations"`
@@ -176,6 +213,8 @@ type Result struct {
 	Ledger     []LedgerCheck `json:"ledger"`
 	Ceiling    *Ceiling      `json:"ceiling,omitempty"`
 	Backlog    *Backlog      `json:"backlog,omitempty"`
+	Physical   *Physical     `json:"physical,omitempty"`
+	Memory     *Memory       `json:"memory,omitempty"`
 	Headline   []Headline    `json:"headline"`
 	Targets    []Target      `json:"targets"`
 	Mismatches int           `json:"ledger_mismatches"`

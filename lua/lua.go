@@ -1,7 +1,8 @@
 // Package lua embeds the Redis Lua scripts of cyclesd.
 //
 // Every script under this folder (except lib/) is compiled by pkg/script as
-// lib/int64.lua + lib/core.lua + <script>.lua, so the helpers are local to each
+// lib/int64.lua + lib/core.lua + the libraries its "-- include:" header names
+// (and, transitively, theirs) + <script>.lua, so the helpers are local to each
 // script. Each script starts with a header listing KEYS, ARGV and its result.
 package lua
 

@@ -28,7 +28,7 @@ func buildCyclesd(t *testing.T) string {
 func smallConfig(t *testing.T, bin string, extra ...string) *config {
 	t.Helper()
 	args := append([]string{"-cyclesd", bin, "-clients", "1,3", "-duration", "300ms", "-warmup", "50ms",
-		"-backlog", "300", "-ceiling-conns", "4", "-q"}, extra...)
+		"-backlog", "300", "-ceiling-conns", "4", "-physical-conns", "4", "-memory", "200", "-q"}, extra...)
 	cfg, err := parseRunFlags(args)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +79,9 @@ func TestSmallRunEndToEnd(t *testing.T) {
 	if c := res.Cell("reserve", "stream-churn", churnClients); c == nil || c.Ops == 0 || c.Errors != 0 || c.Note == "" {
 		t.Errorf("stream-churn cell = %+v", c)
 	}
-	if len(res.Ledger) != 4+3 || res.Mismatches != 0 {
+	// 4 groups, the stream-churn cell, the ceiling, the physical-limit row,
+	// the memory cell, the backlog.
+	if len(res.Ledger) != 4+5 || res.Mismatches != 0 {
 		t.Fatalf("ledger checks = %+v", res.Ledger)
 	}
 	for _, l := range res.Ledger {
@@ -89,6 +91,15 @@ func TestSmallRunEndToEnd(t *testing.T) {
 	}
 	if res.Ceiling == nil || res.Ceiling.Throughput <= 0 || res.Ceiling.Single == nil {
 		t.Fatalf("ceiling = %+v", res.Ceiling)
+	}
+	if p := res.Physical; p == nil || p.Throughput <= 0 || p.Ratio <= 0 {
+		t.Fatalf("physical = %+v", p)
+	}
+	// 200 reservations hold at least their records: memory grows when they
+	// are created and a settled record is still there.
+	if m := res.Memory; m == nil || m.Reservations != 200 || m.ActiveBytes <= 100 || m.SettledBytes <= 100 ||
+		m.RecordActiveBytes <= 0 || m.RecordSettledBytes <= 0 {
+		t.Fatalf("memory = %+v", m)
 	}
 	if res.Backlog == nil || res.Backlog.Expired != res.Backlog.Reservations || res.Backlog.Reservations != 300 {
 		t.Fatalf("backlog = %+v", res.Backlog)

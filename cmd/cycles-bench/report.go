@@ -56,6 +56,15 @@ func finish(r *bench.Result) {
 		ratio = round3(c.Throughput / r.Ceiling.Throughput)
 		r.Headline = append(r.Headline, bench.Headline{Name: "ceiling_ratio_50c_shared", Value: ratio, Unit: "fraction", Better: bench.Higher})
 	}
+	if r.Physical != nil && r.Ceiling != nil && r.Physical.Throughput > 0 {
+		r.Physical.Ratio = round3(r.Ceiling.Throughput / r.Physical.Throughput)
+		r.Headline = append(r.Headline, bench.Headline{Name: "ceiling_physical_ratio", Value: r.Physical.Ratio, Unit: "fraction", Better: bench.Higher})
+	}
+	if m := r.Memory; m != nil && m.Reservations > 0 {
+		r.Headline = append(r.Headline,
+			bench.Headline{Name: "memory_settled_bytes", Value: m.SettledBytes, Unit: "B", Better: bench.Lower},
+			bench.Headline{Name: "memory_active_bytes", Value: m.ActiveBytes, Unit: "B", Better: bench.Lower})
+	}
 	if r.Backlog != nil {
 		r.Headline = append(r.Headline, bench.Headline{Name: "backlog_drain_s", Value: r.Backlog.DrainS, Unit: "s", Better: bench.Lower})
 	}
@@ -71,6 +80,13 @@ func finish(r *bench.Result) {
 		if l.Mismatches > 0 {
 			r.Failed = append(r.Failed, fmt.Sprintf("ledger mismatch in %s: %s", l.Group, strings.Join(l.Details, "; ")))
 		}
+	}
+	if r.Physical != nil && r.Physical.Errors > 0 {
+		r.Failed = append(r.Failed, fmt.Sprintf("physical limit: %d script errors", r.Physical.Errors))
+	}
+	if m := r.Memory; m != nil && m.Errors > 0 && float64(m.Errors) > maxErrorRate*float64(2*m.Reservations+m.Errors) {
+		// The cells' rule: more than 1% of the calls (reserves + commits).
+		r.Failed = append(r.Failed, fmt.Sprintf("memory: %d errors (%v)", m.Errors, m.ErrorCodes))
 	}
 	if r.Ceiling != nil && r.Ceiling.Errors > 0 {
 		r.Failed = append(r.Failed, fmt.Sprintf("ceiling: %d script errors", r.Ceiling.Errors))
@@ -118,6 +134,13 @@ func finish(r *bench.Result) {
 	if c := r.Cell("ratelimit", "independent", 50); c != nil {
 		target("rate-limit checks/s at 50 clients (key per client)", ">= 20,000/s", c.Throughput, "ops/s", c.Throughput >= 20000, rel(c.Throughput, 20000, true))
 	}
+	if p := r.Physical; p != nil && p.Ratio > 0 {
+		target("raw reserve script / minimal 3-scope script (50 connections)", ">= 0.60", p.Ratio, "fraction", p.Ratio >= 0.6, rel(p.Ratio, 0.6, true))
+	}
+	if m := r.Memory; m != nil && m.Reservations > 0 {
+		target("Redis memory per settled reservation", "<= 1,000 B", m.SettledBytes, "B", m.SettledBytes <= 1000, rel(m.SettledBytes, 1000, false))
+		target("Redis memory per active reservation", "<= 800 B", m.ActiveBytes, "B", m.ActiveBytes <= 800, rel(m.ActiveBytes, 800, false))
+	}
 	target("ledger mismatches", "0", float64(r.Mismatches), "", r.Mismatches == 0, fmt.Sprintf("%d mismatches", r.Mismatches))
 }
 
@@ -157,6 +180,24 @@ func writeReport(w io.Writer, r *bench.Result) {
 			c.Latency.P50, c.Latency.P95, c.Latency.P99, c.Latency.Max, c.Errors, cpu)
 		if c.Single != nil {
 			fmt.Fprintf(w, "%-10s %-12s %7d %10s %9.3f %9.3f %9.3f %9.3f\n", "ceiling", "shared", 1, "", c.Single.P50, c.Single.P95, c.Single.P99, c.Single.Max)
+		}
+	}
+	if p := r.Physical; p != nil {
+		cpu := ""
+		if p.CPU != nil {
+			cpu = fmt.Sprintf("%.0f / - / %.0f, %.1f, %.2f", p.CPU.Redis, p.CPU.Client, p.CPU.ScriptUsPerCall, p.CPU.CommandsPerRead)
+		}
+		fmt.Fprintf(w, "%-10s %-12s %7d %10.0f %9.3f %9.3f %9.3f %9.3f %7d  %s\n", "physical", "minimal", p.Conns, p.Throughput,
+			p.Latency.P50, p.Latency.P95, p.Latency.P99, p.Latency.Max, p.Errors, cpu)
+		fmt.Fprintf(w, "ceiling / physical limit: %.3f\n", p.Ratio)
+	}
+	if m := r.Memory; m != nil {
+		fmt.Fprintf(w, "\nmemory: %d reservations: %.0f B each while active, %.0f B each settled (%.0f GB per 1M settled/day over 30 days); one record %d B %s active, %d B %s settled\n",
+			m.Reservations, m.ActiveBytes, m.SettledBytes, m.SettledBytes*30e6/1e9, m.RecordActiveBytes, m.RecordActiveEncoding, m.RecordSettledBytes, m.RecordSettledEncoding)
+		fmt.Fprintf(w, "        of which: one reserve idempotency record %d B; index entries %.0f B per active, %.0f B per settled reservation\n",
+			m.IdempotencyBytes, m.IndexActiveBytes, m.IndexSettledBytes)
+		if m.Errors > 0 {
+			fmt.Fprintf(w, "memory cell errors: %d %v\n", m.Errors, m.ErrorCodes)
 		}
 	}
 	if b := r.Backlog; b != nil {

@@ -49,6 +49,8 @@ type config struct {
 	allocated       int64
 	selfProfile     string
 	ceilingInFlight int
+	physicalConns   int
+	memory          int
 }
 
 const defaultAdminKey = "cycles-bench-admin-key-0123456789"
@@ -79,6 +81,8 @@ func parseRunFlags(args []string) (*config, error) {
 	fs.IntVar(&c.conns, "conns", 4, "gRPC connections per group (at most one per client); clients share them round-robin, as agents behind one HTTP/2 client would")
 	fs.IntVar(&c.ceilingConns, "ceiling-conns", 50, "Redis connections of the raw-script ceiling")
 	fs.IntVar(&c.ceilingInFlight, "ceiling-inflight", 0, "script executions in flight for the ceiling (0: pkg/script's default, -1: no pipelining)")
+	fs.IntVar(&c.physicalConns, "physical-conns", 50, "connections of the physical-limit row (a minimal 3-scope reserve-like script; 0: skip)")
+	fs.IntVar(&c.memory, "memory", 5000, "reserve+commit lifecycles of the Redis memory cell (0: skip)")
 	fs.IntVar(&c.backlog, "backlog", 100_000, "expired reservations to drain (0: skip)")
 	fs.IntVar(&c.streamChurn, "stream-churn", 8, "goroutines of another tenant churning WatchEvents streams during the reserve/stream-churn cell (0: skip)")
 	fs.StringVar(&c.out, "out", "bench/results/latest.json", "result file")
@@ -467,6 +471,27 @@ func (b *runner) run(ctx context.Context) (*bench.Result, error) {
 		res.Ceiling = ceil
 		res.Ledger = append(res.Ledger, chk)
 		b.logf("  ceiling %8.0f/s  p50 %6.3f ms; one connection p50 %6.3f ms", ceil.Throughput, ceil.Latency.P50, ceil.Single.P50)
+	}
+	if cfg.physicalConns > 0 {
+		b.logf("physical limit: minimal 3-scope reserve-like script, %d connections", cfg.physicalConns)
+		ph, chk, err := b.runPhysical(ctx, cfg.physicalConns)
+		if err != nil {
+			return nil, fmt.Errorf("physical limit: %w", err)
+		}
+		res.Physical = ph
+		res.Ledger = append(res.Ledger, chk)
+		b.logf("  physical %8.0f/s  p50 %6.3f ms", ph.Throughput, ph.Latency.P50)
+	}
+	if cfg.memory > 0 {
+		b.logf("memory: %d reservations through the service, used_memory while active and once committed", cfg.memory)
+		m, chk, err := b.runMemory(ctx, cfg.memory)
+		if err != nil {
+			return nil, fmt.Errorf("memory: %w", err)
+		}
+		res.Memory = m
+		res.Ledger = append(res.Ledger, chk)
+		b.logf("  %.0f B per active, %.0f B per settled reservation; one record %d B (%s) active, %d B (%s) settled",
+			m.ActiveBytes, m.SettledBytes, m.RecordActiveBytes, m.RecordActiveEncoding, m.RecordSettledBytes, m.RecordSettledEncoding)
 	}
 	if cfg.backlog > 0 {
 		b.logf("backlog: seeding %d reservations (ttl 1 s) through the service", cfg.backlog)

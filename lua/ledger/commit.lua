@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- ledger/commit: settle a reservation with its actual cost (docs/protocol.md#commit).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_settle.lua lib/ledger_reservation.lua
+-- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_settle.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua
 --
 -- KEYS: 1 tenant prefix   2 tenant record   3 reservation hash
 --       4 deadline index  5 event stream
@@ -12,7 +12,9 @@
 --       Extra ARGV are ignored (time always comes from Redis TIME).
 -- Result: ok({replay = bool, resp = <snapshot JSON>, overage = '<A-E or 0>',
 --             debt = '<debt incurred>'})
---   snapshot: {status = 'COMMITTED', unit, charged, released?, balances, debt_incurred}
+--   snapshot: {status = 'COMMITTED', unit, charged, released?, balances, debt_incurred},
+--   rebuilt on replay from the record (charged, debt_incurred, balances packed
+--   in `cbal`; records committed before that keep a `commit_resp` copy).
 -- Refusals: INVALID_REQUEST, NOT_FOUND, IDEMPOTENCY_MISMATCH, TENANT_CLOSED,
 --   RESERVATION_EXPIRED, RESERVATION_FINALIZED, UNIT_MISMATCH, BUDGET_EXCEEDED,
 --   OVERDRAFT_LIMIT_EXCEEDED, AMOUNT_OVERFLOW, INTERNAL_ERROR.
@@ -26,9 +28,9 @@ end
 local idem_key, hash = ARGV[4], ARGV[5]
 
 -- The record fields commit reads (HMGET, not HGETALL: the record also holds
--- the subject, action, metadata and the reserve snapshot, none needed here).
+-- the subject, action, metadata and the reserve's balances, none needed here).
 local COMMIT_READ = {'state', 'commit_key', 'commit_hash', 'commit_resp', 'unit', 'estimate', 'budgeted',
-  'expires_at', 'grace_ms', 'policy', 'scope_path'}
+  'expires_at', 'grace_ms', 'policy', 'scope_path', 'charged', 'debt_incurred', 'cbal'}
 local v = redis.call('HMGET', KEYS[3], unpack(COMMIT_READ))
 local r, any = {}, false
 for i = 1, #COMMIT_READ do
@@ -43,7 +45,15 @@ if r.state == 'COMMITTED' and r.commit_key == idem_key then
   if r.commit_hash ~= hash then
     return fail('IDEMPOTENCY_MISMATCH', 'idempotency key was used with a different commit')
   end
-  return ok({replay = true, resp = r.commit_resp})
+  local snap = r.commit_resp
+  if not snap then
+    local E, bal = i64_norm(r.estimate or ''), unpack_balances(r.cbal, jdecode(r.budgeted) or {})
+    if E == nil or bal == nil or r.charged == nil or r.debt_incurred == nil then
+      return fail('INTERNAL_ERROR', 'commit replay unavailable: the reservation record is corrupt')
+    end
+    snap = commit_snapshot(r.unit, r.charged, bal, r.debt_incurred, E)
+  end
+  return ok({replay = true, resp = snap})
 end
 
 local code, msg
@@ -77,14 +87,13 @@ emit_transitions(emit, unit, plan, rid, r.policy)
 
 local balances = {}
 for i, row in ipairs(plan.rows) do balances[i] = balance_now(row.b, row.rem, row.res, row.spent, row.debt, row.over) end
-local resp = {status = 'COMMITTED', unit = unit, charged = plan.charged, balances = balances,
-  debt_incurred = plan.debt_total}
-if i64_cmp(plan.charged, r.E) < 0 then resp.released = i64_sub(r.E, plan.charged) end
-local snap = cjson.encode(resp)
+local snap = commit_snapshot(unit, plan.charged, balances, plan.debt_total, r.E)
 
 redis.call('HSET', KEYS[3], 'state', 'COMMITTED', 'charged', plan.charged, 'debt_incurred', plan.debt_total,
-  'finalized_at', ms(now), 'commit_key', idem_key, 'commit_hash', hash, 'commit_resp', snap,
-  'committed_metadata', ARGV[7], 'metrics', ARGV[6])
+  'finalized_at', ms(now), 'commit_key', idem_key, 'commit_hash', hash, 'cbal', pack_balances(balances, r.scopes))
+-- Optional fields only when set (an absent field reads as empty).
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[3], 'committed_metadata', ARGV[7]) end
+if ARGV[6] ~= '' then redis.call('HSET', KEYS[3], 'metrics', ARGV[6]) end
 finalize(KEYS[3], KEYS[4], rid)
 
 return ok({replay = false, resp = snap, overage = overage, debt = plan.debt_total})

@@ -1,5 +1,5 @@
 -- ledger/reserve: create a reservation (live) or evaluate one (dry run).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua
+-- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua
 -- docs/protocol.md#reserve, docs/protocol.md#idempotency-and-replay, docs/protocol.md#events.
 --
 -- KEYS: 1 tenant prefix "cy:{t:T}:"   2 tenant record     3 budgets index
@@ -17,8 +17,10 @@
 --       Extra ARGV are ignored (time always comes from Redis TIME).
 -- Result: ok({replay = bool, resp = <snapshot JSON>, rem_ttl = '<ms>' (live only),
 --             denied = <reason> (dry-run DENY only)})
---   The snapshot is the response exactly as stored for replays: live reserves
---   keep it in the reservation's reserve_resp, dry runs in the idempotency record.
+--   The snapshot is the response as replays return it: a live reserve rebuilds
+--   it from the record's fields (balances packed in `rbal`; records written
+--   before that keep a `reserve_resp` copy), dry runs keep it in the
+--   idempotency record.
 -- Refusals: INVALID_REQUEST, IDEMPOTENCY_MISMATCH, INTERNAL_ERROR, TENANT_CLOSED,
 --   TENANT_SUSPENDED, BUDGET_FROZEN, BUDGET_CLOSED, OVERDRAFT_LIMIT_EXCEEDED,
 --   DEBT_OUTSTANDING, BUDGET_EXCEEDED, UNIT_MISMATCH, NOT_FOUND, AMOUNT_OVERFLOW.
@@ -44,14 +46,26 @@ local rec, refusal = idem_record(KEYS[8], hash, 'request')
 if refusal then return refusal end
 if rec then
   if rec.rid then
-    local r = redis.call('HMGET', KEYS[1] .. 'r:' .. rec.rid, 'reserve_resp', 'state')
-    local snap = jdecode(r[1])
-    if snap == nil then
+    local r = redis.call('HMGET', KEYS[1] .. 'r:' .. rec.rid, 'state', 'reserve_resp', 'id', 'estimate', 'unit',
+      'expires_at', 'exp0', 'scope_path', 'affected', 'caps', 'rbal', 'budgeted', 'grace_ms', 'policy')
+    local snap, exp = r[2], r[7] or r[6]
+    if snap then
+      -- A record written before records were compacted: its stored copy.
+      local old = jdecode(snap)
+      if old == nil then snap = nil else exp = old.expires_at_ms end
+    elseif r[3] and r[8] and r[11] then
+      local bal = unpack_balances(r[11], jdecode(r[12]) or {})
+      if bal then
+        snap = reserve_snapshot(r[3], r[4], r[5], r[7] or r[6], r[8], jdecode(r[9]) or scope_prefixes(r[8]),
+          r[10] or nil, bal, r[13], r[14])
+      end
+    end
+    if not snap then
       return fail('INTERNAL_ERROR', 'replay unavailable for this idempotency key; the reservation record is gone')
     end
     local rem = 0
-    if r[2] == 'ACTIVE' then rem = math.max(0, (tonumber(snap.expires_at_ms) or 0) - now) end
-    return ok({replay = true, resp = r[1], rem_ttl = ms(rem)})
+    if r[1] == 'ACTIVE' then rem = math.max(0, (tonumber(exp) or 0) - now) end
+    return ok({replay = true, resp = snap, rem_ttl = ms(rem)})
   end
   return ok({replay = true, resp = rec.resp})
 end
@@ -174,19 +188,23 @@ for i, b in ipairs(bs) do
   end
 end
 
-local snap = cjson.encode({
-  decision = decision, reservation_id = rid, reserved = E, unit = unit,
-  expires_at_ms = ms(expires_at), scope_path = scope_path, affected = scopes,
-  caps = caps, balances = balances, grace_ms = ms(grace), policy = policy,
-})
+local snap = reserve_snapshot(rid, E, unit, ms(expires_at), scope_path, scopes, caps, balances, ms(grace), policy)
 
--- 7. The record, its indexes, the idempotency mapping and the replay snapshot.
+-- 7. The record, its indexes and the idempotency mapping. The record keeps
+-- what the answer is rebuilt from (docs/design.md#reservation-records):
+-- balances packed in `rbal`, caps and metadata only when present, affected
+-- scopes only when they are not the scope path's prefixes; no tenant field
+-- (the key names the tenant).
 redis.call('HSET', KEYS[4],
-  'id', rid, 'tenant', string.sub(KEYS[1], 7, -3), 'state', 'ACTIVE', 'unit', unit, 'estimate', E,
-  'scope_path', scope_path, 'affected', ARGV[11], 'budgeted', cjson.encode(budgeted),
+  'id', rid, 'state', 'ACTIVE', 'unit', unit, 'estimate', E,
+  'scope_path', scope_path, 'budgeted', cjson.encode(budgeted),
   'created_at', ms(now), 'expires_at', ms(expires_at), 'grace_ms', ms(grace), 'policy', policy,
   'max_ext', ms(conf.max_ext), 'ext_count', '0', 'idem_key', idem_key,
-  'subject', ARGV[12], 'action', ARGV[13], 'metadata', ARGV[14], 'reserve_resp', snap)
+  'subject', ARGV[12], 'action', ARGV[13], 'rbal', pack_balances(balances, budgeted))
+-- Optional fields only when set (an absent field reads as empty).
+if ARGV[14] ~= '' then redis.call('HSET', KEYS[4], 'metadata', ARGV[14]) end
+if caps then redis.call('HSET', KEYS[4], 'caps', caps) end
+if not same_list(scopes, scope_prefixes(scope_path)) then redis.call('HSET', KEYS[4], 'affected', ARGV[11]) end
 redis.call('ZADD', KEYS[5], ms(expires_at + grace), rid)
 redis.call('ZADD', KEYS[6], ms(now), rid)
 redis.call('ZADD', KEYS[7], ms(expires_at), rid)

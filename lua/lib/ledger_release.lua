@@ -1,5 +1,6 @@
 -- lib/ledger_release.lua: returning a reservation's hold to its budgeted scopes.
 -- Included by ledger scripts with "-- include: lib/ledger_release.lua" (see pkg/script).
+-- include: lib/ledger_reservation.lua
 
 -- release_hold returns a reservation's estimate to every budget of its
 -- snapshot (reserved -= E, remaining += E), overflow-checked before the first

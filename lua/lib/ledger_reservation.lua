@@ -1,5 +1,6 @@
 -- lib/ledger_reservation.lua: reading and validating a reservation record.
 -- Included by ledger scripts with "-- include: lib/ledger_reservation.lua" (see pkg/script).
+-- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua
 
 -- load_reservation checks the settlement preconditions shared by commit,
 -- release and extend after the replay check: record, tenant guard (CLOSED

@@ -203,7 +203,7 @@ end
 -- HIDDEN_FIELDS are record fields an operator view leaves out (replay
 -- snapshots and payload hashes: large, and not what a hold is).
 local HIDDEN_FIELDS = {reserve_resp = true, commit_resp = true, release_resp = true,
-  commit_hash = true, release_hash = true}
+  rbal = true, cbal = true, commit_hash = true, release_hash = true}
 
 -- quarantine_row is the operator view of one record: its fields as stored
 -- (minus HIDDEN_FIELDS) and, when estimate, unit and scopes parse, what it

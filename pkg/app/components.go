@@ -26,6 +26,7 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/ratelimit"
 	"github.com/cyclesgo/cycles-go/pkg/script"
 	"github.com/cyclesgo/cycles-go/pkg/server"
+	"github.com/cyclesgo/cycles-go/pkg/store"
 	"github.com/cyclesgo/cycles-go/pkg/sweeper"
 )
 
@@ -81,7 +82,8 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 	})
 	lim := ratelimit.New(exec, ratelimit.Options{MeterProvider: mp})
 	// Alert if eviction ever touches limiter (or ledger) keys.
-	if _, err := ratelimit.RegisterEvictionMetric(mp, exec); err != nil {
+	evicted := func(ctx context.Context) (int64, error) { return store.EvictedKeys(ctx, exec.Client()) }
+	if _, err := ratelimit.RegisterEvictionMetric(mp, evicted); err != nil {
 		return nil, fmt.Errorf("eviction metric: %w", err)
 	}
 

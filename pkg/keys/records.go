@@ -26,13 +26,20 @@ package keys
 //
 // Reservation hash (Tenant.Reservation):
 //
-//	id, tenant, state (ACTIVE|COMMITTED|RELEASED|EXPIRED), unit, estimate,
-//	scope_path, affected (JSON array), budgeted (JSON array of scope paths that
-//	held a budget in unit at reserve time), created_at, expires_at, grace_ms,
-//	policy (resolved overage policy), max_ext, ext_count, idem_key, subject
-//	(JSON), action (JSON), metadata (JSON), reserve_resp (replay snapshot)
+//	id, state (ACTIVE|COMMITTED|RELEASED|EXPIRED), unit, estimate,
+//	scope_path, budgeted (JSON array of scope paths that held a budget in unit
+//	at reserve time), created_at, expires_at, grace_ms, policy (resolved
+//	overage policy), max_ext, ext_count, idem_key, subject (JSON), action
+//	(JSON), metadata (JSON), rbal (the reserve answer's balances, packed),
+//	caps (only when the answer had caps), affected (JSON array; only when not
+//	the scope path's prefixes), exp0 (the answered expiry, set by the first
+//	extend); metadata, committed_metadata and metrics only when not empty.
+//	Records written before the compaction carry reserve_resp
+//	(replay snapshot), affected and tenant (unread); readers accept both
+//	(docs/design.md#reservation-records).
 //	on commit:  charged, debt_incurred, finalized_at, commit_key, commit_hash,
-//	            commit_resp, committed_metadata (JSON), metrics (JSON)
+//	            cbal (the commit answer's balances, packed; formerly
+//	            commit_resp), committed_metadata (JSON), metrics (JSON)
 //	on release: finalized_at, release_key, release_hash, release_resp, release_reason
 //	on expiry:  expired_at
 //	quarantine: quarantined_at, quarantine_reason (the id is then in

@@ -73,6 +73,11 @@ func (r *record) proto() (*cyclesv1.Reservation, error) {
 	if err := json.Unmarshal([]byte(r.Affected), &out.AffectedScopes); r.Affected != "" && err != nil {
 		return nil, fmt.Errorf("reservation %s: affected scopes: %w", r.ID, err)
 	}
+	if r.Affected == "" && r.ScopePath != "" {
+		// Reserves store affected scopes only when they are not the scope
+		// path's prefixes (docs/design.md#reservation-records).
+		out.AffectedScopes = scopePrefixes(r.ScopePath)
+	}
 	var budgeted list[string]
 	if err := json.Unmarshal([]byte(r.Budgeted), &budgeted); r.Budgeted != "" && err != nil {
 		return nil, fmt.Errorf("reservation %s: budgeted scopes: %w", r.ID, err)
@@ -343,4 +348,16 @@ func (l *Ledger) Balances(ctx context.Context, tenant string, req *cyclesv1.GetB
 		resp.NextCursor = encodeCursor(balancesCursor{V: 1, FH: fh, M: out.Last})
 	}
 	return resp, nil
+}
+
+// scopePrefixes is the cumulative prefixes of a scope path, root first
+// (scope.Derive's Affected for the path's subject).
+func scopePrefixes(path string) []string {
+	var out []string
+	for i := 0; i < len(path); i++ {
+		if path[i] == '/' {
+			out = append(out, path[:i])
+		}
+	}
+	return append(out, path)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
 	"github.com/cyclesgo/cycles-go/pkg/script"
+	"github.com/cyclesgo/cycles-go/pkg/store"
 	"github.com/cyclesgo/cycles-go/pkg/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
@@ -22,7 +23,8 @@ func TestEvictedKeysMetric(t *testing.T) {
 		t.Fatal(err)
 	}
 	tel := telemetrytest.New()
-	if _, err := RegisterEvictionMetric(tel.Provider, ex); err != nil {
+	evicted := func(ctx context.Context) (int64, error) { return store.EvictedKeys(ctx, c) }
+	if _, err := RegisterEvictionMetric(tel.Provider, evicted); err != nil {
 		t.Fatal(err)
 	}
 	if got := tel.Sum(t, "cycles.ratelimit.redis.evicted_keys"); got != 0 {

@@ -33,8 +33,9 @@ import (
 // libraries are prepended, in this order, to every script body.
 var libraries = []string{"lib/int64.lua", "lib/core.lua"}
 
-// includeDirective lines at the top of a script name further libraries to
-// prepend (after the standard ones, in order), e.g. "-- include: lib/ledger.lua".
+// includeDirective lines at the top of a script or library name further
+// libraries to prepend (after the standard ones, in order), e.g.
+// "-- include: lib/ledger.lua".
 const includeDirective = "-- include:"
 
 // includes returns the library paths a script body asks for.
@@ -56,22 +57,34 @@ func includes(body string) []string {
 }
 
 // compile builds the source of one script: standard libraries, the script's
-// own includes, then its body.
+// includes with theirs (a library names what it needs with its own
+// "-- include:" header, resolved transitively, each library once, every
+// library after the ones it includes), then its body.
 func compile(prelude, body string) (string, error) {
 	var b strings.Builder
 	b.WriteString(prelude)
 	seen := map[string]bool{}
-	for _, inc := range includes(body) {
-		if seen[inc] {
-			continue
+	var add func(incs []string) error
+	add = func(incs []string) error {
+		for _, inc := range incs {
+			if seen[inc] {
+				continue
+			}
+			seen[inc] = true
+			lib, err := fs.ReadFile(lua.FS, inc)
+			if err != nil {
+				return fmt.Errorf("include %s: %w", inc, err)
+			}
+			if err := add(includes(string(lib))); err != nil {
+				return fmt.Errorf("%s: %w", inc, err)
+			}
+			b.Write(lib)
+			b.WriteByte('\n')
 		}
-		seen[inc] = true
-		lib, err := fs.ReadFile(lua.FS, inc)
-		if err != nil {
-			return "", fmt.Errorf("include %s: %w", inc, err)
-		}
-		b.Write(lib)
-		b.WriteByte('\n')
+		return nil
+	}
+	if err := add(includes(body)); err != nil {
+		return "", err
 	}
 	b.WriteString(body)
 	return b.String(), nil
