@@ -169,6 +169,11 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, rt route, req any, d
 		writeJSON(w, code, body)
 		return
 	}
+	if resp == nil { // a handler answering nothing is a bug, not a 200
+		code, body, _ := errorOf(apierr.New(apierr.InternalError, "internal error").Status(requestID, traceID).Err(), rt.plane, requestID, traceID)
+		writeJSON(w, code, body)
+		return
+	}
 	writeJSON(w, rt.ok, render(resp))
 }
 
