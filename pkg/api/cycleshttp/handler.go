@@ -20,6 +20,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
@@ -256,8 +257,11 @@ func jsonError(err error, limit int64) error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return apierr.Invalid("body", "malformed JSON: unexpected end")
 	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		name = strings.Trim(name, `"`)
+	if quoted, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name, uerr := strconv.Unquote(quoted)
+		if uerr != nil || name == "" {
+			return apierr.Invalid("body", "has an unknown field %s", quoted)
+		}
 		return apierr.Invalid(name, "unknown field")
 	}
 	return apierr.Invalid("body", "malformed JSON: %v", err)
