@@ -20,6 +20,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
@@ -169,6 +170,11 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, rt route, req any, d
 		writeJSON(w, code, body)
 		return
 	}
+	if resp == nil { // a handler answering nothing is a bug, not a 200
+		code, body, _ := errorOf(apierr.New(apierr.InternalError, "internal error").Status(requestID, traceID).Err(), rt.plane, requestID, traceID)
+		writeJSON(w, code, body)
+		return
+	}
 	writeJSON(w, rt.ok, render(resp))
 }
 
@@ -251,8 +257,11 @@ func jsonError(err error, limit int64) error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return apierr.Invalid("body", "malformed JSON: unexpected end")
 	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		name = strings.Trim(name, `"`)
+	if quoted, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name, uerr := strconv.Unquote(quoted)
+		if uerr != nil || name == "" {
+			return apierr.Invalid("body", "has an unknown field %s", quoted)
+		}
 		return apierr.Invalid(name, "unknown field")
 	}
 	return apierr.Invalid("body", "malformed JSON: %v", err)
