@@ -203,6 +203,12 @@ func pasteBlocks(t *testing.T, dir, grpcurl string, blocks []block, grpcAddr, ht
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", path)
+	// A step that never ends (an unbounded stream) must fail the check, not
+	// hang it: on timeout the whole process group goes (grpcurl included),
+	// and Run stops waiting for pipes a leftover child may still hold.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), env...), "PATH="+filepath.Dir(grpcurl)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	var stdout, stderr bytes.Buffer
