@@ -128,6 +128,24 @@ func TestAdminQuickstart(t *testing.T) {
 	onlyKeys(t, "event", evs[0].(map[string]any), "event_id", "event_type", "category", "timestamp", "tenant_id", "scope", "actor",
 		"source", "data", "request_id", "trace_id")
 	must(e.call("GET", "/v1/admin/events?tenant_id="+tenant, "", "", as...), 200, "admin events")
+	evID := evs[0].(map[string]any)["event_id"].(string)
+	one := must(e.call("GET", "/v1/admin/events/"+evID+"?tenant_id="+tenant, "", "", as...), 200, "admin event by id")
+	if one["event_id"] != evID || one["tenant_id"] != tenant || one["event_type"] != evs[0].(map[string]any)["event_type"] {
+		t.Fatalf("event by id %v, listed %v", one, evs[0])
+	}
+	for _, c := range []struct {
+		path, error string
+		status      int
+		as          []string
+	}{
+		{"/v1/admin/events/" + evID, "INVALID_REQUEST", 400, as},                                  // tenant_id is required
+		{"/v1/admin/events/evt_0123456789abcdef?tenant_id=" + tenant, "EVENT_NOT_FOUND", 404, as}, // not in the log
+		{"/v1/admin/events/" + evID + "?tenant_id=" + tenant, "UNAUTHORIZED", 401, key},           // a tenant key
+	} {
+		if r := e.call("GET", c.path, "", "", c.as...); r.status != c.status || r.obj(t)["error"] != c.error {
+			t.Fatalf("%s: %d %s", c.path, r.status, r.body)
+		}
+	}
 	if r := e.call("GET", "/v1/admin/events?tenant_id="+tenant, "", "", key...); r.status != 401 {
 		t.Fatalf("admin events with a tenant key: %d %s", r.status, r.body)
 	}
