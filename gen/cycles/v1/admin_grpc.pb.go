@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	AdminService_CreateTenant_FullMethodName   = "/cycles.v1.AdminService/CreateTenant"
 	AdminService_GetTenant_FullMethodName      = "/cycles.v1.AdminService/GetTenant"
+	AdminService_ListTenants_FullMethodName    = "/cycles.v1.AdminService/ListTenants"
 	AdminService_UpdateTenant_FullMethodName   = "/cycles.v1.AdminService/UpdateTenant"
 	AdminService_CloseTenant_FullMethodName    = "/cycles.v1.AdminService/CloseTenant"
 	AdminService_CreateApiKey_FullMethodName   = "/cycles.v1.AdminService/CreateApiKey"
@@ -48,6 +49,9 @@ type AdminServiceClient interface {
 	CreateTenant(ctx context.Context, in *CreateTenantRequest, opts ...grpc.CallOption) (*CreateTenantResponse, error)
 	// GetTenant reads one tenant.
 	GetTenant(ctx context.Context, in *GetTenantRequest, opts ...grpc.CallOption) (*GetTenantResponse, error)
+	// ListTenants pages the tenant registry in tenant_id order, optionally
+	// only tenants of one status or matching a search text.
+	ListTenants(ctx context.Context, in *ListTenantsRequest, opts ...grpc.CallOption) (*ListTenantsResponse, error)
 	// UpdateTenant changes defaults and ACTIVE <-> SUSPENDED status.
 	UpdateTenant(ctx context.Context, in *UpdateTenantRequest, opts ...grpc.CallOption) (*UpdateTenantResponse, error)
 	// CloseTenant is irreversible: it releases the tenant's open reservations
@@ -101,6 +105,16 @@ func (c *adminServiceClient) GetTenant(ctx context.Context, in *GetTenantRequest
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetTenantResponse)
 	err := c.cc.Invoke(ctx, AdminService_GetTenant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListTenants(ctx context.Context, in *ListTenantsRequest, opts ...grpc.CallOption) (*ListTenantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTenantsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListTenants_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -240,6 +254,9 @@ type AdminServiceServer interface {
 	CreateTenant(context.Context, *CreateTenantRequest) (*CreateTenantResponse, error)
 	// GetTenant reads one tenant.
 	GetTenant(context.Context, *GetTenantRequest) (*GetTenantResponse, error)
+	// ListTenants pages the tenant registry in tenant_id order, optionally
+	// only tenants of one status or matching a search text.
+	ListTenants(context.Context, *ListTenantsRequest) (*ListTenantsResponse, error)
 	// UpdateTenant changes defaults and ACTIVE <-> SUSPENDED status.
 	UpdateTenant(context.Context, *UpdateTenantRequest) (*UpdateTenantResponse, error)
 	// CloseTenant is irreversible: it releases the tenant's open reservations
@@ -284,6 +301,9 @@ func (UnimplementedAdminServiceServer) CreateTenant(context.Context, *CreateTena
 }
 func (UnimplementedAdminServiceServer) GetTenant(context.Context, *GetTenantRequest) (*GetTenantResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetTenant not implemented")
+}
+func (UnimplementedAdminServiceServer) ListTenants(context.Context, *ListTenantsRequest) (*ListTenantsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListTenants not implemented")
 }
 func (UnimplementedAdminServiceServer) UpdateTenant(context.Context, *UpdateTenantRequest) (*UpdateTenantResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method UpdateTenant not implemented")
@@ -374,6 +394,24 @@ func _AdminService_GetTenant_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServiceServer).GetTenant(ctx, req.(*GetTenantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListTenants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTenantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListTenants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListTenants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListTenants(ctx, req.(*ListTenantsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -608,6 +646,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetTenant",
 			Handler:    _AdminService_GetTenant_Handler,
+		},
+		{
+			MethodName: "ListTenants",
+			Handler:    _AdminService_ListTenants_Handler,
 		},
 		{
 			MethodName: "UpdateTenant",

@@ -27,6 +27,10 @@ func (h *handler) GetTenant(ctx context.Context, r *cyclesv1.GetTenantRequest) (
 	return h.svc.GetTenant(ctx, r)
 }
 
+func (h *handler) ListTenants(ctx context.Context, r *cyclesv1.ListTenantsRequest) (*cyclesv1.ListTenantsResponse, error) {
+	return h.svc.ListTenants(ctx, r)
+}
+
 func (h *handler) UpdateTenant(ctx context.Context, r *cyclesv1.UpdateTenantRequest) (*cyclesv1.UpdateTenantResponse, error) {
 	return h.svc.UpdateTenant(ctx, r)
 }

@@ -42,6 +42,7 @@ func isoTime(ms int64) string {
 
 func (a *API) adminRoutes() {
 	a.mux.HandleFunc("POST /v1/admin/tenants", a.createTenant)
+	a.mux.HandleFunc("GET /v1/admin/tenants", a.listTenants)
 	a.mux.HandleFunc("GET /v1/admin/tenants/{tenant_id}", a.getTenant)
 	a.mux.HandleFunc("PATCH /v1/admin/tenants/{tenant_id}", a.updateTenant)
 	a.mux.HandleFunc("POST /v1/admin/api-keys", a.createAPIKey)
@@ -150,6 +151,47 @@ func (a *API) getTenant(w http.ResponseWriter, r *http.Request) {
 			return a.adm.GetTenant(ctx, req.(*cyclesv1.GetTenantRequest))
 		},
 		func(resp any) any { return tenantOf(resp.(*cyclesv1.GetTenantResponse).GetTenant()) })
+}
+
+type tenantsOut struct {
+	Tenants    []*tenantOut `json:"tenants"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+	HasMore    bool         `json:"has_more"`
+}
+
+// listTenants serves GET /v1/admin/tenants over AdminService.ListTenants:
+// status, search, limit and cursor are served; the order is always tenant_id
+// ascending, so sort_by and sort_dir are ignored (the spec lets a server
+// ignore them), as is observe_mode (a v0.1.26 extension). parent_tenant_id is
+// refused: cyclesd has no tenant hierarchy.
+func (a *API) listTenants(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req := &cyclesv1.ListTenantsRequest{Search: q.Get("search"), Cursor: q.Get("cursor")}
+	var err error
+	if q.Get("parent_tenant_id") != "" {
+		err = apierr.Invalid("parent_tenant_id", "tenant hierarchies are not supported by cyclesd")
+	}
+	if s := q.Get("status"); s != "" && err == nil {
+		var v int32
+		if v, err = parseEnum("status", s, tenantStatusValues); err == nil {
+			req.Status = cyclesv1.TenantStatus(v)
+		}
+	}
+	if err == nil {
+		req.Limit, err = limitParam(q)
+	}
+	a.admin(w, r, cyclesv1.AdminService_ListTenants_FullMethodName, http.StatusOK, req, err,
+		func(ctx context.Context, req any) (any, error) {
+			return a.adm.ListTenants(ctx, req.(*cyclesv1.ListTenantsRequest))
+		},
+		func(resp any) any {
+			l := resp.(*cyclesv1.ListTenantsResponse)
+			out := &tenantsOut{Tenants: make([]*tenantOut, 0, len(l.GetTenants())), NextCursor: l.GetNextCursor(), HasMore: l.GetHasMore()}
+			for _, t := range l.GetTenants() {
+				out.Tenants = append(out.Tenants, tenantOf(t))
+			}
+			return out
+		})
 }
 
 // updateTenant is PATCH: the given fields change; status CLOSED runs the

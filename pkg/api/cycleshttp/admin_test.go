@@ -74,6 +74,19 @@ func TestAdminQuickstart(t *testing.T) {
 		t.Fatalf("tenant %v", tn)
 	}
 	must(e.call("GET", "/v1/admin/tenants/"+tenant, "", "", as...), 200, "get tenant")
+	tl := must(e.call("GET", "/v1/admin/tenants?status=ACTIVE&search="+strings.ToUpper(tenant), "", "", as...), 200, "list tenants")
+	onlyKeys(t, "tenant list", tl, "tenants", "next_cursor", "has_more")
+	if ts := tl["tenants"].([]any); len(ts) != 1 || ts[0].(map[string]any)["tenant_id"] != tenant || tl["has_more"] != false {
+		t.Fatalf("tenant list %v", tl)
+	}
+	if tl := must(e.call("GET", "/v1/admin/tenants?status=SUSPENDED&search="+tenant, "", "", as...), 200, "list suspended"); len(tl["tenants"].([]any)) != 0 {
+		t.Fatalf("suspended list %v", tl)
+	}
+	for _, q := range []string{"status=GONE", "parent_tenant_id=p", "limit=101", "cursor=x"} {
+		if r := e.call("GET", "/v1/admin/tenants?"+q, "", "", as...); r.status != 400 || r.obj(t)["details"].(map[string]any)["field"] != strings.Split(q, "=")[0] {
+			t.Fatalf("list tenants ?%s: %d %s", q, r.status, r.body)
+		}
+	}
 	if r := e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"Acme"}`); r.status != 401 {
 		t.Fatalf("tenant create without the admin key: %d %s", r.status, r.body)
 	}
@@ -82,6 +95,9 @@ func TestAdminQuickstart(t *testing.T) {
 	}
 
 	k := must(e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"agent"}`, as...), 201, "create key")
+	if r := e.call("GET", "/v1/admin/tenants", "", "", "X-Cycles-API-Key", k["key_secret"].(string)); r.status != 401 {
+		t.Fatalf("list tenants with a tenant key: %d %s", r.status, r.body)
+	}
 	onlyKeys(t, "key", k, "key_id", "key_secret", "key_prefix", "tenant_id", "permissions", "created_at", "expires_at")
 	secret := k["key_secret"].(string)
 	if r := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"ro","permissions":["balances:read"]}`, as...); r.status != 400 {

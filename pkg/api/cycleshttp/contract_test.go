@@ -75,6 +75,9 @@ func TestContract(t *testing.T) {
 	e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"Acme"}`, as...) // duplicate
 	e.call("GET", "/v1/admin/tenants/"+tenant, "", "", as...)
 	e.call("GET", "/v1/admin/tenants/nobody-here", "", "", as...)
+	e.call("GET", "/v1/admin/tenants?limit=2", "", "", as...)
+	e.call("GET", "/v1/admin/tenants?search="+tenant, "", "", as...)
+	e.call("GET", "/v1/admin/tenants?status=NOPE", "", "", as...) // 400
 	e.call("PATCH", "/v1/admin/tenants/"+tenant, "", `{"name":"Acme Inc","metadata":{"team":"x"}}`, as...)
 	k := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"agent"}`, as...).obj(t)
 	key := []string{"X-Cycles-API-Key", k["key_secret"].(string)}
