@@ -116,6 +116,21 @@ func init() {
 		}
 		return Cursor("cursor", r.GetCursor())
 	})
+	register(func(r *cyclesv1.ListApiKeysRequest) error {
+		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
+			return err
+		}
+		if _, known := cyclesv1.ApiKeyStatus_name[int32(r.GetStatus())]; !known {
+			return invalid("status", "must be one of ACTIVE, REVOKED")
+		}
+		if err := Text("search", r.GetSearch(), adminMaxSearchLen); err != nil {
+			return err
+		}
+		if err := Limit("limit", r.GetLimit(), adminMaxKeyListLen); err != nil {
+			return err
+		}
+		return Cursor("cursor", r.GetCursor())
+	})
 	register(func(r *cyclesv1.UpdateTenantRequest) error {
 		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
 			return err

@@ -25,6 +25,7 @@ const (
 	AdminService_UpdateTenant_FullMethodName   = "/cycles.v1.AdminService/UpdateTenant"
 	AdminService_CloseTenant_FullMethodName    = "/cycles.v1.AdminService/CloseTenant"
 	AdminService_CreateApiKey_FullMethodName   = "/cycles.v1.AdminService/CreateApiKey"
+	AdminService_ListApiKeys_FullMethodName    = "/cycles.v1.AdminService/ListApiKeys"
 	AdminService_RevokeApiKey_FullMethodName   = "/cycles.v1.AdminService/RevokeApiKey"
 	AdminService_CreateBudget_FullMethodName   = "/cycles.v1.AdminService/CreateBudget"
 	AdminService_GetBudget_FullMethodName      = "/cycles.v1.AdminService/GetBudget"
@@ -60,6 +61,9 @@ type AdminServiceClient interface {
 	CloseTenant(ctx context.Context, in *CloseTenantRequest, opts ...grpc.CallOption) (*CloseTenantResponse, error)
 	// CreateApiKey returns the secret once; only its SHA-256 is stored.
 	CreateApiKey(ctx context.Context, in *CreateApiKeyRequest, opts ...grpc.CallOption) (*CreateApiKeyResponse, error)
+	// ListApiKeys pages one tenant's API keys in key_id order: public records
+	// only, never a secret or its hash.
+	ListApiKeys(ctx context.Context, in *ListApiKeysRequest, opts ...grpc.CallOption) (*ListApiKeysResponse, error)
 	// RevokeApiKey stops a key authenticating: at once on the replica that
 	// handles it, within the key cache TTL (default 5 s) on the others.
 	RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*RevokeApiKeyResponse, error)
@@ -145,6 +149,16 @@ func (c *adminServiceClient) CreateApiKey(ctx context.Context, in *CreateApiKeyR
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateApiKeyResponse)
 	err := c.cc.Invoke(ctx, AdminService_CreateApiKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListApiKeys(ctx context.Context, in *ListApiKeysRequest, opts ...grpc.CallOption) (*ListApiKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListApiKeysResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListApiKeys_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -265,6 +279,9 @@ type AdminServiceServer interface {
 	CloseTenant(context.Context, *CloseTenantRequest) (*CloseTenantResponse, error)
 	// CreateApiKey returns the secret once; only its SHA-256 is stored.
 	CreateApiKey(context.Context, *CreateApiKeyRequest) (*CreateApiKeyResponse, error)
+	// ListApiKeys pages one tenant's API keys in key_id order: public records
+	// only, never a secret or its hash.
+	ListApiKeys(context.Context, *ListApiKeysRequest) (*ListApiKeysResponse, error)
 	// RevokeApiKey stops a key authenticating: at once on the replica that
 	// handles it, within the key cache TTL (default 5 s) on the others.
 	RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*RevokeApiKeyResponse, error)
@@ -313,6 +330,9 @@ func (UnimplementedAdminServiceServer) CloseTenant(context.Context, *CloseTenant
 }
 func (UnimplementedAdminServiceServer) CreateApiKey(context.Context, *CreateApiKeyRequest) (*CreateApiKeyResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CreateApiKey not implemented")
+}
+func (UnimplementedAdminServiceServer) ListApiKeys(context.Context, *ListApiKeysRequest) (*ListApiKeysResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListApiKeys not implemented")
 }
 func (UnimplementedAdminServiceServer) RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*RevokeApiKeyResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RevokeApiKey not implemented")
@@ -466,6 +486,24 @@ func _AdminService_CreateApiKey_Handler(srv interface{}, ctx context.Context, de
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServiceServer).CreateApiKey(ctx, req.(*CreateApiKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListApiKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListApiKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListApiKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListApiKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListApiKeys(ctx, req.(*ListApiKeysRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -662,6 +700,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateApiKey",
 			Handler:    _AdminService_CreateApiKey_Handler,
+		},
+		{
+			MethodName: "ListApiKeys",
+			Handler:    _AdminService_ListApiKeys_Handler,
 		},
 		{
 			MethodName: "RevokeApiKey",

@@ -43,6 +43,10 @@ func (h *handler) CreateApiKey(ctx context.Context, r *cyclesv1.CreateApiKeyRequ
 	return h.svc.CreateApiKey(ctx, r)
 }
 
+func (h *handler) ListApiKeys(ctx context.Context, r *cyclesv1.ListApiKeysRequest) (*cyclesv1.ListApiKeysResponse, error) {
+	return h.svc.ListApiKeys(ctx, r)
+}
+
 func (h *handler) RevokeApiKey(ctx context.Context, r *cyclesv1.RevokeApiKeyRequest) (*cyclesv1.RevokeApiKeyResponse, error) {
 	return h.svc.RevokeApiKey(ctx, r)
 }

@@ -23,6 +23,7 @@ var (
 	tenantStatusNames  = enumNames(cyclesv1.TenantStatus_name, "TENANT_STATUS_")
 	tenantStatusValues = enumValues(tenantStatusNames)
 	keyStatusNames     = enumNames(cyclesv1.ApiKeyStatus_name, "API_KEY_STATUS_")
+	keyStatusValues    = enumValues(keyStatusNames)
 	budgetStatusNames  = enumNames(cyclesv1.BudgetStatus_name, "BUDGET_STATUS_")
 	fundingNames       = enumNames(cyclesv1.FundingOperation_name, "FUNDING_OPERATION_")
 	fundingValues      = enumValues(fundingNames)
@@ -46,6 +47,7 @@ func (a *API) adminRoutes() {
 	a.mux.HandleFunc("GET /v1/admin/tenants/{tenant_id}", a.getTenant)
 	a.mux.HandleFunc("PATCH /v1/admin/tenants/{tenant_id}", a.updateTenant)
 	a.mux.HandleFunc("POST /v1/admin/api-keys", a.createAPIKey)
+	a.mux.HandleFunc("GET /v1/admin/api-keys", a.listAPIKeys)
 	a.mux.HandleFunc("DELETE /v1/admin/api-keys/{key_id}", a.revokeAPIKey)
 	a.mux.HandleFunc("POST /v1/admin/budgets", a.createBudget)
 	a.mux.HandleFunc("GET /v1/admin/budgets", a.listBudgets)
@@ -316,6 +318,56 @@ func (a *API) createAPIKey(w http.ResponseWriter, r *http.Request) {
 		func(resp any) any {
 			k := resp.(*cyclesv1.CreateApiKeyResponse)
 			return apiKeyOf(k.GetApiKey(), k.GetSecret(), false)
+		})
+}
+
+type apiKeysOut struct {
+	Keys       []*apiKeyOut `json:"keys"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+	HasMore    bool         `json:"has_more"`
+}
+
+// listAPIKeys serves GET /v1/admin/api-keys over AdminService.ListApiKeys.
+// tenant_id is required (keys are indexed per tenant; docs/http-api.md);
+// status, search, limit and cursor are served; the order is always key id
+// ascending, so sort_by and sort_dir are ignored (the spec lets a server
+// ignore them). status EXPIRED matches nothing: cyclesd keys never expire.
+func (a *API) listAPIKeys(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req := &cyclesv1.ListApiKeysRequest{TenantId: q.Get("tenant_id"), Search: q.Get("search"), Cursor: q.Get("cursor")}
+	var err error
+	if req.TenantId == "" {
+		err = apierr.Invalid("tenant_id", "is required: cyclesd lists the keys of one tenant at a time")
+	}
+	expired := false
+	if s := q.Get("status"); s != "" && err == nil {
+		if s == "EXPIRED" {
+			expired = true
+		} else {
+			var v int32
+			if v, err = parseEnum("status", s, keyStatusValues); err == nil {
+				req.Status = cyclesv1.ApiKeyStatus(v)
+			}
+		}
+	}
+	if err == nil {
+		req.Limit, err = limitParam(q)
+	}
+	a.admin(w, r, cyclesv1.AdminService_ListApiKeys_FullMethodName, http.StatusOK, req, err,
+		func(ctx context.Context, req any) (any, error) {
+			l, err := a.adm.ListApiKeys(ctx, req.(*cyclesv1.ListApiKeysRequest))
+			if err == nil && expired {
+				l = &cyclesv1.ListApiKeysResponse{} // the tenant exists; none of its keys has expired
+			}
+			return l, err
+		},
+		func(resp any) any {
+			l := resp.(*cyclesv1.ListApiKeysResponse)
+			out := &apiKeysOut{Keys: make([]*apiKeyOut, 0, len(l.GetApiKeys())), NextCursor: l.GetNextCursor(), HasMore: l.GetHasMore()}
+			for _, k := range l.GetApiKeys() {
+				out.Keys = append(out.Keys, apiKeyOf(k, "", true))
+			}
+			return out
 		})
 }
 

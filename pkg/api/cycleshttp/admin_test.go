@@ -98,6 +98,36 @@ func TestAdminQuickstart(t *testing.T) {
 	if r := e.call("GET", "/v1/admin/tenants", "", "", "X-Cycles-API-Key", k["key_secret"].(string)); r.status != 401 {
 		t.Fatalf("list tenants with a tenant key: %d %s", r.status, r.body)
 	}
+	kl := must(e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status=ACTIVE&sort_by=name", "", "", as...), 200, "list keys")
+	onlyKeys(t, "key list", kl, "keys", "next_cursor", "has_more")
+	if ks := kl["keys"].([]any); len(ks) != 1 || kl["has_more"] != false {
+		t.Fatalf("key list %v", kl)
+	} else {
+		onlyKeys(t, "listed key", ks[0].(map[string]any), "key_id", "key_prefix", "tenant_id", "name", "permissions", "status", "created_at", "revoked_at")
+		if ks[0].(map[string]any)["key_id"] != k["key_id"] || ks[0].(map[string]any)["key_secret"] != nil {
+			t.Fatalf("listed key %v, created %v", ks[0], k)
+		}
+	}
+	for _, st := range []string{"REVOKED", "EXPIRED"} {
+		if kl := must(e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status="+st, "", "", as...), 200, "list "+st); len(kl["keys"].([]any)) != 0 {
+			t.Fatalf("%s keys %v", st, kl)
+		}
+	}
+	for _, q := range []string{"", "tenant_id=" + tenant + "&status=GONE", "tenant_id=" + tenant + "&limit=101", "tenant_id=" + tenant + "&cursor=x"} {
+		field := "tenant_id"
+		if q != "" {
+			field = strings.Split(strings.Split(q, "&")[1], "=")[0]
+		}
+		if r := e.call("GET", "/v1/admin/api-keys?"+q, "", "", as...); r.status != 400 || r.obj(t)["details"].(map[string]any)["field"] != field {
+			t.Fatalf("list keys ?%s: %d %s", q, r.status, r.body)
+		}
+	}
+	if r := e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant, "", "", "X-Cycles-API-Key", k["key_secret"].(string)); r.status != 401 {
+		t.Fatalf("list keys with a tenant key: %d %s", r.status, r.body)
+	}
+	if r := e.call("GET", "/v1/admin/api-keys?tenant_id=nobody-here", "", "", as...); r.status != 404 || r.obj(t)["error"] != "TENANT_NOT_FOUND" {
+		t.Fatalf("list keys of an unknown tenant: %d %s", r.status, r.body)
+	}
 	onlyKeys(t, "key", k, "key_id", "key_secret", "key_prefix", "tenant_id", "permissions", "created_at", "expires_at")
 	secret := k["key_secret"].(string)
 	if r := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"ro","permissions":["balances:read"]}`, as...); r.status != 400 {
@@ -186,6 +216,10 @@ func TestAdminQuickstart(t *testing.T) {
 	rv := must(e.call("DELETE", "/v1/admin/api-keys/"+k["key_id"].(string), "", "", as...), 200, "revoke")
 	if rv["status"] != "REVOKED" {
 		t.Fatalf("revoke %v", rv)
+	}
+	if kl := must(e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status=REVOKED", "", "", as...), 200, "list revoked"); len(kl["keys"].([]any)) != 1 ||
+		kl["keys"].([]any)[0].(map[string]any)["revoked_at"] == nil {
+		t.Fatalf("revoked keys %v", kl)
 	}
 	if r := e.call("GET", "/v1/balances?tenant="+tenant, "", "", key...); r.status != 401 {
 		t.Fatalf("revoked key still works: %d %s", r.status, r.body)
