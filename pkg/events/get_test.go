@@ -104,3 +104,25 @@ func TestGetEvent(t *testing.T) {
 		})
 	}
 }
+
+// The find script (exclusive XREVRANGE bounds included) behaves the same on
+// real Redis and on the embedded store of dev mode.
+func TestGetEventOnEveryBackend(t *testing.T) {
+	for _, be := range redistest.Backends(t) {
+		t.Run(be.Name, func(t *testing.T) {
+			e := newEnv(t, be.Client, events.Options{})
+			a := newTenant()
+			ids, _ := e.appendIDs(a, "dddddddddddd", "tenant", 4100) // three windows
+			for _, i := range []int{0, 2100, 4099} {
+				got, err := e.client.GetEvent(asAdmin(testCtx(t)), &cyclesv1.GetEventRequest{TenantId: a, EventId: ids[i]})
+				if err != nil || got.GetEvent().GetEventId() != ids[i] {
+					t.Fatalf("event %d: %v %v", i, got, err)
+				}
+			}
+			_, err := e.client.GetEvent(asAdmin(testCtx(t)), &cyclesv1.GetEventRequest{TenantId: a, EventId: "evt_ffffffffffffffff"})
+			if reasonOf(err) != apierr.EventNotFound {
+				t.Fatalf("unknown id: %v", err)
+			}
+		})
+	}
+}
