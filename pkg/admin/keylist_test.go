@@ -2,6 +2,8 @@ package admin
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
 // listAllKeys follows next_cursor to the end.
@@ -114,7 +117,7 @@ func TestListApiKeys(t *testing.T) {
 	_, err := call(e.ctx, &cyclesv1.ListApiKeysRequest{TenantId: newTenantID(t)}, e.svc.ListApiKeys)
 	wantRefused(t, err, codes.NotFound, apierr.TenantNotFound)
 	for _, req := range []*cyclesv1.ListApiKeysRequest{
-		{},
+		{TenantId: "Not A Tenant"},
 		{TenantId: a, Cursor: "nope"},
 		{TenantId: a, Cursor: "QUJD"},
 		{TenantId: a, Limit: 101},
@@ -123,5 +126,68 @@ func TestListApiKeys(t *testing.T) {
 	} {
 		_, err := call(e.ctx, req, e.svc.ListApiKeys)
 		wantRefused(t, err, codes.InvalidArgument, apierr.InvalidRequest)
+	}
+}
+
+// Without tenant_id, ListApiKeys walks every tenant in tenant_id then key id
+// order, each key once across pages, skipping registry ids without a record,
+// and bounds the tenants one call visits (an empty page with has_more, then
+// the rest).
+func TestListApiKeysAcrossTenants(t *testing.T) {
+	e := newEnvOn(t, redistest.Start(t).Client(t)) // a private registry
+	type tk struct{ tenant, key string }
+	var want []tk
+	var revoked []string
+	for _, n := range []int{2, 0, 3} {
+		id := e.createTenant()
+		for i := 0; i < n; i++ {
+			k := e.createKey(id).GetApiKey()
+			want = append(want, tk{id, k.GetKeyId()})
+			if i == 1 {
+				mustCall(t, e.ctx, &cyclesv1.RevokeApiKeyRequest{TenantId: id, KeyId: k.GetKeyId()}, e.svc.RevokeApiKey)
+				revoked = append(revoked, k.GetKeyId())
+			}
+		}
+	}
+	if err := e.rdb.ZAdd(context.Background(), keys.Tenants, redisZ("t-000000000000")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(want, func(i, j int) bool {
+		if want[i].tenant != want[j].tenant {
+			return want[i].tenant < want[j].tenant
+		}
+		return want[i].key < want[j].key
+	})
+	var got []tk
+	for _, k := range e.listAllKeys(&cyclesv1.ListApiKeysRequest{Limit: 2}) {
+		got = append(got, tk{k.GetTenantId(), k.GetKeyId()})
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("listed %v, want %v", got, want)
+	}
+	sort.Strings(revoked)
+	var gotRevoked []string
+	for _, k := range e.listAllKeys(&cyclesv1.ListApiKeysRequest{Status: cyclesv1.ApiKeyStatus_API_KEY_STATUS_REVOKED, Limit: 1}) {
+		gotRevoked = append(gotRevoked, k.GetKeyId())
+	}
+	sort.Strings(gotRevoked)
+	if !reflect.DeepEqual(gotRevoked, revoked) {
+		t.Fatalf("revoked %v, want %v", gotRevoked, revoked)
+	}
+	// Cursor kinds do not mix.
+	one := mustCall(t, e.ctx, &cyclesv1.ListApiKeysRequest{Limit: 1}, e.svc.ListApiKeys)
+	_, err := call(e.ctx, &cyclesv1.ListApiKeysRequest{TenantId: want[0].tenant, Cursor: one.GetNextCursor()}, e.svc.ListApiKeys)
+	wantRefused(t, err, codes.InvalidArgument, apierr.InvalidRequest)
+
+	// 101 key-less tenants ahead of one with a key ("t-" ids sort after "a-").
+	for i := 0; i < keyListTenantsPerCall+1; i++ {
+		mustCall(t, e.ctx, &cyclesv1.CreateTenantRequest{TenantId: fmt.Sprintf("a-%03d", i), Name: "empty"}, e.svc.CreateTenant)
+	}
+	first := mustCall(t, e.ctx, &cyclesv1.ListApiKeysRequest{}, e.svc.ListApiKeys)
+	if len(first.GetApiKeys()) != 0 || !first.GetHasMore() {
+		t.Fatalf("first call after %d empty tenants: %v", keyListTenantsPerCall, first)
+	}
+	if all := e.listAllKeys(&cyclesv1.ListApiKeysRequest{}); len(all) != len(want) {
+		t.Fatalf("after the empty tenants: %d keys, want %d", len(all), len(want))
 	}
 }

@@ -117,8 +117,10 @@ func init() {
 		return Cursor("cursor", r.GetCursor())
 	})
 	register(func(r *cyclesv1.ListApiKeysRequest) error {
-		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
-			return err
+		if r.GetTenantId() != "" {
+			if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
+				return err
+			}
 		}
 		if _, known := cyclesv1.ApiKeyStatus_name[int32(r.GetStatus())]; !known {
 			return invalid("status", "must be one of ACTIVE, REVOKED")

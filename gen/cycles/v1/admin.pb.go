@@ -1237,7 +1237,8 @@ func (x *CreateApiKeyResponse) GetSecret() string {
 // ListApiKeysRequest selects one page of a tenant's API keys.
 type ListApiKeysRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The tenant whose keys are listed (required).
+	// The tenant whose keys are listed; empty lists every tenant's keys, in
+	// tenant_id then key_id order (a call visits at most 100 tenants).
 	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// Only keys in this status; UNSPECIFIED lists every status.
 	Status ApiKeyStatus `protobuf:"varint,2,opt,name=status,proto3,enum=cycles.v1.ApiKeyStatus" json:"status,omitempty"`
@@ -1320,7 +1321,7 @@ func (x *ListApiKeysRequest) GetCursor() string {
 // ListApiKeysResponse is one page of API keys, in key_id order.
 type ListApiKeysResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Public records (no secret, no hash).
+	// Public records (no secret, no hash), each naming its tenant.
 	ApiKeys []*ApiKey `protobuf:"bytes,1,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`
 	// Pass as `cursor` for the next page; empty at the end.
 	NextCursor string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`

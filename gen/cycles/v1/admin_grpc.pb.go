@@ -61,8 +61,8 @@ type AdminServiceClient interface {
 	CloseTenant(ctx context.Context, in *CloseTenantRequest, opts ...grpc.CallOption) (*CloseTenantResponse, error)
 	// CreateApiKey returns the secret once; only its SHA-256 is stored.
 	CreateApiKey(ctx context.Context, in *CreateApiKeyRequest, opts ...grpc.CallOption) (*CreateApiKeyResponse, error)
-	// ListApiKeys pages one tenant's API keys in key_id order: public records
-	// only, never a secret or its hash.
+	// ListApiKeys pages one tenant's API keys in key_id order, or every
+	// tenant's: public records only, never a secret or its hash.
 	ListApiKeys(ctx context.Context, in *ListApiKeysRequest, opts ...grpc.CallOption) (*ListApiKeysResponse, error)
 	// RevokeApiKey stops a key authenticating: at once on the replica that
 	// handles it, within the key cache TTL (default 5 s) on the others.
@@ -279,8 +279,8 @@ type AdminServiceServer interface {
 	CloseTenant(context.Context, *CloseTenantRequest) (*CloseTenantResponse, error)
 	// CreateApiKey returns the secret once; only its SHA-256 is stored.
 	CreateApiKey(context.Context, *CreateApiKeyRequest) (*CreateApiKeyResponse, error)
-	// ListApiKeys pages one tenant's API keys in key_id order: public records
-	// only, never a secret or its hash.
+	// ListApiKeys pages one tenant's API keys in key_id order, or every
+	// tenant's: public records only, never a secret or its hash.
 	ListApiKeys(context.Context, *ListApiKeysRequest) (*ListApiKeysResponse, error)
 	// RevokeApiKey stops a key authenticating: at once on the replica that
 	// handles it, within the key cache TTL (default 5 s) on the others.

@@ -328,17 +328,14 @@ type apiKeysOut struct {
 }
 
 // listAPIKeys serves GET /v1/admin/api-keys over AdminService.ListApiKeys.
-// tenant_id is required (keys are indexed per tenant; docs/http-api.md);
-// status, search, limit and cursor are served; the order is always key id
-// ascending, so sort_by and sort_dir are ignored (the spec lets a server
-// ignore them). status EXPIRED matches nothing: cyclesd keys never expire.
+// Without tenant_id it lists every tenant's keys (tenant_id, then key id
+// order); status, search, limit and cursor are served; sort_by and sort_dir
+// are ignored (the spec lets a server ignore them). status EXPIRED matches
+// nothing: cyclesd keys never expire.
 func (a *API) listAPIKeys(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	req := &cyclesv1.ListApiKeysRequest{TenantId: q.Get("tenant_id"), Search: q.Get("search"), Cursor: q.Get("cursor")}
 	var err error
-	if req.TenantId == "" {
-		err = apierr.Invalid("tenant_id", "is required: cyclesd lists the keys of one tenant at a time")
-	}
 	expired := false
 	if s := q.Get("status"); s != "" && err == nil {
 		if s == "EXPIRED" {

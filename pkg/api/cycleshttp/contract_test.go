@@ -128,7 +128,8 @@ func TestContract(t *testing.T) {
 	e.call("POST", "/v1/admin/budgets/freeze?scope="+scope+"&unit=TOKENS", "", "", as...) // 409
 	e.call("POST", "/v1/admin/budgets/unfreeze?scope="+scope+"&unit=TOKENS", "", "", as...)
 	e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&limit=1", "", "", as...)
-	e.call("GET", "/v1/admin/api-keys", "", "", as...) // 400: tenant_id
+	e.call("GET", "/v1/admin/api-keys?limit=2", "", "", as...)      // every tenant
+	e.call("GET", "/v1/admin/api-keys?status=WRONG", "", "", as...) // 400
 	e.call("DELETE", "/v1/admin/api-keys/"+k["key_id"].(string), "", "", as...)
 	e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status=REVOKED", "", "", as...)
 	e.call("PATCH", "/v1/admin/tenants/"+tenant, "", `{"status":"CLOSED"}`, as...)
