@@ -58,6 +58,7 @@ const (
 	InvalidState      Code = "INVALID_STATE"
 	Overflow          Code = "AMOUNT_OVERFLOW"
 	PolicyNotFound    Code = "POLICY_NOT_FOUND"
+	EventNotFound     Code = "EVENT_NOT_FOUND"
 
 	// StoreFull: Redis reached maxmemory (noeviction) and refused the write;
 	// nothing was applied. Settlement (commit, release) and key revocation
@@ -74,7 +75,7 @@ func (c Code) GRPCCode() codes.Code {
 		return codes.Unauthenticated
 	case Forbidden:
 		return codes.PermissionDenied
-	case NotFound, TenantNotFound, BudgetNotFound, KeyNotFound, PolicyNotFound:
+	case NotFound, TenantNotFound, BudgetNotFound, KeyNotFound, PolicyNotFound, EventNotFound:
 		return codes.NotFound
 	case IdempotencyMismatch, DuplicateResource:
 		return codes.AlreadyExists

@@ -15,6 +15,9 @@ const (
 	adminMaxScopePathLen  = 1024
 	adminKeyIDLen         = 16
 	adminMaxBudgetListLen = 200
+	adminMaxTenantListLen = 100
+	adminMaxKeyListLen    = 100
+	adminMaxSearchLen     = 128
 )
 
 // AdminScopePath shape-checks an operator-written scope path: required,
@@ -100,6 +103,35 @@ func init() {
 	})
 	register(func(r *cyclesv1.GetTenantRequest) error {
 		return TenantID("tenant_id", r.GetTenantId())
+	})
+	register(func(r *cyclesv1.ListTenantsRequest) error {
+		if _, known := cyclesv1.TenantStatus_name[int32(r.GetStatus())]; !known {
+			return invalid("status", "must be one of ACTIVE, SUSPENDED, CLOSED")
+		}
+		if err := Text("search", r.GetSearch(), adminMaxSearchLen); err != nil {
+			return err
+		}
+		if err := Limit("limit", r.GetLimit(), adminMaxTenantListLen); err != nil {
+			return err
+		}
+		return Cursor("cursor", r.GetCursor())
+	})
+	register(func(r *cyclesv1.ListApiKeysRequest) error {
+		if r.GetTenantId() != "" {
+			if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
+				return err
+			}
+		}
+		if _, known := cyclesv1.ApiKeyStatus_name[int32(r.GetStatus())]; !known {
+			return invalid("status", "must be one of ACTIVE, REVOKED")
+		}
+		if err := Text("search", r.GetSearch(), adminMaxSearchLen); err != nil {
+			return err
+		}
+		if err := Limit("limit", r.GetLimit(), adminMaxKeyListLen); err != nil {
+			return err
+		}
+		return Cursor("cursor", r.GetCursor())
 	})
 	register(func(r *cyclesv1.UpdateTenantRequest) error {
 		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {

@@ -56,7 +56,22 @@ func init() {
 		}
 		return Cursor("cursor", r.GetCursor())
 	})
+	register(func(r *cyclesv1.GetEventRequest) error {
+		if r.GetTenantId() != "" {
+			if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
+				return err
+			}
+		}
+		if r.GetEventId() == "" {
+			return invalid("event_id", "is required")
+		}
+		return Text("event_id", r.GetEventId(), maxEventID)
+	})
 }
+
+// maxEventID bounds an event id: ours are 20 characters ("evt_" + 16 hex);
+// any other string up to this length is simply not found.
+const maxEventID = 128
 
 // eventCategories are the protocol's EventCategory values (docs/protocol.md#events).
 var eventCategories = map[string]bool{

@@ -21,9 +21,11 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	AdminService_CreateTenant_FullMethodName   = "/cycles.v1.AdminService/CreateTenant"
 	AdminService_GetTenant_FullMethodName      = "/cycles.v1.AdminService/GetTenant"
+	AdminService_ListTenants_FullMethodName    = "/cycles.v1.AdminService/ListTenants"
 	AdminService_UpdateTenant_FullMethodName   = "/cycles.v1.AdminService/UpdateTenant"
 	AdminService_CloseTenant_FullMethodName    = "/cycles.v1.AdminService/CloseTenant"
 	AdminService_CreateApiKey_FullMethodName   = "/cycles.v1.AdminService/CreateApiKey"
+	AdminService_ListApiKeys_FullMethodName    = "/cycles.v1.AdminService/ListApiKeys"
 	AdminService_RevokeApiKey_FullMethodName   = "/cycles.v1.AdminService/RevokeApiKey"
 	AdminService_CreateBudget_FullMethodName   = "/cycles.v1.AdminService/CreateBudget"
 	AdminService_GetBudget_FullMethodName      = "/cycles.v1.AdminService/GetBudget"
@@ -48,6 +50,9 @@ type AdminServiceClient interface {
 	CreateTenant(ctx context.Context, in *CreateTenantRequest, opts ...grpc.CallOption) (*CreateTenantResponse, error)
 	// GetTenant reads one tenant.
 	GetTenant(ctx context.Context, in *GetTenantRequest, opts ...grpc.CallOption) (*GetTenantResponse, error)
+	// ListTenants pages the tenant registry in tenant_id order, optionally
+	// only tenants of one status or matching a search text.
+	ListTenants(ctx context.Context, in *ListTenantsRequest, opts ...grpc.CallOption) (*ListTenantsResponse, error)
 	// UpdateTenant changes defaults and ACTIVE <-> SUSPENDED status.
 	UpdateTenant(ctx context.Context, in *UpdateTenantRequest, opts ...grpc.CallOption) (*UpdateTenantResponse, error)
 	// CloseTenant is irreversible: it releases the tenant's open reservations
@@ -56,6 +61,9 @@ type AdminServiceClient interface {
 	CloseTenant(ctx context.Context, in *CloseTenantRequest, opts ...grpc.CallOption) (*CloseTenantResponse, error)
 	// CreateApiKey returns the secret once; only its SHA-256 is stored.
 	CreateApiKey(ctx context.Context, in *CreateApiKeyRequest, opts ...grpc.CallOption) (*CreateApiKeyResponse, error)
+	// ListApiKeys pages one tenant's API keys in key_id order, or every
+	// tenant's: public records only, never a secret or its hash.
+	ListApiKeys(ctx context.Context, in *ListApiKeysRequest, opts ...grpc.CallOption) (*ListApiKeysResponse, error)
 	// RevokeApiKey stops a key authenticating: at once on the replica that
 	// handles it, within the key cache TTL (default 5 s) on the others.
 	RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*RevokeApiKeyResponse, error)
@@ -107,6 +115,16 @@ func (c *adminServiceClient) GetTenant(ctx context.Context, in *GetTenantRequest
 	return out, nil
 }
 
+func (c *adminServiceClient) ListTenants(ctx context.Context, in *ListTenantsRequest, opts ...grpc.CallOption) (*ListTenantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTenantsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListTenants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) UpdateTenant(ctx context.Context, in *UpdateTenantRequest, opts ...grpc.CallOption) (*UpdateTenantResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(UpdateTenantResponse)
@@ -131,6 +149,16 @@ func (c *adminServiceClient) CreateApiKey(ctx context.Context, in *CreateApiKeyR
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateApiKeyResponse)
 	err := c.cc.Invoke(ctx, AdminService_CreateApiKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListApiKeys(ctx context.Context, in *ListApiKeysRequest, opts ...grpc.CallOption) (*ListApiKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListApiKeysResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListApiKeys_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -240,6 +268,9 @@ type AdminServiceServer interface {
 	CreateTenant(context.Context, *CreateTenantRequest) (*CreateTenantResponse, error)
 	// GetTenant reads one tenant.
 	GetTenant(context.Context, *GetTenantRequest) (*GetTenantResponse, error)
+	// ListTenants pages the tenant registry in tenant_id order, optionally
+	// only tenants of one status or matching a search text.
+	ListTenants(context.Context, *ListTenantsRequest) (*ListTenantsResponse, error)
 	// UpdateTenant changes defaults and ACTIVE <-> SUSPENDED status.
 	UpdateTenant(context.Context, *UpdateTenantRequest) (*UpdateTenantResponse, error)
 	// CloseTenant is irreversible: it releases the tenant's open reservations
@@ -248,6 +279,9 @@ type AdminServiceServer interface {
 	CloseTenant(context.Context, *CloseTenantRequest) (*CloseTenantResponse, error)
 	// CreateApiKey returns the secret once; only its SHA-256 is stored.
 	CreateApiKey(context.Context, *CreateApiKeyRequest) (*CreateApiKeyResponse, error)
+	// ListApiKeys pages one tenant's API keys in key_id order, or every
+	// tenant's: public records only, never a secret or its hash.
+	ListApiKeys(context.Context, *ListApiKeysRequest) (*ListApiKeysResponse, error)
 	// RevokeApiKey stops a key authenticating: at once on the replica that
 	// handles it, within the key cache TTL (default 5 s) on the others.
 	RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*RevokeApiKeyResponse, error)
@@ -285,6 +319,9 @@ func (UnimplementedAdminServiceServer) CreateTenant(context.Context, *CreateTena
 func (UnimplementedAdminServiceServer) GetTenant(context.Context, *GetTenantRequest) (*GetTenantResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetTenant not implemented")
 }
+func (UnimplementedAdminServiceServer) ListTenants(context.Context, *ListTenantsRequest) (*ListTenantsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListTenants not implemented")
+}
 func (UnimplementedAdminServiceServer) UpdateTenant(context.Context, *UpdateTenantRequest) (*UpdateTenantResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method UpdateTenant not implemented")
 }
@@ -293,6 +330,9 @@ func (UnimplementedAdminServiceServer) CloseTenant(context.Context, *CloseTenant
 }
 func (UnimplementedAdminServiceServer) CreateApiKey(context.Context, *CreateApiKeyRequest) (*CreateApiKeyResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CreateApiKey not implemented")
+}
+func (UnimplementedAdminServiceServer) ListApiKeys(context.Context, *ListApiKeysRequest) (*ListApiKeysResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListApiKeys not implemented")
 }
 func (UnimplementedAdminServiceServer) RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*RevokeApiKeyResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RevokeApiKey not implemented")
@@ -378,6 +418,24 @@ func _AdminService_GetTenant_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListTenants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTenantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListTenants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListTenants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListTenants(ctx, req.(*ListTenantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_UpdateTenant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(UpdateTenantRequest)
 	if err := dec(in); err != nil {
@@ -428,6 +486,24 @@ func _AdminService_CreateApiKey_Handler(srv interface{}, ctx context.Context, de
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServiceServer).CreateApiKey(ctx, req.(*CreateApiKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListApiKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListApiKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListApiKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListApiKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListApiKeys(ctx, req.(*ListApiKeysRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -610,6 +686,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AdminService_GetTenant_Handler,
 		},
 		{
+			MethodName: "ListTenants",
+			Handler:    _AdminService_ListTenants_Handler,
+		},
+		{
 			MethodName: "UpdateTenant",
 			Handler:    _AdminService_UpdateTenant_Handler,
 		},
@@ -620,6 +700,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateApiKey",
 			Handler:    _AdminService_CreateApiKey_Handler,
+		},
+		{
+			MethodName: "ListApiKeys",
+			Handler:    _AdminService_ListApiKeys_Handler,
 		},
 		{
 			MethodName: "RevokeApiKey",

@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	EventService_WatchEvents_FullMethodName = "/cycles.v1.EventService/WatchEvents"
 	EventService_ListEvents_FullMethodName  = "/cycles.v1.EventService/ListEvents"
+	EventService_GetEvent_FullMethodName    = "/cycles.v1.EventService/GetEvent"
 )
 
 // EventServiceClient is the client API for EventService service.
@@ -41,6 +42,13 @@ type EventServiceClient interface {
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error)
 	// ListEvents pages the same log.
 	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
+	// GetEvent reads one event of one tenant's log by its event_id (NOT_FOUND,
+	// reason EVENT_NOT_FOUND, when it is not retained or not visible to the
+	// caller). An event id does not name its tenant, so the tenant is named
+	// (admin key) or is the caller's own (tenant key). The log is searched
+	// newest first, in bounded windows: the cost grows with the number of that
+	// tenant's events newer than the one asked for (docs/http-api.md).
+	GetEvent(ctx context.Context, in *GetEventRequest, opts ...grpc.CallOption) (*GetEventResponse, error)
 }
 
 type eventServiceClient struct {
@@ -80,6 +88,16 @@ func (c *eventServiceClient) ListEvents(ctx context.Context, in *ListEventsReque
 	return out, nil
 }
 
+func (c *eventServiceClient) GetEvent(ctx context.Context, in *GetEventRequest, opts ...grpc.CallOption) (*GetEventResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetEventResponse)
+	err := c.cc.Invoke(ctx, EventService_GetEvent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EventServiceServer is the server API for EventService service.
 // All implementations must embed UnimplementedEventServiceServer
 // for forward compatibility.
@@ -98,6 +116,13 @@ type EventServiceServer interface {
 	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error
 	// ListEvents pages the same log.
 	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
+	// GetEvent reads one event of one tenant's log by its event_id (NOT_FOUND,
+	// reason EVENT_NOT_FOUND, when it is not retained or not visible to the
+	// caller). An event id does not name its tenant, so the tenant is named
+	// (admin key) or is the caller's own (tenant key). The log is searched
+	// newest first, in bounded windows: the cost grows with the number of that
+	// tenant's events newer than the one asked for (docs/http-api.md).
+	GetEvent(context.Context, *GetEventRequest) (*GetEventResponse, error)
 	mustEmbedUnimplementedEventServiceServer()
 }
 
@@ -113,6 +138,9 @@ func (UnimplementedEventServiceServer) WatchEvents(*WatchEventsRequest, grpc.Ser
 }
 func (UnimplementedEventServiceServer) ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListEvents not implemented")
+}
+func (UnimplementedEventServiceServer) GetEvent(context.Context, *GetEventRequest) (*GetEventResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method GetEvent not implemented")
 }
 func (UnimplementedEventServiceServer) mustEmbedUnimplementedEventServiceServer() {}
 func (UnimplementedEventServiceServer) testEmbeddedByValue()                      {}
@@ -164,6 +192,24 @@ func _EventService_ListEvents_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _EventService_GetEvent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetEventRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EventServiceServer).GetEvent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: EventService_GetEvent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EventServiceServer).GetEvent(ctx, req.(*GetEventRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // EventService_ServiceDesc is the grpc.ServiceDesc for EventService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -174,6 +220,10 @@ var EventService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListEvents",
 			Handler:    _EventService_ListEvents_Handler,
+		},
+		{
+			MethodName: "GetEvent",
+			Handler:    _EventService_GetEvent_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -27,6 +27,10 @@ func (h *handler) GetTenant(ctx context.Context, r *cyclesv1.GetTenantRequest) (
 	return h.svc.GetTenant(ctx, r)
 }
 
+func (h *handler) ListTenants(ctx context.Context, r *cyclesv1.ListTenantsRequest) (*cyclesv1.ListTenantsResponse, error) {
+	return h.svc.ListTenants(ctx, r)
+}
+
 func (h *handler) UpdateTenant(ctx context.Context, r *cyclesv1.UpdateTenantRequest) (*cyclesv1.UpdateTenantResponse, error) {
 	return h.svc.UpdateTenant(ctx, r)
 }
@@ -37,6 +41,10 @@ func (h *handler) CloseTenant(ctx context.Context, r *cyclesv1.CloseTenantReques
 
 func (h *handler) CreateApiKey(ctx context.Context, r *cyclesv1.CreateApiKeyRequest) (*cyclesv1.CreateApiKeyResponse, error) {
 	return h.svc.CreateApiKey(ctx, r)
+}
+
+func (h *handler) ListApiKeys(ctx context.Context, r *cyclesv1.ListApiKeysRequest) (*cyclesv1.ListApiKeysResponse, error) {
+	return h.svc.ListApiKeys(ctx, r)
 }
 
 func (h *handler) RevokeApiKey(ctx context.Context, r *cyclesv1.RevokeApiKeyRequest) (*cyclesv1.RevokeApiKeyResponse, error) {

@@ -23,6 +23,7 @@ var (
 	tenantStatusNames  = enumNames(cyclesv1.TenantStatus_name, "TENANT_STATUS_")
 	tenantStatusValues = enumValues(tenantStatusNames)
 	keyStatusNames     = enumNames(cyclesv1.ApiKeyStatus_name, "API_KEY_STATUS_")
+	keyStatusValues    = enumValues(keyStatusNames)
 	budgetStatusNames  = enumNames(cyclesv1.BudgetStatus_name, "BUDGET_STATUS_")
 	fundingNames       = enumNames(cyclesv1.FundingOperation_name, "FUNDING_OPERATION_")
 	fundingValues      = enumValues(fundingNames)
@@ -42,9 +43,11 @@ func isoTime(ms int64) string {
 
 func (a *API) adminRoutes() {
 	a.mux.HandleFunc("POST /v1/admin/tenants", a.createTenant)
+	a.mux.HandleFunc("GET /v1/admin/tenants", a.listTenants)
 	a.mux.HandleFunc("GET /v1/admin/tenants/{tenant_id}", a.getTenant)
 	a.mux.HandleFunc("PATCH /v1/admin/tenants/{tenant_id}", a.updateTenant)
 	a.mux.HandleFunc("POST /v1/admin/api-keys", a.createAPIKey)
+	a.mux.HandleFunc("GET /v1/admin/api-keys", a.listAPIKeys)
 	a.mux.HandleFunc("DELETE /v1/admin/api-keys/{key_id}", a.revokeAPIKey)
 	a.mux.HandleFunc("POST /v1/admin/budgets", a.createBudget)
 	a.mux.HandleFunc("GET /v1/admin/budgets", a.listBudgets)
@@ -150,6 +153,47 @@ func (a *API) getTenant(w http.ResponseWriter, r *http.Request) {
 			return a.adm.GetTenant(ctx, req.(*cyclesv1.GetTenantRequest))
 		},
 		func(resp any) any { return tenantOf(resp.(*cyclesv1.GetTenantResponse).GetTenant()) })
+}
+
+type tenantsOut struct {
+	Tenants    []*tenantOut `json:"tenants"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+	HasMore    bool         `json:"has_more"`
+}
+
+// listTenants serves GET /v1/admin/tenants over AdminService.ListTenants:
+// status, search, limit and cursor are served; the order is always tenant_id
+// ascending, so sort_by and sort_dir are ignored (the spec lets a server
+// ignore them), as is observe_mode (a v0.1.26 extension). parent_tenant_id is
+// refused: cyclesd has no tenant hierarchy.
+func (a *API) listTenants(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req := &cyclesv1.ListTenantsRequest{Search: q.Get("search"), Cursor: q.Get("cursor")}
+	var err error
+	if q.Get("parent_tenant_id") != "" {
+		err = apierr.Invalid("parent_tenant_id", "tenant hierarchies are not supported by cyclesd")
+	}
+	if s := q.Get("status"); s != "" && err == nil {
+		var v int32
+		if v, err = parseEnum("status", s, tenantStatusValues); err == nil {
+			req.Status = cyclesv1.TenantStatus(v)
+		}
+	}
+	if err == nil {
+		req.Limit, err = limitParam(q)
+	}
+	a.admin(w, r, cyclesv1.AdminService_ListTenants_FullMethodName, http.StatusOK, req, err,
+		func(ctx context.Context, req any) (any, error) {
+			return a.adm.ListTenants(ctx, req.(*cyclesv1.ListTenantsRequest))
+		},
+		func(resp any) any {
+			l := resp.(*cyclesv1.ListTenantsResponse)
+			out := &tenantsOut{Tenants: make([]*tenantOut, 0, len(l.GetTenants())), NextCursor: l.GetNextCursor(), HasMore: l.GetHasMore()}
+			for _, t := range l.GetTenants() {
+				out.Tenants = append(out.Tenants, tenantOf(t))
+			}
+			return out
+		})
 }
 
 // updateTenant is PATCH: the given fields change; status CLOSED runs the
@@ -274,6 +318,53 @@ func (a *API) createAPIKey(w http.ResponseWriter, r *http.Request) {
 		func(resp any) any {
 			k := resp.(*cyclesv1.CreateApiKeyResponse)
 			return apiKeyOf(k.GetApiKey(), k.GetSecret(), false)
+		})
+}
+
+type apiKeysOut struct {
+	Keys       []*apiKeyOut `json:"keys"`
+	NextCursor string       `json:"next_cursor,omitempty"`
+	HasMore    bool         `json:"has_more"`
+}
+
+// listAPIKeys serves GET /v1/admin/api-keys over AdminService.ListApiKeys.
+// Without tenant_id it lists every tenant's keys (tenant_id, then key id
+// order); status, search, limit and cursor are served; sort_by and sort_dir
+// are ignored (the spec lets a server ignore them). status EXPIRED matches
+// nothing: cyclesd keys never expire.
+func (a *API) listAPIKeys(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	req := &cyclesv1.ListApiKeysRequest{TenantId: q.Get("tenant_id"), Search: q.Get("search"), Cursor: q.Get("cursor")}
+	var err error
+	expired := false
+	if s := q.Get("status"); s != "" && err == nil {
+		if s == "EXPIRED" {
+			expired = true
+		} else {
+			var v int32
+			if v, err = parseEnum("status", s, keyStatusValues); err == nil {
+				req.Status = cyclesv1.ApiKeyStatus(v)
+			}
+		}
+	}
+	if err == nil {
+		req.Limit, err = limitParam(q)
+	}
+	a.admin(w, r, cyclesv1.AdminService_ListApiKeys_FullMethodName, http.StatusOK, req, err,
+		func(ctx context.Context, req any) (any, error) {
+			l, err := a.adm.ListApiKeys(ctx, req.(*cyclesv1.ListApiKeysRequest))
+			if err == nil && expired {
+				l = &cyclesv1.ListApiKeysResponse{} // the tenant exists; none of its keys has expired
+			}
+			return l, err
+		},
+		func(resp any) any {
+			l := resp.(*cyclesv1.ListApiKeysResponse)
+			out := &apiKeysOut{Keys: make([]*apiKeyOut, 0, len(l.GetApiKeys())), NextCursor: l.GetNextCursor(), HasMore: l.GetHasMore()}
+			for _, k := range l.GetApiKeys() {
+				out.Keys = append(out.Keys, apiKeyOf(k, "", true))
+			}
+			return out
 		})
 }
 

@@ -74,6 +74,19 @@ func TestAdminQuickstart(t *testing.T) {
 		t.Fatalf("tenant %v", tn)
 	}
 	must(e.call("GET", "/v1/admin/tenants/"+tenant, "", "", as...), 200, "get tenant")
+	tl := must(e.call("GET", "/v1/admin/tenants?status=ACTIVE&search="+strings.ToUpper(tenant), "", "", as...), 200, "list tenants")
+	onlyKeys(t, "tenant list", tl, "tenants", "next_cursor", "has_more")
+	if ts := tl["tenants"].([]any); len(ts) != 1 || ts[0].(map[string]any)["tenant_id"] != tenant || tl["has_more"] != false {
+		t.Fatalf("tenant list %v", tl)
+	}
+	if tl := must(e.call("GET", "/v1/admin/tenants?status=SUSPENDED&search="+tenant, "", "", as...), 200, "list suspended"); len(tl["tenants"].([]any)) != 0 {
+		t.Fatalf("suspended list %v", tl)
+	}
+	for _, q := range []string{"status=GONE", "parent_tenant_id=p", "limit=101", "cursor=x"} {
+		if r := e.call("GET", "/v1/admin/tenants?"+q, "", "", as...); r.status != 400 || r.obj(t)["details"].(map[string]any)["field"] != strings.Split(q, "=")[0] {
+			t.Fatalf("list tenants ?%s: %d %s", q, r.status, r.body)
+		}
+	}
 	if r := e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"Acme"}`); r.status != 401 {
 		t.Fatalf("tenant create without the admin key: %d %s", r.status, r.body)
 	}
@@ -82,6 +95,42 @@ func TestAdminQuickstart(t *testing.T) {
 	}
 
 	k := must(e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"agent"}`, as...), 201, "create key")
+	if r := e.call("GET", "/v1/admin/tenants", "", "", "X-Cycles-API-Key", k["key_secret"].(string)); r.status != 401 {
+		t.Fatalf("list tenants with a tenant key: %d %s", r.status, r.body)
+	}
+	kl := must(e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status=ACTIVE&sort_by=name", "", "", as...), 200, "list keys")
+	onlyKeys(t, "key list", kl, "keys", "next_cursor", "has_more")
+	if ks := kl["keys"].([]any); len(ks) != 1 || kl["has_more"] != false {
+		t.Fatalf("key list %v", kl)
+	} else {
+		onlyKeys(t, "listed key", ks[0].(map[string]any), "key_id", "key_prefix", "tenant_id", "name", "permissions", "status", "created_at", "revoked_at")
+		if ks[0].(map[string]any)["key_id"] != k["key_id"] || ks[0].(map[string]any)["key_secret"] != nil {
+			t.Fatalf("listed key %v, created %v", ks[0], k)
+		}
+	}
+	for _, st := range []string{"REVOKED", "EXPIRED"} {
+		if kl := must(e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status="+st, "", "", as...), 200, "list "+st); len(kl["keys"].([]any)) != 0 {
+			t.Fatalf("%s keys %v", st, kl)
+		}
+	}
+	if kl := must(e.call("GET", "/v1/admin/api-keys?limit=1", "", "", as...), 200, "list every tenant's keys"); len(kl["keys"].([]any)) != 1 || kl["has_more"] != true {
+		t.Fatalf("all-tenant key list %v", kl)
+	}
+	for _, q := range []string{"tenant_id=Bad!", "tenant_id=" + tenant + "&status=GONE", "tenant_id=" + tenant + "&limit=101", "tenant_id=" + tenant + "&cursor=x"} {
+		field := "tenant_id"
+		if strings.Contains(q, "&") {
+			field = strings.Split(strings.Split(q, "&")[1], "=")[0]
+		}
+		if r := e.call("GET", "/v1/admin/api-keys?"+q, "", "", as...); r.status != 400 || r.obj(t)["details"].(map[string]any)["field"] != field {
+			t.Fatalf("list keys ?%s: %d %s", q, r.status, r.body)
+		}
+	}
+	if r := e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant, "", "", "X-Cycles-API-Key", k["key_secret"].(string)); r.status != 401 {
+		t.Fatalf("list keys with a tenant key: %d %s", r.status, r.body)
+	}
+	if r := e.call("GET", "/v1/admin/api-keys?tenant_id=nobody-here", "", "", as...); r.status != 404 || r.obj(t)["error"] != "TENANT_NOT_FOUND" {
+		t.Fatalf("list keys of an unknown tenant: %d %s", r.status, r.body)
+	}
 	onlyKeys(t, "key", k, "key_id", "key_secret", "key_prefix", "tenant_id", "permissions", "created_at", "expires_at")
 	secret := k["key_secret"].(string)
 	if r := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"ro","permissions":["balances:read"]}`, as...); r.status != 400 {
@@ -128,6 +177,24 @@ func TestAdminQuickstart(t *testing.T) {
 	onlyKeys(t, "event", evs[0].(map[string]any), "event_id", "event_type", "category", "timestamp", "tenant_id", "scope", "actor",
 		"source", "data", "request_id", "trace_id")
 	must(e.call("GET", "/v1/admin/events?tenant_id="+tenant, "", "", as...), 200, "admin events")
+	evID := evs[0].(map[string]any)["event_id"].(string)
+	one := must(e.call("GET", "/v1/admin/events/"+evID+"?tenant_id="+tenant, "", "", as...), 200, "admin event by id")
+	if one["event_id"] != evID || one["tenant_id"] != tenant || one["event_type"] != evs[0].(map[string]any)["event_type"] {
+		t.Fatalf("event by id %v, listed %v", one, evs[0])
+	}
+	for _, c := range []struct {
+		path, error string
+		status      int
+		as          []string
+	}{
+		{"/v1/admin/events/" + evID, "INVALID_REQUEST", 400, as},                                  // tenant_id is required
+		{"/v1/admin/events/evt_0123456789abcdef?tenant_id=" + tenant, "EVENT_NOT_FOUND", 404, as}, // not in the log
+		{"/v1/admin/events/" + evID + "?tenant_id=" + tenant, "UNAUTHORIZED", 401, key},           // a tenant key
+	} {
+		if r := e.call("GET", c.path, "", "", c.as...); r.status != c.status || r.obj(t)["error"] != c.error {
+			t.Fatalf("%s: %d %s", c.path, r.status, r.body)
+		}
+	}
 	if r := e.call("GET", "/v1/admin/events?tenant_id="+tenant, "", "", key...); r.status != 401 {
 		t.Fatalf("admin events with a tenant key: %d %s", r.status, r.body)
 	}
@@ -152,6 +219,10 @@ func TestAdminQuickstart(t *testing.T) {
 	rv := must(e.call("DELETE", "/v1/admin/api-keys/"+k["key_id"].(string), "", "", as...), 200, "revoke")
 	if rv["status"] != "REVOKED" {
 		t.Fatalf("revoke %v", rv)
+	}
+	if kl := must(e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status=REVOKED", "", "", as...), 200, "list revoked"); len(kl["keys"].([]any)) != 1 ||
+		kl["keys"].([]any)[0].(map[string]any)["revoked_at"] == nil {
+		t.Fatalf("revoked keys %v", kl)
 	}
 	if r := e.call("GET", "/v1/balances?tenant="+tenant, "", "", key...); r.status != 401 {
 		t.Fatalf("revoked key still works: %d %s", r.status, r.body)

@@ -75,6 +75,9 @@ func TestContract(t *testing.T) {
 	e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"Acme"}`, as...) // duplicate
 	e.call("GET", "/v1/admin/tenants/"+tenant, "", "", as...)
 	e.call("GET", "/v1/admin/tenants/nobody-here", "", "", as...)
+	e.call("GET", "/v1/admin/tenants?limit=2", "", "", as...)
+	e.call("GET", "/v1/admin/tenants?search="+tenant, "", "", as...)
+	e.call("GET", "/v1/admin/tenants?status=NOPE", "", "", as...) // 400
 	e.call("PATCH", "/v1/admin/tenants/"+tenant, "", `{"name":"Acme Inc","metadata":{"team":"x"}}`, as...)
 	k := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"agent"}`, as...).obj(t)
 	key := []string{"X-Cycles-API-Key", k["key_secret"].(string)}
@@ -116,13 +119,19 @@ func TestContract(t *testing.T) {
 	e.call("POST", "/v1/decide", "", `{"idempotency_key":"d2","subject":{"workspace":"prod"},"action":{"kind":"k","name":"n"},"estimate":{"unit":"CREDITS","amount":1}}`, key...) // 400 UNIT_MISMATCH
 	e.call("POST", "/v1/events", "", `{"idempotency_key":"e1","subject":{"workspace":"prod"},"action":{"kind":"k","name":"n"},"actual":{"unit":"TOKENS","amount":7},"overage_policy":"REJECT"}`, key...)
 	e.call("GET", "/v1/events", "", "", key...)
-	e.call("GET", "/v1/admin/events?tenant_id="+tenant+"&category=budget", "", "", as...)
+	evs := e.call("GET", "/v1/admin/events?tenant_id="+tenant+"&category=budget", "", "", as...).obj(t)["events"].([]any)
+	e.call("GET", "/v1/admin/events/"+evs[0].(map[string]any)["event_id"].(string)+"?tenant_id="+tenant, "", "", as...)
+	e.call("GET", "/v1/admin/events/evt_0123456789abcdef?tenant_id="+tenant, "", "", as...) // 404 EVENT_NOT_FOUND
 	e.call("GET", "/v1/auth/introspect", "", "", key...)
 	e.call("GET", "/v1/auth/introspect", "", "", as...)
 	e.call("POST", "/v1/admin/budgets/freeze?scope="+scope+"&unit=TOKENS", "", "", as...)
 	e.call("POST", "/v1/admin/budgets/freeze?scope="+scope+"&unit=TOKENS", "", "", as...) // 409
 	e.call("POST", "/v1/admin/budgets/unfreeze?scope="+scope+"&unit=TOKENS", "", "", as...)
+	e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&limit=1", "", "", as...)
+	e.call("GET", "/v1/admin/api-keys?limit=2", "", "", as...)      // every tenant
+	e.call("GET", "/v1/admin/api-keys?status=WRONG", "", "", as...) // 400
 	e.call("DELETE", "/v1/admin/api-keys/"+k["key_id"].(string), "", "", as...)
+	e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status=REVOKED", "", "", as...)
 	e.call("PATCH", "/v1/admin/tenants/"+tenant, "", `{"status":"CLOSED"}`, as...)
 
 	if len(rec) < 40 {

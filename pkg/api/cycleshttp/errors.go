@@ -52,7 +52,7 @@ func httpStatus(c apierr.Code) int {
 		return http.StatusUnauthorized
 	case apierr.Forbidden:
 		return http.StatusForbidden
-	case apierr.NotFound, apierr.TenantNotFound, apierr.BudgetNotFound, apierr.KeyNotFound, apierr.PolicyNotFound:
+	case apierr.NotFound, apierr.TenantNotFound, apierr.BudgetNotFound, apierr.KeyNotFound, apierr.PolicyNotFound, apierr.EventNotFound:
 		return http.StatusNotFound
 	case apierr.ReservationExpired:
 		return http.StatusGone
@@ -75,7 +75,7 @@ func foldRuntime(c apierr.Code) apierr.Code {
 		return apierr.InvalidRequest
 	case apierr.TenantSuspended:
 		return apierr.Forbidden
-	case apierr.TenantNotFound, apierr.BudgetNotFound, apierr.KeyNotFound, apierr.PolicyNotFound:
+	case apierr.TenantNotFound, apierr.BudgetNotFound, apierr.KeyNotFound, apierr.PolicyNotFound, apierr.EventNotFound:
 		return apierr.NotFound
 	default:
 		return apierr.InternalError // UNAVAILABLE, IDEMPOTENCY_PENDING: retry with the same key

@@ -18,9 +18,7 @@ import (
 func (a *API) eventRoutes() {
 	a.mux.HandleFunc("GET /v1/events", a.listTenantEvents)
 	a.mux.HandleFunc("GET /v1/admin/events", a.listAdminEvents)
-	a.mux.HandleFunc("GET /v1/admin/events/{event_id}", func(w http.ResponseWriter, r *http.Request) {
-		a.notServed(w, r, "read events by listing them (GET /v1/admin/events?tenant_id=...)")
-	})
+	a.mux.HandleFunc("GET /v1/admin/events/{event_id}", a.getAdminEvent)
 	webhooks := func(w http.ResponseWriter, r *http.Request) {
 		a.notServed(w, r, "webhooks are not served; subscribe to events over gRPC EventService.WatchEvents (durable, resumable by cursor)")
 	}
@@ -58,18 +56,23 @@ type eventListOut struct {
 func eventListOf(l *cyclesv1.ListEventsResponse) *eventListOut {
 	out := &eventListOut{Events: make([]eventEnvelopeOut, 0, len(l.GetEvents())), NextCursor: l.GetNextCursor(), HasMore: l.GetHasMore()}
 	for _, e := range l.GetEvents() {
-		ev := eventEnvelopeOut{EventID: e.GetEventId(), EventType: e.GetEventType(), Category: e.GetCategory(),
-			Timestamp: isoTime(e.GetTimestampMs()), TenantID: e.GetTenantId(), Scope: e.GetScope(), Source: e.GetSource(),
-			Data: mapOf(e.GetData()), RequestID: e.GetRequestId(), TraceID: e.GetTraceId()}
-		if act := e.GetActor(); act != nil && act.GetType() != "" {
-			ev.Actor = &actorOut{Type: act.GetType()}
-			if act.GetKeyId() != "" {
-				ev.Actor.KeyID = httpKeyID(e.GetTenantId(), act.GetKeyId())
-			}
-		}
-		out.Events = append(out.Events, ev)
+		out.Events = append(out.Events, envelopeOf(e))
 	}
 	return out
+}
+
+// envelopeOf is the protocol's Event envelope of one event.
+func envelopeOf(e *cyclesv1.Event) eventEnvelopeOut {
+	ev := eventEnvelopeOut{EventID: e.GetEventId(), EventType: e.GetEventType(), Category: e.GetCategory(),
+		Timestamp: isoTime(e.GetTimestampMs()), TenantID: e.GetTenantId(), Scope: e.GetScope(), Source: e.GetSource(),
+		Data: mapOf(e.GetData()), RequestID: e.GetRequestId(), TraceID: e.GetTraceId()}
+	if act := e.GetActor(); act != nil && act.GetType() != "" {
+		ev.Actor = &actorOut{Type: act.GetType()}
+		if act.GetKeyId() != "" {
+			ev.Actor.KeyID = httpKeyID(e.GetTenantId(), act.GetKeyId())
+		}
+	}
+	return ev
 }
 
 // eventsRequest reads the list filters shared by both routes.
@@ -126,3 +129,23 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request, wantAdmin bool)
 
 func (a *API) listTenantEvents(w http.ResponseWriter, r *http.Request) { a.listEvents(w, r, false) }
 func (a *API) listAdminEvents(w http.ResponseWriter, r *http.Request)  { a.listEvents(w, r, true) }
+
+// getAdminEvent serves GET /v1/admin/events/{event_id}?tenant_id=T over
+// EventService.GetEvent. An event id does not name its tenant, so tenant_id is
+// required (docs/http-api.md); the answer is the event's envelope or 404
+// EVENT_NOT_FOUND.
+func (a *API) getAdminEvent(w http.ResponseWriter, r *http.Request) {
+	if a.ev == nil {
+		a.notServed(w, r, "the event service is not enabled on this server")
+		return
+	}
+	req := &cyclesv1.GetEventRequest{TenantId: r.URL.Query().Get("tenant_id"), EventId: r.PathValue("event_id")}
+	a.serve(w, r, route{cyclesv1.EventService_GetEvent_FullMethodName, adminPlane, http.StatusOK}, req, nil,
+		func(ctx context.Context, req any) (any, error) {
+			if p, _ := auth.FromContext(ctx); !p.Admin {
+				return nil, apierr.New(apierr.Unauthorized, "this endpoint needs the admin key (X-Admin-API-Key)")
+			}
+			return a.ev.GetEvent(ctx, req.(*cyclesv1.GetEventRequest))
+		},
+		func(resp any) any { return envelopeOf(resp.(*cyclesv1.GetEventResponse).GetEvent()) })
+}

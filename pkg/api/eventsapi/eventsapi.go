@@ -63,3 +63,13 @@ func (h *handler) ListEvents(ctx context.Context, req *cyclesv1.ListEventsReques
 	}
 	return res, nil
 }
+
+func (h *handler) GetEvent(ctx context.Context, req *cyclesv1.GetEventRequest) (*cyclesv1.GetEventResponse, error) {
+	p, _ := auth.FromContext(ctx)
+	res, err := h.svc.Get(ctx, p, req)
+	if err != nil {
+		return nil, err
+	}
+	Typed(res.GetEvent())
+	return res, nil
+}

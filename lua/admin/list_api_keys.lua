@@ -1,0 +1,51 @@
+-- admin/list_api_keys: one page of a tenant's API keys in key id (lex) order,
+-- public fields only: the stored hash never leaves Redis.
+--
+-- KEYS[1] = tenant record hash
+-- KEYS[2] = the tenant's key index (cy:{t:T}:apikeys, lex zset, score 0)
+-- KEYS[3] = the key hash prefix "cy:{t:T}:apikey:"; a key's hash is
+--           KEYS[3] .. <key_id> (same slot)
+-- ARGV[1] = tenant id (for the refusal message)
+-- ARGV[2] = the last key id of the previous page ('' for the first page)
+-- ARGV[3] = page size, 1..100
+-- ARGV[4] = status filter ('' = any, else ACTIVE or REVOKED)
+-- ARGV[5] = search text, lowercase ('' = none): kept when the key id or the
+--           lowercased name contains it (plain substring, no patterns)
+-- ARGV[6] = at most this many index entries are examined (bounds the work)
+-- Result: ok({items = [{key_id, tenant_id, name, status, created_at,
+--             revoked_at}, ...], last = <last key id examined, '' if none>,
+--             more = bool})
+--   The next page starts after `last`. `more` is true when another entry was
+--   seen or (conservatively) when the examination bound was hit.
+-- Refusals: TENANT_NOT_FOUND.
+
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return fail('TENANT_NOT_FOUND', 'tenant ' .. ARGV[1] .. ' not found', {tenant_id = ARGV[1]})
+end
+local limit, scan = tonumber(ARGV[3]), tonumber(ARGV[6])
+if not limit or limit < 1 or limit > 100 or not scan or scan < limit then
+  return fail('INVALID_REQUEST', 'page size must be 1..100 and the scan bound at least the page size')
+end
+local min = '-'
+if ARGV[2] ~= '' then min = '(' .. ARGV[2] end
+local ids = redis.call('ZRANGEBYLEX', KEYS[2], min, '+', 'LIMIT', 0, scan)
+local items, last, more = {}, '', (#ids == scan)
+for i, id in ipairs(ids) do
+  if #items == limit then
+    more = true
+    break
+  end
+  last = id
+  local v = redis.call('HMGET', KEYS[3] .. id, 'key_id', 'tenant_id', 'name', 'status', 'created_at', 'revoked_at')
+  if v[1] then
+    local keep = (ARGV[4] == '' or v[4] == ARGV[4])
+    if keep and ARGV[5] ~= '' then
+      keep = string.find(id, ARGV[5], 1, true) ~= nil or string.find(string.lower(v[3] or ''), ARGV[5], 1, true) ~= nil
+    end
+    if keep then
+      items[#items + 1] = {key_id = v[1], tenant_id = v[2], name = v[3] or '', status = v[4],
+        created_at = v[5] or '0', revoked_at = v[6] or ''}
+    end
+  end
+end
+return ok({items = items, last = last, more = more})

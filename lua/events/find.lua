@@ -1,0 +1,31 @@
+-- events/find: look for one event id in a window of a tenant's event stream,
+-- newest first (read only).
+--
+-- KEYS[1] cy:{t:<tenant>}:events (stream appended by emit_event in lib/core.lua)
+-- ARGV[1] the event id sought ("evt_" + 16 hex; the entry's 'id' field)
+-- ARGV[2] the newest stream id to examine: '+' for the newest entry, or
+--         '(' .. <id> to continue below an id already examined
+-- ARGV[3] maximum entries to examine, 1..5000
+--
+-- Result ok({now, found = {id, f = {field = value, ...}} or absent,
+--            last = id of the oldest entry examined ('' when none),
+--            more = true when the window was full (older entries may remain)})
+-- emit_event writes the 'id' field first, so an entry is matched on its first
+-- field pair without decoding the rest; only the match is returned.
+
+local limit = tonumber(ARGV[3])
+if not limit or limit < 1 or limit > 5000 or limit ~= math.floor(limit) then
+  return fail('INVALID_REQUEST', 'find window must be 1..5000')
+end
+local now = now_ms()
+local entries = redis.call('XREVRANGE', KEYS[1], ARGV[2], '-', 'COUNT', limit)
+local res = {now = now, last = '', more = (#entries == limit)}
+for _, e in ipairs(entries) do
+  local f = e[2]
+  if f[1] == 'id' and f[2] == ARGV[1] then
+    res.found = {id = e[1], f = hmap(f)}
+    return ok(res)
+  end
+  res.last = e[1]
+end
+return ok(res)
