@@ -107,8 +107,10 @@ func errorOf(err error, p plane, requestID, traceID string) (int, *errorOut, map
 		details["reason"] = string(code)
 	}
 	httpCode := httpStatus(wire)
-	if code == apierr.Unavailable {
-		httpCode = http.StatusServiceUnavailable // fail closed, retryable
+	if code == apierr.Unavailable || code == apierr.StoreFull {
+		// Fail closed, retryable later: Redis did not answer, or it is full
+		// (details.reason says STORE_FULL; docs/limits.md).
+		httpCode = http.StatusServiceUnavailable
 	}
 	for k, v := range md {
 		switch {
