@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/tap"
 
@@ -164,6 +165,29 @@ func (a *authenticator) tap(ctx context.Context, info *tap.Info) (context.Contex
 		context.AfterFunc(ctx, release)
 	}
 	return ctx, nil
+}
+
+// PreAuth gives a call arriving on the HTTP listener the tap's checks before
+// its body is read: transports that decode the body themselves (the Cycles
+// HTTP wire) call it first, so a caller without valid credentials costs no
+// body read and no Redis call, and failed authentications over HTTP count
+// against the same per-peer budget as over gRPC. fullMethod is the method
+// whose access rule applies; md carries the credentials as gRPC metadata;
+// remoteAddr is http.Request.RemoteAddr.
+//
+// It returns ctx with the caller's peer (so the chain's own authentication
+// counts failures against it) but never with the principal the tap may have
+// resolved: the chain authenticates the call again under its real method.
+// A refusal is a gRPC status error with ErrorInfo, as the tap's.
+func (s *Server) PreAuth(ctx context.Context, fullMethod string, md metadata.MD, remoteAddr string) (context.Context, error) {
+	if ta, err := net.ResolveTCPAddr("tcp", remoteAddr); err == nil {
+		ctx = peer.NewContext(ctx, &peer.Peer{Addr: ta})
+	}
+	if s.authn == nil {
+		return ctx, nil
+	}
+	_, err := s.authn.tap(metadata.NewIncomingContext(ctx, md), &tap.Info{FullMethodName: fullMethod})
+	return ctx, err
 }
 
 // refuse counts a tap refusal and returns it as a gRPC status error (the tap

@@ -152,6 +152,8 @@ type Server struct {
 	// unary is the interceptor chain, kept for Invoke (other transports).
 	unary  []grpc.UnaryServerInterceptor
 	limits Limits
+	// authn is the authenticator the tap and the chain share (PreAuth).
+	authn *authenticator
 }
 
 // New builds the server.
@@ -204,7 +206,7 @@ func New(opts Options, svcs Services) *Server {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}, opts.ServerOptions...)
 	g := grpc.NewServer(serverOpts...)
-	s := &Server{GRPC: g, Health: health.NewServer(), log: log, unary: unary, limits: lim}
+	s := &Server{GRPC: g, Health: health.NewServer(), log: log, unary: unary, limits: lim, authn: authn}
 	if svcs.Runtime != nil {
 		cyclesv1.RegisterRuntimeServiceServer(g, svcs.Runtime)
 		s.names = append(s.names, cyclesv1.RuntimeService_ServiceDesc.ServiceName)

@@ -88,8 +88,61 @@ func New(opts Options) *API {
 		}
 		return r.Method + " " + r.URL.Path
 	}))
-	a.handler = withTraceID(otelhttp.NewHandler(a.mux, "cycles-http", otelOpts...))
+	a.handler = withTraceID(otelhttp.NewHandler(a.preAuth(a.mux), "cycles-http", otelOpts...))
 	return a
+}
+
+// preAuther is the part of the gRPC shell that checks credentials before a
+// body is read (server.Server.PreAuth).
+type preAuther interface {
+	PreAuth(ctx context.Context, fullMethod string, md metadata.MD, remoteAddr string) (context.Context, error)
+}
+
+// preAuthMethod is the access rule of the pre-read check: a method either
+// key may call, so every route's legitimate caller passes; the chain then
+// applies the route's own rule.
+const preAuthMethod = cyclesv1.EventService_ListEvents_FullMethodName
+
+// preAuth refuses a request whose credentials are missing, malformed, wrong
+// or recently refused, or whose peer is over its failed-authentication
+// budget, before the body is read (docs/limits.md).
+func (a *API) preAuth(next http.Handler) http.Handler {
+	pa, ok := a.inv.(preAuther)
+	if !ok {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := a.mux.Handler(r); pattern == "/v1/" {
+			next.ServeHTTP(w, r) // an unserved path is a 404 for anyone
+			return
+		}
+		ctx, err := pa.PreAuth(r.Context(), preAuthMethod, metadataOf(r), r.RemoteAddr)
+		if err != nil {
+			p := runtimePlane
+			if strings.HasPrefix(r.URL.Path, "/v1/admin/") {
+				p = adminPlane
+			}
+			code, body, extra := errorOf(err, p, "", "")
+			// The request's trace id (its traceparent or X-Cycles-Trace-Id,
+			// else the span's), as the chain would report it.
+			if sc := trace.SpanContextFromContext(r.Context()); sc.HasTraceID() {
+				body.TraceID = sc.TraceID().String()
+			}
+			h := w.Header()
+			for k, v := range extra {
+				h.Set(k, v)
+			}
+			if body.RequestID != "" {
+				h.Set("X-Request-Id", body.RequestID)
+			}
+			if body.TraceID != "" {
+				h.Set("X-Cycles-Trace-Id", body.TraceID)
+			}
+			writeJSON(w, code, body)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // ServeHTTP implements http.Handler.
