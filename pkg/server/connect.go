@@ -1,13 +1,20 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"connectrpc.com/connect"
 	connectcors "connectrpc.com/cors"
 	"connectrpc.com/vanguard"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cyclesgo/cycles-go/pkg/auth"
 )
 
 // DefaultConnectMaxBody bounds one Connect/gRPC-Web/JSON request body. The
@@ -55,11 +62,51 @@ func (h *HTTPServer) MountConnect(maxBody int64, corsOrigins ...string) error {
 	if err != nil {
 		return fmt.Errorf("connect transcoder: %w", err)
 	}
-	handler := withCORS(http.MaxBytesHandler(connectUnaryByDefault(tc), maxBody), corsOrigins)
+	handler := withCORS(http.MaxBytesHandler(connectUnaryByDefault(h.core.connectPreAuth(tc)), maxBody), corsOrigins)
 	for _, p := range paths {
 		h.mux.Handle(p, handler)
 	}
 	return nil
+}
+
+// connectPreAuth gives Connect, gRPC-Web and gRPC-over-HTTP/1 calls the
+// tap's checks before their body is read (the transcoder hands calls to the
+// gRPC server's ServeHTTP, which runs no tap): the path is the full method,
+// the headers are the metadata. A refusal is written in the caller's own
+// protocol, with the same ErrorInfo a gRPC caller gets.
+func (s *Server) connectPreAuth(next http.Handler) http.Handler {
+	ew := connect.NewErrorWriter()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !ew.IsSupported(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		md := metadata.MD{}
+		for _, k := range []string{auth.APIKeyHeader, auth.AdminKeyHeader, auth.RequestIDHeader} {
+			if v := r.Header.Values(k); len(v) > 0 {
+				md[k] = v
+			}
+		}
+		if _, err := s.PreAuth(r.Context(), r.URL.Path, md, r.RemoteAddr); err != nil {
+			_ = ew.Write(w, r, connectError(err))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// connectError carries a gRPC status, details included, as a Connect error.
+func connectError(err error) *connect.Error {
+	st := status.Convert(err)
+	ce := connect.NewError(connect.Code(st.Code()), errors.New(st.Message()))
+	for _, d := range st.Details() {
+		if m, ok := d.(proto.Message); ok {
+			if detail, derr := connect.NewErrorDetail(m); derr == nil {
+				ce.AddDetail(detail)
+			}
+		}
+	}
+	return ce
 }
 
 // connectUnaryByDefault marks a POST with a unary Connect content type

@@ -218,3 +218,65 @@ func TestConnectCORS(t *testing.T) {
 		t.Fatalf("actual request: %v", res.Header)
 	}
 }
+
+// watchedBody records whether anything read it.
+type watchedBody struct {
+	r    io.Reader
+	read bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	b.read = true
+	return b.r.Read(p)
+}
+
+// Connect and gRPC-Web calls get the tap's checks before their body is
+// read, as native gRPC calls do (the transcoder's path into the gRPC server
+// runs no tap); a call with a good key is read and served (the control).
+func TestConnectRefusesBeforeTheBodyIsRead(t *testing.T) {
+	srv := New(Options{
+		Logger:         zap.NewNop(),
+		Verifier:       fakeVerifier{key: "good-key", tenant: "acme"},
+		AdminKey:       adminKey,
+		RequestTimeout: 2 * time.Second,
+	}, Services{Runtime: &fakeRuntime{}, Admin: fakeAdmin{}})
+	t.Cleanup(srv.GRPC.Stop)
+	h := srv.NewHTTP(HTTPOptions{})
+	if err := h.MountConnect(0); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name        string
+		contentType string
+		header      []string
+		wantRead    bool
+		wantStatus  int
+	}{
+		{"connect JSON, no key", "application/json", nil, false, http.StatusUnauthorized},
+		{"connect JSON, admin key on the runtime plane", "application/json", []string{auth.AdminKeyHeader, adminKey}, false, http.StatusUnauthorized},
+		{"gRPC-Web, no key", "application/grpc-web+proto", nil, false, 0},
+		{"connect JSON, good key", "application/json", []string{auth.APIKeyHeader, "good-key"}, true, http.StatusOK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			wb := &watchedBody{r: strings.NewReader(`{"reservation_id":"r1"}`)}
+			req := httptest.NewRequest(http.MethodPost, "/cycles.v1.RuntimeService/GetReservation", wb)
+			req.Header.Set("Content-Type", tc.contentType)
+			for i := 0; i+1 < len(tc.header); i += 2 {
+				req.Header.Set(tc.header[i], tc.header[i+1])
+			}
+			rec := httptest.NewRecorder()
+			h.mux.ServeHTTP(rec, req)
+			if wb.read != tc.wantRead {
+				t.Fatalf("body read = %v, want %v (HTTP %d %s %v)", wb.read, tc.wantRead, rec.Code, rec.Body, rec.Header())
+			}
+			if tc.wantStatus != 0 && rec.Code != tc.wantStatus {
+				t.Fatalf("HTTP %d, want %d: %s", rec.Code, tc.wantStatus, rec.Body)
+			}
+			if !tc.wantRead && !strings.Contains(rec.Body.String()+rec.Header().Get("Grpc-Status"), "unauthenticated") &&
+				rec.Header().Get("Grpc-Status") != "16" {
+				t.Fatalf("refusal not unauthenticated: HTTP %d %s %v", rec.Code, rec.Body, rec.Header())
+			}
+		})
+	}
+}
