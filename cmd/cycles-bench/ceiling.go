@@ -12,7 +12,7 @@ import (
 	"github.com/cyclesgo/cycles-go/bench"
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/auth"
-	"github.com/cyclesgo/cycles-go/pkg/events"
+	"github.com/cyclesgo/cycles-go/pkg/eventctx"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
 	"github.com/cyclesgo/cycles-go/pkg/scope"
 	"github.com/cyclesgo/cycles-go/pkg/script"
@@ -79,7 +79,7 @@ func (c *ceilingCaller) reserveTTL(ctx context.Context, id string, ttl, grace in
 		"live", id, "TOKENS", strconv.Itoa(estimate), strconv.Itoa(ttl), strconv.Itoa(grace), "", id,
 		// The payload hash: any 64 hex characters (the script only compares it).
 		"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-		c.path, c.affected, c.subj, c.action, "", events.Context(c.ctx, 0))
+		c.path, c.affected, c.subj, c.action, "", eventctx.Arg(c.ctx, 0))
 	return err
 }
 

@@ -13,7 +13,7 @@
 -- ARGV[6] = idempotency record lifetime in ms
 -- ARGV[7] = canonical scope path
 -- ARGV[8] = unit
--- ARGV[9] = event context (pkg/events.Context)
+-- ARGV[9] = event context (pkg/eventctx.Arg)
 -- Result: {"replay":bool,"resp":R} where R = {operation, timestamp_ms,
 --   previous = {allocated, remaining, debt, spent, reserved}, new = {same},
 --   budget = <budget hash after>} (amounts as decimal strings).

@@ -71,7 +71,7 @@ local function emit_event(stream, retention_ms, now, ev, data)
 end
 
 -- event_emitter returns emit(type, category, scope, data) for one script run.
--- ectx_json is the ARGV built by pkg/events.Context:
+-- ectx_json is the ARGV built by pkg/eventctx.Arg:
 --   {base = 14 hex chars, retention_ms = n, actor = 'api_key'|'admin'|'system',
 --    key_id = '', request_id = '', trace_id = ''}
 -- Event ids are 'evt_' .. 12 hex of base .. <4 hex counter>: 16 hex as the

@@ -22,7 +22,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
 	"github.com/cyclesgo/cycles-go/pkg/auth"
-	"github.com/cyclesgo/cycles-go/pkg/events"
+	"github.com/cyclesgo/cycles-go/pkg/eventctx"
 	"github.com/cyclesgo/cycles-go/pkg/script"
 	"github.com/cyclesgo/cycles-go/pkg/telemetry"
 )
@@ -53,7 +53,7 @@ type TenantReleaser interface {
 type Options struct {
 	// MeterProvider receives the admin and auth counters (nil = no-op).
 	MeterProvider metric.MeterProvider
-	// EventRetention is passed to every event-emitting script (0 = events.DefaultRetention).
+	// EventRetention is passed to every event-emitting script (0 = eventctx.DefaultRetention).
 	EventRetention time.Duration
 	// KeyCacheTTL is how long a positive key verification is cached (0 = 5 s;
 	// negative disables the cache).
@@ -146,7 +146,7 @@ func New(exec *script.Executor, opts Options) *Service {
 
 // eventContext is the event-context ARGV of one script call.
 func (s *Service) eventContext(ctx context.Context) string {
-	return events.Context(ctx, s.retention)
+	return eventctx.Arg(ctx, s.retention)
 }
 
 // run executes one admin script and decodes its result into out.

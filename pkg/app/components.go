@@ -103,7 +103,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		},
 	}
 	if cfg.GuardPolicy != "" || len(cfg.GuardMethodPolicies) > 0 {
-		c.guard = lim.UnaryGuard(ratelimit.GuardConfig{Policy: cfg.GuardPolicy, MethodPolicies: cfg.GuardMethodPolicies})
+		c.guard = server.RateLimitGuard(lim, ratelimit.GuardConfig{Policy: cfg.GuardPolicy, MethodPolicies: cfg.GuardMethodPolicies})
 	}
 	if cfg.EnvoyRLSConfig != "" {
 		rls, err := loadEnvoyRLS(cfg.EnvoyRLSConfig, lim, mp)

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/cyclesgo/cycles-go/pkg/eventctx"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
 	"github.com/cyclesgo/cycles-go/pkg/script"
 	"github.com/cyclesgo/cycles-go/pkg/telemetry"
@@ -57,7 +58,7 @@ type AnnouncerOptions struct {
 // NewAnnouncer builds an Announcer; Run flushes it.
 func NewAnnouncer(exec *script.Executor, opts AnnouncerOptions) *Announcer {
 	if opts.Retention <= 0 {
-		opts.Retention = DefaultRetention
+		opts.Retention = eventctx.DefaultRetention
 	}
 	log := opts.Logger
 	if log == nil {
@@ -238,8 +239,8 @@ func (a *Announcer) append(ctx context.Context, tenants []string, ids map[string
 		args = append(args, t, ids[t].String())
 	}
 	var res struct {
-		Appended int64            `json:"appended"`
-		Marks    LuaArray[string] `json:"marks"`
+		Appended int64                   `json:"appended"`
+		Marks    script.LuaArray[string] `json:"marks"`
 	}
 	if err := a.exec.RunInto(ctx, &res, "events/announce", []string{keys.Feed, keys.FeedMarks}, args...); err != nil {
 		return fmt.Errorf("announce %d tenants to the event feed: %w", len(tenants), err)

@@ -1,6 +1,6 @@
 // Package events serves the durable, ordered event log of each tenant
-// (docs/protocol.md#events) and builds the event context that every
-// event-emitting script takes (context.go).
+// (docs/protocol.md#events). The event context that every event-emitting
+// script takes is built by the leaf package pkg/eventctx.
 //
 // # The log
 //

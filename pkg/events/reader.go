@@ -1,9 +1,7 @@
 package events
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -20,28 +18,15 @@ const maxRead = 1000
 
 // window is one read of a tenant's stream (lua/events/read.lua).
 type window struct {
-	Now     int64           `json:"now"`
-	First   string          `json:"first"`
-	Last    string          `json:"last"`
-	Entries LuaArray[entry] `json:"entries"`
+	Now     int64                  `json:"now"`
+	First   string                 `json:"first"`
+	Last    string                 `json:"last"`
+	Entries script.LuaArray[entry] `json:"entries"`
 }
 
 type entry struct {
 	ID string            `json:"id"`
 	F  map[string]string `json:"f"`
-}
-
-// LuaArray decodes a JSON array returned by a script, and also the "{}" that
-// cjson produces for an empty Lua table.
-type LuaArray[T any] []T
-
-// UnmarshalJSON implements json.Unmarshaler.
-func (l *LuaArray[T]) UnmarshalJSON(b []byte) error {
-	if bytes.Equal(bytes.TrimSpace(b), []byte("{}")) {
-		*l = nil
-		return nil
-	}
-	return json.Unmarshal(b, (*[]T)(l))
 }
 
 // reader runs the read script; it is the only way pkg/events touches Redis.

@@ -13,6 +13,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
 	"github.com/cyclesgo/cycles-go/pkg/auth"
+	"github.com/cyclesgo/cycles-go/pkg/eventctx"
 	"github.com/cyclesgo/cycles-go/pkg/script"
 	"github.com/cyclesgo/cycles-go/pkg/telemetry"
 )
@@ -46,7 +47,7 @@ var Categories = []string{"budget", "tenant", "api_key", "policy", "reservation"
 // Options configure the service.
 type Options struct {
 	// Retention must equal the retention the emitting scripts trim by (the
-	// -event-retention setting of every replica); default DefaultRetention.
+	// -event-retention setting of every replica); default eventctx.DefaultRetention.
 	Retention time.Duration
 	// Heartbeat is the longest a watch stays silent; default 15 s.
 	Heartbeat time.Duration
@@ -87,7 +88,7 @@ type Service struct {
 // New builds the service.
 func New(exec *script.Executor, opts Options) *Service {
 	if opts.Retention <= 0 {
-		opts.Retention = DefaultRetention
+		opts.Retention = eventctx.DefaultRetention
 	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = DefaultHeartbeat

@@ -17,7 +17,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
-	"github.com/cyclesgo/cycles-go/pkg/events"
+	"github.com/cyclesgo/cycles-go/pkg/eventctx"
 	"github.com/cyclesgo/cycles-go/pkg/script"
 	"github.com/cyclesgo/cycles-go/pkg/telemetry"
 )
@@ -44,7 +44,7 @@ type Options struct {
 	// MeterProvider receives the ledger's counters (nil = no-op).
 	MeterProvider metric.MeterProvider
 	// EventRetention is how long events stay in a tenant's stream
-	// (0 = events.DefaultRetention).
+	// (0 = eventctx.DefaultRetention).
 	EventRetention time.Duration
 	// TenantLabel adds the caller's tenant to every counter (off: bounded
 	// cardinality for deployments with very many tenants).
@@ -81,7 +81,7 @@ func New(exec *script.Executor, opts Options) *Ledger {
 	meter := telemetry.Meter(opts.MeterProvider, "ledger")
 	retention := opts.EventRetention
 	if retention <= 0 {
-		retention = events.DefaultRetention
+		retention = eventctx.DefaultRetention
 	}
 	return &Ledger{
 		exec:      exec,
@@ -132,5 +132,5 @@ func (l *Ledger) replayed(ctx context.Context, op string) {
 
 // eventContext is the event-context ARGV of one script call.
 func (l *Ledger) eventContext(ctx context.Context) string {
-	return events.Context(ctx, l.retention)
+	return eventctx.Arg(ctx, l.retention)
 }

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/cyclesgo/cycles-go/pkg/events"
+	"github.com/cyclesgo/cycles-go/pkg/eventctx"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
 	"github.com/cyclesgo/cycles-go/pkg/script"
 	"github.com/cyclesgo/cycles-go/pkg/telemetry"
@@ -81,7 +81,7 @@ func New(exec *script.Executor, opts Options) *Service {
 		opts.Timeout = DefaultTimeout
 	}
 	if opts.EventRetention <= 0 {
-		opts.EventRetention = events.DefaultRetention
+		opts.EventRetention = eventctx.DefaultRetention
 	}
 	log := opts.Logger
 	if log == nil {
@@ -116,7 +116,7 @@ func (s *Service) opContext(ctx context.Context) (context.Context, context.Cance
 
 // eventContext is the event ARGV of a mutation: the caller (admin) as actor.
 func (s *Service) eventContext(ctx context.Context) string {
-	return events.Context(ctx, s.opts.EventRetention)
+	return eventctx.Arg(ctx, s.opts.EventRetention)
 }
 
 // payloadHash is the hex SHA-256 of the deterministic encoding of a request.
@@ -189,7 +189,7 @@ func evidence(m luaMap[jsonText]) map[string]string {
 func (s *Service) walkTenants(ctx context.Context, after string, visit func(string) bool) error {
 	for {
 		var page struct {
-			Tenants events.LuaArray[string] `json:"tenants"`
+			Tenants script.LuaArray[string] `json:"tenants"`
 		}
 		if err := s.exec.RunInto(ctx, &page, "sweeper/tenants", []string{keys.Tenants}, after, s.opts.PageSize); err != nil {
 			return fmt.Errorf("read tenant registry after %q: %w", after, err)

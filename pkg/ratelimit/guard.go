@@ -8,12 +8,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
-	"github.com/cyclesgo/cycles-go/pkg/auth"
-	"github.com/cyclesgo/cycles-go/pkg/reqctx"
 )
 
 // RuntimeMethodPrefix selects the runtime RPCs, the guard's default scope.
@@ -38,91 +34,85 @@ type GuardConfig struct {
 	MethodPrefixes []string
 }
 
-// Response metadata the guard sets on guarded calls (HTTP-style names, so
-// gateways can forward them).
-const (
-	HeaderLimit      = "x-ratelimit-limit"
-	HeaderRemaining  = "x-ratelimit-remaining"
-	HeaderReset      = "x-ratelimit-reset" // seconds until the usage fully resets
-	HeaderRetryAfter = "retry-after"       // seconds, on denials
-)
+var defaultGuardPrefixes = []string{RuntimeMethodPrefix}
 
-// UnaryGuard returns the interceptor that rate-limits guarded RPCs per API
-// key. It runs after authentication (it reads auth.FromContext); calls
-// without an API-key principal (admin, unauthenticated methods) pass.
-//
-// A denial is RESOURCE_EXHAUSTED with ErrorInfo reason LIMIT_EXCEEDED and
-// google.rpc.RetryInfo: throttling, never confused with budget exhaustion
-// (FAILED_PRECONDITION). A configured policy that does not exist lets calls
-// pass (counted in cycles.ratelimit.guard.skipped): a configuration mistake
-// must not take the API down. A store failure fails closed (UNAVAILABLE),
-// like every Redis-backed RPC.
-func (l *Limiter) UnaryGuard(cfg GuardConfig) grpc.UnaryServerInterceptor {
-	prefixes := cfg.MethodPrefixes
+// Guards reports whether calls to method (a full method name) are guarded.
+func (c GuardConfig) Guards(method string) bool {
+	prefixes := c.MethodPrefixes
 	if len(prefixes) == 0 {
-		prefixes = []string{RuntimeMethodPrefix}
+		prefixes = defaultGuardPrefixes
 	}
-	guarded := func(method string) bool {
-		for _, p := range prefixes {
-			if strings.HasPrefix(method, p) {
-				return true
-			}
+	for _, p := range prefixes {
+		if strings.HasPrefix(method, p) {
+			return true
 		}
-		return false
 	}
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if !guarded(info.FullMethod) {
-			return handler(ctx, req)
-		}
-		p, ok := auth.FromContext(ctx)
-		if !ok || p.KeyID == "" {
-			return handler(ctx, req)
-		}
-		type check struct{ policy, key string }
-		var checks []check
-		if pol := cfg.MethodPolicies[info.FullMethod]; pol != "" {
-			checks = append(checks, check{pol, APIKeyKey(p.KeyID, info.FullMethod)})
-		}
-		pol := cfg.Policy
-		if kp, ok := cfg.KeyPolicies[p.KeyID]; ok {
-			pol = kp
-		}
-		if pol != "" {
-			checks = append(checks, check{pol, APIKeyKey(p.KeyID, "")})
-		}
-		var tightest *Decision
-		for _, c := range checks {
-			d, err := l.Check(ctx, c.policy, c.key, 1)
-			if apierr.HasCode(err, apierr.PolicyNotFound) {
-				l.m.guardSkipped.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", "policy_not_found")))
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			if !d.Allowed {
-				l.m.guardDecisions.Add(ctx, 1, metric.WithAttributes(
-					attribute.String("method", info.FullMethod), attribute.String("outcome", "denied")))
-				setRateHeaders(ctx, d)
-				return nil, limitExceeded(ctx, d)
-			}
-			if tightest == nil || d.Remaining < tightest.Remaining {
-				dd := d
-				tightest = &dd
-			}
-		}
-		if tightest != nil {
-			l.m.guardDecisions.Add(ctx, 1, metric.WithAttributes(
-				attribute.String("method", info.FullMethod), attribute.String("outcome", "allowed")))
-			setRateHeaders(ctx, *tightest)
-		}
-		return handler(ctx, req)
-	}
+	return false
 }
 
-// limitExceeded is the throttling error of a denial, already a gRPC status
-// (so it keeps its RetryInfo whatever interceptor sits outside the guard).
-func limitExceeded(ctx context.Context, d Decision) error {
+// Guard decides one call by API key keyID to method (a full method name)
+// under cfg. It is transport-free: pkg/server's RateLimitGuard interceptor
+// calls it after authentication and turns the answer into gRPC headers and
+// status.
+//
+// checked is false when no limit applied: the method is not guarded, there
+// is no API key (keyID "": admin, unauthenticated methods) or no configured
+// policy exists. Otherwise d is the first denial (d.Allowed false; the call
+// must be refused with LimitExceeded(d)) or, when every check allowed, the
+// tightest decision (least remaining), which the caller reports.
+//
+// A configured policy that does not exist is skipped (counted in
+// cycles.ratelimit.guard.skipped): a configuration mistake must not take the
+// API down. A store failure is returned as err, and callers fail closed
+// (UNAVAILABLE), like every Redis-backed RPC.
+func (l *Limiter) Guard(ctx context.Context, cfg GuardConfig, method, keyID string) (d Decision, checked bool, err error) {
+	if keyID == "" || !cfg.Guards(method) {
+		return Decision{}, false, nil
+	}
+	type check struct{ policy, key string }
+	var checks []check
+	if pol := cfg.MethodPolicies[method]; pol != "" {
+		checks = append(checks, check{pol, APIKeyKey(keyID, method)})
+	}
+	pol := cfg.Policy
+	if kp, ok := cfg.KeyPolicies[keyID]; ok {
+		pol = kp
+	}
+	if pol != "" {
+		checks = append(checks, check{pol, APIKeyKey(keyID, "")})
+	}
+	var tightest *Decision
+	for _, c := range checks {
+		d, err := l.Check(ctx, c.policy, c.key, 1)
+		if apierr.HasCode(err, apierr.PolicyNotFound) {
+			l.m.guardSkipped.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", "policy_not_found")))
+			continue
+		}
+		if err != nil {
+			return Decision{}, false, err
+		}
+		if !d.Allowed {
+			l.m.guardDecisions.Add(ctx, 1, metric.WithAttributes(
+				attribute.String("method", method), attribute.String("outcome", "denied")))
+			return d, true, nil
+		}
+		if tightest == nil || d.Remaining < tightest.Remaining {
+			dd := d
+			tightest = &dd
+		}
+	}
+	if tightest == nil {
+		return Decision{}, false, nil
+	}
+	l.m.guardDecisions.Add(ctx, 1, metric.WithAttributes(
+		attribute.String("method", method), attribute.String("outcome", "allowed")))
+	return *tightest, true, nil
+}
+
+// LimitExceeded is the refusal of a call the guard denied: LIMIT_EXCEEDED
+// (RESOURCE_EXHAUSTED, throttling, never confused with budget exhaustion)
+// with the policy's facts as details and RetryAfter for google.rpc.RetryInfo.
+func LimitExceeded(d Decision) *apierr.Error {
 	retry := d.RetryAfter
 	if retry <= 0 {
 		retry = 1 // RetryInfo needs a positive delay; scripts always give one.
@@ -132,26 +122,9 @@ func limitExceeded(ctx context.Context, d Decision) error {
 		Message:    fmt.Sprintf("rate limit %s exceeded (%d per %d ms); retry after %d ms", d.Policy, d.Limit, d.WindowMs, retry.Milliseconds()),
 		RetryAfter: retry,
 	}
-	e.With("policy", d.Policy).
+	return e.With("policy", d.Policy).
 		With("limit", strconv.FormatInt(d.Limit, 10)).
 		With("remaining", strconv.FormatInt(d.Remaining, 10)).
 		With("retry_after_ms", strconv.FormatInt(retry.Milliseconds(), 10)).
 		With("reset_after_ms", strconv.FormatInt(d.ResetAfter.Milliseconds(), 10))
-	return e.Status(reqctx.RequestID(ctx), reqctx.TraceID(ctx)).Err()
 }
-
-func setRateHeaders(ctx context.Context, d Decision) {
-	md := metadata.Pairs(
-		HeaderLimit, strconv.FormatInt(d.Limit, 10),
-		HeaderRemaining, strconv.FormatInt(d.Remaining, 10),
-		HeaderReset, strconv.FormatInt(ceilSeconds(d.ResetAfter.Milliseconds()), 10),
-	)
-	if !d.Allowed {
-		md.Append(HeaderRetryAfter, strconv.FormatInt(ceilSeconds(d.RetryAfter.Milliseconds()), 10))
-	}
-	// Best effort: fails only outside a server call (e.g. unit tests calling
-	// the interceptor directly), and the status carries the same facts.
-	_ = grpc.SetHeader(ctx, md)
-}
-
-func ceilSeconds(ms int64) int64 { return (ms + 999) / 1000 }

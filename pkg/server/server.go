@@ -33,7 +33,7 @@ type Options struct {
 	Verifier       auth.Verifier
 	AdminKey       string
 	RequestTimeout time.Duration
-	// Guard is the optional rate-limit interceptor (runs after auth).
+	// Guard is the optional rate-limit interceptor, RateLimitGuard (runs after auth).
 	Guard grpc.UnaryServerInterceptor
 	// ServerOptions are appended (TLS credentials, stats handlers).
 	ServerOptions []grpc.ServerOption

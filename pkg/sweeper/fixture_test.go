@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cyclesgo/cycles-go/pkg/events"
+	"github.com/cyclesgo/cycles-go/pkg/eventctx"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
 	"github.com/cyclesgo/cycles-go/pkg/script"
 )
@@ -209,7 +209,7 @@ func (f *fixture) expire(batch int, extra ...any) batchResult {
 }
 
 func (f *fixture) tryExpire(batch int, extra ...any) (batchResult, error) {
-	args := append([]any{batch, events.Context(context.Background(), events.DefaultRetention)}, extra...)
+	args := append([]any{batch, eventctx.Arg(context.Background(), eventctx.DefaultRetention)}, extra...)
 	var r batchResult
 	err := f.ex.RunInto(f.ctx, &r, "sweeper/expire_batch", []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events()}, args...)
 	return r, err

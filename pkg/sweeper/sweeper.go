@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/cyclesgo/cycles-go/pkg/events"
+	"github.com/cyclesgo/cycles-go/pkg/eventctx"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
 	"github.com/cyclesgo/cycles-go/pkg/reqctx"
 	"github.com/cyclesgo/cycles-go/pkg/script"
@@ -54,7 +54,7 @@ type Options struct {
 	// TenantPage is how many registry entries are read per page; default 500.
 	TenantPage int
 	// EventRetention is passed to the expire script for its stream trim;
-	// default events.DefaultRetention.
+	// default eventctx.DefaultRetention.
 	EventRetention time.Duration
 	// Reconcile, when set, is given every tenant's newest event id once per
 	// ReconcileInterval (and on the first sweep), so the all-tenant feed can
@@ -146,7 +146,7 @@ func New(exec *script.Executor, opts Options) *Sweeper {
 		opts.TenantPage = DefaultTenantPage
 	}
 	if opts.EventRetention <= 0 {
-		opts.EventRetention = events.DefaultRetention
+		opts.EventRetention = eventctx.DefaultRetention
 	}
 	if opts.ReconcileInterval <= 0 {
 		opts.ReconcileInterval = DefaultReconcileInterval
@@ -292,7 +292,7 @@ func (s *Sweeper) walkTenants(ctx context.Context, visit func(string) bool) erro
 	after := ""
 	for {
 		var page struct {
-			Tenants events.LuaArray[string] `json:"tenants"`
+			Tenants script.LuaArray[string] `json:"tenants"`
 		}
 		if err := s.exec.RunInto(ctx, &page, "sweeper/tenants", []string{keys.Tenants}, after, s.opts.TenantPage); err != nil {
 			s.errs.Add(ctx, 1, metric.WithAttributes(attribute.String("script", "tenants")))
@@ -316,7 +316,7 @@ type batchResult struct {
 	Now       int64                          `json:"now"`
 	DueBefore int64                          `json:"due_before"`
 	Due       int64                          `json:"due"`
-	Q         events.LuaArray[quarantineRow] `json:"q"`
+	Q         script.LuaArray[quarantineRow] `json:"q"`
 	Tail      string                         `json:"tail"`
 }
 
@@ -395,5 +395,5 @@ func (s *Sweeper) eventContext() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	ctx := reqctx.WithTraceID(context.Background(), hex.EncodeToString(b[:]))
-	return events.Context(ctx, s.opts.EventRetention)
+	return eventctx.Arg(ctx, s.opts.EventRetention)
 }

@@ -208,7 +208,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, rt route, req any, d
 	if tenant != "" {
 		h.Set("X-Cycles-Tenant", tenant)
 	}
-	for _, k := range []string{"x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "retry-after"} {
+	for _, k := range []string{server.RateLimitHeader, server.RateLimitRemainingHeader, server.RateLimitResetHeader, server.RetryAfterHeader} {
 		if v := first(hdr, k); v != "" {
 			h.Set(k, v)
 		}

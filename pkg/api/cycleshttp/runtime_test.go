@@ -610,7 +610,7 @@ func TestThrottled(t *testing.T) {
 	if _, err := lim.CreatePolicy(context.Background(), ratelimit.Policy{Name: policy, Algorithm: ratelimit.SlidingLog, Limit: 2, WindowMs: 60_000}); err != nil {
 		t.Fatal(err)
 	}
-	e := start(t, c, func(o *server.Options) { o.Guard = lim.UnaryGuard(ratelimit.GuardConfig{Policy: policy}) })
+	e := start(t, c, func(o *server.Options) { o.Guard = server.RateLimitGuard(lim, ratelimit.GuardConfig{Policy: policy}) })
 	f := e.fixture()
 	f.budget("", ledgertest.Budget{Allocated: 1000})
 	for i := 0; i < 2; i++ {

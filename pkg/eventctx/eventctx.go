@@ -1,4 +1,9 @@
-package events
+// Package eventctx builds the event context that every event-emitting script
+// takes as one ARGV (emit_event in lua/lib/core.lua): who acted, the request
+// and trace ids, the stream retention and a fresh id base. It is a leaf: the
+// domain packages whose scripts emit events (ledger, admin, sweeper,
+// ledgerops) use it without depending on pkg/events, which reads the streams.
+package eventctx
 
 import (
 	"context"
@@ -25,10 +30,10 @@ type Emission struct {
 	TraceID     string `json:"trace_id"`
 }
 
-// Context builds the event-context ARGV of one script call from the request
+// Arg builds the event-context ARGV of one script call from the request
 // context: actor from the principal (system when there is none), request and
 // trace ids, and a fresh random id base.
-func Context(ctx context.Context, retention time.Duration) string {
+func Arg(ctx context.Context, retention time.Duration) string {
 	if retention <= 0 {
 		retention = DefaultRetention
 	}
