@@ -1,6 +1,6 @@
 -- ops/quarantine_resolve: settle one quarantined reservation, atomically and
 -- idempotently (OpsService.ResolveQuarantined).
--- include: lib/ops_hold.lua
+-- include: lib/ops_hold.lua lib/ops_idem.lua
 --
 -- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; the record, indexes and budget
 --         hashes are derived from it
@@ -33,17 +33,8 @@ local prefix, idem_key, stream = KEYS[1], KEYS[2], KEYS[3]
 local id, outcome = ARGV[1], ARGV[2]
 local dl, qi = prefix .. 'r:deadline', prefix .. 'r:quarantine'
 
-local prior = redis.call('GET', idem_key)
-if prior then
-  local okr, r = pcall(cjson.decode, prior)
-  if not okr or type(r) ~= 'table' or type(r.r) ~= 'string' then
-    return fail('INTERNAL_ERROR', 'idempotency record is malformed')
-  end
-  if r.h ~= ARGV[5] then
-    return fail('IDEMPOTENCY_MISMATCH', 'idempotency key already used with a different request', {field = 'idempotency_key'})
-  end
-  return {'OK', '{"replay":true,"resp":' .. r.r .. '}'}
-end
+local replay = ops_replay(idem_key, ARGV[5])
+if replay then return replay end
 
 local oka, args = pcall(cjson.decode, ARGV[3])
 if not oka or type(args) ~= 'table' then return fail('INVALID_REQUEST', 'malformed resolution arguments') end
@@ -188,7 +179,7 @@ for _, b in ipairs(touched) do
 end
 local row = quarantine_row(prefix, id)
 local resp = cjson.encode({outcome = data.outcome, row = row, budgets = budgets})
-redis.call('SET', idem_key, cjson.encode({h = ARGV[5], r = resp}), 'PX', string.format('%.0f', ttl))
+ops_remember(idem_key, ARGV[5], resp, ttl)
 local scope = ''
 local sp = redis.call('HGET', h.key, 'scope_path')
 if sp then scope = sp end

@@ -1,6 +1,6 @@
 -- ops/repair: fix the provably safe discrepancies of one tenant in one atomic
 -- call, or (dry run) report exactly the changes it would make.
--- include: lib/ops_hold.lua
+-- include: lib/ops_hold.lua lib/ops_idem.lua
 --
 -- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; indexes, records and budget hashes
 --         are derived from it
@@ -33,17 +33,8 @@ local limit = tonumber(ARGV[6])
 if not limit or limit < 1 then return fail('INVALID_REQUEST', 'holds limit must be positive') end
 
 if apply then
-  local prior = redis.call('GET', idem_key)
-  if prior then
-    local okr, r = pcall(cjson.decode, prior)
-    if not okr or type(r) ~= 'table' or type(r.r) ~= 'string' then
-      return fail('INTERNAL_ERROR', 'idempotency record is malformed')
-    end
-    if r.h ~= ARGV[3] then
-      return fail('IDEMPOTENCY_MISMATCH', 'idempotency key already used with a different request', {field = 'idempotency_key'})
-    end
-    return {'OK', '{"replay":true,"resp":' .. r.r .. '}'}
-  end
+  local replay = ops_replay(idem_key, ARGV[3])
+  if replay then return replay end
 end
 
 local function ids(name)
@@ -219,7 +210,7 @@ local resp = cjson.encode({changes = changes, skipped = skipped})
 if apply then
   local ttl = tonumber(ARGV[4])
   if not ttl or ttl < 1 then return fail('INVALID_REQUEST', 'idempotency lifetime must be positive') end
-  redis.call('SET', idem_key, cjson.encode({h = ARGV[3], r = resp}), 'PX', string.format('%.0f', ttl))
+  ops_remember(idem_key, ARGV[3], resp, ttl)
   if #changes > 0 then
     local kinds = {}
     for _, c in ipairs(changes) do kinds[c.kind] = (kinds[c.kind] or 0) + 1 end
