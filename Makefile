@@ -113,7 +113,8 @@ SOAK_SHORT_DURATION ?= 60s
 FUZZ_TIME           ?= 1m
 FUZZ_SHORT_TIME     ?= 3s
 FUZZ_TARGETS        ?= ./pkg/validate:FuzzValidateRequest ./pkg/scope:FuzzDerive ./pkg/scope:FuzzCanonical \
-	./pkg/events:FuzzDecodeCursor ./pkg/events:FuzzCursorRoundTrip ./pkg/keys:FuzzTenantKeys ./pkg/ledger:FuzzScriptKeys
+	./pkg/events:FuzzDecodeCursor ./pkg/events:FuzzCursorRoundTrip ./pkg/keys:FuzzTenantKeys ./pkg/ledger:FuzzScriptKeys \
+	./pkg/api/cycleshttp:FuzzReserveBody
 
 .PHONY: test-long
 test-long: deps ## Property tests with PROPERTY_CHECKS (default 1,000) random cases (tens of minutes)
@@ -124,7 +125,7 @@ soak: deps ## Soak a real cyclesd for SOAK_DURATION (default 30m) at >= 100 ops/
 	$(GO) test -count=1 -timeout 0 -run '^TestSoak$$' -v ./test/soak -soak -soak.duration=$(SOAK_DURATION)
 
 .PHONY: fuzz
-fuzz: ## Fuzz every target in FUZZ_TARGETS for FUZZ_TIME each (default 1m: ~8 min for the 7 targets)
+fuzz: ## Fuzz every target in FUZZ_TARGETS for FUZZ_TIME each (default 1m: ~8 min for the 8 targets)
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
 	  echo "fuzz $$name in $$pkg for $(FUZZ_TIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZ_TIME) $$pkg; done
