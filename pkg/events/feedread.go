@@ -253,9 +253,10 @@ func (p *prefetcher) get(i int) fetched {
 
 // convert parses the ids of a window and builds the events the filter keeps
 // (nil for the others). The filter runs on the stored type, category and
-// scope first: an operator feed is usually selective (only expiries), and
-// building an event (its data Struct) is most of the per-event cost. The
-// event's cursor is left to the caller.
+// scope (the fields toEvent copies) before the event is built: an operator
+// feed is usually selective (only expiries), and building an event (its data
+// Struct) is most of the per-event cost. The event's cursor is left to the
+// caller.
 func convert(f filter, tenant string, w window) ([]ID, []*cyclesv1.Event, error) {
 	ids := make([]ID, len(w.Entries))
 	evs := make([]*cyclesv1.Event, len(w.Entries))
@@ -268,9 +269,7 @@ func convert(f filter, tenant string, w window) ([]ID, []*cyclesv1.Event, error)
 		if !f.match(&cyclesv1.Event{EventType: te.F["type"], Category: te.F["cat"], Scope: te.F["scope"]}) {
 			continue
 		}
-		if ev := toEvent(tenant, te, id); f.match(ev) {
-			evs[k] = ev
-		}
+		evs[k] = toEvent(tenant, te, id)
 	}
 	return ids, evs, nil
 }
@@ -368,10 +367,7 @@ func (s *Service) watchAll(ctx context.Context, f filter, req *cyclesv1.WatchEve
 		if heartbeatDue {
 			hbMsg := &cyclesv1.Heartbeat{ServerTimeMs: now, Cursor: EncodeFeedCursor(r.pos)}
 			if err := out.send(&cyclesv1.WatchEventsResponse{Item: &cyclesv1.WatchEventsResponse_Heartbeat{Heartbeat: hbMsg}}); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
+				return sendErr(ctx, err)
 			}
 			s.heartbeats.Add(ctx, 1)
 			heartbeatDue = false

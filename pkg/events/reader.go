@@ -36,15 +36,7 @@ type reader struct {
 
 // read returns up to n entries with from <= id <= to ("-"/"+" for the ends).
 func (r reader) read(ctx context.Context, tenant, from, to string, n int) (window, error) {
-	if n > maxRead {
-		n = maxRead
-	}
-	var w window
-	stream := keys.Tenant(tenant).Events()
-	if err := r.exec.RunInto(ctx, &w, "events/read", []string{stream}, from, to, n); err != nil {
-		return window{}, fmt.Errorf("read events of tenant %s: %w", tenant, err)
-	}
-	return w, nil
+	return r.readStream(ctx, keys.Tenant(tenant).Events(), from, to, n)
 }
 
 // readStream is read for any stream key (the all-tenant feed).
