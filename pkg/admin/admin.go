@@ -168,6 +168,16 @@ func (s *Service) done(ctx context.Context, rpc string, err error) error {
 	return err
 }
 
+// pageLimit is a listing's page size: the requested limit, def when unset,
+// at most max.
+func pageLimit(requested int32, def, max int) int {
+	limit := int(requested)
+	if limit <= 0 {
+		return def
+	}
+	return min(limit, max)
+}
+
 // jsonList decodes a JSON array, tolerating the "{}" that Redis cjson
 // produces for an empty Lua table.
 type jsonList[T any] []T

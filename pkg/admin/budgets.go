@@ -135,13 +135,7 @@ func (s *Service) listBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequ
 			return nil, apierr.Invalid("unit", "unknown unit")
 		}
 	}
-	limit := int(req.GetLimit())
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
-	if limit > MaxListLimit {
-		limit = MaxListLimit
-	}
+	limit := pageLimit(req.GetLimit(), DefaultListLimit, MaxListLimit)
 	after := ""
 	if c := req.GetCursor(); c != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(c)

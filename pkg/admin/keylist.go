@@ -44,13 +44,7 @@ type keyFilter struct {
 }
 
 func (s *Service) listAPIKeys(ctx context.Context, req *cyclesv1.ListApiKeysRequest) (*cyclesv1.ListApiKeysResponse, error) {
-	f := keyFilter{limit: int(req.GetLimit()), search: strings.ToLower(req.GetSearch())}
-	if f.limit <= 0 {
-		f.limit = DefaultKeyListLimit
-	}
-	if f.limit > MaxKeyListLimit {
-		f.limit = MaxKeyListLimit
-	}
+	f := keyFilter{limit: pageLimit(req.GetLimit(), DefaultKeyListLimit, MaxKeyListLimit), search: strings.ToLower(req.GetSearch())}
 	if st := req.GetStatus(); st != cyclesv1.ApiKeyStatus_API_KEY_STATUS_UNSPECIFIED {
 		f.status = strings.TrimPrefix(st.String(), "API_KEY_STATUS_")
 	}

@@ -44,13 +44,7 @@ func (s *Service) ListTenants(ctx context.Context, req *cyclesv1.ListTenantsRequ
 }
 
 func (s *Service) listTenants(ctx context.Context, req *cyclesv1.ListTenantsRequest) (*cyclesv1.ListTenantsResponse, error) {
-	limit := int(req.GetLimit())
-	if limit <= 0 {
-		limit = DefaultTenantListLimit
-	}
-	if limit > MaxTenantListLimit {
-		limit = MaxTenantListLimit
-	}
+	limit := pageLimit(req.GetLimit(), DefaultTenantListLimit, MaxTenantListLimit)
 	after := ""
 	if c := req.GetCursor(); c != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(c)

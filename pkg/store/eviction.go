@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -14,30 +13,20 @@ import (
 // ratelimit.RegisterEvictionMetric), so only this package and pkg/script
 // hold a Redis client.
 func EvictedKeys(ctx context.Context, c redis.UniversalClient) (int64, error) {
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		var total atomic.Int64 // ForEachMaster runs the callbacks concurrently
-		err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
-			v, err := evictedOf(ctx, n)
+	var total atomic.Int64 // forEachMaster runs a Cluster's callbacks concurrently
+	err := forEachMaster(ctx, c, func(ctx context.Context, n redis.Cmdable) error {
+		info, err := n.Info(ctx, "stats").Result()
+		if err != nil {
+			return err
+		}
+		if v := infoField(info, "evicted_keys"); v != "" {
+			evicted, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				return err
 			}
-			total.Add(v)
-			return nil
-		})
-		return total.Load(), err
-	}
-	return evictedOf(ctx, c)
-}
-
-func evictedOf(ctx context.Context, c redis.Cmdable) (int64, error) {
-	info, err := c.Info(ctx, "stats").Result()
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "evicted_keys:"); ok {
-			return strconv.ParseInt(v, 10, 64)
+			total.Add(evicted)
 		}
-	}
-	return 0, nil
+		return nil
+	})
+	return total.Load(), err
 }

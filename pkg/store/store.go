@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -88,10 +89,7 @@ func (s *Store) Close() error {
 
 // Ping reports whether Redis answers (on Cluster: every master).
 func (s *Store) Ping(ctx context.Context) error {
-	if cc, ok := s.Client.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() })
-	}
-	return s.Client.Ping(ctx).Err()
+	return forEachMaster(ctx, s.Client, func(ctx context.Context, c redis.Cmdable) error { return c.Ping(ctx).Err() })
 }
 
 // ErrEvictionPolicy is returned when Redis may evict ledger keys.
@@ -123,10 +121,7 @@ func (s *Store) CheckEvictionPolicy(ctx context.Context) error {
 		}
 		return nil
 	}
-	if cc, ok := s.Client.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return check(ctx, c) })
-	}
-	return check(ctx, s.Client)
+	return forEachMaster(ctx, s.Client, check)
 }
 
 // ErrFull is the health probe's answer while Redis is at maxmemory.
@@ -134,12 +129,13 @@ var ErrFull = errors.New("budget store is full: Redis used_memory reached maxmem
 	"New reservations are refused with RESOURCE_EXHAUSTED/STORE_FULL; commit, release, expiry and key revocation keep working (Redis 7). " +
 	"Raise maxmemory, add memory or shards, or shorten -event-retention; health recovers by itself")
 
-// forEachMaster runs f on the single node or on every Cluster master.
-func (s *Store) forEachMaster(ctx context.Context, f func(context.Context, redis.Cmdable) error) error {
-	if cc, ok := s.Client.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return f(ctx, c) })
+// forEachMaster runs f on the single node or on every Cluster master (there
+// concurrently, so f must not write shared state unsynchronised).
+func forEachMaster(ctx context.Context, c redis.UniversalClient, f func(context.Context, redis.Cmdable) error) error {
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return f(ctx, n) })
 	}
-	return f(ctx, s.Client)
+	return f(ctx, c)
 }
 
 // Full reports whether Redis (any master) has reached its maxmemory, where a
@@ -148,8 +144,8 @@ func (s *Store) Full(ctx context.Context) (bool, error) {
 	if s.Embedded != nil {
 		return false, nil
 	}
-	full := false
-	err := s.forEachMaster(ctx, func(ctx context.Context, c redis.Cmdable) error {
+	var full atomic.Bool
+	err := forEachMaster(ctx, s.Client, func(ctx context.Context, c redis.Cmdable) error {
 		info, err := c.Info(ctx, "memory").Result()
 		if err != nil {
 			return err
@@ -157,11 +153,11 @@ func (s *Store) Full(ctx context.Context) (bool, error) {
 		used, _ := strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
 		max, _ := strconv.ParseInt(infoField(info, "maxmemory"), 10, 64)
 		if max > 0 && used >= max {
-			full = true
+			full.Store(true)
 		}
 		return nil
 	})
-	return full, err
+	return full.Load(), err
 }
 
 // Probe is the health probe: nil while Redis answers and has room; ErrFull
@@ -187,19 +183,19 @@ func (s *Store) ScriptFlags(ctx context.Context) (bool, error) {
 	if s.Embedded != nil {
 		return false, nil
 	}
-	ok := true
-	err := s.forEachMaster(ctx, func(ctx context.Context, c redis.Cmdable) error {
+	var old atomic.Bool
+	err := forEachMaster(ctx, s.Client, func(ctx context.Context, c redis.Cmdable) error {
 		info, err := c.Info(ctx, "server").Result()
 		if err != nil {
 			return err
 		}
 		major, _, _ := strings.Cut(infoField(info, "redis_version"), ".")
 		if n, err := strconv.Atoi(major); err != nil || n < 7 {
-			ok = false
+			old.Store(true)
 		}
 		return nil
 	})
-	return ok, err
+	return !old.Load(), err
 }
 
 func infoField(info, field string) string {
