@@ -114,11 +114,12 @@ func errorOf(err error, p plane, requestID, traceID string) (int, *errorOut, map
 	}
 	for k, v := range md {
 		switch {
-		case k == "request_id" || k == "trace_id":
-			if k == "request_id" && v != "" {
+		case k == "request_id":
+			if v != "" {
 				requestID = v
 			}
-			if k == "trace_id" && v != "" {
+		case k == "trace_id":
+			if v != "" {
 				traceID = v
 			}
 		case k == "expected_units":

@@ -35,7 +35,8 @@ func incomingTrace(h http.Header) (trace.SpanContext, bool) {
 }
 
 // parseTraceparent accepts version 00: "00-<32 hex>-<16 hex>-<2 hex>", ids
-// lowercase and not all zero.
+// lowercase and not all zero (otel's TraceIDFromHex and SpanIDFromHex check
+// exactly that).
 func parseTraceparent(s string) (trace.SpanContext, bool) {
 	if len(s) != 55 || s[:3] != "00-" || s[35] != '-' || s[52] != '-' {
 		return trace.SpanContext{}, false
@@ -44,11 +45,8 @@ func parseTraceparent(s string) (trace.SpanContext, bool) {
 	if !ok {
 		return trace.SpanContext{}, false
 	}
-	var sid trace.SpanID
-	if !lowerHex(s[36:52]) {
-		return trace.SpanContext{}, false
-	}
-	if _, err := hex.Decode(sid[:], []byte(s[36:52])); err != nil || !sid.IsValid() {
+	sid, err := trace.SpanIDFromHex(s[36:52])
+	if err != nil {
 		return trace.SpanContext{}, false
 	}
 	var flags [1]byte
@@ -63,14 +61,8 @@ func parseTraceparent(s string) (trace.SpanContext, bool) {
 
 // parseTraceID accepts ^[0-9a-f]{32}$, not all zero.
 func parseTraceID(s string) (trace.TraceID, bool) {
-	var tid trace.TraceID
-	if len(s) != 32 || !lowerHex(s) {
-		return tid, false
-	}
-	if _, err := hex.Decode(tid[:], []byte(s)); err != nil || !tid.IsValid() {
-		return tid, false
-	}
-	return tid, true
+	tid, err := trace.TraceIDFromHex(s)
+	return tid, err == nil
 }
 
 func lowerHex(s string) bool {
