@@ -180,7 +180,6 @@ func parseCaps(s string) (*cyclesv1.Caps, error) {
 
 var jsonOut = protojson.MarshalOptions{UseProtoNames: true}
 
-// jsonOf encodes a message for storage in a record ("" for nil).
 // requestJSON is the stored JSON of a request's subject (with the effective
 // tenant injected), action and metadata — the three every creating script
 // records.
@@ -197,6 +196,7 @@ func requestJSON(tenant string, subj *cyclesv1.Subject, action *cyclesv1.Action,
 	return s, a, m, nil
 }
 
+// jsonOf encodes a message for storage in a record ("" for nil).
 func jsonOf(m proto.Message) (string, error) {
 	if m == nil || !m.ProtoReflect().IsValid() {
 		return "", nil

@@ -10,6 +10,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/pkg/script"
 )
 
 // Discrepancy kinds (docs/operations-runbook.md explains each and its fix).
@@ -204,15 +205,15 @@ func (s *Service) recordsPass(ctx context.Context, prefix string, r *report) (he
 	var cur cursor
 	for {
 		var page struct {
-			Rows         luaArrayOf[finding] `json:"rows"`
-			Next         cursor              `json:"next"`
-			Done         bool                `json:"done"`
-			Records      int64               `json:"records"`
-			Active       int64               `json:"active"`
-			Quarantined  int64               `json:"quarantined"`
-			Holds        luaMap[string]      `json:"holds"`
-			Uncertain    luaMap[bool]        `json:"uncertain"`
-			AllUncertain bool                `json:"all_uncertain"`
+			Rows         script.LuaArray[finding] `json:"rows"`
+			Next         cursor                   `json:"next"`
+			Done         bool                     `json:"done"`
+			Records      int64                    `json:"records"`
+			Active       int64                    `json:"active"`
+			Quarantined  int64                    `json:"quarantined"`
+			Holds        luaMap[string]           `json:"holds"`
+			Uncertain    luaMap[bool]             `json:"uncertain"`
+			AllUncertain bool                     `json:"all_uncertain"`
 		}
 		if err := s.runPage(ctx, &page, "ops/audit_records", prefix, cur.Member, cur.Score, s.opts.PageSize); err != nil {
 			return held, err
@@ -264,10 +265,10 @@ func (s *Service) indexPasses(ctx context.Context, prefix string, r *report) err
 		var cur cursor
 		for {
 			var page struct {
-				Rows    luaArrayOf[finding] `json:"rows"`
-				Next    cursor              `json:"next"`
-				Done    bool                `json:"done"`
-				Entries int64               `json:"entries"`
+				Rows    script.LuaArray[finding] `json:"rows"`
+				Next    cursor                   `json:"next"`
+				Done    bool                     `json:"done"`
+				Entries int64                    `json:"entries"`
 			}
 			if err := s.runPage(ctx, &page, "ops/audit_index", prefix, which, cur.Member, cur.Score, s.opts.PageSize); err != nil {
 				return fmt.Errorf("%s index: %w", which, err)
@@ -305,7 +306,7 @@ func (s *Service) budgetsPass(ctx context.Context, prefix string, r *report) (ma
 	after := ""
 	for {
 		var page struct {
-			Rows luaArrayOf[struct {
+			Rows script.LuaArray[struct {
 				M         string         `json:"m"`
 				Exists    bool           `json:"exists"`
 				WrongType bool           `json:"wrong_type"`

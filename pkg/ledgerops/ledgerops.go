@@ -14,8 +14,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cyclesgo/cycles-go/pkg/eventctx"
-	"github.com/cyclesgo/cycles-go/pkg/keys"
 	"github.com/cyclesgo/cycles-go/pkg/script"
+	"github.com/cyclesgo/cycles-go/pkg/sweeper"
 	"github.com/cyclesgo/cycles-go/pkg/telemetry"
 )
 
@@ -187,21 +187,5 @@ func evidence(m luaMap[jsonText]) map[string]string {
 // walkTenants calls visit for every registered tenant after `after`, one page
 // at a time, until visit returns false.
 func (s *Service) walkTenants(ctx context.Context, after string, visit func(string) bool) error {
-	for {
-		var page struct {
-			Tenants script.LuaArray[string] `json:"tenants"`
-		}
-		if err := s.exec.RunInto(ctx, &page, "sweeper/tenants", []string{keys.Tenants}, after, s.opts.PageSize); err != nil {
-			return fmt.Errorf("read tenant registry after %q: %w", after, err)
-		}
-		for _, t := range page.Tenants {
-			if !visit(t) {
-				return nil
-			}
-		}
-		if len(page.Tenants) < s.opts.PageSize {
-			return nil
-		}
-		after = page.Tenants[len(page.Tenants)-1]
-	}
+	return sweeper.WalkTenants(ctx, s.exec, after, s.opts.PageSize, visit)
 }

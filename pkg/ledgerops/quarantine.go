@@ -17,6 +17,7 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
 	"github.com/cyclesgo/cycles-go/pkg/scope"
+	"github.com/cyclesgo/cycles-go/pkg/script"
 )
 
 // Bounds of ListQuarantined.
@@ -60,23 +61,11 @@ type holdRow struct {
 }
 
 type quarantineRow struct {
-	ID     string              `json:"id"`
-	Reason string              `json:"reason"`
-	At     string              `json:"at"`
-	Fields luaMap[string]      `json:"fields"`
-	Holds  luaArrayOf[holdRow] `json:"holds"`
-}
-
-// luaArrayOf decodes a JSON array, and the "{}" cjson makes of an empty table.
-type luaArrayOf[T any] []T
-
-// UnmarshalJSON implements json.Unmarshaler.
-func (l *luaArrayOf[T]) UnmarshalJSON(b []byte) error {
-	if strings.TrimSpace(string(b)) == "{}" {
-		*l = nil
-		return nil
-	}
-	return json.Unmarshal(b, (*[]T)(l))
+	ID     string                   `json:"id"`
+	Reason string                   `json:"reason"`
+	At     string                   `json:"at"`
+	Fields luaMap[string]           `json:"fields"`
+	Holds  script.LuaArray[holdRow] `json:"holds"`
 }
 
 func (q quarantineRow) proto(tenant string) *cyclesv1.QuarantinedReservation {
@@ -116,9 +105,9 @@ func (s *Service) ListQuarantined(ctx context.Context, req *cyclesv1.ListQuarant
 	page := func(tenant string, c cursor) (*cursor, error) {
 		for {
 			var out struct {
-				Rows luaArrayOf[quarantineRow] `json:"rows"`
-				Next cursor                    `json:"next"`
-				Done bool                      `json:"done"`
+				Rows script.LuaArray[quarantineRow] `json:"rows"`
+				Next cursor                         `json:"next"`
+				Done bool                           `json:"done"`
 			}
 			n := size - len(resp.Reservations)
 			if err := s.exec.RunInto(ctx, &out, "ops/quarantine_list", []string{keys.Tenant(tenant).Prefix()}, c.Member, c.Score, n); err != nil {
@@ -195,7 +184,7 @@ type resolveResult struct {
 	Resp   struct {
 		Outcome string        `json:"outcome"`
 		Row     quarantineRow `json:"row"`
-		Budgets luaArrayOf[struct {
+		Budgets script.LuaArray[struct {
 			Scope string         `json:"scope"`
 			Unit  string         `json:"unit"`
 			F     luaMap[string] `json:"f"`

@@ -11,6 +11,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/pkg/script"
 )
 
 // repairPlan is ARGV[1] of lua/ops/repair.lua: the candidates an audit found,
@@ -40,8 +41,8 @@ type repairChange struct {
 type repairResult struct {
 	Replay bool `json:"replay"`
 	Resp   struct {
-		Changes luaArrayOf[repairChange] `json:"changes"`
-		Skipped luaArrayOf[finding]      `json:"skipped"`
+		Changes script.LuaArray[repairChange] `json:"changes"`
+		Skipped script.LuaArray[finding]      `json:"skipped"`
 	} `json:"resp"`
 }
 

@@ -289,13 +289,22 @@ func (s *Sweeper) Status() Status {
 // walkTenants calls visit for every registered tenant, one bounded page at a
 // time, until visit returns false.
 func (s *Sweeper) walkTenants(ctx context.Context, visit func(string) bool) error {
-	after := ""
+	if err := WalkTenants(ctx, s.exec, "", s.opts.TenantPage, visit); err != nil {
+		s.errs.Add(ctx, 1, metric.WithAttributes(attribute.String("script", "tenants")))
+		return err
+	}
+	return nil
+}
+
+// WalkTenants calls visit for every registered tenant after `after` (""
+// = from the first), reading the registry pageSize names at a time, until
+// visit returns false. The operator service walks tenants with it too.
+func WalkTenants(ctx context.Context, exec *script.Executor, after string, pageSize int, visit func(string) bool) error {
 	for {
 		var page struct {
 			Tenants script.LuaArray[string] `json:"tenants"`
 		}
-		if err := s.exec.RunInto(ctx, &page, "sweeper/tenants", []string{keys.Tenants}, after, s.opts.TenantPage); err != nil {
-			s.errs.Add(ctx, 1, metric.WithAttributes(attribute.String("script", "tenants")))
+		if err := exec.RunInto(ctx, &page, "sweeper/tenants", []string{keys.Tenants}, after, pageSize); err != nil {
 			return fmt.Errorf("read tenant registry after %q: %w", after, err)
 		}
 		for _, t := range page.Tenants {
@@ -303,7 +312,7 @@ func (s *Sweeper) walkTenants(ctx context.Context, visit func(string) bool) erro
 				return nil
 			}
 		}
-		if len(page.Tenants) < s.opts.TenantPage {
+		if len(page.Tenants) < pageSize {
 			return nil
 		}
 		after = page.Tenants[len(page.Tenants)-1]
