@@ -403,8 +403,9 @@ func ledgerOf(b *cyclesv1.Budget) *ledgerOut {
 	u := unitName(b.GetUnit())
 	amt := func(n int64) amountOut { return amountOut{Unit: u, Amount: n} }
 	return &ledgerOut{
-		LedgerID: b.GetScopePath() + "|" + u, // as budget events name it TenantID: b.GetTenantId(), Scope: b.GetScopePath(), ScopePath: b.GetScopePath(),
-		Unit:     u, Allocated: amt(b.GetAllocated()), Remaining: amt(b.GetRemaining()), Reserved: amt(b.GetReserved()),
+		LedgerID: b.GetScopePath() + "|" + u, // as budget events name it
+		TenantID: b.GetTenantId(), Scope: b.GetScopePath(), ScopePath: b.GetScopePath(),
+		Unit: u, Allocated: amt(b.GetAllocated()), Remaining: amt(b.GetRemaining()), Reserved: amt(b.GetReserved()),
 		Spent: amt(b.GetSpent()), Debt: amt(b.GetDebt()), OverdraftLimit: amt(b.GetOverdraftLimit()),
 		IsOverLimit: b.GetIsOverLimit(), CommitOveragePolicy: policyNames[int32(b.GetCommitOveragePolicy())],
 		Status: budgetStatusNames[int32(b.GetStatus())], CreatedAt: isoTime(b.GetCreatedAtMs()), UpdatedAt: isoTime(b.GetUpdatedAtMs()),

@@ -141,6 +141,9 @@ func TestAdminQuickstart(t *testing.T) {
 	b := must(e.call("POST", "/v1/admin/budgets", "", `{"scope":"`+scope+`","unit":"TOKENS","allocated":{"unit":"TOKENS","amount":1000}}`, as...), 201, "create budget")
 	onlyKeys(t, "ledger", b, "ledger_id", "tenant_id", "scope", "scope_path", "unit", "allocated", "remaining", "reserved", "spent",
 		"debt", "overdraft_limit", "is_over_limit", "commit_overage_policy", "status", "created_at", "updated_at")
+	if b["tenant_id"] != tenant || b["scope"] != scope || b["scope_path"] != scope || b["ledger_id"] != scope+"|TOKENS" {
+		t.Fatalf("budget identity: tenant_id %v scope %v scope_path %v ledger_id %v", b["tenant_id"], b["scope"], b["scope_path"], b["ledger_id"])
+	}
 	f := must(e.call("POST", "/v1/admin/budgets/fund?scope="+scope+"&unit=TOKENS", "",
 		`{"operation":"CREDIT","amount":{"unit":"TOKENS","amount":9007199254740993},"idempotency_key":"f1"}`, as...), 200, "fund")
 	if f["new_allocated"].(map[string]any)["amount"] != json.Number("9007199254741993") {
@@ -159,7 +162,7 @@ func TestAdminQuickstart(t *testing.T) {
 	}
 	must(e.call("POST", "/v1/admin/budgets/unfreeze?scope="+scope+"&unit=TOKENS", "", `{"reason":"ok"}`, as...), 200, "unfreeze")
 	l := must(e.call("GET", "/v1/admin/budgets/lookup?scope="+scope+"&unit=TOKENS", "", "", as...), 200, "lookup")
-	if l["reserved"].(map[string]any)["amount"] != json.Number("10") || l["status"] != "ACTIVE" {
+	if l["reserved"].(map[string]any)["amount"] != json.Number("10") || l["status"] != "ACTIVE" || l["scope"] != scope || l["tenant_id"] != tenant {
 		t.Fatalf("lookup %v", l)
 	}
 	ls := must(e.call("GET", "/v1/admin/budgets?tenant_id="+tenant, "", "", as...), 200, "list budgets")
