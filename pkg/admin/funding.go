@@ -2,8 +2,6 @@ package admin
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,6 +12,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
+	"github.com/cyclesgo/cycles-go/pkg/idempotency"
 )
 
 // FundBudget applies CREDIT, DEBIT, RESET, RESET_SPENT or REPAY_DEBT exactly
@@ -55,12 +54,7 @@ func operationKey(op cyclesv1.FundingOperation) string {
 func fundingPayloadHash(req *cyclesv1.FundBudgetRequest, canonicalScope string) (string, error) {
 	c := proto.Clone(req).(*cyclesv1.FundBudgetRequest)
 	c.ScopePath = canonicalScope
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(c)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	return idempotency.PayloadHash(c)
 }
 
 type fundingState struct {

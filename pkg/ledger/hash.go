@@ -1,14 +1,11 @@
 package ledger
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
-
 	"google.golang.org/protobuf/proto"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
+	"github.com/cyclesgo/cycles-go/pkg/idempotency"
 )
 
 // Idempotency payload identity (docs/protocol.md#idempotency-and-replay): the hex SHA-256 of the
@@ -24,15 +21,7 @@ import (
 //     event's payload.
 //
 // The key itself is part of the payload; map entries (dimensions, metadata)
-// are ordered by the deterministic encoding.
-func payloadHash(m proto.Message) (string, error) {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
-	if err != nil {
-		return "", fmt.Errorf("hash payload: %w", err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
-}
+// are ordered by the deterministic encoding (idempotency.PayloadHash).
 
 // withTenant returns a copy of subj whose tenant is the effective tenant.
 func withTenant(subj *cyclesv1.Subject, tenant string) *cyclesv1.Subject {
@@ -51,19 +40,19 @@ func reserveHash(tenant string, req *cyclesv1.CreateReservationRequest) (string,
 		g := int64(DefaultGraceMs)
 		c.GracePeriodMs = &g
 	}
-	return payloadHash(c)
+	return idempotency.PayloadHash(c)
 }
 
 func decideHash(tenant string, req *cyclesv1.DecideRequest) (string, error) {
 	c := proto.Clone(req).(*cyclesv1.DecideRequest)
 	c.Subject = withTenant(req.GetSubject(), tenant)
-	return payloadHash(c)
+	return idempotency.PayloadHash(c)
 }
 
 func eventHash(tenant string, req *cyclesv1.CreateEventRequest) (string, error) {
 	c := proto.Clone(req).(*cyclesv1.CreateEventRequest)
 	c.Subject = withTenant(req.GetSubject(), tenant)
-	return payloadHash(c)
+	return idempotency.PayloadHash(c)
 }
 
 // checkSubjectTenant refuses a subject naming another tenant

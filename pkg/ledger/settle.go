@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/pkg/idempotency"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
 	"github.com/cyclesgo/cycles-go/pkg/scope"
 )
@@ -16,7 +17,7 @@ import (
 // docs/protocol.md#commit. Ids of other tenants are answered by the handler's
 // owner check (ids.go) before this is called.
 func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.CommitReservationRequest) (*cyclesv1.CommitReservationResponse, error) {
-	hash, err := payloadHash(req)
+	hash, err := idempotency.PayloadHash(req)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +70,7 @@ func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.Commit
 
 // Release returns a reservation's whole hold: docs/protocol.md#release.
 func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.ReleaseReservationRequest) (*cyclesv1.ReleaseReservationResponse, error) {
-	hash, err := payloadHash(req)
+	hash, err := idempotency.PayloadHash(req)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +104,7 @@ func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.Relea
 
 // Extend moves a reservation's expiry forward: docs/protocol.md#extend.
 func (l *Ledger) Extend(ctx context.Context, tenant string, req *cyclesv1.ExtendReservationRequest) (*cyclesv1.ExtendReservationResponse, error) {
-	hash, err := payloadHash(req)
+	hash, err := idempotency.PayloadHash(req)
 	if err != nil {
 		return nil, err
 	}

@@ -3,15 +3,12 @@ package ledgerops
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/cyclesgo/cycles-go/pkg/eventctx"
 	"github.com/cyclesgo/cycles-go/pkg/script"
@@ -117,16 +114,6 @@ func (s *Service) opContext(ctx context.Context) (context.Context, context.Cance
 // eventContext is the event ARGV of a mutation: the caller (admin) as actor.
 func (s *Service) eventContext(ctx context.Context) string {
 	return eventctx.Arg(ctx, s.opts.EventRetention)
-}
-
-// payloadHash is the hex SHA-256 of the deterministic encoding of a request.
-func payloadHash(m proto.Message) (string, error) {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
-	if err != nil {
-		return "", fmt.Errorf("hash request: %w", err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
 }
 
 // luaMap decodes a JSON object returned by a script, and also the "[]" the

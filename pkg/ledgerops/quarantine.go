@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
+	"github.com/cyclesgo/cycles-go/pkg/idempotency"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
 	"github.com/cyclesgo/cycles-go/pkg/scope"
 	"github.com/cyclesgo/cycles-go/pkg/script"
@@ -198,7 +199,7 @@ func (s *Service) Resolve(ctx context.Context, req *cyclesv1.ResolveQuarantinedR
 	if err != nil {
 		return nil, err
 	}
-	hash, err := payloadHash(req)
+	hash, err := idempotency.PayloadHash(req)
 	if err != nil {
 		return nil, err
 	}

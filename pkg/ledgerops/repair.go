@@ -10,6 +10,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
+	"github.com/cyclesgo/cycles-go/pkg/idempotency"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
 	"github.com/cyclesgo/cycles-go/pkg/script"
 )
@@ -53,7 +54,7 @@ func (s *Service) Repair(ctx context.Context, req *cyclesv1.RepairTenantRequest)
 	if req.GetApply() && req.GetIdempotencyKey() == "" {
 		return nil, apierr.Invalid("idempotency_key", "is required when apply is true")
 	}
-	hash, err := payloadHash(req)
+	hash, err := idempotency.PayloadHash(req)
 	if err != nil {
 		return nil, err
 	}
