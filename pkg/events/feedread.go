@@ -366,10 +366,12 @@ func (s *Service) watchAll(ctx context.Context, f filter, req *cyclesv1.WatchEve
 		}
 		if heartbeatDue {
 			hbMsg := &cyclesv1.Heartbeat{ServerTimeMs: now, Cursor: EncodeFeedCursor(r.pos)}
+			// Counted when handed to the sender: the client may read it
+			// before this goroutine runs again.
+			s.heartbeats.Add(ctx, 1)
 			if err := out.send(&cyclesv1.WatchEventsResponse{Item: &cyclesv1.WatchEventsResponse_Heartbeat{Heartbeat: hbMsg}}); err != nil {
 				return sendErr(ctx, err)
 			}
-			s.heartbeats.Add(ctx, 1)
 			heartbeatDue = false
 			hb.Reset(s.opts.Heartbeat)
 		}

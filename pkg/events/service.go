@@ -319,10 +319,12 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 		}
 		if heartbeatDue {
 			hbMsg := &cyclesv1.Heartbeat{ServerTimeMs: w.Now, Cursor: EncodeCursor(pos)}
+			// Counted when handed to the sender: the client may read it
+			// before this goroutine runs again.
+			s.heartbeats.Add(ctx, 1)
 			if err := out.send(&cyclesv1.WatchEventsResponse{Item: &cyclesv1.WatchEventsResponse_Heartbeat{Heartbeat: hbMsg}}); err != nil {
 				return sendErr(ctx, err)
 			}
-			s.heartbeats.Add(ctx, 1)
 			heartbeatDue = false
 			hb.Reset(s.opts.Heartbeat)
 		}
