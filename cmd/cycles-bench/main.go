@@ -5,6 +5,7 @@
 //	cycles-bench median -o F R1 R2 R3         write the median result (a new baseline)
 //	cycles-bench serve [cyclesd flags]        cyclesd in-process, with /debug/pprof (used for -profile)
 //	cycles-bench feed [flags]                 the all-tenant event feed: one subscriber, an expiry backlog over many tenants, idle cost
+//	cycles-bench scriptcost [flags]           instructions Redis executes per script call (redis-server under callgrind)
 //
 // A run starts its own redis-server and cyclesd (or targets given addresses),
 // provisions tenants, API keys and budgets through the AdminService, and
@@ -31,7 +32,7 @@ func main() {
 	defer stop()
 	args := os.Args[1:]
 	cmd := "run"
-	if len(args) > 0 && (args[0] == "run" || args[0] == "check" || args[0] == "median" || args[0] == "serve" || args[0] == "feed") {
+	if len(args) > 0 && (args[0] == "run" || args[0] == "check" || args[0] == "median" || args[0] == "serve" || args[0] == "feed" || args[0] == "scriptcost") {
 		cmd, args = args[0], args[1:]
 	}
 	var err error
@@ -46,6 +47,8 @@ func main() {
 		err = serveMain(ctx, args)
 	case "feed":
 		err = feedMain(ctx, args)
+	case "scriptcost":
+		err = scriptcostMain(ctx, args)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cycles-bench:", err)

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/pkg/admin"
+	"github.com/cyclesgo/cycles-go/pkg/auth"
+	"github.com/cyclesgo/cycles-go/pkg/ledger"
+	"github.com/cyclesgo/cycles-go/pkg/script"
+)
+
+// scriptcost measures what one script call costs inside Redis, as a figure
+// that does not depend on what else the machine is doing: redis-server runs
+// under callgrind, and the instructions it executes between two counter
+// resets, divided by the calls, are the cost per call. Calls go through the
+// domain packages (pkg/ledger) exactly as cyclesd sends them, one at a time,
+// so the figure moves only when the scripts, their arguments or the
+// executor change. Without valgrind (-valgrind=false) it reports Redis's own
+// microseconds per call (INFO commandstats) instead, which is noisy on a
+// shared machine. BENCHMARKS.md, "Script cost".
+func scriptcostMain(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("scriptcost", flag.ContinueOnError)
+	n := fs.Int("n", 400, "calls per measured operation")
+	useValgrind := fs.Bool("valgrind", true, "run redis-server under callgrind and count instructions")
+	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure")
+	keep := fs.String("keep", "", "keep the callgrind dumps (cg.out.N, one per op in order) in this directory for callgrind_annotate")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "cycles-scriptcost-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if *keep != "" {
+		if err := os.MkdirAll(*keep, 0o755); err != nil {
+			return err
+		}
+		dir = *keep
+	}
+	rs, addr, err := startCostRedis(dir, *useValgrind)
+	if err != nil {
+		return err
+	}
+	defer rs.stop(5 * time.Second)
+	client := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
+	defer client.Close()
+	exec, err := script.New(client, script.WithMaxInFlight(-1))
+	if err != nil {
+		return err
+	}
+	if err := exec.Load(ctx); err != nil {
+		return err
+	}
+	tenant := "cost"
+	adm := admin.New(exec, admin.Options{KeyCacheTTL: -1, KeyNegativeCacheTTL: -1})
+	if _, err := adm.CreateTenant(ctx, &cyclesv1.CreateTenantRequest{TenantId: tenant, Name: "cost"}); err != nil {
+		return fmt.Errorf("create tenant: %w", err)
+	}
+	for _, p := range []string{"tenant:cost", "tenant:cost/workspace:bench", "tenant:cost/workspace:bench/agent:shared"} {
+		if _, err := adm.CreateBudget(ctx, &cyclesv1.CreateBudgetRequest{TenantId: tenant, ScopePath: p,
+			Unit: cyclesv1.Unit_UNIT_TOKENS, Allocated: 1_000_000_000_000}); err != nil {
+			return fmt.Errorf("create budget %s: %w", p, err)
+		}
+	}
+	l := ledger.New(exec, ledger.Options{})
+	lctx := auth.WithPrincipal(ctx, auth.Principal{Tenant: tenant, KeyID: "0000000000000001"})
+	subj := &cyclesv1.Subject{Tenant: tenant, Workspace: "bench", Agent: "shared"}
+	act := &cyclesv1.Action{Kind: "llm.completion", Name: "bench-model"}
+	seq := 0
+	reserve := func() (string, error) {
+		seq++
+		r, err := l.Reserve(lctx, tenant, &cyclesv1.CreateReservationRequest{
+			IdempotencyKey: "k" + strconv.Itoa(seq), Subject: subj, Action: act,
+			Estimate: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: estimate}, TtlMs: ptr(int64(ttlMs)),
+		})
+		if err != nil {
+			return "", err
+		}
+		return r.GetReservationId(), nil
+	}
+	meter := &costMeter{pid: rs.pid(), valgrind: *useValgrind, client: client, dir: dir}
+	fmt.Printf("scriptcost: %d calls per op, redis-server %s (%s)\n", *n, addr, meter.unit())
+	for _, op := range strings.Split(*ops, ",") {
+		var prepared []string
+		var call func(i int) error
+		sc := redis.NewScript(physicalScript)
+		switch op {
+		case "reserve":
+			call = func(int) error { _, err := reserve(); return err }
+		case "commit", "release":
+			for i := 0; i < *n; i++ {
+				id, err := reserve()
+				if err != nil {
+					return err
+				}
+				prepared = append(prepared, id)
+			}
+			call = func(i int) error {
+				if op == "commit" {
+					_, err := l.Commit(lctx, tenant, &cyclesv1.CommitReservationRequest{ReservationId: prepared[i],
+						IdempotencyKey: "c", Actual: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: 700}})
+					return err
+				}
+				_, err := l.Release(lctx, tenant, &cyclesv1.ReleaseReservationRequest{ReservationId: prepared[i], IdempotencyKey: "r"})
+				return err
+			}
+		case "physical":
+			for i := 1; i <= 3; i++ {
+				if err := client.HSet(ctx, fmt.Sprintf("{p}:b%d", i), "remaining", 1_000_000_000_000, "reserved", 0).Err(); err != nil {
+					return err
+				}
+			}
+			call = func(i int) error {
+				id := "p" + strconv.Itoa(i)
+				return sc.Run(ctx, client, []string{"{p}:i:" + id, "{p}:b1", "{p}:b2", "{p}:b3", "{p}:r:" + id, "{p}:idx"},
+					id, estimate).Err()
+			}
+		default:
+			return fmt.Errorf("unknown op %q", op)
+		}
+		if op == "physical" { // load the script outside the measured calls
+			if err := sc.Load(ctx, client).Err(); err != nil {
+				return err
+			}
+		}
+		per, err := meter.measure(ctx, *n, call)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		fmt.Printf("  %-9s %12.0f %s per call\n", op, per, meter.unit())
+	}
+	return nil
+}
+
+
+// startCostRedis starts a private redis-server, under callgrind when asked.
+func startCostRedis(dir string, underValgrind bool) (*proc, string, error) {
+	if !underValgrind {
+		return startRedis(dir)
+	}
+	vg, err := exec.LookPath("valgrind")
+	if err != nil {
+		return nil, "", fmt.Errorf("valgrind not found (apt install valgrind, or -valgrind=false): %w", err)
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, "", err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	p, err := startProc("redis-server", vg, []string{"--tool=callgrind", "--callgrind-out-file=" + filepath.Join(dir, "cg.out"),
+		bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no",
+		"--maxmemory-policy", "noeviction", "--protected-mode", "no", "--logfile", filepath.Join(dir, "redis.log")}, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if e := p.exited(); e != nil {
+			return nil, "", e
+		}
+		if time.Now().After(deadline) {
+			p.stop(time.Second)
+			return nil, "", fmt.Errorf("redis-server under valgrind on %s not ready", addr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return p, addr, nil
+}
+
+type costMeter struct {
+	pid      int
+	valgrind bool
+	client   *redis.Client
+	dir      string
+	dumps    int
+}
+
+func (m *costMeter) unit() string {
+	if m.valgrind {
+		return "instructions"
+	}
+	return "µs in Redis"
+}
+
+// measure runs call n times between two readings of the counter.
+func (m *costMeter) measure(ctx context.Context, n int, call func(i int) error) (float64, error) {
+	if m.valgrind {
+		if err := exec.Command("callgrind_control", "--zero", strconv.Itoa(m.pid)).Run(); err != nil {
+			return 0, fmt.Errorf("callgrind_control --zero: %w", err)
+		}
+	}
+	calls0, usec0 := scriptStats(m.client)
+	for i := 0; i < n; i++ {
+		if err := call(i); err != nil {
+			return 0, err
+		}
+	}
+	if !m.valgrind {
+		calls1, usec1 := scriptStats(m.client)
+		if calls1 == calls0 {
+			return 0, errors.New("no script calls seen")
+		}
+		return float64(usec1-usec0) / float64(calls1-calls0), nil
+	}
+	if err := exec.Command("callgrind_control", "--dump", strconv.Itoa(m.pid)).Run(); err != nil {
+		return 0, fmt.Errorf("callgrind_control --dump: %w", err)
+	}
+	m.dumps++
+	ir, err := callgrindTotal(filepath.Join(m.dir, fmt.Sprintf("cg.out.%d", m.dumps)))
+	if err != nil {
+		return 0, err
+	}
+	return float64(ir) / float64(n), nil
+}
+
+// callgrindTotal reads the instruction total ("summary:" or "totals:") of
+// one callgrind dump.
+func callgrindTotal(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		for _, p := range []string{"summary:", "totals:"} {
+			if rest, ok := strings.CutPrefix(line, p); ok {
+				return strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s: no instruction total", path)
+}
