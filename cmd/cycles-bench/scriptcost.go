@@ -146,7 +146,6 @@ func scriptcostMain(ctx context.Context, args []string) error {
 	return nil
 }
 
-
 // startCostRedis starts a private redis-server, under callgrind when asked.
 func startCostRedis(dir string, underValgrind bool) (*proc, string, error) {
 	if !underValgrind {
