@@ -13,8 +13,9 @@
 -- Result: ok({replay = bool, resp = <snapshot JSON>, overage = '<A-E or 0>',
 --             debt = '<debt incurred>'})
 --   snapshot: {status = 'COMMITTED', unit, charged, released?, balances, debt_incurred},
---   rebuilt on replay from the record (charged, debt_incurred, balances packed
---   in `cbal`; records committed before that keep a `commit_resp` copy).
+--   rebuilt on replay from the record (charged, debt_incurred, balance rows
+--   cb<i>; records committed before keep them packed in `cbal` or a
+--   `commit_resp` copy).
 -- Refusals: INVALID_REQUEST, NOT_FOUND, IDEMPOTENCY_MISMATCH, TENANT_CLOSED,
 --   RESERVATION_EXPIRED, RESERVATION_FINALIZED, UNIT_MISMATCH, BUDGET_EXCEEDED,
 --   OVERDRAFT_LIMIT_EXCEEDED, AMOUNT_OVERFLOW, INTERNAL_ERROR.
@@ -28,9 +29,12 @@ end
 local idem_key, hash = ARGV[4], ARGV[5]
 
 -- The record fields commit reads (HMGET, not HGETALL: the record also holds
--- the subject, action, metadata and the reserve's balances, none needed here).
-local COMMIT_READ = {'state', 'commit_key', 'commit_hash', 'commit_resp', 'unit', 'estimate', 'budgeted',
-  'expires_at', 'grace_ms', 'policy', 'scope_path', 'charged', 'debt_incurred', 'cbal'}
+-- the subject, action, metadata and the reserve's balances, none needed
+-- here). A listpack-encoded record is searched field by field, an absent
+-- field costing a full scan, so the fields only a committed record has are
+-- read only when it is committed.
+local COMMIT_READ = {'state', 'unit', 'estimate', 'budgeted', 'expires_at', 'grace_ms', 'policy', 'scope_path'}
+local COMMITTED_READ = {'commit_key', 'commit_hash', 'commit_resp', 'charged', 'debt_incurred', 'cbal'}
 local v = redis.call('HMGET', KEYS[3], unpack(COMMIT_READ))
 local r, any = {}, false
 for i = 1, #COMMIT_READ do
@@ -38,6 +42,12 @@ for i = 1, #COMMIT_READ do
 end
 if not any and redis.call('EXISTS', KEYS[3]) == 0 then
   return fail('NOT_FOUND', 'reservation ' .. rid .. ' not found')
+end
+if r.state == 'COMMITTED' then
+  v = redis.call('HMGET', KEYS[3], unpack(COMMITTED_READ))
+  for i = 1, #COMMITTED_READ do
+    if v[i] then r[COMMITTED_READ[i]] = v[i] end
+  end
 end
 
 -- Replay: same key on a committed reservation.
@@ -47,11 +57,12 @@ if r.state == 'COMMITTED' and r.commit_key == idem_key then
   end
   local snap = r.commit_resp
   if not snap then
-    local E, bal = i64_norm(r.estimate or ''), unpack_balances(r.cbal, jdecode(r.budgeted) or {})
-    if E == nil or bal == nil or r.charged == nil or r.debt_incurred == nil then
+    local E = i64_norm(r.estimate or '')
+    local bal = read_balances(KEYS[3], 'cb', r.cbal, unpack_budgeted(r.budgeted, r.scope_path) or {})
+    if E == nil or bal == nil or r.charged == nil then
       return fail('INTERNAL_ERROR', 'commit replay unavailable: the reservation record is corrupt')
     end
-    snap = commit_snapshot(r.unit, r.charged, bal, r.debt_incurred, E)
+    snap = commit_snapshot(r.unit, r.charged, bal, r.debt_incurred or '0', E)
   end
   return ok({replay = true, resp = snap})
 end
@@ -89,11 +100,14 @@ local balances = {}
 for i, row in ipairs(plan.rows) do balances[i] = balance_now(row.b, row.rem, row.res, row.spent, row.debt, row.over) end
 local snap = commit_snapshot(unit, plan.charged, balances, plan.debt_total, r.E)
 
-redis.call('HSET', KEYS[3], 'state', 'COMMITTED', 'charged', plan.charged, 'debt_incurred', plan.debt_total,
-  'finalized_at', ms(now), 'commit_key', idem_key, 'commit_hash', hash, 'cbal', pack_balances(balances, r.scopes))
--- Optional fields only when set (an absent field reads as empty).
-if ARGV[7] ~= '' then redis.call('HSET', KEYS[3], 'committed_metadata', ARGV[7]) end
-if ARGV[6] ~= '' then redis.call('HSET', KEYS[3], 'metrics', ARGV[6]) end
+local fields = {'state', 'COMMITTED', 'charged', plan.charged,
+  'finalized_at', ms(now), 'commit_key', idem_key, 'commit_hash', hash}
+-- Optional fields only when set (an absent field reads as empty; debt_incurred as 0).
+if plan.debt_total ~= '0' then fields[#fields + 1] = 'debt_incurred'; fields[#fields + 1] = plan.debt_total end
+if ARGV[7] ~= '' then fields[#fields + 1] = 'committed_metadata'; fields[#fields + 1] = ARGV[7] end
+if ARGV[6] ~= '' then fields[#fields + 1] = 'metrics'; fields[#fields + 1] = ARGV[6] end
+-- The commit answer's balance rows cb<i> (docs/design.md#reservation-records).
+redis.call('HSET', KEYS[3], unpack(balance_fields(fields, 'cb', balances, r.scopes)))
 finalize(KEYS[3], KEYS[4], rid)
 
 return ok({replay = false, resp = snap, overage = overage, debt = plan.debt_total})

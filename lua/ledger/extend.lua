@@ -55,7 +55,8 @@ local expires_at = r.n_expires + by
 count = count + 1
 -- The reserve's replay answers with the original expiry (exp0, kept once).
 redis.call('HSETNX', KEYS[3], 'exp0', r.expires_at)
-redis.call('HSET', KEYS[3], 'expires_at', ms(expires_at), 'ext_count', ms(count), 'extend_metadata', ARGV[5])
+redis.call('HSET', KEYS[3], 'expires_at', ms(expires_at), 'ext_count', ms(count))
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[3], 'extend_metadata', ARGV[5]) end
 redis.call('ZADD', KEYS[4], ms(expires_at + r.n_grace), rid)
 redis.call('ZADD', KEYS[5], ms(expires_at), rid)
 

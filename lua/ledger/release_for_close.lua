@@ -44,7 +44,7 @@ for _, rid in ipairs(ids) do
     redis.call('ZREM', KEYS[3], rid)
   else
     r.E = i64_norm(r.estimate)
-    r.scopes = jdecode(r.budgeted)
+    r.scopes = unpack_budgeted(r.budgeted, r.scope_path)
     if r.E == nil or r.scopes == nil or r.unit == nil then
       quarantine(key, rid, 'CORRUPT_RECORD')
     else

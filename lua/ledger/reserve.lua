@@ -1,5 +1,5 @@
 -- ledger/reserve: create a reservation (live) or evaluate one (dry run).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua
+-- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua lib/record_layout.lua
 -- docs/protocol.md#reserve, docs/protocol.md#idempotency-and-replay, docs/protocol.md#events.
 --
 -- KEYS: 1 tenant prefix "cy:{t:T}:"   2 tenant record     3 budgets index
@@ -12,14 +12,15 @@
 --       6 grace_ms                    7 overage policy ('' = tenant default)
 --       8 idempotency key             9 payload hash (hex SHA-256)
 --       10 scope path                 11 affected scopes (JSON array, canonical order)
---       12 subject (JSON)             13 action (JSON)     14 metadata (JSON or '')
+--       12 subject (JSON; '' = the subject the scope path implies, not stored)
+--       13 action (JSON)              14 metadata (JSON or '')
 --       15 event context (pkg/events)
 --       Extra ARGV are ignored (time always comes from Redis TIME).
 -- Result: ok({replay = bool, resp = <snapshot JSON>, rem_ttl = '<ms>' (live only),
 --             denied = <reason> (dry-run DENY only)})
 --   The snapshot is the response as replays return it: a live reserve rebuilds
---   it from the record's fields (balances packed in `rbal`; records written
---   before that keep a `reserve_resp` copy), dry runs keep it in the
+--   it from the record's fields (balance rows rb<i>; records written before
+--   keep them packed in `rbal` or a `reserve_resp` copy), dry runs keep it in the
 --   idempotency record.
 -- Refusals: INVALID_REQUEST, IDEMPOTENCY_MISMATCH, INTERNAL_ERROR, TENANT_CLOSED,
 --   TENANT_SUSPENDED, BUDGET_FROZEN, BUDGET_CLOSED, OVERDRAFT_LIMIT_EXCEEDED,
@@ -46,17 +47,19 @@ local rec, refusal = idem_record(KEYS[8], hash, 'request')
 if refusal then return refusal end
 if rec then
   if rec.rid then
-    local r = redis.call('HMGET', KEYS[1] .. 'r:' .. rec.rid, 'state', 'reserve_resp', 'id', 'estimate', 'unit',
+    local rkey = KEYS[1] .. 'r:' .. rec.rid
+    local r = redis.call('HMGET', rkey, 'state', 'reserve_resp', 'id', 'estimate', 'unit',
       'expires_at', 'exp0', 'scope_path', 'affected', 'caps', 'rbal', 'budgeted', 'grace_ms', 'policy')
     local snap, exp = r[2], r[7] or r[6]
     if snap then
       -- A record written before records were compacted: its stored copy.
       local old = jdecode(snap)
       if old == nil then snap = nil else exp = old.expires_at_ms end
-    elseif r[3] and r[8] and r[11] then
-      local bal = unpack_balances(r[11], jdecode(r[12]) or {})
-      if bal then
-        snap = reserve_snapshot(r[3], r[4], r[5], r[7] or r[6], r[8], jdecode(r[9]) or scope_prefixes(r[8]),
+    elseif r[8] and r[12] then
+      -- Balance rows rb<i> (records written before: packed in `rbal`).
+      local bal = read_balances(rkey, 'rb', r[11] or nil, unpack_budgeted(r[12], r[8]) or {})
+      if bal and #bal > 0 then
+        snap = reserve_snapshot(r[3] or rec.rid, r[4], r[5], r[7] or r[6], r[8], jdecode(r[9]) or scope_prefixes(r[8]),
           r[10] or nil, bal, r[13], r[14])
       end
     end
@@ -87,7 +90,7 @@ local function deny(reason)
   })
   emit('reservation.denied', 'reservation', scope_path, {
     scope = scope_path, unit = unit, reason_code = reason, requested_amount = E,
-    action = jdecode(ARGV[13]), subject = jdecode(ARGV[12]),
+    action = jdecode(ARGV[13]), subject = jdecode(ARGV[12] ~= '' and ARGV[12] or implied_subject(scope_path)),
   })
   redis.call('SET', KEYS[8], cjson.encode({h = hash, resp = snap}), 'PX', ms(DAY_MS))
   return ok({replay = false, resp = snap, denied = reason})
@@ -191,20 +194,23 @@ end
 local snap = reserve_snapshot(rid, E, unit, ms(expires_at), scope_path, scopes, caps, balances, ms(grace), policy)
 
 -- 7. The record, its indexes and the idempotency mapping. The record keeps
--- what the answer is rebuilt from (docs/design.md#reservation-records):
--- balances packed in `rbal`, caps and metadata only when present, affected
--- scopes only when they are not the scope path's prefixes; no tenant field
--- (the key names the tenant).
-redis.call('HSET', KEYS[4],
-  'id', rid, 'state', 'ACTIVE', 'unit', unit, 'estimate', E,
-  'scope_path', scope_path, 'budgeted', cjson.encode(budgeted),
+-- what the answer is rebuilt from in the compact layout of
+-- docs/design.md#reservation-records (lua/lib/record_layout.lua): budgeted
+-- scopes as positions in the scope path, one balance row per scope (rb<i>),
+-- caps and metadata only when present, the subject and affected scopes only
+-- when the scope path does not imply them; no id or tenant field (the key
+-- names both).
+local prefixes = scope_prefixes(scope_path)
+local fields = {'state', 'ACTIVE', 'unit', unit, 'estimate', E,
+  'scope_path', scope_path, 'budgeted', pack_budgeted(budgeted, prefixes),
   'created_at', ms(now), 'expires_at', ms(expires_at), 'grace_ms', ms(grace), 'policy', policy,
-  'max_ext', ms(conf.max_ext), 'ext_count', '0', 'idem_key', idem_key,
-  'subject', ARGV[12], 'action', ARGV[13], 'rbal', pack_balances(balances, budgeted))
+  'max_ext', ms(conf.max_ext), 'idem_key', idem_key, 'action', ARGV[13]}
 -- Optional fields only when set (an absent field reads as empty).
-if ARGV[14] ~= '' then redis.call('HSET', KEYS[4], 'metadata', ARGV[14]) end
-if caps then redis.call('HSET', KEYS[4], 'caps', caps) end
-if not same_list(scopes, scope_prefixes(scope_path)) then redis.call('HSET', KEYS[4], 'affected', ARGV[11]) end
+if ARGV[12] ~= '' then fields[#fields + 1] = 'subject'; fields[#fields + 1] = ARGV[12] end
+if ARGV[14] ~= '' then fields[#fields + 1] = 'metadata'; fields[#fields + 1] = ARGV[14] end
+if caps then fields[#fields + 1] = 'caps'; fields[#fields + 1] = caps end
+if not same_list(scopes, prefixes) then fields[#fields + 1] = 'affected'; fields[#fields + 1] = ARGV[11] end
+redis.call('HSET', KEYS[4], unpack(balance_fields(fields, 'rb', balances, budgeted)))
 redis.call('ZADD', KEYS[5], ms(expires_at + grace), rid)
 redis.call('ZADD', KEYS[6], ms(now), rid)
 redis.call('ZADD', KEYS[7], ms(expires_at), rid)

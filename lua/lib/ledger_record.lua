@@ -8,7 +8,9 @@ local RECORD_FIELDS = {'id', 'state', 'unit', 'estimate', 'scope_path', 'affecte
   'action', 'charged', 'debt_incurred', 'finalized_at', 'expired_at', 'metadata', 'committed_metadata'}
 
 -- read_record returns the record's RECORD_FIELDS (first n of them), or nil
--- when the record does not exist.
+-- when the record does not exist. The id comes from the key when the record
+-- does not store it (docs/design.md#reservation-records); budgeted and subject
+-- are returned as stored (pkg/ledger decodes the compact forms).
 local function read_record(key, n)
   local fields = {}
   for i = 1, n do fields[i] = RECORD_FIELDS[i] end
@@ -18,5 +20,6 @@ local function read_record(key, n)
   for i = 1, n do
     if v[i] then rec[fields[i]] = v[i] end
   end
+  if not rec.id then rec.id = string.match(key, 'r:([^:]*)$') end
   return rec
 end

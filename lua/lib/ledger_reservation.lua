@@ -1,6 +1,6 @@
 -- lib/ledger_reservation.lua: reading and validating a reservation record.
 -- Included by ledger scripts with "-- include: lib/ledger_reservation.lua" (see pkg/script).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua
+-- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/record_layout.lua
 
 -- load_reservation checks the settlement preconditions shared by commit,
 -- release and extend after the replay check: record, tenant guard (CLOSED
@@ -18,7 +18,7 @@ local function load_reservation(r, tenant_key)
   r.n_expires = small_int(r.expires_at)
   r.n_grace = small_int(r.grace_ms)
   r.E = i64_norm(r.estimate)
-  r.scopes = jdecode(r.budgeted)
+  r.scopes = unpack_budgeted(r.budgeted, r.scope_path)
   if r.n_expires == nil or r.n_grace == nil or r.E == nil or r.scopes == nil or r.unit == nil then
     return nil, 'INTERNAL_ERROR', 'reservation record is corrupt'
   end

@@ -2,9 +2,10 @@
 -- ACTIVE holds per budget, shared by the operator scripts (lua/ops: audit,
 -- repair, quarantine). Included with "-- include: lib/ops_hold.lua" (see pkg/script).
 -- Every key is derived from the tenant prefix "cy:{t:<tenant>}:" (one Cluster slot).
+-- include: lib/record_layout.lua
 
 local HOLD_FIELDS = {'state', 'estimate', 'unit', 'budgeted', 'expires_at', 'grace_ms',
-  'quarantined_at', 'quarantine_reason', 'finalized_at', 'expired_at'}
+  'quarantined_at', 'quarantine_reason', 'finalized_at', 'expired_at', 'scope_path'}
 local TERMINAL_STATES = {COMMITTED = true, RELEASED = true, EXPIRED = true}
 local HOLD_MAX_SCOPES = 6
 local HOLD_RETENTION_MS = 2592000000
@@ -39,12 +40,13 @@ local function read_hold(prefix, id)
   return h
 end
 
--- parse_scopes decodes a record's budgeted field: the scope list, or nil
--- and MISSING_SCOPES / MALFORMED_SCOPES.
-local function parse_scopes(budgeted)
+-- parse_scopes decodes a record's budgeted field (positions in its scope
+-- path or a JSON array, docs/design.md#reservation-records): the scope list,
+-- or nil and MISSING_SCOPES / MALFORMED_SCOPES.
+local function parse_scopes(budgeted, scope_path)
   if budgeted == nil or budgeted == '' then return nil, 'MISSING_SCOPES' end
-  local okd, scopes = pcall(cjson.decode, budgeted)
-  if not okd or type(scopes) ~= 'table' then return nil, 'MALFORMED_SCOPES' end
+  local scopes = unpack_budgeted(budgeted, scope_path)
+  if type(scopes) ~= 'table' then return nil, 'MALFORMED_SCOPES' end
   if #scopes == 0 then
     if next(scopes) == nil then return nil, 'MISSING_SCOPES' end
     return nil, 'MALFORMED_SCOPES'
@@ -86,7 +88,7 @@ local function parse_hold(h)
     expiry_problem = 'INVALID_EXPIRY'
   end
   h.unit_ok = unit_ok(h.unit)
-  local scopes, problem = parse_scopes(h.budgeted)
+  local scopes, problem = parse_scopes(h.budgeted, h.scope_path)
   if scopes == nil then return problem, expiry_problem end
   h.scopes = scopes
   h.E = parse_estimate(h.estimate)
@@ -139,20 +141,23 @@ local function active_holds(prefix, limit, extra)
   local sums = {}
   -- Many records share one budgeted string: decode each distinct one once.
   local scope_cache = {}
-  local function scopes_of(budgeted)
+  local function scopes_of(budgeted, scope_path)
     if budgeted == nil then return nil end
-    local c = scope_cache[budgeted]
+    local ck = budgeted
+    if string.find(budgeted, '^%d+$') then ck = budgeted .. '|' .. (scope_path or '') end
+    local c = scope_cache[ck]
     if c == nil then
-      c = parse_scopes(budgeted) or false
-      scope_cache[budgeted] = c
+      c = parse_scopes(budgeted, scope_path) or false
+      scope_cache[ck] = c
     end
     return c or nil
   end
   for _, id in ipairs(ids) do
-    local v = redis.pcall('HMGET', prefix .. 'r:' .. id, 'state', 'estimate', 'unit', 'budgeted', 'quarantined_at')
+    local v = redis.pcall('HMGET', prefix .. 'r:' .. id, 'state', 'estimate', 'unit', 'budgeted', 'quarantined_at',
+      'scope_path')
     if not (type(v) == 'table' and v.err) then
       local state, unit, q = v[1], v[3], v[5]
-      local scopes = scopes_of(v[4] or nil)
+      local scopes = scopes_of(v[4] or nil, v[6] or nil)
       local ok_unit = unit_ok(unit)
       if q and state and state ~= 'ACTIVE' and not TERMINAL_STATES[state] then
         -- Quarantined with an invalid state: whether the budgets still carry it is unknown.
@@ -215,10 +220,19 @@ local function quarantine_row(prefix, id)
   if #reply == 0 then return nil end
   local fields = {}
   for i = 1, #reply, 2 do
-    if not HIDDEN_FIELDS[reply[i]] then fields[reply[i]] = reply[i + 1] end
+    -- Balance rows (rb<i>, cb<i>) are replay data like rbal/cbal.
+    if not HIDDEN_FIELDS[reply[i]] and not string.find(reply[i], '^[rc]b%d+$') then
+      fields[reply[i]] = reply[i + 1]
+    end
   end
   local h = read_hold(prefix, id)
   parse_hold(h)
+  -- The compact layout, shown as the earlier one (docs/design.md#reservation-records):
+  -- the id and the budgeted scopes as a JSON array.
+  fields.id = fields.id or id
+  if h.scopes and fields.budgeted and string.find(fields.budgeted, '^%d+$') then
+    fields.budgeted = cjson.encode(h.scopes)
+  end
   local holds = {}
   if h.E and h.scopes then
     for _, s in ipairs(h.scopes) do

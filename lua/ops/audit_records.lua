@@ -73,7 +73,7 @@ for _, e in ipairs(page) do
         quarantined = quarantined + 1
         row('QUARANTINED', id, 'quarantined by the sweeper: ' .. (h.quarantine_reason or ''), {
           reason = h.quarantine_reason or '', quarantined_at = h.quarantined_at,
-          estimate = h.estimate or '', unit = h.unit or '', budgeted = h.budgeted or ''})
+          estimate = h.estimate or '', unit = h.unit or '', budgeted = h.scopes and cjson.encode(h.scopes) or h.budgeted or ''})
         if not redis.call('ZSCORE', qi, id) then
           row('QUARANTINE_NOT_INDEXED', id, 'quarantined record missing from the quarantine index',
             {quarantined_at = h.quarantined_at}, true)
@@ -82,7 +82,7 @@ for _, e in ipairs(page) do
         local problem = hold_problem or expiry_problem
         if problem then
           row('INVALID_RECORD', id, 'ACTIVE record the sweeper cannot expire: ' .. problem, {
-            reason = problem, estimate = h.estimate or '', unit = h.unit or '', budgeted = h.budgeted or '',
+            reason = problem, estimate = h.estimate or '', unit = h.unit or '', budgeted = h.scopes and cjson.encode(h.scopes) or h.budgeted or '',
             expires_at = h.expires_at or '', grace_ms = h.grace_ms or ''})
         end
         local score = redis.call('ZSCORE', dl, id)

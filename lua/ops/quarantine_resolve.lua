@@ -91,7 +91,7 @@ if outcome == 'release' then
     end
     seen[a.scope] = true
     if allowed and not allowed[a.scope] then
-      return fail('INVALID_REQUEST', 'the reservation does not hold ' .. a.scope, {field = field .. '.scope_path', budgeted = h.budgeted})
+      return fail('INVALID_REQUEST', 'the reservation does not hold ' .. a.scope, {field = field .. '.scope_path', budgeted = h.scopes and cjson.encode(h.scopes) or h.budgeted})
     end
     local amt = i64_norm(tostring(a.amount))
     if amt == nil or i64_cmp(amt, '0') < 0 then

@@ -1,6 +1,7 @@
 #!lua flags=allow-oom
 -- sweeper/expire_batch: expire up to N due reservations of one tenant, in one
 -- atomic call (docs/protocol.md#expiry, docs/design.md#the-sweeper).
+-- include: lib/record_layout.lua
 --
 -- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; reservation and budget keys are
 --         derived from it (prefix .. "r:" .. id, prefix .. "b:" .. scope .. ":" .. unit),
@@ -109,8 +110,9 @@ local function plan(r)
     return nil, 'INVALID_ESTIMATE'
   end
   if r.budgeted == nil or r.budgeted == '' then return nil, 'MISSING_SCOPES' end
-  local okd, scopes = pcall(cjson.decode, r.budgeted)
-  if not okd or type(scopes) ~= 'table' then return nil, 'MALFORMED_SCOPES' end
+  -- Positions in the scope path, or a JSON array (docs/design.md#reservation-records).
+  local scopes = unpack_budgeted(r.budgeted, r.scope_path)
+  if type(scopes) ~= 'table' then return nil, 'MALFORMED_SCOPES' end
   if #scopes == 0 then
     if next(scopes) == nil then return nil, 'MISSING_SCOPES' end
     return nil, 'MALFORMED_SCOPES'

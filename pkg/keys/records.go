@@ -1,5 +1,11 @@
 package keys
 
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
 // Record layouts: the fields every script agrees on. Amounts are canonical
 // decimal strings (int64, written with HINCRBY or from int64.lua results);
 // times are integer milliseconds from Redis TIME; enums are the proto value
@@ -24,22 +30,29 @@ package keys
 //	none), created_at, updated_at, metadata (JSON object)
 //	Invariant: remaining = allocated - spent - reserved - debt.
 //
-// Reservation hash (Tenant.Reservation):
+// Reservation hash (Tenant.Reservation), compact layout
+// (docs/design.md#reservation-records; written and read by
+// lua/lib/record_layout.lua; every value of a typical record <= 64 bytes, so
+// the hash stays listpack-encoded):
 //
-//	id, state (ACTIVE|COMMITTED|RELEASED|EXPIRED), unit, estimate,
-//	scope_path, budgeted (JSON array of scope paths that held a budget in unit
-//	at reserve time), created_at, expires_at, grace_ms, policy (resolved
-//	overage policy), max_ext, ext_count, idem_key, subject (JSON), action
-//	(JSON), metadata (JSON), rbal (the reserve answer's balances, packed),
-//	caps (only when the answer had caps), affected (JSON array; only when not
-//	the scope path's prefixes), exp0 (the answered expiry, set by the first
-//	extend); metadata, committed_metadata and metrics only when not empty.
-//	Records written before the compaction carry reserve_resp
-//	(replay snapshot), affected and tenant (unread); readers accept both
-//	(docs/design.md#reservation-records).
-//	on commit:  charged, debt_incurred, finalized_at, commit_key, commit_hash,
-//	            cbal (the commit answer's balances, packed; formerly
-//	            commit_resp), committed_metadata (JSON), metrics (JSON)
+//	state (ACTIVE|COMMITTED|RELEASED|EXPIRED), unit, estimate, scope_path,
+//	budgeted (one digit per budgeted scope: its 1-based position among the
+//	scope path's prefixes, "123"; or a JSON array of scope paths, see
+//	BudgetedScopes), created_at, expires_at, grace_ms, policy (resolved
+//	overage policy), max_ext, idem_key, action (JSON),
+//	rb<i> (the reserve answer's balance of budgeted scope i:
+//	"remaining,reserved,spent,allocated[,debt[,overdraft_limit[,over]]]",
+//	trailing zeros left out), ext_count (absent = 0), subject (JSON; absent =
+//	ImpliedSubject(scope_path)), metadata (JSON, only when set), caps (only
+//	when the answer had caps), affected (JSON array; only when not the scope
+//	path's prefixes), exp0 (the answered expiry, set by the first extend),
+//	extend_metadata (only when set). No id (the key names it).
+//	Earlier layouts also carry id, tenant (unread), budgeted as a JSON array,
+//	rbal/cbal (balance rows "i,remaining,...,over" joined by ';') or
+//	reserve_resp/commit_resp (the answers as JSON); readers accept them.
+//	on commit:  charged, debt_incurred (absent = 0), finalized_at, commit_key,
+//	            commit_hash, cb<i> (the commit answer's balances, as rb<i>),
+//	            committed_metadata (JSON), metrics (JSON), both only when set
 //	on release: finalized_at, release_key, release_hash, release_resp, release_reason
 //	on expiry:  expired_at
 //	quarantine: quarantined_at, quarantine_reason (the id is then in
@@ -56,3 +69,61 @@ package keys
 // TerminalRetentionMs is how long COMMITTED/RELEASED/EXPIRED records (and
 // direct-debit event records) are kept: 30 days.
 const TerminalRetentionMs = 30 * 24 * 60 * 60 * 1000
+
+// ScopePrefixes are the cumulative prefixes of a scope path, root first (the
+// affected scopes pkg/scope.Derive gives for it).
+func ScopePrefixes(path string) []string {
+	var out []string
+	for i := 0; i < len(path); i++ {
+		if path[i] == '/' {
+			out = append(out, path[:i])
+		}
+	}
+	return append(out, path)
+}
+
+// BudgetedScopes decodes a reservation's stored budgeted field: one digit per
+// scope, its 1-based position among the prefixes of scopePath ("123"), or a
+// JSON array of scope paths (records written before the compact layout, and
+// operator requeues). "" and "{}" decode to none.
+func BudgetedScopes(stored, scopePath string) ([]string, error) {
+	if stored == "" || stored == "{}" { // "{}": cjson's empty table
+		return nil, nil
+	}
+	if stored[0] == '[' {
+		var out []string
+		if err := json.Unmarshal([]byte(stored), &out); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	prefixes := ScopePrefixes(scopePath)
+	out := make([]string, 0, len(stored))
+	for i := 0; i < len(stored); i++ {
+		d := int(stored[i] - '0')
+		if d < 1 || d > 9 || d > len(prefixes) || scopePath == "" {
+			return nil, fmt.Errorf("budgeted %q: not a scope position of %q", stored, scopePath)
+		}
+		out = append(out, prefixes[d-1])
+	}
+	return out, nil
+}
+
+// ImpliedSubject is the subject a reservation record leaves out: the levels
+// of its scope path as a JSON object in canonical order
+// ({"tenant":"acme","workspace":"prod"}), what pkg/ledger stores for a
+// subject naming exactly those levels. A record without a subject field has
+// this subject.
+func ImpliedSubject(scopePath string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, seg := range strings.Split(scopePath, "/") {
+		k, v, _ := strings.Cut(seg, ":")
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"` + k + `":"` + v + `"`)
+	}
+	b.WriteByte('}')
+	return b.String()
+}

@@ -78,14 +78,20 @@ func (r *record) proto() (*cyclesv1.Reservation, error) {
 		// path's prefixes (docs/design.md#reservation-records).
 		out.AffectedScopes = scopePrefixes(r.ScopePath)
 	}
-	var budgeted list[string]
-	if err := json.Unmarshal([]byte(r.Budgeted), &budgeted); r.Budgeted != "" && err != nil {
+	budgeted, err := keys.BudgetedScopes(r.Budgeted, r.ScopePath)
+	if err != nil {
 		return nil, fmt.Errorf("reservation %s: budgeted scopes: %w", r.ID, err)
 	}
 	out.BudgetedScopes = budgeted
-	if r.Subject != "" {
+	subject := r.Subject
+	if subject == "" && r.ScopePath != "" {
+		// Left out by the reserve when the scope path implies it
+		// (docs/design.md#reservation-records).
+		subject = keys.ImpliedSubject(r.ScopePath)
+	}
+	if subject != "" {
 		out.Subject = &cyclesv1.Subject{}
-		if err := lenient.Unmarshal([]byte(r.Subject), out.Subject); err != nil {
+		if err := lenient.Unmarshal([]byte(subject), out.Subject); err != nil {
 			return nil, fmt.Errorf("reservation %s: subject: %w", r.ID, err)
 		}
 	}
@@ -95,7 +101,6 @@ func (r *record) proto() (*cyclesv1.Reservation, error) {
 			return nil, fmt.Errorf("reservation %s: action: %w", r.ID, err)
 		}
 	}
-	var err error
 	if out.Metadata, err = structOf(r.Metadata); err != nil {
 		return nil, fmt.Errorf("reservation %s: metadata: %w", r.ID, err)
 	}

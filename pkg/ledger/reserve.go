@@ -65,6 +65,11 @@ func (l *Ledger) Reserve(ctx context.Context, tenant string, req *cyclesv1.Creat
 	if err != nil {
 		return nil, err
 	}
+	if subj == keys.ImpliedSubject(d.Path) {
+		// The scope path says it all: the record leaves the subject out
+		// (docs/design.md#reservation-records).
+		subj = ""
+	}
 	mode, op := "live", "reserve"
 	if req.GetDryRun() {
 		mode, op = "dry", "dry_run"

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
+	"github.com/cyclesgo/cycles-go/pkg/keys"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 )
 
@@ -72,8 +73,9 @@ func TestScriptScopesUnitMismatchNotFound(t *testing.T) {
 			t.Fatalf("affected = %d, want both derived scopes", n)
 		}
 		rec := s.record(o.Snap["reservation_id"].(string))
-		if rec["budgeted"] != `["`+s.path("")+`"]` && rec["budgeted"] != `["`+strings.ReplaceAll(s.path(""), "/", `\/`)+`"]` {
-			t.Fatalf("budgeted = %s", rec["budgeted"])
+		// Stored compactly: the position of the tenant scope in the path.
+		if got, err := keys.BudgetedScopes(rec["budgeted"], rec["scope_path"]); err != nil || len(got) != 1 || got[0] != s.path("") {
+			t.Fatalf("budgeted = %s (%v, %v)", rec["budgeted"], got, err)
 		}
 	})
 }

@@ -15,7 +15,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"math/big"
 	"sort"
@@ -355,8 +354,12 @@ func Violations(ctx context.Context, c redis.UniversalClient, tenant string) []s
 			fail("reservation %s estimate %q malformed", id, r["estimate"])
 			continue
 		}
-		var scopes []string
-		if err := jsonStrings(r["budgeted"], &scopes); err != nil {
+		// Positions in the scope path or a JSON array (docs/design.md#reservation-records).
+		scopes, err := keys.BudgetedScopes(r["budgeted"], r["scope_path"])
+		if r["budgeted"] == "" {
+			err = fmt.Errorf("missing")
+		}
+		if err != nil {
 			fail("reservation %s budgeted %q malformed: %v", id, r["budgeted"], err)
 			continue
 		}
@@ -468,14 +471,4 @@ func EventTypes(tb testing.TB, c redis.UniversalClient, tenant string) []string 
 		out[i] = e["type"]
 	}
 	return out
-}
-
-// jsonStrings decodes a JSON array of strings, tolerating cjson's "{}" for
-// an empty array.
-func jsonStrings(s string, out *[]string) error {
-	if s == "{}" {
-		*out = nil
-		return nil
-	}
-	return json.Unmarshal([]byte(s), out)
 }
