@@ -58,7 +58,7 @@ if r.state == 'COMMITTED' and r.commit_key == idem_key then
   local snap = r.commit_resp
   if not snap then
     local E = i64_norm(r.estimate or '')
-    local bal = read_balances(KEYS[3], 'cb', r.cbal, unpack_budgeted(r.budgeted, r.scope_path) or {})
+    local bal = record_replay().read_balances(KEYS[3], 'cb', r.cbal, unpack_budgeted(r.budgeted, r.scope_path) or {})
     if E == nil or bal == nil or r.charged == nil then
       return fail('INTERNAL_ERROR', 'commit replay unavailable: the reservation record is corrupt')
     end

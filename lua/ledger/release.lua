@@ -8,9 +8,17 @@
 -- ARGV: 1 reservation id   2 idempotency key   3 payload hash   4 reason
 --       Extra ARGV are ignored (time always comes from Redis TIME).
 -- Result: ok({replay = bool, resp = <snapshot JSON>})
---   snapshot: {status = 'RELEASED', unit, released, balances}
+--   snapshot: {status = 'RELEASED', unit, released, balances}, rebuilt on
+--   replay from the record (estimate, balance rows lb<i>; records released
+--   before keep a `release_resp` copy).
 -- Refusals: NOT_FOUND, IDEMPOTENCY_MISMATCH, TENANT_CLOSED, RESERVATION_EXPIRED,
 --   RESERVATION_FINALIZED, AMOUNT_OVERFLOW, INTERNAL_ERROR.
+
+-- release_snapshot is the release's answer (strings as stored; a replay
+-- rebuilds it from the record with the same function).
+local function release_snapshot(unit, E, balances)
+  return cjson.encode({status = 'RELEASED', unit = unit, released = E, balances = balances})
+end
 
 local now = now_ms()
 local rid, idem_key, hash = ARGV[1], ARGV[2], ARGV[3]
@@ -22,7 +30,16 @@ if r.state == 'RELEASED' and r.release_key == idem_key then
   if r.release_hash ~= hash then
     return fail('IDEMPOTENCY_MISMATCH', 'idempotency key was used with a different release')
   end
-  return ok({replay = true, resp = r.release_resp})
+  local snap = r.release_resp
+  if not snap then
+    local E = i64_norm(r.estimate or '')
+    local bal = record_replay().balances_in(r, 'lb', unpack_budgeted(r.budgeted, r.scope_path) or {})
+    if E == nil or bal == nil or r.unit == nil then
+      return fail('INTERNAL_ERROR', 'release replay unavailable: the reservation record is corrupt')
+    end
+    snap = release_snapshot(r.unit, E, bal)
+  end
+  return ok({replay = true, resp = snap})
 end
 
 local code, msg
@@ -36,9 +53,11 @@ local bs
 bs, code, msg = release_hold(KEYS[1], r)
 if bs == nil then return fail(code, msg) end
 
-local snap = cjson.encode({status = 'RELEASED', unit = r.unit, released = r.E, balances = snapshots(bs)})
-redis.call('HSET', KEYS[3], 'state', 'RELEASED', 'finalized_at', ms(now), 'release_key', idem_key,
-  'release_hash', hash, 'release_resp', snap, 'release_reason', ARGV[4])
+local balances = snapshots(bs)
+local snap = release_snapshot(r.unit, r.E, balances)
+-- The answer's balance rows lb<i> (docs/design.md#reservation-records).
+redis.call('HSET', KEYS[3], unpack(balance_fields({'state', 'RELEASED', 'finalized_at', ms(now),
+  'release_key', idem_key, 'release_hash', hash, 'release_reason', ARGV[4]}, 'lb', balances, r.scopes)))
 finalize(KEYS[3], KEYS[4], rid)
 
 return ok({replay = false, resp = snap})

@@ -54,9 +54,8 @@ for _, rid in ipairs(ids) do
       if bs == nil then
         quarantine(key, rid, code)
       else
-        local snap = cjson.encode({status = 'RELEASED', unit = r.unit, released = r.E, balances = snapshots(bs)})
-        redis.call('HSET', key, 'state', 'RELEASED', 'finalized_at', ms(now), 'release_resp', snap,
-          'release_reason', 'tenant_closed')
+        -- No release key, so no replay: no answer to keep.
+        redis.call('HSET', key, 'state', 'RELEASED', 'finalized_at', ms(now), 'release_reason', 'tenant_closed')
         finalize(key, KEYS[3], rid)
         emit('reservation.released_via_tenant_cascade', 'reservation', r.scope_path, {
           reservation_id = rid, scope = r.scope_path, unit = r.unit, released_amount = r.E,

@@ -57,7 +57,7 @@ if rec then
       if old == nil then snap = nil else exp = old.expires_at_ms end
     elseif r[8] and r[12] then
       -- Balance rows rb<i> (records written before: packed in `rbal`).
-      local bal = read_balances(rkey, 'rb', r[11] or nil, unpack_budgeted(r[12], r[8]) or {})
+      local bal = record_replay().read_balances(rkey, 'rb', r[11] or nil, unpack_budgeted(r[12], r[8]) or {})
       if bal and #bal > 0 then
         snap = reserve_snapshot(r[3] or rec.rid, r[4], r[5], r[7] or r[6], r[8], jdecode(r[9]) or scope_prefixes(r[8]),
           r[10] or nil, bal, r[13], r[14])
@@ -90,7 +90,7 @@ local function deny(reason)
   })
   emit('reservation.denied', 'reservation', scope_path, {
     scope = scope_path, unit = unit, reason_code = reason, requested_amount = E,
-    action = jdecode(ARGV[13]), subject = jdecode(ARGV[12] ~= '' and ARGV[12] or implied_subject(scope_path)),
+    action = jdecode(ARGV[13]), subject = jdecode(ARGV[12] ~= '' and ARGV[12] or record_replay().implied_subject(scope_path)),
   })
   redis.call('SET', KEYS[8], cjson.encode({h = hash, resp = snap}), 'PX', ms(DAY_MS))
   return ok({replay = false, resp = snap, denied = reason})

@@ -220,8 +220,8 @@ local function quarantine_row(prefix, id)
   if #reply == 0 then return nil end
   local fields = {}
   for i = 1, #reply, 2 do
-    -- Balance rows (rb<i>, cb<i>) are replay data like rbal/cbal.
-    if not HIDDEN_FIELDS[reply[i]] and not string.find(reply[i], '^[rc]b%d+$') then
+    -- Balance rows (rb<i>, cb<i>, lb<i>) are replay data like rbal/cbal.
+    if not HIDDEN_FIELDS[reply[i]] and not string.find(reply[i], '^[rcl]b%d+$') then
       fields[reply[i]] = reply[i + 1]
     end
   end

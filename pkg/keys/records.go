@@ -53,7 +53,10 @@ import (
 //	on commit:  charged, debt_incurred (absent = 0), finalized_at, commit_key,
 //	            commit_hash, cb<i> (the commit answer's balances, as rb<i>),
 //	            committed_metadata (JSON), metrics (JSON), both only when set
-//	on release: finalized_at, release_key, release_hash, release_resp, release_reason
+//	on release: finalized_at, release_key, release_hash, release_reason, lb<i>
+//	            (the release answer's balances, as rb<i>; earlier records:
+//	            release_resp, the answer as JSON; none on a tenant-closure
+//	            release, which has no key to replay)
 //	on expiry:  expired_at
 //	quarantine: quarantined_at, quarantine_reason (the id is then in
 //	            Tenant.Quarantine, out of Tenant.Deadlines); once an operator

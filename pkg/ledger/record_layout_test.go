@@ -187,8 +187,32 @@ func TestRecordLayoutCompactAndPrevious(t *testing.T) {
 	if !proto.Equal(get("a"), committed) {
 		t.Fatalf("committed previous layout reads as\n%v\nwant\n%v", get("a"), committed)
 	}
-	if _, err := e.release(rid("b"), "rb"); err != nil {
+	released, err := e.release(rid("b"), "rb")
+	if err != nil {
 		t.Fatal(err)
+	}
+	if again, err := e.release(rid("b"), "rb"); err != nil || !proto.Equal(again, released) {
+		t.Fatalf("release replay = %v, %v; want %v", again, err, released)
+	}
+	// A compact record stays compact when released; its replay is rebuilt.
+	reserved["d"] = e.mustReserve("d", 1000, subj)
+	released, err = e.release(rid("d"), "rd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := e.c.HGetAll(ctx, key("d")).Val(); rec["lb3"] == "" || rec["release_resp"] != "" {
+		t.Fatalf("released record = %v", rec)
+	}
+	if enc := e.c.ObjectEncoding(ctx, key("d")).Val(); enc != "listpack" {
+		t.Errorf("released record encoding = %s, want listpack", enc)
+	}
+	if again, err := e.release(rid("d"), "rd"); err != nil || !proto.Equal(again, released) {
+		t.Fatalf("release replay = %v, %v; want %v", again, err, released)
+	}
+	// Released before the compact layout: the stored answer.
+	e.c.HSet(ctx, key("b"), "release_resp", `{"status":"RELEASED","unit":"TOKENS","released":"7","balances":{}}`)
+	if again, err := e.release(rid("b"), "rb"); err != nil || again.GetReleased().GetAmount() != 7 {
+		t.Fatalf("release replay (release_resp) = %v, %v", again, err)
 	}
 	if _, err := e.l.Extend(ctx, e.tenant, &cyclesv1.ExtendReservationRequest{ReservationId: rid("c"), IdempotencyKey: "xc", ExtendByMs: 1000}); err != nil {
 		t.Fatal(err)
