@@ -227,3 +227,41 @@ func TestRecordLayoutCompactAndPrevious(t *testing.T) {
 		}
 	}
 }
+
+// A reserve whose subject the scope path implies passes it to the script as
+// ”; a dry run's DENY event still carries the whole subject, as a subject
+// that is stored does.
+func TestDeniedEventCarriesImpliedSubject(t *testing.T) {
+	e := newEnv(t)
+	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: 10})
+	for _, subj := range []*cyclesv1.Subject{
+		{Workspace: "prod", Agent: "a"},                              // implied by the path
+		{Workspace: "Prod", Dimensions: map[string]string{"x": "y"}}, // stored as given
+	} {
+		before := len(ledgertest.Events(t, e.c, e.tenant))
+		d, err := e.reserve("dry-"+subj.GetWorkspace(), 100, withSubject(subj), func(q *cyclesv1.CreateReservationRequest) { q.DryRun = true })
+		if err != nil || d.GetDecision() != cyclesv1.Decision_DECISION_DENY {
+			t.Fatalf("dry run = %v, %v", d, err)
+		}
+		evs := ledgertest.Events(t, e.c, e.tenant)[before:]
+		if len(evs) != 1 || evs[0]["type"] != "reservation.denied" {
+			t.Fatalf("events = %v", evs)
+		}
+		var data struct {
+			Subject map[string]any `json:"subject"`
+		}
+		if err := json.Unmarshal([]byte(evs[0]["data"]), &data); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{"tenant": e.tenant, "workspace": subj.GetWorkspace()}
+		if subj.GetAgent() != "" {
+			want["agent"] = subj.GetAgent()
+		}
+		if len(subj.GetDimensions()) > 0 {
+			want["dimensions"] = map[string]any{"x": "y"}
+		}
+		if fmt.Sprint(data.Subject) != fmt.Sprint(want) {
+			t.Fatalf("denied event subject = %v, want %v", data.Subject, want)
+		}
+	}
+}
