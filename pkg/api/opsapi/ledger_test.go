@@ -2,6 +2,7 @@ package opsapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"sort"
 	"strconv"
 	"strings"
@@ -353,6 +354,14 @@ func incidents(t *testing.T, e *env) {
 	q := list.GetReservations()[0]
 	if q.GetReservationId() != r1 || q.GetReason() != "INVALID_ESTIMATE" || q.GetFields()["estimate"] != "1O" || q.GetQuarantinedAtMs() == 0 {
 		t.Fatalf("quarantined row %v", q)
+	}
+	// The record's fields as an operator reads them, whatever its stored
+	// layout (docs/design.md#reservation-records): its id and the budgeted
+	// scopes as a JSON array, no balance rows.
+	var budgeted []string
+	if err := json.Unmarshal([]byte(q.GetFields()["budgeted"]), &budgeted); err != nil || len(budgeted) != 1 || budgeted[0] != strings.ToLower(e.ws("W1")) ||
+		q.GetFields()["id"] != r1 || q.GetFields()["rb1"] != "" || q.GetFields()["rb2"] != "" {
+		t.Fatalf("quarantined fields %v", q.GetFields())
 	}
 	if got := discrepancies(e.audit().GetDiscrepancies()); !equal(got, []string{"QUARANTINED " + r1}) {
 		t.Fatalf("audit after quarantine %v", got)
