@@ -175,7 +175,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	if cfg.HTTPListen != "" {
 		hs := srv.NewHTTP(server.HTTPOptions{Logger: log.Named("http"), MaxConnections: cfg.HTTPMaxConnections, MaxBodyBytes: int64(cfg.HTTPMaxBodyBytes)})
 		// Connect, gRPC-Web and JSON for every cycles.v1 service (docs/clients.md).
-		if err := hs.MountConnect(server.DefaultConnectMaxBody, cfg.CORSOrigins()...); err != nil {
+		if err := hs.MountConnect(0, cfg.CORSOrigins()...); err != nil {
 			return err
 		}
 
