@@ -55,6 +55,15 @@ func (r reader) readStream(ctx context.Context, stream, from, to string, n int) 
 // wire envelope. Malformed optional parts are dropped rather than failing the
 // stream: the log is append-only history and must stay readable.
 func toEvent(tenant string, e entry, id ID) *cyclesv1.Event {
+	ev := buildEvent(tenant, e)
+	ev.Cursor = EncodeCursor(Position{ID: id})
+	return ev
+}
+
+// buildEvent converts a stream entry without a cursor: the all-tenant feed
+// gives each event its own feed cursor, so a per-tenant one would be built
+// only to be overwritten.
+func buildEvent(tenant string, e entry) *cyclesv1.Event {
 	f := e.F
 	ts, _ := strconv.ParseInt(f["ts"], 10, 64)
 	ev := &cyclesv1.Event{
@@ -68,7 +77,6 @@ func toEvent(tenant string, e entry, id ID) *cyclesv1.Event {
 		Source:      f["src"],
 		RequestId:   f["req"],
 		TraceId:     f["trace"],
-		Cursor:      EncodeCursor(Position{ID: id}),
 	}
 	if d := f["data"]; d != "" {
 		var s structpb.Struct
