@@ -1,5 +1,5 @@
 -- ledger/decide: evaluate a reservation without making one (docs/protocol.md#dry-run-and-decide).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua
+-- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua
 -- Budget and tenant conditions are DENY results, never errors; only a budget
 -- that exists solely in another unit (UNIT_MISMATCH), a malformed tenant
 -- record and an idempotency mismatch are errors. Writes only the idempotency
@@ -11,8 +11,9 @@
 -- ARGV: 1 unit   2 estimate (decimal)   3 idempotency key   4 payload hash
 --       5 scope path   6 affected scopes (JSON array)   7 subject (JSON)
 --       8 action (JSON)   9 event context
--- Result: ok({replay = bool, resp = <snapshot JSON>, denied = <reason>|nil})
---   snapshot: {decision, reason_code?, caps?, affected}
+-- Result: okf({'OK', FLAT_V, '', '', replay (0|1), denied (<reason> or ''), <decide snapshot fields>})
+--   (lib/ledger_snapshot.lua), from the snapshot the idempotency record keeps
+--   as JSON (`resp`: {decision, reason_code?, caps?, affected}).
 
 local now = now_ms()
 local unit = ARGV[1]
@@ -29,7 +30,9 @@ end
 local rec, refusal = idem_record(KEYS[4], hash, 'request')
 if refusal then return refusal end
 if rec then
-  return ok({replay = true, resp = rec.resp})
+  local old = jdecode(rec.resp)
+  if old == nil then return fail('INTERNAL_ERROR', 'idempotency record is corrupt') end
+  return okf(decide_reply_of({'OK', FLAT_V, '', '', 1, ''}, old))
 end
 
 local function answer(snap_tbl, reason)
@@ -43,7 +46,7 @@ local function answer(snap_tbl, reason)
     })
   end
   redis.call('SET', KEYS[4], cjson.encode({h = hash, resp = snap}), 'PX', ms(DAY_MS))
-  return ok({replay = false, resp = snap, denied = reason})
+  return okf(decide_reply_of({'OK', FLAT_V, '', '', 0, reason or ''}, snap_tbl))
 end
 
 local function deny(reason)

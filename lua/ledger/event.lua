@@ -1,5 +1,5 @@
 -- ledger/event: debit an actual cost directly, without a reservation
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_settle.lua
+-- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_settle.lua lib/ledger_snapshot.lua
 -- (docs/protocol.md#direct-debits-createevent). Never blocked by is_over_limit or outstanding debt: only
 -- by tenant status, budget status and its own overage policy.
 --
@@ -10,9 +10,10 @@
 --       5 idempotency key   6 payload hash   7 scope path   8 affected scopes (JSON array)
 --       9 subject (JSON)   10 action (JSON)   11 metrics (JSON or '')   12 metadata (JSON or '')
 --       13 client_time_ms (advisory, stored only, never used as a clock)   14 event context
--- Result: ok({replay = bool, resp = <snapshot JSON>, debt = '<debt incurred>'})
---   snapshot: {status = 'APPLIED', event_id, unit, charged? (only when capped below
---   actual), balances, debt_incurred}
+-- Result: okf({'OK', FLAT_V, '', '', replay (0|1), debt ('<debt incurred>'), <event snapshot fields>})
+--   (lib/ledger_snapshot.lua), from the snapshot the event record keeps as
+--   JSON (`resp`: {status = 'APPLIED', event_id, unit, charged? (only when
+--   capped below actual), balances, debt_incurred}).
 -- Refusals: INVALID_REQUEST, IDEMPOTENCY_MISMATCH, TENANT_CLOSED, TENANT_SUSPENDED,
 --   BUDGET_FROZEN, BUDGET_CLOSED, BUDGET_EXCEEDED, OVERDRAFT_LIMIT_EXCEEDED,
 --   UNIT_MISMATCH, NOT_FOUND, AMOUNT_OVERFLOW, INTERNAL_ERROR.
@@ -34,7 +35,9 @@ if refusal then return refusal end
 if rec then
   local resp = redis.call('HGET', KEYS[1] .. 'ev:' .. (rec.id or ''), 'resp')
   if not resp then return fail('INTERNAL_ERROR', 'replay unavailable for this idempotency key; the event record is gone') end
-  return ok({replay = true, resp = resp})
+  local old = jdecode(resp)
+  if old == nil then return fail('INTERNAL_ERROR', 'event replay unavailable: the event record is corrupt') end
+  return okf(event_reply_of({'OK', FLAT_V, '', '', 1, '0'}, old))
 end
 
 local conf, terr = tenant_conf(KEYS[2])
@@ -90,4 +93,4 @@ redis.call('HSET', KEYS[4], 'id', eid, 'tenant', string.sub(KEYS[1], 7, -3), 'un
 redis.call('PEXPIRE', KEYS[4], ms(RETENTION_MS))
 redis.call('SET', KEYS[5], cjson.encode({h = hash, id = eid}), 'PX', ms(7 * DAY_MS))
 
-return ok({replay = false, resp = snap, debt = plan.debt_total})
+return okf(event_reply_of({'OK', FLAT_V, '', '', 0, plan.debt_total}, resp))

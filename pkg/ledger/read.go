@@ -333,7 +333,7 @@ func (l *Ledger) Balances(ctx context.Context, tenant string, req *cyclesv1.GetB
 		limit = DefaultPageLimit
 	}
 	var out struct {
-		Rows list[balanceJSON] `json:"rows"`
+		Rows list[balanceRow] `json:"rows"`
 		More bool              `json:"more"`
 		Last string            `json:"last"`
 	}
