@@ -334,8 +334,8 @@ func (l *Ledger) Balances(ctx context.Context, tenant string, req *cyclesv1.GetB
 	}
 	var out struct {
 		Rows list[balanceRow] `json:"rows"`
-		More bool              `json:"more"`
-		Last string            `json:"last"`
+		More bool             `json:"more"`
+		Last string           `json:"last"`
 	}
 	err = l.exec.RunInto(ctx, &out, scriptBalances, []string{t.Prefix(), t.Budgets()},
 		cur.M, strconv.Itoa(limit), strconv.Itoa(ScanBudget), unit, string(sj))

@@ -102,7 +102,7 @@ func (f *flat) str() string {
 	}
 }
 
-// int reads an int64 (a decimal string, '' = 0, or an integer reply).
+// int reads an int64 (a decimal string, ” = 0, or an integer reply).
 func (f *flat) int() num {
 	switch v := f.next().(type) {
 	case int64:
@@ -124,7 +124,7 @@ func (f *flat) int() num {
 	}
 }
 
-// opt reads an optional int64 ('' = absent).
+// opt reads an optional int64 (” = absent).
 func (f *flat) opt() *num {
 	if f.err == nil && f.i < len(f.a) {
 		if s, ok := f.a[f.i].(string); ok && s == "" {
