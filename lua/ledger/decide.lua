@@ -9,7 +9,7 @@
 --       4 idempotency record (endpoint "decide")   5 event stream
 --       6.. budget hash of each affected scope in the request unit, canonical order
 -- ARGV: 1 unit   2 estimate (decimal)   3 idempotency key   4 payload hash
---       5 scope path   6 affected scopes (JSON array)   7 subject (JSON)
+--       5 scope path   6 affected scopes (JSON array; '' = the scope path's prefixes)   7 subject (JSON)
 --       8 action (JSON)   9 event context
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), denied (<reason> or ''), <decide snapshot fields>})
 --   (lib/ledger_snapshot.lua), from the snapshot the idempotency record keeps
@@ -22,7 +22,7 @@ if E == nil or i64_cmp(E, '0') < 0 then
   return fail('INVALID_REQUEST', 'estimate.amount must be an integer in 0..2^63-1', {field = 'estimate.amount'})
 end
 local hash, scope_path = ARGV[4], ARGV[5]
-local scopes = jdecode(ARGV[6])
+local scopes = affected_arg(ARGV[6], scope_path)
 if scopes == nil or #scopes == 0 or #scopes ~= #KEYS - 5 then
   return fail('INTERNAL_ERROR', 'decide: affected scopes do not match the budget keys')
 end

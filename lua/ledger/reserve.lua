@@ -11,7 +11,8 @@
 --       4 estimate (decimal)          5 ttl_ms ('' = tenant default)
 --       6 grace_ms                    7 overage policy ('' = tenant default)
 --       8 idempotency key             9 payload hash (hex SHA-256)
---       10 scope path                 11 affected scopes (JSON array, canonical order)
+--       10 scope path                 11 affected scopes (JSON array, canonical order; '' = the
+--                                        scope path's prefixes)
 --       12 subject (JSON)             13 action (JSON)     14 metadata (JSON or '')
 --       15 event context (pkg/events)
 --       Extra ARGV are ignored (time always comes from Redis TIME).
@@ -35,7 +36,7 @@ if E == nil or i64_cmp(E, '0') < 0 then
   return fail('INVALID_REQUEST', 'estimate.amount must be an integer in 0..2^63-1', {field = 'estimate.amount'})
 end
 local idem_key, hash, scope_path = ARGV[8], ARGV[9], ARGV[10]
-local scopes = jdecode(ARGV[11])
+local scopes = affected_arg(ARGV[11], scope_path)
 if scopes == nil or #scopes == 0 or #scopes ~= #KEYS - 9 then
   return fail('INTERNAL_ERROR', 'reserve: affected scopes do not match the budget keys')
 end
@@ -227,7 +228,7 @@ redis.call('HSET', KEYS[4],
 -- Optional fields only when set (an absent field reads as empty).
 if ARGV[14] ~= '' then redis.call('HSET', KEYS[4], 'metadata', ARGV[14]) end
 if caps then redis.call('HSET', KEYS[4], 'caps', caps) end
-if not same_list(scopes, scope_prefixes(scope_path)) then redis.call('HSET', KEYS[4], 'affected', ARGV[11]) end
+if ARGV[11] ~= '' and not same_list(scopes, scope_prefixes(scope_path)) then redis.call('HSET', KEYS[4], 'affected', ARGV[11]) end
 redis.call('ZADD', KEYS[5], ms(expires_at + grace), rid)
 redis.call('ZADD', KEYS[6], ms(now), rid)
 redis.call('ZADD', KEYS[7], ms(expires_at), rid)

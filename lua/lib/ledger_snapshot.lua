@@ -27,12 +27,23 @@
 -- scope_prefixes derives the affected scopes of a scope path (its cumulative
 -- prefixes, root first; pkg/scope.Derive), so records need not store them.
 local function scope_prefixes(path)
-  local out, acc = {}, nil
-  for seg in string.gmatch(path, '[^/]+') do
-    if acc then acc = acc .. '/' .. seg else acc = seg end
-    out[#out + 1] = acc
+  local out, from = {}, 1
+  while true do
+    local i = string.find(path, '/', from, true)
+    if i == nil then break end
+    out[#out + 1] = string.sub(path, 1, i - 1)
+    from = i + 1
   end
+  out[#out + 1] = path
   return out
+end
+
+-- affected_arg reads the affected-scopes ARGV: '' when they are the scope
+-- path's prefixes (what pkg/scope.Derive always makes; no JSON to decode),
+-- else a JSON array. nil when malformed.
+local function affected_arg(arg, scope_path)
+  if arg == '' then return scope_prefixes(scope_path) end
+  return jdecode(arg)
 end
 
 -- same_list reports whether two arrays of strings are equal.

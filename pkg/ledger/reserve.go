@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -21,7 +22,7 @@ type derived struct {
 	scope.Derived
 	unit       string
 	budgetKeys []string
-	affected   string // JSON array
+	affected   string // JSON array, or "" when they are Path's prefixes
 }
 
 func derive(tenant string, subj *cyclesv1.Subject, unit cyclesv1.Unit) (*derived, error) {
@@ -41,11 +42,16 @@ func derive(tenant string, subj *cyclesv1.Subject, unit cyclesv1.Unit) (*derived
 	for i, s := range d.Affected {
 		out.budgetKeys[i] = t.Budget(s, u)
 	}
-	aff, err := json.Marshal(d.Affected)
-	if err != nil {
-		return nil, fmt.Errorf("encode affected scopes: %w", err)
+	// Derive's affected scopes are the path's prefixes; the scripts then
+	// rebuild them from the path (lua/lib/ledger_snapshot.lua affected_arg)
+	// instead of decoding a JSON array on every call.
+	if !slices.Equal(d.Affected, scopePrefixes(d.Path)) {
+		aff, err := json.Marshal(d.Affected)
+		if err != nil {
+			return nil, fmt.Errorf("encode affected scopes: %w", err)
+		}
+		out.affected = string(aff)
 	}
-	out.affected = string(aff)
 	return out, nil
 }
 
