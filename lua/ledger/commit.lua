@@ -10,11 +10,11 @@
 --       4 idempotency key  5 payload hash  6 metrics (JSON or '')
 --       7 metadata (JSON or '')   8 event context
 --       Extra ARGV are ignored (time always comes from Redis TIME).
--- Result: ok({replay = bool, resp = <snapshot JSON>, overage = '<A-E or 0>',
---             debt = '<debt incurred>'})
---   snapshot: {status = 'COMMITTED', unit, charged, released?, balances, debt_incurred},
---   rebuilt on replay from the record (charged, debt_incurred, balances packed
---   in `cbal`; records committed before that keep a `commit_resp` copy).
+-- Result: okf({'OK', FLAT_V, '', '', replay (0|1), overage ('<A-E or 0>'),
+--             debt ('<debt incurred>'), <commit snapshot fields>})
+--   (lib/ledger_snapshot.lua), rebuilt on replay from the record (charged,
+--   debt_incurred, balances packed in `cbal`; records committed before that
+--   keep a `commit_resp` JSON copy).
 -- Refusals: INVALID_REQUEST, NOT_FOUND, IDEMPOTENCY_MISMATCH, TENANT_CLOSED,
 --   RESERVATION_EXPIRED, RESERVATION_FINALIZED, UNIT_MISMATCH, BUDGET_EXCEEDED,
 --   OVERDRAFT_LIMIT_EXCEEDED, AMOUNT_OVERFLOW, INTERNAL_ERROR.
@@ -45,15 +45,14 @@ if r.state == 'COMMITTED' and r.commit_key == idem_key then
   if r.commit_hash ~= hash then
     return fail('IDEMPOTENCY_MISMATCH', 'idempotency key was used with a different commit')
   end
-  local snap = r.commit_resp
-  if not snap then
-    local E, bal = i64_norm(r.estimate or ''), unpack_balances(r.cbal, jdecode(r.budgeted) or {})
-    if E == nil or bal == nil or r.charged == nil or r.debt_incurred == nil then
-      return fail('INTERNAL_ERROR', 'commit replay unavailable: the reservation record is corrupt')
-    end
-    snap = commit_snapshot(r.unit, r.charged, bal, r.debt_incurred, E)
+  local out = {'OK', FLAT_V, '', '', 1, '0', '0'}
+  local old = jdecode(r.commit_resp)
+  if old then return okf(commit_reply_of(out, old)) end
+  local E, bal = i64_norm(r.estimate or ''), unpack_balances(r.cbal, jdecode(r.budgeted) or {})
+  if E == nil or bal == nil or r.charged == nil or r.debt_incurred == nil then
+    return fail('INTERNAL_ERROR', 'commit replay unavailable: the reservation record is corrupt')
   end
-  return ok({replay = true, resp = snap})
+  return okf(commit_reply(out, r.unit, r.charged, bal, r.debt_incurred, E))
 end
 
 local code, msg
@@ -85,15 +84,18 @@ if i64_cmp(plan.delta, '0') > 0 then
 end
 emit_transitions(emit, unit, plan, rid, r.policy)
 
-local balances = {}
-for i, row in ipairs(plan.rows) do balances[i] = balance_now(row.b, row.rem, row.res, row.spent, row.debt, row.over) end
-local snap = commit_snapshot(unit, plan.charged, balances, plan.debt_total, r.E)
+local bal = {}
+for _, row in ipairs(plan.rows) do
+  local b, n = row.b, #bal
+  bal[n + 1], bal[n + 2], bal[n + 3], bal[n + 4] = b.path, row.rem, row.res, row.spent
+  bal[n + 5], bal[n + 6], bal[n + 7], bal[n + 8] = b.alloc, row.debt, b.lim, row.over and '1' or '0'
+end
 
 redis.call('HSET', KEYS[3], 'state', 'COMMITTED', 'charged', plan.charged, 'debt_incurred', plan.debt_total,
-  'finalized_at', ms(now), 'commit_key', idem_key, 'commit_hash', hash, 'cbal', pack_balances(balances, r.scopes))
+  'finalized_at', ms(now), 'commit_key', idem_key, 'commit_hash', hash, 'cbal', pack_balances(bal, r.scopes))
 -- Optional fields only when set (an absent field reads as empty).
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[3], 'committed_metadata', ARGV[7]) end
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[3], 'metrics', ARGV[6]) end
 finalize(KEYS[3], KEYS[4], rid)
 
-return ok({replay = false, resp = snap, overage = overage, debt = plan.debt_total})
+return okf(commit_reply({'OK', FLAT_V, '', '', 0, overage, plan.debt_total}, unit, plan.charged, bal, plan.debt_total, r.E))

@@ -1,14 +1,15 @@
 #!lua flags=allow-oom
 -- ledger/release: return a reservation's whole hold (docs/protocol.md#release).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_release.lua
+-- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_release.lua lib/ledger_snapshot.lua
 -- No events are emitted on release (REF).
 --
 -- KEYS: 1 tenant prefix   2 tenant record   3 reservation hash   4 deadline index
 --   Budget hashes are derived from the record (KEYS[1] .. 'b:' .. scope .. ':' .. unit).
 -- ARGV: 1 reservation id   2 idempotency key   3 payload hash   4 reason
 --       Extra ARGV are ignored (time always comes from Redis TIME).
--- Result: ok({replay = bool, resp = <snapshot JSON>})
---   snapshot: {status = 'RELEASED', unit, released, balances}
+-- Result: okf({'OK', FLAT_V, '', '', replay (0|1), <release snapshot fields>})
+--   (lib/ledger_snapshot.lua), from the snapshot the record keeps as JSON
+--   (`release_resp`: {status = 'RELEASED', unit, released, balances}).
 -- Refusals: NOT_FOUND, IDEMPOTENCY_MISMATCH, TENANT_CLOSED, RESERVATION_EXPIRED,
 --   RESERVATION_FINALIZED, AMOUNT_OVERFLOW, INTERNAL_ERROR.
 
@@ -22,7 +23,9 @@ if r.state == 'RELEASED' and r.release_key == idem_key then
   if r.release_hash ~= hash then
     return fail('IDEMPOTENCY_MISMATCH', 'idempotency key was used with a different release')
   end
-  return ok({replay = true, resp = r.release_resp})
+  local old = jdecode(r.release_resp)
+  if old == nil then return fail('INTERNAL_ERROR', 'release replay unavailable: the reservation record is corrupt') end
+  return okf(release_reply_of({'OK', FLAT_V, '', '', 1}, old))
 end
 
 local code, msg
@@ -36,9 +39,10 @@ local bs
 bs, code, msg = release_hold(KEYS[1], r)
 if bs == nil then return fail(code, msg) end
 
-local snap = cjson.encode({status = 'RELEASED', unit = r.unit, released = r.E, balances = snapshots(bs)})
+local resp = {status = 'RELEASED', unit = r.unit, released = r.E, balances = snapshots(bs)}
+local snap = cjson.encode(resp)
 redis.call('HSET', KEYS[3], 'state', 'RELEASED', 'finalized_at', ms(now), 'release_key', idem_key,
   'release_hash', hash, 'release_resp', snap, 'release_reason', ARGV[4])
 finalize(KEYS[3], KEYS[4], rid)
 
-return ok({replay = false, resp = snap})
+return okf(release_reply_of({'OK', FLAT_V, '', '', 0}, resp))

@@ -11,16 +11,17 @@
 --       4 estimate (decimal)          5 ttl_ms ('' = tenant default)
 --       6 grace_ms                    7 overage policy ('' = tenant default)
 --       8 idempotency key             9 payload hash (hex SHA-256)
---       10 scope path                 11 affected scopes (JSON array, canonical order)
+--       10 scope path                 11 affected scopes (JSON array, canonical order; '' = the
+--                                        scope path's prefixes)
 --       12 subject (JSON)             13 action (JSON)     14 metadata (JSON or '')
 --       15 event context (pkg/events)
 --       Extra ARGV are ignored (time always comes from Redis TIME).
--- Result: ok({replay = bool, resp = <snapshot JSON>, rem_ttl = '<ms>' (live only),
---             denied = <reason> (dry-run DENY only)})
---   The snapshot is the response as replays return it: a live reserve rebuilds
---   it from the record's fields (balances packed in `rbal`; records written
---   before that keep a `reserve_resp` copy), dry runs keep it in the
---   idempotency record.
+-- Result: okf({'OK', FLAT_V, '', '', replay (0|1), rem_ttl ('<ms>', live only, else ''),
+--             denied (<reason>, dry-run DENY only, else ''), <reserve snapshot fields>})
+--   (lib/ledger_snapshot.lua). A live reserve's replay rebuilds the fields from
+--   the record (balances packed in `rbal`; records written before that keep a
+--   `reserve_resp` JSON copy); a dry run keeps them in the idempotency record
+--   (`f`, the snapshot fields as a JSON array; before that `resp`, a JSON object).
 -- Refusals: INVALID_REQUEST, IDEMPOTENCY_MISMATCH, INTERNAL_ERROR, TENANT_CLOSED,
 --   TENANT_SUSPENDED, BUDGET_FROZEN, BUDGET_CLOSED, OVERDRAFT_LIMIT_EXCEEDED,
 --   DEBT_OUTSTANDING, BUDGET_EXCEEDED, UNIT_MISMATCH, NOT_FOUND, AMOUNT_OVERFLOW.
@@ -35,7 +36,7 @@ if E == nil or i64_cmp(E, '0') < 0 then
   return fail('INVALID_REQUEST', 'estimate.amount must be an integer in 0..2^63-1', {field = 'estimate.amount'})
 end
 local idem_key, hash, scope_path = ARGV[8], ARGV[9], ARGV[10]
-local scopes = jdecode(ARGV[11])
+local scopes = affected_arg(ARGV[11], scope_path)
 if scopes == nil or #scopes == 0 or #scopes ~= #KEYS - 9 then
   return fail('INTERNAL_ERROR', 'reserve: affected scopes do not match the budget keys')
 end
@@ -48,26 +49,40 @@ if rec then
   if rec.rid then
     local r = redis.call('HMGET', KEYS[1] .. 'r:' .. rec.rid, 'state', 'reserve_resp', 'id', 'estimate', 'unit',
       'expires_at', 'exp0', 'scope_path', 'affected', 'caps', 'rbal', 'budgeted', 'grace_ms', 'policy')
-    local snap, exp = r[2], r[7] or r[6]
-    if snap then
+    local out, exp = {'OK', FLAT_V, '', '', 1, '', ''}, r[7] or r[6]
+    local done = false
+    if r[2] then
       -- A record written before records were compacted: its stored copy.
-      local old = jdecode(snap)
-      if old == nil then snap = nil else exp = old.expires_at_ms end
+      local old = jdecode(r[2])
+      if old then
+        exp = old.expires_at_ms
+        reserve_reply_of(out, old)
+        done = true
+      end
     elseif r[3] and r[8] and r[11] then
       local bal = unpack_balances(r[11], jdecode(r[12]) or {})
       if bal then
-        snap = reserve_snapshot(r[3], r[4], r[5], r[7] or r[6], r[8], jdecode(r[9]) or scope_prefixes(r[8]),
+        reserve_reply(out, r[3], r[4], r[5], r[7] or r[6], r[8], jdecode(r[9]) or scope_prefixes(r[8]),
           r[10] or nil, bal, r[13], r[14])
+        done = true
       end
     end
-    if not snap then
+    if not done then
       return fail('INTERNAL_ERROR', 'replay unavailable for this idempotency key; the reservation record is gone')
     end
     local rem = 0
     if r[1] == 'ACTIVE' then rem = math.max(0, (tonumber(exp) or 0) - now) end
-    return ok({replay = true, resp = snap, rem_ttl = ms(rem)})
+    out[6] = ms(rem)
+    return okf(out)
   end
-  return ok({replay = true, resp = rec.resp})
+  local out = {'OK', FLAT_V, '', '', 1, '', ''}
+  if type(rec.f) == 'table' then
+    for i = 1, #rec.f do out[7 + i] = rec.f[i] end
+    return okf(out)
+  end
+  local old = jdecode(rec.resp)
+  if old == nil then return fail('INTERNAL_ERROR', 'idempotency record is corrupt') end
+  return okf(reserve_reply_of(out, old))
 end
 
 -- The emitter decodes the event context; most reserves emit nothing, so it is
@@ -80,17 +95,24 @@ end
 
 -- deny answers a dry run with DENY (a 200 result, remembered like any success)
 -- and records a reservation.denied event.
+-- dry_answer stores a dry run's snapshot fields f in the idempotency record
+-- and answers with them.
+local function dry_answer(f, denied)
+  redis.call('SET', KEYS[8], cjson.encode({h = hash, f = f}), 'PX', ms(DAY_MS))
+  local out = {'OK', FLAT_V, '', '', 0, '', denied or ''}
+  for i = 1, #f do out[7 + i] = f[i] end
+  return okf(out)
+end
+
 local function deny(reason)
-  local snap = cjson.encode({
-    dry = true, decision = 'DENY', reason_code = reason, unit = unit,
-    scope_path = scope_path, affected = scopes,
-  })
   emit('reservation.denied', 'reservation', scope_path, {
     scope = scope_path, unit = unit, reason_code = reason, requested_amount = E,
     action = jdecode(ARGV[13]), subject = jdecode(ARGV[12]),
   })
-  redis.call('SET', KEYS[8], cjson.encode({h = hash, resp = snap}), 'PX', ms(DAY_MS))
-  return ok({replay = false, resp = snap, denied = reason})
+  local f = {'1', 'DENY', reason, '', '', unit, '', scope_path, '', '', ''}
+  push_list(f, scopes)
+  f[#f + 1] = 0
+  return dry_answer(f, reason)
 end
 
 -- 2. Tenant guard.
@@ -145,14 +167,16 @@ local grace = small_int(ARGV[6])
 if grace == nil then return fail('INVALID_REQUEST', 'grace_period_ms is invalid', {field = 'grace_period_ms'}) end
 
 if dry then
-  local balances = {}
-  for i, b in ipairs(bs) do balances[i] = balance_now(b) end
-  local snap = cjson.encode({
-    dry = true, decision = decision, reserved = E, unit = unit, scope_path = scope_path,
-    affected = scopes, caps = caps, balances = balances, grace_ms = ms(grace), policy = policy,
-  })
-  redis.call('SET', KEYS[8], cjson.encode({h = hash, resp = snap}), 'PX', ms(DAY_MS))
-  return ok({replay = false, resp = snap})
+  local bal = {}
+  for _, b in ipairs(bs) do
+    local n = #bal
+    bal[n + 1], bal[n + 2], bal[n + 3], bal[n + 4] = b.path, b.rem, b.res, b.spent
+    bal[n + 5], bal[n + 6], bal[n + 7], bal[n + 8] = b.alloc, b.debt, b.lim, b.over and '1' or '0'
+  end
+  local f = {'1', decision, '', '', E, unit, '', scope_path, ms(grace), policy, caps or ''}
+  push_list(f, scopes)
+  push_bal(f, bal)
+  return dry_answer(f, nil)
 end
 
 -- 5. Live: effective TTL (request, else tenant default; capped by the tenant max).
@@ -175,11 +199,13 @@ for i, b in ipairs(bs) do
 end
 
 -- 6. Mutate: hold the estimate on every budgeted scope.
-local budgeted, balances = {}, {}
+local budgeted, bal = {}, {}
 for i, b in ipairs(bs) do
   redis.call('HSET', b.key, 'reserved', new_res[i], 'remaining', new_rem[i])
   budgeted[i] = b.path
-  balances[i] = balance_now(b, new_rem[i], new_res[i])
+  local n = #bal
+  bal[n + 1], bal[n + 2], bal[n + 3], bal[n + 4] = b.path, new_rem[i], new_res[i], b.spent
+  bal[n + 5], bal[n + 6], bal[n + 7], bal[n + 8] = b.alloc, b.debt, b.lim, b.over and '1' or '0'
   if i64_cmp(b.rem, '0') > 0 and new_rem[i] == '0' then
     emit('budget.exhausted', 'budget', b.path, {
       scope = b.path, unit = unit, threshold = 1, direction = 'rising', remaining = '0',
@@ -187,8 +213,6 @@ for i, b in ipairs(bs) do
     })
   end
 end
-
-local snap = reserve_snapshot(rid, E, unit, ms(expires_at), scope_path, scopes, caps, balances, ms(grace), policy)
 
 -- 7. The record, its indexes and the idempotency mapping. The record keeps
 -- what the answer is rebuilt from (docs/design.md#reservation-records):
@@ -200,11 +224,11 @@ redis.call('HSET', KEYS[4],
   'scope_path', scope_path, 'budgeted', cjson.encode(budgeted),
   'created_at', ms(now), 'expires_at', ms(expires_at), 'grace_ms', ms(grace), 'policy', policy,
   'max_ext', ms(conf.max_ext), 'ext_count', '0', 'idem_key', idem_key,
-  'subject', ARGV[12], 'action', ARGV[13], 'rbal', pack_balances(balances, budgeted))
+  'subject', ARGV[12], 'action', ARGV[13], 'rbal', pack_balances(bal, budgeted))
 -- Optional fields only when set (an absent field reads as empty).
 if ARGV[14] ~= '' then redis.call('HSET', KEYS[4], 'metadata', ARGV[14]) end
 if caps then redis.call('HSET', KEYS[4], 'caps', caps) end
-if not same_list(scopes, scope_prefixes(scope_path)) then redis.call('HSET', KEYS[4], 'affected', ARGV[11]) end
+if ARGV[11] ~= '' and not same_list(scopes, scope_prefixes(scope_path)) then redis.call('HSET', KEYS[4], 'affected', ARGV[11]) end
 redis.call('ZADD', KEYS[5], ms(expires_at + grace), rid)
 redis.call('ZADD', KEYS[6], ms(now), rid)
 redis.call('ZADD', KEYS[7], ms(expires_at), rid)
@@ -218,4 +242,5 @@ if #old > 0 then
   redis.call('ZREM', KEYS[7], unpack(old))
 end
 
-return ok({replay = false, resp = snap, rem_ttl = ms(ttl)})
+return okf(reserve_reply({'OK', FLAT_V, '', '', 0, ms(ttl), ''}, rid, E, unit, ms(expires_at), scope_path, scopes,
+  caps, bal, ms(grace), policy))

@@ -1,20 +1,49 @@
--- lib/ledger_snapshot.lua: the reserve and commit answers, built from values a
--- record keeps compactly instead of a stored copy of the JSON
--- (docs/design.md#reservation-records).
+-- lib/ledger_snapshot.lua: the flat replies of the ledger mutations
+-- (docs/design.md#script-replies), built from values a record keeps compactly
+-- instead of a stored copy (docs/design.md#reservation-records).
 -- Included by ledger scripts with "-- include: lib/ledger_snapshot.lua" (see pkg/script).
 --
--- The live call and its replay build the answer with the same functions from
--- the same strings, so a replay is byte-identical to the original.
+-- Every mutation answers okf({'OK', FLAT_V, '', '', <replay 0|1>, <extras>...,
+-- <snapshot fields>...}). The snapshot fields are the response as a replay
+-- returns it; the live call and its replay append them with the same
+-- function from the same strings, so a replay is byte-identical to the
+-- original. Amounts are decimal strings; '' is an absent field.
+--
+-- A balance list ("bal") is flat: 8 values per budget, in order
+--   scope_path, remaining, reserved, spent, allocated, debt, overdraft_limit,
+--   over ('1' | '0')
+-- and goes on the wire as its row count followed by its values.
+-- Per script (after replay and the script's extras, see each script header):
+--   reserve: dry, decision, reason_code, reservation_id, reserved, unit,
+--            expires_at_ms, scope_path, grace_ms, policy, caps,
+--            n_affected, affected..., n_balances, bal...
+--   commit:  unit, charged, released, debt_incurred, n_balances, bal...
+--   release: unit, released, n_balances, bal...
+--   extend:  unit, expires_at_ms, extension_count, n_balances, bal...
+--   decide:  decision, reason_code, caps, n_affected, affected...
+--   event:   event_id, unit, charged, debt_incurred, n_balances, bal...
+-- pkg/ledger (reply.go) reads exactly these.
 
 -- scope_prefixes derives the affected scopes of a scope path (its cumulative
 -- prefixes, root first; pkg/scope.Derive), so records need not store them.
 local function scope_prefixes(path)
-  local out, acc = {}, nil
-  for seg in string.gmatch(path, '[^/]+') do
-    if acc then acc = acc .. '/' .. seg else acc = seg end
-    out[#out + 1] = acc
+  local out, from = {}, 1
+  while true do
+    local i = string.find(path, '/', from, true)
+    if i == nil then break end
+    out[#out + 1] = string.sub(path, 1, i - 1)
+    from = i + 1
   end
+  out[#out + 1] = path
   return out
+end
+
+-- affected_arg reads the affected-scopes ARGV: '' when they are the scope
+-- path's prefixes (what pkg/scope.Derive always makes; no JSON to decode),
+-- else a JSON array. nil when malformed.
+local function affected_arg(arg, scope_path)
+  if arg == '' then return scope_prefixes(scope_path) end
+  return jdecode(arg)
 end
 
 -- same_list reports whether two arrays of strings are equal.
@@ -26,56 +55,145 @@ local function same_list(a, b)
   return true
 end
 
--- pack_balances stores balance rows (balance_now/balance_of tables) as
+-- push_list appends a count and the values of list to out.
+local function push_list(out, list)
+  local n = #out
+  out[n + 1] = #list
+  for i = 1, #list do out[n + 1 + i] = list[i] end
+end
+
+-- push_bal appends a flat balance list (count of rows, then the values).
+local function push_bal(out, bal)
+  local n = #out
+  out[n + 1] = #bal / 8
+  for i = 1, #bal do out[n + 1 + i] = bal[i] end
+end
+
+-- bal_of converts balance tables (balance_of in lua/lib/core.lua, or a
+-- decoded stored JSON snapshot) to a flat balance list.
+local function bal_of(rows)
+  local bal = {}
+  for i, b in ipairs(rows or {}) do
+    local n = (i - 1) * 8
+    bal[n + 1], bal[n + 2], bal[n + 3], bal[n + 4] = b.scope_path, b.remaining, b.reserved, b.spent
+    bal[n + 5], bal[n + 6], bal[n + 7] = b.allocated, b.debt, b.overdraft_limit
+    bal[n + 8] = (b.is_over_limit == true) and '1' or '0'
+  end
+  return bal
+end
+
+-- pack_balances stores a flat balance list as
 -- "i,remaining,reserved,spent,allocated,debt,overdraft_limit,over" rows joined
 -- by ';', i being the row's scope index in paths (1-based).
-local function pack_balances(rows, paths)
+local function pack_balances(bal, paths)
   local out = {}
-  for n, b in ipairs(rows) do
+  for r = 1, #bal / 8 do
+    local n = (r - 1) * 8
     local idx = 0
-    for j, p in ipairs(paths) do
-      if p == b.scope_path then idx = j; break end
+    for j = 1, #paths do
+      if paths[j] == bal[n + 1] then idx = j; break end
     end
-    out[n] = table.concat({idx, b.remaining, b.reserved, b.spent, b.allocated, b.debt, b.overdraft_limit,
-      b.is_over_limit and '1' or '0'}, ',')
+    out[r] = idx .. ',' .. table.concat(bal, ',', n + 2, n + 8)
   end
   return table.concat(out, ';')
 end
 
--- unpack_balances is the inverse of pack_balances; nil when malformed. The
--- rows have balance_now's shape (same constructor, so cjson encodes them in
--- the same key order).
+-- unpack_balances is the inverse of pack_balances (a flat balance list); nil
+-- when malformed.
 local function unpack_balances(s, paths)
-  local out = {}
   if s == nil or s == false then return nil end
+  local out = {}
   for row in string.gmatch(s, '[^;]+') do
-    local f = {}
-    for v in string.gmatch(row, '[^,]+') do f[#f + 1] = v end
-    local path = paths[tonumber(f[1]) or 0]
-    if #f ~= 8 or path == nil then return nil end
-    out[#out + 1] = {
-      scope_path = path,
-      remaining = f[2], reserved = f[3], spent = f[4],
-      allocated = f[5], debt = f[6], overdraft_limit = f[7],
-      is_over_limit = (f[8] == '1'),
-    }
+    local n = #out
+    local k = 0
+    for v in string.gmatch(row, '[^,]+') do
+      k = k + 1
+      if k > 8 then return nil end
+      out[n + k] = v
+    end
+    local path = paths[tonumber(out[n + 1]) or 0]
+    if k ~= 8 or path == nil then return nil end
+    out[n + 1] = path
   end
   return out
 end
 
--- reserve_snapshot is the live reserve's answer (strings as stored).
-local function reserve_snapshot(rid, E, unit, expires_at, scope_path, scopes, caps, balances, grace, policy)
-  return cjson.encode({
-    decision = caps and 'ALLOW_WITH_CAPS' or 'ALLOW', reservation_id = rid, reserved = E, unit = unit,
-    expires_at_ms = expires_at, scope_path = scope_path, affected = scopes,
-    caps = caps, balances = balances, grace_ms = grace, policy = policy,
-  })
+-- reserve_reply appends a live reservation's snapshot fields (strings as
+-- stored; bal a flat balance list, caps nil when none).
+local function reserve_reply(out, rid, E, unit, expires_at, scope_path, scopes, caps, bal, grace, policy)
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = '0', caps and 'ALLOW_WITH_CAPS' or 'ALLOW', '', rid
+  out[n + 5], out[n + 6], out[n + 7], out[n + 8] = E, unit, expires_at, scope_path
+  out[n + 9], out[n + 10], out[n + 11] = grace, policy, caps or ''
+  push_list(out, scopes)
+  push_bal(out, bal)
+  return out
 end
 
--- commit_snapshot is the commit's answer (strings as stored).
-local function commit_snapshot(unit, charged, balances, debt, E)
-  local resp = {status = 'COMMITTED', unit = unit, charged = charged, balances = balances,
-    debt_incurred = debt}
-  if i64_cmp(charged, E) < 0 then resp.released = i64_sub(E, charged) end
-  return cjson.encode(resp)
+-- reserve_reply_of appends the snapshot fields of a reserve answer kept as
+-- a JSON object (dry runs and records written before the flat replies).
+local function reserve_reply_of(out, s)
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3] = s.dry and '1' or '0', s.decision or '', s.reason_code or ''
+  out[n + 4], out[n + 5], out[n + 6] = s.reservation_id or '', s.reserved or '', s.unit or ''
+  out[n + 7], out[n + 8], out[n + 9] = s.expires_at_ms or '', s.scope_path or '', s.grace_ms or ''
+  out[n + 10], out[n + 11] = s.policy or '', s.caps or ''
+  push_list(out, s.affected or {})
+  push_bal(out, bal_of(s.balances))
+  return out
+end
+
+-- commit_reply appends a commit's snapshot fields (strings as stored).
+local function commit_reply(out, unit, charged, bal, debt, E)
+  local released = ''
+  if i64_cmp(charged, E) < 0 then released = i64_sub(E, charged) end
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = unit, charged, released, debt
+  push_bal(out, bal)
+  return out
+end
+
+-- commit_reply_of appends the snapshot fields of a commit answer kept as a
+-- JSON object (records committed before the flat replies).
+local function commit_reply_of(out, s)
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = s.unit or '', s.charged or '', s.released or '', s.debt_incurred or ''
+  push_bal(out, bal_of(s.balances))
+  return out
+end
+
+-- release_reply_of appends a release's snapshot fields from its JSON object
+-- ({status, unit, released, balances}, as the record keeps it).
+local function release_reply_of(out, s)
+  local n = #out
+  out[n + 1], out[n + 2] = s.unit or '', s.released or ''
+  push_bal(out, bal_of(s.balances))
+  return out
+end
+
+-- extend_reply_of appends an extension's snapshot fields from its JSON
+-- object ({status, unit, expires_at_ms, balances, extension_count}).
+local function extend_reply_of(out, s)
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3] = s.unit or '', s.expires_at_ms or '', s.extension_count or ''
+  push_bal(out, bal_of(s.balances))
+  return out
+end
+
+-- decide_reply_of appends a decision's snapshot fields from its JSON object
+-- ({decision, reason_code?, caps?, affected}).
+local function decide_reply_of(out, s)
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3] = s.decision or '', s.reason_code or '', s.caps or ''
+  push_list(out, s.affected or {})
+  return out
+end
+
+-- event_reply_of appends a direct debit's snapshot fields from its JSON
+-- object ({status, event_id, unit, charged?, balances, debt_incurred}).
+local function event_reply_of(out, s)
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = s.event_id or '', s.unit or '', s.charged or '', s.debt_incurred or ''
+  push_bal(out, bal_of(s.balances))
+  return out
 end

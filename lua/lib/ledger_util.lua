@@ -14,8 +14,9 @@ local function jdecode(s)
   return nil
 end
 
--- ms formats a time or duration (plain Lua number, < 2^53) as a decimal string.
-local function ms(n) return string.format('%.0f', n) end
+-- ms formats a time or duration (plain Lua number, an integer < 2^53) as a
+-- decimal string (%d: integer formatting, far cheaper than %.0f).
+local function ms(n) return string.format('%d', n) end
 
 -- idem_record reads the idempotency record at key (JSON with its payload
 -- hash `h`): nil when there is none; the decoded record when it was made by the

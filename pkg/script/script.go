@@ -266,6 +266,49 @@ func (e *Executor) Load(ctx context.Context) error {
 // Run executes script name with keys and args and returns its raw JSON result.
 // A refusal by the script is returned as *apierr.Error.
 func (e *Executor) Run(ctx context.Context, name string, keys []string, args ...any) (json.RawMessage, error) {
+	res, err := e.run(ctx, name, keys, args)
+	if err != nil {
+		return nil, err
+	}
+	if isFlat(res) {
+		return nil, fmt.Errorf("script %s: flat reply where JSON was expected (use RunFlat)", name)
+	}
+	return json.RawMessage(res[1].(string)), nil
+}
+
+// FlatVersion is the format tag of a flat reply (lua/lib/core.lua FLAT_V):
+// {"OK", FlatVersion, <stream>, <last event id>, <field>...}.
+const FlatVersion = "f1"
+
+// FlatFields is the index of a flat reply's first field.
+const FlatFields = 4
+
+// RunFlat executes a script that answers with a flat reply (okf in
+// lua/lib/core.lua) and returns the whole reply; its fields start at
+// FlatFields and are strings (bulk replies) or int64s (Lua numbers). A
+// refusal by the script is returned as *apierr.Error.
+func (e *Executor) RunFlat(ctx context.Context, name string, keys []string, args ...any) ([]any, error) {
+	res, err := e.run(ctx, name, keys, args)
+	if err != nil {
+		return nil, err
+	}
+	if !isFlat(res) {
+		return nil, fmt.Errorf("script %s: JSON reply where a flat one was expected (use Run)", name)
+	}
+	return res, nil
+}
+
+// isFlat reports whether a successful reply is flat (versus {"OK", json}).
+func isFlat(res []any) bool {
+	if len(res) < FlatFields {
+		return false
+	}
+	v, _ := res[1].(string)
+	return v == FlatVersion
+}
+
+// run executes a script and returns its successful reply ("OK" first).
+func (e *Executor) run(ctx context.Context, name string, keys []string, args []any) ([]any, error) {
 	s, ok := e.scripts[name]
 	if !ok {
 		return nil, fmt.Errorf("script %q: not compiled", name)
@@ -361,10 +404,11 @@ type refusal struct {
 }
 
 // emitted returns the stream and last event id a successful run appended to
-// (the optional third and fourth result elements).
+// (the optional third and fourth result elements of a JSON reply, the third
+// and fourth, possibly empty, of a flat one).
 func emitted(res any) (stream, lastID string, ok bool) {
 	arr, _ := res.([]any)
-	if len(arr) != 4 {
+	if len(arr) != 4 && !isFlat(arr) {
 		return "", "", false
 	}
 	stream, _ = arr[2].(string)
@@ -372,15 +416,27 @@ func emitted(res any) (stream, lastID string, ok bool) {
 	return stream, lastID, stream != "" && lastID != ""
 }
 
-func decode(name string, res any) (json.RawMessage, error) {
+// decode checks a reply's shape and returns it when it is a success
+// ({"OK", json[, stream, id]} or a flat reply); a refusal {code, json} is
+// returned as *apierr.Error.
+func decode(name string, res any) ([]any, error) {
 	arr, ok := res.([]any)
-	if !ok || (len(arr) != 2 && len(arr) != 4) {
+	if !ok || len(arr) < 2 {
 		return nil, fmt.Errorf("script %s: unexpected result shape %T", name, res)
 	}
 	code, _ := arr[0].(string)
-	body, _ := arr[1].(string)
+	if code == "OK" && isFlat(arr) {
+		return arr, nil
+	}
+	if len(arr) != 2 && len(arr) != 4 {
+		return nil, fmt.Errorf("script %s: unexpected result shape (%d elements)", name, len(arr))
+	}
+	body, ok := arr[1].(string)
+	if !ok {
+		return nil, fmt.Errorf("script %s: unexpected result element %T", name, arr[1])
+	}
 	if code == "OK" {
-		return json.RawMessage(body), nil
+		return arr, nil
 	}
 	var r refusal
 	if err := json.Unmarshal([]byte(body), &r); err != nil {
