@@ -10,8 +10,6 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	"github.com/cyclesgo/cycles-go/pkg/server"
 )
 
 // Config holds every setting of cyclesd.
@@ -138,8 +136,6 @@ func Load(args []string, getenv func(string) string) (*Config, error) {
 func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*Config, error) {
 	c := &Config{}
 	fs := flag.NewFlagSet("cyclesd", flag.ContinueOnError)
-	// The listener limits' defaults are the server's own (one place).
-	lim, httpOpts := server.DefaultLimits(), server.DefaultHTTPOptions()
 	fs.SetOutput(out)
 	fs.Usage = func() {
 		fmt.Fprint(out, usageHeader)
@@ -195,22 +191,22 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 	str(&methodPolicies, "guard-method-policies", "", "per-method guard policies: /pkg.Service/Method=policy,...")
 	str(&c.EnvoyRLSConfig, "envoy-rls-config", "", "JSON file of Envoy rate-limit descriptor rules (enables the Envoy RLS API)")
 
-	integer(&c.MaxRecvMsgBytes, "max-recv-msg-bytes", lim.MaxRecvMsgBytes, "largest gRPC request message of any method (read whole before any check)")
-	integer(&c.MaxRuntimeRecvBytes, "max-runtime-recv-bytes", lim.MaxRuntimeRecvBytes, "largest RuntimeService request")
-	integer(&c.MaxConcurrentStreams, "max-concurrent-streams", int(lim.MaxConcurrentStreams), "RPCs in flight per gRPC connection (HTTP/2 MAX_CONCURRENT_STREAMS)")
-	integer(&c.MaxHeaderListBytes, "max-header-list-bytes", int(lim.MaxHeaderListBytes), "largest request metadata (headers) of one gRPC call")
-	integer(&c.MaxConnections, "max-connections", lim.MaxConnections, "open connections on the gRPC listener")
-	integer(&c.HTTPMaxConnections, "http-max-connections", httpOpts.MaxConnections, "open connections on the HTTP listener")
-	integer(&c.HTTPMaxBodyBytes, "http-max-body-bytes", int(httpOpts.MaxBodyBytes), "largest HTTP request body")
-	dur(&c.HandshakeTimeout, "handshake-timeout", lim.HandshakeTimeout, "a connection must finish TLS and the HTTP/2 preface within this")
-	dur(&c.MaxConnectionIdle, "max-connection-idle", lim.MaxConnectionIdle, "close a gRPC connection that carried no RPC for this long")
-	integer(&c.StreamsPerKey, "streams-per-key", lim.StreamsPerKey, "concurrent WatchEvents streams per API key (the admin key counts as one)")
-	integer(&c.StreamsTotal, "streams-total", lim.StreamsTotal, "concurrent WatchEvents streams in all")
+	integer(&c.MaxRecvMsgBytes, "max-recv-msg-bytes", 1<<20, "largest gRPC request message of any method (read whole before any check)")
+	integer(&c.MaxRuntimeRecvBytes, "max-runtime-recv-bytes", 64<<10, "largest RuntimeService request")
+	integer(&c.MaxConcurrentStreams, "max-concurrent-streams", 256, "RPCs in flight per gRPC connection (HTTP/2 MAX_CONCURRENT_STREAMS)")
+	integer(&c.MaxHeaderListBytes, "max-header-list-bytes", 16<<10, "largest request metadata (headers) of one gRPC call")
+	integer(&c.MaxConnections, "max-connections", 1024, "open connections on the gRPC listener")
+	integer(&c.HTTPMaxConnections, "http-max-connections", 1024, "open connections on the HTTP listener")
+	integer(&c.HTTPMaxBodyBytes, "http-max-body-bytes", 1<<20, "largest HTTP request body")
+	dur(&c.HandshakeTimeout, "handshake-timeout", 5*time.Second, "a connection must finish TLS and the HTTP/2 preface within this")
+	dur(&c.MaxConnectionIdle, "max-connection-idle", 5*time.Minute, "close a gRPC connection that carried no RPC for this long")
+	integer(&c.StreamsPerKey, "streams-per-key", 32, "concurrent WatchEvents streams per API key (the admin key counts as one)")
+	integer(&c.StreamsTotal, "streams-total", 2048, "concurrent WatchEvents streams in all")
 	integer(&c.StreamRedisPoolSize, "stream-redis-pool-size", 16, "Redis connections per node for stream work (a pool apart from unary RPCs)")
-	integer(&c.AuthFailBurst, "auth-fail-burst", lim.PreAuth.AuthFailBurst, "failed authentications a peer (IPv4 address or IPv6 /64) may make before it is throttled; 0: off (behind an L7 proxy)")
-	fs.Float64Var(&c.AuthFailRate, "auth-fail-rate", lim.PreAuth.AuthFailRate, "failed authentications per second forgiven per peer")
-	integer(&c.UnverifiedPerFailingPeer, "unverified-per-failing-peer", lim.PreAuth.UnverifiedPerFailingPeer, "requests with a not-yet-verified API key in flight from a peer that failed recently")
-	integer(&c.UnverifiedKeysPerPeer, "unverified-keys-per-peer", lim.PreAuth.UnverifiedKeysPerPeer, "distinct not-yet-verified API keys in flight from one peer")
+	integer(&c.AuthFailBurst, "auth-fail-burst", 20, "failed authentications a peer (IPv4 address or IPv6 /64) may make before it is throttled; 0: off (behind an L7 proxy)")
+	fs.Float64Var(&c.AuthFailRate, "auth-fail-rate", 2, "failed authentications per second forgiven per peer")
+	integer(&c.UnverifiedPerFailingPeer, "unverified-per-failing-peer", 4, "requests with a not-yet-verified API key in flight from a peer that failed recently")
+	integer(&c.UnverifiedKeysPerPeer, "unverified-keys-per-peer", 8, "distinct not-yet-verified API keys in flight from one peer")
 
 	// Environment first, so flags override it.
 	var envErr error
