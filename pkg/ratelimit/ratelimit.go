@@ -15,6 +15,7 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -123,17 +124,6 @@ var scriptOf = map[Algorithm]string{
 	PackedLog:     "ratelimit/packed_log",
 }
 
-type checkResult struct {
-	Allowed      bool  `json:"allowed"`
-	ShadowDenied bool  `json:"shadow_denied"`
-	Count        int64 `json:"count"`
-	Remaining    int64 `json:"remaining"`
-	Limit        int64 `json:"limit"`
-	ResetAfterMs int64 `json:"reset_after_ms"`
-	RetryAfterMs int64 `json:"retry_after_ms"`
-	Now          int64 `json:"now"`
-}
-
 // Check counts hits (>= 1) against key under the named policy and decides.
 // A denial is a Decision with Allowed false, not an error; errors are
 // INVALID_REQUEST (bad name or key, hits > limit), POLICY_NOT_FOUND, or
@@ -184,17 +174,39 @@ func (l *Limiter) run(ctx context.Context, p Policy, key string, hits int64) (De
 	if !ok {
 		return Decision{}, apierr.New(apierr.InternalError, "policy %s: unknown algorithm %d", p.Name, p.Algorithm)
 	}
-	var r checkResult
-	if err := l.exec.RunInto(ctx, &r, name, []string{StateKey(p.Name, key)}, args...); err != nil {
+	reply, err := l.exec.RunFlat(ctx, name, []string{StateKey(p.Name, key)}, args...)
+	if err != nil {
 		return Decision{}, err
 	}
+	v, err := decisionFields(reply[script.FlatFields:])
+	if err != nil {
+		return Decision{}, fmt.Errorf("%s: decode reply: %w", name, err)
+	}
 	return Decision{
-		Policy: p.Name, Algorithm: p.Algorithm, Allowed: r.Allowed, ShadowDenied: r.ShadowDenied,
-		Count: r.Count, Remaining: r.Remaining, Limit: r.Limit, WindowMs: p.WindowMs,
-		ResetAfter: time.Duration(r.ResetAfterMs) * time.Millisecond,
-		RetryAfter: time.Duration(r.RetryAfterMs) * time.Millisecond,
-		NowMs:      r.Now,
+		Policy: p.Name, Algorithm: p.Algorithm, Allowed: v[0] == 1, ShadowDenied: v[1] == 1,
+		Count: v[2], Remaining: v[3], Limit: v[4], WindowMs: p.WindowMs,
+		ResetAfter: time.Duration(v[5]) * time.Millisecond,
+		RetryAfter: time.Duration(v[6]) * time.Millisecond,
+		NowMs:      v[7],
 	}, nil
+}
+
+// decisionFields reads a check's flat reply fields (lua/lib/ratelimit.lua
+// decision): allowed, shadow_denied, count, remaining, limit,
+// reset_after_ms, retry_after_ms, now, each a Redis integer.
+func decisionFields(f []any) ([8]int64, error) {
+	var v [8]int64
+	if len(f) != len(v) {
+		return v, fmt.Errorf("%d fields, want %d", len(f), len(v))
+	}
+	for i, x := range f {
+		n, ok := x.(int64)
+		if !ok {
+			return v, fmt.Errorf("field %d is %T, want an integer", i, x)
+		}
+		v[i] = n
+	}
+	return v, nil
 }
 
 // Inspection is an operator's view of one key.
