@@ -60,10 +60,10 @@ if rec then
         done = true
       end
     elseif r[3] and r[8] and r[11] then
-      local bal = unpack_balances(r[11], jdecode(r[12]) or {})
-      if bal then
-        reserve_reply(out, r[3], r[4], r[5], r[7] or r[6], r[8], jdecode(r[9]) or scope_prefixes(r[8]),
-          r[10] or nil, bal, r[13], r[14])
+      local budgeted = jdecode(r[12]) or {}
+      if unpack_balances(r[11], budgeted) then
+        reserve_reply(out, r[3], r[4], r[5], r[7] or r[6], r[8], jdecode(r[9]), r[10] or nil, budgeted, r[11],
+          r[13], r[14])
         done = true
       end
     end
@@ -111,7 +111,7 @@ local function deny(reason)
   })
   local f = {'1', 'DENY', reason, '', '', unit, '', scope_path, '', '', ''}
   push_list(f, scopes)
-  f[#f + 1] = 0
+  push_packed(f, {}, '')
   return dry_answer(f, reason)
 end
 
@@ -218,13 +218,14 @@ for i, b in ipairs(bs) do
 end
 
 -- 6. Mutate: hold the estimate on every budgeted scope.
-local budgeted, bal = {}, {}
+-- The balances go straight into their packed form (lib/ledger_snapshot.lua
+-- pack_balances; row i is budgeted[i]): the record's rbal and the answer's.
+local budgeted, rows = {}, {}
 for i, b in ipairs(bs) do
   redis.call('HSET', b.key, 'reserved', new_res[i], 'remaining', new_rem[i])
   budgeted[i] = b.path
-  local n = #bal
-  bal[n + 1], bal[n + 2], bal[n + 3], bal[n + 4] = b.path, new_rem[i], new_res[i], b.spent
-  bal[n + 5], bal[n + 6], bal[n + 7], bal[n + 8] = b.alloc, b.debt, b.lim, b.over and '1' or '0'
+  rows[i] = (ROW_INDEX[i] or ms(i)) .. ',' .. new_rem[i] .. ',' .. new_res[i] .. ',' .. b.spent .. ',' .. b.alloc
+    .. ',' .. b.debt .. ',' .. b.lim .. (b.over and ',1' or ',0')
   if b.exhausted then
     emit('budget.exhausted', 'budget', b.path, {
       scope = b.path, unit = unit, threshold = 1, direction = 'rising', remaining = '0',
@@ -232,6 +233,8 @@ for i, b in ipairs(bs) do
     })
   end
 end
+
+local rbal = table.concat(rows, ';')
 
 -- 7. The record, its indexes and the idempotency mapping. The record keeps
 -- what the answer is rebuilt from (docs/design.md#reservation-records):
@@ -243,11 +246,14 @@ redis.call('HSET', KEYS[4],
   'scope_path', scope_path, 'budgeted', cjson.encode(budgeted),
   'created_at', now_s, 'expires_at', exp_s, 'grace_ms', grace_s, 'policy', policy,
   'max_ext', ms(conf.max_ext), 'ext_count', '0', 'idem_key', idem_key,
-  'subject', ARGV[12], 'action', ARGV[13], 'rbal', pack_balances(bal, budgeted))
+  'subject', ARGV[12], 'action', ARGV[13], 'rbal', rbal)
 -- Optional fields only when set (an absent field reads as empty).
 if ARGV[14] ~= '' then redis.call('HSET', KEYS[4], 'metadata', ARGV[14]) end
 if caps then redis.call('HSET', KEYS[4], 'caps', caps) end
-if ARGV[11] ~= '' and not same_list(scopes, scope_prefixes(scope_path)) then redis.call('HSET', KEYS[4], 'affected', ARGV[11]) end
+-- explicit: the affected scopes are not the scope path's prefixes (stored, and
+-- sent in the answer; otherwise both leave them to be derived).
+local explicit = ARGV[11] ~= '' and not same_list(scopes, scope_prefixes(scope_path))
+if explicit then redis.call('HSET', KEYS[4], 'affected', ARGV[11]) end
 redis.call('ZADD', KEYS[5], ms(expires_at + grace), rid)
 redis.call('ZADD', KEYS[6], now_s, rid)
 redis.call('ZADD', KEYS[7], exp_s, rid)
@@ -261,5 +267,5 @@ if #old > 0 then
   redis.call('ZREM', KEYS[7], unpack(old))
 end
 
-return okf(reserve_reply({'OK', FLAT_V, '', '', 0, ms(ttl), ''}, rid, E, unit, exp_s, scope_path, scopes,
-  caps, bal, grace_s, policy))
+return okf(reserve_reply({'OK', FLAT_V, '', '', 0, ms(ttl), ''}, rid, E, unit, exp_s, scope_path,
+  explicit and scopes or nil, caps, budgeted, rbal, grace_s, policy))
