@@ -74,19 +74,6 @@ local function push_packed(out, paths, packed)
   out[#out + 1] = packed
 end
 
--- bal_of converts balance tables (balance_of in lua/lib/core.lua, or a
--- decoded stored JSON snapshot) to a flat balance list.
-local function bal_of(rows)
-  local bal = {}
-  for i, b in ipairs(rows or {}) do
-    local n = (i - 1) * 8
-    bal[n + 1], bal[n + 2], bal[n + 3], bal[n + 4] = b.scope_path, b.remaining, b.reserved, b.spent
-    bal[n + 5], bal[n + 6], bal[n + 7] = b.allocated, b.debt, b.overdraft_limit
-    bal[n + 8] = (b.is_over_limit == true) and '1' or '0'
-  end
-  return bal
-end
-
 -- ROW_INDEX are the row indexes of packed balances as strings (no
 -- number->string conversion for the usual depths).
 local ROW_INDEX = {'1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12', '13', '14', '15', '16'}
@@ -112,6 +99,18 @@ local function push_bal(out, bal)
   local paths = {}
   for r = 1, #bal / 8 do paths[r] = bal[(r - 1) * 8 + 1] end
   push_packed(out, paths, pack_balances(bal, paths))
+end
+
+-- push_rows appends balance tables (balance_of, or a decoded stored JSON
+-- snapshot) packed with their own scope paths, without a flat list between.
+local function push_rows(out, rows)
+  local paths, packed = {}, {}
+  for i, b in ipairs(rows or {}) do
+    paths[i] = b.scope_path
+    packed[i] = (ROW_INDEX[i] or tostring(i)) .. ',' .. b.remaining .. ',' .. b.reserved .. ',' .. b.spent .. ','
+      .. b.allocated .. ',' .. b.debt .. ',' .. b.overdraft_limit .. ((b.is_over_limit == true) and ',1' or ',0')
+  end
+  push_packed(out, paths, table.concat(packed, ';'))
 end
 
 -- unpack_balances is the inverse of pack_balances (a flat balance list); nil
@@ -156,7 +155,7 @@ local function reserve_reply_of(out, s)
   out[n + 7], out[n + 8], out[n + 9] = s.expires_at_ms or '', s.scope_path or '', s.grace_ms or ''
   out[n + 10], out[n + 11] = s.policy or '', s.caps or ''
   push_list(out, s.affected or {})
-  push_bal(out, bal_of(s.balances))
+  push_rows(out, s.balances)
   return out
 end
 
@@ -176,7 +175,7 @@ end
 local function commit_reply_of(out, s)
   local n = #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4] = s.unit or '', s.charged or '', s.released or '', s.debt_incurred or ''
-  push_bal(out, bal_of(s.balances))
+  push_rows(out, s.balances)
   return out
 end
 
@@ -185,7 +184,7 @@ end
 local function release_reply_of(out, s)
   local n = #out
   out[n + 1], out[n + 2] = s.unit or '', s.released or ''
-  push_bal(out, bal_of(s.balances))
+  push_rows(out, s.balances)
   return out
 end
 
@@ -194,7 +193,7 @@ end
 local function extend_reply_of(out, s)
   local n = #out
   out[n + 1], out[n + 2], out[n + 3] = s.unit or '', s.expires_at_ms or '', s.extension_count or ''
-  push_bal(out, bal_of(s.balances))
+  push_rows(out, s.balances)
   return out
 end
 
@@ -212,6 +211,6 @@ end
 local function event_reply_of(out, s)
   local n = #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4] = s.event_id or '', s.unit or '', s.charged or '', s.debt_incurred or ''
-  push_bal(out, bal_of(s.balances))
+  push_rows(out, s.balances)
   return out
 end
