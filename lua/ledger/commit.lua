@@ -48,11 +48,11 @@ if r.state == 'COMMITTED' and r.commit_key == idem_key then
   local out = {'OK', FLAT_V, '', '', 1, '0', '0'}
   local old = jdecode(r.commit_resp)
   if old then return okf(commit_reply_of(out, old)) end
-  local E, bal = i64_norm(r.estimate or ''), unpack_balances(r.cbal, jdecode(r.budgeted) or {})
-  if E == nil or bal == nil or r.charged == nil or r.debt_incurred == nil then
+  local E, budgeted = i64_norm(r.estimate or ''), jdecode(r.budgeted) or {}
+  if E == nil or unpack_balances(r.cbal, budgeted) == nil or r.charged == nil or r.debt_incurred == nil then
     return fail('INTERNAL_ERROR', 'commit replay unavailable: the reservation record is corrupt')
   end
-  return okf(commit_reply(out, r.unit, r.charged, bal, r.debt_incurred, E))
+  return okf(commit_reply(out, r.unit, r.charged, budgeted, r.cbal, r.debt_incurred, E))
 end
 
 local code, msg
@@ -91,11 +91,13 @@ for _, row in ipairs(plan.rows) do
   bal[n + 5], bal[n + 6], bal[n + 7], bal[n + 8] = b.alloc, row.debt, b.lim, row.over and '1' or '0'
 end
 
+local cbal = pack_balances(bal, r.scopes)
 redis.call('HSET', KEYS[3], 'state', 'COMMITTED', 'charged', plan.charged, 'debt_incurred', plan.debt_total,
-  'finalized_at', ms(now), 'commit_key', idem_key, 'commit_hash', hash, 'cbal', pack_balances(bal, r.scopes))
+  'finalized_at', ms(now), 'commit_key', idem_key, 'commit_hash', hash, 'cbal', cbal)
 -- Optional fields only when set (an absent field reads as empty).
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[3], 'committed_metadata', ARGV[7]) end
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[3], 'metrics', ARGV[6]) end
 finalize(KEYS[3], KEYS[4], rid)
 
-return okf(commit_reply({'OK', FLAT_V, '', '', 0, overage, plan.debt_total}, unit, plan.charged, bal, plan.debt_total, r.E))
+return okf(commit_reply({'OK', FLAT_V, '', '', 0, overage, plan.debt_total}, unit, plan.charged, r.scopes, cbal,
+  plan.debt_total, r.E))

@@ -31,8 +31,8 @@ local now = now_ms()
 local mode, rid, unit = ARGV[1], ARGV[2], ARGV[3]
 local dry = (mode == 'dry')
 if mode ~= 'live' and not dry then return fail('INTERNAL_ERROR', 'reserve: unknown mode') end
-local E = i64_norm(ARGV[4])
-if E == nil or i64_cmp(E, '0') < 0 then
+local E = canon(ARGV[4])
+if E == nil or string.byte(E, 1) == 45 then
   return fail('INVALID_REQUEST', 'estimate.amount must be an integer in 0..2^63-1', {field = 'estimate.amount'})
 end
 local idem_key, hash, scope_path = ARGV[8], ARGV[9], ARGV[10]
@@ -60,10 +60,10 @@ if rec then
         done = true
       end
     elseif r[3] and r[8] and r[11] then
-      local bal = unpack_balances(r[11], jdecode(r[12]) or {})
-      if bal then
-        reserve_reply(out, r[3], r[4], r[5], r[7] or r[6], r[8], jdecode(r[9]) or scope_prefixes(r[8]),
-          r[10] or nil, bal, r[13], r[14])
+      local budgeted = jdecode(r[12]) or {}
+      if unpack_balances(r[11], budgeted) then
+        reserve_reply(out, r[3], r[4], r[5], r[7] or r[6], r[8], jdecode(r[9]), r[10] or nil, budgeted, r[11],
+          r[13], r[14])
         done = true
       end
     end
@@ -111,7 +111,7 @@ local function deny(reason)
   })
   local f = {'1', 'DENY', reason, '', '', unit, '', scope_path, '', '', ''}
   push_list(f, scopes)
-  f[#f + 1] = 0
+  push_packed(f, {}, '')
   return dry_answer(f, reason)
 end
 
@@ -130,8 +130,11 @@ end
 -- 3. Budgets of every derived scope, canonical order; first failure wins.
 local bs, berr = load_scopes(10, scopes)
 if bs == nil then return fail('INTERNAL_ERROR', berr) end
+-- E as a number when the int64 fast path applies (|x| < 10^15: every sum
+-- below is exact in a double).
+local En = (#E < 16) and tonumber(E) or nil
 for _, b in ipairs(bs) do
-  local code = check_scope(b, E)
+  local code = check_scope(b, E, En)
   if code then
     if dry then return deny(code) end
     return fail(code, CHECK_MSG[code] .. ' at ' .. b.path,
@@ -165,6 +168,9 @@ if policy == nil then
 end
 local grace = small_int(ARGV[6])
 if grace == nil then return fail('INVALID_REQUEST', 'grace_period_ms is invalid', {field = 'grace_period_ms'}) end
+-- grace_s: the canonical string (ARGV[6] itself unless it has leading zeros).
+local grace_s = ARGV[6]
+if string.byte(grace_s, 1) == 48 and grace_s ~= '0' then grace_s = ms(grace) end
 
 if dry then
   local bal = {}
@@ -173,7 +179,7 @@ if dry then
     bal[n + 1], bal[n + 2], bal[n + 3], bal[n + 4] = b.path, b.rem, b.res, b.spent
     bal[n + 5], bal[n + 6], bal[n + 7], bal[n + 8] = b.alloc, b.debt, b.lim, b.over and '1' or '0'
   end
-  local f = {'1', decision, '', '', E, unit, '', scope_path, ms(grace), policy, caps or ''}
+  local f = {'1', decision, '', '', E, unit, '', scope_path, grace_s, policy, caps or ''}
   push_list(f, scopes)
   push_bal(f, bal)
   return dry_answer(f, nil)
@@ -187,32 +193,48 @@ if ARGV[5] ~= '' then
 end
 if conf.max_ttl > 0 and ttl > conf.max_ttl then ttl = conf.max_ttl end
 local expires_at = now + ttl
+-- Each time as a string once (a number->string conversion costs ~3k instructions).
+local now_s, exp_s = ms(now), ms(expires_at)
 
--- Overflow pre-check of every increment before the first write.
+-- Overflow pre-check of every increment before the first write. Fast path:
+-- E, remaining and reserved below 10^15 in magnitude (canonical strings of
+-- fewer than 16 characters), so the double arithmetic is exact and cannot
+-- leave int64; check_scope left remaining as a number (b.rem_n).
 local new_res, new_rem = {}, {}
 for i, b in ipairs(bs) do
-  new_res[i] = i64_add(b.res, E)
-  new_rem[i] = i64_sub(b.rem, E)
+  if b.rem_n and #b.res < 16 then
+    local rem = b.rem_n - En
+    b.exhausted = (b.rem_n > 0 and rem == 0)
+    new_rem[i] = (rem == 0) and '0' or string.format('%d', rem)
+    new_res[i] = string.format('%d', tonumber(b.res) + En)
+  else
+    new_res[i] = i64_add(b.res, E)
+    new_rem[i] = i64_sub(b.rem, E)
+    b.exhausted = (new_rem[i] == '0' and i64_cmp(b.rem, '0') > 0)
+  end
   if new_res[i] == nil or new_rem[i] == nil then
     return fail('AMOUNT_OVERFLOW', 'reserving ' .. E .. ' would overflow int64 at ' .. b.path, {scope = b.path})
   end
 end
 
 -- 6. Mutate: hold the estimate on every budgeted scope.
-local budgeted, bal = {}, {}
+-- The balances go straight into their packed form (lib/ledger_snapshot.lua
+-- pack_balances; row i is budgeted[i]): the record's rbal and the answer's.
+local budgeted, rows = {}, {}
 for i, b in ipairs(bs) do
   redis.call('HSET', b.key, 'reserved', new_res[i], 'remaining', new_rem[i])
   budgeted[i] = b.path
-  local n = #bal
-  bal[n + 1], bal[n + 2], bal[n + 3], bal[n + 4] = b.path, new_rem[i], new_res[i], b.spent
-  bal[n + 5], bal[n + 6], bal[n + 7], bal[n + 8] = b.alloc, b.debt, b.lim, b.over and '1' or '0'
-  if i64_cmp(b.rem, '0') > 0 and new_rem[i] == '0' then
+  rows[i] = (ROW_INDEX[i] or ms(i)) .. ',' .. new_rem[i] .. ',' .. new_res[i] .. ',' .. b.spent .. ',' .. b.alloc
+    .. ',' .. b.debt .. ',' .. b.lim .. (b.over and ',1' or ',0')
+  if b.exhausted then
     emit('budget.exhausted', 'budget', b.path, {
       scope = b.path, unit = unit, threshold = 1, direction = 'rising', remaining = '0',
       allocated = b.alloc, spent = b.spent, reserved = new_res[i],
     })
   end
 end
+
+local rbal = table.concat(rows, ';')
 
 -- 7. The record, its indexes and the idempotency mapping. The record keeps
 -- what the answer is rebuilt from (docs/design.md#reservation-records):
@@ -222,16 +244,19 @@ end
 redis.call('HSET', KEYS[4],
   'id', rid, 'state', 'ACTIVE', 'unit', unit, 'estimate', E,
   'scope_path', scope_path, 'budgeted', cjson.encode(budgeted),
-  'created_at', ms(now), 'expires_at', ms(expires_at), 'grace_ms', ms(grace), 'policy', policy,
+  'created_at', now_s, 'expires_at', exp_s, 'grace_ms', grace_s, 'policy', policy,
   'max_ext', ms(conf.max_ext), 'ext_count', '0', 'idem_key', idem_key,
-  'subject', ARGV[12], 'action', ARGV[13], 'rbal', pack_balances(bal, budgeted))
+  'subject', ARGV[12], 'action', ARGV[13], 'rbal', rbal)
 -- Optional fields only when set (an absent field reads as empty).
 if ARGV[14] ~= '' then redis.call('HSET', KEYS[4], 'metadata', ARGV[14]) end
 if caps then redis.call('HSET', KEYS[4], 'caps', caps) end
-if ARGV[11] ~= '' and not same_list(scopes, scope_prefixes(scope_path)) then redis.call('HSET', KEYS[4], 'affected', ARGV[11]) end
+-- explicit: the affected scopes are not the scope path's prefixes (stored, and
+-- sent in the answer; otherwise both leave them to be derived).
+local explicit = ARGV[11] ~= '' and not same_list(scopes, scope_prefixes(scope_path))
+if explicit then redis.call('HSET', KEYS[4], 'affected', ARGV[11]) end
 redis.call('ZADD', KEYS[5], ms(expires_at + grace), rid)
-redis.call('ZADD', KEYS[6], ms(now), rid)
-redis.call('ZADD', KEYS[7], ms(expires_at), rid)
+redis.call('ZADD', KEYS[6], now_s, rid)
+redis.call('ZADD', KEYS[7], exp_s, rid)
 redis.call('SET', KEYS[8], cjson.encode({h = hash, rid = rid}), 'PX', ms(math.max(ttl + grace, DAY_MS)))
 
 -- Bounded trim of the listing indexes: entries older than two retention
@@ -242,5 +267,5 @@ if #old > 0 then
   redis.call('ZREM', KEYS[7], unpack(old))
 end
 
-return okf(reserve_reply({'OK', FLAT_V, '', '', 0, ms(ttl), ''}, rid, E, unit, ms(expires_at), scope_path, scopes,
-  caps, bal, ms(grace), policy))
+return okf(reserve_reply({'OK', FLAT_V, '', '', 0, ms(ttl), ''}, rid, E, unit, exp_s, scope_path,
+  explicit and scopes or nil, caps, budgeted, rbal, grace_s, policy))

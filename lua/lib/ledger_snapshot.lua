@@ -11,8 +11,14 @@
 --
 -- A balance list ("bal") is flat: 8 values per budget, in order
 --   scope_path, remaining, reserved, spent, allocated, debt, overdraft_limit,
---   over ('1' | '0')
--- and goes on the wire as its row count followed by its values.
+--   over ('1' | '0').
+-- On the wire it is packed (every reply element costs Redis ~1k instructions):
+-- the count of scope paths, the paths, then one string of rows
+-- "i,remaining,reserved,spent,allocated,debt,overdraft_limit,over" joined by
+-- ';', i the row's path index (1-based) -- the records' rbal/cbal format, so
+-- a reserve or commit sends the string it stores. A list of affected scopes
+-- is its count and values; count 0 means "the scope path's prefixes"
+-- (there is always at least one affected scope).
 -- Per script (after replay and the script's extras, see each script header):
 --   reserve: dry, decision, reason_code, reservation_id, reserved, unit,
 --            expires_at_ms, scope_path, grace_ms, policy, caps,
@@ -62,25 +68,15 @@ local function push_list(out, list)
   for i = 1, #list do out[n + 1 + i] = list[i] end
 end
 
--- push_bal appends a flat balance list (count of rows, then the values).
-local function push_bal(out, bal)
-  local n = #out
-  out[n + 1] = #bal / 8
-  for i = 1, #bal do out[n + 1 + i] = bal[i] end
+-- push_packed appends a packed balance list: the paths, then the rows.
+local function push_packed(out, paths, packed)
+  push_list(out, paths)
+  out[#out + 1] = packed
 end
 
--- bal_of converts balance tables (balance_of in lua/lib/core.lua, or a
--- decoded stored JSON snapshot) to a flat balance list.
-local function bal_of(rows)
-  local bal = {}
-  for i, b in ipairs(rows or {}) do
-    local n = (i - 1) * 8
-    bal[n + 1], bal[n + 2], bal[n + 3], bal[n + 4] = b.scope_path, b.remaining, b.reserved, b.spent
-    bal[n + 5], bal[n + 6], bal[n + 7] = b.allocated, b.debt, b.overdraft_limit
-    bal[n + 8] = (b.is_over_limit == true) and '1' or '0'
-  end
-  return bal
-end
+-- ROW_INDEX are the row indexes of packed balances as strings (no
+-- number->string conversion for the usual depths).
+local ROW_INDEX = {'1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12', '13', '14', '15', '16'}
 
 -- pack_balances stores a flat balance list as
 -- "i,remaining,reserved,spent,allocated,debt,overdraft_limit,over" rows joined
@@ -93,9 +89,28 @@ local function pack_balances(bal, paths)
     for j = 1, #paths do
       if paths[j] == bal[n + 1] then idx = j; break end
     end
-    out[r] = idx .. ',' .. table.concat(bal, ',', n + 2, n + 8)
+    out[r] = (ROW_INDEX[idx] or tostring(idx)) .. ',' .. table.concat(bal, ',', n + 2, n + 8)
   end
   return table.concat(out, ';')
+end
+
+-- push_bal appends a flat balance list, packed with its own scope paths.
+local function push_bal(out, bal)
+  local paths = {}
+  for r = 1, #bal / 8 do paths[r] = bal[(r - 1) * 8 + 1] end
+  push_packed(out, paths, pack_balances(bal, paths))
+end
+
+-- push_rows appends balance tables (balance_of, or a decoded stored JSON
+-- snapshot) packed with their own scope paths, without a flat list between.
+local function push_rows(out, rows)
+  local paths, packed = {}, {}
+  for i, b in ipairs(rows or {}) do
+    paths[i] = b.scope_path
+    packed[i] = (ROW_INDEX[i] or tostring(i)) .. ',' .. b.remaining .. ',' .. b.reserved .. ',' .. b.spent .. ','
+      .. b.allocated .. ',' .. b.debt .. ',' .. b.overdraft_limit .. ((b.is_over_limit == true) and ',1' or ',0')
+  end
+  push_packed(out, paths, table.concat(packed, ';'))
 end
 
 -- unpack_balances is the inverse of pack_balances (a flat balance list); nil
@@ -119,14 +134,15 @@ local function unpack_balances(s, paths)
 end
 
 -- reserve_reply appends a live reservation's snapshot fields (strings as
--- stored; bal a flat balance list, caps nil when none).
-local function reserve_reply(out, rid, E, unit, expires_at, scope_path, scopes, caps, bal, grace, policy)
+-- stored; scopes nil when they are the scope path's prefixes, caps nil when
+-- none; the balances packed as rbal with the budgeted paths it indexes).
+local function reserve_reply(out, rid, E, unit, expires_at, scope_path, scopes, caps, budgeted, rbal, grace, policy)
   local n = #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4] = '0', caps and 'ALLOW_WITH_CAPS' or 'ALLOW', '', rid
   out[n + 5], out[n + 6], out[n + 7], out[n + 8] = E, unit, expires_at, scope_path
   out[n + 9], out[n + 10], out[n + 11] = grace, policy, caps or ''
-  push_list(out, scopes)
-  push_bal(out, bal)
+  push_list(out, scopes or {})
+  push_packed(out, budgeted, rbal)
   return out
 end
 
@@ -139,17 +155,18 @@ local function reserve_reply_of(out, s)
   out[n + 7], out[n + 8], out[n + 9] = s.expires_at_ms or '', s.scope_path or '', s.grace_ms or ''
   out[n + 10], out[n + 11] = s.policy or '', s.caps or ''
   push_list(out, s.affected or {})
-  push_bal(out, bal_of(s.balances))
+  push_rows(out, s.balances)
   return out
 end
 
--- commit_reply appends a commit's snapshot fields (strings as stored).
-local function commit_reply(out, unit, charged, bal, debt, E)
+-- commit_reply appends a commit's snapshot fields (strings as stored; the
+-- balances packed as cbal with the budgeted paths it indexes).
+local function commit_reply(out, unit, charged, budgeted, cbal, debt, E)
   local released = ''
-  if i64_cmp(charged, E) < 0 then released = i64_sub(E, charged) end
+  if charged ~= E and i64_cmp(charged, E) < 0 then released = i64_sub(E, charged) end
   local n = #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4] = unit, charged, released, debt
-  push_bal(out, bal)
+  push_packed(out, budgeted, cbal)
   return out
 end
 
@@ -158,7 +175,7 @@ end
 local function commit_reply_of(out, s)
   local n = #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4] = s.unit or '', s.charged or '', s.released or '', s.debt_incurred or ''
-  push_bal(out, bal_of(s.balances))
+  push_rows(out, s.balances)
   return out
 end
 
@@ -167,7 +184,7 @@ end
 local function release_reply_of(out, s)
   local n = #out
   out[n + 1], out[n + 2] = s.unit or '', s.released or ''
-  push_bal(out, bal_of(s.balances))
+  push_rows(out, s.balances)
   return out
 end
 
@@ -176,7 +193,7 @@ end
 local function extend_reply_of(out, s)
   local n = #out
   out[n + 1], out[n + 2], out[n + 3] = s.unit or '', s.expires_at_ms or '', s.extension_count or ''
-  push_bal(out, bal_of(s.balances))
+  push_rows(out, s.balances)
   return out
 end
 
@@ -194,6 +211,6 @@ end
 local function event_reply_of(out, s)
   local n = #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4] = s.event_id or '', s.unit or '', s.charged or '', s.debt_incurred or ''
-  push_bal(out, bal_of(s.balances))
+  push_rows(out, s.balances)
   return out
 end

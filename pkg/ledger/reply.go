@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/cyclesgo/cycles-go/pkg/script"
 )
@@ -169,18 +170,42 @@ func (f *flat) strs() []string {
 	return out
 }
 
+// balances reads a packed balance list: the scope paths, then one string of
+// rows "i,remaining,reserved,spent,allocated,debt,overdraft_limit,over"
+// joined by ';', i the row's path index (1-based).
 func (f *flat) balances() []balanceRow {
-	n := f.count(8)
-	if n == 0 {
+	paths := f.strs()
+	packed := f.str()
+	if f.err != nil || packed == "" {
 		return nil
 	}
-	out := make([]balanceRow, n)
-	for i := range out {
-		b := &out[i]
-		b.ScopePath = f.str()
-		b.Remaining, b.Reserved, b.Spent = f.int(), f.int(), f.int()
-		b.Allocated, b.Debt, b.OverdraftLimit = f.int(), f.int(), f.int()
-		b.IsOverLimit = f.flag()
+	out := make([]balanceRow, 0, strings.Count(packed, ";")+1)
+	for row := range strings.SplitSeq(packed, ";") {
+		var v [8]string
+		n := 0
+		for field := range strings.SplitSeq(row, ",") {
+			if n == len(v) {
+				n++
+				break
+			}
+			v[n] = field
+			n++
+		}
+		idx, err := strconv.Atoi(v[0])
+		if n != len(v) || err != nil || idx < 1 || idx > len(paths) {
+			f.fail("malformed balance row %q", row)
+			return nil
+		}
+		b := balanceRow{ScopePath: paths[idx-1], IsOverLimit: v[7] == "1"}
+		for i, dst := range []*num{&b.Remaining, &b.Reserved, &b.Spent, &b.Allocated, &b.Debt, &b.OverdraftLimit} {
+			x, err := strconv.ParseInt(v[i+1], 10, 64)
+			if err != nil {
+				f.fail("balance row %q: %v", row, err)
+				return nil
+			}
+			*dst = num(x)
+		}
+		out = append(out, b)
 	}
 	return out
 }
@@ -224,6 +249,10 @@ func reserveFields(f *flat, s *snapshot) {
 	s.Reserved, s.Unit, s.ExpiresAtMs, s.ScopePath = f.opt(), f.str(), f.int(), f.str()
 	s.GraceMs, s.Policy, s.Caps = f.int(), f.str(), f.str()
 	s.Affected = f.strs()
+	if s.Affected == nil && f.err == nil {
+		// None listed: the scope path's prefixes (pkg/scope.Derive).
+		s.Affected = scopePrefixes(s.ScopePath)
+	}
 	s.Balances = f.balances()
 }
 

@@ -160,25 +160,46 @@ func flatOut(name string, reply []any) (*out, error) {
 			if err != nil {
 				return nil, err
 			}
-			rows := []any{}
+			list := []any{}
 			for k := 0; int64(k) < atoi(n); k++ {
-				if f[0] == '*' {
-					v, err := next()
-					if err != nil {
-						return nil, err
+				v, err := next()
+				if err != nil {
+					return nil, err
+				}
+				list = append(list, v)
+			}
+			if f[0] == '*' {
+				if len(list) == 0 { // the scope path's prefixes
+					path, _ := o.Snap["scope_path"].(string)
+					for k, c := range path {
+						if c == '/' {
+							list = append(list, path[:k])
+						}
 					}
-					rows = append(rows, v)
+					list = append(list, path)
+				}
+				o.Snap[f[1:]] = list
+				continue
+			}
+			packed, err := next()
+			if err != nil {
+				return nil, err
+			}
+			rows := []any{}
+			for _, r := range strings.Split(packed, ";") {
+				if r == "" {
 					continue
 				}
-				row := map[string]any{}
-				for _, bf := range balanceFields {
-					v, err := next()
-					if err != nil {
-						return nil, err
-					}
-					row[bf] = v
+				v := strings.Split(r, ",")
+				idx := int(atoi(v[0]))
+				if len(v) != len(balanceFields) || idx < 1 || idx > len(list) {
+					return nil, fmt.Errorf("malformed balance row %q", r)
 				}
-				row["is_over_limit"] = row["is_over_limit"] == "1"
+				row := map[string]any{"scope_path": list[idx-1]}
+				for k, bf := range balanceFields[1:] {
+					row[bf] = v[k+1]
+				}
+				row["is_over_limit"] = v[7] == "1"
 				rows = append(rows, row)
 			}
 			o.Snap[f[1:]] = rows
