@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -83,7 +84,15 @@ func (c *ceilingCaller) reserveTTL(ctx context.Context, id string, ttl, grace in
 	return err
 }
 
-// runCeiling measures the raw EVALSHA throughput of the reserve script with
+// redisMajor is the major version of the Redis at c (0 if unknown).
+func redisMajor(ctx context.Context, c *redis.Client) int {
+	info, _ := c.Info(ctx, "server").Result()
+	v, _, _ := strings.Cut(infoField(info, "redis_version"), ".")
+	n, _ := strconv.Atoi(strings.TrimSpace(v))
+	return n
+}
+
+// runCeiling measures the raw script (FCALL or EVALSHA) throughput of the reserve script with
 // conns connections, plus one connection's latency, and checks the ledger
 // totals the script left.
 func (b *runner) runCeiling(ctx context.Context) (*bench.Ceiling, bench.LedgerCheck, error) {
@@ -104,6 +113,9 @@ func (b *runner) runCeiling(ctx context.Context) (*bench.Ceiling, bench.LedgerCh
 	var opts []script.Option
 	if b.cfg.ceilingInFlight != 0 {
 		opts = append(opts, script.WithMaxInFlight(b.cfg.ceilingInFlight))
+	}
+	if redisMajor(ctx, client) >= 7 {
+		opts = append(opts, script.WithFunctions()) // as cyclesd on Redis 7
 	}
 	exec, err := script.New(client, opts...)
 	if err != nil {

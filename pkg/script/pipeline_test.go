@@ -169,23 +169,38 @@ func TestQueuedCallHonoursItsDeadline(t *testing.T) {
 }
 
 // After SCRIPT FLUSH, pipelined EVALSHAs get NOSCRIPT and are retried with
-// EVAL, so callers never see it.
+// EVAL; after FUNCTION FLUSH, FCALLs get "Function not found" and are
+// retried after loading the library again; callers never see either.
 func TestPipelineReloadsFlushedScripts(t *testing.T) {
+	for _, functions := range []bool{false, true} {
+		t.Run(fmt.Sprintf("functions=%v", functions), func(t *testing.T) {
+			testPipelineReloadsFlushedScripts(t, functions)
+		})
+	}
+}
+
+func testPipelineReloadsFlushedScripts(t *testing.T, functions bool) {
 	srv := redistest.Start(t)
 	be := redistest.Backend{Name: "private", Client: srv.Client(t)}
 	ex := pipelineExecutor(t, be, 1)
+	flush := func() error { return be.Client.ScriptFlush(context.Background()).Err() }
+	if functions {
+		ex.functions = true
+		ex.prepare()
+		flush = func() error { return be.Client.FunctionFlush(context.Background()).Err() }
+	}
 	ctx := context.Background()
 	if err := ex.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A pipeline sent right after the flush: every EVALSHA in it fails with
 	// NOSCRIPT and is retried.
-	if err := be.Client.ScriptFlush(ctx).Err(); err != nil {
+	if err := flush(); err != nil {
 		t.Fatal(err)
 	}
 	var batch []*call
 	for i := 0; i < 3; i++ {
-		batch = append(batch, &call{ctx: ctx, s: ex.scripts["test/echo"], keys: []string{"cy:{t:flush}:n"},
+		batch = append(batch, &call{ctx: ctx, r: ex.runners["test/echo"], keys: []string{"cy:{t:flush}:n"},
 			args: []any{strconv.Itoa(i)}, done: make(chan struct{})})
 	}
 	ex.pipe.exec(batch)
@@ -199,7 +214,7 @@ func TestPipelineReloadsFlushedScripts(t *testing.T) {
 		t.Fatalf("stats %+v, want the three calls in one pipeline", st)
 	}
 	for round := 0; round < 2; round++ {
-		if err := be.Client.ScriptFlush(ctx).Err(); err != nil {
+		if err := flush(); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
