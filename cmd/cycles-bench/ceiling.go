@@ -21,6 +21,16 @@ import (
 
 const ceilingScript = "ledger/reserve"
 
+// ceilingDef is the ledger's Def of ceilingScript (pkg/ledger, linked in
+// by scriptcost, defines it before this package initializes).
+var ceilingDef = func() *script.Def {
+	d, ok := script.Lookup(ceilingScript)
+	if !ok {
+		panic(ceilingScript + " is not defined")
+	}
+	return d
+}()
+
 // ceilingCaller runs the ledger's reserve script straight through
 // pkg/script with exactly the KEYS and ARGV pkg/ledger builds for a live
 // reserve of the shared shape (same tenant layout, three budgeted scopes,
@@ -76,7 +86,7 @@ func (c *ceilingCaller) reserveTTL(ctx context.Context, id string, ttl, grace in
 		t.Prefix(), t.Record(), t.Budgets(), t.Reservation(id), t.Deadlines(), t.Created(),
 		t.Expires(), t.Idempotency("reserve", id), t.Events(),
 	}, c.budgets...)
-	_, err := c.exec.Run(ctx, ceilingScript, ks,
+	_, err := c.exec.Run(ctx, ceilingDef, ks,
 		"live", id, "TOKENS", strconv.Itoa(estimate), strconv.Itoa(ttl), strconv.Itoa(grace), "", id,
 		// The payload hash: any 64 hex characters (the script only compares it).
 		"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",

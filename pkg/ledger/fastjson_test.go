@@ -68,7 +68,7 @@ func checkSame(t *testing.T, raw string) {
 		t.Fatalf("%q: snapshot\n fast %+v\n json %+v", raw, fs, ss)
 	}
 	// decodeResult itself (which skips the Resp string) agrees too.
-	r, s, err := decodeResult("x", []byte(raw))
+	r, s, err := decodeResult(scriptReserve, []byte(raw))
 	if (err == nil) != (fe[0] == nil && fe[1] == nil) {
 		t.Fatalf("%q: decodeResult error %v, want errors %v", raw, err, se)
 	}
@@ -122,7 +122,7 @@ func BenchmarkDecodeResult(b *testing.B) {
 	b.Run("fast", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			if _, _, err := decodeResult("x", raw); err != nil {
+			if _, _, err := decodeResult(scriptReserve, raw); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -81,7 +81,8 @@ type out struct {
 }
 
 func (s *sx) run(name string, ks []string, args ...any) (*out, error) {
-	raw, err := s.ex.Run(ctx, name, ks, args...)
+	d, _ := script.Lookup(name)
+	raw, err := s.ex.Run(ctx, d, ks, args...)
 	if err != nil {
 		return nil, err
 	}

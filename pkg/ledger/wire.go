@@ -112,7 +112,7 @@ type snapshot struct {
 	ExtensionCount num               `json:"extension_count"`
 }
 
-func decodeResult(name string, raw []byte) (*result, *snapshot, error) {
+func decodeResult(name fmt.Stringer, raw []byte) (*result, *snapshot, error) {
 	// The fast decoder (fastjson.go) hands over the snapshot's bytes; on
 	// anything it declines, encoding/json decides (same answers either way).
 	var r result

@@ -75,7 +75,7 @@ func TestFunctionCallsShareNoState(t *testing.T) {
 		hooks    int
 	}{{"cy:{t:a}:events", "emit", 1}, {"cy:{t:b}:events", "quiet", 1}, {"cy:{t:c}:events", "emit", 2}} {
 		var out struct{ Key, Arg string }
-		if err := ex.RunInto(ctx, &out, "test/state", []string{c.key}, c.arg, ectx); err != nil {
+		if err := ex.RunInto(ctx, &out, def("test/state"), []string{c.key}, c.arg, ectx); err != nil {
 			t.Fatal(err)
 		}
 		if out.Key != c.key || out.Arg != c.arg {
@@ -114,14 +114,14 @@ func TestFunctionFlagsWhenFull(t *testing.T) {
 	}
 	t.Cleanup(func() { c.ConfigSet(context.Background(), "maxmemory", "0") })
 	key := []string{"cy:{t:full}:n"}
-	if _, err := ex.Run(ctx, "test/write", key); !strings.HasPrefix(fmt.Sprint(err), "STORE_FULL") {
+	if _, err := ex.Run(ctx, def("test/write"), key); !strings.HasPrefix(fmt.Sprint(err), "STORE_FULL") {
 		t.Fatalf("unflagged write on a full Redis: %v, want STORE_FULL", err)
 	}
-	if _, err := ex.Run(ctx, "test/oom", key); err != nil {
+	if _, err := ex.Run(ctx, def("test/oom"), key); err != nil {
 		t.Fatalf("allow-oom on a full Redis: %v", err)
 	}
 	var out struct{ V string }
-	if err := ex.RunInto(ctx, &out, "test/reader", key); err != nil || out.V != "1" {
+	if err := ex.RunInto(ctx, &out, def("test/reader"), key); err != nil || out.V != "1" {
 		t.Fatalf("no-writes on a full Redis: %+v %v", out, err)
 	}
 }

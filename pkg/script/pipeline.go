@@ -28,25 +28,13 @@ import (
 // call whose context ended mid-flight (the script may have run). The
 // pipeline's deadline is the latest of its calls' deadlines, so no call is
 // cut short by another's.
+//
+// Only scripts defined Pipelined (def.go) share a pipeline; every other call
+// runs directly, on its own, outside the slots.
 
 // DefaultMaxInFlight is the number of concurrent script executions (each a
 // direct call or a pipeline) per Executor.
 const DefaultMaxInFlight = 8
-
-// pipelinable are the scripts that may share a pipeline: the per-request
-// ones, whose work is small and bounded. Everything else (sweeper batches of
-// up to thousands of expirations, listings, event reads, tenant-close
-// batches, admin writes) always runs on its own: a long script in a pipeline
-// delays every reply behind it, and a read timeout on a pipeline makes
-// go-redis (MaxRetries) resend all of it. Such calls run directly, outside
-// the slots.
-var pipelinable = map[string]bool{
-	"ledger/reserve": true, "ledger/commit": true, "ledger/release": true, "ledger/extend": true,
-	"ledger/decide": true, "ledger/event": true, "ledger/get": true, "ledger/exists": true,
-	"ratelimit/sliding_log": true, "ratelimit/packed_log": true, "ratelimit/sliding_window": true,
-	"ratelimit/token_bucket": true, "ratelimit/inspect": true,
-	"admin/verify_api_key": true,
-}
 
 // maxBatch bounds one pipeline.
 const maxBatch = 64

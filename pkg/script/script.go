@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"sort"
 	"strings"
@@ -27,7 +26,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/cyclesgo/cycles-go/lua"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
 )
 
@@ -44,8 +42,6 @@ type Executor struct {
 	spanStart []trace.SpanStartOption
 	// pipe pipelines concurrent calls (pipeline.go); nil = off.
 	pipe *pipeliner
-	// extraPipelinable marks test scripts as pipelinable.
-	extraPipelinable map[string]bool
 	// callTimeout bounds calls whose context has no earlier deadline.
 	callTimeout time.Duration
 	// scriptFlags says whether the scripts' Redis 7 flag lines are sent
@@ -122,22 +118,19 @@ func (e *Executor) Flags(name string) string {
 }
 
 // newWith compiles the embedded scripts plus extra (name -> body), for tests
-// of the Lua libraries; extra scripts may be pipelined.
+// of the Lua libraries.
 func newWith(client redis.UniversalClient, extra map[string]string) (*Executor, error) {
 	ps, err := compileAll(extra)
 	if err != nil {
 		return nil, err
 	}
 	e := newExecutor(client, ps)
-	for name := range extra {
-		e.extraPipelinable[name] = true
-	}
 	e.prepare()
 	return e, nil
 }
 
 func newExecutor(client redis.UniversalClient, ps programs) *Executor {
-	return &Executor{client: client, progs: ps, extraPipelinable: map[string]bool{},
+	return &Executor{client: client, progs: ps,
 		tracer: noop.NewTracerProvider().Tracer(""), pipe: newPipeliner(client, DefaultMaxInFlight)}
 }
 
@@ -172,7 +165,6 @@ func (e *Executor) prepare() {
 // process. opts configure the new Executor only; it has no event hook.
 func (e *Executor) WithClient(client redis.UniversalClient, opts ...Option) *Executor {
 	n := newExecutor(client, e.progs)
-	n.extraPipelinable = e.extraPipelinable
 	n.functions, n.scriptFlags = e.functions, e.scriptFlags
 	for _, o := range opts {
 		o(n)
@@ -219,9 +211,10 @@ func (e *Executor) Load(ctx context.Context) error {
 	})
 }
 
-// Run executes script name with keys and args and returns its raw JSON result.
+// Run executes script d with keys and args and returns its raw JSON result.
 // A refusal by the script is returned as *apierr.Error.
-func (e *Executor) Run(ctx context.Context, name string, keys []string, args ...any) (json.RawMessage, error) {
+func (e *Executor) Run(ctx context.Context, d *Def, keys []string, args ...any) (json.RawMessage, error) {
+	name := d.name
 	r, ok := e.runners[name]
 	if !ok {
 		return nil, fmt.Errorf("script %q: not compiled", name)
@@ -233,14 +226,14 @@ func (e *Executor) Run(ctx context.Context, name string, keys []string, args ...
 			defer cancel()
 		}
 	}
-	ctx, span := e.tracer.Start(ctx, spanName(name), e.spanStart...)
+	ctx, span := e.tracer.Start(ctx, d.spanName(), e.spanStart...)
 	defer span.End()
 	// EVALSHA or FCALL, loading the script on a miss (function.go);
 	// concurrent calls are pipelined (pipeline.go).
 	var res any
 	var err error
 	if e.pipe != nil {
-		res, err = e.pipe.run(ctx, r, pipelinable[name] || e.extraPipelinable[name], keys, args)
+		res, err = e.pipe.run(ctx, r, d.pipelined, keys, args)
 	} else {
 		res, err = r.do(ctx, e.client, keys, args)
 	}
@@ -270,30 +263,9 @@ func (e *Executor) Run(ctx context.Context, name string, keys []string, args ...
 	return out, err
 }
 
-// spanNames caches "redis.script <name>" per script (read-only after init
-// of the embedded set; other names are built per call).
-var spanNames = func() map[string]string {
-	m := map[string]string{}
-	_ = fs.WalkDir(lua.FS, ".", func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".lua") && !strings.HasPrefix(path, "lib/") {
-			name := strings.TrimSuffix(path, ".lua")
-			m[name] = "redis.script " + name
-		}
-		return nil
-	})
-	return m
-}()
-
-func spanName(name string) string {
-	if n, ok := spanNames[name]; ok {
-		return n
-	}
-	return "redis.script " + name
-}
-
 // RunInto runs a script and unmarshals its JSON result into out.
-func (e *Executor) RunInto(ctx context.Context, out any, name string, keys []string, args ...any) error {
-	raw, err := e.Run(ctx, name, keys, args...)
+func (e *Executor) RunInto(ctx context.Context, out any, d *Def, keys []string, args ...any) error {
+	raw, err := e.Run(ctx, d, keys, args...)
 	if err != nil {
 		return err
 	}
@@ -301,7 +273,7 @@ func (e *Executor) RunInto(ctx context.Context, out any, name string, keys []str
 		return nil
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("script %s: decode result: %w", name, err)
+		return fmt.Errorf("script %s: decode result: %w", d.name, err)
 	}
 	return nil
 }
