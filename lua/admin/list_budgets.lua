@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- admin/list_budgets: one page of a tenant's budgets in index (lex) order.
 --
 -- KEYS[1] = the tenant's key prefix "cy:{t:T}:"; budget keys are derived from

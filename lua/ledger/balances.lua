@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- ledger/balances: one page of the caller's budgets (docs/protocol.md#reads).
 -- include: lib/ledger_util.lua
 -- Walks the tenant's budgets index ("<scope_path>|<UNIT>", lex order), keeps

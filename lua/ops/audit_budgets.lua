@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- ops/audit_budgets: read one page of a tenant's budgets for the audit (read-only).
 --
 -- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; the budgets index (prefix ..

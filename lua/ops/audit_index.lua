@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- ops/audit_index: audit one page of a tenant's deadline or quarantine index (read-only).
 -- include: lib/ops_hold.lua
 --

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- ops/audit_records: audit one page of a tenant's reservation records (read-only).
 -- include: lib/ops_hold.lua
 --

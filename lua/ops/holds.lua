@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- ops/holds: the sum of ACTIVE holds per budget beside the budgets' reserved,
 -- read in one script so both come from one instant (read-only).
 -- include: lib/ops_hold.lua

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- ops/quarantine_list: one page of a tenant's quarantined reservations (read-only).
 -- include: lib/ops_hold.lua
 --

@@ -93,7 +93,7 @@ func (s *Service) fundBudget(ctx context.Context, req *cyclesv1.FundBudgetReques
 		spent = strconv.FormatInt(req.GetSpent(), 10)
 	}
 	var out fundingResult
-	err = s.run(ctx, &out, "fund_budget",
+	err = s.run(ctx, &out, scriptFundBudget,
 		[]string{ref.keys.Record(), ref.key(), ref.keys.Idempotency("fund", req.GetIdempotencyKey()), ref.keys.Events()},
 		op, req.GetAmount(), spent, req.GetReason(), hash, FundingReplayWindow.Milliseconds(),
 		ref.scope, ref.unit, s.eventContext(ctx))

@@ -13,6 +13,9 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/script"
 )
 
+// scriptRead reads one window of a tenant's stream (lua/events/read.lua).
+var scriptRead = script.Define("events/read")
+
 // maxRead is the read script's own bound on entries per call.
 const maxRead = 1000
 
@@ -45,7 +48,7 @@ func (r reader) readStream(ctx context.Context, stream, from, to string, n int) 
 		n = maxRead
 	}
 	var w window
-	if err := r.exec.RunInto(ctx, &w, "events/read", []string{stream}, from, to, n); err != nil {
+	if err := r.exec.RunInto(ctx, &w, scriptRead, []string{stream}, from, to, n); err != nil {
 		return window{}, fmt.Errorf("read %s: %w", stream, err)
 	}
 	return w, nil

@@ -212,7 +212,7 @@ func (f *flat) balances() []balanceRow {
 
 // runFlat runs a ledger mutation and reads its replay flag and the script's
 // extras (read by extras) and snapshot fields (read by fields).
-func (l *Ledger) runFlat(ctx context.Context, name string, keys []string, args []any,
+func (l *Ledger) runFlat(ctx context.Context, name *script.Def, keys []string, args []any,
 	extras func(*flat, *result), fields func(*flat, *snapshot)) (*result, *snapshot, error) {
 	reply, err := l.exec.RunFlat(ctx, name, keys, args...)
 	if err != nil {

@@ -83,7 +83,8 @@ type out struct {
 }
 
 func (s *sx) run(name string, ks []string, args ...any) (*out, error) {
-	reply, err := s.ex.RunFlat(ctx, name, ks, args...)
+	d, _ := script.Lookup(name)
+	reply, err := s.ex.RunFlat(ctx, d, ks, args...)
 	if err != nil {
 		return nil, err
 	}

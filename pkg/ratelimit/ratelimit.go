@@ -116,12 +116,22 @@ func CallerKey(ctx context.Context, key string) (string, error) {
 	}
 }
 
-var scriptOf = map[Algorithm]string{
-	SlidingLog:    "ratelimit/sliding_log",
-	CappedLog:     "ratelimit/sliding_log", // with its cap as ARGV[6]
-	SlidingWindow: "ratelimit/sliding_window",
-	TokenBucket:   "ratelimit/token_bucket",
-	PackedLog:     "ratelimit/packed_log",
+// The checks' scripts (lua/ratelimit/), one per algorithm, plus the
+// operator's inspection; all small, bounded and per request.
+var (
+	scriptSlidingLog    = script.Define("ratelimit/sliding_log", script.Pipelined)
+	scriptSlidingWindow = script.Define("ratelimit/sliding_window", script.Pipelined)
+	scriptTokenBucket   = script.Define("ratelimit/token_bucket", script.Pipelined)
+	scriptPackedLog     = script.Define("ratelimit/packed_log", script.Pipelined)
+	scriptInspect       = script.Define("ratelimit/inspect", script.Pipelined)
+)
+
+var scriptOf = map[Algorithm]*script.Def{
+	SlidingLog:    scriptSlidingLog,
+	CappedLog:     scriptSlidingLog, // with its cap as ARGV[6]
+	SlidingWindow: scriptSlidingWindow,
+	TokenBucket:   scriptTokenBucket,
+	PackedLog:     scriptPackedLog,
 }
 
 // Check counts hits (>= 1) against key under the named policy and decides.
@@ -245,7 +255,7 @@ func (l *Limiter) Inspect(ctx context.Context, policy, key string) (Inspection, 
 		Encoding string `json:"encoding"`
 		TTL      int64  `json:"ttl_ms"`
 	}
-	if err := l.exec.RunInto(ctx, &r, "ratelimit/inspect", []string{rk}, AlgorithmName(p.Algorithm),
+	if err := l.exec.RunInto(ctx, &r, scriptInspect, []string{rk}, AlgorithmName(p.Algorithm),
 		strconv.FormatInt(p.Limit, 10), strconv.FormatInt(p.WindowMs, 10)); err != nil {
 		return Inspection{}, err
 	}

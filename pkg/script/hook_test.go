@@ -23,18 +23,18 @@ func TestEventHook(t *testing.T) {
 	ctx := context.Background()
 	stream := "cy:{t:hook}:events"
 	ectx := `{"base":"00112233445566","retention_ms":604800000,"actor":"system","key_id":"","request_id":"","trace_id":""}`
-	if _, err := ex.Run(ctx, "test/core", []string{stream}, "emit", ectx); err != nil {
+	if _, err := ex.Run(ctx, def("test/core"), []string{stream}, "emit", ectx); err != nil {
 		t.Fatal(err)
 	}
 	last, err := srv.Client(t).XRevRangeN(ctx, stream, "+", "-", 1).Result()
 	if err != nil || len(got) != 1 || got[0] != (call{stream, last[0].ID}) {
 		t.Fatalf("after an emitting run: %v (last %v, %v)", got, last, err)
 	}
-	if _, err := ex.Run(ctx, "test/core", []string{stream}, "refuse", ectx); err == nil || len(got) != 1 {
+	if _, err := ex.Run(ctx, def("test/core"), []string{stream}, "refuse", ectx); err == nil || len(got) != 1 {
 		t.Fatalf("a refusal called the hook: %v", got)
 	}
 	srv.Kill()
-	if _, err := ex.Run(ctx, "test/core", []string{stream}, "emit", ectx); err == nil {
+	if _, err := ex.Run(ctx, def("test/core"), []string{stream}, "emit", ectx); err == nil {
 		t.Fatal("no error with Redis down")
 	}
 	if len(got) != 2 || got[1] != (call{stream, ""}) {
@@ -67,7 +67,7 @@ func TestEventHookFlatReply(t *testing.T) {
 			ctx := context.Background()
 			stream := "cy:{t:flat-" + be.Name + "}:events"
 			ectx := `{"base":"00112233445566","retention_ms":604800000,"actor":"system","key_id":"","request_id":"","trace_id":""}`
-			res, err := ex.RunFlat(ctx, "test/flat", []string{stream}, "quiet", ectx)
+			res, err := ex.RunFlat(ctx, def("test/flat"), []string{stream}, "quiet", ectx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,17 +75,17 @@ func TestEventHookFlatReply(t *testing.T) {
 			if len(res) != FlatFields+len(want) || fmt.Sprint(res[FlatFields:]) != fmt.Sprint(want) || len(got) != 0 {
 				t.Fatalf("quiet run: %#v, hook %v", res, got)
 			}
-			if _, err := ex.RunFlat(ctx, "test/flat", []string{stream}, "emit", ectx); err != nil {
+			if _, err := ex.RunFlat(ctx, def("test/flat"), []string{stream}, "emit", ectx); err != nil {
 				t.Fatal(err)
 			}
 			last, err := be.Client.XRevRangeN(ctx, stream, "+", "-", 1).Result()
 			if err != nil || len(got) != 1 || got[0] != (call{stream, last[0].ID}) {
 				t.Fatalf("after an emitting run: %v (last %v, %v)", got, last, err)
 			}
-			if _, err := ex.RunFlat(ctx, "test/flat", []string{stream}, "refuse", ectx); err == nil || len(got) != 1 {
+			if _, err := ex.RunFlat(ctx, def("test/flat"), []string{stream}, "refuse", ectx); err == nil || len(got) != 1 {
 				t.Fatalf("refusal: %v, hook %v", err, got)
 			}
-			if _, err := ex.Run(ctx, "test/flat", []string{stream}, "quiet", ectx); err == nil {
+			if _, err := ex.Run(ctx, def("test/flat"), []string{stream}, "quiet", ectx); err == nil {
 				t.Fatal("Run accepted a flat reply")
 			}
 		})
