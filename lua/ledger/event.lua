@@ -1,5 +1,5 @@
 -- ledger/event: debit an actual cost directly, without a reservation
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_settle.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_settle.lua
 -- (docs/protocol.md#direct-debits-createevent). Never blocked by is_over_limit or outstanding debt: only
 -- by tenant status, budget status and its own overage policy.
 --
@@ -29,7 +29,7 @@ if scopes == nil or #scopes == 0 or #scopes ~= #KEYS - 6 then
   return fail('INTERNAL_ERROR', 'event: affected scopes do not match the budget keys')
 end
 
-local rec, refusal = idem_record(KEYS[5], hash, 'event')
+local rec, refusal = idem_check(KEYS[5], hash, 'idempotency key was used with a different event')
 if refusal then return refusal end
 if rec then
   local resp = redis.call('HGET', KEYS[1] .. 'ev:' .. (rec.id or ''), 'resp')
@@ -88,6 +88,6 @@ redis.call('HSET', KEYS[4], 'id', eid, 'tenant', string.sub(KEYS[1], 7, -3), 'un
   'metrics', ARGV[11], 'metadata', ARGV[12], 'client_time_ms', ARGV[13], 'created_at', ms(now),
   'idem_key', idem_key, 'hash', hash, 'resp', snap)
 redis.call('PEXPIRE', KEYS[4], ms(RETENTION_MS))
-redis.call('SET', KEYS[5], cjson.encode({h = hash, id = eid}), 'PX', ms(7 * DAY_MS))
+idem_put(KEYS[5], hash, ms(7 * DAY_MS), nil, eid)
 
 return ok({replay = false, resp = snap, debt = plan.debt_total})

@@ -1,5 +1,5 @@
 -- ledger/extend: move an ACTIVE reservation's expiry forward (docs/protocol.md#extend).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua
 -- New expires_at = current expires_at + extend_by_ms; accepted only while
 -- now <= expires_at (no grace) and ext_count < max_ext. No clamp, no events.
 --
@@ -22,7 +22,7 @@ end
 
 -- Replay: (tenant, reservation, key) -> stored response; remaining_ttl_ms is
 -- recomputed from the stored expiry, 0 once the reservation is no longer ACTIVE.
-local rec, refusal = idem_record(KEYS[6], hash, 'extend')
+local rec, refusal = idem_check(KEYS[6], hash, 'idempotency key was used with a different extend')
 if refusal then return refusal end
 if rec then
   local snap = jdecode(rec.resp)
@@ -68,6 +68,6 @@ if r.idem_key and pttl >= 0 and pttl < need then redis.call('PEXPIRE', rkey, ms(
 
 local snap = cjson.encode({status = 'ACTIVE', unit = r.unit, expires_at_ms = ms(expires_at),
   balances = snapshots(bs), extension_count = ms(count)})
-redis.call('SET', KEYS[6], cjson.encode({h = hash, resp = snap}), 'PX', ms(math.max(need, 1000)))
+idem_put(KEYS[6], hash, ms(math.max(need, 1000)), snap)
 
 return ok({replay = false, resp = snap, rem_ttl = ms(expires_at - now)})

@@ -1,5 +1,5 @@
 -- ledger/reserve: create a reservation (live) or evaluate one (dry run).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua
 -- docs/protocol.md#reserve, docs/protocol.md#idempotency-and-replay, docs/protocol.md#events.
 --
 -- KEYS: 1 tenant prefix "cy:{t:T}:"   2 tenant record     3 budgets index
@@ -10,7 +10,7 @@
 -- ARGV: 1 mode ('live' | 'dry')       2 reservation id    3 unit (TOKENS, ...)
 --       4 estimate (decimal)          5 ttl_ms ('' = tenant default)
 --       6 grace_ms                    7 overage policy ('' = tenant default)
---       8 idempotency key             9 payload hash (hex SHA-256)
+--       8 idempotency key             9 payload hash (pkg/idempotency)
 --       10 scope path                 11 affected scopes (JSON array, canonical order)
 --       12 subject (JSON)             13 action (JSON)     14 metadata (JSON or '')
 --       15 event context (pkg/events)
@@ -42,11 +42,13 @@ end
 
 -- 1. Idempotency: a replay returns the stored snapshot, a different payload is
 -- a mismatch; both precede the tenant guard (docs/protocol.md#idempotency-and-replay replay precedence).
-local rec, refusal = idem_record(KEYS[8], hash, 'request')
+-- Live records keep the reservation id without its 'r_<tenant>_' prefix.
+local rid_prefix = 'r_' .. string.sub(KEYS[1], 7, -3) .. '_'
+local rec, refusal = idem_check(KEYS[8], hash, 'idempotency key was used with a different request', nil, rid_prefix)
 if refusal then return refusal end
 if rec then
-  if rec.rid then
-    local r = redis.call('HMGET', KEYS[1] .. 'r:' .. rec.rid, 'state', 'reserve_resp', 'id', 'estimate', 'unit',
+  if rec.id then
+    local r = redis.call('HMGET', KEYS[1] .. 'r:' .. rec.id, 'state', 'reserve_resp', 'id', 'estimate', 'unit',
       'expires_at', 'exp0', 'scope_path', 'affected', 'caps', 'rbal', 'budgeted', 'grace_ms', 'policy')
     local snap, exp = r[2], r[7] or r[6]
     if snap then
@@ -89,7 +91,7 @@ local function deny(reason)
     scope = scope_path, unit = unit, reason_code = reason, requested_amount = E,
     action = jdecode(ARGV[13]), subject = jdecode(ARGV[12]),
   })
-  redis.call('SET', KEYS[8], cjson.encode({h = hash, resp = snap}), 'PX', ms(DAY_MS))
+  idem_put(KEYS[8], hash, ms(DAY_MS), snap)
   return ok({replay = false, resp = snap, denied = reason})
 end
 
@@ -151,7 +153,7 @@ if dry then
     dry = true, decision = decision, reserved = E, unit = unit, scope_path = scope_path,
     affected = scopes, caps = caps, balances = balances, grace_ms = ms(grace), policy = policy,
   })
-  redis.call('SET', KEYS[8], cjson.encode({h = hash, resp = snap}), 'PX', ms(DAY_MS))
+  idem_put(KEYS[8], hash, ms(DAY_MS), snap)
   return ok({replay = false, resp = snap})
 end
 
@@ -208,7 +210,7 @@ if not same_list(scopes, scope_prefixes(scope_path)) then redis.call('HSET', KEY
 redis.call('ZADD', KEYS[5], ms(expires_at + grace), rid)
 redis.call('ZADD', KEYS[6], ms(now), rid)
 redis.call('ZADD', KEYS[7], ms(expires_at), rid)
-redis.call('SET', KEYS[8], cjson.encode({h = hash, rid = rid}), 'PX', ms(math.max(ttl + grace, DAY_MS)))
+idem_put(KEYS[8], hash, ms(math.max(ttl + grace, DAY_MS)), nil, rid, rid_prefix)
 
 -- Bounded trim of the listing indexes: entries older than two retention
 -- periods point at records that are long gone.

@@ -1,0 +1,89 @@
+-- lib/idem.lua: the one idempotency record format of every idempotent
+-- mutation (ledger, funding, operator repairs); docs/design.md#idempotency-records.
+-- Included with "-- include: lib/idem.lua" (see pkg/script).
+--
+-- A record is one Redis string, written with SET ... PX:
+--   <kind><payload hash>:<body>
+--   kind 'j': body is the stored answer (JSON bytes, replayed verbatim)
+--   kind 'i': body is the id of what the first call created
+--   kind 'p': body is that id without the id prefix its caller names
+--             (reservation ids repeat the tenant the key already names)
+-- The payload hash is pkg/idempotency.PayloadHash (22 characters, never ':').
+-- Records written before this format are JSON objects {"h": <64 hex>, and
+-- "rid"/"id" (an id) or "resp"/"r" (the answer)}; they are still read, and
+-- their hash matches a new one when its first 32 hex digits do (idem_same).
+-- Library functions take keys and values as parameters (no KEYS/ARGV reads).
+
+-- idem_same: does a stored payload hash (a record's, or a reservation's
+-- commit/release hash) belong to the same payload as hash? A 64-hex hash
+-- stored before hashes were shortened matches the 22-character base64url
+-- form of its first 16 bytes.
+local function idem_same(stored, hash)
+  if stored == hash then return true end
+  if type(stored) ~= 'string' or #stored ~= 64 or #hash ~= 22 then return false end
+  local A = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+  local bits, nbits, hex = 0, 0, {}
+  for i = 1, 22 do
+    local v = string.find(A, string.sub(hash, i, i), 1, true)
+    if v == nil then return false end
+    bits, nbits = bits * 64 + v - 1, nbits + 6
+    if nbits >= 8 then
+      nbits = nbits - 8
+      local byte = math.floor(bits / 2 ^ nbits)
+      bits = bits - byte * 2 ^ nbits
+      hex[#hex + 1] = string.format('%02x', byte)
+    end
+  end
+  return string.lower(string.sub(stored, 1, 32)) == table.concat(hex)
+end
+
+-- idem_read reads the record at key for a call with payload hash `hash`.
+-- Returns nil when there is none; {id = ...} or {resp = ...} when it was made
+-- by the same payload (id_prefix is put back in front of a 'p' id); or nil
+-- and 'mismatch' (another payload) or 'corrupt' (unreadable record).
+local function idem_read(key, hash, id_prefix)
+  local v = redis.call('GET', key)
+  if not v then return nil end
+  local kind = string.sub(v, 1, 1)
+  if kind == '{' then
+    local good, rec = pcall(cjson.decode, v)
+    if not good or type(rec) ~= 'table' or type(rec.h) ~= 'string' then return nil, 'corrupt' end
+    if not idem_same(rec.h, hash) then return nil, 'mismatch' end
+    local id, resp = rec.rid or rec.id, rec.resp or rec.r
+    if type(id) == 'string' then return {id = id} end
+    if type(resp) == 'string' then return {resp = resp} end
+    return nil, 'corrupt'
+  end
+  if kind ~= 'j' and kind ~= 'i' and kind ~= 'p' then return nil, 'corrupt' end
+  local n = #hash
+  if string.sub(v, 2, n + 1) ~= hash or string.sub(v, n + 2, n + 2) ~= ':' then return nil, 'mismatch' end
+  local body = string.sub(v, n + 3)
+  if kind == 'j' then return {resp = body} end
+  if kind == 'p' then return {id = (id_prefix or '') .. body} end
+  return {id = body}
+end
+
+-- idem_put stores a record for ttl_ms: the answer resp (JSON) or, when resp
+-- is nil, id (shortened by id_prefix when it starts with it).
+local function idem_put(key, hash, ttl_ms, resp, id, id_prefix)
+  local v
+  if resp then
+    v = 'j' .. hash .. ':' .. resp
+  elseif id_prefix and string.sub(id, 1, #id_prefix) == id_prefix then
+    v = 'p' .. hash .. ':' .. string.sub(id, #id_prefix + 1)
+  else
+    v = 'i' .. hash .. ':' .. id
+  end
+  redis.call('SET', key, v, 'PX', ttl_ms)
+end
+
+-- idem_check is idem_read with the refusals: it returns the record (or nil
+-- for a new key), or nil and the script result to return: INTERNAL_ERROR
+-- for an unreadable record, IDEMPOTENCY_MISMATCH (message mismatch_msg,
+-- details) when another payload used the key.
+local function idem_check(key, hash, mismatch_msg, details, id_prefix)
+  local rec, bad = idem_read(key, hash, id_prefix)
+  if bad == 'corrupt' then return nil, fail('INTERNAL_ERROR', 'idempotency record is malformed', details) end
+  if bad then return nil, fail('IDEMPOTENCY_MISMATCH', mismatch_msg, details) end
+  return rec
+end
