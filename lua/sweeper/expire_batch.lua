@@ -1,6 +1,7 @@
 #!lua flags=allow-oom
 -- sweeper/expire_batch: expire up to N due reservations of one tenant, in one
 -- atomic call (docs/protocol.md#expiry, docs/design.md#the-sweeper).
+-- include: lib/refund.lua
 --
 -- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; reservation and budget keys are
 --         derived from it (prefix .. "r:" .. id, prefix .. "b:" .. scope .. ":" .. unit),
@@ -121,26 +122,20 @@ local function plan(r)
     local s = scopes[i]
     if type(s) ~= 'string' or s == '' or #s > 1024 or seen[s] then return nil, 'MALFORMED_SCOPES' end
     seen[s] = true
-    local bkey = prefix .. 'b:' .. s .. ':' .. r.unit
-    local v = redis.pcall('HMGET', bkey, 'reserved', 'remaining')
-    if type(v) == 'table' and v.err then return nil, 'CORRUPT_BUDGET' end
-    if not v[1] and not v[2] and redis.call('EXISTS', bkey) == 0 then return nil, 'MISSING_BUDGET' end
-    local reserved, remaining = i64_norm(v[1]), i64_norm(v[2])
-    if reserved == nil or remaining == nil then return nil, 'CORRUPT_BUDGET' end
-    -- A budget cannot hold less than the reservations that reserved against it;
-    -- refunding anyway would credit money twice (docs/protocol.md#tenants-and-api-keys).
-    if i64_cmp(reserved, est) < 0 then return nil, 'RESERVED_UNDERFLOW' end
-    local new_reserved, new_remaining = i64_sub(reserved, est), i64_add(remaining, est)
-    if new_reserved == nil or new_remaining == nil then return nil, 'AMOUNT_OVERFLOW' end
-    steps[#steps + 1] = {bkey, new_reserved, new_remaining}
+    local b, problem = refund_read(prefix .. 'b:' .. s .. ':' .. r.unit)
+    if b == nil then return nil, (problem == 'MISSING') and 'MISSING_BUDGET' or 'CORRUPT_BUDGET' end
+    -- A budget cannot hold less than the reservations that reserved against it
+    -- (docs/protocol.md#tenants-and-api-keys): RESERVED_UNDERFLOW quarantines.
+    local step
+    step, problem = refund_step(b, est, true)
+    if step == nil then return nil, problem end
+    steps[#steps + 1] = step
   end
   return {estimate = est, steps = steps}
 end
 
 local function expire(rkey, id, r, p)
-  for _, s in ipairs(p.steps) do
-    redis.call('HSET', s[1], 'reserved', s[2], 'remaining', s[3])
-  end
+  refund_apply(p.steps)
   redis.call('HSET', rkey, 'state', 'EXPIRED', 'expired_at', str(now))
   redis.call('ZREM', deadlines, id)
   redis.call('PEXPIRE', rkey, TERMINAL_RETENTION_MS)
