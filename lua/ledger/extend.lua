@@ -1,5 +1,5 @@
 -- ledger/extend: move an ACTIVE reservation's expiry forward (docs/protocol.md#extend).
--- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/keys.lua
 -- New expires_at = current expires_at + extend_by_ms; accepted only while
 -- now <= expires_at (no grace) and ext_count < max_ext. No clamp, no events.
 --
@@ -61,7 +61,7 @@ redis.call('ZADD', KEYS[5], ms(expires_at), rid)
 
 -- Keep the reserve idempotency mapping alive while the reservation can still
 -- be settled, so a late retry of the create replays instead of double-reserving.
-local rkey = KEYS[1] .. 'idem:reserve:' .. (r.idem_key or '')
+local rkey = key_idem(KEYS[1], 'reserve', r.idem_key or '')
 local need = expires_at + r.n_grace - now
 local pttl = redis.call('PTTL', rkey)
 if r.idem_key and pttl >= 0 and pttl < need then redis.call('PEXPIRE', rkey, ms(need)) end

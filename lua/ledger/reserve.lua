@@ -1,5 +1,5 @@
 -- ledger/reserve: create a reservation (live) or evaluate one (dry run).
--- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua lib/keys.lua
 -- docs/protocol.md#reserve, docs/protocol.md#idempotency-and-replay, docs/protocol.md#events.
 --
 -- KEYS: 1 tenant prefix "cy:{t:T}:"   2 tenant record     3 budgets index
@@ -43,12 +43,12 @@ end
 -- 1. Idempotency: a replay returns the stored snapshot, a different payload is
 -- a mismatch; both precede the tenant guard (docs/protocol.md#idempotency-and-replay replay precedence).
 -- Live records keep the reservation id without its 'r_<tenant>_' prefix.
-local rid_prefix = 'r_' .. string.sub(KEYS[1], 7, -3) .. '_'
+local rid_prefix = 'r_' .. key_tenant(KEYS[1]) .. '_'
 local rec, refusal = idem_check(KEYS[8], hash, 'idempotency key was used with a different request', nil, rid_prefix)
 if refusal then return refusal end
 if rec then
   if rec.id then
-    local r = redis.call('HMGET', KEYS[1] .. 'r:' .. rec.id, 'state', 'reserve_resp', 'id', 'estimate', 'unit',
+    local r = redis.call('HMGET', key_reservation(KEYS[1], rec.id), 'state', 'reserve_resp', 'id', 'estimate', 'unit',
       'expires_at', 'exp0', 'scope_path', 'affected', 'caps', 'rbal', 'budgeted', 'grace_ms', 'policy')
     local snap, exp = r[2], r[7] or r[6]
     if snap then

@@ -31,7 +31,7 @@
 
 local prefix, idem_key, stream = KEYS[1], KEYS[2], KEYS[3]
 local id, outcome = ARGV[1], ARGV[2]
-local dl, qi = prefix .. 'r:deadline', prefix .. 'r:quarantine'
+local dl, qi = key_index(prefix, 'deadline'), key_index(prefix, 'quarantine')
 
 local replay = ops_replay(idem_key, ARGV[5])
 if replay then return replay end
@@ -55,7 +55,7 @@ local ts = string.format('%.0f', now)
 
 -- budget reads one budget of the record's unit for a check or a write.
 local function budget(scope, unit)
-  local key = prefix .. 'b:' .. scope .. ':' .. unit
+  local key = key_budget(prefix, scope, unit)
   local b, problem = refund_read(key)
   if problem == 'WRONG_TYPE' then return nil, fail('INTERNAL_ERROR', 'budget ' .. scope .. ' is not a hash') end
   if problem == 'MISSING' then

@@ -1,7 +1,7 @@
 #!lua flags=allow-oom
 -- sweeper/expire_batch: expire up to N due reservations of one tenant, in one
 -- atomic call (docs/protocol.md#expiry, docs/design.md#the-sweeper).
--- include: lib/refund.lua
+-- include: lib/refund.lua lib/keys.lua
 --
 -- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; reservation and budget keys are
 --         derived from it (prefix .. "r:" .. id, prefix .. "b:" .. scope .. ":" .. unit),
@@ -39,7 +39,7 @@ local TERMINAL_RETENTION_MS = 2592000000
 local MAX_SCOPES = 6
 
 local prefix, deadlines, stream = KEYS[1], KEYS[2], KEYS[3]
-local quarantine_index = prefix .. 'r:quarantine'
+local quarantine_index = key_index(prefix, 'quarantine')
 local n = tonumber(ARGV[1])
 if not n or n < 1 or n > 10000 or n ~= math.floor(n) then
   return fail('INVALID_REQUEST', 'batch size must be 1..10000')
@@ -122,7 +122,7 @@ local function plan(r)
     local s = scopes[i]
     if type(s) ~= 'string' or s == '' or #s > 1024 or seen[s] then return nil, 'MALFORMED_SCOPES' end
     seen[s] = true
-    local b, problem = refund_read(prefix .. 'b:' .. s .. ':' .. r.unit)
+    local b, problem = refund_read(key_budget(prefix, s, r.unit))
     if b == nil then return nil, (problem == 'MISSING') and 'MISSING_BUDGET' or 'CORRUPT_BUDGET' end
     -- A budget cannot hold less than the reservations that reserved against it
     -- (docs/protocol.md#tenants-and-api-keys): RESERVED_UNDERFLOW quarantines.
@@ -170,7 +170,7 @@ if due_before > 0 then
 end
 
 for _, id in ipairs(ids) do
-  local rkey = prefix .. 'r:' .. id
+  local rkey = key_reservation(prefix, id)
   local reply = redis.pcall('HGETALL', rkey)
   if type(reply) == 'table' and reply.err then
     -- Not a hash: nothing to flag, but it must not block the index.
