@@ -15,30 +15,33 @@
 -- Library functions take keys and values as parameters (no KEYS/ARGV reads).
 -- include: lib/idem_hash.lua
 
--- idem_read reads the record at key for a call with payload hash `hash`.
+-- idem_check reads the record at key for a call with payload hash `hash`.
 -- Returns nil when there is none; {id = ...} or {resp = ...} when it was made
 -- by the same payload (id_prefix is put back in front of a 'p' id); or nil
--- and 'mismatch' (another payload) or 'corrupt' (unreadable record).
-local function idem_read(key, hash, id_prefix)
+-- and the script result to return: INTERNAL_ERROR for an unreadable record,
+-- IDEMPOTENCY_MISMATCH (message mismatch_msg, details) for another payload.
+local function idem_check(key, hash, mismatch_msg, details, id_prefix)
   local v = redis.call('GET', key)
   if not v then return nil end
-  local kind = string.sub(v, 1, 1)
+  local kind, rec, same = string.sub(v, 1, 1), nil, false
   if kind == '{' then
-    local good, rec = pcall(cjson.decode, v)
-    if not good or type(rec) ~= 'table' or type(rec.h) ~= 'string' then return nil, 'corrupt' end
-    if not idem_same(rec.h, hash) then return nil, 'mismatch' end
-    local id, resp = rec.rid or rec.id, rec.resp or rec.r
-    if type(id) == 'string' then return {id = id} end
-    if type(resp) == 'string' then return {resp = resp} end
-    return nil, 'corrupt'
+    local good, old = pcall(cjson.decode, v)
+    if good and type(old) == 'table' and type(old.h) == 'string' then
+      local id, resp = old.rid or old.id, old.resp or old.r
+      if type(id) == 'string' then rec = {id = id} elseif type(resp) == 'string' then rec = {resp = resp} end
+      same = idem_same(old.h, hash)
+    end
+  elseif kind == 'j' or kind == 'i' or kind == 'p' then
+    local n = #hash
+    same = string.sub(v, 2, n + 1) == hash and string.sub(v, n + 2, n + 2) == ':'
+    local body = string.sub(v, n + 3)
+    if kind == 'j' then rec = {resp = body}
+    elseif kind == 'p' then rec = {id = (id_prefix or '') .. body}
+    else rec = {id = body} end
   end
-  if kind ~= 'j' and kind ~= 'i' and kind ~= 'p' then return nil, 'corrupt' end
-  local n = #hash
-  if string.sub(v, 2, n + 1) ~= hash or string.sub(v, n + 2, n + 2) ~= ':' then return nil, 'mismatch' end
-  local body = string.sub(v, n + 3)
-  if kind == 'j' then return {resp = body} end
-  if kind == 'p' then return {id = (id_prefix or '') .. body} end
-  return {id = body}
+  if rec == nil then return nil, fail('INTERNAL_ERROR', 'idempotency record is malformed', details) end
+  if not same then return nil, fail('IDEMPOTENCY_MISMATCH', mismatch_msg, details) end
+  return rec
 end
 
 -- idem_put stores a record for ttl_ms: the answer resp (JSON) or, when resp
@@ -53,15 +56,4 @@ local function idem_put(key, hash, ttl_ms, resp, id, id_prefix)
     v = 'i' .. hash .. ':' .. id
   end
   redis.call('SET', key, v, 'PX', ttl_ms)
-end
-
--- idem_check is idem_read with the refusals: it returns the record (or nil
--- for a new key), or nil and the script result to return: INTERNAL_ERROR
--- for an unreadable record, IDEMPOTENCY_MISMATCH (message mismatch_msg,
--- details) when another payload used the key.
-local function idem_check(key, hash, mismatch_msg, details, id_prefix)
-  local rec, bad = idem_read(key, hash, id_prefix)
-  if bad == 'corrupt' then return nil, fail('INTERNAL_ERROR', 'idempotency record is malformed', details) end
-  if bad then return nil, fail('IDEMPOTENCY_MISMATCH', mismatch_msg, details) end
-  return rec
 end

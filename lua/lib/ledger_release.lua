@@ -10,12 +10,10 @@ local function release_hold(prefix, r)
   if bs == nil then return nil, 'INTERNAL_ERROR', err end
   -- Budgets were validated whole by load_budget; reserved may go below zero
   -- (no underflow guard: a release never fails on what others did).
-  local steps = {}
-  for i, b in ipairs(bs) do
-    local step, problem = refund_step(b, r.E, false)
-    if step == nil then return nil, problem, 'releasing would overflow int64 at ' .. b.path end
-    steps[i] = step
+  for _, b in ipairs(bs) do
+    local done, problem = refund_step(b, r.E, false)
+    if not done then return nil, problem, 'releasing would overflow int64 at ' .. b.path end
   end
-  refund_apply(steps)
+  refund_apply(bs)
   return bs
 end

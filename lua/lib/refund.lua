@@ -18,21 +18,23 @@ local function refund_read(key)
   return {key = key, res = res, rem = rem}
 end
 
--- refund_step computes returning amount to budget b ({key, res, rem}):
--- {key, res, rem} after, or nil and 'RESERVED_UNDERFLOW' (reserved < amount,
--- refused only when no_underflow: a budget cannot hold less than what was
--- reserved against it, and refunding anyway would credit money twice) or
--- 'AMOUNT_OVERFLOW'.
+-- refund_step computes returning amount to budget b ({key, res, rem}, as
+-- refund_read or lib/ledger_budget.lua load_budget give it) and keeps the
+-- result in b (b.new_res, b.new_rem; nothing is allocated): true, or nil and
+-- 'RESERVED_UNDERFLOW' (reserved < amount, refused only when no_underflow:
+-- a budget cannot hold less than what was reserved against it, and refunding
+-- anyway would credit money twice) or 'AMOUNT_OVERFLOW'.
 local function refund_step(b, amount, no_underflow)
   if no_underflow and i64_cmp(b.res, amount) < 0 then return nil, 'RESERVED_UNDERFLOW' end
   local res, rem = i64_sub(b.res, amount), i64_add(b.rem, amount)
   if res == nil or rem == nil then return nil, 'AMOUNT_OVERFLOW' end
-  return {key = b.key, res = res, rem = rem}
+  b.new_res, b.new_rem = res, rem
+  return true
 end
 
--- refund_apply writes the steps of refund_step.
-local function refund_apply(steps)
-  for _, s in ipairs(steps) do
-    redis.call('HSET', s.key, 'reserved', s.res, 'remaining', s.rem)
+-- refund_apply writes the refunds refund_step computed for budgets bs.
+local function refund_apply(bs)
+  for _, b in ipairs(bs) do
+    redis.call('HSET', b.key, 'reserved', b.new_res, 'remaining', b.new_rem)
   end
 end

@@ -99,14 +99,14 @@ if outcome == 'release' then
     end
     local b, refusal = budget(a.scope, h.unit)
     if b == nil then return refusal end
-    local step, problem = refund_step(b, amt, true)
+    local _, problem = refund_step(b, amt, true)
     if problem == 'RESERVED_UNDERFLOW' then
       return fail('INVALID_REQUEST', 'amount exceeds the reserved of ' .. a.scope .. '; releasing it would make reserved negative',
         {field = field .. '.amount', reserved = b.res, requested = amt})
     elseif problem then
       return fail('AMOUNT_OVERFLOW', 'releasing would overflow int64 at ' .. a.scope, {field = field .. '.amount'})
     end
-    steps[#steps + 1] = step
+    steps[#steps + 1] = b
     touched[#touched + 1] = b
     released[#released + 1] = {scope = a.scope, amount = amt}
   end

@@ -126,10 +126,10 @@ local function plan(r)
     if b == nil then return nil, (problem == 'MISSING') and 'MISSING_BUDGET' or 'CORRUPT_BUDGET' end
     -- A budget cannot hold less than the reservations that reserved against it
     -- (docs/protocol.md#tenants-and-api-keys): RESERVED_UNDERFLOW quarantines.
-    local step
-    step, problem = refund_step(b, est, true)
-    if step == nil then return nil, problem end
-    steps[#steps + 1] = step
+    local done
+    done, problem = refund_step(b, est, true)
+    if not done then return nil, problem end
+    steps[#steps + 1] = b
   end
   return {estimate = est, steps = steps}
 end

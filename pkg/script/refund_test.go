@@ -12,10 +12,10 @@ import (
 const refundProbe = `-- include: lib/refund.lua
 local b, problem = refund_read(KEYS[1])
 if b == nil then return ok({problem = problem}) end
-local step
-step, problem = refund_step(b, ARGV[1], ARGV[2] == 'guard')
-if step == nil then return ok({problem = problem}) end
-refund_apply({step})
+local done
+done, problem = refund_step(b, ARGV[1], ARGV[2] == 'guard')
+if not done then return ok({problem = problem}) end
+refund_apply({b})
 return ok({problem = ''})
 `
 
