@@ -88,8 +88,9 @@ func (c *ceilingCaller) reserveTTL(ctx context.Context, id string, ttl, grace in
 	}, c.budgets...)
 	_, err := c.exec.RunFlat(ctx, ceilingDef, ks,
 		"live", id, "TOKENS", strconv.Itoa(estimate), strconv.Itoa(ttl), strconv.Itoa(grace), "", id,
-		// The payload hash: any 64 hex characters (the script only compares it).
-		"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+		// The payload hash: any string of pkg/idempotency's length (the
+		// script only compares it).
+		"n4bQgYhMfWWaL-qgxVrQFa",
 		c.path, c.affected, c.subj, c.action, "", eventctx.Arg(c.ctx, 0))
 	return err
 }

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- ledger/commit: settle a reservation with its actual cost (docs/protocol.md#commit).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_settle.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua
+-- include: lib/ledger_util.lua lib/idem_hash.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_settle.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua
 --
 -- KEYS: 1 tenant prefix   2 tenant record   3 reservation hash
 --       4 deadline index  5 event stream
@@ -42,7 +42,7 @@ end
 
 -- Replay: same key on a committed reservation.
 if r.state == 'COMMITTED' and r.commit_key == idem_key then
-  if r.commit_hash ~= hash then
+  if not idem_same(r.commit_hash, hash) then
     return fail('IDEMPOTENCY_MISMATCH', 'idempotency key was used with a different commit')
   end
   local out = {'OK', FLAT_V, '', '', 1, '0', '0'}

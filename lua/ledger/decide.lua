@@ -1,5 +1,5 @@
 -- ledger/decide: evaluate a reservation without making one (docs/protocol.md#dry-run-and-decide).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua
 -- Budget and tenant conditions are DENY results, never errors; only a budget
 -- that exists solely in another unit (UNIT_MISMATCH), a malformed tenant
 -- record and an idempotency mismatch are errors. Writes only the idempotency
@@ -27,7 +27,7 @@ if scopes == nil or #scopes == 0 or #scopes ~= #KEYS - 5 then
   return fail('INTERNAL_ERROR', 'decide: affected scopes do not match the budget keys')
 end
 
-local rec, refusal = idem_record(KEYS[4], hash, 'request')
+local rec, refusal = idem_check(KEYS[4], hash, 'idempotency key was used with a different request')
 if refusal then return refusal end
 if rec then
   local old = jdecode(rec.resp)
@@ -45,7 +45,7 @@ local function answer(snap_tbl, reason)
       action = jdecode(ARGV[8]), subject = jdecode(ARGV[7]),
     })
   end
-  redis.call('SET', KEYS[4], cjson.encode({h = hash, resp = snap}), 'PX', ms(DAY_MS))
+  idem_put(KEYS[4], hash, ms(DAY_MS), snap)
   return okf(decide_reply_of({'OK', FLAT_V, '', '', 0, reason or ''}, snap_tbl))
 end
 

@@ -1,5 +1,5 @@
 -- ledger/extend: move an ACTIVE reservation's expiry forward (docs/protocol.md#extend).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua lib/keys.lua
 -- New expires_at = current expires_at + extend_by_ms; accepted only while
 -- now <= expires_at (no grace) and ext_count < max_ext. No clamp, no events.
 --
@@ -23,7 +23,7 @@ end
 
 -- Replay: (tenant, reservation, key) -> stored response; remaining_ttl_ms is
 -- recomputed from the stored expiry, 0 once the reservation is no longer ACTIVE.
-local rec, refusal = idem_record(KEYS[6], hash, 'extend')
+local rec, refusal = idem_check(KEYS[6], hash, 'idempotency key was used with a different extend')
 if refusal then return refusal end
 if rec then
   local snap = jdecode(rec.resp)
@@ -63,7 +63,7 @@ redis.call('ZADD', KEYS[5], ms(expires_at), rid)
 
 -- Keep the reserve idempotency mapping alive while the reservation can still
 -- be settled, so a late retry of the create replays instead of double-reserving.
-local rkey = KEYS[1] .. 'idem:reserve:' .. (r.idem_key or '')
+local rkey = key_idem(KEYS[1], 'reserve', r.idem_key or '')
 local need = expires_at + r.n_grace - now
 local pttl = redis.call('PTTL', rkey)
 if r.idem_key and pttl >= 0 and pttl < need then redis.call('PEXPIRE', rkey, ms(need)) end
@@ -71,6 +71,6 @@ if r.idem_key and pttl >= 0 and pttl < need then redis.call('PEXPIRE', rkey, ms(
 local resp = {status = 'ACTIVE', unit = r.unit, expires_at_ms = ms(expires_at),
   balances = snapshots(bs), extension_count = ms(count)}
 local snap = cjson.encode(resp)
-redis.call('SET', KEYS[6], cjson.encode({h = hash, resp = snap}), 'PX', ms(math.max(need, 1000)))
+idem_put(KEYS[6], hash, ms(math.max(need, 1000)), snap)
 
 return okf(extend_reply_of({'OK', FLAT_V, '', '', 0, ms(expires_at - now)}, resp))

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- ledger/release: return a reservation's whole hold (docs/protocol.md#release).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_release.lua lib/ledger_snapshot.lua
+-- include: lib/ledger_util.lua lib/idem_hash.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_release.lua lib/ledger_snapshot.lua
 -- No events are emitted on release (REF).
 --
 -- KEYS: 1 tenant prefix   2 tenant record   3 reservation hash   4 deadline index
@@ -20,7 +20,7 @@ local r = hgetall(KEYS[3])
 if next(r) == nil then return fail('NOT_FOUND', 'reservation ' .. rid .. ' not found') end
 
 if r.state == 'RELEASED' and r.release_key == idem_key then
-  if r.release_hash ~= hash then
+  if not idem_same(r.release_hash, hash) then
     return fail('IDEMPOTENCY_MISMATCH', 'idempotency key was used with a different release')
   end
   local old = jdecode(r.release_resp)

@@ -1,5 +1,5 @@
 -- ledger/reserve: create a reservation (live) or evaluate one (dry run).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua lib/keys.lua
 -- docs/protocol.md#reserve, docs/protocol.md#idempotency-and-replay, docs/protocol.md#events.
 --
 -- KEYS: 1 tenant prefix "cy:{t:T}:"   2 tenant record     3 budgets index
@@ -10,7 +10,7 @@
 -- ARGV: 1 mode ('live' | 'dry')       2 reservation id    3 unit (TOKENS, ...)
 --       4 estimate (decimal)          5 ttl_ms ('' = tenant default)
 --       6 grace_ms                    7 overage policy ('' = tenant default)
---       8 idempotency key             9 payload hash (hex SHA-256)
+--       8 idempotency key             9 payload hash (pkg/idempotency)
 --       10 scope path                 11 affected scopes (JSON array, canonical order; '' = the
 --                                        scope path's prefixes)
 --       12 subject (JSON)             13 action (JSON)     14 metadata (JSON or '')
@@ -43,11 +43,13 @@ end
 
 -- 1. Idempotency: a replay returns the stored snapshot, a different payload is
 -- a mismatch; both precede the tenant guard (docs/protocol.md#idempotency-and-replay replay precedence).
-local rec, refusal = idem_record(KEYS[8], hash, 'request')
+-- Live records keep the reservation id without its 'r_<tenant>_' prefix.
+local rid_prefix = 'r_' .. key_tenant(KEYS[1]) .. '_'
+local rec, refusal = idem_check(KEYS[8], hash, 'idempotency key was used with a different request', nil, rid_prefix)
 if refusal then return refusal end
 if rec then
-  if rec.rid then
-    local r = redis.call('HMGET', KEYS[1] .. 'r:' .. rec.rid, 'state', 'reserve_resp', 'id', 'estimate', 'unit',
+  if rec.id then
+    local r = redis.call('HMGET', key_reservation(KEYS[1], rec.id), 'state', 'reserve_resp', 'id', 'estimate', 'unit',
       'expires_at', 'exp0', 'scope_path', 'affected', 'caps', 'rbal', 'budgeted', 'grace_ms', 'policy')
     local out, exp = {'OK', FLAT_V, '', '', 1, '', ''}, r[7] or r[6]
     local done = false
@@ -75,14 +77,16 @@ if rec then
     out[6] = ms(rem)
     return okf(out)
   end
+  -- A dry run's record holds its snapshot fields as a JSON array (records
+  -- written before flat replies: the answer as a JSON object).
   local out = {'OK', FLAT_V, '', '', 1, '', ''}
-  if type(rec.f) == 'table' then
-    for i = 1, #rec.f do out[7 + i] = rec.f[i] end
+  local stored = jdecode(rec.resp)
+  if stored == nil then return fail('INTERNAL_ERROR', 'idempotency record is malformed') end
+  if string.sub(rec.resp, 1, 1) == '[' then
+    for i = 1, #stored do out[7 + i] = stored[i] end
     return okf(out)
   end
-  local old = jdecode(rec.resp)
-  if old == nil then return fail('INTERNAL_ERROR', 'idempotency record is corrupt') end
-  return okf(reserve_reply_of(out, old))
+  return okf(reserve_reply_of(out, stored))
 end
 
 -- The emitter decodes the event context; most reserves emit nothing, so it is
@@ -98,7 +102,7 @@ end
 -- dry_answer stores a dry run's snapshot fields f in the idempotency record
 -- and answers with them.
 local function dry_answer(f, denied)
-  redis.call('SET', KEYS[8], cjson.encode({h = hash, f = f}), 'PX', ms(DAY_MS))
+  idem_put(KEYS[8], hash, ms(DAY_MS), cjson.encode(f))
   local out = {'OK', FLAT_V, '', '', 0, '', denied or ''}
   for i = 1, #f do out[7 + i] = f[i] end
   return okf(out)
@@ -257,7 +261,7 @@ if explicit then redis.call('HSET', KEYS[4], 'affected', ARGV[11]) end
 redis.call('ZADD', KEYS[5], ms(expires_at + grace), rid)
 redis.call('ZADD', KEYS[6], now_s, rid)
 redis.call('ZADD', KEYS[7], exp_s, rid)
-redis.call('SET', KEYS[8], cjson.encode({h = hash, rid = rid}), 'PX', ms(math.max(ttl + grace, DAY_MS)))
+idem_put(KEYS[8], hash, ms(math.max(ttl + grace, DAY_MS)), nil, rid, rid_prefix)
 
 -- Bounded trim of the listing indexes: entries older than two retention
 -- periods point at records that are long gone.

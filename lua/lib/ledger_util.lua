@@ -18,21 +18,6 @@ end
 -- decimal string (%d: integer formatting, far cheaper than %.0f).
 local function ms(n) return string.format('%d', n) end
 
--- idem_record reads the idempotency record at key (JSON with its payload
--- hash `h`): nil when there is none; the decoded record when it was made by the
--- same payload; otherwise nil and the refusal to return (a corrupt record is
--- INTERNAL_ERROR, another payload IDEMPOTENCY_MISMATCH, naming `what`).
-local function idem_record(key, hash, what)
-  local prior = redis.call('GET', key)
-  if not prior then return nil end
-  local rec = jdecode(prior)
-  if rec == nil then return nil, fail('INTERNAL_ERROR', 'idempotency record is corrupt') end
-  if rec.h ~= hash then
-    return nil, fail('IDEMPOTENCY_MISMATCH', 'idempotency key was used with a different ' .. what)
-  end
-  return rec
-end
-
 -- small_int parses a non-negative integer field that is not money (times,
 -- durations, counters); nil when malformed.
 local function small_int(s)

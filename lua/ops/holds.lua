@@ -25,7 +25,7 @@ local reserved = {}
 for _, m in ipairs(members) do
   local bar = string.find(m, '|[^|]*$')
   if bar then
-    local v = redis.pcall('HGET', prefix .. 'b:' .. string.sub(m, 1, bar - 1) .. ':' .. string.sub(m, bar + 1), 'reserved')
+    local v = redis.pcall('HGET', key_budget(prefix, string.sub(m, 1, bar - 1), string.sub(m, bar + 1)), 'reserved')
     if type(v) == 'string' then reserved[m] = v end
   end
 end

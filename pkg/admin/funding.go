@@ -48,7 +48,7 @@ func operationKey(op cyclesv1.FundingOperation) string {
 	return strings.TrimPrefix(name, "FUNDING_OPERATION_")
 }
 
-// fundingPayloadHash is the hex SHA-256 of the deterministic encoding of the
+// fundingPayloadHash is the payload hash (idempotency.PayloadHash) of the
 // request with its scope path canonicalized, so "tenant:a/agent:Bot" and
 // "tenant:a/agent:bot" are the same request.
 func fundingPayloadHash(req *cyclesv1.FundBudgetRequest, canonicalScope string) (string, error) {
