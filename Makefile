@@ -151,6 +151,12 @@ bench-check: deps ## Three bench runs (~9 min); fail if a headline median is >25
 	for i in 1 2 3; do bin/cycles-bench -q -cyclesd bin/cyclesd -out $(BENCH_OUT)/check-$$i.json $(BENCH_FLAGS) > $(BENCH_OUT)/check-$$i.txt || { cat $(BENCH_OUT)/check-$$i.txt; exit 1; }; done
 	bin/cycles-bench check -baseline bench/baseline.json -median-out $(BENCH_OUT)/check-median.json $(BENCH_OUT)/check-1.json $(BENCH_OUT)/check-2.json $(BENCH_OUT)/check-3.json
 
+.PHONY: bench-cost
+bench-cost: deps ## Instructions Redis executes per reserve/commit/release script call (redis-server under callgrind; ~20 s; needs valgrind)
+	@command -v valgrind >/dev/null || { echo "bench-cost needs valgrind: sudo apt-get install -y valgrind"; exit 1; }
+	$(GO) build -o bin/ ./cmd/cycles-bench
+	bin/cycles-bench scriptcost $(BENCH_FLAGS)
+
 .PHONY: bench-go
 bench-go: deps ## Run the Go benchmarks (go test -bench)
 	$(GO) test -run '^$$' -bench . -benchmem ./...

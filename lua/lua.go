@@ -3,7 +3,9 @@
 // Every script under this folder (except lib/) is compiled by pkg/script as
 // lib/int64.lua + lib/core.lua + the libraries its "-- include:" header names
 // (and, transitively, theirs) + <script>.lua, so the helpers are local to each
-// script. Each script starts with a header listing KEYS, ARGV and its result.
+// script; on Redis 7 that is one Function library per script, the body its
+// function (pkg/script/compile.go). A first line "#!lua flags=..." holds the
+// Redis flags: allow-oom (runs when Redis is full), no-writes (reads). Each script starts with a header listing KEYS, ARGV and its result.
 package lua
 
 import "embed"

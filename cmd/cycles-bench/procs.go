@@ -224,7 +224,7 @@ func ioStats(c *redis.Client) (commands, reads int64) {
 	return commands, reads
 }
 
-// scriptStats sums calls and usec of EVALSHA and EVAL from INFO
+// scriptStats sums calls and usec of EVALSHA, EVAL and FCALL from INFO
 // commandstats: the time Redis itself spent running scripts.
 func scriptStats(c *redis.Client) (calls, usec int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -235,9 +235,14 @@ func scriptStats(c *redis.Client) (calls, usec int64) {
 	}
 	for _, line := range strings.Split(info, "\n") {
 		line = strings.TrimSpace(line)
-		rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
-		if !ok {
-			rest, ok = strings.CutPrefix(line, "cmdstat_eval:")
+		// EVALSHA/EVAL, or FCALL where cyclesd runs the scripts as Redis 7
+		// Functions (pkg/script/function.go).
+		var rest string
+		ok := false
+		for _, cmd := range []string{"evalsha", "eval", "fcall", "fcall_ro"} {
+			if rest, ok = strings.CutPrefix(line, "cmdstat_"+cmd+":"); ok {
+				break
+			}
 		}
 		if !ok {
 			continue

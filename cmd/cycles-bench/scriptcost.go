@@ -36,6 +36,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 	n := fs.Int("n", 400, "calls per measured operation")
 	useValgrind := fs.Bool("valgrind", true, "run redis-server under callgrind and count instructions")
 	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure")
+	functions := fs.Bool("functions", true, "call the scripts as Redis 7 Functions (FUNCTION LOAD, FCALL), as cyclesd does on Redis 7; false: EVALSHA, as on Redis 6 and the embedded store")
 	keep := fs.String("keep", "", "keep the callgrind dumps (cg.out.N, one per op in order) in this directory for callgrind_annotate")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -58,7 +59,11 @@ func scriptcostMain(ctx context.Context, args []string) error {
 	defer rs.stop(5 * time.Second)
 	client := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
 	defer client.Close()
-	exec, err := script.New(client, script.WithMaxInFlight(-1))
+	execOpts := []script.Option{script.WithMaxInFlight(-1)}
+	if *functions {
+		execOpts = append(execOpts, script.WithFunctions())
+	}
+	exec, err := script.New(client, execOpts...)
 	if err != nil {
 		return err
 	}
@@ -93,7 +98,11 @@ func scriptcostMain(ctx context.Context, args []string) error {
 		return r.GetReservationId(), nil
 	}
 	meter := &costMeter{pid: rs.pid(), valgrind: *useValgrind, client: client, dir: dir}
-	fmt.Printf("scriptcost: %d calls per op, redis-server %s (%s)\n", *n, addr, meter.unit())
+	how := "EVALSHA"
+	if *functions {
+		how = "FCALL"
+	}
+	fmt.Printf("scriptcost: %d calls per op by %s, redis-server %s (%s)\n", *n, how, addr, meter.unit())
 	for _, op := range strings.Split(*ops, ",") {
 		var prepared []string
 		var call func(i int) error

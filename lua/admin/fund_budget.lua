@@ -1,5 +1,6 @@
 -- admin/fund_budget: apply one funding operation to a budget, exactly and
 -- idempotently (docs/protocol.md#budgets-and-funding-admin).
+-- include: lib/idem.lua
 --
 -- KEYS[1] = tenant record hash
 -- KEYS[2] = budget hash
@@ -9,7 +10,7 @@
 -- ARGV[2] = amount (decimal int64 >= 0)
 -- ARGV[3] = spent override for RESET_SPENT (decimal int64 >= 0; '' = not given -> 0)
 -- ARGV[4] = reason (event data only)
--- ARGV[5] = payload hash (hex SHA-256 of the canonical request)
+-- ARGV[5] = payload hash (pkg/idempotency.PayloadHash of the canonical request)
 -- ARGV[6] = idempotency record lifetime in ms
 -- ARGV[7] = canonical scope path
 -- ARGV[8] = unit
@@ -40,16 +41,11 @@ local details = {scope = scope, unit = unit}
 
 -- Idempotency precedes every state check (a replay of a success stays a
 -- success even if the budget was frozen or the tenant closed since).
-local rec = redis.call('GET', KEYS[3])
+local rec, refusal = idem_check(KEYS[3], ARGV[5], 'idempotency key already used with a different request', details)
+if refusal then return refusal end
 if rec then
-  local okd, r = pcall(cjson.decode, rec)
-  if not okd or type(r) ~= 'table' or type(r.h) ~= 'string' or type(r.r) ~= 'string' then
-    return fail('INTERNAL_ERROR', 'idempotency record is malformed', details)
-  end
-  if r.h ~= ARGV[5] then
-    return fail('IDEMPOTENCY_MISMATCH', 'idempotency key already used with a different request', details)
-  end
-  return {'OK', '{"replay":true,"resp":' .. r.r .. '}'}
+  if not rec.resp then return fail('INTERNAL_ERROR', 'idempotency record is malformed', details) end
+  return {'OK', '{"replay":true,"resp":' .. rec.resp .. '}'}
 end
 
 local tst = redis.call('HGET', KEYS[1], 'status')
@@ -162,7 +158,7 @@ local new_state = {allocated = nxt.allocated, remaining = nxt.remaining, debt = 
   spent = nxt.spent, reserved = cur.reserved}
 local resp = cjson.encode({operation = op, timestamp_ms = ts, previous = prev_state,
   new = new_state, budget = hgetall(KEYS[2])})
-redis.call('SET', KEYS[3], cjson.encode({h = ARGV[5], r = resp}), 'PX', ttl)
+idem_put(KEYS[3], ARGV[5], ttl, resp)
 
 local emit = event_emitter(KEYS[4], ARGV[9], now)
 prev_state.status = status

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- admin/get_budget: read one budget hash.
 --
 -- KEYS[1] = budget hash

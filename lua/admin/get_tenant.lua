@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- admin/get_tenant: read a tenant record.
 --
 -- KEYS[1] = tenant record hash

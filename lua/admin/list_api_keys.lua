@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- admin/list_api_keys: one page of a tenant's API keys in key id (lex) order,
 -- public fields only: the stored hash never leaves Redis.
 --

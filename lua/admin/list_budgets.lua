@@ -1,4 +1,6 @@
+#!lua flags=no-writes
 -- admin/list_budgets: one page of a tenant's budgets in index (lex) order.
+-- include: lib/keys.lua
 --
 -- KEYS[1] = the tenant's key prefix "cy:{t:T}:"; budget keys are derived from
 --           it as KEYS[1] .. "b:" .. <scope_path> .. ":" .. <UNIT> (same slot)
@@ -44,7 +46,7 @@ local items = {}
 for _, m in ipairs(page) do
   local sp, u = string.match(m, '^(.*)|([^|]*)$')
   if sp then
-    local b = hgetall(KEYS[1] .. 'b:' .. sp .. ':' .. u)
+    local b = hgetall(key_budget(KEYS[1], sp, u))
     if next(b) ~= nil then items[#items + 1] = {m = m, b = b} end
   end
 end

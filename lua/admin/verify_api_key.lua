@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- admin/verify_api_key: read what authentication needs, in one round trip.
 --
 -- KEYS[1] = API key hash

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- events/find: look for one event id in a window of a tenant's event stream,
 -- newest first (read only).
 --

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- events/read: one window of a tenant's event stream (read only).
 --
 -- KEYS[1] cy:{t:<tenant>}:events (stream appended by emit_event in lib/core.lua)

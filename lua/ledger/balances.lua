@@ -1,5 +1,6 @@
+#!lua flags=no-writes
 -- ledger/balances: one page of the caller's budgets (docs/protocol.md#reads).
--- include: lib/ledger_util.lua
+-- include: lib/ledger_util.lua lib/keys.lua
 -- Walks the tenant's budgets index ("<scope_path>|<UNIT>", lex order), keeps
 -- budgets whose scope path holds every filter segment exactly (values already
 -- lowercased) and, when set, the unit. Bounded: scans at most ARGV[3] entries.
@@ -33,7 +34,7 @@ while scanned < budget and #rows < limit and not exhausted do
       for _, seg in ipairs(segs) do
         if keep and not string.find(padded, '/' .. seg .. '/', 1, true) then keep = false end
       end
-      local key = KEYS[1] .. 'b:' .. path .. ':' .. unit
+      local key = key_budget(KEYS[1], path, unit)
       if keep and redis.call('EXISTS', key) == 1 then
         local b = balance_of(key, path)
         b.unit = unit

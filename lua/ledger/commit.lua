@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- ledger/commit: settle a reservation with its actual cost (docs/protocol.md#commit).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_settle.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua
+-- include: lib/ledger_util.lua lib/idem_hash.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_settle.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua
 --
 -- KEYS: 1 tenant prefix   2 tenant record   3 reservation hash
 --       4 deadline index  5 event stream
@@ -10,12 +10,11 @@
 --       4 idempotency key  5 payload hash  6 metrics (JSON or '')
 --       7 metadata (JSON or '')   8 event context
 --       Extra ARGV are ignored (time always comes from Redis TIME).
--- Result: ok({replay = bool, resp = <snapshot JSON>, overage = '<A-E or 0>',
---             debt = '<debt incurred>'})
---   snapshot: {status = 'COMMITTED', unit, charged, released?, balances, debt_incurred},
---   rebuilt on replay from the record (charged, debt_incurred, balance rows
---   cb<i>; records committed before keep them packed in `cbal` or a
---   `commit_resp` copy).
+-- Result: okf({'OK', FLAT_V, '', '', replay (0|1), overage ('<A-E or 0>'),
+--             debt ('<debt incurred>'), <commit snapshot fields>})
+--   (lib/ledger_snapshot.lua), rebuilt on replay from the record (charged,
+--   debt_incurred, balance rows cb<i> packed again; records committed before
+--   keep them packed in `cbal` or a `commit_resp` JSON copy).
 -- Refusals: INVALID_REQUEST, NOT_FOUND, IDEMPOTENCY_MISMATCH, TENANT_CLOSED,
 --   RESERVATION_EXPIRED, RESERVATION_FINALIZED, UNIT_MISMATCH, BUDGET_EXCEEDED,
 --   OVERDRAFT_LIMIT_EXCEEDED, AMOUNT_OVERFLOW, INTERNAL_ERROR.
@@ -52,19 +51,23 @@ end
 
 -- Replay: same key on a committed reservation.
 if r.state == 'COMMITTED' and r.commit_key == idem_key then
-  if r.commit_hash ~= hash then
+  if not idem_same(r.commit_hash, hash) then
     return fail('IDEMPOTENCY_MISMATCH', 'idempotency key was used with a different commit')
   end
-  local snap = r.commit_resp
-  if not snap then
-    local E = i64_norm(r.estimate or '')
-    local bal = record_replay().read_balances(KEYS[3], 'cb', r.cbal, unpack_budgeted(r.budgeted, r.scope_path) or {})
-    if E == nil or bal == nil or r.charged == nil then
-      return fail('INTERNAL_ERROR', 'commit replay unavailable: the reservation record is corrupt')
-    end
-    snap = commit_snapshot(r.unit, r.charged, bal, r.debt_incurred or '0', E)
+  local out = {'OK', FLAT_V, '', '', 1, '0', '0'}
+  local old = jdecode(r.commit_resp)
+  if old then return okf(commit_reply_of(out, old)) end
+  local E, budgeted = i64_norm(r.estimate or ''), unpack_budgeted(r.budgeted, r.scope_path) or {}
+  local packed = r.cbal or nil
+  if packed then
+    if unpack_balances(packed, budgeted) == nil then packed = nil end
+  else
+    budgeted, packed = record_replay().read_rows(KEYS[3], 'cb', budgeted)
   end
-  return ok({replay = true, resp = snap})
+  if E == nil or packed == nil or r.charged == nil then
+    return fail('INTERNAL_ERROR', 'commit replay unavailable: the reservation record is corrupt')
+  end
+  return okf(commit_reply(out, r.unit, r.charged, budgeted, packed, r.debt_incurred or '0', E))
 end
 
 local code, msg
@@ -96,18 +99,31 @@ if i64_cmp(plan.delta, '0') > 0 then
 end
 emit_transitions(emit, unit, plan, rid, r.policy)
 
-local balances = {}
-for i, row in ipairs(plan.rows) do balances[i] = balance_now(row.b, row.rem, row.res, row.spent, row.debt, row.over) end
-local snap = commit_snapshot(unit, plan.charged, balances, plan.debt_total, r.E)
-
 local fields = {'state', 'COMMITTED', 'charged', plan.charged,
   'finalized_at', ms(now), 'commit_key', idem_key, 'commit_hash', hash}
+-- The answer's packed rows and the record's balance rows cb<i>
+-- (docs/design.md#reservation-records) from the same values; row i is
+-- r.scopes[i].
+local rows, j = {}, 1
+for k, row in ipairs(plan.rows) do
+  local b = row.b
+  while r.scopes[j] ~= nil and r.scopes[j] ~= b.path do j = j + 1 end
+  local idx = r.scopes[j] and j or 0
+  rows[k] = (ROW_INDEX[idx] or ms(idx)) .. ',' .. row.rem .. ',' .. row.res .. ',' .. row.spent .. ',' .. b.alloc
+    .. ',' .. row.debt .. ',' .. b.lim .. (row.over and ',1' or ',0')
+  if idx > 0 and idx <= BALANCE_ROW_MAX then
+    fields[#fields + 1] = ROW_FIELD.cb[idx]
+    fields[#fields + 1] = compact_row(row.rem, row.res, row.spent, b.alloc, row.debt, b.lim, row.over)
+    j = j + 1
+  end
+end
+local cbal = table.concat(rows, ';')
 -- Optional fields only when set (an absent field reads as empty; debt_incurred as 0).
 if plan.debt_total ~= '0' then fields[#fields + 1] = 'debt_incurred'; fields[#fields + 1] = plan.debt_total end
 if ARGV[7] ~= '' then fields[#fields + 1] = 'committed_metadata'; fields[#fields + 1] = ARGV[7] end
 if ARGV[6] ~= '' then fields[#fields + 1] = 'metrics'; fields[#fields + 1] = ARGV[6] end
--- The commit answer's balance rows cb<i> (docs/design.md#reservation-records).
-redis.call('HSET', KEYS[3], unpack(balance_fields(fields, 'cb', balances, r.scopes)))
+redis.call('HSET', KEYS[3], unpack(fields))
 finalize(KEYS[3], KEYS[4], rid)
 
-return ok({replay = false, resp = snap, overage = overage, debt = plan.debt_total})
+return okf(commit_reply({'OK', FLAT_V, '', '', 0, overage, plan.debt_total}, unit, plan.charged, r.scopes, cbal,
+  plan.debt_total, r.E))

@@ -1,5 +1,5 @@
 -- ledger/decide: evaluate a reservation without making one (docs/protocol.md#dry-run-and-decide).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua
 -- Budget and tenant conditions are DENY results, never errors; only a budget
 -- that exists solely in another unit (UNIT_MISMATCH), a malformed tenant
 -- record and an idempotency mismatch are errors. Writes only the idempotency
@@ -9,10 +9,11 @@
 --       4 idempotency record (endpoint "decide")   5 event stream
 --       6.. budget hash of each affected scope in the request unit, canonical order
 -- ARGV: 1 unit   2 estimate (decimal)   3 idempotency key   4 payload hash
---       5 scope path   6 affected scopes (JSON array)   7 subject (JSON)
+--       5 scope path   6 affected scopes (JSON array; '' = the scope path's prefixes)   7 subject (JSON)
 --       8 action (JSON)   9 event context
--- Result: ok({replay = bool, resp = <snapshot JSON>, denied = <reason>|nil})
---   snapshot: {decision, reason_code?, caps?, affected}
+-- Result: okf({'OK', FLAT_V, '', '', replay (0|1), denied (<reason> or ''), <decide snapshot fields>})
+--   (lib/ledger_snapshot.lua), from the snapshot the idempotency record keeps
+--   as JSON (`resp`: {decision, reason_code?, caps?, affected}).
 
 local now = now_ms()
 local unit = ARGV[1]
@@ -21,15 +22,17 @@ if E == nil or i64_cmp(E, '0') < 0 then
   return fail('INVALID_REQUEST', 'estimate.amount must be an integer in 0..2^63-1', {field = 'estimate.amount'})
 end
 local hash, scope_path = ARGV[4], ARGV[5]
-local scopes = jdecode(ARGV[6])
+local scopes = affected_arg(ARGV[6], scope_path)
 if scopes == nil or #scopes == 0 or #scopes ~= #KEYS - 5 then
   return fail('INTERNAL_ERROR', 'decide: affected scopes do not match the budget keys')
 end
 
-local rec, refusal = idem_record(KEYS[4], hash, 'request')
+local rec, refusal = idem_check(KEYS[4], hash, 'idempotency key was used with a different request')
 if refusal then return refusal end
 if rec then
-  return ok({replay = true, resp = rec.resp})
+  local old = jdecode(rec.resp)
+  if old == nil then return fail('INTERNAL_ERROR', 'idempotency record is corrupt') end
+  return okf(decide_reply_of({'OK', FLAT_V, '', '', 1, ''}, old))
 end
 
 local function answer(snap_tbl, reason)
@@ -42,8 +45,8 @@ local function answer(snap_tbl, reason)
       action = jdecode(ARGV[8]), subject = jdecode(ARGV[7]),
     })
   end
-  redis.call('SET', KEYS[4], cjson.encode({h = hash, resp = snap}), 'PX', ms(DAY_MS))
-  return ok({replay = false, resp = snap, denied = reason})
+  idem_put(KEYS[4], hash, ms(DAY_MS), snap)
+  return okf(decide_reply_of({'OK', FLAT_V, '', '', 0, reason or ''}, snap_tbl))
 end
 
 local function deny(reason)

@@ -1,5 +1,5 @@
 -- ledger/event: debit an actual cost directly, without a reservation
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_settle.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_settle.lua lib/ledger_snapshot.lua lib/keys.lua
 -- (docs/protocol.md#direct-debits-createevent). Never blocked by is_over_limit or outstanding debt: only
 -- by tenant status, budget status and its own overage policy.
 --
@@ -7,12 +7,14 @@
 --       5 idempotency record (endpoint "event")   6 event stream
 --       7.. budget hash of each affected scope in the request unit, canonical order
 -- ARGV: 1 event id   2 unit   3 actual (decimal)   4 overage policy ('' = tenant default)
---       5 idempotency key   6 payload hash   7 scope path   8 affected scopes (JSON array)
+--       5 idempotency key   6 payload hash   7 scope path   8 affected scopes (JSON array;
+--       '' = the scope path's prefixes)
 --       9 subject (JSON)   10 action (JSON)   11 metrics (JSON or '')   12 metadata (JSON or '')
 --       13 client_time_ms (advisory, stored only, never used as a clock)   14 event context
--- Result: ok({replay = bool, resp = <snapshot JSON>, debt = '<debt incurred>'})
---   snapshot: {status = 'APPLIED', event_id, unit, charged? (only when capped below
---   actual), balances, debt_incurred}
+-- Result: okf({'OK', FLAT_V, '', '', replay (0|1), debt ('<debt incurred>'), <event snapshot fields>})
+--   (lib/ledger_snapshot.lua), from the snapshot the event record keeps as
+--   JSON (`resp`: {status = 'APPLIED', event_id, unit, charged? (only when
+--   capped below actual), balances, debt_incurred}).
 -- Refusals: INVALID_REQUEST, IDEMPOTENCY_MISMATCH, TENANT_CLOSED, TENANT_SUSPENDED,
 --   BUDGET_FROZEN, BUDGET_CLOSED, BUDGET_EXCEEDED, OVERDRAFT_LIMIT_EXCEEDED,
 --   UNIT_MISMATCH, NOT_FOUND, AMOUNT_OVERFLOW, INTERNAL_ERROR.
@@ -24,17 +26,19 @@ if A == nil or i64_cmp(A, '0') < 0 then
   return fail('INVALID_REQUEST', 'actual.amount must be an integer in 0..2^63-1', {field = 'actual.amount'})
 end
 local idem_key, hash, scope_path = ARGV[5], ARGV[6], ARGV[7]
-local scopes = jdecode(ARGV[8])
+local scopes = affected_arg(ARGV[8], scope_path)
 if scopes == nil or #scopes == 0 or #scopes ~= #KEYS - 6 then
   return fail('INTERNAL_ERROR', 'event: affected scopes do not match the budget keys')
 end
 
-local rec, refusal = idem_record(KEYS[5], hash, 'event')
+local rec, refusal = idem_check(KEYS[5], hash, 'idempotency key was used with a different event')
 if refusal then return refusal end
 if rec then
-  local resp = redis.call('HGET', KEYS[1] .. 'ev:' .. (rec.id or ''), 'resp')
+  local resp = redis.call('HGET', key_event(KEYS[1], rec.id or ''), 'resp')
   if not resp then return fail('INTERNAL_ERROR', 'replay unavailable for this idempotency key; the event record is gone') end
-  return ok({replay = true, resp = resp})
+  local old = jdecode(resp)
+  if old == nil then return fail('INTERNAL_ERROR', 'event replay unavailable: the event record is corrupt') end
+  return okf(event_reply_of({'OK', FLAT_V, '', '', 1, '0'}, old))
 end
 
 local conf, terr = tenant_conf(KEYS[2])
@@ -82,12 +86,12 @@ local resp = {status = 'APPLIED', event_id = eid, unit = unit, balances = snapsh
 if i64_cmp(plan.charged, A) < 0 then resp.charged = plan.charged end
 local snap = cjson.encode(resp)
 
-redis.call('HSET', KEYS[4], 'id', eid, 'tenant', string.sub(KEYS[1], 7, -3), 'unit', unit, 'actual', A,
+redis.call('HSET', KEYS[4], 'id', eid, 'tenant', key_tenant(KEYS[1]), 'unit', unit, 'actual', A,
   'charged', plan.charged, 'debt_incurred', plan.debt_total, 'policy', policy, 'scope_path', scope_path,
-  'affected', ARGV[8], 'budgeted', cjson.encode(budgeted), 'subject', ARGV[9], 'action', ARGV[10],
+  'affected', ARGV[8] ~= '' and ARGV[8] or cjson.encode(scopes), 'budgeted', cjson.encode(budgeted), 'subject', ARGV[9], 'action', ARGV[10],
   'metrics', ARGV[11], 'metadata', ARGV[12], 'client_time_ms', ARGV[13], 'created_at', ms(now),
   'idem_key', idem_key, 'hash', hash, 'resp', snap)
 redis.call('PEXPIRE', KEYS[4], ms(RETENTION_MS))
-redis.call('SET', KEYS[5], cjson.encode({h = hash, id = eid}), 'PX', ms(7 * DAY_MS))
+idem_put(KEYS[5], hash, ms(7 * DAY_MS), nil, eid)
 
-return ok({replay = false, resp = snap, debt = plan.debt_total})
+return okf(event_reply_of({'OK', FLAT_V, '', '', 0, plan.debt_total}, resp))

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- ledger/exists: whether a reservation record exists (any state), for the
 -- owner check of docs/protocol.md#reads. Read-only.
 --

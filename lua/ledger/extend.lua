@@ -1,5 +1,5 @@
 -- ledger/extend: move an ACTIVE reservation's expiry forward (docs/protocol.md#extend).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua lib/keys.lua
 -- New expires_at = current expires_at + extend_by_ms; accepted only while
 -- now <= expires_at (no grace) and ext_count < max_ext. No clamp, no events.
 --
@@ -8,8 +8,9 @@
 -- ARGV: 1 reservation id   2 extend_by_ms   3 idempotency key   4 payload hash
 --       5 metadata (JSON or '')
 --       Extra ARGV are ignored (time always comes from Redis TIME).
--- Result: ok({replay = bool, resp = <snapshot JSON>, rem_ttl = '<ms>'})
---   snapshot: {status = 'ACTIVE', unit, expires_at_ms, balances, extension_count}
+-- Result: okf({'OK', FLAT_V, '', '', replay (0|1), rem_ttl ('<ms>'), <extend snapshot fields>})
+--   (lib/ledger_snapshot.lua), from the snapshot the idempotency record keeps
+--   as JSON (`resp`: {status = 'ACTIVE', unit, expires_at_ms, balances, extension_count}).
 -- Refusals: INVALID_REQUEST, NOT_FOUND, IDEMPOTENCY_MISMATCH, TENANT_CLOSED,
 --   RESERVATION_EXPIRED, RESERVATION_FINALIZED, MAX_EXTENSIONS_EXCEEDED, INTERNAL_ERROR.
 
@@ -22,15 +23,16 @@ end
 
 -- Replay: (tenant, reservation, key) -> stored response; remaining_ttl_ms is
 -- recomputed from the stored expiry, 0 once the reservation is no longer ACTIVE.
-local rec, refusal = idem_record(KEYS[6], hash, 'extend')
+local rec, refusal = idem_check(KEYS[6], hash, 'idempotency key was used with a different extend')
 if refusal then return refusal end
 if rec then
   local snap = jdecode(rec.resp)
+  if snap == nil then return fail('INTERNAL_ERROR', 'idempotency record is corrupt') end
   local rem = 0
   if snap and redis.call('HGET', KEYS[3], 'state') == 'ACTIVE' then
     rem = math.max(0, (tonumber(snap.expires_at_ms) or 0) - now)
   end
-  return ok({replay = true, resp = rec.resp, rem_ttl = ms(rem)})
+  return okf(extend_reply_of({'OK', FLAT_V, '', '', 1, ms(rem)}, snap))
 end
 
 local r = hgetall(KEYS[3])
@@ -62,13 +64,14 @@ redis.call('ZADD', KEYS[5], ms(expires_at), rid)
 
 -- Keep the reserve idempotency mapping alive while the reservation can still
 -- be settled, so a late retry of the create replays instead of double-reserving.
-local rkey = KEYS[1] .. 'idem:reserve:' .. (r.idem_key or '')
+local rkey = key_idem(KEYS[1], 'reserve', r.idem_key or '')
 local need = expires_at + r.n_grace - now
 local pttl = redis.call('PTTL', rkey)
 if r.idem_key and pttl >= 0 and pttl < need then redis.call('PEXPIRE', rkey, ms(need)) end
 
-local snap = cjson.encode({status = 'ACTIVE', unit = r.unit, expires_at_ms = ms(expires_at),
-  balances = snapshots(bs), extension_count = ms(count)})
-redis.call('SET', KEYS[6], cjson.encode({h = hash, resp = snap}), 'PX', ms(math.max(need, 1000)))
+local resp = {status = 'ACTIVE', unit = r.unit, expires_at_ms = ms(expires_at),
+  balances = snapshots(bs), extension_count = ms(count)}
+local snap = cjson.encode(resp)
+idem_put(KEYS[6], hash, ms(math.max(need, 1000)), snap)
 
-return ok({replay = false, resp = snap, rem_ttl = ms(expires_at - now)})
+return okf(extend_reply_of({'OK', FLAT_V, '', '', 0, ms(expires_at - now)}, resp))

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- ledger/get: read one reservation of the caller's tenant (docs/protocol.md#reads).
 -- include: lib/ledger_util.lua lib/ledger_record.lua
 -- Keys are per tenant: another tenant's id is answered before this script

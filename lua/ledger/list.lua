@@ -1,5 +1,5 @@
 -- ledger/list: one page of the caller's reservations (docs/protocol.md#reads).
--- include: lib/ledger_util.lua lib/ledger_record.lua
+-- include: lib/ledger_util.lua lib/ledger_record.lua lib/keys.lua
 -- Bounded work: scans at most ARGV[6] index entries per call (Go caps it),
 -- so a page may hold fewer than `limit` rows (even none) while more remain;
 -- the result then carries a position to continue from.
@@ -72,7 +72,7 @@ while not stop and scanned < budget and #rows < limit do
     local id, score = page[j], tonumber(page[j + 1])
     scanned = scanned + 1
     if score == cur_s then cur_k = cur_k + 1 else cur_s, cur_k = score, 1 end
-    local key = KEYS[1] .. 'r:' .. id
+    local key = key_reservation(KEYS[1], id)
     local rec = read_record(key, #RECORD_FIELDS - 2)
     if rec == nil then
       -- The record outlived its retention: drop the dangling index entries.

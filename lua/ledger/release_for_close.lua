@@ -1,5 +1,5 @@
 -- ledger/release_for_close: release up to ARGV[1] ACTIVE reservations of a
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_release.lua
+-- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_release.lua lib/keys.lua
 -- CLOSED tenant through the normal release arithmetic (docs/protocol.md#tenants-and-api-keys),
 -- bypassing only the TENANT_CLOSED guard. The admin plane calls it repeatedly
 -- after flipping the tenant to CLOSED until nothing remains.
@@ -37,7 +37,7 @@ local function quarantine(key, rid, reason)
 end
 
 for _, rid in ipairs(ids) do
-  local key = KEYS[1] .. 'r:' .. rid
+  local key = key_reservation(KEYS[1], rid)
   local r = hgetall(key)
   if next(r) == nil or r.state ~= 'ACTIVE' then
     -- Stale index entry: nothing to release.

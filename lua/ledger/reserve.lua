@@ -1,5 +1,5 @@
 -- ledger/reserve: create a reservation (live) or evaluate one (dry run).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua lib/record_layout.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua lib/keys.lua lib/record_layout.lua
 -- docs/protocol.md#reserve, docs/protocol.md#idempotency-and-replay, docs/protocol.md#events.
 --
 -- KEYS: 1 tenant prefix "cy:{t:T}:"   2 tenant record     3 budgets index
@@ -10,18 +10,20 @@
 -- ARGV: 1 mode ('live' | 'dry')       2 reservation id    3 unit (TOKENS, ...)
 --       4 estimate (decimal)          5 ttl_ms ('' = tenant default)
 --       6 grace_ms                    7 overage policy ('' = tenant default)
---       8 idempotency key             9 payload hash (hex SHA-256)
---       10 scope path                 11 affected scopes (JSON array, canonical order)
+--       8 idempotency key             9 payload hash (pkg/idempotency)
+--       10 scope path                 11 affected scopes (JSON array, canonical order; '' = the
+--                                        scope path's prefixes)
 --       12 subject (JSON; '' = the subject the scope path implies, not stored)
 --       13 action (JSON)              14 metadata (JSON or '')
 --       15 event context (pkg/events)
 --       Extra ARGV are ignored (time always comes from Redis TIME).
--- Result: ok({replay = bool, resp = <snapshot JSON>, rem_ttl = '<ms>' (live only),
---             denied = <reason> (dry-run DENY only)})
---   The snapshot is the response as replays return it: a live reserve rebuilds
---   it from the record's fields (balance rows rb<i>; records written before
---   keep them packed in `rbal` or a `reserve_resp` copy), dry runs keep it in the
---   idempotency record.
+-- Result: okf({'OK', FLAT_V, '', '', replay (0|1), rem_ttl ('<ms>', live only, else ''),
+--             denied (<reason>, dry-run DENY only, else ''), <reserve snapshot fields>})
+--   (lib/ledger_snapshot.lua). A live reserve's replay rebuilds the fields from
+--   the record (balance rows rb<i>, packed again; records written before keep
+--   them packed in `rbal` or a `reserve_resp` JSON copy); a dry run keeps them
+--   in the idempotency record (`f`, the snapshot fields as a JSON array; before
+--   that `resp`, a JSON object).
 -- Refusals: INVALID_REQUEST, IDEMPOTENCY_MISMATCH, INTERNAL_ERROR, TENANT_CLOSED,
 --   TENANT_SUSPENDED, BUDGET_FROZEN, BUDGET_CLOSED, OVERDRAFT_LIMIT_EXCEEDED,
 --   DEBT_OUTSTANDING, BUDGET_EXCEEDED, UNIT_MISMATCH, NOT_FOUND, AMOUNT_OVERFLOW.
@@ -31,46 +33,69 @@ local now = now_ms()
 local mode, rid, unit = ARGV[1], ARGV[2], ARGV[3]
 local dry = (mode == 'dry')
 if mode ~= 'live' and not dry then return fail('INTERNAL_ERROR', 'reserve: unknown mode') end
-local E = i64_norm(ARGV[4])
-if E == nil or i64_cmp(E, '0') < 0 then
+local E = canon(ARGV[4])
+if E == nil or string.byte(E, 1) == 45 then
   return fail('INVALID_REQUEST', 'estimate.amount must be an integer in 0..2^63-1', {field = 'estimate.amount'})
 end
 local idem_key, hash, scope_path = ARGV[8], ARGV[9], ARGV[10]
-local scopes = jdecode(ARGV[11])
+local scopes = affected_arg(ARGV[11], scope_path)
 if scopes == nil or #scopes == 0 or #scopes ~= #KEYS - 9 then
   return fail('INTERNAL_ERROR', 'reserve: affected scopes do not match the budget keys')
 end
 
 -- 1. Idempotency: a replay returns the stored snapshot, a different payload is
 -- a mismatch; both precede the tenant guard (docs/protocol.md#idempotency-and-replay replay precedence).
-local rec, refusal = idem_record(KEYS[8], hash, 'request')
+-- Live records keep the reservation id without its 'r_<tenant>_' prefix.
+local rid_prefix = 'r_' .. key_tenant(KEYS[1]) .. '_'
+local rec, refusal = idem_check(KEYS[8], hash, 'idempotency key was used with a different request', nil, rid_prefix)
 if refusal then return refusal end
 if rec then
-  if rec.rid then
-    local rkey = KEYS[1] .. 'r:' .. rec.rid
+  if rec.id then
+    local rkey = key_reservation(KEYS[1], rec.id)
     local r = redis.call('HMGET', rkey, 'state', 'reserve_resp', 'id', 'estimate', 'unit',
       'expires_at', 'exp0', 'scope_path', 'affected', 'caps', 'rbal', 'budgeted', 'grace_ms', 'policy')
-    local snap, exp = r[2], r[7] or r[6]
-    if snap then
+    local out, exp = {'OK', FLAT_V, '', '', 1, '', ''}, r[7] or r[6]
+    local done = false
+    if r[2] then
       -- A record written before records were compacted: its stored copy.
-      local old = jdecode(snap)
-      if old == nil then snap = nil else exp = old.expires_at_ms end
+      local old = jdecode(r[2])
+      if old then
+        exp = old.expires_at_ms
+        reserve_reply_of(out, old)
+        done = true
+      end
     elseif r[8] and r[12] then
-      -- Balance rows rb<i> (records written before: packed in `rbal`).
-      local bal = record_replay().read_balances(rkey, 'rb', r[11] or nil, unpack_budgeted(r[12], r[8]) or {})
-      if bal and #bal > 0 then
-        snap = reserve_snapshot(r[3] or rec.rid, r[4], r[5], r[7] or r[6], r[8], jdecode(r[9]) or scope_prefixes(r[8]),
-          r[10] or nil, bal, r[13], r[14])
+      -- Balance rows rb<i> packed again (records written before: packed in `rbal`).
+      local budgeted, packed = unpack_budgeted(r[12], r[8]) or {}, r[11] or nil
+      if packed then
+        if unpack_balances(packed, budgeted) == nil then packed = nil end
+      else
+        budgeted, packed = record_replay().read_rows(rkey, 'rb', budgeted)
+      end
+      if packed and packed ~= '' then
+        reserve_reply(out, r[3] or rec.id, r[4], r[5], r[7] or r[6], r[8], jdecode(r[9]), r[10] or nil, budgeted, packed,
+          r[13], r[14])
+        done = true
       end
     end
-    if not snap then
+    if not done then
       return fail('INTERNAL_ERROR', 'replay unavailable for this idempotency key; the reservation record is gone')
     end
     local rem = 0
     if r[1] == 'ACTIVE' then rem = math.max(0, (tonumber(exp) or 0) - now) end
-    return ok({replay = true, resp = snap, rem_ttl = ms(rem)})
+    out[6] = ms(rem)
+    return okf(out)
   end
-  return ok({replay = true, resp = rec.resp})
+  -- A dry run's record holds its snapshot fields as a JSON array (records
+  -- written before flat replies: the answer as a JSON object).
+  local out = {'OK', FLAT_V, '', '', 1, '', ''}
+  local stored = jdecode(rec.resp)
+  if stored == nil then return fail('INTERNAL_ERROR', 'idempotency record is malformed') end
+  if string.sub(rec.resp, 1, 1) == '[' then
+    for i = 1, #stored do out[7 + i] = stored[i] end
+    return okf(out)
+  end
+  return okf(reserve_reply_of(out, stored))
 end
 
 -- The emitter decodes the event context; most reserves emit nothing, so it is
@@ -83,17 +108,24 @@ end
 
 -- deny answers a dry run with DENY (a 200 result, remembered like any success)
 -- and records a reservation.denied event.
+-- dry_answer stores a dry run's snapshot fields f in the idempotency record
+-- and answers with them.
+local function dry_answer(f, denied)
+  idem_put(KEYS[8], hash, ms(DAY_MS), cjson.encode(f))
+  local out = {'OK', FLAT_V, '', '', 0, '', denied or ''}
+  for i = 1, #f do out[7 + i] = f[i] end
+  return okf(out)
+end
+
 local function deny(reason)
-  local snap = cjson.encode({
-    dry = true, decision = 'DENY', reason_code = reason, unit = unit,
-    scope_path = scope_path, affected = scopes,
-  })
   emit('reservation.denied', 'reservation', scope_path, {
     scope = scope_path, unit = unit, reason_code = reason, requested_amount = E,
     action = jdecode(ARGV[13]), subject = jdecode(ARGV[12] ~= '' and ARGV[12] or record_replay().implied_subject(scope_path)),
   })
-  redis.call('SET', KEYS[8], cjson.encode({h = hash, resp = snap}), 'PX', ms(DAY_MS))
-  return ok({replay = false, resp = snap, denied = reason})
+  local f = {'1', 'DENY', reason, '', '', unit, '', scope_path, '', '', ''}
+  push_list(f, scopes)
+  push_packed(f, {}, '')
+  return dry_answer(f, reason)
 end
 
 -- 2. Tenant guard.
@@ -111,8 +143,11 @@ end
 -- 3. Budgets of every derived scope, canonical order; first failure wins.
 local bs, berr = load_scopes(10, scopes)
 if bs == nil then return fail('INTERNAL_ERROR', berr) end
+-- E as a number when the int64 fast path applies (|x| < 10^15: every sum
+-- below is exact in a double).
+local En = (#E < 16) and tonumber(E) or nil
 for _, b in ipairs(bs) do
-  local code = check_scope(b, E)
+  local code = check_scope(b, E, En)
   if code then
     if dry then return deny(code) end
     return fail(code, CHECK_MSG[code] .. ' at ' .. b.path,
@@ -146,16 +181,21 @@ if policy == nil then
 end
 local grace = small_int(ARGV[6])
 if grace == nil then return fail('INVALID_REQUEST', 'grace_period_ms is invalid', {field = 'grace_period_ms'}) end
+-- grace_s: the canonical string (ARGV[6] itself unless it has leading zeros).
+local grace_s = ARGV[6]
+if string.byte(grace_s, 1) == 48 and grace_s ~= '0' then grace_s = ms(grace) end
 
 if dry then
-  local balances = {}
-  for i, b in ipairs(bs) do balances[i] = balance_now(b) end
-  local snap = cjson.encode({
-    dry = true, decision = decision, reserved = E, unit = unit, scope_path = scope_path,
-    affected = scopes, caps = caps, balances = balances, grace_ms = ms(grace), policy = policy,
-  })
-  redis.call('SET', KEYS[8], cjson.encode({h = hash, resp = snap}), 'PX', ms(DAY_MS))
-  return ok({replay = false, resp = snap})
+  local bal = {}
+  for _, b in ipairs(bs) do
+    local n = #bal
+    bal[n + 1], bal[n + 2], bal[n + 3], bal[n + 4] = b.path, b.rem, b.res, b.spent
+    bal[n + 5], bal[n + 6], bal[n + 7], bal[n + 8] = b.alloc, b.debt, b.lim, b.over and '1' or '0'
+  end
+  local f = {'1', decision, '', '', E, unit, '', scope_path, grace_s, policy, caps or ''}
+  push_list(f, scopes)
+  push_bal(f, bal)
+  return dry_answer(f, nil)
 end
 
 -- 5. Live: effective TTL (request, else tenant default; capped by the tenant max).
@@ -166,24 +206,42 @@ if ARGV[5] ~= '' then
 end
 if conf.max_ttl > 0 and ttl > conf.max_ttl then ttl = conf.max_ttl end
 local expires_at = now + ttl
+-- Each time as a string once (a number->string conversion costs ~3k instructions).
+local now_s, exp_s = ms(now), ms(expires_at)
 
--- Overflow pre-check of every increment before the first write.
+-- Overflow pre-check of every increment before the first write. Fast path:
+-- E, remaining and reserved below 10^15 in magnitude (canonical strings of
+-- fewer than 16 characters), so the double arithmetic is exact and cannot
+-- leave int64; check_scope left remaining as a number (b.rem_n).
 local new_res, new_rem = {}, {}
 for i, b in ipairs(bs) do
-  new_res[i] = i64_add(b.res, E)
-  new_rem[i] = i64_sub(b.rem, E)
+  if b.rem_n and #b.res < 16 then
+    local rem = b.rem_n - En
+    b.exhausted = (b.rem_n > 0 and rem == 0)
+    new_rem[i] = (rem == 0) and '0' or string.format('%d', rem)
+    new_res[i] = string.format('%d', tonumber(b.res) + En)
+  else
+    new_res[i] = i64_add(b.res, E)
+    new_rem[i] = i64_sub(b.rem, E)
+    b.exhausted = (new_rem[i] == '0' and i64_cmp(b.rem, '0') > 0)
+  end
   if new_res[i] == nil or new_rem[i] == nil then
     return fail('AMOUNT_OVERFLOW', 'reserving ' .. E .. ' would overflow int64 at ' .. b.path, {scope = b.path})
   end
 end
 
 -- 6. Mutate: hold the estimate on every budgeted scope.
-local budgeted, balances = {}, {}
+-- The balances go straight into their packed form (lib/ledger_snapshot.lua
+-- pack_balances; row i is budgeted[i]) for the answer, and from the same
+-- values into the record's rows rb<i> (lib/record_layout.lua compact_row).
+local budgeted, rows, rb = {}, {}, {}
 for i, b in ipairs(bs) do
   redis.call('HSET', b.key, 'reserved', new_res[i], 'remaining', new_rem[i])
   budgeted[i] = b.path
-  balances[i] = balance_now(b, new_rem[i], new_res[i])
-  if i64_cmp(b.rem, '0') > 0 and new_rem[i] == '0' then
+  rows[i] = (ROW_INDEX[i] or ms(i)) .. ',' .. new_rem[i] .. ',' .. new_res[i] .. ',' .. b.spent .. ',' .. b.alloc
+    .. ',' .. b.debt .. ',' .. b.lim .. (b.over and ',1' or ',0')
+  rb[i] = compact_row(new_rem[i], new_res[i], b.spent, b.alloc, b.debt, b.lim, b.over)
+  if b.exhausted then
     emit('budget.exhausted', 'budget', b.path, {
       scope = b.path, unit = unit, threshold = 1, direction = 'rising', remaining = '0',
       allocated = b.alloc, spent = b.spent, reserved = new_res[i],
@@ -191,30 +249,36 @@ for i, b in ipairs(bs) do
   end
 end
 
-local snap = reserve_snapshot(rid, E, unit, ms(expires_at), scope_path, scopes, caps, balances, ms(grace), policy)
+local rbal = table.concat(rows, ';')
 
 -- 7. The record, its indexes and the idempotency mapping. The record keeps
 -- what the answer is rebuilt from in the compact layout of
 -- docs/design.md#reservation-records (lua/lib/record_layout.lua): budgeted
--- scopes as positions in the scope path, one balance row per scope (rb<i>),
--- caps and metadata only when present, the subject and affected scopes only
--- when the scope path does not imply them; no id or tenant field (the key
--- names both).
+-- scopes as positions in the scope path, one balance row per scope (rb<i>,
+-- the same values as the answer's packed rows), caps and metadata only when
+-- present, the subject and affected scopes only when the scope path does not
+-- imply them; no id or tenant field (the key names both).
 local prefixes = scope_prefixes(scope_path)
 local fields = {'state', 'ACTIVE', 'unit', unit, 'estimate', E,
   'scope_path', scope_path, 'budgeted', pack_budgeted(budgeted, prefixes),
-  'created_at', ms(now), 'expires_at', ms(expires_at), 'grace_ms', ms(grace), 'policy', policy,
+  'created_at', now_s, 'expires_at', exp_s, 'grace_ms', grace_s, 'policy', policy,
   'max_ext', ms(conf.max_ext), 'idem_key', idem_key, 'action', ARGV[13]}
+for i = 1, math.min(#rb, BALANCE_ROW_MAX) do
+  fields[#fields + 1] = ROW_FIELD.rb[i]; fields[#fields + 1] = rb[i]
+end
 -- Optional fields only when set (an absent field reads as empty).
 if ARGV[12] ~= '' then fields[#fields + 1] = 'subject'; fields[#fields + 1] = ARGV[12] end
 if ARGV[14] ~= '' then fields[#fields + 1] = 'metadata'; fields[#fields + 1] = ARGV[14] end
 if caps then fields[#fields + 1] = 'caps'; fields[#fields + 1] = caps end
-if not same_list(scopes, prefixes) then fields[#fields + 1] = 'affected'; fields[#fields + 1] = ARGV[11] end
-redis.call('HSET', KEYS[4], unpack(balance_fields(fields, 'rb', balances, budgeted)))
+-- explicit: the affected scopes are not the scope path's prefixes (stored, and
+-- sent in the answer; otherwise both leave them to be derived).
+local explicit = ARGV[11] ~= '' and not same_list(scopes, prefixes)
+if explicit then fields[#fields + 1] = 'affected'; fields[#fields + 1] = ARGV[11] end
+redis.call('HSET', KEYS[4], unpack(fields))
 redis.call('ZADD', KEYS[5], ms(expires_at + grace), rid)
-redis.call('ZADD', KEYS[6], ms(now), rid)
-redis.call('ZADD', KEYS[7], ms(expires_at), rid)
-redis.call('SET', KEYS[8], cjson.encode({h = hash, rid = rid}), 'PX', ms(math.max(ttl + grace, DAY_MS)))
+redis.call('ZADD', KEYS[6], now_s, rid)
+redis.call('ZADD', KEYS[7], exp_s, rid)
+idem_put(KEYS[8], hash, ms(math.max(ttl + grace, DAY_MS)), nil, rid, rid_prefix)
 
 -- Bounded trim of the listing indexes: entries older than two retention
 -- periods point at records that are long gone.
@@ -224,4 +288,5 @@ if #old > 0 then
   redis.call('ZREM', KEYS[7], unpack(old))
 end
 
-return ok({replay = false, resp = snap, rem_ttl = ms(ttl)})
+return okf(reserve_reply({'OK', FLAT_V, '', '', 0, ms(ttl), ''}, rid, E, unit, exp_s, scope_path,
+  explicit and scopes or nil, caps, budgeted, rbal, grace_s, policy))

@@ -27,6 +27,17 @@ local function ok(res)
   return {'OK', cjson.encode(res)}
 end
 
+-- Flat replies (the ledger mutations; docs/design.md#script-replies): no JSON
+-- to build here nor to parse in cyclesd. A reply is the array
+--   {'OK', FLAT_V, <stream or ''>, <last event id or ''>, <field>, ...}
+-- built by the script with the two event slots empty; okf fills them.
+local FLAT_V = 'f1'
+
+local function okf(out)
+  if emitted_id then out[3] = emitted_stream; out[4] = emitted_id end
+  return out
+end
+
 local function fail(code, msg, details)
   return {code, cjson.encode({msg = msg or code, d = details or {}})}
 end

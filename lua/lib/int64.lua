@@ -72,7 +72,7 @@ local function i64_norm(v)
   if type(v) == 'number' then
     if v ~= math.floor(v) or v >= 2^53 or v <= -2^53 then return nil end
     if v == 0 then return '0' end
-    return string.format('%.0f', v)
+    return string.format('%d', v)
   end
   local sign, digits = string.match(v, '^(%-?)(%d+)$')
   if not digits then return nil end
@@ -99,9 +99,11 @@ end
 
 local function i64_add(a, b)
   if #a < 16 and #b < 16 then
+    -- %d, not %.0f: an exact integer (< 2^53) formats as a C long without
+    -- the floating-point printer (a fifth of a reserve's instructions).
     local r = tonumber(a) + tonumber(b)
     if r == 0 then return '0' end
-    return string.format('%.0f', r)
+    return string.format('%d', r)
   end
   local an, am = split_sign(a)
   local bn, bm = split_sign(b)

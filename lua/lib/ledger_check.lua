@@ -12,12 +12,23 @@ local CHECK_MSG = {
 
 -- check_scope applies the reserve-time rules to one budget in the protocol's
 -- order (frozen, closed, over limit, debt outstanding, remaining); first wins.
-local function check_scope(b, E)
+--
+-- En is tonumber(E) when E has fewer than 16 characters (else nil): the
+-- comparison then stays in Lua numbers (each string<->number conversion
+-- costs Redis ~2-3k instructions), and b.rem_n keeps the budget's remaining
+-- as a number for the caller's arithmetic. Amounts are canonical (load_budget),
+-- so debt > 0 is "not '0' and not negative".
+local function check_scope(b, E, En)
   if b.status == 'FROZEN' then return 'BUDGET_FROZEN' end
   if b.status == 'CLOSED' then return 'BUDGET_CLOSED' end
   if b.over then return 'OVERDRAFT_LIMIT_EXCEEDED' end
-  if i64_cmp(b.debt, '0') > 0 and b.lim == '0' then return 'DEBT_OUTSTANDING' end
-  if i64_cmp(b.rem, E) < 0 then return 'BUDGET_EXCEEDED' end
+  if b.debt ~= '0' and string.byte(b.debt, 1) ~= 45 and b.lim == '0' then return 'DEBT_OUTSTANDING' end
+  if En and #b.rem < 16 then
+    b.rem_n = tonumber(b.rem)
+    if b.rem_n < En then return 'BUDGET_EXCEEDED' end
+  elseif i64_cmp(b.rem, E) < 0 then
+    return 'BUDGET_EXCEEDED'
+  end
   return nil
 end
 

@@ -1,6 +1,6 @@
 -- lib/ledger_reservation.lua: reading and validating a reservation record.
 -- Included by ledger scripts with "-- include: lib/ledger_reservation.lua" (see pkg/script).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/record_layout.lua
+-- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/keys.lua lib/record_layout.lua
 
 -- load_reservation checks the settlement preconditions shared by commit,
 -- release and extend after the replay check: record, tenant guard (CLOSED
@@ -31,7 +31,7 @@ end
 local function reservation_budgets(prefix, r)
   local bs = {}
   for _, path in ipairs(r.scopes) do
-    local b, err = load_budget(prefix .. 'b:' .. path .. ':' .. r.unit, path)
+    local b, err = load_budget(key_budget(prefix, path, r.unit), path)
     if err then return nil, err end
     if b then bs[#bs + 1] = b end
   end

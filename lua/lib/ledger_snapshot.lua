@@ -1,25 +1,196 @@
--- lib/ledger_snapshot.lua: the reserve and commit answers, built from values a
--- record keeps compactly instead of a stored copy of the JSON
--- (docs/design.md#reservation-records).
+-- lib/ledger_snapshot.lua: the flat replies of the ledger mutations
+-- (docs/design.md#script-replies), built from values a record keeps compactly
+-- instead of a stored copy (docs/design.md#reservation-records).
 -- Included by ledger scripts with "-- include: lib/ledger_snapshot.lua" (see pkg/script).
 -- include: lib/record_layout.lua
 --
--- The live call and its replay build the answer with the same functions from
--- the same strings, so a replay is byte-identical to the original.
+-- Every mutation answers okf({'OK', FLAT_V, '', '', <replay 0|1>, <extras>...,
+-- <snapshot fields>...}). The snapshot fields are the response as a replay
+-- returns it; the live call and its replay append them with the same
+-- function from the same strings, so a replay is byte-identical to the
+-- original. Amounts are decimal strings; '' is an absent field.
+--
+-- A balance list ("bal") is flat: 8 values per budget, in order
+--   scope_path, remaining, reserved, spent, allocated, debt, overdraft_limit,
+--   over ('1' | '0').
+-- On the wire it is packed (every reply element costs Redis ~1k instructions):
+-- the count of scope paths, the paths, then one string of rows
+-- "i,remaining,reserved,spent,allocated,debt,overdraft_limit,over" joined by
+-- ';', i the row's path index (1-based) -- earlier records' rbal/cbal
+-- format; a reserve or commit builds it from the values of the record's
+-- balance rows rb<i>/cb<i> (lib/record_layout.lua compact_row), a replay
+-- packs those rows again (record_replay().read_rows). A list of affected scopes
+-- is its count and values; count 0 means "the scope path's prefixes"
+-- (there is always at least one affected scope).
+-- Per script (after replay and the script's extras, see each script header):
+--   reserve: dry, decision, reason_code, reservation_id, reserved, unit,
+--            expires_at_ms, scope_path, grace_ms, policy, caps,
+--            n_affected, affected..., n_balances, bal...
+--   commit:  unit, charged, released, debt_incurred, n_balances, bal...
+--   release: unit, released, n_balances, bal...
+--   extend:  unit, expires_at_ms, extension_count, n_balances, bal...
+--   decide:  decision, reason_code, caps, n_affected, affected...
+--   event:   event_id, unit, charged, debt_incurred, n_balances, bal...
+-- pkg/ledger (reply.go) reads exactly these.
 
--- reserve_snapshot is the live reserve's answer (strings as stored).
-local function reserve_snapshot(rid, E, unit, expires_at, scope_path, scopes, caps, balances, grace, policy)
-  return cjson.encode({
-    decision = caps and 'ALLOW_WITH_CAPS' or 'ALLOW', reservation_id = rid, reserved = E, unit = unit,
-    expires_at_ms = expires_at, scope_path = scope_path, affected = scopes,
-    caps = caps, balances = balances, grace_ms = grace, policy = policy,
-  })
+-- affected_arg reads the affected-scopes ARGV: '' when they are the scope
+-- path's prefixes (what pkg/scope.Derive always makes; no JSON to decode),
+-- else a JSON array. nil when malformed.
+local function affected_arg(arg, scope_path)
+  if arg == '' then return scope_prefixes(scope_path) end
+  return jdecode(arg)
 end
 
--- commit_snapshot is the commit's answer (strings as stored).
-local function commit_snapshot(unit, charged, balances, debt, E)
-  local resp = {status = 'COMMITTED', unit = unit, charged = charged, balances = balances,
-    debt_incurred = debt}
-  if i64_cmp(charged, E) < 0 then resp.released = i64_sub(E, charged) end
-  return cjson.encode(resp)
+-- push_list appends a count and the values of list to out.
+local function push_list(out, list)
+  local n = #out
+  out[n + 1] = #list
+  for i = 1, #list do out[n + 1 + i] = list[i] end
+end
+
+-- push_packed appends a packed balance list: the paths, then the rows.
+local function push_packed(out, paths, packed)
+  push_list(out, paths)
+  out[#out + 1] = packed
+end
+
+-- ROW_INDEX are the row indexes of packed balances as strings (no
+-- number->string conversion for the usual depths).
+local ROW_INDEX = {'1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12', '13', '14', '15', '16'}
+
+-- pack_balances stores a flat balance list as
+-- "i,remaining,reserved,spent,allocated,debt,overdraft_limit,over" rows joined
+-- by ';', i being the row's scope index in paths (1-based).
+local function pack_balances(bal, paths)
+  local out = {}
+  for r = 1, #bal / 8 do
+    local n = (r - 1) * 8
+    local idx = 0
+    for j = 1, #paths do
+      if paths[j] == bal[n + 1] then idx = j; break end
+    end
+    out[r] = (ROW_INDEX[idx] or tostring(idx)) .. ',' .. table.concat(bal, ',', n + 2, n + 8)
+  end
+  return table.concat(out, ';')
+end
+
+-- push_bal appends a flat balance list, packed with its own scope paths.
+local function push_bal(out, bal)
+  local paths = {}
+  for r = 1, #bal / 8 do paths[r] = bal[(r - 1) * 8 + 1] end
+  push_packed(out, paths, pack_balances(bal, paths))
+end
+
+-- push_rows appends balance tables (balance_of, or a decoded stored JSON
+-- snapshot) packed with their own scope paths, without a flat list between.
+local function push_rows(out, rows)
+  local paths, packed = {}, {}
+  for i, b in ipairs(rows or {}) do
+    paths[i] = b.scope_path
+    packed[i] = (ROW_INDEX[i] or tostring(i)) .. ',' .. b.remaining .. ',' .. b.reserved .. ',' .. b.spent .. ','
+      .. b.allocated .. ',' .. b.debt .. ',' .. b.overdraft_limit .. ((b.is_over_limit == true) and ',1' or ',0')
+  end
+  push_packed(out, paths, table.concat(packed, ';'))
+end
+
+-- unpack_balances is the inverse of pack_balances (a flat balance list); nil
+-- when malformed.
+local function unpack_balances(s, paths)
+  if s == nil or s == false then return nil end
+  local out = {}
+  for row in string.gmatch(s, '[^;]+') do
+    local n = #out
+    local k = 0
+    for v in string.gmatch(row, '[^,]+') do
+      k = k + 1
+      if k > 8 then return nil end
+      out[n + k] = v
+    end
+    local path = paths[tonumber(out[n + 1]) or 0]
+    if k ~= 8 or path == nil then return nil end
+    out[n + 1] = path
+  end
+  return out
+end
+
+-- reserve_reply appends a live reservation's snapshot fields (strings as
+-- stored; scopes nil when they are the scope path's prefixes, caps nil when
+-- none; the balances packed as rbal with the budgeted paths it indexes).
+local function reserve_reply(out, rid, E, unit, expires_at, scope_path, scopes, caps, budgeted, rbal, grace, policy)
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = '0', caps and 'ALLOW_WITH_CAPS' or 'ALLOW', '', rid
+  out[n + 5], out[n + 6], out[n + 7], out[n + 8] = E, unit, expires_at, scope_path
+  out[n + 9], out[n + 10], out[n + 11] = grace, policy, caps or ''
+  push_list(out, scopes or {})
+  push_packed(out, budgeted, rbal)
+  return out
+end
+
+-- reserve_reply_of appends the snapshot fields of a reserve answer kept as
+-- a JSON object (dry runs and records written before the flat replies).
+local function reserve_reply_of(out, s)
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3] = s.dry and '1' or '0', s.decision or '', s.reason_code or ''
+  out[n + 4], out[n + 5], out[n + 6] = s.reservation_id or '', s.reserved or '', s.unit or ''
+  out[n + 7], out[n + 8], out[n + 9] = s.expires_at_ms or '', s.scope_path or '', s.grace_ms or ''
+  out[n + 10], out[n + 11] = s.policy or '', s.caps or ''
+  push_list(out, s.affected or {})
+  push_rows(out, s.balances)
+  return out
+end
+
+-- commit_reply appends a commit's snapshot fields (strings as stored; the
+-- balances packed as cbal with the budgeted paths it indexes).
+local function commit_reply(out, unit, charged, budgeted, cbal, debt, E)
+  local released = ''
+  if charged ~= E and i64_cmp(charged, E) < 0 then released = i64_sub(E, charged) end
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = unit, charged, released, debt
+  push_packed(out, budgeted, cbal)
+  return out
+end
+
+-- commit_reply_of appends the snapshot fields of a commit answer kept as a
+-- JSON object (records committed before the flat replies).
+local function commit_reply_of(out, s)
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = s.unit or '', s.charged or '', s.released or '', s.debt_incurred or ''
+  push_rows(out, s.balances)
+  return out
+end
+
+-- release_reply_of appends a release's snapshot fields from its JSON object
+-- ({status, unit, released, balances}, as the record keeps it).
+local function release_reply_of(out, s)
+  local n = #out
+  out[n + 1], out[n + 2] = s.unit or '', s.released or ''
+  push_rows(out, s.balances)
+  return out
+end
+
+-- extend_reply_of appends an extension's snapshot fields from its JSON
+-- object ({status, unit, expires_at_ms, balances, extension_count}).
+local function extend_reply_of(out, s)
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3] = s.unit or '', s.expires_at_ms or '', s.extension_count or ''
+  push_rows(out, s.balances)
+  return out
+end
+
+-- decide_reply_of appends a decision's snapshot fields from its JSON object
+-- ({decision, reason_code?, caps?, affected}).
+local function decide_reply_of(out, s)
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3] = s.decision or '', s.reason_code or '', s.caps or ''
+  push_list(out, s.affected or {})
+  return out
+end
+
+-- event_reply_of appends a direct debit's snapshot fields from its JSON
+-- object ({status, event_id, unit, charged?, balances, debt_incurred}).
+local function event_reply_of(out, s)
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = s.event_id or '', s.unit or '', s.charged or '', s.debt_incurred or ''
+  push_rows(out, s.balances)
+  return out
 end

@@ -2,7 +2,7 @@
 -- ACTIVE holds per budget, shared by the operator scripts (lua/ops: audit,
 -- repair, quarantine). Included with "-- include: lib/ops_hold.lua" (see pkg/script).
 -- Every key is derived from the tenant prefix "cy:{t:<tenant>}:" (one Cluster slot).
--- include: lib/record_layout.lua
+-- include: lib/record_layout.lua lib/keys.lua
 
 local HOLD_FIELDS = {'state', 'estimate', 'unit', 'budgeted', 'expires_at', 'grace_ms',
   'quarantined_at', 'quarantine_reason', 'finalized_at', 'expired_at', 'scope_path'}
@@ -25,7 +25,7 @@ end
 -- read_hold reads the fields of reservation id. The result has missing = true
 -- when there is no record, wrong_type = true when the key is not a hash.
 local function read_hold(prefix, id)
-  local key = prefix .. 'r:' .. id
+  local key = key_reservation(prefix, id)
   local h = {key = key, id = id}
   local v = redis.pcall('HMGET', key, unpack(HOLD_FIELDS))
   if type(v) == 'table' and v.err then
@@ -129,7 +129,7 @@ end
 --    (held by a quarantined reservation), all_uncertain = true when a
 --    holder's scopes or unit do not parse, active = n}.
 local function active_holds(prefix, limit, extra)
-  local dl, qi = prefix .. 'r:deadline', prefix .. 'r:quarantine'
+  local dl, qi = key_index(prefix, 'deadline'), key_index(prefix, 'quarantine')
   if redis.call('ZCARD', dl) + redis.call('ZCARD', qi) + #extra > limit then return nil end
   local seen, ids = {}, {}
   for _, list in ipairs({redis.call('ZRANGE', dl, 0, -1), redis.call('ZRANGE', qi, 0, -1), extra}) do
@@ -153,7 +153,7 @@ local function active_holds(prefix, limit, extra)
     return c or nil
   end
   for _, id in ipairs(ids) do
-    local v = redis.pcall('HMGET', prefix .. 'r:' .. id, 'state', 'estimate', 'unit', 'budgeted', 'quarantined_at',
+    local v = redis.pcall('HMGET', key_reservation(prefix, id), 'state', 'estimate', 'unit', 'budgeted', 'quarantined_at',
       'scope_path')
     if not (type(v) == 'table' and v.err) then
       local state, unit, q = v[1], v[3], v[5]
@@ -215,7 +215,7 @@ local HIDDEN_FIELDS = {reserve_resp = true, commit_resp = true, release_resp = t
 -- holds on each budget beside that budget's stored reserved. nil when the
 -- record is gone or not a hash.
 local function quarantine_row(prefix, id)
-  local reply = redis.pcall('HGETALL', prefix .. 'r:' .. id)
+  local reply = redis.pcall('HGETALL', key_reservation(prefix, id))
   if type(reply) == 'table' and reply.err then return nil end
   if #reply == 0 then return nil end
   local fields = {}
@@ -236,7 +236,7 @@ local function quarantine_row(prefix, id)
   local holds = {}
   if h.E and h.scopes then
     for _, s in ipairs(h.scopes) do
-      local v = redis.pcall('HGET', prefix .. 'b:' .. s .. ':' .. h.unit, 'reserved')
+      local v = redis.pcall('HGET', key_budget(prefix, s, h.unit), 'reserved')
       if type(v) ~= 'string' then v = '' end
       holds[#holds + 1] = {scope = s, unit = h.unit, amount = h.E, reserved = v}
     end

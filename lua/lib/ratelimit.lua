@@ -25,3 +25,13 @@ local function check_args(extra_ok)
   end
   return limit, window, hits, ARGV[4] == '1', ttl
 end
+
+-- decision is a check's answer as a flat reply (lua/lib/core.lua okf; read
+-- by pkg/ratelimit): allowed and shadow_denied as 1/0, then count,
+-- remaining, limit, reset_after_ms, retry_after_ms and Redis's now, all
+-- integers. No JSON to build here nor to parse in cyclesd on the hottest
+-- path there is (a check per guarded RPC).
+local function decision(allowed, shadow_denied, count, remaining, limit, reset, retry, now)
+  return okf({'OK', FLAT_V, '', '', allowed and 1 or 0, shadow_denied and 1 or 0,
+    count, remaining, limit, reset, retry, now})
+end

@@ -71,26 +71,36 @@ end
 -- longer requeued list keeps its rows readable up to here.
 local BALANCE_ROW_MAX = 9
 
+-- compact_row is a balance row field's value:
+-- "remaining,reserved,spent,allocated[,debt[,overdraft_limit[,over]]]", the
+-- trailing fields left out while they are zero (over: true = over limit).
+-- Readers restore the left-out fields as '0' (record_replay().packed_rows).
+local function compact_row(rem, res, spent, alloc, debt, lim, over)
+  local row = rem .. ',' .. res .. ',' .. spent .. ',' .. alloc
+  if over then return row .. ',' .. debt .. ',' .. lim .. ',1' end
+  if lim ~= '0' then return row .. ',' .. debt .. ',' .. lim end
+  if debt ~= '0' then return row .. ',' .. debt end
+  return row
+end
+
+-- ROW_FIELD names the balance row fields of each tag by scope position.
+local ROW_FIELD = {
+  rb = {'rb1', 'rb2', 'rb3', 'rb4', 'rb5', 'rb6', 'rb7', 'rb8', 'rb9'},
+  cb = {'cb1', 'cb2', 'cb3', 'cb4', 'cb5', 'cb6', 'cb7', 'cb8', 'cb9'},
+  lb = {'lb1', 'lb2', 'lb3', 'lb4', 'lb5', 'lb6', 'lb7', 'lb8', 'lb9'},
+}
+
 -- balance_fields appends to args the balance rows as fields '<tag><i>', row,
 -- i being the row's position in paths (1-based). Rows come in paths' order
 -- (some scopes may have none). A row is one balance (balance_now/balance_of
--- table) as "remaining,reserved,spent,allocated[,debt[,overdraft_limit[,over]]]",
--- the trailing fields left out while they are zero (over: 1 = over limit).
+-- table) as compact_row.
 local function balance_fields(args, tag, rows, paths)
   local j, n = 1, #args
   for _, b in ipairs(rows) do
     while paths[j] ~= nil and paths[j] ~= b.scope_path do j = j + 1 end
     if paths[j] == nil or j > BALANCE_ROW_MAX then break end
-    local row = b.remaining .. ',' .. b.reserved .. ',' .. b.spent .. ',' .. b.allocated
-    if b.is_over_limit then
-      row = row .. ',' .. b.debt .. ',' .. b.overdraft_limit .. ',1'
-    elseif b.overdraft_limit ~= '0' then
-      row = row .. ',' .. b.debt .. ',' .. b.overdraft_limit
-    elseif b.debt ~= '0' then
-      row = row .. ',' .. b.debt
-    end
-    args[n + 1] = tag .. string.sub('123456789', j, j)
-    args[n + 2] = row
+    args[n + 1] = ROW_FIELD[tag][j]
+    args[n + 2] = compact_row(b.remaining, b.reserved, b.spent, b.allocated, b.debt, b.overdraft_limit, b.is_over_limit)
     n = n + 2
     j = j + 1
   end
@@ -114,68 +124,45 @@ local function record_replay()
     return '{' .. table.concat(out, ',') .. '}'
   end
 
-  -- balance_from builds a balance table from a row's values (balance_now's
-  -- shape: same constructor, so cjson encodes it in the same key order); nil
-  -- when malformed.
-  local function balance_from(path, f)
-    if #f < 4 or #f > 8 or path == nil then return nil end
-    return {
-      scope_path = path,
-      remaining = f[1], reserved = f[2], spent = f[3],
-      allocated = f[4], debt = f[5] or '0', overdraft_limit = f[6] or '0',
-      is_over_limit = (f[7] == '1'),
-    }
-  end
-
-  local function split_row(row)
-    local f = {}
-    for v in string.gmatch(row, '[^,]+') do f[#f + 1] = v end
-    return f
-  end
-
-  -- balances_in builds the balance rows '<tag>1'.. of record fields f (the
-  -- record's fields, e.g. from HGETALL) for the scopes in paths, in their
-  -- order (positions without a row are skipped); nil when malformed.
-  local function balances_in(f, tag, paths)
-    local out = {}
+  -- packed_rows packs the balance rows '<tag>1'.. of record fields f (the
+  -- record's fields, e.g. from HGETALL or HMGET) for the scopes in paths into
+  -- the flat replies' packed form (lib/ledger_snapshot.lua: "i,remaining,
+  -- reserved,spent,allocated,debt,overdraft_limit,over" joined by ';'), the
+  -- left-out trailing fields restored as '0'. dense: index the rows by their
+  -- position among the rows present (with the paths they name, as push_rows
+  -- sends them) instead of by scope position (with paths, as a reserve or
+  -- commit sends them). Returns the paths sent and the packed rows; nil when
+  -- a row is malformed.
+  local function packed_rows(f, tag, paths, dense)
+    local names, sent, out = ROW_FIELD[tag], {}, {}
     for i = 1, math.min(#paths, BALANCE_ROW_MAX) do
-      local row = f[tag .. string.sub('123456789', i, i)]
+      local row = f[names[i]]
       if row then
-        local b = balance_from(paths[i], split_row(row))
-        if b == nil then return nil end
-        out[#out + 1] = b
+        local v, k = {}, 0
+        for x in string.gmatch(row, '[^,]+') do k = k + 1; v[k] = x end
+        if k < 4 or k > 7 then return nil end
+        sent[#sent + 1] = paths[i]
+        out[#out + 1] = (dense and #out + 1 or i) .. ',' .. v[1] .. ',' .. v[2] .. ',' .. v[3] .. ',' .. v[4] .. ','
+          .. (v[5] or '0') .. ',' .. (v[6] or '0') .. ',' .. (v[7] == '1' and '1' or '0')
       end
     end
-    return out
+    if not dense then sent = paths end
+    return sent, table.concat(out, ';')
   end
 
-  -- read_balances reads the balance rows '<tag>1'.. of record key for the
-  -- scopes in paths (balances_in). legacy is the record's packed field of
-  -- earlier records ('rbal'/'cbal': "i,remaining,...,over" rows joined by
-  -- ';'), used when present. nil when malformed.
-  local function read_balances(key, tag, legacy, paths)
-    if legacy then
-      local out = {}
-      for row in string.gmatch(legacy, '[^;]+') do
-        local f = split_row(row)
-        if #f ~= 8 then return nil end
-        local b = balance_from(paths[tonumber(f[1]) or 0], {f[2], f[3], f[4], f[5], f[6], f[7], f[8]})
-        if b == nil then return nil end
-        out[#out + 1] = b
-      end
-      return out
-    end
+  -- read_rows reads the balance rows '<tag>1'.. of record key for the scopes
+  -- in paths and packs them (packed_rows, by scope position).
+  local function read_rows(key, tag, paths)
     local n = math.min(#paths, BALANCE_ROW_MAX)
-    if n == 0 then return {} end
-    local names = {}
-    for i = 1, n do names[i] = tag .. string.sub('123456789', i, i) end
-    local v = redis.call('HMGET', key, unpack(names))
+    if n == 0 then return paths, '' end
+    local names = ROW_FIELD[tag]
+    local v = redis.call('HMGET', key, unpack(names, 1, n))
     local f = {}
     for i = 1, n do
       if v[i] then f[names[i]] = v[i] end
     end
-    return balances_in(f, tag, paths)
+    return packed_rows(f, tag, paths, false)
   end
 
-  return {implied_subject = implied_subject, balances_in = balances_in, read_balances = read_balances}
+  return {implied_subject = implied_subject, packed_rows = packed_rows, read_rows = read_rows}
 end

@@ -1,4 +1,6 @@
+#!lua flags=no-writes
 -- ops/audit_budgets: read one page of a tenant's budgets for the audit (read-only).
+-- include: lib/keys.lua
 --
 -- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; the budgets index (prefix ..
 --         "budgets", members "<scope_path>|<UNIT>") and the budget hashes
@@ -13,14 +15,14 @@ local n = tonumber(ARGV[2])
 if not n or n < 1 or n > 1000 then return fail('INVALID_REQUEST', 'page size must be 1..1000') end
 local min = '-'
 if ARGV[1] ~= '' then min = '(' .. ARGV[1] end
-local members = redis.call('ZRANGEBYLEX', prefix .. 'budgets', min, '+', 'LIMIT', 0, n)
+local members = redis.call('ZRANGEBYLEX', key_index(prefix, 'budgets'), min, '+', 'LIMIT', 0, n)
 local FIELDS = {'allocated', 'remaining', 'reserved', 'spent', 'debt'}
 local rows = {}
 for _, m in ipairs(members) do
   local bar = string.find(m, '|[^|]*$')
   local r = {m = m, exists = false, f = {}}
   if bar then
-    local key = prefix .. 'b:' .. string.sub(m, 1, bar - 1) .. ':' .. string.sub(m, bar + 1)
+    local key = key_budget(prefix, string.sub(m, 1, bar - 1), string.sub(m, bar + 1))
     local v = redis.pcall('HMGET', key, unpack(FIELDS))
     if type(v) == 'table' and v.err then
       r.exists = true

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- ops/audit_index: audit one page of a tenant's deadline or quarantine index (read-only).
 -- include: lib/ops_hold.lua
 --
@@ -17,7 +18,7 @@ local n = tonumber(ARGV[4])
 if not n or n < 1 or n > 1000 then return fail('INVALID_REQUEST', 'page size must be 1..1000') end
 
 local rows = {}
-local page, done = zpage(prefix .. 'r:' .. which, ARGV[2], ARGV[3], n)
+local page, done = zpage(key_index(prefix, which), ARGV[2], ARGV[3], n)
 for _, e in ipairs(page) do
   local id, score = e[1], e[2]
   local h = read_hold(prefix, id)

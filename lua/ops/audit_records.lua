@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- ops/audit_records: audit one page of a tenant's reservation records (read-only).
 -- include: lib/ops_hold.lua
 --
@@ -21,7 +22,7 @@
 --   TERMINAL_NO_TTL         COMMITTED/RELEASED/EXPIRED kept without a TTL (fix: PEXPIRE)
 
 local prefix = KEYS[1]
-local created, dl, qi = prefix .. 'r:created', prefix .. 'r:deadline', prefix .. 'r:quarantine'
+local created, dl, qi = key_index(prefix, 'created'), key_index(prefix, 'deadline'), key_index(prefix, 'quarantine')
 local n = tonumber(ARGV[3])
 if not n or n < 1 or n > 1000 then return fail('INVALID_REQUEST', 'page size must be 1..1000') end
 

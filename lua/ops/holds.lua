@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- ops/holds: the sum of ACTIVE holds per budget beside the budgets' reserved,
 -- read in one script so both come from one instant (read-only).
 -- include: lib/ops_hold.lua
@@ -24,7 +25,7 @@ local reserved = {}
 for _, m in ipairs(members) do
   local bar = string.find(m, '|[^|]*$')
   if bar then
-    local v = redis.pcall('HGET', prefix .. 'b:' .. string.sub(m, 1, bar - 1) .. ':' .. string.sub(m, bar + 1), 'reserved')
+    local v = redis.pcall('HGET', key_budget(prefix, string.sub(m, 1, bar - 1), string.sub(m, bar + 1)), 'reserved')
     if type(v) == 'string' then reserved[m] = v end
   end
 end

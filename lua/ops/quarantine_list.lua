@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- ops/quarantine_list: one page of a tenant's quarantined reservations (read-only).
 -- include: lib/ops_hold.lua
 --
@@ -13,7 +14,7 @@
 local prefix = KEYS[1]
 local n = tonumber(ARGV[3])
 if not n or n < 1 or n > 500 then return fail('INVALID_REQUEST', 'page size must be 1..500') end
-local page, done = zpage(prefix .. 'r:quarantine', ARGV[1], ARGV[2], n)
+local page, done = zpage(key_index(prefix, 'quarantine'), ARGV[1], ARGV[2], n)
 local rows = {}
 for _, e in ipairs(page) do
   local r = quarantine_row(prefix, e[1])

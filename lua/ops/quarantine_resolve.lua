@@ -1,6 +1,6 @@
 -- ops/quarantine_resolve: settle one quarantined reservation, atomically and
 -- idempotently (OpsService.ResolveQuarantined).
--- include: lib/ops_hold.lua lib/ops_idem.lua
+-- include: lib/ops_hold.lua lib/ops_idem.lua lib/refund.lua
 --
 -- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; the record, indexes and budget
 --         hashes are derived from it
@@ -31,7 +31,7 @@
 
 local prefix, idem_key, stream = KEYS[1], KEYS[2], KEYS[3]
 local id, outcome = ARGV[1], ARGV[2]
-local dl, qi = prefix .. 'r:deadline', prefix .. 'r:quarantine'
+local dl, qi = key_index(prefix, 'deadline'), key_index(prefix, 'quarantine')
 
 local replay = ops_replay(idem_key, ARGV[5])
 if replay then return replay end
@@ -55,18 +55,18 @@ local ts = string.format('%.0f', now)
 
 -- budget reads one budget of the record's unit for a check or a write.
 local function budget(scope, unit)
-  local key = prefix .. 'b:' .. scope .. ':' .. unit
-  local v = redis.pcall('HMGET', key, 'reserved', 'remaining')
-  if type(v) == 'table' and v.err then return nil, fail('INTERNAL_ERROR', 'budget ' .. scope .. ' is not a hash') end
-  if not v[1] and not v[2] and redis.call('EXISTS', key) == 0 then
+  local key = key_budget(prefix, scope, unit)
+  local b, problem = refund_read(key)
+  if problem == 'WRONG_TYPE' then return nil, fail('INTERNAL_ERROR', 'budget ' .. scope .. ' is not a hash') end
+  if problem == 'MISSING' then
     return nil, fail('BUDGET_NOT_FOUND', 'budget ' .. scope .. ' ' .. unit .. ' not found', {scope = scope, unit = unit})
   end
-  local res, rem = i64_norm(v[1] or ''), i64_norm(v[2] or '')
-  if res == nil or rem == nil then
+  if problem then
     return nil, fail('INTERNAL_ERROR', 'budget ' .. scope .. ' ' .. unit .. ' has a malformed reserved or remaining; repair it first',
       {scope = scope, unit = unit})
   end
-  return {key = key, scope = scope, unit = unit, res = res, rem = rem}
+  b.scope, b.unit = scope, unit
+  return b
 end
 
 local touched = {}
@@ -83,7 +83,7 @@ if outcome == 'release' then
   end
   local amounts = args.amounts
   if type(amounts) ~= 'table' then amounts = {} end
-  local steps, seen = {}, {}
+  local steps, seen, released = {}, {}, {}
   for i, a in ipairs(amounts) do
     local field = 'release.amounts[' .. (i - 1) .. ']'
     if type(a) ~= 'table' or type(a.scope) ~= 'string' or seen[a.scope] then
@@ -99,22 +99,18 @@ if outcome == 'release' then
     end
     local b, refusal = budget(a.scope, h.unit)
     if b == nil then return refusal end
-    if i64_cmp(amt, b.res) > 0 then
+    local _, problem = refund_step(b, amt, true)
+    if problem == 'RESERVED_UNDERFLOW' then
       return fail('INVALID_REQUEST', 'amount exceeds the reserved of ' .. a.scope .. '; releasing it would make reserved negative',
         {field = field .. '.amount', reserved = b.res, requested = amt})
-    end
-    local new_res, new_rem = i64_sub(b.res, amt), i64_add(b.rem, amt)
-    if new_res == nil or new_rem == nil then
+    elseif problem then
       return fail('AMOUNT_OVERFLOW', 'releasing would overflow int64 at ' .. a.scope, {field = field .. '.amount'})
     end
-    steps[#steps + 1] = {b = b, res = new_res, rem = new_rem, amount = amt}
+    steps[#steps + 1] = b
+    touched[#touched + 1] = b
+    released[#released + 1] = {scope = a.scope, amount = amt}
   end
-  local released = {}
-  for _, s in ipairs(steps) do
-    redis.call('HSET', s.b.key, 'reserved', s.res, 'remaining', s.rem)
-    touched[#touched + 1] = s.b
-    released[#released + 1] = {scope = s.b.scope, amount = s.amount}
-  end
+  refund_apply(steps)
   redis.call('HSET', h.key, 'state', 'RELEASED', 'finalized_at', ts, 'release_reason', 'operator: ' .. ARGV[4],
     'quarantine_resolution', 'RELEASED')
   data.outcome = 'RELEASED'

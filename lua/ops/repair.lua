@@ -48,7 +48,7 @@ local function ids(name)
 end
 
 local now = now_ms()
-local dl, qi = prefix .. 'r:deadline', prefix .. 'r:quarantine'
+local dl, qi = key_index(prefix, 'deadline'), key_index(prefix, 'quarantine')
 local changes, skipped = {}, {}
 local function change(c)
   c.before = c.before or {}
@@ -149,7 +149,7 @@ if #budgets > 0 then
     elseif holds.all_uncertain or holds.uncertain[m] then
       no('an ACTIVE reservation holding it does not parse; resolve it first')
     else
-      local key = prefix .. 'b:' .. path .. ':' .. unit
+      local key = key_budget(prefix, path, unit)
       local v = redis.pcall('HMGET', key, 'allocated', 'remaining', 'reserved', 'spent', 'debt')
       if type(v) == 'table' and v.err then
         no('budget key is not a hash')

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- ratelimit/inspect: an operator's view of one rate-limit key (read-only).
 -- include: lib/ratelimit.lua
 --

@@ -13,8 +13,8 @@
 -- ARGV[3]  hits (1..limit)
 -- ARGV[4]  shadow: '1' decides and counts but never denies
 -- ARGV[5]  ttl_ms = window + slack
--- Result   ok({allowed, shadow_denied, count, remaining, limit, reset_after_ms,
---              retry_after_ms, now})
+-- Result   decision(allowed, shadow_denied, count, remaining, limit, reset_after_ms,
+--              retry_after_ms, now) (lib/ratelimit.lua: a flat reply)
 -- Refusal  INVALID_REQUEST (malformed arguments, hits > limit), before any write.
 --
 -- Why it equals SLIDING_LOG: the ring holds the newest N hits in time order,
@@ -146,5 +146,4 @@ end
 
 local reset = 0
 if count > 0 then reset = newest + window - now end
-return ok({allowed = fits or shadow, shadow_denied = shadow and not fits, count = count, remaining = N - count,
-  limit = N, reset_after_ms = reset, retry_after_ms = retry, now = now})
+return decision(fits or shadow, shadow and not fits, count, N - count, N, reset, retry, now)

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- ratelimit/policy_get: read one rate-limit policy.
 --
 -- KEYS[1]  cy:rl:policies

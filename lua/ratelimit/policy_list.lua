@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- ratelimit/policy_list: every rate-limit policy.
 --
 -- KEYS[1]  cy:rl:policies

@@ -9,8 +9,8 @@
 -- ARGV[4]  shadow: '1' decides and counts but never denies
 -- ARGV[5]  ttl_ms = window + slack (slack >= 10% of the window)
 -- ARGV[6]  cap (CAPPED_LOG: >= limit; absent or 0: uncapped SLIDING_LOG)
--- Result   ok({allowed, shadow_denied, count, remaining, limit, reset_after_ms,
---              retry_after_ms, now})   count = live hits after this decision
+-- Result   decision(allowed, shadow_denied, count, remaining, limit, reset_after_ms,
+--              retry_after_ms, now) (lib/ratelimit.lua: a flat reply)   count = live hits after this decision
 --                                      (at most cap when capped)
 -- Refusal  INVALID_REQUEST (malformed arguments, hits > limit, 0 < cap < limit),
 --          before any write.
@@ -101,5 +101,4 @@ local reset = 0
 if newest_t then reset = newest_t + window - now end
 local remaining = limit - count
 if remaining < 0 then remaining = 0 end
-return ok({allowed = fits or shadow, shadow_denied = shadow and not fits, count = count, remaining = remaining,
-  limit = limit, reset_after_ms = reset, retry_after_ms = retry, now = now})
+return decision(fits or shadow, shadow and not fits, count, remaining, limit, reset, retry, now)

@@ -10,8 +10,8 @@
 -- ARGV[4]  shadow: '1' decides and counts but never denies
 -- ARGV[5]  ttl_ms = 2 x window + slack (the previous window's count is read
 --          during the whole next window)
--- Result   ok({allowed, shadow_denied, count, remaining, limit, reset_after_ms,
---              retry_after_ms, now})   count = floor(estimate) after the decision
+-- Result   decision(allowed, shadow_denied, count, remaining, limit, reset_after_ms,
+--              retry_after_ms, now) (lib/ratelimit.lua: a flat reply)   count = floor(estimate) after the decision
 -- Refusal  INVALID_REQUEST (malformed arguments, hits > limit), before any write.
 --
 -- With e = now - start of the current window, the estimate is
@@ -92,5 +92,4 @@ local reset = 0
 if c > 0 then reset = d + window elseif p > 0 then reset = d end
 local remaining = limit - count
 if remaining < 0 then remaining = 0 end
-return ok({allowed = fits or shadow, shadow_denied = shadow and not fits, count = count, remaining = remaining,
-  limit = limit, reset_after_ms = reset, retry_after_ms = retry, now = now})
+return decision(fits or shadow, shadow and not fits, count, remaining, limit, reset, retry, now)

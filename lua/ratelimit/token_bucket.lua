@@ -9,8 +9,8 @@
 -- ARGV[4]  shadow: '1' decides and counts but never denies
 -- ARGV[5]  ttl_ms = window + slack (an empty bucket is full again after one
 --          window, so an expired key and a full bucket are the same state)
--- Result   ok({allowed, shadow_denied, count, remaining, limit, reset_after_ms,
---              retry_after_ms, now})   count = tokens in use = limit - remaining
+-- Result   decision(allowed, shadow_denied, count, remaining, limit, reset_after_ms,
+--              retry_after_ms, now) (lib/ratelimit.lua: a flat reply)   count = tokens in use = limit - remaining
 -- Refusal  INVALID_REQUEST (malformed arguments, hits > limit), before any write.
 --
 -- Units: capacity U = limit x window (< 2^53 by the policy bounds); each ms
@@ -57,6 +57,5 @@ if fits or shadow then
 end
 
 local remaining = math.floor(tokens / window)
-return ok({allowed = fits or shadow, shadow_denied = shadow and not fits, count = limit - remaining,
-  remaining = remaining, limit = limit, reset_after_ms = math.ceil((cap - tokens) / limit),
-  retry_after_ms = retry, now = now})
+return decision(fits or shadow, shadow and not fits, limit - remaining, remaining, limit,
+  math.ceil((cap - tokens) / limit), retry, now)

@@ -1,7 +1,7 @@
 #!lua flags=allow-oom
 -- sweeper/expire_batch: expire up to N due reservations of one tenant, in one
 -- atomic call (docs/protocol.md#expiry, docs/design.md#the-sweeper).
--- include: lib/record_layout.lua
+-- include: lib/refund.lua lib/keys.lua lib/record_layout.lua
 --
 -- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; reservation and budget keys are
 --         derived from it (prefix .. "r:" .. id, prefix .. "b:" .. scope .. ":" .. unit),
@@ -39,7 +39,7 @@ local TERMINAL_RETENTION_MS = 2592000000
 local MAX_SCOPES = 6
 
 local prefix, deadlines, stream = KEYS[1], KEYS[2], KEYS[3]
-local quarantine_index = prefix .. 'r:quarantine'
+local quarantine_index = key_index(prefix, 'quarantine')
 local n = tonumber(ARGV[1])
 if not n or n < 1 or n > 10000 or n ~= math.floor(n) then
   return fail('INVALID_REQUEST', 'batch size must be 1..10000')
@@ -123,26 +123,20 @@ local function plan(r)
     local s = scopes[i]
     if type(s) ~= 'string' or s == '' or #s > 1024 or seen[s] then return nil, 'MALFORMED_SCOPES' end
     seen[s] = true
-    local bkey = prefix .. 'b:' .. s .. ':' .. r.unit
-    local v = redis.pcall('HMGET', bkey, 'reserved', 'remaining')
-    if type(v) == 'table' and v.err then return nil, 'CORRUPT_BUDGET' end
-    if not v[1] and not v[2] and redis.call('EXISTS', bkey) == 0 then return nil, 'MISSING_BUDGET' end
-    local reserved, remaining = i64_norm(v[1]), i64_norm(v[2])
-    if reserved == nil or remaining == nil then return nil, 'CORRUPT_BUDGET' end
-    -- A budget cannot hold less than the reservations that reserved against it;
-    -- refunding anyway would credit money twice (docs/protocol.md#tenants-and-api-keys).
-    if i64_cmp(reserved, est) < 0 then return nil, 'RESERVED_UNDERFLOW' end
-    local new_reserved, new_remaining = i64_sub(reserved, est), i64_add(remaining, est)
-    if new_reserved == nil or new_remaining == nil then return nil, 'AMOUNT_OVERFLOW' end
-    steps[#steps + 1] = {bkey, new_reserved, new_remaining}
+    local b, problem = refund_read(key_budget(prefix, s, r.unit))
+    if b == nil then return nil, (problem == 'MISSING') and 'MISSING_BUDGET' or 'CORRUPT_BUDGET' end
+    -- A budget cannot hold less than the reservations that reserved against it
+    -- (docs/protocol.md#tenants-and-api-keys): RESERVED_UNDERFLOW quarantines.
+    local done
+    done, problem = refund_step(b, est, true)
+    if not done then return nil, problem end
+    steps[#steps + 1] = b
   end
   return {estimate = est, steps = steps}
 end
 
 local function expire(rkey, id, r, p)
-  for _, s in ipairs(p.steps) do
-    redis.call('HSET', s[1], 'reserved', s[2], 'remaining', s[3])
-  end
+  refund_apply(p.steps)
   redis.call('HSET', rkey, 'state', 'EXPIRED', 'expired_at', str(now))
   redis.call('ZREM', deadlines, id)
   redis.call('PEXPIRE', rkey, TERMINAL_RETENTION_MS)
@@ -177,7 +171,7 @@ if due_before > 0 then
 end
 
 for _, id in ipairs(ids) do
-  local rkey = prefix .. 'r:' .. id
+  local rkey = key_reservation(prefix, id)
   local reply = redis.pcall('HGETALL', rkey)
   if type(reply) == 'table' and reply.err then
     -- Not a hash: nothing to flag, but it must not block the index.

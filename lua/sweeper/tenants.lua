@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 -- sweeper/tenants: one page of the global tenant registry, in lex order.
 --
 -- KEYS[1] cy:tenants (zset of tenant ids, all scores 0)

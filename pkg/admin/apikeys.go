@@ -40,7 +40,7 @@ func (s *Service) storeAPIKey(ctx context.Context, name, full string, parsed aut
 	tenant := parsed.Tenant
 	tk := keys.Tenant(tenant)
 	var rec record
-	err := s.run(ctx, &rec, "create_api_key",
+	err := s.run(ctx, &rec, scriptCreateAPIKey,
 		[]string{tk.Record(), tk.APIKey(parsed.KeyID), tk.APIKeys(), tk.Events()},
 		tenant, parsed.KeyID, name, auth.HashSecret(full), s.eventContext(ctx))
 	// Forget an earlier refusal of this very key (ImportApiKey of a key that
@@ -70,7 +70,7 @@ func (s *Service) RevokeApiKey(ctx context.Context, req *cyclesv1.RevokeApiKeyRe
 		RevokedNow bool   `json:"revoked_now"`
 	}
 	s.keys.drop(tenant, keyID)
-	err := s.run(ctx, &out, "revoke_api_key", []string{tk.APIKey(keyID), tk.Events()}, tenant, keyID, s.eventContext(ctx))
+	err := s.run(ctx, &out, scriptRevokeAPIKey, []string{tk.APIKey(keyID), tk.Events()}, tenant, keyID, s.eventContext(ctx))
 	// Drop again after the script, even when it failed: a verification that
 	// read the key before the script committed took its generation snapshot
 	// before this bump, so it cannot cache the key afterwards; dropping is
@@ -133,7 +133,7 @@ func (s *Service) VerifyAPIKey(ctx context.Context, presented string) (auth.Prin
 		TenantID     string `json:"tenant_id"`
 		TenantStatus string `json:"tenant_status"`
 	}
-	if err := s.run(ctx, &out, "verify_api_key", []string{tk.APIKey(pk.KeyID), tk.Record()}); err != nil {
+	if err := s.run(ctx, &out, scriptVerifyAPIKey, []string{tk.APIKey(pk.KeyID), tk.Record()}); err != nil {
 		return auth.Principal{}, err
 	}
 	reason := ""

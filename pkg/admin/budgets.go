@@ -74,7 +74,7 @@ func (s *Service) createBudget(ctx context.Context, req *cyclesv1.CreateBudgetRe
 		}
 	}
 	var rec record
-	err = s.run(ctx, &rec, "create_budget",
+	err = s.run(ctx, &rec, scriptCreateBudget,
 		[]string{ref.keys.Record(), ref.key(), ref.keys.Budgets(), ref.keys.Events()},
 		ref.tenant, ref.scope, ref.unit, req.GetAllocated(), req.GetOverdraftLimit(),
 		scope.PolicyKey(req.GetCommitOveragePolicy()), caps, metadataJSON(req.GetMetadata()),
@@ -100,7 +100,7 @@ func (s *Service) getBudget(ctx context.Context, req *cyclesv1.GetBudgetRequest)
 		return nil, err
 	}
 	var rec record
-	if err := s.run(ctx, &rec, "get_budget", []string{ref.key()}, ref.scope, ref.unit); err != nil {
+	if err := s.run(ctx, &rec, scriptGetBudget, []string{ref.key()}, ref.scope, ref.unit); err != nil {
 		return nil, err
 	}
 	return budgetFromRecord(ref.tenant, rec.withIdentity(ref.scope, ref.unit))
@@ -163,7 +163,7 @@ func (s *Service) listBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequ
 		Last string `json:"last"`
 		More bool   `json:"more"`
 	}
-	if err := s.run(ctx, &out, "list_budgets", []string{tk.Prefix(), tk.Budgets()}, args...); err != nil {
+	if err := s.run(ctx, &out, scriptListBudgets, []string{tk.Prefix(), tk.Budgets()}, args...); err != nil {
 		return nil, err
 	}
 	resp := &cyclesv1.ListBudgetsResponse{HasMore: out.More}
@@ -260,7 +260,7 @@ func (s *Service) updateBudget(ctx context.Context, req *cyclesv1.UpdateBudgetRe
 		return nil, fmt.Errorf("encode budget patch: %w", err)
 	}
 	var rec record
-	err = s.run(ctx, &rec, "update_budget", []string{ref.keys.Record(), ref.key(), ref.keys.Events()},
+	err = s.run(ctx, &rec, scriptUpdateBudget, []string{ref.keys.Record(), ref.key(), ref.keys.Events()},
 		ref.scope, ref.unit, string(patch), s.eventContext(ctx))
 	if err != nil {
 		return nil, err
@@ -304,7 +304,7 @@ func (s *Service) setStatus(ctx context.Context, target, tenant, path string, un
 		return nil, err
 	}
 	var rec record
-	err = s.run(ctx, &rec, "set_budget_status", []string{ref.keys.Record(), ref.key(), ref.keys.Events()},
+	err = s.run(ctx, &rec, scriptSetBudgetStatus, []string{ref.keys.Record(), ref.key(), ref.keys.Events()},
 		ref.scope, ref.unit, reason, s.eventContext(ctx), target)
 	if err != nil {
 		return nil, err

@@ -48,7 +48,7 @@ func operationKey(op cyclesv1.FundingOperation) string {
 	return strings.TrimPrefix(name, "FUNDING_OPERATION_")
 }
 
-// fundingPayloadHash is the hex SHA-256 of the deterministic encoding of the
+// fundingPayloadHash is the payload hash (idempotency.PayloadHash) of the
 // request with its scope path canonicalized, so "tenant:a/agent:Bot" and
 // "tenant:a/agent:bot" are the same request.
 func fundingPayloadHash(req *cyclesv1.FundBudgetRequest, canonicalScope string) (string, error) {
@@ -93,7 +93,7 @@ func (s *Service) fundBudget(ctx context.Context, req *cyclesv1.FundBudgetReques
 		spent = strconv.FormatInt(req.GetSpent(), 10)
 	}
 	var out fundingResult
-	err = s.run(ctx, &out, "fund_budget",
+	err = s.run(ctx, &out, scriptFundBudget,
 		[]string{ref.keys.Record(), ref.key(), ref.keys.Idempotency("fund", req.GetIdempotencyKey()), ref.keys.Events()},
 		op, req.GetAmount(), spent, req.GetReason(), hash, FundingReplayWindow.Milliseconds(),
 		ref.scope, ref.unit, s.eventContext(ctx))

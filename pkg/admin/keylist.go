@@ -9,6 +9,7 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
 	"github.com/cyclesgo/cycles-go/pkg/auth"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/pkg/sweeper"
 )
 
 // API key listing bounds (admin.proto ListApiKeysRequest).
@@ -95,7 +96,7 @@ func (s *Service) keyPage(ctx context.Context, tenant, after string, limit int, 
 		Last  string           `json:"last"`
 		More  bool             `json:"more"`
 	}
-	if err := s.run(ctx, &out, "list_api_keys", []string{tk.Record(), tk.APIKeys(), tk.APIKey("")},
+	if err := s.run(ctx, &out, scriptListAPIKeys, []string{tk.Record(), tk.APIKeys(), tk.APIKey("")},
 		tenant, after, limit, f.status, f.search, scan); err != nil {
 		return keyPageResult{}, err
 	}
@@ -143,7 +144,7 @@ func (s *Service) listAllAPIKeys(ctx context.Context, f keyFilter, cursor string
 			var page struct {
 				Tenants jsonList[string] `json:"tenants"`
 			}
-			if err := s.exec.RunInto(ctx, &page, "sweeper/tenants", []string{keys.Tenants}, regAfter, keyListTenantsPerCall); err != nil {
+			if err := s.exec.RunInto(ctx, &page, sweeper.TenantsScript, []string{keys.Tenants}, regAfter, keyListTenantsPerCall); err != nil {
 				return nil, err
 			}
 			if len(page.Tenants) == 0 {

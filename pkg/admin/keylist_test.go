@@ -97,7 +97,7 @@ func TestListApiKeys(t *testing.T) {
 	var raw struct {
 		Items jsonList[map[string]any] `json:"items"`
 	}
-	if err := e.svc.exec.RunInto(context.Background(), &raw, "admin/list_api_keys", []string{tk.Record(), tk.APIKeys(), tk.APIKey("")},
+	if err := e.svc.exec.RunInto(context.Background(), &raw, scriptListAPIKeys, []string{tk.Record(), tk.APIKeys(), tk.APIKey("")},
 		a, "", 100, "", "", 100); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
 	"github.com/cyclesgo/cycles-go/pkg/auth"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/pkg/sweeper"
 )
 
 // Tenant listing bounds (admin.proto ListTenantsRequest).
@@ -63,7 +64,7 @@ func (s *Service) listTenants(ctx context.Context, req *cyclesv1.ListTenantsRequ
 	var page struct {
 		Tenants jsonList[string] `json:"tenants"`
 	}
-	if err := s.exec.RunInto(ctx, &page, "sweeper/tenants", []string{keys.Tenants}, after, scan); err != nil {
+	if err := s.exec.RunInto(ctx, &page, sweeper.TenantsScript, []string{keys.Tenants}, after, scan); err != nil {
 		return nil, err
 	}
 	ids := page.Tenants
@@ -73,7 +74,7 @@ func (s *Service) listTenants(ctx context.Context, req *cyclesv1.ListTenantsRequ
 	for i, id := range ids {
 		g.Go(func() error {
 			var rec record
-			if err := s.run(gctx, &rec, "get_tenant", []string{keys.Tenant(id).Record()}, id); err != nil {
+			if err := s.run(gctx, &rec, scriptGetTenant, []string{keys.Tenant(id).Record()}, id); err != nil {
 				if ae, ok := apierr.As(err); ok && ae.Code == apierr.TenantNotFound {
 					return nil
 				}

@@ -48,12 +48,12 @@ func (s *Service) createTenant(ctx context.Context, req *cyclesv1.CreateTenantRe
 	if req.MaxReservationExtensions != nil {
 		maxExt = req.GetMaxReservationExtensions()
 	}
-	if err := s.run(ctx, nil, "register_tenant", []string{keys.Tenants}, id); err != nil {
+	if err := s.run(ctx, nil, scriptRegisterTenant, []string{keys.Tenants}, id); err != nil {
 		return nil, err
 	}
 	tk := keys.Tenant(id)
 	var rec record
-	err := s.run(ctx, &rec, "create_tenant", []string{tk.Record(), tk.Events()},
+	err := s.run(ctx, &rec, scriptCreateTenant, []string{tk.Record(), tk.Events()},
 		id, req.GetName(), scope.PolicyKey(policy), ttl, req.GetMaxReservationTtlMs(), maxExt,
 		metadataJSON(req.GetMetadata()), s.eventContext(ctx))
 	if err != nil {
@@ -66,7 +66,7 @@ func (s *Service) createTenant(ctx context.Context, req *cyclesv1.CreateTenantRe
 func (s *Service) GetTenant(ctx context.Context, req *cyclesv1.GetTenantRequest) (*cyclesv1.GetTenantResponse, error) {
 	var rec record
 	id := req.GetTenantId()
-	if err := s.run(ctx, &rec, "get_tenant", []string{keys.Tenant(id).Record()}, id); err != nil {
+	if err := s.run(ctx, &rec, scriptGetTenant, []string{keys.Tenant(id).Record()}, id); err != nil {
 		return nil, s.done(ctx, "GetTenant", err)
 	}
 	t, err := tenantFromRecord(rec)
@@ -119,7 +119,7 @@ func (s *Service) UpdateTenant(ctx context.Context, req *cyclesv1.UpdateTenantRe
 	id := req.GetTenantId()
 	tk := keys.Tenant(id)
 	var rec record
-	if err := s.run(ctx, &rec, "update_tenant", []string{tk.Record(), tk.Events()}, id, string(patch), s.eventContext(ctx)); err != nil {
+	if err := s.run(ctx, &rec, scriptUpdateTenant, []string{tk.Record(), tk.Events()}, id, string(patch), s.eventContext(ctx)); err != nil {
 		return nil, s.done(ctx, "UpdateTenant", err)
 	}
 	t, err := tenantFromRecord(rec)
@@ -145,7 +145,7 @@ func (s *Service) CloseTenant(ctx context.Context, req *cyclesv1.CloseTenantRequ
 		Tenant    record `json:"tenant"`
 		ClosedNow bool   `json:"closed_now"`
 	}
-	if err := s.run(ctx, &out, "close_tenant", []string{tk.Record(), tk.Events()}, id, s.eventContext(ctx)); err != nil {
+	if err := s.run(ctx, &out, scriptCloseTenant, []string{tk.Record(), tk.Events()}, id, s.eventContext(ctx)); err != nil {
 		return nil, s.done(ctx, "CloseTenant", err)
 	}
 	t, err := tenantFromRecord(out.Tenant)

@@ -115,8 +115,11 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	if flags, err := st.ScriptFlags(startCtx); err != nil {
 		return fmt.Errorf("redis version: %w", err)
 	} else if flags {
-		// Commit, release, expiry and revocation run even when Redis is full.
-		execOpts = append(execOpts, script.WithScriptFlags())
+		// Redis 7: the scripts are Functions (libraries defined once per
+		// master, not on every call: pkg/script/function.go) with their
+		// flags: commit, release, expiry and revocation run even when Redis
+		// is full (allow-oom), and so do reads (no-writes).
+		execOpts = append(execOpts, script.WithFunctions())
 	} else if !cfg.Dev() {
 		log.Warn("Redis before 7: scripts run without allow-oom, so when Redis is full commit, release and key revocation are refused too")
 	}
@@ -128,11 +131,9 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		return fmt.Errorf("load scripts: %w", err)
 	}
 
-	// Stream work runs on its own pool, each call bounded like an RPC.
-	streamExec, err := script.New(st.Streams, script.WithTracerProvider(tel.Tracer), script.WithCallTimeout(cfg.RequestTimeout))
-	if err != nil {
-		return err
-	}
+	// Stream work runs on its own pool, each call bounded like an RPC; it
+	// shares the compiled scripts.
+	streamExec := exec.WithClient(st.Streams, script.WithTracerProvider(tel.Tracer), script.WithCallTimeout(cfg.RequestTimeout))
 	comp, err := build(cfg, log, tel.Meter, exec, streamExec)
 	if err != nil {
 		return err
@@ -175,7 +176,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	if cfg.HTTPListen != "" {
 		hs := srv.NewHTTP(server.HTTPOptions{Logger: log.Named("http"), MaxConnections: cfg.HTTPMaxConnections, MaxBodyBytes: int64(cfg.HTTPMaxBodyBytes)})
 		// Connect, gRPC-Web and JSON for every cycles.v1 service (docs/clients.md).
-		if err := hs.MountConnect(server.DefaultConnectMaxBody, cfg.CORSOrigins()...); err != nil {
+		if err := hs.MountConnect(0, cfg.CORSOrigins()...); err != nil {
 			return err
 		}
 

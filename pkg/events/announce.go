@@ -16,6 +16,9 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/telemetry"
 )
 
+// scriptAnnounce updates the all-tenant feed (lua/events/announce.lua).
+var scriptAnnounce = script.Define("events/announce")
+
 // maxAnnouncePairs bounds one announce script call (lua/events/announce.lua).
 const maxAnnouncePairs = 500
 
@@ -242,7 +245,7 @@ func (a *Announcer) append(ctx context.Context, tenants []string, ids map[string
 		Appended int64                   `json:"appended"`
 		Marks    script.LuaArray[string] `json:"marks"`
 	}
-	if err := a.exec.RunInto(ctx, &res, "events/announce", []string{keys.Feed, keys.FeedMarks}, args...); err != nil {
+	if err := a.exec.RunInto(ctx, &res, scriptAnnounce, []string{keys.Feed, keys.FeedMarks}, args...); err != nil {
 		return fmt.Errorf("announce %d tenants to the event feed: %w", len(tenants), err)
 	}
 	a.announced.Add(ctx, res.Appended)

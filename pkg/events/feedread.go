@@ -269,7 +269,7 @@ func convert(f filter, tenant string, w window) ([]ID, []*cyclesv1.Event, error)
 		if !f.match(&cyclesv1.Event{EventType: te.F["type"], Category: te.F["cat"], Scope: te.F["scope"]}) {
 			continue
 		}
-		evs[k] = toEvent(tenant, te, id)
+		evs[k] = buildEvent(tenant, te)
 	}
 	return ids, evs, nil
 }

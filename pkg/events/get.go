@@ -8,7 +8,11 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
 	"github.com/cyclesgo/cycles-go/pkg/auth"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/pkg/script"
 )
+
+// scriptFind looks for one event id in a window of a stream (lua/events/find.lua).
+var scriptFind = script.Define("events/find")
 
 // findWindow is how many entries one events/find call examines: large enough
 // that a search costs few round trips, small enough that one call stays a
@@ -49,7 +53,7 @@ func (s *Service) Get(ctx context.Context, p auth.Principal, req *cyclesv1.GetEv
 	from := "+"
 	for {
 		var out found
-		if err := s.r.exec.RunInto(ctx, &out, "events/find", []string{stream}, id, from, findWindow); err != nil {
+		if err := s.r.exec.RunInto(ctx, &out, scriptFind, []string{stream}, id, from, findWindow); err != nil {
 			return nil, fmt.Errorf("find event %s of tenant %s: %w", id, f.tenant, err)
 		}
 		if out.Found != nil {

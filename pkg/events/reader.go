@@ -13,6 +13,9 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/script"
 )
 
+// scriptRead reads one window of a tenant's stream (lua/events/read.lua).
+var scriptRead = script.Define("events/read")
+
 // maxRead is the read script's own bound on entries per call.
 const maxRead = 1000
 
@@ -45,7 +48,7 @@ func (r reader) readStream(ctx context.Context, stream, from, to string, n int) 
 		n = maxRead
 	}
 	var w window
-	if err := r.exec.RunInto(ctx, &w, "events/read", []string{stream}, from, to, n); err != nil {
+	if err := r.exec.RunInto(ctx, &w, scriptRead, []string{stream}, from, to, n); err != nil {
 		return window{}, fmt.Errorf("read %s: %w", stream, err)
 	}
 	return w, nil
@@ -55,6 +58,15 @@ func (r reader) readStream(ctx context.Context, stream, from, to string, n int) 
 // wire envelope. Malformed optional parts are dropped rather than failing the
 // stream: the log is append-only history and must stay readable.
 func toEvent(tenant string, e entry, id ID) *cyclesv1.Event {
+	ev := buildEvent(tenant, e)
+	ev.Cursor = EncodeCursor(Position{ID: id})
+	return ev
+}
+
+// buildEvent converts a stream entry without a cursor: the all-tenant feed
+// gives each event its own feed cursor, so a per-tenant one would be built
+// only to be overwritten.
+func buildEvent(tenant string, e entry) *cyclesv1.Event {
 	f := e.F
 	ts, _ := strconv.ParseInt(f["ts"], 10, 64)
 	ev := &cyclesv1.Event{
@@ -68,7 +80,6 @@ func toEvent(tenant string, e entry, id ID) *cyclesv1.Event {
 		Source:      f["src"],
 		RequestId:   f["req"],
 		TraceId:     f["trace"],
-		Cursor:      EncodeCursor(Position{ID: id}),
 	}
 	if d := f["data"]; d != "" {
 		var s structpb.Struct

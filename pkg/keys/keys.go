@@ -4,8 +4,9 @@
 // script that touches one tenant runs in one Cluster slot. Scripts receive the
 // keys they touch in KEYS; where a script must derive a key from data it reads
 // (a reservation id from the deadline index, a budget key from a reservation's
-// budgeted scopes), it derives it from the tenant prefix KEYS[1] ("cy:{t:T}:"
-// + suffix below), which keeps it in the same slot.
+// budgeted scopes), it derives it with lua/lib/keys.lua (tested against this
+// package) from the tenant prefix KEYS[1] ("cy:{t:T}:" + suffix below), which
+// keeps it in the same slot.
 //
 //	Key                              Type    Holds                                         TTL
 //	cy:{t:T}:tenant                  hash    tenant record (status, defaults)              none

@@ -8,7 +8,7 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/idempotency"
 )
 
-// Idempotency payload identity (docs/protocol.md#idempotency-and-replay): the hex SHA-256 of the
+// Idempotency payload identity (docs/protocol.md#idempotency-and-replay): idempotency.PayloadHash of the
 // deterministic protobuf encoding of the request after canonicalization:
 //
 //   - subject.tenant is set to the effective tenant (so omitting it and

@@ -51,7 +51,7 @@ func (l *Ledger) Exists(ctx context.Context, tenant, id string) (bool, error) {
 	var out struct {
 		Exists bool `json:"exists"`
 	}
-	if err := l.exec.RunInto(ctx, &out, "ledger/exists", []string{keys.Tenant(tenant).Reservation(id)}); err != nil {
+	if err := l.exec.RunInto(ctx, &out, scriptExists, []string{keys.Tenant(tenant).Reservation(id)}); err != nil {
 		return false, err
 	}
 	return out.Exists, nil

@@ -22,18 +22,21 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/telemetry"
 )
 
-// Script names (lua/ledger/<name>.lua).
-const (
-	scriptReserve         = "ledger/reserve"
-	scriptDecide          = "ledger/decide"
-	scriptCommit          = "ledger/commit"
-	scriptRelease         = "ledger/release"
-	scriptExtend          = "ledger/extend"
-	scriptEvent           = "ledger/event"
-	scriptGet             = "ledger/get"
-	scriptList            = "ledger/list"
-	scriptBalances        = "ledger/balances"
-	scriptReleaseForClose = "ledger/release_for_close"
+// The ledger's scripts (lua/ledger/<name>.lua). The per-request ones are
+// small and bounded and may share a pipeline; listings and the tenant-close
+// batches run on their own.
+var (
+	scriptReserve         = script.Define("ledger/reserve", script.Pipelined)
+	scriptDecide          = script.Define("ledger/decide", script.Pipelined)
+	scriptCommit          = script.Define("ledger/commit", script.Pipelined)
+	scriptRelease         = script.Define("ledger/release", script.Pipelined)
+	scriptExtend          = script.Define("ledger/extend", script.Pipelined)
+	scriptEvent           = script.Define("ledger/event", script.Pipelined)
+	scriptGet             = script.Define("ledger/get", script.Pipelined)
+	scriptExists          = script.Define("ledger/exists", script.Pipelined)
+	scriptList            = script.Define("ledger/list")
+	scriptBalances        = script.Define("ledger/balances")
+	scriptReleaseForClose = script.Define("ledger/release_for_close")
 )
 
 // DefaultGraceMs is the grace period when a reserve does not set one.

@@ -338,9 +338,9 @@ func (l *Ledger) Balances(ctx context.Context, tenant string, req *cyclesv1.GetB
 		limit = DefaultPageLimit
 	}
 	var out struct {
-		Rows list[balanceJSON] `json:"rows"`
-		More bool              `json:"more"`
-		Last string            `json:"last"`
+		Rows list[balanceRow] `json:"rows"`
+		More bool             `json:"more"`
+		Last string           `json:"last"`
 	}
 	err = l.exec.RunInto(ctx, &out, scriptBalances, []string{t.Prefix(), t.Budgets()},
 		cur.M, strconv.Itoa(limit), strconv.Itoa(ScanBudget), unit, string(sj))

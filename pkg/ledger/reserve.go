@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -21,7 +22,7 @@ type derived struct {
 	scope.Derived
 	unit       string
 	budgetKeys []string
-	affected   string // JSON array
+	affected   string // JSON array, or "" when they are Path's prefixes
 }
 
 func derive(tenant string, subj *cyclesv1.Subject, unit cyclesv1.Unit) (*derived, error) {
@@ -41,11 +42,16 @@ func derive(tenant string, subj *cyclesv1.Subject, unit cyclesv1.Unit) (*derived
 	for i, s := range d.Affected {
 		out.budgetKeys[i] = t.Budget(s, u)
 	}
-	aff, err := json.Marshal(d.Affected)
-	if err != nil {
-		return nil, fmt.Errorf("encode affected scopes: %w", err)
+	// Derive's affected scopes are the path's prefixes; the scripts then
+	// rebuild them from the path (lua/lib/ledger_snapshot.lua affected_arg)
+	// instead of decoding a JSON array on every call.
+	if !slices.Equal(d.Affected, scopePrefixes(d.Path)) {
+		aff, err := json.Marshal(d.Affected)
+		if err != nil {
+			return nil, fmt.Errorf("encode affected scopes: %w", err)
+		}
+		out.affected = string(aff)
 	}
-	out.affected = string(aff)
 	return out, nil
 }
 
@@ -88,16 +94,12 @@ func (l *Ledger) Reserve(ctx context.Context, tenant string, req *cyclesv1.Creat
 		t.Prefix(), t.Record(), t.Budgets(), t.Reservation(rid), t.Deadlines(), t.Created(),
 		t.Expires(), t.Idempotency("reserve", req.GetIdempotencyKey()), t.Events(),
 	}, d.budgetKeys...)
-	raw, err := l.exec.Run(ctx, scriptReserve, ks,
+	res, snap, err := l.runFlat(ctx, scriptReserve, ks, []any{
 		mode, rid, d.unit, strconv.FormatInt(req.GetEstimate().GetAmount(), 10), ttl,
 		strconv.FormatInt(grace, 10), scope.PolicyKey(req.GetOveragePolicy()), req.GetIdempotencyKey(),
-		hash, d.Path, d.affected, subj, action, meta, l.eventContext(ctx))
+		hash, d.Path, d.affected, subj, action, meta, l.eventContext(ctx)}, reserveExtras, reserveFields)
 	if err != nil {
 		return nil, l.refused(ctx, op, err)
-	}
-	res, snap, err := decodeResult(scriptReserve, raw)
-	if err != nil {
-		return nil, err
 	}
 	resp, err := reserveResponse(snap)
 	if err != nil {
@@ -168,15 +170,11 @@ func (l *Ledger) Decide(ctx context.Context, tenant string, req *cyclesv1.Decide
 	t := keys.Tenant(tenant)
 	ks := append([]string{t.Prefix(), t.Record(), t.Budgets(), t.Idempotency("decide", req.GetIdempotencyKey()), t.Events()},
 		d.budgetKeys...)
-	raw, err := l.exec.Run(ctx, scriptDecide, ks,
+	res, snap, err := l.runFlat(ctx, scriptDecide, ks, []any{
 		d.unit, strconv.FormatInt(req.GetEstimate().GetAmount(), 10), req.GetIdempotencyKey(), hash,
-		d.Path, d.affected, subj, action, l.eventContext(ctx))
+		d.Path, d.affected, subj, action, l.eventContext(ctx)}, decideExtras, decideFields)
 	if err != nil {
 		return nil, l.refused(ctx, "decide", err)
-	}
-	res, snap, err := decodeResult(scriptDecide, raw)
-	if err != nil {
-		return nil, err
 	}
 	caps, err := parseCaps(snap.Caps)
 	if err != nil {

@@ -2,6 +2,8 @@ package ledger_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -81,20 +83,142 @@ type out struct {
 }
 
 func (s *sx) run(name string, ks []string, args ...any) (*out, error) {
-	raw, err := s.ex.Run(ctx, name, ks, args...)
+	d, _ := script.Lookup(name)
+	reply, err := s.ex.RunFlat(ctx, d, ks, args...)
 	if err != nil {
 		return nil, err
 	}
-	var o out
-	if err := json.Unmarshal(raw, &o); err != nil {
-		s.t.Fatalf("%s: %v (%s)", name, err, raw)
+	o, err := flatOut(name, reply)
+	if err != nil {
+		s.t.Fatalf("%s: %v (%v)", name, err, reply)
 	}
-	if o.Resp != "" {
-		if err := json.Unmarshal([]byte(o.Resp), &o.Snap); err != nil {
-			s.t.Fatalf("%s snapshot: %v (%s)", name, err, o.Resp)
+	return o, nil
+}
+
+// flatLayouts are the flat replies of the mutations after the replay flag
+// (lua/lib/ledger_snapshot.lua): the extras, then the snapshot fields named
+// as the JSON snapshots named them ("*" a list of strings, "#" a balance list).
+var flatLayouts = map[string]struct {
+	status         string
+	extras, fields []string
+}{
+	"ledger/reserve": {"", []string{"rem_ttl", "denied"}, []string{"dry", "decision", "reason_code", "reservation_id",
+		"reserved", "unit", "expires_at_ms", "scope_path", "grace_ms", "policy", "caps", "*affected", "#balances"}},
+	"ledger/commit":  {"COMMITTED", []string{"overage", "debt"}, []string{"unit", "charged", "released", "debt_incurred", "#balances"}},
+	"ledger/release": {"RELEASED", nil, []string{"unit", "released", "#balances"}},
+	"ledger/extend":  {"ACTIVE", []string{"rem_ttl"}, []string{"unit", "expires_at_ms", "extension_count", "#balances"}},
+	"ledger/decide":  {"", []string{"denied"}, []string{"decision", "reason_code", "caps", "*affected"}},
+	"ledger/event":   {"APPLIED", []string{"debt"}, []string{"event_id", "unit", "charged", "debt_incurred", "#balances"}},
+}
+
+var balanceFields = []string{"scope_path", "remaining", "reserved", "spent", "allocated", "debt", "overdraft_limit", "is_over_limit"}
+
+// flatOut reads a flat reply into the envelope and snapshot map the suites
+// assert on (absent fields, ”, are left out of the map; dry '0' too). Resp is
+// the snapshot's reply elements verbatim, so replays compare byte for byte.
+func flatOut(name string, reply []any) (*out, error) {
+	lay, ok := flatLayouts[name]
+	if !ok {
+		return nil, fmt.Errorf("no layout for %s", name)
+	}
+	i := script.FlatFields
+	next := func() (string, error) {
+		if i >= len(reply) {
+			return "", fmt.Errorf("reply ends early")
+		}
+		v := reply[i]
+		i++
+		switch t := v.(type) {
+		case string:
+			return t, nil
+		case int64:
+			return strconv.FormatInt(t, 10), nil
+		}
+		return "", fmt.Errorf("element %d is %T", i-1, v)
+	}
+	o := &out{Snap: map[string]any{}}
+	replay, err := next()
+	if err != nil {
+		return nil, err
+	}
+	o.Replay = replay == "1"
+	env := map[string]*string{"rem_ttl": &o.RemTTL, "denied": &o.Denied, "overage": &o.Overage, "debt": &o.Debt}
+	for _, x := range lay.extras {
+		v, err := next()
+		if err != nil {
+			return nil, err
+		}
+		*env[x] = v
+	}
+	start := i
+	if lay.status != "" {
+		o.Snap["status"] = lay.status
+	}
+	for _, f := range lay.fields {
+		switch f[0] {
+		case '*', '#':
+			n, err := next()
+			if err != nil {
+				return nil, err
+			}
+			list := []any{}
+			for k := 0; int64(k) < atoi(n); k++ {
+				v, err := next()
+				if err != nil {
+					return nil, err
+				}
+				list = append(list, v)
+			}
+			if f[0] == '*' {
+				if len(list) == 0 { // the scope path's prefixes
+					path, _ := o.Snap["scope_path"].(string)
+					for k, c := range path {
+						if c == '/' {
+							list = append(list, path[:k])
+						}
+					}
+					list = append(list, path)
+				}
+				o.Snap[f[1:]] = list
+				continue
+			}
+			packed, err := next()
+			if err != nil {
+				return nil, err
+			}
+			rows := []any{}
+			for _, r := range strings.Split(packed, ";") {
+				if r == "" {
+					continue
+				}
+				v := strings.Split(r, ",")
+				idx := int(atoi(v[0]))
+				if len(v) != len(balanceFields) || idx < 1 || idx > len(list) {
+					return nil, fmt.Errorf("malformed balance row %q", r)
+				}
+				row := map[string]any{"scope_path": list[idx-1]}
+				for k, bf := range balanceFields[1:] {
+					row[bf] = v[k+1]
+				}
+				row["is_over_limit"] = v[7] == "1"
+				rows = append(rows, row)
+			}
+			o.Snap[f[1:]] = rows
+		default:
+			v, err := next()
+			if err != nil {
+				return nil, err
+			}
+			if v != "" && !(f == "dry" && v == "0") {
+				o.Snap[f] = v
+			}
 		}
 	}
-	return &o, nil
+	if i != len(reply) {
+		return nil, fmt.Errorf("%d trailing elements", len(reply)-i)
+	}
+	o.Resp = fmt.Sprintf("%#v", reply[start:])
+	return o, nil
 }
 
 // rc is one call of ledger/reserve.

@@ -85,12 +85,13 @@ func TestScriptReplayFromCompactRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 		key := s.tk.Reservation(rid)
-		s.c.HSet(ctx, key, "reserve_resp", `{"decision":"ALLOW","stored":"reserve"}`, "commit_resp", `{"status":"COMMITTED","stored":"commit"}`)
+		s.c.HSet(ctx, key, "reserve_resp", `{"decision":"ALLOW","reservation_id":"stored-reserve"}`,
+			"commit_resp", `{"status":"COMMITTED","unit":"TOKENS","charged":"7","debt_incurred":"0"}`)
 		s.c.HDel(ctx, key, "rbal", "cbal")
-		if o, err := s.reserve(rc{Key: "old", Est: "100", Scopes: []string{"", "workspace:prod"}}); err != nil || o.Snap["stored"] != "reserve" {
+		if o, err := s.reserve(rc{Key: "old", Est: "100", Scopes: []string{"", "workspace:prod"}}); err != nil || o.Snap["reservation_id"] != "stored-reserve" {
 			t.Fatalf("old-format reserve replay = %+v, %v", o, err)
 		}
-		if o, err := s.commit(rid, "", "10", "old-c"); err != nil || o.Snap["stored"] != "commit" {
+		if o, err := s.commit(rid, "", "10", "old-c"); err != nil || o.Snap["charged"] != "7" {
 			t.Fatalf("old-format commit replay = %+v, %v", o, err)
 		}
 	})

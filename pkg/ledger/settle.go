@@ -31,16 +31,12 @@ func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.Commit
 	}
 	t := keys.Tenant(tenant)
 	rid := req.GetReservationId()
-	raw, err := l.exec.Run(ctx, scriptCommit,
+	res, snap, err := l.runFlat(ctx, scriptCommit,
 		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines(), t.Events()},
-		rid, scope.UnitKey(req.GetActual().GetUnit()), strconv.FormatInt(req.GetActual().GetAmount(), 10),
-		req.GetIdempotencyKey(), hash, metrics, meta, l.eventContext(ctx))
+		[]any{rid, scope.UnitKey(req.GetActual().GetUnit()), strconv.FormatInt(req.GetActual().GetAmount(), 10),
+			req.GetIdempotencyKey(), hash, metrics, meta, l.eventContext(ctx)}, commitExtras, commitFields)
 	if err != nil {
 		return nil, l.refused(ctx, "commit", err)
-	}
-	res, snap, err := decodeResult(scriptCommit, raw)
-	if err != nil {
-		return nil, err
 	}
 	unit := scope.ParseUnit(snap.Unit)
 	resp := &cyclesv1.CommitReservationResponse{
@@ -76,15 +72,11 @@ func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.Relea
 	}
 	t := keys.Tenant(tenant)
 	rid := req.GetReservationId()
-	raw, err := l.exec.Run(ctx, scriptRelease,
+	res, snap, err := l.runFlat(ctx, scriptRelease,
 		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines()},
-		rid, req.GetIdempotencyKey(), hash, req.GetReason())
+		[]any{rid, req.GetIdempotencyKey(), hash, req.GetReason()}, nil, releaseFields)
 	if err != nil {
 		return nil, l.refused(ctx, "release", err)
-	}
-	res, snap, err := decodeResult(scriptRelease, raw)
-	if err != nil {
-		return nil, err
 	}
 	unit := scope.ParseUnit(snap.Unit)
 	resp := &cyclesv1.ReleaseReservationResponse{
@@ -114,16 +106,13 @@ func (l *Ledger) Extend(ctx context.Context, tenant string, req *cyclesv1.Extend
 	}
 	t := keys.Tenant(tenant)
 	rid := req.GetReservationId()
-	raw, err := l.exec.Run(ctx, scriptExtend,
+	res, snap, err := l.runFlat(ctx, scriptExtend,
 		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines(), t.Expires(),
 			t.Idempotency("extend:"+rid, req.GetIdempotencyKey())},
-		rid, strconv.FormatInt(req.GetExtendByMs(), 10), req.GetIdempotencyKey(), hash, meta)
+		[]any{rid, strconv.FormatInt(req.GetExtendByMs(), 10), req.GetIdempotencyKey(), hash, meta},
+		extendExtras, extendFields)
 	if err != nil {
 		return nil, l.refused(ctx, "extend", err)
-	}
-	res, snap, err := decodeResult(scriptExtend, raw)
-	if err != nil {
-		return nil, err
 	}
 	resp := &cyclesv1.ExtendReservationResponse{
 		Status:         cyclesv1.ReservationStatus_RESERVATION_STATUS_ACTIVE,
@@ -168,16 +157,12 @@ func (l *Ledger) CreateEvent(ctx context.Context, tenant string, req *cyclesv1.C
 	t := keys.Tenant(tenant)
 	ks := append([]string{t.Prefix(), t.Record(), t.Budgets(), t.Event(eid),
 		t.Idempotency("event", req.GetIdempotencyKey()), t.Events()}, d.budgetKeys...)
-	raw, err := l.exec.Run(ctx, scriptEvent, ks,
+	res, snap, err := l.runFlat(ctx, scriptEvent, ks, []any{
 		eid, d.unit, strconv.FormatInt(req.GetActual().GetAmount(), 10), scope.PolicyKey(req.GetOveragePolicy()),
 		req.GetIdempotencyKey(), hash, d.Path, d.affected, subj, action, metrics, meta, clientTime,
-		l.eventContext(ctx))
+		l.eventContext(ctx)}, eventExtras, eventFields)
 	if err != nil {
 		return nil, l.refused(ctx, "event", err)
-	}
-	res, snap, err := decodeResult(scriptEvent, raw)
-	if err != nil {
-		return nil, err
 	}
 	unit := scope.ParseUnit(snap.Unit)
 	resp := &cyclesv1.CreateEventResponse{

@@ -15,9 +15,10 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/scope"
 )
 
-// The scripts answer in JSON with every amount and time as a decimal string
-// (Lua numbers are doubles; cjson prints 14 significant digits). These types
-// decode them exactly, and tolerate cjson's "{}" for an empty array.
+// The read scripts (get, list, balances) answer in JSON with every amount and
+// time as a decimal string (Lua numbers are doubles; cjson prints 14
+// significant digits). These types decode them exactly, and tolerate cjson's
+// "{}" for an empty array. (The mutations answer flat: reply.go.)
 
 // num is an int64 carried as a JSON string (or, tolerated, a bare integer).
 type num int64
@@ -64,80 +65,13 @@ func (l *list[T]) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// result is the envelope of a mutating script's answer.
-type result struct {
-	Replay  bool   `json:"replay"`
-	Resp    string `json:"resp"`
-	RemTTL  *num   `json:"rem_ttl"`
-	Denied  string `json:"denied"`
-	Overage num    `json:"overage"`
-	Debt    num    `json:"debt"`
-}
-
-// balanceJSON is balance_of (lua/lib/core.lua).
-type balanceJSON struct {
-	ScopePath      string `json:"scope_path"`
-	Unit           string `json:"unit"`
-	Remaining      num    `json:"remaining"`
-	Reserved       num    `json:"reserved"`
-	Spent          num    `json:"spent"`
-	Allocated      num    `json:"allocated"`
-	Debt           num    `json:"debt"`
-	OverdraftLimit num    `json:"overdraft_limit"`
-	IsOverLimit    bool   `json:"is_over_limit"`
-}
-
-// snapshot is the union of the stored response snapshots (reserve, dry run,
-// decide, commit, release, extend, event). A replay decodes the very same
-// bytes, so it yields the very same response.
-type snapshot struct {
-	Dry            bool              `json:"dry"`
-	Decision       string            `json:"decision"`
-	ReasonCode     string            `json:"reason_code"`
-	ReservationID  string            `json:"reservation_id"`
-	Reserved       *num              `json:"reserved"`
-	Unit           string            `json:"unit"`
-	ExpiresAtMs    num               `json:"expires_at_ms"`
-	ScopePath      string            `json:"scope_path"`
-	Affected       list[string]      `json:"affected"`
-	Caps           string            `json:"caps"`
-	Balances       list[balanceJSON] `json:"balances"`
-	GraceMs        num               `json:"grace_ms"`
-	Policy         string            `json:"policy"`
-	Status         string            `json:"status"`
-	Charged        *num              `json:"charged"`
-	Released       *num              `json:"released"`
-	DebtIncurred   num               `json:"debt_incurred"`
-	EventID        string            `json:"event_id"`
-	ExtensionCount num               `json:"extension_count"`
-}
-
-func decodeResult(name string, raw []byte) (*result, *snapshot, error) {
-	// The fast decoder (fastjson.go) hands over the snapshot's bytes; on
-	// anything it declines, encoding/json decides (same answers either way).
-	var r result
-	resp, err := fastResultResp(raw, &r)
-	if err != nil {
-		r = result{}
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return nil, nil, fmt.Errorf("%s: decode result: %w", name, err)
-		}
-		resp = []byte(r.Resp)
-	}
-	var s snapshot
-	if err := decodeInto(resp, &s, fastSnapshot); err != nil {
-		return nil, nil, fmt.Errorf("%s: decode response snapshot: %w", name, err)
-	}
-	return &r, &s, nil
-}
-
 func amount(unit cyclesv1.Unit, v num) *cyclesv1.Amount {
 	return &cyclesv1.Amount{Unit: unit, Amount: int64(v)}
 }
 
 // balances converts snapshot balances; unit is the reservation/request unit
 // unless the row names its own (GetBalances).
-func balances(unit cyclesv1.Unit, in []balanceJSON) []*cyclesv1.Balance {
+func balances(unit cyclesv1.Unit, in []balanceRow) []*cyclesv1.Balance {
 	if len(in) == 0 {
 		return nil
 	}

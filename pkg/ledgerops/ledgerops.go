@@ -16,6 +16,18 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/telemetry"
 )
 
+// The operator scripts (lua/ops/): audits, repair and quarantine, each call
+// on its own.
+var (
+	scriptAuditBudgets      = script.Define("ops/audit_budgets")
+	scriptAuditIndex        = script.Define("ops/audit_index")
+	scriptAuditRecords      = script.Define("ops/audit_records")
+	scriptHolds             = script.Define("ops/holds")
+	scriptQuarantineList    = script.Define("ops/quarantine_list")
+	scriptQuarantineResolve = script.Define("ops/quarantine_resolve")
+	scriptRepair            = script.Define("ops/repair")
+)
+
 // Defaults of Options.
 const (
 	// DefaultHoldsLimit bounds the ACTIVE reservations one holds or repair

@@ -111,7 +111,7 @@ func (s *Service) ListQuarantined(ctx context.Context, req *cyclesv1.ListQuarant
 				Done bool                           `json:"done"`
 			}
 			n := size - len(resp.Reservations)
-			if err := s.exec.RunInto(ctx, &out, "ops/quarantine_list", []string{keys.Tenant(tenant).Prefix()}, c.Member, c.Score, n); err != nil {
+			if err := s.exec.RunInto(ctx, &out, scriptQuarantineList, []string{keys.Tenant(tenant).Prefix()}, c.Member, c.Score, n); err != nil {
 				return nil, fmt.Errorf("list quarantined of %s: %w", tenant, err)
 			}
 			for _, r := range out.Rows {
@@ -243,7 +243,7 @@ func (s *Service) Resolve(ctx context.Context, req *cyclesv1.ResolveQuarantinedR
 	}
 	t := keys.Tenant(req.GetTenantId())
 	var out resolveResult
-	if err := s.exec.RunInto(ctx, &out, "ops/quarantine_resolve",
+	if err := s.exec.RunInto(ctx, &out, scriptQuarantineResolve,
 		[]string{t.Prefix(), t.Idempotency("resolve", req.GetIdempotencyKey()), t.Events()},
 		req.GetReservationId(), outcome, string(raw), req.GetReason(), hash, ReplayWindow.Milliseconds(), s.eventContext(ctx)); err != nil {
 		return nil, err

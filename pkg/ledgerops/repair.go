@@ -79,7 +79,7 @@ func (s *Service) Repair(ctx context.Context, req *cyclesv1.RepairTenantRequest)
 		idem = t.Idempotency("repair", req.GetIdempotencyKey())
 	}
 	var out repairResult
-	if err := s.exec.RunInto(ctx, &out, "ops/repair", []string{t.Prefix(), idem, t.Events()},
+	if err := s.exec.RunInto(ctx, &out, scriptRepair, []string{t.Prefix(), idem, t.Events()},
 		string(raw), apply, hash, ReplayWindow.Milliseconds(), s.eventContext(ctx), s.opts.HoldsLimit); err != nil {
 		return nil, fmt.Errorf("repair %s: %w", tenant, err)
 	}

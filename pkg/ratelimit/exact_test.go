@@ -94,13 +94,13 @@ func TestClientTimeIsIgnored(t *testing.T) {
 	ctx := context.Background()
 	rk := StateKey(uniq("p"), "k")
 	bogus := strconv.FormatInt(t0.UnixMilli()+1e9, 10)
-	raw, err := e.exec.Run(ctx, "ratelimit/sliding_log", []string{rk}, "5", "1000", "1", "0", "1100", bogus, bogus)
+	raw, err := e.exec.RunFlat(ctx, scriptSlidingLog, []string{rk}, "5", "1000", "1", "0", "1100", bogus, bogus)
 	if err != nil {
 		t.Fatal(err)
 	}
 	zs := e.client.ZRangeWithScores(ctx, rk, 0, -1).Val()
 	if len(zs) != 1 || int64(zs[0].Score) != t0.UnixMilli() {
-		t.Fatalf("stored %v (result %s), want one hit at Redis TIME %d", zs, raw, t0.UnixMilli())
+		t.Fatalf("stored %v (result %v), want one hit at Redis TIME %d", zs, raw, t0.UnixMilli())
 	}
 }
 

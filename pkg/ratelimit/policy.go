@@ -13,7 +13,16 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
 	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/pkg/script"
 	"github.com/cyclesgo/cycles-go/pkg/validate"
+)
+
+// The policy store's scripts (lua/ratelimit/policy_*.lua).
+var (
+	scriptPolicyPut    = script.Define("ratelimit/policy_put")
+	scriptPolicyDelete = script.Define("ratelimit/policy_delete")
+	scriptPolicyGet    = script.Define("ratelimit/policy_get")
+	scriptPolicyList   = script.Define("ratelimit/policy_list")
 )
 
 // MaxPolicies bounds the policy table, so listing it is one bounded read.
@@ -149,7 +158,7 @@ func (l *Limiter) putPolicy(ctx context.Context, p Policy, mode string) (Policy,
 	if err != nil {
 		return Policy{}, err
 	}
-	if err := l.exec.RunInto(ctx, nil, "ratelimit/policy_put", []string{keys.RateLimitPolicies},
+	if err := l.exec.RunInto(ctx, nil, scriptPolicyPut, []string{keys.RateLimitPolicies},
 		p.Name, body, mode, strconv.Itoa(MaxPolicies)); err != nil {
 		return Policy{}, err
 	}
@@ -164,7 +173,7 @@ func (l *Limiter) DeletePolicy(ctx context.Context, name string) error {
 	if err := validate.RateLimitPolicyName("name", name); err != nil {
 		return err
 	}
-	if err := l.exec.RunInto(ctx, nil, "ratelimit/policy_delete", []string{keys.RateLimitPolicies}, name); err != nil {
+	if err := l.exec.RunInto(ctx, nil, scriptPolicyDelete, []string{keys.RateLimitPolicies}, name); err != nil {
 		return err
 	}
 	l.cache.forget(name)
@@ -177,7 +186,7 @@ func (l *Limiter) GetPolicy(ctx context.Context, name string) (Policy, error) {
 	if err := validate.RateLimitPolicyName("name", name); err != nil {
 		return Policy{}, err
 	}
-	raw, err := l.exec.Run(ctx, "ratelimit/policy_get", []string{keys.RateLimitPolicies}, name)
+	raw, err := l.exec.Run(ctx, scriptPolicyGet, []string{keys.RateLimitPolicies}, name)
 	if err != nil {
 		return Policy{}, err
 	}
@@ -186,7 +195,7 @@ func (l *Limiter) GetPolicy(ctx context.Context, name string) (Policy, error) {
 
 // ListPolicies returns every policy, sorted by name.
 func (l *Limiter) ListPolicies(ctx context.Context) ([]Policy, error) {
-	raw, err := l.exec.Run(ctx, "ratelimit/policy_list", []string{keys.RateLimitPolicies})
+	raw, err := l.exec.Run(ctx, scriptPolicyList, []string{keys.RateLimitPolicies})
 	if err != nil {
 		return nil, err
 	}

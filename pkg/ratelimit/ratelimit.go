@@ -15,6 +15,7 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -115,23 +116,22 @@ func CallerKey(ctx context.Context, key string) (string, error) {
 	}
 }
 
-var scriptOf = map[Algorithm]string{
-	SlidingLog:    "ratelimit/sliding_log",
-	CappedLog:     "ratelimit/sliding_log", // with its cap as ARGV[6]
-	SlidingWindow: "ratelimit/sliding_window",
-	TokenBucket:   "ratelimit/token_bucket",
-	PackedLog:     "ratelimit/packed_log",
-}
+// The checks' scripts (lua/ratelimit/), one per algorithm, plus the
+// operator's inspection; all small, bounded and per request.
+var (
+	scriptSlidingLog    = script.Define("ratelimit/sliding_log", script.Pipelined)
+	scriptSlidingWindow = script.Define("ratelimit/sliding_window", script.Pipelined)
+	scriptTokenBucket   = script.Define("ratelimit/token_bucket", script.Pipelined)
+	scriptPackedLog     = script.Define("ratelimit/packed_log", script.Pipelined)
+	scriptInspect       = script.Define("ratelimit/inspect", script.Pipelined)
+)
 
-type checkResult struct {
-	Allowed      bool  `json:"allowed"`
-	ShadowDenied bool  `json:"shadow_denied"`
-	Count        int64 `json:"count"`
-	Remaining    int64 `json:"remaining"`
-	Limit        int64 `json:"limit"`
-	ResetAfterMs int64 `json:"reset_after_ms"`
-	RetryAfterMs int64 `json:"retry_after_ms"`
-	Now          int64 `json:"now"`
+var scriptOf = map[Algorithm]*script.Def{
+	SlidingLog:    scriptSlidingLog,
+	CappedLog:     scriptSlidingLog, // with its cap as ARGV[6]
+	SlidingWindow: scriptSlidingWindow,
+	TokenBucket:   scriptTokenBucket,
+	PackedLog:     scriptPackedLog,
 }
 
 // Check counts hits (>= 1) against key under the named policy and decides.
@@ -184,17 +184,39 @@ func (l *Limiter) run(ctx context.Context, p Policy, key string, hits int64) (De
 	if !ok {
 		return Decision{}, apierr.New(apierr.InternalError, "policy %s: unknown algorithm %d", p.Name, p.Algorithm)
 	}
-	var r checkResult
-	if err := l.exec.RunInto(ctx, &r, name, []string{StateKey(p.Name, key)}, args...); err != nil {
+	reply, err := l.exec.RunFlat(ctx, name, []string{StateKey(p.Name, key)}, args...)
+	if err != nil {
 		return Decision{}, err
 	}
+	v, err := decisionFields(reply[script.FlatFields:])
+	if err != nil {
+		return Decision{}, fmt.Errorf("%s: decode reply: %w", name, err)
+	}
 	return Decision{
-		Policy: p.Name, Algorithm: p.Algorithm, Allowed: r.Allowed, ShadowDenied: r.ShadowDenied,
-		Count: r.Count, Remaining: r.Remaining, Limit: r.Limit, WindowMs: p.WindowMs,
-		ResetAfter: time.Duration(r.ResetAfterMs) * time.Millisecond,
-		RetryAfter: time.Duration(r.RetryAfterMs) * time.Millisecond,
-		NowMs:      r.Now,
+		Policy: p.Name, Algorithm: p.Algorithm, Allowed: v[0] == 1, ShadowDenied: v[1] == 1,
+		Count: v[2], Remaining: v[3], Limit: v[4], WindowMs: p.WindowMs,
+		ResetAfter: time.Duration(v[5]) * time.Millisecond,
+		RetryAfter: time.Duration(v[6]) * time.Millisecond,
+		NowMs:      v[7],
 	}, nil
+}
+
+// decisionFields reads a check's flat reply fields (lua/lib/ratelimit.lua
+// decision): allowed, shadow_denied, count, remaining, limit,
+// reset_after_ms, retry_after_ms, now, each a Redis integer.
+func decisionFields(f []any) ([8]int64, error) {
+	var v [8]int64
+	if len(f) != len(v) {
+		return v, fmt.Errorf("%d fields, want %d", len(f), len(v))
+	}
+	for i, x := range f {
+		n, ok := x.(int64)
+		if !ok {
+			return v, fmt.Errorf("field %d is %T, want an integer", i, x)
+		}
+		v[i] = n
+	}
+	return v, nil
 }
 
 // Inspection is an operator's view of one key.
@@ -233,7 +255,7 @@ func (l *Limiter) Inspect(ctx context.Context, policy, key string) (Inspection, 
 		Encoding string `json:"encoding"`
 		TTL      int64  `json:"ttl_ms"`
 	}
-	if err := l.exec.RunInto(ctx, &r, "ratelimit/inspect", []string{rk}, AlgorithmName(p.Algorithm),
+	if err := l.exec.RunInto(ctx, &r, scriptInspect, []string{rk}, AlgorithmName(p.Algorithm),
 		strconv.FormatInt(p.Limit, 10), strconv.FormatInt(p.WindowMs, 10)); err != nil {
 		return Inspection{}, err
 	}

@@ -2,7 +2,12 @@
 // through a context, from the interceptors down to event emission and errors.
 package reqctx
 
-import "context"
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+)
 
 type requestIDKey struct{}
 type traceIDKey struct{}
@@ -27,4 +32,25 @@ func WithTraceID(ctx context.Context, id string) context.Context {
 func TraceID(ctx context.Context) string {
 	s, _ := ctx.Value(traceIDKey{}).(string)
 	return s
+}
+
+// RequestIDOrNew returns the caller's request id when it may be echoed (1-64
+// characters, no whitespace), else a new random one (16 hex). Every
+// transport (gRPC interceptors, the pre-read refusals, the HTTP wire's
+// route-less errors) decides this the same way.
+func RequestIDOrNew(callerID string) string {
+	if len(callerID) > 0 && len(callerID) <= 64 && !strings.ContainsAny(callerID, " \t\r\n") {
+		return callerID
+	}
+	return randomHex(8)
+}
+
+// NewTraceID returns a random trace id (32 lowercase hex), for answers made
+// where no span exists: the protocol wants a trace id on every error.
+func NewTraceID() string { return randomHex(16) }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -32,7 +32,7 @@ func TestCoreHelpersOnEveryBackend(t *testing.T) {
 				Now int64
 				Len int64
 			}
-			if err := ex.RunInto(ctx, &out, "test/core", []string{stream}, "emit", ectx); err != nil {
+			if err := ex.RunInto(ctx, &out, def("test/core"), []string{stream}, "emit", ectx); err != nil {
 				t.Fatal(err)
 			}
 			if out.Len != 2 || out.Now < 1_700_000_000_000 {
@@ -48,7 +48,7 @@ func TestCoreHelpersOnEveryBackend(t *testing.T) {
 			if got := msgs[1].Values["data"]; got != `{"debt":"9223372036854775807"}` {
 				t.Fatalf("data = %v (amounts must stay exact strings)", got)
 			}
-			_, err = ex.Run(ctx, "test/core", []string{stream}, "refuse", ectx)
+			_, err = ex.Run(ctx, def("test/core"), []string{stream}, "refuse", ectx)
 			var ae *apierr.Error
 			if !errors.As(err, &ae) || ae.Code != apierr.BudgetExceeded || ae.Details["remaining"] != "5" || ae.Details["scope"] != "tenant:a" {
 				t.Fatalf("refusal = %#v", err)
@@ -65,7 +65,7 @@ func TestUnavailableWhenRedisIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Kill()
-	_, err = ex.Run(context.Background(), "test/core", []string{"cy:{t:x}:events"}, "refuse", "{}")
+	_, err = ex.Run(context.Background(), def("test/core"), []string{"cy:{t:x}:events"}, "refuse", "{}")
 	if !apierr.HasCode(err, apierr.Unavailable) {
 		t.Fatalf("err = %v, want UNAVAILABLE", err)
 	}

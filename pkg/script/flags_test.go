@@ -10,10 +10,14 @@ import (
 )
 
 // The scripts that free budget or revoke a key carry "#!lua flags=allow-oom"
-// (they must run when Redis is full); Redis 7 gets the line, the embedded
-// store (which rejects it) gets the same source without it.
+// (they must run when Redis is full), the reads "#!lua flags=no-writes";
+// Redis 7 gets the line, the embedded store (which rejects it) gets the same
+// source without it.
 func TestScriptFlagLines(t *testing.T) {
 	flagged := []string{"ledger/commit", "ledger/release", "admin/revoke_api_key", "sweeper/expire_batch"}
+	// Reads carry no-writes: as Functions (which Redis refuses at
+	// maxmemory unless flagged) they keep answering when Redis is full.
+	readOnly := []string{"ledger/get", "ledger/balances", "admin/verify_api_key", "admin/get_budget", "events/read"}
 	for _, b := range redistest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			var opts []Option
@@ -27,6 +31,11 @@ func TestScriptFlagLines(t *testing.T) {
 			// SCRIPT LOAD compiles every script on the server.
 			if err := e.Load(context.Background()); err != nil {
 				t.Fatalf("load: %v", err)
+			}
+			for _, name := range readOnly {
+				if e.Flags(name) != "#!lua flags=no-writes" {
+					t.Fatalf("%s flags = %q, want no-writes", name, e.Flags(name))
+				}
 			}
 			for _, name := range flagged {
 				if e.Flags(name) != "#!lua flags=allow-oom" {

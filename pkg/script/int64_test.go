@@ -96,7 +96,7 @@ func TestInt64LibraryMatchesBigInt(t *testing.T) {
 			}
 			ctx := context.Background()
 			run := func(op, a, b string) (string, bool) {
-				raw, err := ex.Run(ctx, "test/int64", nil, op, a, b)
+				raw, err := ex.Run(ctx, def("test/int64"), nil, op, a, b)
 				if err != nil {
 					t.Fatalf("%s(%s,%s): %v", op, a, b, err)
 				}
@@ -143,7 +143,7 @@ func TestInt64Norm(t *testing.T) {
 		{"1.5", "", false}, {"", "", false}, {"1e3", "", false}, {" 1", "", false}, {"+1", "", false},
 	}
 	for _, c := range cases {
-		raw, err := ex.Run(context.Background(), "test/int64", nil, "norm", c.in, "0")
+		raw, err := ex.Run(context.Background(), def("test/int64"), nil, "norm", c.in, "0")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,3 +9,6 @@ import (
 // TestMain proves the tests leave nothing behind: no temp dir, no
 // redis-server, no goroutine (redistest.Main).
 func TestMain(m *testing.M) { redistest.Main(m, redistest.MainOptions{LeakCheck: true}) }
+
+// def is the Def of a test script (pipelined, like the per-request scripts).
+func def(name string) *Def { return &Def{name: name, pipelined: true} }

@@ -2,7 +2,6 @@ package script
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,25 +28,13 @@ import (
 // call whose context ended mid-flight (the script may have run). The
 // pipeline's deadline is the latest of its calls' deadlines, so no call is
 // cut short by another's.
+//
+// Only scripts defined Pipelined (def.go) share a pipeline; every other call
+// runs directly, on its own, outside the slots.
 
 // DefaultMaxInFlight is the number of concurrent script executions (each a
 // direct call or a pipeline) per Executor.
 const DefaultMaxInFlight = 8
-
-// pipelinable are the scripts that may share a pipeline: the per-request
-// ones, whose work is small and bounded. Everything else (sweeper batches of
-// up to thousands of expirations, listings, event reads, tenant-close
-// batches, admin writes) always runs on its own: a long script in a pipeline
-// delays every reply behind it, and a read timeout on a pipeline makes
-// go-redis (MaxRetries) resend all of it. Such calls run directly, outside
-// the slots.
-var pipelinable = map[string]bool{
-	"ledger/reserve": true, "ledger/commit": true, "ledger/release": true, "ledger/extend": true,
-	"ledger/decide": true, "ledger/event": true, "ledger/get": true, "ledger/exists": true,
-	"ratelimit/sliding_log": true, "ratelimit/packed_log": true, "ratelimit/sliding_window": true,
-	"ratelimit/token_bucket": true, "ratelimit/inspect": true,
-	"admin/verify_api_key": true,
-}
 
 // maxBatch bounds one pipeline.
 const maxBatch = 64
@@ -80,7 +67,7 @@ type pipeliner struct {
 
 type call struct {
 	ctx  context.Context
-	s    *redis.Script
+	r    runner
 	keys []string
 	args []any
 	res  any
@@ -94,19 +81,19 @@ func newPipeliner(client redis.UniversalClient, max int) *pipeliner {
 
 // run executes one script call, directly or (if it may share) as part of a
 // pipeline.
-func (p *pipeliner) run(ctx context.Context, s *redis.Script, share bool, keys []string, args []any) (any, error) {
+func (p *pipeliner) run(ctx context.Context, r runner, share bool, keys []string, args []any) (any, error) {
 	if !share {
-		return s.Run(ctx, p.client, keys, args...).Result()
+		return r.do(ctx, p.client, keys, args)
 	}
 	p.mu.Lock()
 	if p.active < p.max {
 		p.active++
 		p.mu.Unlock()
-		res, err := s.Run(ctx, p.client, keys, args...).Result()
+		res, err := r.do(ctx, p.client, keys, args)
 		p.release()
 		return res, err
 	}
-	c := &call{ctx: ctx, s: s, keys: keys, args: args, done: make(chan struct{})}
+	c := &call{ctx: ctx, r: r, keys: keys, args: args, done: make(chan struct{})}
 	p.queue = append(p.queue, c)
 	p.mu.Unlock()
 	select {
@@ -193,7 +180,7 @@ func (p *pipeliner) exec(batch []*call) {
 	if len(live) == 1 {
 		// Nothing to combine with.
 		c := live[0]
-		c.res, c.err = c.s.Run(c.ctx, p.client, c.keys, c.args...).Result()
+		c.res, c.err = c.r.do(c.ctx, p.client, c.keys, c.args)
 		close(c.done)
 		return
 	}
@@ -206,24 +193,20 @@ func (p *pipeliner) exec(batch []*call) {
 	pipe := p.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(live))
 	for i, c := range live {
-		cmds[i] = c.s.EvalSha(ctx, pipe, c.keys, c.args...)
+		cmds[i] = c.r.queue(ctx, pipe, c.keys, c.args)
 	}
 	_, _ = pipe.Exec(ctx)
 	p.pipelines.Add(1)
 	p.pipelined.Add(int64(len(live)))
 	for i, c := range live {
 		c.res, c.err = cmds[i].Result()
-		if c.err != nil && isNoScript(c.err) {
-			// The script cache was flushed (restart, failover): Run
-			// reloads it with EVAL, as a direct call does.
-			c.res, c.err = c.s.Run(c.ctx, p.client, c.keys, c.args...).Result()
+		if c.err != nil && isMissing(c.err) {
+			// The script cache was flushed (restart, failover) or the
+			// function deleted: do loads it again, as a direct call does.
+			c.res, c.err = c.r.do(c.ctx, p.client, c.keys, c.args)
 		}
 		close(c.done)
 	}
-}
-
-func isNoScript(err error) bool {
-	return strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
 // PipelineStats are counts of pipelined execution since the Executor was

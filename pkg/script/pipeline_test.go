@@ -57,7 +57,7 @@ func TestPipelinedCallsGetTheirOwnAnswers(t *testing.T) {
 						var out struct {
 							Echo string `json:"echo"`
 						}
-						if err := ex.RunInto(context.Background(), &out, "test/echo", []string{counter}, want); err != nil {
+						if err := ex.RunInto(context.Background(), &out, def("test/echo"), []string{counter}, want); err != nil {
 							errs <- err
 							return
 						}
@@ -91,7 +91,7 @@ func TestSequentialCallsAreNotPipelined(t *testing.T) {
 	be := redistest.Backends(t)[0]
 	ex := pipelineExecutor(t, be, 1)
 	for i := 0; i < 20; i++ {
-		if _, err := ex.Run(context.Background(), "test/echo", []string{"cy:{t:seq}:n"}, "x"); err != nil {
+		if _, err := ex.Run(context.Background(), def("test/echo"), []string{"cy:{t:seq}:n"}, "x"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,7 +109,7 @@ func TestPipeliningCanBeTurnedOff(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 10; i++ {
-				if _, err := ex.Run(context.Background(), "test/echo", []string{"cy:{t:off}:n"}, "x"); err != nil {
+				if _, err := ex.Run(context.Background(), def("test/echo"), []string{"cy:{t:off}:n"}, "x"); err != nil {
 					t.Error(err)
 					return
 				}
@@ -130,7 +130,7 @@ func TestQueuedCallHonoursItsDeadline(t *testing.T) {
 	key := "cy:{t:deadline-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "}:n"
 	busy := make(chan error, 1)
 	go func() {
-		_, err := ex.Run(context.Background(), "test/spin", []string{key}, "300")
+		_, err := ex.Run(context.Background(), def("test/spin"), []string{key}, "300")
 		busy <- err
 	}()
 	// Wait until the spin holds the only slot.
@@ -149,7 +149,7 @@ func TestQueuedCallHonoursItsDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := ex.Run(ctx, "test/spin", []string{key}, "0")
+	_, err := ex.Run(ctx, def("test/spin"), []string{key}, "0")
 	if took := time.Since(start); took > 200*time.Millisecond {
 		t.Fatalf("queued call returned after %v, want about its 20 ms deadline", took)
 	}
@@ -160,7 +160,7 @@ func TestQueuedCallHonoursItsDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Let any (wrongly) sent call land, then check only the spin ran.
-	if _, err := ex.Run(context.Background(), "test/echo", []string{key + "x"}, "x"); err != nil {
+	if _, err := ex.Run(context.Background(), def("test/echo"), []string{key + "x"}, "x"); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := be.Client.Get(context.Background(), key).Int(); n != 1 {
@@ -169,23 +169,38 @@ func TestQueuedCallHonoursItsDeadline(t *testing.T) {
 }
 
 // After SCRIPT FLUSH, pipelined EVALSHAs get NOSCRIPT and are retried with
-// EVAL, so callers never see it.
+// EVAL; after FUNCTION FLUSH, FCALLs get "Function not found" and are
+// retried after loading the library again; callers never see either.
 func TestPipelineReloadsFlushedScripts(t *testing.T) {
+	for _, functions := range []bool{false, true} {
+		t.Run(fmt.Sprintf("functions=%v", functions), func(t *testing.T) {
+			testPipelineReloadsFlushedScripts(t, functions)
+		})
+	}
+}
+
+func testPipelineReloadsFlushedScripts(t *testing.T, functions bool) {
 	srv := redistest.Start(t)
 	be := redistest.Backend{Name: "private", Client: srv.Client(t)}
 	ex := pipelineExecutor(t, be, 1)
+	flush := func() error { return be.Client.ScriptFlush(context.Background()).Err() }
+	if functions {
+		ex.functions = true
+		ex.prepare()
+		flush = func() error { return be.Client.FunctionFlush(context.Background()).Err() }
+	}
 	ctx := context.Background()
 	if err := ex.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A pipeline sent right after the flush: every EVALSHA in it fails with
 	// NOSCRIPT and is retried.
-	if err := be.Client.ScriptFlush(ctx).Err(); err != nil {
+	if err := flush(); err != nil {
 		t.Fatal(err)
 	}
 	var batch []*call
 	for i := 0; i < 3; i++ {
-		batch = append(batch, &call{ctx: ctx, s: ex.scripts["test/echo"], keys: []string{"cy:{t:flush}:n"},
+		batch = append(batch, &call{ctx: ctx, r: ex.runners["test/echo"], keys: []string{"cy:{t:flush}:n"},
 			args: []any{strconv.Itoa(i)}, done: make(chan struct{})})
 	}
 	ex.pipe.exec(batch)
@@ -199,7 +214,7 @@ func TestPipelineReloadsFlushedScripts(t *testing.T) {
 		t.Fatalf("stats %+v, want the three calls in one pipeline", st)
 	}
 	for round := 0; round < 2; round++ {
-		if err := be.Client.ScriptFlush(ctx).Err(); err != nil {
+		if err := flush(); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -207,7 +222,7 @@ func TestPipelineReloadsFlushedScripts(t *testing.T) {
 			wg.Add(1)
 			go func(w int) {
 				defer wg.Done()
-				raw, err := ex.Run(ctx, "test/echo", []string{"cy:{t:flush}:n"}, strconv.Itoa(w))
+				raw, err := ex.Run(ctx, def("test/echo"), []string{"cy:{t:flush}:n"}, strconv.Itoa(w))
 				if err != nil {
 					t.Error(err)
 					return
@@ -219,28 +234,5 @@ func TestPipelineReloadsFlushedScripts(t *testing.T) {
 			}(w)
 		}
 		wg.Wait()
-	}
-}
-
-// Long or unbounded scripts (sweeper batches, listings, ...) never share a
-// pipeline; every name in the allowlist is a compiled script.
-func TestOnlyBoundedScriptsArePipelined(t *testing.T) {
-	ex, err := New(redistest.Embedded(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	compiled := map[string]bool{}
-	for _, n := range ex.Names() {
-		compiled[n] = true
-	}
-	for n := range pipelinable {
-		if !compiled[n] {
-			t.Errorf("pipelinable %q is not a script", n)
-		}
-	}
-	for _, n := range []string{"sweeper/expire_batch", "ledger/list", "ledger/release_for_close", "events/read", "admin/fund_budget"} {
-		if pipelinable[n] {
-			t.Errorf("%s must not be pipelined", n)
-		}
 	}
 }

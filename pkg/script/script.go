@@ -1,8 +1,9 @@
 // Package script is the only code in cyclesd that sends commands to Redis.
 //
 // It compiles the embedded Lua scripts (lib/int64.lua + lib/core.lua + body),
-// loads them at start (SCRIPT LOAD on every shard), runs them with EVALSHA
-// (reloading transparently on NOSCRIPT), decodes their {status, json} result and
+// loads them at start on every shard (on Redis 7 as Functions, FUNCTION LOAD;
+// else SCRIPT LOAD), runs them with FCALL or EVALSHA (reloading transparently
+// when Redis lost them; function.go), decodes their {status, json} result and
 // maps refusals to *apierr.Error and connectivity failures to UNAVAILABLE.
 // Domain packages (admin, ledger, sweeper, events, ratelimit) call Run and never
 // see a Redis client.
@@ -13,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"sort"
 	"strings"
@@ -26,87 +26,28 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/cyclesgo/cycles-go/lua"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
 )
-
-// libraries are prepended, in this order, to every script body.
-var libraries = []string{"lib/int64.lua", "lib/core.lua"}
-
-// includeDirective lines at the top of a script or library name further
-// libraries to prepend (after the standard ones, in order), e.g.
-// "-- include: lib/ledger.lua".
-const includeDirective = "-- include:"
-
-// includes returns the library paths a script body asks for.
-func includes(body string) []string {
-	var out []string
-	for _, line := range strings.Split(body, "\n") {
-		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "--") {
-			if line == "" {
-				continue
-			}
-			break // directives live in the header comment only
-		}
-		if rest, ok := strings.CutPrefix(line, includeDirective); ok {
-			out = append(out, strings.Fields(rest)...)
-		}
-	}
-	return out
-}
-
-// compile builds the source of one script: standard libraries, the script's
-// includes with theirs (a library names what it needs with its own
-// "-- include:" header, resolved transitively, each library once, every
-// library after the ones it includes), then its body.
-func compile(prelude, body string) (string, error) {
-	var b strings.Builder
-	b.WriteString(prelude)
-	seen := map[string]bool{}
-	var add func(incs []string) error
-	add = func(incs []string) error {
-		for _, inc := range incs {
-			if seen[inc] {
-				continue
-			}
-			seen[inc] = true
-			lib, err := fs.ReadFile(lua.FS, inc)
-			if err != nil {
-				return fmt.Errorf("include %s: %w", inc, err)
-			}
-			if err := add(includes(string(lib))); err != nil {
-				return fmt.Errorf("%s: %w", inc, err)
-			}
-			b.Write(lib)
-			b.WriteByte('\n')
-		}
-		return nil
-	}
-	if err := add(includes(body)); err != nil {
-		return "", err
-	}
-	b.WriteString(body)
-	return b.String(), nil
-}
 
 // Executor runs the embedded scripts against one Redis deployment (single node,
 // Sentinel or Cluster).
 type Executor struct {
-	client  redis.UniversalClient
-	scripts map[string]*redis.Script
-	sources map[string]string
-	tracer  trace.Tracer
+	client redis.UniversalClient
+	// progs are the compiled scripts (shared with WithClient executors);
+	// runners and sources say how this Executor sends each.
+	progs     programs
+	runners   map[string]runner
+	sources   map[string]string
+	tracer    trace.Tracer
+	spanStart []trace.SpanStartOption
 	// pipe pipelines concurrent calls (pipeline.go); nil = off.
 	pipe *pipeliner
-	// extraPipelinable marks test scripts as pipelinable.
-	extraPipelinable map[string]bool
 	// callTimeout bounds calls whose context has no earlier deadline.
 	callTimeout time.Duration
-	// shebangs are the Redis 7 script flag lines of the scripts that have
-	// one; scriptFlags says whether they are sent (WithScriptFlags).
-	shebangs    map[string]string
-	scriptFlags bool
+	// scriptFlags says whether the scripts' Redis 7 flag lines are sent
+	// (WithScriptFlags); functions, whether scripts are Redis 7 Functions
+	// called with FCALL instead of EVALSHA (WithFunctions, function.go).
+	scriptFlags, functions bool
 	// eventHook is told the stream and last id of every run that appended
 	// events (SetEventHook); nil = nobody listens.
 	eventHook func(stream, lastID string)
@@ -145,97 +86,97 @@ func WithScriptFlags() Option {
 	return func(e *Executor) { e.scriptFlags = true }
 }
 
+// WithFunctions sends every script as a Redis 7 Function (FUNCTION LOAD once
+// per master, then FCALL), so the Lua libraries are defined once instead of
+// on every call (function.go); the flag lines become function flags. Only
+// for Redis 7 or later on every master; the embedded store and Redis 6 run
+// the same sources with EVALSHA.
+func WithFunctions() Option {
+	return func(e *Executor) { e.functions, e.scriptFlags = true, true }
+}
+
 // New compiles every embedded script. It does not contact Redis.
 func New(client redis.UniversalClient, opts ...Option) (*Executor, error) {
-	e, err := newWith(client, nil)
+	ps, err := compileAll(nil)
 	if err != nil {
 		return nil, err
 	}
+	e := newExecutor(client, ps)
 	for _, o := range opts {
 		o(e)
 	}
-	if e.scriptFlags {
-		for name, shebang := range e.shebangs {
-			src := shebang + "\n" + e.sources[name]
-			e.scripts[name] = redis.NewScript(src)
-			e.sources[name] = src
-		}
-	}
+	e.prepare()
 	return e, nil
 }
 
-// splitShebang splits a leading "#!lua ..." flag line off a script body.
-// It must be the first line of the source Redis sees, so compile cannot
-// leave it in the body (the libraries come first).
-func splitShebang(body string) (shebang, rest string) {
-	if !strings.HasPrefix(body, "#!") {
-		return "", body
-	}
-	line, rest, _ := strings.Cut(body, "\n")
-	return strings.TrimSpace(line), rest
-}
-
 // Flags returns the flag line of script name ("" if it has none).
-func (e *Executor) Flags(name string) string { return e.shebangs[name] }
+func (e *Executor) Flags(name string) string {
+	if p, ok := e.progs[name]; ok {
+		return p.shebang
+	}
+	return ""
+}
 
 // newWith compiles the embedded scripts plus extra (name -> body), for tests
 // of the Lua libraries.
 func newWith(client redis.UniversalClient, extra map[string]string) (*Executor, error) {
-	var prelude strings.Builder
-	for _, lib := range libraries {
-		b, err := fs.ReadFile(lua.FS, lib)
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", lib, err)
-		}
-		prelude.Write(b)
-		prelude.WriteByte('\n')
-	}
-	e := &Executor{client: client, scripts: map[string]*redis.Script{}, sources: map[string]string{}, shebangs: map[string]string{},
-		tracer: noop.NewTracerProvider().Tracer(""), pipe: newPipeliner(client, DefaultMaxInFlight)}
-	err := fs.WalkDir(lua.FS, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".lua") || strings.HasPrefix(path, "lib/") {
-			return nil
-		}
-		body, err := fs.ReadFile(lua.FS, path)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", path, err)
-		}
-		name := strings.TrimSuffix(path, ".lua")
-		shebang, rest := splitShebang(string(body))
-		if shebang != "" {
-			e.shebangs[name] = shebang
-		}
-		src, err := compile(prelude.String(), rest)
-		if err != nil {
-			return fmt.Errorf("script %s: %w", name, err)
-		}
-		e.scripts[name] = redis.NewScript(src)
-		e.sources[name] = src
-		return nil
-	})
+	ps, err := compileAll(extra)
 	if err != nil {
 		return nil, err
 	}
-	e.extraPipelinable = map[string]bool{}
-	for name, body := range extra {
-		e.extraPipelinable[name] = true
-		src, err := compile(prelude.String(), body)
-		if err != nil {
-			return nil, fmt.Errorf("script %s: %w", name, err)
-		}
-		e.scripts[name] = redis.NewScript(src)
-		e.sources[name] = src
-	}
+	e := newExecutor(client, ps)
+	e.prepare()
 	return e, nil
+}
+
+func newExecutor(client redis.UniversalClient, ps programs) *Executor {
+	return &Executor{client: client, progs: ps,
+		tracer: noop.NewTracerProvider().Tracer(""), pipe: newPipeliner(client, DefaultMaxInFlight)}
+}
+
+// prepare picks, once the options are known, how each script is sent.
+func (e *Executor) prepare() {
+	e.runners = make(map[string]runner, len(e.progs))
+	e.sources = make(map[string]string, len(e.progs))
+	for name, p := range e.progs {
+		switch {
+		case e.functions:
+			e.runners[name] = fnRunner{p}
+			e.sources[name] = p.lib
+		case e.scriptFlags:
+			e.runners[name] = evalRunner{p.flagged}
+			e.sources[name] = p.flaggedSrc
+		default:
+			e.runners[name] = evalRunner{p.plain}
+			e.sources[name] = p.src
+		}
+	}
+	op := "EVALSHA"
+	if e.functions {
+		op = "FCALL"
+	}
+	e.spanStart = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("db.system", "redis"), attribute.String("db.operation", op))}
+}
+
+// WithClient returns an Executor on another client (e.g. a separate pool for
+// long-lived stream work) that shares e's compiled scripts and how they are
+// sent (WithFunctions, WithScriptFlags), so they are compiled once per
+// process. opts configure the new Executor only; it has no event hook.
+func (e *Executor) WithClient(client redis.UniversalClient, opts ...Option) *Executor {
+	n := newExecutor(client, e.progs)
+	n.functions, n.scriptFlags = e.functions, e.scriptFlags
+	for _, o := range opts {
+		o(n)
+	}
+	n.prepare()
+	return n
 }
 
 // Names lists the compiled scripts.
 func (e *Executor) Names() []string {
-	names := make([]string, 0, len(e.scripts))
-	for n := range e.scripts {
+	names := make([]string, 0, len(e.progs))
+	for n := range e.progs {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -247,26 +188,77 @@ func (e *Executor) Names() []string {
 func (e *Executor) Client() redis.UniversalClient { return e.client }
 
 // Load sends SCRIPT LOAD for every script (to every master on Cluster), so the
-// first EVALSHA of each script does not pay a NOSCRIPT round trip.
+// first EVALSHA of each script does not pay a NOSCRIPT round trip; with
+// WithFunctions it loads every script's library instead (FUNCTION LOAD
+// REPLACE) and deletes the libraries of other cyclesd versions.
 func (e *Executor) Load(ctx context.Context) error {
-	load := func(ctx context.Context, c redis.Cmdable) error {
+	return eachMaster(ctx, e.client, func(ctx context.Context, c redis.Cmdable) error {
 		for name, src := range e.sources {
-			if err := c.ScriptLoad(ctx, src).Err(); err != nil {
+			var err error
+			if e.functions {
+				err = c.FunctionLoadReplace(ctx, src).Err()
+			} else {
+				err = c.ScriptLoad(ctx, src).Err()
+			}
+			if err != nil {
 				return fmt.Errorf("script load %s: %w", name, err)
 			}
 		}
+		if e.functions {
+			return pruneLibraries(ctx, c, e.progs)
+		}
 		return nil
-	}
-	if cc, ok := e.client.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
-	}
-	return load(ctx, e.client)
+	})
 }
 
-// Run executes script name with keys and args and returns its raw JSON result.
+// Run executes script d with keys and args and returns its raw JSON result.
 // A refusal by the script is returned as *apierr.Error.
-func (e *Executor) Run(ctx context.Context, name string, keys []string, args ...any) (json.RawMessage, error) {
-	s, ok := e.scripts[name]
+func (e *Executor) Run(ctx context.Context, d *Def, keys []string, args ...any) (json.RawMessage, error) {
+	res, err := e.run(ctx, d, keys, args)
+	if err != nil {
+		return nil, err
+	}
+	if isFlat(res) {
+		return nil, fmt.Errorf("script %s: flat reply where JSON was expected (use RunFlat)", d.name)
+	}
+	return json.RawMessage(res[1].(string)), nil
+}
+
+// FlatVersion is the format tag of a flat reply (lua/lib/core.lua FLAT_V):
+// {"OK", FlatVersion, <stream>, <last event id>, <field>...}.
+const FlatVersion = "f1"
+
+// FlatFields is the index of a flat reply's first field.
+const FlatFields = 4
+
+// RunFlat executes a script that answers with a flat reply (okf in
+// lua/lib/core.lua) and returns the whole reply; its fields start at
+// FlatFields and are strings (bulk replies) or int64s (Lua numbers). A
+// refusal by the script is returned as *apierr.Error.
+func (e *Executor) RunFlat(ctx context.Context, d *Def, keys []string, args ...any) ([]any, error) {
+	res, err := e.run(ctx, d, keys, args)
+	if err != nil {
+		return nil, err
+	}
+	if !isFlat(res) {
+		return nil, fmt.Errorf("script %s: JSON reply where a flat one was expected (use Run)", d.name)
+	}
+	return res, nil
+}
+
+// isFlat reports whether a successful reply is flat (versus {"OK", json}).
+func isFlat(res []any) bool {
+	if len(res) < FlatFields {
+		return false
+	}
+	v, _ := res[1].(string)
+	return v == FlatVersion
+}
+
+// run executes a script and returns its successful reply ("OK" first).
+func (e *Executor) run(ctx context.Context, d *Def, keys []string, args []any) ([]any, error) {
+	name := d.name
+	r, ok := e.runners[name]
 	if !ok {
 		return nil, fmt.Errorf("script %q: not compiled", name)
 	}
@@ -277,16 +269,16 @@ func (e *Executor) Run(ctx context.Context, name string, keys []string, args ...
 			defer cancel()
 		}
 	}
-	ctx, span := e.tracer.Start(ctx, spanName(name), spanStart...)
+	ctx, span := e.tracer.Start(ctx, d.spanName(), e.spanStart...)
 	defer span.End()
-	// Script.Run is EVALSHA, falling back to EVAL (which reloads) on NOSCRIPT;
+	// EVALSHA or FCALL, loading the script on a miss (function.go);
 	// concurrent calls are pipelined (pipeline.go).
 	var res any
 	var err error
 	if e.pipe != nil {
-		res, err = e.pipe.run(ctx, s, pipelinable[name] || e.extraPipelinable[name], keys, args)
+		res, err = e.pipe.run(ctx, r, d.pipelined, keys, args)
 	} else {
-		res, err = s.Run(ctx, e.client, keys, args...).Result()
+		res, err = r.do(ctx, e.client, keys, args)
 	}
 	if err != nil {
 		err = classify(name, err)
@@ -314,35 +306,9 @@ func (e *Executor) Run(ctx context.Context, name string, keys []string, args ...
 	return out, err
 }
 
-// spanStart are the start options of every script span, built once (they
-// were allocated on every call).
-var spanStart = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient),
-	trace.WithAttributes(attribute.String("db.system", "redis"), attribute.String("db.operation", "EVALSHA"))}
-
-// spanNames caches "redis.script <name>" per script (read-only after init
-// of the embedded set; other names are built per call).
-var spanNames = func() map[string]string {
-	m := map[string]string{}
-	_ = fs.WalkDir(lua.FS, ".", func(path string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".lua") && !strings.HasPrefix(path, "lib/") {
-			name := strings.TrimSuffix(path, ".lua")
-			m[name] = "redis.script " + name
-		}
-		return nil
-	})
-	return m
-}()
-
-func spanName(name string) string {
-	if n, ok := spanNames[name]; ok {
-		return n
-	}
-	return "redis.script " + name
-}
-
 // RunInto runs a script and unmarshals its JSON result into out.
-func (e *Executor) RunInto(ctx context.Context, out any, name string, keys []string, args ...any) error {
-	raw, err := e.Run(ctx, name, keys, args...)
+func (e *Executor) RunInto(ctx context.Context, out any, d *Def, keys []string, args ...any) error {
+	raw, err := e.Run(ctx, d, keys, args...)
 	if err != nil {
 		return err
 	}
@@ -350,7 +316,7 @@ func (e *Executor) RunInto(ctx context.Context, out any, name string, keys []str
 		return nil
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("script %s: decode result: %w", name, err)
+		return fmt.Errorf("script %s: decode result: %w", d.name, err)
 	}
 	return nil
 }
@@ -361,10 +327,11 @@ type refusal struct {
 }
 
 // emitted returns the stream and last event id a successful run appended to
-// (the optional third and fourth result elements).
+// (the optional third and fourth result elements of a JSON reply, the third
+// and fourth, possibly empty, of a flat one).
 func emitted(res any) (stream, lastID string, ok bool) {
 	arr, _ := res.([]any)
-	if len(arr) != 4 {
+	if len(arr) != 4 && !isFlat(arr) {
 		return "", "", false
 	}
 	stream, _ = arr[2].(string)
@@ -372,15 +339,27 @@ func emitted(res any) (stream, lastID string, ok bool) {
 	return stream, lastID, stream != "" && lastID != ""
 }
 
-func decode(name string, res any) (json.RawMessage, error) {
+// decode checks a reply's shape and returns it when it is a success
+// ({"OK", json[, stream, id]} or a flat reply); a refusal {code, json} is
+// returned as *apierr.Error.
+func decode(name string, res any) ([]any, error) {
 	arr, ok := res.([]any)
-	if !ok || (len(arr) != 2 && len(arr) != 4) {
+	if !ok || len(arr) < 2 {
 		return nil, fmt.Errorf("script %s: unexpected result shape %T", name, res)
 	}
 	code, _ := arr[0].(string)
-	body, _ := arr[1].(string)
+	if code == "OK" && isFlat(arr) {
+		return arr, nil
+	}
+	if len(arr) != 2 && len(arr) != 4 {
+		return nil, fmt.Errorf("script %s: unexpected result shape (%d elements)", name, len(arr))
+	}
+	body, ok := arr[1].(string)
+	if !ok {
+		return nil, fmt.Errorf("script %s: unexpected result element %T", name, arr[1])
+	}
 	if code == "OK" {
-		return json.RawMessage(body), nil
+		return arr, nil
 	}
 	var r refusal
 	if err := json.Unmarshal([]byte(body), &r); err != nil {

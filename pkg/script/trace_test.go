@@ -19,7 +19,7 @@ func TestEveryScriptCallIsASpan(t *testing.T) {
 	}
 	WithTracerProvider(tp)(ex)
 	ctx, parent := tp.Tracer("t").Start(context.Background(), "rpc")
-	_, err = ex.Run(ctx, "test/core", []string{"cy:{t:x}:events"}, "refuse", "{}")
+	_, err = ex.Run(ctx, def("test/core"), []string{"cy:{t:x}:events"}, "refuse", "{}")
 	parent.End()
 	if err == nil {
 		t.Fatal("want the probe's refusal")

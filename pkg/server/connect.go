@@ -17,11 +17,6 @@ import (
 	"github.com/cyclesgo/cycles-go/pkg/auth"
 )
 
-// DefaultConnectMaxBody bounds one Connect/gRPC-Web/JSON request body. The
-// largest request in the contract (a batch admin call) is a few KiB; 1 MiB
-// leaves room while keeping what one caller can make us buffer small.
-const DefaultConnectMaxBody = 1 << 20
-
 // MountConnect serves every registered cycles.v1 service over the Connect
 // protocol (JSON or binary, unary and server streaming), gRPC-Web and gRPC
 // on the HTTP listener, at the usual "/<service>/<method>" paths.
@@ -34,13 +29,14 @@ const DefaultConnectMaxBody = 1 << 20
 // Errors keep their google.rpc details (ErrorInfo, RetryInfo): Connect
 // clients get them in the error JSON's "details".
 //
-// maxBody caps each request body (<= 0: DefaultConnectMaxBody); a larger
+// maxBody caps each request body (<= 0: the listener's MaxBodyBytes, the
+// same bound as every other HTTP route; -http-max-body-bytes); a larger
 // body is refused before any handler runs. corsOrigins are the browser
 // origins allowed to call cross-origin (exact match, or "*"); none: no CORS
 // headers, so only same-origin pages and non-browser clients can call.
 func (h *HTTPServer) MountConnect(maxBody int64, corsOrigins ...string) error {
 	if maxBody <= 0 {
-		maxBody = DefaultConnectMaxBody
+		maxBody = h.opts.MaxBodyBytes
 	}
 	var services []*vanguard.Service
 	var paths []string

@@ -22,6 +22,11 @@ import (
 // startConnect serves the fake services on an HTTP listener with Connect mounted.
 func startConnect(t *testing.T, rt *fakeRuntime, maxBody int64, corsOrigins ...string) string {
 	t.Helper()
+	return startConnectOn(t, rt, HTTPOptions{}, maxBody, corsOrigins...)
+}
+
+func startConnectOn(t *testing.T, rt *fakeRuntime, opts HTTPOptions, maxBody int64, corsOrigins ...string) string {
+	t.Helper()
 	srv := New(Options{
 		Logger:         zap.NewNop(),
 		Verifier:       fakeVerifier{key: "good-key", tenant: "acme"},
@@ -29,7 +34,7 @@ func startConnect(t *testing.T, rt *fakeRuntime, maxBody int64, corsOrigins ...s
 		RequestTimeout: 2 * time.Second,
 	}, Services{Runtime: rt, Admin: fakeAdmin{}})
 	t.Cleanup(func() { srv.Stop(time.Second) })
-	h := srv.NewHTTP(HTTPOptions{})
+	h := srv.NewHTTP(opts)
 	if err := h.MountConnect(maxBody, corsOrigins...); err != nil {
 		t.Fatal(err)
 	}
@@ -155,18 +160,26 @@ func TestConnectGoClientAndGRPCWeb(t *testing.T) {
 }
 
 func TestConnectBodyLimit(t *testing.T) {
-	rt := &fakeRuntime{}
-	base := startConnect(t, rt, 1024)
 	big := `{"reservation_id":"` + strings.Repeat("x", 4096) + `"}`
-	code, body := postJSON(t, base+"/cycles.v1.RuntimeService/GetReservation", big, auth.APIKeyHeader, "good-key")
-	// Refused before any handler, in each protocol's own terms (Connect:
-	// resource_exhausted; gRPC-Web would get grpc-status 8).
-	if code != http.StatusTooManyRequests || body["code"] != "resource_exhausted" {
-		t.Fatalf("an over-limit body: HTTP %d %v", code, body)
+	// The limit given to MountConnect, else the listener's body limit
+	// (-http-max-body-bytes), the one every HTTP route has.
+	for name, start := range map[string]func(*fakeRuntime) string{
+		"explicit": func(rt *fakeRuntime) string { return startConnect(t, rt, 1024) },
+		"listener": func(rt *fakeRuntime) string { return startConnectOn(t, rt, HTTPOptions{MaxBodyBytes: 1024}, 0) },
+	} {
+		rt := &fakeRuntime{}
+		base := start(rt)
+		code, body := postJSON(t, base+"/cycles.v1.RuntimeService/GetReservation", big, auth.APIKeyHeader, "good-key")
+		// Refused before any handler, in each protocol's own terms (Connect:
+		// resource_exhausted; gRPC-Web would get grpc-status 8).
+		if code != http.StatusTooManyRequests || body["code"] != "resource_exhausted" {
+			t.Fatalf("%s: an over-limit body: HTTP %d %v", name, code, body)
+		}
+		if rt.seen.Tenant != "" {
+			t.Fatalf("%s: the handler ran for an over-limit body", name)
+		}
 	}
-	if rt.seen.Tenant != "" {
-		t.Fatal("the handler ran for an over-limit body")
-	}
+	base := startConnect(t, &fakeRuntime{}, 0)
 	// Unknown paths are not swallowed by the Connect routes.
 	res, err := http.Post(base+"/cycles.v1.NoSuchService/X", "application/json", strings.NewReader("{}"))
 	if err != nil {

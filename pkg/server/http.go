@@ -25,7 +25,9 @@ type HTTPOptions struct {
 	MaxHeaderBytes int
 	// MaxConnections bounds open connections (0: 1024).
 	MaxConnections int
-	// MaxBodyBytes is the body limit routes get from LimitBody (0: 1 MiB).
+	// MaxBodyBytes is the body limit of every route: LimitBody and the
+	// Connect transcoder (0: 1 MiB; the largest request in the contract, a
+	// batch admin call, is a few KiB).
 	MaxBodyBytes int64
 }
 

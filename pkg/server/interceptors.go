@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -100,10 +98,7 @@ const TraceIDHeader = "x-cycles-trace-id"
 // echoes it in the response header, and stores it and the trace id in ctx and
 // in the log fields.
 func withRequestID(ctx context.Context) context.Context {
-	id := auth.FirstMetadata(ctx, auth.RequestIDHeader)
-	if !saneRequestID(id) {
-		id = randomHex(8)
-	}
+	id := reqctx.RequestIDOrNew(auth.FirstMetadata(ctx, auth.RequestIDHeader))
 	// The trace id of the RPC's span (the otelgrpc stats handler honours an
 	// incoming W3C traceparent); a random one when tracing is off, because
 	// the protocol requires every error and event to carry one.
@@ -111,22 +106,11 @@ func withRequestID(ctx context.Context) context.Context {
 	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 		traceID = sc.TraceID().String()
 	} else {
-		traceID = randomHex(16)
+		traceID = reqctx.NewTraceID()
 	}
 	_ = grpc.SetHeader(ctx, metadata.Pairs(auth.RequestIDHeader, id, TraceIDHeader, traceID))
 	ctx = reqctx.WithTraceID(reqctx.WithRequestID(ctx, id), traceID)
 	return logging.InjectFields(ctx, logging.Fields{"request_id", id, "trace_id", traceID})
-}
-
-// saneRequestID reports whether a caller's x-request-id may be echoed.
-func saneRequestID(id string) bool {
-	return len(id) > 0 && len(id) <= 64 && !strings.ContainsAny(id, " \t\r\n")
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func (c *chain) requestIDUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

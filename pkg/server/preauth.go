@@ -15,6 +15,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
 	"github.com/cyclesgo/cycles-go/pkg/auth"
+	"github.com/cyclesgo/cycles-go/pkg/reqctx"
 )
 
 // Pre-auth (docs/limits.md): grpc-go reads and decodes a request's whole
@@ -198,11 +199,8 @@ func (a *authenticator) refuse(ctx context.Context, reason string, err error) er
 	}
 	// The same ErrorInfo shape as any other refusal: the caller's request id
 	// (or a fresh one) and a trace id (no span exists yet).
-	reqID := auth.FirstMetadata(ctx, auth.RequestIDHeader)
-	if !saneRequestID(reqID) {
-		reqID = randomHex(8)
-	}
-	traceID := randomHex(16)
+	reqID := reqctx.RequestIDOrNew(auth.FirstMetadata(ctx, auth.RequestIDHeader))
+	traceID := reqctx.NewTraceID()
 	if ae, ok := apierr.As(err); ok {
 		return ae.Status(reqID, traceID).Err()
 	}

@@ -161,10 +161,11 @@ func (s *Store) Full(ctx context.Context) (bool, error) {
 }
 
 // Probe is the health probe: nil while Redis answers and has room; ErrFull
-// while it is at maxmemory.
+// while it is at maxmemory. On Redis it is one INFO memory per master (an
+// answer is the reachability check too); the embedded store gets a PING.
 func (s *Store) Probe(ctx context.Context) error {
-	if err := s.Ping(ctx); err != nil {
-		return err
+	if s.Embedded != nil {
+		return s.Ping(ctx)
 	}
 	full, err := s.Full(ctx)
 	if err != nil {

@@ -296,6 +296,14 @@ func (s *Sweeper) walkTenants(ctx context.Context, visit func(string) bool) erro
 	return nil
 }
 
+// The sweeper's scripts (lua/sweeper/). TenantsScript reads one page of the
+// global tenant registry; the operator service pages tenants with it too.
+var (
+	TenantsScript      = script.Define("sweeper/tenants")
+	scriptExpireBatch  = script.Define("sweeper/expire_batch")
+	scriptSweepControl = script.Define("ops/sweeper_control")
+)
+
 // WalkTenants calls visit for every registered tenant after `after` (""
 // = from the first), reading the registry pageSize names at a time, until
 // visit returns false. The operator service walks tenants with it too.
@@ -304,7 +312,7 @@ func WalkTenants(ctx context.Context, exec *script.Executor, after string, pageS
 		var page struct {
 			Tenants script.LuaArray[string] `json:"tenants"`
 		}
-		if err := exec.RunInto(ctx, &page, "sweeper/tenants", []string{keys.Tenants}, after, pageSize); err != nil {
+		if err := exec.RunInto(ctx, &page, TenantsScript, []string{keys.Tenants}, after, pageSize); err != nil {
 			return fmt.Errorf("read tenant registry after %q: %w", after, err)
 		}
 		for _, t := range page.Tenants {
@@ -370,7 +378,7 @@ func (s *Sweeper) batch(ctx context.Context, tenant string, tail bool) (batchRes
 	if tail {
 		args = append(args, "tail")
 	}
-	err := s.exec.RunInto(ctx, &r, "sweeper/expire_batch", []string{t.Prefix(), t.Deadlines(), t.Events()}, args...)
+	err := s.exec.RunInto(ctx, &r, scriptExpireBatch, []string{t.Prefix(), t.Deadlines(), t.Events()}, args...)
 	s.batches.Add(ctx, 1)
 	if err != nil {
 		s.errs.Add(ctx, 1, metric.WithAttributes(attribute.String("script", "expire_batch")))

@@ -14,8 +14,6 @@ package cycleshttp
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -33,6 +31,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
 	"github.com/cyclesgo/cycles-go/pkg/auth"
+	"github.com/cyclesgo/cycles-go/pkg/reqctx"
 	"github.com/cyclesgo/cycles-go/pkg/server"
 )
 
@@ -345,21 +344,12 @@ func (a *API) notFound(w http.ResponseWriter, r *http.Request) {
 // writeBareError answers an error decided before any handler runs (no
 // route), still with a request id and trace id as every answer carries.
 func writeBareError(w http.ResponseWriter, r *http.Request, code int, reason apierr.Code, msg string) {
-	requestID := r.Header.Get("X-Request-Id")
-	if len(requestID) == 0 || len(requestID) > 64 || strings.ContainsAny(requestID, " \t\r\n") {
-		requestID = randomHex(8)
-	}
-	traceID := randomHex(16)
+	requestID := reqctx.RequestIDOrNew(r.Header.Get("X-Request-Id"))
+	traceID := reqctx.NewTraceID()
 	if sc := trace.SpanContextFromContext(r.Context()); sc.HasTraceID() {
 		traceID = sc.TraceID().String()
 	}
 	w.Header().Set("X-Request-Id", requestID)
 	w.Header().Set("X-Cycles-Trace-Id", traceID)
 	writeJSON(w, code, &errorOut{Error: string(reason), Message: msg, RequestID: requestID, TraceID: traceID})
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

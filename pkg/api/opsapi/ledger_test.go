@@ -2,6 +2,8 @@ package opsapi_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"sort"
 	"strconv"
@@ -317,6 +319,13 @@ func incidents(t *testing.T, e *env) {
 	if err != nil || !again.GetReplay() || !equal(changes(again.GetChanges()), wantFix) {
 		t.Fatalf("replay %v %v", again, err)
 	}
+	// The same replay from a record in the format written before
+	// lua/lib/idem.lua (JSON with a 64-hex payload hash).
+	legacyIdem(t, e.c, keys.Tenant(e.tenant).Idempotency("repair", "fix-1"))
+	again, err = e.ops.RepairTenant(admin(), req)
+	if err != nil || !again.GetReplay() || !equal(changes(again.GetChanges()), wantFix) {
+		t.Fatalf("replay of a legacy record %v %v", again, err)
+	}
 	if got := e.untouchable(); got != untouchable {
 		t.Fatalf("repair wrote allocated, spent or debt:\n%s\nvs\n%s", untouchable, got)
 	}
@@ -379,6 +388,10 @@ func incidents(t *testing.T, e *env) {
 	}
 	if again, err := e.ops.ResolveQuarantined(admin(), resolve); err != nil || !again.GetReplay() || again.GetOutcome() != "RELEASED" {
 		t.Fatalf("resolve replay %v %v", again, err)
+	}
+	legacyIdem(t, e.c, keys.Tenant(e.tenant).Idempotency("resolve", "res-1"))
+	if again, err := e.ops.ResolveQuarantined(admin(), resolve); err != nil || !again.GetReplay() || again.GetOutcome() != "RELEASED" {
+		t.Fatalf("resolve replay of a legacy record %v %v", again, err)
 	}
 	other := &cyclesv1.ResolveQuarantinedRequest{TenantId: e.tenant, ReservationId: r1, IdempotencyKey: "res-1",
 		Outcome: &cyclesv1.ResolveQuarantinedRequest_ExpireWithoutRefund{ExpireWithoutRefund: &cyclesv1.ExpireWithoutRefund{}}}
@@ -530,3 +543,21 @@ func releaseReq(e *env, id, scope string, amount int64) *cyclesv1.ResolveQuarant
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// legacyIdem rewrites the answer record at key ("j<hash>:<answer>",
+// lua/lib/idem.lua) into the JSON form written before it: {"h": the 64-hex
+// payload hash (its first 16 bytes are the short hash's), "r": answer}.
+func legacyIdem(t *testing.T, c redis.UniversalClient, key string) {
+	t.Helper()
+	ctx := context.Background()
+	raw := c.Get(ctx, key).Val()
+	hash, resp, found := strings.Cut(strings.TrimPrefix(raw, "j"), ":")
+	b, err := base64.RawURLEncoding.DecodeString(hash)
+	if !strings.HasPrefix(raw, "j") || !found || err != nil {
+		t.Fatalf("idempotency record %s = %q", key, raw)
+	}
+	legacy, _ := json.Marshal(map[string]string{"h": hex.EncodeToString(b) + strings.Repeat("0", 32), "r": resp})
+	if err := c.Set(ctx, key, legacy, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+}

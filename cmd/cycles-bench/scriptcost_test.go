@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The cost tool runs every operation through the domain packages against a
+// real redis-server (here without valgrind: Redis's own time per call).
+func TestScriptCostRunsEveryOperation(t *testing.T) {
+	if err := scriptcostMain(context.Background(), []string{"-valgrind=false", "-n", "20"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCallgrindTotal(t *testing.T) {
+	dir := t.TempDir()
+	for name, tc := range map[string]struct {
+		body string
+		want int64
+		ok   bool
+	}{
+		"summary":  {"version: 1\ncreator: callgrind-3.19.0\nevents: Ir\nsummary: 242718829\nfn=main\n", 242718829, true},
+		"totals":   {"events: Ir\nfn=x\n0 5\ntotals: 77\n", 77, true},
+		"no total": {"events: Ir\nfn=x\n0 5\n", 0, false},
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(tc.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := callgrindTotal(p)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("%s: got %d, %v; want %d, ok=%v", name, got, err, tc.want, tc.ok)
+		}
+	}
+}

@@ -1,0 +1,24 @@
+-- lib/keys.lua: the tenant key layout of pkg/keys, for the keys a script
+-- derives from data it reads (the keys it is called with arrive in KEYS).
+-- Every builder starts from the tenant prefix "cy:{t:<tenant>}:" (KEYS[1] of
+-- the tenant scripts), so a derived key stays in the tenant's Cluster slot.
+-- pkg/script TestLuaKeyLayoutMatchesPkgKeys runs each builder against its
+-- pkg/keys twin. Included with "-- include: lib/keys.lua" (see pkg/script).
+
+-- key_tenant is the tenant id a prefix names.
+local function key_tenant(prefix) return string.sub(prefix, 7, -3) end
+-- key_budget is the ledger hash of (scope path, unit): Tenant.Budget.
+local function key_budget(prefix, scope_path, unit) return prefix .. 'b:' .. scope_path .. ':' .. unit end
+-- key_reservation is a reservation's hash: Tenant.Reservation.
+local function key_reservation(prefix, id) return prefix .. 'r:' .. id end
+-- key_idem is the idempotency record of key on endpoint: Tenant.Idempotency.
+local function key_idem(prefix, endpoint, key) return prefix .. 'idem:' .. endpoint .. ':' .. key end
+-- key_event is a direct-debit event record: Tenant.Event.
+local function key_event(prefix, id) return prefix .. 'ev:' .. id end
+-- key_index is a tenant index (Tenant.Deadlines 'deadline', Quarantine
+-- 'quarantine', Created 'created', Expires 'expires') or, for 'budgets',
+-- Tenant.Budgets.
+local function key_index(prefix, name)
+  if name == 'budgets' then return prefix .. 'budgets' end
+  return prefix .. 'r:' .. name
+end

@@ -1,0 +1,40 @@
+-- lib/refund.lua: returning a held amount to budgets (reserved -= amount,
+-- remaining += amount), the one implementation behind release (ledger),
+-- expiry (sweeper) and the operator's quarantine resolution (ops). Each
+-- caller states its guards; every step is computed with int64.lua before the
+-- caller writes any, so a refund is applied whole or not at all.
+-- Included with "-- include: lib/refund.lua" (see pkg/script).
+
+-- refund_read reads the reserved and remaining of budget key, tolerating
+-- whatever the key holds: {key, res, rem} (canonical int64 strings), or nil
+-- and 'WRONG_TYPE' (not a hash), 'MISSING' (no such key) or 'MALFORMED'
+-- (reserved or remaining absent or not an int64).
+local function refund_read(key)
+  local v = redis.pcall('HMGET', key, 'reserved', 'remaining')
+  if type(v) == 'table' and v.err then return nil, 'WRONG_TYPE' end
+  if not v[1] and not v[2] and redis.call('EXISTS', key) == 0 then return nil, 'MISSING' end
+  local res, rem = i64_norm(v[1] or ''), i64_norm(v[2] or '')
+  if res == nil or rem == nil then return nil, 'MALFORMED' end
+  return {key = key, res = res, rem = rem}
+end
+
+-- refund_step computes returning amount to budget b ({key, res, rem}, as
+-- refund_read or lib/ledger_budget.lua load_budget give it) and keeps the
+-- result in b (b.new_res, b.new_rem; nothing is allocated): true, or nil and
+-- 'RESERVED_UNDERFLOW' (reserved < amount, refused only when no_underflow:
+-- a budget cannot hold less than what was reserved against it, and refunding
+-- anyway would credit money twice) or 'AMOUNT_OVERFLOW'.
+local function refund_step(b, amount, no_underflow)
+  if no_underflow and i64_cmp(b.res, amount) < 0 then return nil, 'RESERVED_UNDERFLOW' end
+  local res, rem = i64_sub(b.res, amount), i64_add(b.rem, amount)
+  if res == nil or rem == nil then return nil, 'AMOUNT_OVERFLOW' end
+  b.new_res, b.new_rem = res, rem
+  return true
+end
+
+-- refund_apply writes the refunds refund_step computed for budgets bs.
+local function refund_apply(bs)
+  for _, b in ipairs(bs) do
+    redis.call('HSET', b.key, 'reserved', b.new_res, 'remaining', b.new_rem)
+  end
+end
