@@ -234,10 +234,10 @@ end
 -- The balances go straight into their packed form (lib/ledger_snapshot.lua
 -- pack_balances; row i is budgeted[i]) for the answer, and from the same
 -- values into the record's rows rb<i> (lib/record_layout.lua compact_row).
-local budgeted, rows, rb = {}, {}, {}
+local budgeted, rows, rb, pos = {}, {}, {}, {}
 for i, b in ipairs(bs) do
   redis.call('HSET', b.key, 'reserved', new_res[i], 'remaining', new_rem[i])
-  budgeted[i] = b.path
+  budgeted[i], pos[i] = b.path, ROW_INDEX[b.pos]
   rows[i] = (ROW_INDEX[i] or ms(i)) .. ',' .. new_rem[i] .. ',' .. new_res[i] .. ',' .. b.spent .. ',' .. b.alloc
     .. ',' .. b.debt .. ',' .. b.lim .. (b.over and ',1' or ',0')
   rb[i] = compact_row(new_rem[i], new_res[i], b.spent, b.alloc, b.debt, b.lim, b.over)
@@ -258,9 +258,17 @@ local rbal = table.concat(rows, ';')
 -- the same values as the answer's packed rows), caps and metadata only when
 -- present, the subject and affected scopes only when the scope path does not
 -- imply them; no id or tenant field (the key names both).
-local prefixes = scope_prefixes(scope_path)
+-- With ARGV[11] '' the scopes are the scope path's prefixes, so the budgets'
+-- positions in them are the compact `budgeted` as is (no prefixes derived).
+local prefixes, budgeted_v = nil, nil
+if ARGV[11] == '' and #scopes <= 9 then
+  budgeted_v = table.concat(pos)
+else
+  prefixes = scope_prefixes(scope_path)
+  budgeted_v = pack_budgeted(budgeted, prefixes)
+end
 local fields = {'state', 'ACTIVE', 'unit', unit, 'estimate', E,
-  'scope_path', scope_path, 'budgeted', pack_budgeted(budgeted, prefixes),
+  'scope_path', scope_path, 'budgeted', budgeted_v,
   'created_at', now_s, 'expires_at', exp_s, 'grace_ms', grace_s, 'policy', policy,
   'max_ext', ms(conf.max_ext), 'idem_key', idem_key, 'action', ARGV[13]}
 for i = 1, math.min(#rb, BALANCE_ROW_MAX) do
@@ -272,7 +280,7 @@ if ARGV[14] ~= '' then fields[#fields + 1] = 'metadata'; fields[#fields + 1] = A
 if caps then fields[#fields + 1] = 'caps'; fields[#fields + 1] = caps end
 -- explicit: the affected scopes are not the scope path's prefixes (stored, and
 -- sent in the answer; otherwise both leave them to be derived).
-local explicit = ARGV[11] ~= '' and not same_list(scopes, prefixes)
+local explicit = prefixes ~= nil and ARGV[11] ~= '' and not same_list(scopes, prefixes)
 if explicit then fields[#fields + 1] = 'affected'; fields[#fields + 1] = ARGV[11] end
 redis.call('HSET', KEYS[4], unpack(fields))
 redis.call('ZADD', KEYS[5], ms(expires_at + grace), rid)

@@ -33,13 +33,14 @@ local function check_scope(b, E, En)
 end
 
 -- load_scopes reads the budget of every affected scope (keys from KEYS[first]);
--- returns the budgeted ones in canonical order, or nil and a message.
+-- returns the budgeted ones in canonical order (b.pos: the position in
+-- scopes), or nil and a message.
 local function load_scopes(first, scopes)
   local bs = {}
   for i = 1, #scopes do
     local b, err = load_budget(KEYS[first + i - 1], scopes[i])
     if err then return nil, err end
-    if b then bs[#bs + 1] = b end
+    if b then b.pos = i; bs[#bs + 1] = b end
   end
   return bs
 end
