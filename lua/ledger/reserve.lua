@@ -234,13 +234,15 @@ end
 -- The balances go straight into their packed form (lib/ledger_snapshot.lua
 -- pack_balances; row i is budgeted[i]) for the answer, and from the same
 -- values into the record's rows rb<i> (lib/record_layout.lua compact_row).
-local budgeted, rows, rb, pos = {}, {}, {}, {}
+local budgeted, rows, tail = {}, {}, {}
 for i, b in ipairs(bs) do
   redis.call('HSET', b.key, 'reserved', new_res[i], 'remaining', new_rem[i])
-  budgeted[i], pos[i] = b.path, ROW_INDEX[b.pos]
+  budgeted[i] = b.path
   rows[i] = (ROW_INDEX[i] or ms(i)) .. ',' .. new_rem[i] .. ',' .. new_res[i] .. ',' .. b.spent .. ',' .. b.alloc
     .. ',' .. b.debt .. ',' .. b.lim .. (b.over and ',1' or ',0')
-  rb[i] = compact_row(new_rem[i], new_res[i], b.spent, b.alloc, b.debt, b.lim, b.over)
+  if i <= BALANCE_ROW_MAX then
+    tail[2 * i - 1], tail[2 * i] = ROW_FIELD.rb[i], compact_row(new_rem[i], new_res[i], b.spent, b.alloc, b.debt, b.lim, b.over)
+  end
   if b.exhausted then
     emit('budget.exhausted', 'budget', b.path, {
       scope = b.path, unit = unit, threshold = 1, direction = 'rising', remaining = '0',
@@ -262,27 +264,31 @@ local rbal = table.concat(rows, ';')
 -- positions in them are the compact `budgeted` as is (no prefixes derived).
 local prefixes, budgeted_v = nil, nil
 if ARGV[11] == '' and #scopes <= 9 then
-  budgeted_v = table.concat(pos)
+  if #bs == #scopes then
+    budgeted_v = string.sub('123456789', 1, #bs)
+  else
+    local pos = {}
+    for i, b in ipairs(bs) do pos[i] = ROW_INDEX[b.pos] end
+    budgeted_v = table.concat(pos)
+  end
 else
   prefixes = scope_prefixes(scope_path)
   budgeted_v = pack_budgeted(budgeted, prefixes)
 end
-local fields = {'state', 'ACTIVE', 'unit', unit, 'estimate', E,
-  'scope_path', scope_path, 'budgeted', budgeted_v,
-  'created_at', now_s, 'expires_at', exp_s, 'grace_ms', grace_s, 'policy', policy,
-  'max_ext', ms(conf.max_ext), 'idem_key', idem_key, 'action', ARGV[13]}
-for i = 1, math.min(#rb, BALANCE_ROW_MAX) do
-  fields[#fields + 1] = ROW_FIELD.rb[i]; fields[#fields + 1] = rb[i]
-end
--- Optional fields only when set (an absent field reads as empty).
-if ARGV[12] ~= '' then fields[#fields + 1] = 'subject'; fields[#fields + 1] = ARGV[12] end
-if ARGV[14] ~= '' then fields[#fields + 1] = 'metadata'; fields[#fields + 1] = ARGV[14] end
-if caps then fields[#fields + 1] = 'caps'; fields[#fields + 1] = caps end
+-- tail: the balance rows (above), then the optional fields, only when set
+-- (an absent field reads as empty).
+local n = #tail
+if ARGV[12] ~= '' then tail[n + 1], tail[n + 2] = 'subject', ARGV[12]; n = n + 2 end
+if ARGV[14] ~= '' then tail[n + 1], tail[n + 2] = 'metadata', ARGV[14]; n = n + 2 end
+if caps then tail[n + 1], tail[n + 2] = 'caps', caps; n = n + 2 end
 -- explicit: the affected scopes are not the scope path's prefixes (stored, and
 -- sent in the answer; otherwise both leave them to be derived).
 local explicit = prefixes ~= nil and ARGV[11] ~= '' and not same_list(scopes, prefixes)
-if explicit then fields[#fields + 1] = 'affected'; fields[#fields + 1] = ARGV[11] end
-redis.call('HSET', KEYS[4], unpack(fields))
+if explicit then tail[n + 1], tail[n + 2] = 'affected', ARGV[11] end
+redis.call('HSET', KEYS[4], 'state', 'ACTIVE', 'unit', unit, 'estimate', E,
+  'scope_path', scope_path, 'budgeted', budgeted_v,
+  'created_at', now_s, 'expires_at', exp_s, 'grace_ms', grace_s, 'policy', policy,
+  'max_ext', ms(conf.max_ext), 'idem_key', idem_key, 'action', ARGV[13], unpack(tail))
 redis.call('ZADD', KEYS[5], ms(expires_at + grace), rid)
 redis.call('ZADD', KEYS[6], now_s, rid)
 redis.call('ZADD', KEYS[7], exp_s, rid)

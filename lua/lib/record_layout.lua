@@ -76,11 +76,11 @@ local BALANCE_ROW_MAX = 9
 -- trailing fields left out while they are zero (over: true = over limit).
 -- Readers restore the left-out fields as '0' (record_replay().packed_rows).
 local function compact_row(rem, res, spent, alloc, debt, lim, over)
-  local row = rem .. ',' .. res .. ',' .. spent .. ',' .. alloc
-  if over then return row .. ',' .. debt .. ',' .. lim .. ',1' end
-  if lim ~= '0' then return row .. ',' .. debt .. ',' .. lim end
-  if debt ~= '0' then return row .. ',' .. debt end
-  return row
+  -- One concatenation per row (every intermediate string is an allocation).
+  if over then return rem .. ',' .. res .. ',' .. spent .. ',' .. alloc .. ',' .. debt .. ',' .. lim .. ',1' end
+  if lim ~= '0' then return rem .. ',' .. res .. ',' .. spent .. ',' .. alloc .. ',' .. debt .. ',' .. lim end
+  if debt ~= '0' then return rem .. ',' .. res .. ',' .. spent .. ',' .. alloc .. ',' .. debt end
+  return rem .. ',' .. res .. ',' .. spent .. ',' .. alloc
 end
 
 -- ROW_FIELD names the balance row fields of each tag by scope position.
