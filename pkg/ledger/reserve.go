@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
@@ -110,12 +109,12 @@ func (l *Ledger) Reserve(ctx context.Context, tenant string, req *cyclesv1.Creat
 	}
 	switch {
 	case snap.Dry:
-		l.m.decisions.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", op), attribute.String("decision", snap.Decision)))
+		l.m.decisions.Add(ctx, 1, attribute.String("operation", op), attribute.String("decision", snap.Decision))
 		if res.Denied != "" {
-			l.m.denied.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", op), attribute.String("reason", res.Denied)))
+			l.m.denied.Add(ctx, 1, attribute.String("operation", op), attribute.String("reason", res.Denied))
 		}
 	default:
-		l.m.created.Add(ctx, 1, metric.WithAttributes(attribute.String("decision", snap.Decision)))
+		l.m.created.Add(ctx, 1, attribute.String("decision", snap.Decision))
 	}
 	return resp, nil
 }
@@ -185,9 +184,9 @@ func (l *Ledger) Decide(ctx context.Context, tenant string, req *cyclesv1.Decide
 		l.replayed(ctx, "decide")
 		return resp, nil
 	}
-	l.m.decisions.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", "decide"), attribute.String("decision", snap.Decision)))
+	l.m.decisions.Add(ctx, 1, attribute.String("operation", "decide"), attribute.String("decision", snap.Decision))
 	if res.Denied != "" {
-		l.m.denied.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", "decide"), attribute.String("reason", res.Denied)))
+		l.m.denied.Add(ctx, 1, attribute.String("operation", "decide"), attribute.String("reason", res.Denied))
 	}
 	return resp, nil
 }
