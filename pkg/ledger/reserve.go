@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -44,7 +43,7 @@ func derive(tenant string, subj *cyclesv1.Subject, unit cyclesv1.Unit) (*derived
 	// Derive's affected scopes are the path's prefixes; the scripts then
 	// rebuild them from the path (lua/lib/ledger_snapshot.lua affected_arg)
 	// instead of decoding a JSON array on every call.
-	if !slices.Equal(d.Affected, scopePrefixes(d.Path)) {
+	if !isPrefixChain(d.Affected, d.Path) {
 		aff, err := json.Marshal(d.Affected)
 		if err != nil {
 			return nil, fmt.Errorf("encode affected scopes: %w", err)
@@ -52,6 +51,22 @@ func derive(tenant string, subj *cyclesv1.Subject, unit cyclesv1.Unit) (*derived
 		out.affected = string(aff)
 	}
 	return out, nil
+}
+
+// isPrefixChain reports whether aff is exactly scopePrefixes(path), without
+// building that slice on every request.
+func isPrefixChain(aff []string, path string) bool {
+	n := 0
+	for i := 0; i <= len(path); i++ {
+		if i < len(path) && path[i] != '/' {
+			continue
+		}
+		if n >= len(aff) || aff[n] != path[:i] {
+			return false
+		}
+		n++
+	}
+	return n == len(aff)
 }
 
 // Reserve creates a reservation (or evaluates one when req.dry_run) for the
