@@ -23,19 +23,42 @@ import (
 // The key itself is part of the payload; map entries (dimensions, metadata)
 // are ordered by the deterministic encoding (idempotency.PayloadHash).
 
-// withTenant returns a copy of subj whose tenant is the effective tenant.
+// The canonical copies below are built field by field: the canonicalizations
+// replace top-level fields only, so the copy shares the request's
+// sub-messages, lists and maps instead of a deep proto.Clone (which was most
+// of the hashing cost); the deterministic encoding is byte for byte the one
+// of a deep clone (TestPayloadHashesAreStable), and a field added to one of
+// these messages fails TestPayloadHashCopiesEveryField until it is copied
+// here. The copies are read only (hashed, encoded).
+
+// withTenant returns subj with the effective tenant: subj itself when it
+// already names it (the usual request).
 func withTenant(subj *cyclesv1.Subject, tenant string) *cyclesv1.Subject {
-	c := proto.Clone(subj).(*cyclesv1.Subject)
-	if c == nil {
-		c = &cyclesv1.Subject{}
+	if subj == nil {
+		return &cyclesv1.Subject{Tenant: tenant}
 	}
-	c.Tenant = tenant
+	if subj.Tenant == tenant {
+		return subj
+	}
+	c := &cyclesv1.Subject{Tenant: tenant, Workspace: subj.Workspace, App: subj.App, Workflow: subj.Workflow,
+		Agent: subj.Agent, Toolset: subj.Toolset, Dimensions: subj.Dimensions}
+	keepUnknown(c, subj)
 	return c
 }
 
+// keepUnknown carries src's unknown fields (a newer client's) into dst, as a
+// clone would.
+func keepUnknown(dst, src proto.Message) {
+	if u := src.ProtoReflect().GetUnknown(); len(u) > 0 {
+		dst.ProtoReflect().SetUnknown(u)
+	}
+}
+
 func reserveHash(tenant string, req *cyclesv1.CreateReservationRequest) (string, error) {
-	c := proto.Clone(req).(*cyclesv1.CreateReservationRequest)
-	c.Subject = withTenant(req.GetSubject(), tenant)
+	c := &cyclesv1.CreateReservationRequest{IdempotencyKey: req.IdempotencyKey, Subject: withTenant(req.Subject, tenant),
+		Action: req.Action, Estimate: req.Estimate, TtlMs: req.TtlMs, GracePeriodMs: req.GracePeriodMs,
+		OveragePolicy: req.OveragePolicy, DryRun: req.DryRun, Metadata: req.Metadata}
+	keepUnknown(c, req)
 	if c.GracePeriodMs == nil {
 		g := int64(DefaultGraceMs)
 		c.GracePeriodMs = &g
@@ -44,14 +67,17 @@ func reserveHash(tenant string, req *cyclesv1.CreateReservationRequest) (string,
 }
 
 func decideHash(tenant string, req *cyclesv1.DecideRequest) (string, error) {
-	c := proto.Clone(req).(*cyclesv1.DecideRequest)
-	c.Subject = withTenant(req.GetSubject(), tenant)
+	c := &cyclesv1.DecideRequest{IdempotencyKey: req.IdempotencyKey, Subject: withTenant(req.Subject, tenant),
+		Action: req.Action, Estimate: req.Estimate, Metadata: req.Metadata}
+	keepUnknown(c, req)
 	return idempotency.PayloadHash(c)
 }
 
 func eventHash(tenant string, req *cyclesv1.CreateEventRequest) (string, error) {
-	c := proto.Clone(req).(*cyclesv1.CreateEventRequest)
-	c.Subject = withTenant(req.GetSubject(), tenant)
+	c := &cyclesv1.CreateEventRequest{IdempotencyKey: req.IdempotencyKey, Subject: withTenant(req.Subject, tenant),
+		Action: req.Action, Actual: req.Actual, OveragePolicy: req.OveragePolicy, Metrics: req.Metrics,
+		ClientTimeMs: req.ClientTimeMs, Metadata: req.Metadata}
+	keepUnknown(c, req)
 	return idempotency.PayloadHash(c)
 }
 

@@ -21,7 +21,18 @@ const reservationIDPrefix = "r_"
 
 // reservationID builds the id of a new reservation of tenant from a UUID.
 func reservationID(tenant, u string) string {
-	return reservationIDPrefix + tenant + "_" + strings.ReplaceAll(u, "-", "")
+	// One allocation: the UUID's dashes are dropped while copying.
+	var b strings.Builder
+	b.Grow(len(reservationIDPrefix) + len(tenant) + 1 + len(u))
+	b.WriteString(reservationIDPrefix)
+	b.WriteString(tenant)
+	b.WriteByte('_')
+	for i := 0; i < len(u); i++ {
+		if u[i] != '-' {
+			b.WriteByte(u[i])
+		}
+	}
+	return b.String()
 }
 
 func newUUID() string { return uuid.New().String() }

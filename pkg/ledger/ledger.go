@@ -117,20 +117,20 @@ var budgetDenials = map[apierr.Code]bool{
 // refused counts a script refusal and returns err unchanged.
 func (l *Ledger) refused(ctx context.Context, op string, err error) error {
 	if ae, ok := apierr.As(err); ok {
-		l.m.refusals.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", op), attribute.String("code", string(ae.Code))))
+		l.m.refusals.Add(ctx, 1, attribute.String("operation", op), attribute.String("code", string(ae.Code)))
 		if op == "reserve" && budgetDenials[ae.Code] {
 			reason := string(ae.Code)
 			if ae.Code == apierr.NotFound {
 				reason = "BUDGET_NOT_FOUND"
 			}
-			l.m.denied.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", op), attribute.String("reason", reason)))
+			l.m.denied.Add(ctx, 1, attribute.String("operation", op), attribute.String("reason", reason))
 		}
 	}
 	return err
 }
 
 func (l *Ledger) replayed(ctx context.Context, op string) {
-	l.m.replays.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", op)))
+	l.m.replays.Add(ctx, 1, attribute.String("operation", op))
 }
 
 // eventContext is the event-context ARGV of one script call.

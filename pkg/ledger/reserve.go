@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/apierr"
@@ -45,7 +43,7 @@ func derive(tenant string, subj *cyclesv1.Subject, unit cyclesv1.Unit) (*derived
 	// Derive's affected scopes are the path's prefixes; the scripts then
 	// rebuild them from the path (lua/lib/ledger_snapshot.lua affected_arg)
 	// instead of decoding a JSON array on every call.
-	if !slices.Equal(d.Affected, scopePrefixes(d.Path)) {
+	if !isPrefixChain(d.Affected, d.Path) {
 		aff, err := json.Marshal(d.Affected)
 		if err != nil {
 			return nil, fmt.Errorf("encode affected scopes: %w", err)
@@ -53,6 +51,22 @@ func derive(tenant string, subj *cyclesv1.Subject, unit cyclesv1.Unit) (*derived
 		out.affected = string(aff)
 	}
 	return out, nil
+}
+
+// isPrefixChain reports whether aff is exactly scopePrefixes(path), without
+// building that slice on every request.
+func isPrefixChain(aff []string, path string) bool {
+	n := 0
+	for i := 0; i <= len(path); i++ {
+		if i < len(path) && path[i] != '/' {
+			continue
+		}
+		if n >= len(aff) || aff[n] != path[:i] {
+			return false
+		}
+		n++
+	}
+	return n == len(aff)
 }
 
 // Reserve creates a reservation (or evaluates one when req.dry_run) for the
@@ -115,12 +129,12 @@ func (l *Ledger) Reserve(ctx context.Context, tenant string, req *cyclesv1.Creat
 	}
 	switch {
 	case snap.Dry:
-		l.m.decisions.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", op), attribute.String("decision", snap.Decision)))
+		l.m.decisions.Add(ctx, 1, attribute.String("operation", op), attribute.String("decision", snap.Decision))
 		if res.Denied != "" {
-			l.m.denied.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", op), attribute.String("reason", res.Denied)))
+			l.m.denied.Add(ctx, 1, attribute.String("operation", op), attribute.String("reason", res.Denied))
 		}
 	default:
-		l.m.created.Add(ctx, 1, metric.WithAttributes(attribute.String("decision", snap.Decision)))
+		l.m.created.Add(ctx, 1, attribute.String("decision", snap.Decision))
 	}
 	return resp, nil
 }
@@ -190,9 +204,9 @@ func (l *Ledger) Decide(ctx context.Context, tenant string, req *cyclesv1.Decide
 		l.replayed(ctx, "decide")
 		return resp, nil
 	}
-	l.m.decisions.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", "decide"), attribute.String("decision", snap.Decision)))
+	l.m.decisions.Add(ctx, 1, attribute.String("operation", "decide"), attribute.String("decision", snap.Decision))
 	if res.Denied != "" {
-		l.m.denied.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", "decide"), attribute.String("reason", res.Denied)))
+		l.m.denied.Add(ctx, 1, attribute.String("operation", "decide"), attribute.String("reason", res.Denied))
 	}
 	return resp, nil
 }

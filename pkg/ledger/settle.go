@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/pkg/idempotency"
@@ -56,10 +55,10 @@ func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.Commit
 	}
 	l.m.committed.Add(ctx, 1)
 	if res.Overage > 0 {
-		l.m.overages.Add(ctx, 1, metric.WithAttributes(attribute.String("unit", snap.Unit)))
+		l.m.overages.Add(ctx, 1, attribute.String("unit", snap.Unit))
 	}
 	if res.Debt > 0 {
-		l.m.debt.Add(ctx, int64(res.Debt), metric.WithAttributes(attribute.String("unit", snap.Unit)))
+		l.m.debt.Add(ctx, int64(res.Debt), attribute.String("unit", snap.Unit))
 	}
 	return resp, nil
 }
@@ -90,7 +89,7 @@ func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.Relea
 		l.replayed(ctx, "release")
 		return resp, nil
 	}
-	l.m.released.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", "client")))
+	l.m.released.Add(ctx, 1, attribute.String("reason", "client"))
 	return resp, nil
 }
 
@@ -180,7 +179,7 @@ func (l *Ledger) CreateEvent(ctx context.Context, tenant string, req *cyclesv1.C
 	}
 	l.m.eventsMade.Add(ctx, 1)
 	if res.Debt > 0 {
-		l.m.debt.Add(ctx, int64(res.Debt), metric.WithAttributes(attribute.String("unit", snap.Unit)))
+		l.m.debt.Add(ctx, int64(res.Debt), attribute.String("unit", snap.Unit))
 	}
 	return resp, nil
 }
@@ -212,7 +211,7 @@ func (l *Ledger) ReleaseForTenantClose(ctx context.Context, tenant string, batch
 		return 0, false, l.refused(ctx, "release_for_close", err)
 	}
 	if out.Released > 0 {
-		l.m.released.Add(ctx, int64(out.Released), metric.WithAttributes(attribute.String("reason", "tenant_closed")))
+		l.m.released.Add(ctx, int64(out.Released), attribute.String("reason", "tenant_closed"))
 	}
 	return out.Released, out.Remaining > 0, nil
 }

@@ -173,12 +173,12 @@ func (l *Limiter) run(ctx context.Context, p Policy, key string, hits int64) (De
 	if p.Shadow {
 		shadow = "1"
 	}
-	args := []any{
-		strconv.FormatInt(p.Limit, 10), strconv.FormatInt(p.WindowMs, 10), strconv.FormatInt(hits, 10),
-		shadow, strconv.FormatInt(p.TTL().Milliseconds(), 10),
-	}
+	// int64 arguments go on the wire as their decimal text, as the strings
+	// did, without a string per argument.
+	args := make([]any, 5, 6)
+	args[0], args[1], args[2], args[3], args[4] = p.Limit, p.WindowMs, hits, shadow, p.TTL().Milliseconds()
 	if p.Algorithm == CappedLog {
-		args = append(args, strconv.FormatInt(p.Cap, 10))
+		args = append(args, p.Cap)
 	}
 	name, ok := scriptOf[p.Algorithm]
 	if !ok {

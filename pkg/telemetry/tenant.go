@@ -24,12 +24,19 @@ func NewTenantCounter(m metric.Meter, name, desc string, label bool) TenantCount
 	return TenantCounter{Int64Counter: MustCounter(m, name, desc), label: label}
 }
 
-// Add records incr, with attribute tenant=<caller's tenant> when labelling.
-func (c TenantCounter) Add(ctx context.Context, incr int64, opts ...metric.AddOption) {
+// Add records incr with attrs, plus tenant=<caller's tenant> when labelling.
+// It takes the attributes rather than AddOptions so that the tenant joins
+// them in ONE attribute set: a second WithAttributes option costs a second
+// set and a merge in the SDK on every call (measured ~2x the allocations).
+func (c TenantCounter) Add(ctx context.Context, incr int64, attrs ...attribute.KeyValue) {
 	if c.label {
 		if p, ok := auth.FromContext(ctx); ok && p.Tenant != "" {
-			opts = append(opts, metric.WithAttributes(attribute.String("tenant", p.Tenant)))
+			attrs = append(attrs, attribute.String("tenant", p.Tenant))
 		}
 	}
-	c.Int64Counter.Add(ctx, incr, opts...)
+	if len(attrs) == 0 {
+		c.Int64Counter.Add(ctx, incr)
+		return
+	}
+	c.Int64Counter.Add(ctx, incr, metric.WithAttributes(attrs...))
 }

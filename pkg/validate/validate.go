@@ -131,12 +131,24 @@ func Text(field, v string, max int) error {
 	if len(v) > max {
 		return invalid(field, "must be at most %d bytes", max)
 	}
-	for _, r := range v {
-		if r < 0x20 || r == 0x7f {
-			return invalid(field, "must not contain control characters")
-		}
+	if !noControl(v) {
+		return invalid(field, "must not contain control characters")
 	}
 	return nil
+}
+
+// textOK is Text's verdict alone: callers that compose the field name
+// ("action.kind") check it first and build the name only for the error, not
+// on every request.
+func textOK(v string, max int) bool { return len(v) <= max && noControl(v) }
+
+func noControl(v string) bool {
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // Unit: required, not UNSPECIFIED, a known value.
@@ -168,8 +180,8 @@ func Amount(field string, a *cyclesv1.Amount) error {
 	if a == nil {
 		return invalid(field, "is required")
 	}
-	if err := Unit(field+".unit", a.GetUnit()); err != nil {
-		return err
+	if scope.UnitKey(a.GetUnit()) == "" {
+		return Unit(field+".unit", a.GetUnit())
 	}
 	if a.GetAmount() < 0 {
 		return invalid(field+".amount", "must be >= 0")
@@ -212,6 +224,9 @@ func Subject(field string, s *cyclesv1.Subject) error {
 	if present == 0 {
 		return invalid(field, "needs at least one of tenant, workspace, app, workflow, agent, toolset")
 	}
+	if len(s.GetDimensions()) == 0 {
+		return nil
+	}
 	return Dimensions(field+".dimensions", s.GetDimensions())
 }
 
@@ -239,14 +254,14 @@ func Action(field string, a *cyclesv1.Action) error {
 	if a.GetKind() == "" {
 		return invalid(field+".kind", "is required")
 	}
-	if err := Text(field+".kind", a.GetKind(), 64); err != nil {
-		return err
+	if !textOK(a.GetKind(), 64) {
+		return Text(field+".kind", a.GetKind(), 64)
 	}
 	if a.GetName() == "" {
 		return invalid(field+".name", "is required")
 	}
-	if err := Text(field+".name", a.GetName(), 256); err != nil {
-		return err
+	if !textOK(a.GetName(), 256) {
+		return Text(field+".name", a.GetName(), 256)
 	}
 	if len(a.GetTags()) > 10 {
 		return invalid(field+".tags", "at most 10 tags")
