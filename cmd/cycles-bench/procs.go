@@ -89,6 +89,13 @@ func freePort() (int, error) {
 // startRedis runs a private redis-server with the test harness's settings
 // (no persistence, noeviction) in dir.
 func startRedis(dir string) (*proc, string, error) {
+	return startRedisUnder(dir, "", nil, 10*time.Second)
+}
+
+// startRedisUnder is startRedis with the server run by wrapper (e.g.
+// valgrind) given wrapperArgs before the server's own command line; ready
+// bounds the wait for its first PING (a server under valgrind starts slowly).
+func startRedisUnder(dir, wrapper string, wrapperArgs []string, ready time.Duration) (*proc, string, error) {
 	bin := os.Getenv("REDIS_SERVER")
 	if bin == "" {
 		var err error
@@ -101,17 +108,22 @@ func startRedis(dir string) (*proc, string, error) {
 		return nil, "", err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	p, err := startProc("redis-server", bin, []string{
+	args := []string{
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
 		"--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction",
 		"--protected-mode", "no", "--logfile", filepath.Join(dir, "redis.log"),
-	}, nil)
+	}
+	if wrapper != "" {
+		args = append(append(append([]string{}, wrapperArgs...), bin), args...)
+		bin = wrapper
+	}
+	p, err := startProc("redis-server", bin, args, nil)
 	if err != nil {
 		return nil, "", err
 	}
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(ready)
 	for {
 		if err := c.Ping(context.Background()).Err(); err == nil {
 			return p, addr, nil

@@ -164,35 +164,8 @@ func startCostRedis(dir string, underValgrind bool) (*proc, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("valgrind not found (apt install valgrind, or -valgrind=false): %w", err)
 	}
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, "", err
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, "", err
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	p, err := startProc("redis-server", vg, []string{"--tool=callgrind", "--callgrind-out-file=" + filepath.Join(dir, "cg.out"),
-		bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no",
-		"--maxmemory-policy", "noeviction", "--protected-mode", "no", "--logfile", filepath.Join(dir, "redis.log")}, nil)
-	if err != nil {
-		return nil, "", err
-	}
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
-	defer c.Close()
-	deadline := time.Now().Add(60 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if e := p.exited(); e != nil {
-			return nil, "", e
-		}
-		if time.Now().After(deadline) {
-			p.stop(time.Second)
-			return nil, "", fmt.Errorf("redis-server under valgrind on %s not ready", addr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return p, addr, nil
+	return startRedisUnder(dir, vg, []string{"--tool=callgrind", "--callgrind-out-file=" + filepath.Join(dir, "cg.out")},
+		60*time.Second)
 }
 
 type costMeter struct {
