@@ -62,121 +62,30 @@ type snapshot struct {
 	ExtensionCount num
 }
 
-// flat reads the fields of one flat reply in order; the first malformed
-// field sets err and every later read returns a zero value.
-type flat struct {
-	a   []any
-	i   int
-	err error
-}
+// flat reads a ledger mutation's flat reply (script.FlatReader) with the
+// ledger's amount type and its packed balance lists.
+type flat struct{ *script.FlatReader }
 
-func (f *flat) fail(format string, args ...any) {
-	if f.err == nil {
-		f.err = fmt.Errorf("field %d: "+format, append([]any{f.i}, args...)...)
-	}
-}
+// int reads an amount (an integer reply or a decimal string, an empty string is 0).
+func (f flat) int() num { return num(f.Int()) }
 
-func (f *flat) next() any {
-	if f.err != nil {
+// opt reads an optional amount (an empty string is absent).
+func (f flat) opt() *num {
+	v, ok := f.Opt()
+	if !ok {
 		return nil
 	}
-	if f.i >= len(f.a) {
-		f.fail("reply ends early (%d elements)", len(f.a))
-		return nil
-	}
-	v := f.a[f.i]
-	f.i++
-	return v
-}
-
-func (f *flat) str() string {
-	switch v := f.next().(type) {
-	case string:
-		return v
-	case int64:
-		return strconv.FormatInt(v, 10)
-	case nil:
-		return ""
-	default:
-		f.fail("unexpected %T", v)
-		return ""
-	}
-}
-
-// int reads an int64 (a decimal string, ” = 0, or an integer reply).
-func (f *flat) int() num {
-	switch v := f.next().(type) {
-	case int64:
-		return num(v)
-	case string:
-		if v == "" {
-			return 0
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			f.fail("amount %q: %v", v, err)
-		}
-		return num(n)
-	case nil:
-		return 0
-	default:
-		f.fail("unexpected %T", v)
-		return 0
-	}
-}
-
-// opt reads an optional int64 (” = absent).
-func (f *flat) opt() *num {
-	if f.err == nil && f.i < len(f.a) {
-		if s, ok := f.a[f.i].(string); ok && s == "" {
-			f.i++
-			return nil
-		}
-	}
-	n := f.int()
+	n := num(v)
 	return &n
-}
-
-func (f *flat) flag() bool {
-	switch v := f.next().(type) {
-	case int64:
-		return v != 0
-	case string:
-		return v == "1"
-	default:
-		return false
-	}
-}
-
-// count reads a list length, bounded by what is left of the reply.
-func (f *flat) count(per int) int {
-	n := int(f.int())
-	if n < 0 || n*per > len(f.a)-f.i {
-		f.fail("list of %d entries does not fit the reply", n)
-		return 0
-	}
-	return n
-}
-
-func (f *flat) strs() []string {
-	n := f.count(1)
-	if n == 0 {
-		return nil
-	}
-	out := make([]string, n)
-	for i := range out {
-		out[i] = f.str()
-	}
-	return out
 }
 
 // balances reads a packed balance list: the scope paths, then one string of
 // rows "i,remaining,reserved,spent,allocated,debt,overdraft_limit,over"
 // joined by ';', i the row's path index (1-based).
-func (f *flat) balances() []balanceRow {
-	paths := f.strs()
-	packed := f.str()
-	if f.err != nil || packed == "" {
+func (f flat) balances() []balanceRow {
+	paths := f.Strs()
+	packed := f.Str()
+	if f.Err() != nil || packed == "" {
 		return nil
 	}
 	out := make([]balanceRow, 0, strings.Count(packed, ";")+1)
@@ -193,14 +102,14 @@ func (f *flat) balances() []balanceRow {
 		}
 		idx, err := strconv.Atoi(v[0])
 		if n != len(v) || err != nil || idx < 1 || idx > len(paths) {
-			f.fail("malformed balance row %q", row)
+			f.Fail("malformed balance row %q", row)
 			return nil
 		}
 		b := balanceRow{ScopePath: paths[idx-1], IsOverLimit: v[7] == "1"}
 		for i, dst := range []*num{&b.Remaining, &b.Reserved, &b.Spent, &b.Allocated, &b.Debt, &b.OverdraftLimit} {
 			x, err := strconv.ParseInt(v[i+1], 10, 64)
 			if err != nil {
-				f.fail("balance row %q: %v", row, err)
+				f.Fail("balance row %q: %v", row, err)
 				return nil
 			}
 			*dst = num(x)
@@ -213,24 +122,21 @@ func (f *flat) balances() []balanceRow {
 // runFlat runs a ledger mutation and reads its replay flag and the script's
 // extras (read by extras) and snapshot fields (read by fields).
 func (l *Ledger) runFlat(ctx context.Context, name *script.Def, keys []string, args []any,
-	extras func(*flat, *result), fields func(*flat, *snapshot)) (*result, *snapshot, error) {
+	extras func(flat, *result), fields func(flat, *snapshot)) (*result, *snapshot, error) {
 	reply, err := l.exec.RunFlat(ctx, name, keys, args...)
 	if err != nil {
 		return nil, nil, err
 	}
-	f := &flat{a: reply, i: script.FlatFields}
+	f := flat{script.NewFlatReader(reply)}
 	var r result
 	var s snapshot
-	r.Replay = f.flag()
+	r.Replay = f.Flag()
 	if extras != nil {
 		extras(f, &r)
 	}
 	fields(f, &s)
-	if f.err == nil && f.i != len(f.a) {
-		f.fail("%d trailing elements", len(f.a)-f.i)
-	}
-	if f.err != nil {
-		return nil, nil, fmt.Errorf("%s: decode reply: %w", name, f.err)
+	if err := f.End(); err != nil {
+		return nil, nil, fmt.Errorf("%s: decode reply: %w", name, err)
 	}
 	return &r, &s, nil
 }
@@ -238,53 +144,53 @@ func (l *Ledger) runFlat(ctx context.Context, name *script.Def, keys []string, a
 // Per script: the extras after the replay flag, then the snapshot fields
 // (lua/lib/ledger_snapshot.lua lists them).
 
-func reserveExtras(f *flat, r *result) {
+func reserveExtras(f flat, r *result) {
 	r.RemTTL = f.opt()
-	r.Denied = f.str()
+	r.Denied = f.Str()
 }
 
-func reserveFields(f *flat, s *snapshot) {
-	s.Dry = f.flag()
-	s.Decision, s.ReasonCode, s.ReservationID = f.str(), f.str(), f.str()
-	s.Reserved, s.Unit, s.ExpiresAtMs, s.ScopePath = f.opt(), f.str(), f.int(), f.str()
-	s.GraceMs, s.Policy, s.Caps = f.int(), f.str(), f.str()
-	s.Affected = f.strs()
-	if s.Affected == nil && f.err == nil {
+func reserveFields(f flat, s *snapshot) {
+	s.Dry = f.Flag()
+	s.Decision, s.ReasonCode, s.ReservationID = f.Str(), f.Str(), f.Str()
+	s.Reserved, s.Unit, s.ExpiresAtMs, s.ScopePath = f.opt(), f.Str(), f.int(), f.Str()
+	s.GraceMs, s.Policy, s.Caps = f.int(), f.Str(), f.Str()
+	s.Affected = f.Strs()
+	if s.Affected == nil && f.Err() == nil {
 		// None listed: the scope path's prefixes (pkg/scope.Derive).
 		s.Affected = scopePrefixes(s.ScopePath)
 	}
 	s.Balances = f.balances()
 }
 
-func commitExtras(f *flat, r *result) { r.Overage, r.Debt = f.int(), f.int() }
+func commitExtras(f flat, r *result) { r.Overage, r.Debt = f.int(), f.int() }
 
-func commitFields(f *flat, s *snapshot) {
-	s.Unit, s.Charged, s.Released, s.DebtIncurred = f.str(), f.opt(), f.opt(), f.int()
+func commitFields(f flat, s *snapshot) {
+	s.Unit, s.Charged, s.Released, s.DebtIncurred = f.Str(), f.opt(), f.opt(), f.int()
 	s.Balances = f.balances()
 }
 
-func releaseFields(f *flat, s *snapshot) {
-	s.Unit, s.Released = f.str(), f.opt()
+func releaseFields(f flat, s *snapshot) {
+	s.Unit, s.Released = f.Str(), f.opt()
 	s.Balances = f.balances()
 }
 
-func extendExtras(f *flat, r *result) { r.RemTTL = f.opt() }
+func extendExtras(f flat, r *result) { r.RemTTL = f.opt() }
 
-func extendFields(f *flat, s *snapshot) {
-	s.Unit, s.ExpiresAtMs, s.ExtensionCount = f.str(), f.int(), f.int()
+func extendFields(f flat, s *snapshot) {
+	s.Unit, s.ExpiresAtMs, s.ExtensionCount = f.Str(), f.int(), f.int()
 	s.Balances = f.balances()
 }
 
-func decideExtras(f *flat, r *result) { r.Denied = f.str() }
+func decideExtras(f flat, r *result) { r.Denied = f.Str() }
 
-func decideFields(f *flat, s *snapshot) {
-	s.Decision, s.ReasonCode, s.Caps = f.str(), f.str(), f.str()
-	s.Affected = f.strs()
+func decideFields(f flat, s *snapshot) {
+	s.Decision, s.ReasonCode, s.Caps = f.Str(), f.Str(), f.Str()
+	s.Affected = f.Strs()
 }
 
-func eventExtras(f *flat, r *result) { r.Debt = f.int() }
+func eventExtras(f flat, r *result) { r.Debt = f.int() }
 
-func eventFields(f *flat, s *snapshot) {
-	s.EventID, s.Unit, s.Charged, s.DebtIncurred = f.str(), f.str(), f.opt(), f.int()
+func eventFields(f flat, s *snapshot) {
+	s.EventID, s.Unit, s.Charged, s.DebtIncurred = f.Str(), f.Str(), f.opt(), f.int()
 	s.Balances = f.balances()
 }

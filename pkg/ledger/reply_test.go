@@ -3,6 +3,8 @@ package ledger
 import (
 	"strings"
 	"testing"
+
+	"github.com/cyclesgo/cycles-go/pkg/script"
 )
 
 // The flat reply reader takes well-formed replies field by field and turns
@@ -29,23 +31,21 @@ func TestFlatReplyReader(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &flat{a: tc.reply, i: 4}
+			f := flat{script.NewFlatReader(tc.reply)}
 			var r result
 			var s snapshot
-			r.Replay = f.flag()
+			r.Replay = f.Flag()
 			reserveExtras(f, &r)
 			reserveFields(f, &s)
-			if f.err == nil && f.i != len(f.a) {
-				f.fail("%d trailing elements", len(f.a)-f.i)
-			}
+			err := f.End()
 			if tc.err != "" {
-				if f.err == nil || !strings.Contains(f.err.Error(), tc.err) {
-					t.Fatalf("err = %v, want %q", f.err, tc.err)
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
 				}
 				return
 			}
-			if f.err != nil {
-				t.Fatal(f.err)
+			if err != nil {
+				t.Fatal(err)
 			}
 			if r.Replay || r.RemTTL == nil || *r.RemTTL != 60000 || s.Reserved == nil || *s.Reserved != 100 ||
 				s.ExpiresAtMs != 1700000000000 || s.GraceMs != 5000 || s.Policy != "REJECT" || s.Caps != "" {

@@ -188,35 +188,17 @@ func (l *Limiter) run(ctx context.Context, p Policy, key string, hits int64) (De
 	if err != nil {
 		return Decision{}, err
 	}
-	v, err := decisionFields(reply[script.FlatFields:])
-	if err != nil {
+	// The fields of lua/lib/ratelimit.lua decision, in order.
+	f := script.NewFlatReader(reply)
+	d := Decision{Policy: p.Name, Algorithm: p.Algorithm, Allowed: f.Flag(), ShadowDenied: f.Flag(),
+		Count: f.Int(), Remaining: f.Int(), Limit: f.Int(), WindowMs: p.WindowMs}
+	d.ResetAfter = time.Duration(f.Int()) * time.Millisecond
+	d.RetryAfter = time.Duration(f.Int()) * time.Millisecond
+	d.NowMs = f.Int()
+	if err := f.End(); err != nil {
 		return Decision{}, fmt.Errorf("%s: decode reply: %w", name, err)
 	}
-	return Decision{
-		Policy: p.Name, Algorithm: p.Algorithm, Allowed: v[0] == 1, ShadowDenied: v[1] == 1,
-		Count: v[2], Remaining: v[3], Limit: v[4], WindowMs: p.WindowMs,
-		ResetAfter: time.Duration(v[5]) * time.Millisecond,
-		RetryAfter: time.Duration(v[6]) * time.Millisecond,
-		NowMs:      v[7],
-	}, nil
-}
-
-// decisionFields reads a check's flat reply fields (lua/lib/ratelimit.lua
-// decision): allowed, shadow_denied, count, remaining, limit,
-// reset_after_ms, retry_after_ms, now, each a Redis integer.
-func decisionFields(f []any) ([8]int64, error) {
-	var v [8]int64
-	if len(f) != len(v) {
-		return v, fmt.Errorf("%d fields, want %d", len(f), len(v))
-	}
-	for i, x := range f {
-		n, ok := x.(int64)
-		if !ok {
-			return v, fmt.Errorf("field %d is %T, want an integer", i, x)
-		}
-		v[i] = n
-	}
-	return v, nil
+	return d, nil
 }
 
 // Inspection is an operator's view of one key.
