@@ -229,7 +229,7 @@ func TestRecordLayoutCompactAndPrevious(t *testing.T) {
 }
 
 // A reserve whose subject the scope path implies passes it to the script as
-// ”; a dry run's DENY event still carries the whole subject, as a subject
+// an empty string; a dry run's DENY event still carries the whole subject, as a subject
 // that is stored does.
 func TestDeniedEventCarriesImpliedSubject(t *testing.T) {
 	e := newEnv(t)

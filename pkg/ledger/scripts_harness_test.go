@@ -114,7 +114,7 @@ var flatLayouts = map[string]struct {
 var balanceFields = []string{"scope_path", "remaining", "reserved", "spent", "allocated", "debt", "overdraft_limit", "is_over_limit"}
 
 // flatOut reads a flat reply into the envelope and snapshot map the suites
-// assert on (absent fields, ”, are left out of the map; dry '0' too). Resp is
+// assert on (absent fields, empty strings, are left out of the map; dry '0' too). Resp is
 // the snapshot's reply elements verbatim, so replays compare byte for byte.
 func flatOut(name string, reply []any) (*out, error) {
 	lay, ok := flatLayouts[name]
