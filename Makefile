@@ -47,9 +47,9 @@ generate: ## Regenerate gen/ from proto/ with local plugins
 	$(MAKE) --no-print-directory descriptors
 
 .PHONY: descriptors
-descriptors: ## Write pkg/contract/cycles.binpb: the descriptor set with source info and imports (served by reflection)
+descriptors: ## Write internal/contract/cycles.binpb: the descriptor set with source info and imports (served by reflection)
 	@command -v buf >/dev/null || $(MAKE) tools
-	buf build --as-file-descriptor-set -o pkg/contract/cycles.binpb
+	buf build --as-file-descriptor-set -o internal/contract/cycles.binpb
 
 .PHONY: lint
 lint: ## buf lint, gofmt and go vet
@@ -84,7 +84,7 @@ grpcurl: ## Install grpcurl (pinned) with go install, if it is not on the PATH
 	@command -v grpcurl >/dev/null || { echo "installing grpcurl $(GRPCURL_VERSION) with go install"; $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION); }
 
 # Suites that also run against a local 3-master Redis Cluster.
-CLUSTER_SUITES ?= ./pkg/ledger/... ./pkg/sweeper/... ./pkg/events/... ./pkg/ratelimit/... ./pkg/admin/... ./pkg/api/... ./test/ledgertest/... ./test/redistest/... ./test/property/...
+CLUSTER_SUITES ?= ./internal/ledger/... ./internal/sweeper/... ./internal/events/... ./internal/ratelimit/... ./internal/admin/... ./internal/api/... ./test/ledgertest/... ./test/redistest/... ./test/property/...
 
 .PHONY: test
 test: deps grpcurl ## Run every test (own redis-server processes), Cluster suites, fuzz, 60 s soak: ~8 min
@@ -112,9 +112,9 @@ SOAK_DURATION       ?= 30m
 SOAK_SHORT_DURATION ?= 60s
 FUZZ_TIME           ?= 1m
 FUZZ_SHORT_TIME     ?= 3s
-FUZZ_TARGETS        ?= ./pkg/validate:FuzzValidateRequest ./pkg/scope:FuzzDerive ./pkg/scope:FuzzCanonical \
-	./pkg/events:FuzzDecodeCursor ./pkg/events:FuzzCursorRoundTrip ./pkg/keys:FuzzTenantKeys ./pkg/ledger:FuzzScriptKeys \
-	./pkg/api/cycleshttp:FuzzReserveBody
+FUZZ_TARGETS        ?= ./internal/validate:FuzzValidateRequest ./internal/scope:FuzzDerive ./internal/scope:FuzzCanonical \
+	./internal/events:FuzzDecodeCursor ./internal/events:FuzzCursorRoundTrip ./internal/keys:FuzzTenantKeys ./internal/ledger:FuzzScriptKeys \
+	./internal/api/cycleshttp:FuzzReserveBody
 
 .PHONY: test-long
 test-long: deps ## Property tests with PROPERTY_CHECKS (default 1,000) random cases (tens of minutes)

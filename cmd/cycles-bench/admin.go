@@ -8,8 +8,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/pkg/apierr"
-	"github.com/cyclesgo/cycles-go/pkg/auth"
+	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/auth"
 )
 
 func (b *runner) adminCtx(ctx context.Context) context.Context {

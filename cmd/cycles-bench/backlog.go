@@ -12,8 +12,8 @@ import (
 
 	"github.com/cyclesgo/cycles-go/bench"
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/pkg/keys"
-	"github.com/cyclesgo/cycles-go/pkg/script"
+	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
 const (
@@ -25,7 +25,7 @@ const (
 // runBacklog seeds n reservations (ttl 1 s, no grace, spread over
 // backlogTenants tenants with three budgeted scopes each, provisioned through
 // the AdminService) by running the ledger's reserve script through
-// pkg/script with the service's KEYS/ARGV (as the ceiling does: twice as fast
+// internal/script with the service's KEYS/ARGV (as the ceiling does: twice as fast
 // as going through cyclesd, and the records are the same), waits until every
 // one is due, and times one OpsService.TriggerSweep that drains them all. It
 // then checks every budget is back to its allocation.

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cyclesgo/cycles-go/bench"
-	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/internal/keys"
 )
 
 // buildCyclesd builds the daemon the tool starts.

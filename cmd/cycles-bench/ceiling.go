@@ -12,16 +12,16 @@ import (
 
 	"github.com/cyclesgo/cycles-go/bench"
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/pkg/auth"
-	"github.com/cyclesgo/cycles-go/pkg/eventctx"
-	"github.com/cyclesgo/cycles-go/pkg/keys"
-	"github.com/cyclesgo/cycles-go/pkg/scope"
-	"github.com/cyclesgo/cycles-go/pkg/script"
+	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/eventctx"
+	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/scope"
+	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
 const ceilingScript = "ledger/reserve"
 
-// ceilingDef is the ledger's Def of ceilingScript (pkg/ledger, linked in
+// ceilingDef is the ledger's Def of ceilingScript (internal/ledger, linked in
 // by scriptcost, defines it before this package initializes).
 var ceilingDef = func() *script.Def {
 	d, ok := script.Lookup(ceilingScript)
@@ -32,7 +32,7 @@ var ceilingDef = func() *script.Def {
 }()
 
 // ceilingCaller runs the ledger's reserve script straight through
-// pkg/script with exactly the KEYS and ARGV pkg/ledger builds for a live
+// internal/script with exactly the KEYS and ARGV internal/ledger builds for a live
 // reserve of the shared shape (same tenant layout, three budgeted scopes,
 // same JSON arguments), so the only difference from the service is
 // everything in front of Redis: gRPC, auth, validation, hashing, decoding.
@@ -88,7 +88,7 @@ func (c *ceilingCaller) reserveTTL(ctx context.Context, id string, ttl, grace in
 	}, c.budgets...)
 	_, err := c.exec.RunFlat(ctx, ceilingDef, ks,
 		"live", id, "TOKENS", strconv.Itoa(estimate), strconv.Itoa(ttl), strconv.Itoa(grace), "", id,
-		// The payload hash: any string of pkg/idempotency's length (the
+		// The payload hash: any string of internal/idempotency's length (the
 		// script only compares it).
 		"n4bQgYhMfWWaL-qgxVrQFa",
 		c.path, c.affected, c.subj, c.action, "", eventctx.Arg(c.ctx, 0))

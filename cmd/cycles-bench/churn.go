@@ -13,7 +13,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/bench"
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/pkg/auth"
+	"github.com/cyclesgo/cycles-go/internal/auth"
 )
 
 // churnClients is the reserving tenant's client count in the churn cell.

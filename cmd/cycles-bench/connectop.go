@@ -9,7 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/pkg/auth"
+	"github.com/cyclesgo/cycles-go/internal/auth"
 )
 
 // The "connect" op is the reserve op sent as Connect JSON over HTTP/1.1 to

@@ -19,13 +19,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/pkg/script"
+	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
 // FeedResult is the outcome of `cycles-bench feed`: one all-tenant
 // subscriber (admin key, no tenant_id, event_types reservation.expired)
 // watching the expiry of a backlog spread over many tenants, then the cost
-// of the feed while thousands of tenants are idle (pkg/events/doc.go).
+// of the feed while thousands of tenants are idle (internal/events/doc.go).
 type FeedResult struct {
 	Tenants     int `json:"tenants"`
 	Expirations int `json:"expirations"`

@@ -12,7 +12,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/bench"
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/pkg/auth"
+	"github.com/cyclesgo/cycles-go/internal/auth"
 )
 
 // Workload constants: every reservation holds estimate and commits actual,

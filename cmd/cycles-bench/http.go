@@ -11,7 +11,7 @@ import (
 	"time"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/pkg/apierr"
+	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
 
 // The http-reserve phase drives the same reserve as the reserve phase over

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cyclesgo/cycles-go/bench"
-	"github.com/cyclesgo/cycles-go/pkg/apierr"
+	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
 
 // errDone is returned by an op when its worker has nothing left to do (the

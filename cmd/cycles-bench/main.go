@@ -15,7 +15,7 @@
 // checks. After each group it verifies the ledger through AdminService
 // GetBudget: the Redis totals must equal what the successful calls imply.
 // It then measures the ceiling (the reserve script straight against the same
-// Redis through pkg/script, same KEYS/ARGV shape) and the drain of an expiry
+// Redis through internal/script, same KEYS/ARGV shape) and the drain of an expiry
 // backlog. See BENCHMARKS.md.
 package main
 

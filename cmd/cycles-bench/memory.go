@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cyclesgo/cycles-go/bench"
-	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/internal/keys"
 )
 
 // memoryWorkers is the concurrency of the memory phase (throughput is not

@@ -248,7 +248,7 @@ func scriptStats(c *redis.Client) (calls, usec int64) {
 	for _, line := range strings.Split(info, "\n") {
 		line = strings.TrimSpace(line)
 		// EVALSHA/EVAL, or FCALL where cyclesd runs the scripts as Redis 7
-		// Functions (pkg/script/function.go).
+		// Functions (internal/script/function.go).
 		var rest string
 		ok := false
 		for _, cmd := range []string{"evalsha", "eval", "fcall", "fcall_ro"} {

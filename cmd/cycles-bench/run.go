@@ -80,7 +80,7 @@ func parseRunFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.warmup, "warmup", 500*time.Millisecond, "warm-up per cell (not measured)")
 	fs.IntVar(&c.conns, "conns", 4, "gRPC connections per group (at most one per client); clients share them round-robin, as agents behind one HTTP/2 client would")
 	fs.IntVar(&c.ceilingConns, "ceiling-conns", 50, "Redis connections of the raw-script ceiling")
-	fs.IntVar(&c.ceilingInFlight, "ceiling-inflight", 0, "script executions in flight for the ceiling (0: pkg/script's default, -1: no pipelining)")
+	fs.IntVar(&c.ceilingInFlight, "ceiling-inflight", 0, "script executions in flight for the ceiling (0: internal/script's default, -1: no pipelining)")
 	fs.IntVar(&c.physicalConns, "physical-conns", 50, "connections of the physical-limit row (a minimal 3-scope reserve-like script; 0: skip)")
 	fs.IntVar(&c.memory, "memory", 5000, "reserve+commit lifecycles of the Redis memory cell (0: skip)")
 	fs.IntVar(&c.backlog, "backlog", 100_000, "expired reservations to drain (0: skip)")
@@ -463,7 +463,7 @@ func (b *runner) run(ctx context.Context) (*bench.Result, error) {
 		}
 	}
 	if cfg.ceilingConns > 0 {
-		b.logf("ceiling: %s via pkg/script, %d connections", ceilingScript, cfg.ceilingConns)
+		b.logf("ceiling: %s via internal/script, %d connections", ceilingScript, cfg.ceilingConns)
 		ceil, chk, err := b.runCeiling(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("ceiling: %w", err)

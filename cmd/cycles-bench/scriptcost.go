@@ -16,17 +16,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/pkg/admin"
-	"github.com/cyclesgo/cycles-go/pkg/auth"
-	"github.com/cyclesgo/cycles-go/pkg/ledger"
-	"github.com/cyclesgo/cycles-go/pkg/script"
+	"github.com/cyclesgo/cycles-go/internal/admin"
+	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/ledger"
+	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
 // scriptcost measures what one script call costs inside Redis, as a figure
 // that does not depend on what else the machine is doing: redis-server runs
 // under callgrind, and the instructions it executes between two counter
 // resets, divided by the calls, are the cost per call. Calls go through the
-// domain packages (pkg/ledger) exactly as cyclesd sends them, one at a time,
+// domain packages (internal/ledger) exactly as cyclesd sends them, one at a time,
 // so the figure moves only when the scripts, their arguments or the
 // executor change. Without valgrind (-valgrind=false) it reports Redis's own
 // microseconds per call (INFO commandstats) instead, which is noisy on a

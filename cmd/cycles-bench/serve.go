@@ -10,8 +10,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/cyclesgo/cycles-go/pkg/app"
-	cyclesconfig "github.com/cyclesgo/cycles-go/pkg/config"
+	"github.com/cyclesgo/cycles-go/internal/app"
+	cyclesconfig "github.com/cyclesgo/cycles-go/internal/config"
 )
 
 // serveMain runs cyclesd in this process exactly as cmd/cyclesd does

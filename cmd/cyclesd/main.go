@@ -16,8 +16,8 @@ import (
 	"runtime/debug"
 	"syscall"
 
-	"github.com/cyclesgo/cycles-go/pkg/app"
-	"github.com/cyclesgo/cycles-go/pkg/config"
+	"github.com/cyclesgo/cycles-go/internal/app"
+	"github.com/cyclesgo/cycles-go/internal/config"
 )
 
 func main() {

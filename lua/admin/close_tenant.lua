@@ -4,7 +4,7 @@
 -- KEYS[1] = tenant record hash
 -- KEYS[2] = tenant event stream
 -- ARGV[1] = tenant id
--- ARGV[2] = event context (pkg/eventctx.Arg)
+-- ARGV[2] = event context (internal/eventctx.Arg)
 -- Result: ok({tenant = <tenant hash after>, closed_now = bool})
 --   Closing a CLOSED tenant changes nothing (closed_now = false, no event).
 -- Refusals: TENANT_NOT_FOUND.

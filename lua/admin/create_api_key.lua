@@ -8,7 +8,7 @@
 -- ARGV[2] = key id (16 lowercase hex)
 -- ARGV[3] = name
 -- ARGV[4] = hex SHA-256 of the full presented key
--- ARGV[5] = event context (pkg/eventctx.Arg)
+-- ARGV[5] = event context (internal/eventctx.Arg)
 -- Result: ok(<API key hash after the write>)
 -- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, DUPLICATE_RESOURCE (key id taken).
 -- Events: api_key.created (category api_key).

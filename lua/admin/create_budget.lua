@@ -12,7 +12,7 @@
 -- ARGV[6] = commit overage policy ('' = none)
 -- ARGV[7] = caps (JSON, '' = none)
 -- ARGV[8] = metadata (JSON object of strings)
--- ARGV[9] = event context (pkg/eventctx.Arg)
+-- ARGV[9] = event context (internal/eventctx.Arg)
 -- Result: ok(<budget hash after the write>)
 -- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, TENANT_SUSPENDED, DUPLICATE_RESOURCE,
 --   INVALID_REQUEST, INTERNAL_ERROR (malformed tenant status).

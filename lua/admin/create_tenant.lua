@@ -9,7 +9,7 @@
 -- ARGV[5] = max reservation ttl ms (decimal, 0 = no cap)
 -- ARGV[6] = max reservation extensions (decimal)
 -- ARGV[7] = metadata (JSON object of strings)
--- ARGV[8] = event context (pkg/eventctx.Arg)
+-- ARGV[8] = event context (internal/eventctx.Arg)
 -- Result: ok(<tenant hash after the write>)
 -- Refusals: DUPLICATE_RESOURCE (record exists), INVALID_REQUEST (malformed ARGV).
 -- created_at/updated_at come from Redis TIME; extra ARGV are ignored.

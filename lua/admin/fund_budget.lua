@@ -10,11 +10,11 @@
 -- ARGV[2] = amount (decimal int64 >= 0)
 -- ARGV[3] = spent override for RESET_SPENT (decimal int64 >= 0; '' = not given -> 0)
 -- ARGV[4] = reason (event data only)
--- ARGV[5] = payload hash (pkg/idempotency.PayloadHash of the canonical request)
+-- ARGV[5] = payload hash (internal/idempotency.PayloadHash of the canonical request)
 -- ARGV[6] = idempotency record lifetime in ms
 -- ARGV[7] = canonical scope path
 -- ARGV[8] = unit
--- ARGV[9] = event context (pkg/eventctx.Arg)
+-- ARGV[9] = event context (internal/eventctx.Arg)
 -- Result: {"replay":bool,"resp":R} where R = {operation, timestamp_ms,
 --   previous = {allocated, remaining, debt, spent, reserved}, new = {same},
 --   budget = <budget hash after>} (amounts as decimal strings).

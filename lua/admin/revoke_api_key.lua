@@ -5,7 +5,7 @@
 -- KEYS[2] = tenant event stream
 -- ARGV[1] = tenant id
 -- ARGV[2] = key id
--- ARGV[3] = event context (pkg/eventctx.Arg)
+-- ARGV[3] = event context (internal/eventctx.Arg)
 -- Result: ok({key = <API key hash after>, revoked_now = bool})
 --   Revoking a REVOKED key changes nothing (revoked_now = false, no event).
 -- Refusals: KEY_NOT_FOUND.

@@ -12,7 +12,7 @@
 -- ARGV[1] = canonical scope path
 -- ARGV[2] = unit
 -- ARGV[3] = reason (event data only)
--- ARGV[4] = event context (pkg/eventctx.Arg)
+-- ARGV[4] = event context (internal/eventctx.Arg)
 -- ARGV[5] = target status: FROZEN | ACTIVE | CLOSED
 -- Result: ok(<budget hash after>)
 -- Refusals: TENANT_CLOSED, BUDGET_NOT_FOUND; freeze: BUDGET_FROZEN (already

@@ -11,7 +11,7 @@
 --           {overdraft_limit (decimal string), commit_overage_policy,
 --            caps (JSON text), clear_caps (bool), metadata (object of strings),
 --            replace_metadata (bool)}
--- ARGV[4] = event context (pkg/eventctx.Arg)
+-- ARGV[4] = event context (internal/eventctx.Arg)
 -- Result: ok(<budget hash after>)
 -- Refusals: TENANT_CLOSED, BUDGET_NOT_FOUND, BUDGET_CLOSED, INVALID_REQUEST,
 --   INTERNAL_ERROR (malformed stored values). Nothing is written when nothing changes.

@@ -8,7 +8,7 @@
 --           {name, default_policy, default_ttl_ms, max_ttl_ms, max_extensions
 --            (decimal strings), status (ACTIVE|SUSPENDED), metadata (object of
 --            strings), replace_metadata (bool: metadata replaces instead of merging)}
--- ARGV[3] = event context (pkg/eventctx.Arg)
+-- ARGV[3] = event context (internal/eventctx.Arg)
 -- Result: ok(<tenant hash after the update>)
 -- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, INVALID_REQUEST, INTERNAL_ERROR
 -- (malformed stored metadata). Nothing is written when nothing changes.

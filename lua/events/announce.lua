@@ -1,5 +1,5 @@
 -- events/announce: put "tenant T has events up to id X" into the all-tenant
--- feed as exact, contiguous ranges (pkg/events/doc.go, "The all-tenant feed").
+-- feed as exact, contiguous ranges (internal/events/doc.go, "The all-tenant feed").
 --
 -- KEYS[1] cy:{feed}:log   (stream of {t, from, to})
 -- KEYS[2] cy:{feed}:marks (hash tenant -> last stream id already in the feed)

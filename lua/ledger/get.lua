@@ -2,7 +2,7 @@
 -- ledger/get: read one reservation of the caller's tenant (docs/protocol.md#reads).
 -- include: lib/ledger_util.lua lib/ledger_record.lua
 -- Keys are per tenant: another tenant's id is answered before this script
--- (FORBIDDEN or NOT_FOUND, see pkg/api/runtimeapi and pkg/ledger ids.go).
+-- (FORBIDDEN or NOT_FOUND, see internal/api/runtimeapi and internal/ledger ids.go).
 --
 -- KEYS: 1 reservation hash
 -- ARGV: (none)

@@ -10,12 +10,12 @@
 -- ARGV: 1 mode ('live' | 'dry')       2 reservation id    3 unit (TOKENS, ...)
 --       4 estimate (decimal)          5 ttl_ms ('' = tenant default)
 --       6 grace_ms                    7 overage policy ('' = tenant default)
---       8 idempotency key             9 payload hash (pkg/idempotency)
+--       8 idempotency key             9 payload hash (internal/idempotency)
 --       10 scope path                 11 affected scopes (JSON array, canonical order; '' = the
 --                                        scope path's prefixes)
 --       12 subject (JSON; '' = the subject the scope path implies, not stored)
 --       13 action (JSON)              14 metadata (JSON or '')
---       15 event context (pkg/events)
+--       15 event context (internal/events)
 --       Extra ARGV are ignored (time always comes from Redis TIME).
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), rem_ttl ('<ms>', live only, else ''),
 --             denied (<reason>, dry-run DENY only, else ''), <reserve snapshot fields>})

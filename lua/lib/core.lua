@@ -4,7 +4,7 @@
 --   {'OK', <json>}            on success (plus <stream>, <last event id> when
 --                             the run appended events), or
 --   {'<CODE>', <json>}        on a refusal, json = {msg=..., d={detail=...}}.
--- The executor (pkg/script) turns refusals into *apierr.Error. A refusal is
+-- The executor (internal/script) turns refusals into *apierr.Error. A refusal is
 -- always returned before the first write, so a refused request changes nothing.
 --
 -- Time: now_ms() reads Redis TIME; no script ever trusts a client clock.
@@ -17,7 +17,7 @@ end
 -- emitted_stream / emitted_id remember the last event this script run
 -- appended (emit_event). ok() hands them to the executor as two extra result
 -- elements, so cyclesd can announce "tenant T has events up to id X" to the
--- all-tenant feed (pkg/events/doc.go) without reading the stream again.
+-- all-tenant feed (internal/events/doc.go) without reading the stream again.
 local emitted_stream, emitted_id = nil, nil
 
 local function ok(res)
@@ -82,7 +82,7 @@ local function emit_event(stream, retention_ms, now, ev, data)
 end
 
 -- event_emitter returns emit(type, category, scope, data) for one script run.
--- ectx_json is the ARGV built by pkg/eventctx.Arg:
+-- ectx_json is the ARGV built by internal/eventctx.Arg:
 --   {base = 14 hex chars, retention_ms = n, actor = 'api_key'|'admin'|'system',
 --    key_id = '', request_id = '', trace_id = ''}
 -- Event ids are 'evt_' .. 12 hex of base .. <4 hex counter>: 16 hex as the

@@ -1,6 +1,6 @@
 -- lib/idem.lua: the one idempotency record format of every idempotent
 -- mutation (ledger, funding, operator repairs); docs/design.md#idempotency-records.
--- Included with "-- include: lib/idem.lua" (see pkg/script).
+-- Included with "-- include: lib/idem.lua" (see internal/script).
 --
 -- A record is one Redis string, written with SET ... PX:
 --   <kind><payload hash>:<body>
@@ -8,7 +8,7 @@
 --   kind 'i': body is the id of what the first call created
 --   kind 'p': body is that id without the id prefix its caller names
 --             (reservation ids repeat the tenant the key already names)
--- The payload hash is pkg/idempotency.PayloadHash (22 characters, never ':').
+-- The payload hash is internal/idempotency.PayloadHash (22 characters, never ':').
 -- Records written before this format are JSON objects {"h": <64 hex>, and
 -- "rid"/"id" (an id) or "resp"/"r" (the answer)}; they are still read, and
 -- their hash matches a new one when its first 32 hex digits do (idem_same).

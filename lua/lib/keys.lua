@@ -1,9 +1,9 @@
--- lib/keys.lua: the tenant key layout of pkg/keys, for the keys a script
+-- lib/keys.lua: the tenant key layout of internal/keys, for the keys a script
 -- derives from data it reads (the keys it is called with arrive in KEYS).
 -- Every builder starts from the tenant prefix "cy:{t:<tenant>}:" (KEYS[1] of
 -- the tenant scripts), so a derived key stays in the tenant's Cluster slot.
--- pkg/script TestLuaKeyLayoutMatchesPkgKeys runs each builder against its
--- pkg/keys twin. Included with "-- include: lib/keys.lua" (see pkg/script).
+-- internal/script TestLuaKeyLayoutMatchesPkgKeys runs each builder against its
+-- internal/keys twin. Included with "-- include: lib/keys.lua" (see internal/script).
 
 -- key_tenant is the tenant id a prefix names.
 local function key_tenant(prefix) return string.sub(prefix, 7, -3) end

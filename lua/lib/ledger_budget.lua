@@ -1,5 +1,5 @@
 -- lib/ledger_budget.lua: reading budget hashes and building balance snapshots.
--- Included by ledger scripts with "-- include: lib/ledger_budget.lua" (see pkg/script).
+-- Included by ledger scripts with "-- include: lib/ledger_budget.lua" (see internal/script).
 
 local BUDGET_STATUSES = {ACTIVE = true, FROZEN = true, CLOSED = true}
 local BUDGET_READ = {'remaining', 'reserved', 'spent', 'allocated', 'debt', 'overdraft_limit', 'is_over_limit', 'status', 'caps'}

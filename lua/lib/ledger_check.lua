@@ -1,5 +1,5 @@
 -- lib/ledger_check.lua: the reserve-time budget checks in protocol order (frozen, closed, over-limit, debt, remaining).
--- Included by ledger scripts with "-- include: lib/ledger_check.lua" (see pkg/script).
+-- Included by ledger scripts with "-- include: lib/ledger_check.lua" (see internal/script).
 -- include: lib/ledger_budget.lua
 
 local CHECK_MSG = {

@@ -1,5 +1,5 @@
 -- lib/ledger_record.lua: projecting a reservation record for reads (get, list).
--- Included by ledger scripts with "-- include: lib/ledger_record.lua" (see pkg/script).
+-- Included by ledger scripts with "-- include: lib/ledger_record.lua" (see internal/script).
 
 -- RECORD_FIELDS are the reservation fields a read returns (no replay
 -- snapshots, no idempotency hashes).
@@ -10,7 +10,7 @@ local RECORD_FIELDS = {'id', 'state', 'unit', 'estimate', 'scope_path', 'affecte
 -- read_record returns the record's RECORD_FIELDS (first n of them), or nil
 -- when the record does not exist. The id comes from the key when the record
 -- does not store it (docs/design.md#reservation-records); budgeted and subject
--- are returned as stored (pkg/ledger decodes the compact forms).
+-- are returned as stored (internal/ledger decodes the compact forms).
 local function read_record(key, n)
   local fields = {}
   for i = 1, n do fields[i] = RECORD_FIELDS[i] end

@@ -1,5 +1,5 @@
 -- lib/ledger_release.lua: returning a reservation's hold to its budgeted scopes.
--- Included by ledger scripts with "-- include: lib/ledger_release.lua" (see pkg/script).
+-- Included by ledger scripts with "-- include: lib/ledger_release.lua" (see internal/script).
 -- include: lib/ledger_reservation.lua lib/refund.lua
 
 -- release_hold returns a reservation's estimate to every budget of its

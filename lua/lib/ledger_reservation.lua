@@ -1,5 +1,5 @@
 -- lib/ledger_reservation.lua: reading and validating a reservation record.
--- Included by ledger scripts with "-- include: lib/ledger_reservation.lua" (see pkg/script).
+-- Included by ledger scripts with "-- include: lib/ledger_reservation.lua" (see internal/script).
 -- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/keys.lua lib/record_layout.lua
 
 -- load_reservation checks the settlement preconditions shared by commit,

@@ -1,5 +1,5 @@
 -- lib/ledger_settle.lua: the commit/event overage arithmetic (REJECT, ALLOW_IF_AVAILABLE, ALLOW_WITH_OVERDRAFT).
--- Included by ledger scripts with "-- include: lib/ledger_settle.lua" (see pkg/script).
+-- Included by ledger scripts with "-- include: lib/ledger_settle.lua" (see internal/script).
 
 -- settle plans charging actual A against budgets bs that hold estimate E
 -- (E = 0 for a direct-debit event), exactly as docs/protocol.md#commit:

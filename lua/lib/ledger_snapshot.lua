@@ -1,7 +1,7 @@
 -- lib/ledger_snapshot.lua: the flat replies of the ledger mutations
 -- (docs/design.md#script-replies), built from values a record keeps compactly
 -- instead of a stored copy (docs/design.md#reservation-records).
--- Included by ledger scripts with "-- include: lib/ledger_snapshot.lua" (see pkg/script).
+-- Included by ledger scripts with "-- include: lib/ledger_snapshot.lua" (see internal/script).
 -- include: lib/record_layout.lua
 --
 -- Every mutation answers okf({'OK', FLAT_V, '', '', <replay 0|1>, <extras>...,
@@ -31,10 +31,10 @@
 --   extend:  unit, expires_at_ms, extension_count, n_balances, bal...
 --   decide:  decision, reason_code, caps, n_affected, affected...
 --   event:   event_id, unit, charged, debt_incurred, n_balances, bal...
--- pkg/ledger (reply.go) reads exactly these.
+-- internal/ledger (reply.go) reads exactly these.
 
 -- affected_arg reads the affected-scopes ARGV: '' when they are the scope
--- path's prefixes (what pkg/scope.Derive always makes; no JSON to decode),
+-- path's prefixes (what internal/scope.Derive always makes; no JSON to decode),
 -- else a JSON array. nil when malformed.
 local function affected_arg(arg, scope_path)
   if arg == '' then return scope_prefixes(scope_path) end

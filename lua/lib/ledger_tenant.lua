@@ -1,5 +1,5 @@
 -- lib/ledger_tenant.lua: reading the tenant record (status guard, TTL/extension/policy defaults).
--- Included by ledger scripts with "-- include: lib/ledger_tenant.lua" (see pkg/script).
+-- Included by ledger scripts with "-- include: lib/ledger_tenant.lua" (see internal/script).
 -- include: lib/ledger_util.lua
 
 local TENANT_STATUSES = {ACTIVE = true, SUSPENDED = true, CLOSED = true}

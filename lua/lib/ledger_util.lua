@@ -1,5 +1,5 @@
 -- lib/ledger_util.lua: JSON decoding, number formatting and the refusal helper shared by the ledger scripts.
--- Included by ledger scripts with "-- include: lib/ledger_util.lua" (see pkg/script).
+-- Included by ledger scripts with "-- include: lib/ledger_util.lua" (see internal/script).
 
 local DAY_MS = 86400000
 local RETENTION_MS = 30 * DAY_MS

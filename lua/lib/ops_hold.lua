@@ -1,6 +1,6 @@
 -- lib/ops_hold.lua: what one reservation holds, index paging and the sum of
 -- ACTIVE holds per budget, shared by the operator scripts (lua/ops: audit,
--- repair, quarantine). Included with "-- include: lib/ops_hold.lua" (see pkg/script).
+-- repair, quarantine). Included with "-- include: lib/ops_hold.lua" (see internal/script).
 -- Every key is derived from the tenant prefix "cy:{t:<tenant>}:" (one Cluster slot).
 -- include: lib/record_layout.lua lib/keys.lua
 

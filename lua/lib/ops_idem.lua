@@ -1,6 +1,6 @@
 -- lib/ops_idem.lua: idempotency of the operator mutations (ResolveQuarantined,
 -- RepairTenant) on the shared record format of lib/idem.lua. Included with
--- "-- include: lib/ops_idem.lua" (see pkg/script).
+-- "-- include: lib/ops_idem.lua" (see internal/script).
 -- include: lib/idem.lua
 
 -- ops_replay: for a key already used, the stored answer as a script result

@@ -1,5 +1,5 @@
 -- lib/ratelimit.lua: argument parsing shared by the rate-limit scripts.
--- Included with "-- include: lib/ratelimit.lua" (see pkg/script).
+-- Included with "-- include: lib/ratelimit.lua" (see internal/script).
 -- Rate-limit counts are not money: validation bounds them far below 2^53, so
 -- Lua numbers are exact here.
 
@@ -27,7 +27,7 @@ local function check_args(extra_ok)
 end
 
 -- decision is a check's answer as a flat reply (lua/lib/core.lua okf; read
--- by pkg/ratelimit): allowed and shadow_denied as 1/0, then count,
+-- by internal/ratelimit): allowed and shadow_denied as 1/0, then count,
 -- remaining, limit, reset_after_ms, retry_after_ms and Redis's now, all
 -- integers. No JSON to build here nor to parse in cyclesd on the hottest
 -- path there is (a check per guarded RPC).

@@ -1,13 +1,13 @@
 -- lib/record_layout.lua: the compact values of a reservation record
--- (docs/design.md#reservation-records, pkg/keys/records.go), written and read
+-- (docs/design.md#reservation-records, internal/keys/records.go), written and read
 -- by ledger, sweeper and operator scripts alike. Every value of a typical
 -- record fits Redis' default hash-max-listpack-value (64 bytes), so the
 -- record hash stays listpack-encoded. Readers also accept the layout of
 -- records written before (JSON arrays, packed `rbal`/`cbal`).
--- Included with "-- include: lib/record_layout.lua" (see pkg/script).
+-- Included with "-- include: lib/record_layout.lua" (see internal/script).
 
 -- scope_prefixes derives the affected scopes of a scope path (its cumulative
--- prefixes, root first; pkg/scope.Derive), so records need not store them.
+-- prefixes, root first; internal/scope.Derive), so records need not store them.
 local function scope_prefixes(path)
   local out, p = {}, 0
   while true do
@@ -113,7 +113,7 @@ end
 local function record_replay()
   -- implied_subject is the subject JSON of a subject that names exactly the
   -- levels of its scope path ({"tenant":"acme","workspace":"prod"}: what
-  -- pkg/ledger stores for it, pkg/keys.ImpliedSubject). A reserve receives
+  -- internal/ledger stores for it, internal/keys.ImpliedSubject). A reserve receives
   -- '' for such a subject and leaves the `subject` field out; readers
   -- rebuild it from scope_path.
   local function implied_subject(scope_path)

@@ -3,7 +3,7 @@
 -- expiry (sweeper) and the operator's quarantine resolution (ops). Each
 -- caller states its guards; every step is computed with int64.lua before the
 -- caller writes any, so a refund is applied whole or not at all.
--- Included with "-- include: lib/refund.lua" (see pkg/script).
+-- Included with "-- include: lib/refund.lua" (see internal/script).
 
 -- refund_read reads the reserved and remaining of budget key, tolerating
 -- whatever the key holds: {key, res, rem} (canonical int64 strings), or nil

@@ -8,7 +8,7 @@
 -- ARGV[1] cursor: last member seen ('' = start), ARGV[2] page size 1..1000
 -- Result ok({rows = [{m, exists, f = {allocated, remaining, reserved, spent, debt}}], done})
 --   f holds the stored strings; a missing field is absent. The caller checks
---   the values (pkg/ledgerops), so the arithmetic lives in one place.
+--   the values (internal/ledgerops), so the arithmetic lives in one place.
 
 local prefix = KEYS[1]
 local n = tonumber(ARGV[2])

@@ -11,7 +11,7 @@
 --            holds = {member -> sum of this page's ACTIVE estimates on it},
 --            uncertain = {member -> true} (a holder whose estimate does not
 --            parse, or a quarantined record in an invalid state), all_uncertain})
---   The holds are partial sums; the caller adds the pages up (pkg/ledgerops)
+--   The holds are partial sums; the caller adds the pages up (internal/ledgerops)
 --   and confirms any mismatch with reserved inside one script (ops/holds).
 -- Kinds (docs/operations-runbook.md):
 --   INVALID_RECORD          ACTIVE, not quarantined, and the sweeper could not expire it

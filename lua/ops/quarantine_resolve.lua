@@ -12,7 +12,7 @@
 --         decimal strings); requeue {estimate, unit, budgeted = [..],
 --         expires_at, grace_ms} (each optional; strings); expire {}
 -- ARGV[4] operator's reason, ARGV[5] payload hash, ARGV[6] idempotency
---         lifetime ms, ARGV[7] event context (pkg/eventctx.Arg)
+--         lifetime ms, ARGV[7] event context (internal/eventctx.Arg)
 -- Result {"replay":bool,"resp":{outcome, row (lib quarantine_row), budgets = [{scope, unit, f}]}}
 -- Refusals, all before the first write: IDEMPOTENCY_MISMATCH, NOT_FOUND (no
 --   record), INVALID_STATE (not quarantined, or already settled), BUDGET_NOT_FOUND,

@@ -11,7 +11,7 @@
 --          q_stale, no_ttl = [ids], budgets = ["<scope_path>|<UNIT>"]}
 -- ARGV[2] '1' = apply, '0' = dry run (no write at all)
 -- ARGV[3] payload hash, ARGV[4] idempotency record lifetime ms (apply only)
--- ARGV[5] event context (pkg/eventctx.Arg), ARGV[6] holds limit
+-- ARGV[5] event context (internal/eventctx.Arg), ARGV[6] holds limit
 -- Result ok({replay, applied, changes = [{kind, action, id, scope, unit, before, after}],
 --            skipped = [{kind, id, scope, unit, msg, ev}]})
 --

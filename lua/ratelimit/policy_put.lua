@@ -3,7 +3,7 @@
 -- KEYS[1]  cy:rl:policies (hash: policy name -> policy JSON)
 -- ARGV[1]  policy name
 -- ARGV[2]  policy JSON {name, algorithm, limit, window_ms, cap, slack_ms, shadow}
---          (validated and defaulted by pkg/ratelimit; re-checked here)
+--          (validated and defaulted by internal/ratelimit; re-checked here)
 -- ARGV[3]  'create' (refused when the name exists) or 'update' (refused when
 --          it does not)
 -- ARGV[4]  maximum number of policies

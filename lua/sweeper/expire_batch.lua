@@ -10,9 +10,9 @@
 -- KEYS[2] deadline index cy:{t:<tenant>}:r:deadline (zset: ACTIVE id -> expires_at + grace_ms)
 -- KEYS[3] event stream   cy:{t:<tenant>}:events
 -- ARGV[1] batch size N, 1..10000
--- ARGV[2] event context JSON (pkg/eventctx.Arg: base, retention_ms, actor, trace_id, ...)
+-- ARGV[2] event context JSON (internal/eventctx.Arg: base, retention_ms, actor, trace_id, ...)
 -- ARGV[3] optional: 'tail' also returns the stream's newest id (the feed's
---         reconciliation, pkg/events/doc.go); anything else is ignored, and
+--         reconciliation, internal/events/doc.go); anything else is ignored, and
 --         so is any further ARGV: the only clock is Redis TIME, read once here.
 --
 -- Result ok({now, due_before, due, expired, skipped, in_grace, not_found, quarantined,

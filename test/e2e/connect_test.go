@@ -13,8 +13,8 @@ import (
 	"connectrpc.com/connect"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/pkg/app"
-	"github.com/cyclesgo/cycles-go/pkg/auth"
+	"github.com/cyclesgo/cycles-go/internal/app"
+	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/pkg/apierr"
+	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 

@@ -1,5 +1,5 @@
 // Package grpctest serves handlers in tests through the real cyclesd
-// interceptor chain (pkg/server: request id, logging, status mapping,
+// interceptor chain (internal/server: request id, logging, status mapping,
 // recovery, deadline, auth, guard, validation) over an in-memory connection.
 //
 // Callers authenticate with AsTenant (a test API key the Verifier maps to the
@@ -18,9 +18,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/test/bufconn"
 
-	"github.com/cyclesgo/cycles-go/pkg/apierr"
-	"github.com/cyclesgo/cycles-go/pkg/auth"
-	"github.com/cyclesgo/cycles-go/pkg/server"
+	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/server"
 )
 
 // AdminKey is the admin key of servers started by Start.

@@ -1,5 +1,5 @@
 // Package ledgertest seeds ledger state directly (tenant and budget hashes as
-// pkg/keys/records.go lays them out, without the admin plane) and checks the
+// internal/keys/records.go lays them out, without the admin plane) and checks the
 // ledger invariants. Every suite that moves money calls CheckInvariants after
 // each scenario:
 //
@@ -26,7 +26,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/internal/keys"
 )
 
 // MaxInt64 is 2^63-1 as a decimal string.

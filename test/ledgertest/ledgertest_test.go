@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cyclesgo/cycles-go/pkg/keys"
+	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )

@@ -6,7 +6,7 @@ import (
 	"pgregory.net/rapid"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/pkg/scope"
+	"github.com/cyclesgo/cycles-go/internal/scope"
 )
 
 type opKind int

@@ -1,6 +1,6 @@
 // Package property checks the budget ledger with random budget trees and
 // random concurrent operation sequences (pgregory.net/rapid), driving
-// pkg/ledger and pkg/sweeper against a real Redis. See README.md.
+// internal/ledger and internal/sweeper against a real Redis. See README.md.
 package property
 
 import (
@@ -20,11 +20,11 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"pgregory.net/rapid"
 
-	"github.com/cyclesgo/cycles-go/pkg/keys"
-	"github.com/cyclesgo/cycles-go/pkg/ledger"
-	"github.com/cyclesgo/cycles-go/pkg/script"
-	"github.com/cyclesgo/cycles-go/pkg/sweeper"
-	"github.com/cyclesgo/cycles-go/pkg/telemetry/telemetrytest"
+	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/ledger"
+	"github.com/cyclesgo/cycles-go/internal/script"
+	"github.com/cyclesgo/cycles-go/internal/sweeper"
+	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )

@@ -12,10 +12,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/pkg/apierr"
-	"github.com/cyclesgo/cycles-go/pkg/scope"
-	"github.com/cyclesgo/cycles-go/pkg/sweeper"
-	"github.com/cyclesgo/cycles-go/pkg/validate"
+	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/scope"
+	"github.com/cyclesgo/cycles-go/internal/sweeper"
+	"github.com/cyclesgo/cycles-go/internal/validate"
 )
 
 // resv is what the test knows about one reservation it created.

@@ -8,7 +8,7 @@ import (
 	"pgregory.net/rapid"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/pkg/scope"
+	"github.com/cyclesgo/cycles-go/internal/scope"
 )
 
 // policies in key form; "" is "not set" (the tenant default applies).

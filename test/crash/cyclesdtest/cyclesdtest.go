@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/pkg/auth"
+	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 

@@ -1,0 +1,318 @@
+package admin
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/scope"
+)
+
+// List bounds.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 200
+	// ListScanBound is the most budget-index entries one ListBudgets call
+	// examines, whatever the filters: a unit filter over a huge index costs
+	// several cheap calls, never one long script.
+	ListScanBound = 1000
+)
+
+// budgetRef names one budget of a request: canonical scope and unit key.
+type budgetRef struct {
+	tenant string
+	scope  string
+	unit   string
+	keys   keys.Tenant
+}
+
+// resolveBudget canonicalizes (tenant, scope_path, unit) of a request.
+func resolveBudget(tenant, path string, unit cyclesv1.Unit) (budgetRef, error) {
+	sp, err := scope.Canonical(tenant, path)
+	if err != nil {
+		return budgetRef{}, apierr.Invalid("scope_path", "%s", err.Error())
+	}
+	u := scope.UnitKey(unit)
+	if u == "" {
+		return budgetRef{}, apierr.Invalid("unit", "must be one of %s", strings.Join(scope.AllUnits(), ", "))
+	}
+	return budgetRef{tenant: tenant, scope: sp, unit: u, keys: keys.Tenant(tenant)}, nil
+}
+
+func (r budgetRef) key() string { return r.keys.Budget(r.scope, r.unit) }
+
+// CreateBudget creates the ledger of (scope, unit) with remaining = allocated.
+// The tenant must exist (TENANT_NOT_FOUND) and be ACTIVE (TENANT_CLOSED,
+// TENANT_SUSPENDED); a duplicate is DUPLICATE_RESOURCE.
+func (s *Service) CreateBudget(ctx context.Context, req *cyclesv1.CreateBudgetRequest) (*cyclesv1.CreateBudgetResponse, error) {
+	b, err := s.createBudget(ctx, req)
+	if err != nil {
+		return nil, s.done(ctx, "CreateBudget", err)
+	}
+	s.m.budgetsCreated.Add(ctx, 1, metric.WithAttributes(attribute.String("unit", scope.UnitKey(b.GetUnit()))))
+	return &cyclesv1.CreateBudgetResponse{Budget: b}, nil
+}
+
+func (s *Service) createBudget(ctx context.Context, req *cyclesv1.CreateBudgetRequest) (*cyclesv1.Budget, error) {
+	ref, err := resolveBudget(req.GetTenantId(), req.GetScopePath(), req.GetUnit())
+	if err != nil {
+		return nil, err
+	}
+	caps := ""
+	if req.Caps != nil {
+		if caps, err = EncodeCaps(req.GetCaps()); err != nil {
+			return nil, fmt.Errorf("encode caps: %w", err)
+		}
+	}
+	var rec record
+	err = s.run(ctx, &rec, scriptCreateBudget,
+		[]string{ref.keys.Record(), ref.key(), ref.keys.Budgets(), ref.keys.Events()},
+		ref.tenant, ref.scope, ref.unit, req.GetAllocated(), req.GetOverdraftLimit(),
+		scope.PolicyKey(req.GetCommitOveragePolicy()), caps, metadataJSON(req.GetMetadata()),
+		s.eventContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return budgetFromRecord(ref.tenant, rec.withIdentity(ref.scope, ref.unit))
+}
+
+// GetBudget reads one budget; unknown is BUDGET_NOT_FOUND.
+func (s *Service) GetBudget(ctx context.Context, req *cyclesv1.GetBudgetRequest) (*cyclesv1.GetBudgetResponse, error) {
+	b, err := s.getBudget(ctx, req)
+	if err != nil {
+		return nil, s.done(ctx, "GetBudget", err)
+	}
+	return &cyclesv1.GetBudgetResponse{Budget: b}, nil
+}
+
+func (s *Service) getBudget(ctx context.Context, req *cyclesv1.GetBudgetRequest) (*cyclesv1.Budget, error) {
+	ref, err := resolveBudget(req.GetTenantId(), req.GetScopePath(), req.GetUnit())
+	if err != nil {
+		return nil, err
+	}
+	var rec record
+	if err := s.run(ctx, &rec, scriptGetBudget, []string{ref.key()}, ref.scope, ref.unit); err != nil {
+		return nil, err
+	}
+	return budgetFromRecord(ref.tenant, rec.withIdentity(ref.scope, ref.unit))
+}
+
+// ListBudgets pages a tenant's budgets in index order ("<scope_path>|<UNIT>",
+// byte order), optionally only those at or below scope_prefix (exact segment
+// boundary) and in one unit. The cursor is the last index member consumed,
+// base64url-encoded; each call examines at most ListScanBound index entries,
+// so has_more can be true with a short (even empty) page — follow next_cursor.
+func (s *Service) ListBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequest) (*cyclesv1.ListBudgetsResponse, error) {
+	resp, err := s.listBudgets(ctx, req)
+	if err != nil {
+		return nil, s.done(ctx, "ListBudgets", err)
+	}
+	return resp, nil
+}
+
+func (s *Service) listBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequest) (*cyclesv1.ListBudgetsResponse, error) {
+	tenant := req.GetTenantId()
+	prefix := ""
+	if req.GetScopePrefix() != "" {
+		p, err := scope.Canonical(tenant, req.GetScopePrefix())
+		if err != nil {
+			return nil, apierr.Invalid("scope_prefix", "%s", err.Error())
+		}
+		prefix = p
+	}
+	unit := ""
+	if req.GetUnit() != cyclesv1.Unit_UNIT_UNSPECIFIED {
+		if unit = scope.UnitKey(req.GetUnit()); unit == "" {
+			return nil, apierr.Invalid("unit", "unknown unit")
+		}
+	}
+	limit := pageLimit(req.GetLimit(), DefaultListLimit, MaxListLimit)
+	after := ""
+	if c := req.GetCursor(); c != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(c)
+		root := "tenant:" + tenant
+		if err != nil || !strings.Contains(string(raw), "|") ||
+			!(strings.HasPrefix(string(raw), root+"/") || strings.HasPrefix(string(raw), root+"|")) {
+			return nil, apierr.Invalid("cursor", "is not a cursor of this listing")
+		}
+		after = string(raw)
+	}
+	ranges, err := listRanges(prefix, after)
+	if err != nil {
+		return nil, err
+	}
+	tk := keys.Tenant(tenant)
+	args := []any{unit, limit, ListScanBound}
+	for _, r := range ranges {
+		args = append(args, r[0], r[1])
+	}
+	var out struct {
+		Items jsonList[struct {
+			M string `json:"m"`
+			B record `json:"b"`
+		}] `json:"items"`
+		Last string `json:"last"`
+		More bool   `json:"more"`
+	}
+	if err := s.run(ctx, &out, scriptListBudgets, []string{tk.Prefix(), tk.Budgets()}, args...); err != nil {
+		return nil, err
+	}
+	resp := &cyclesv1.ListBudgetsResponse{HasMore: out.More}
+	for _, it := range out.Items {
+		sp, u, _ := strings.Cut(it.M, "|")
+		b, err := budgetFromRecord(tenant, it.B.withIdentity(sp, u))
+		if err != nil {
+			return nil, err
+		}
+		resp.Budgets = append(resp.Budgets, b)
+	}
+	if out.More && out.Last != "" {
+		resp.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(out.Last))
+	} else if out.More {
+		// Nothing consumed but more may remain: resume where this call started.
+		resp.NextCursor = req.GetCursor()
+	}
+	return resp, nil
+}
+
+// listRanges turns a scope prefix and a cursor (the last member consumed)
+// into ZRANGEBYLEX (min, max) pairs, in the order they are walked. Members at
+// or below prefix P are exactly "P/..." (descendants) and "P|UNIT" (P itself);
+// since '/' < '|' in byte order the descendants come first. "(P0" and "(P}"
+// are exclusive upper bounds: '0' and '}' follow '/' and '|'.
+func listRanges(prefix, after string) ([][2]string, error) {
+	if prefix == "" {
+		min := "-"
+		if after != "" {
+			min = "(" + after
+		}
+		return [][2]string{{min, "+"}}, nil
+	}
+	below := [2]string{"[" + prefix + "/", "(" + prefix + "0"}
+	self := [2]string{"[" + prefix + "|", "(" + prefix + "}"}
+	switch {
+	case after == "":
+		return [][2]string{below, self}, nil
+	case strings.HasPrefix(after, prefix+"/"):
+		return [][2]string{{"(" + after, below[1]}, self}, nil
+	case strings.HasPrefix(after, prefix+"|"):
+		return [][2]string{{"(" + after, self[1]}}, nil
+	default:
+		return nil, apierr.Invalid("cursor", "does not belong to scope_prefix %s", prefix)
+	}
+}
+
+// budgetPatch is the patch ARGV of admin/update_budget (absent = unchanged).
+type budgetPatch struct {
+	OverdraftLimit      string            `json:"overdraft_limit,omitempty"`
+	CommitOveragePolicy string            `json:"commit_overage_policy,omitempty"`
+	Caps                string            `json:"caps,omitempty"`
+	ClearCaps           bool              `json:"clear_caps,omitempty"`
+	Metadata            map[string]string `json:"metadata,omitempty"`
+	ReplaceMetadata     bool              `json:"replace_metadata,omitempty"`
+}
+
+// UpdateBudget changes overdraft_limit, commit_overage_policy, caps and
+// metadata (allowed while FROZEN, BUDGET_CLOSED once closed) and recomputes
+// is_over_limit = debt > overdraft_limit.
+func (s *Service) UpdateBudget(ctx context.Context, req *cyclesv1.UpdateBudgetRequest) (*cyclesv1.UpdateBudgetResponse, error) {
+	b, err := s.updateBudget(ctx, req)
+	if err != nil {
+		return nil, s.done(ctx, "UpdateBudget", err)
+	}
+	s.m.budgetsUpdated.Add(ctx, 1)
+	return &cyclesv1.UpdateBudgetResponse{Budget: b}, nil
+}
+
+func (s *Service) updateBudget(ctx context.Context, req *cyclesv1.UpdateBudgetRequest) (*cyclesv1.Budget, error) {
+	ref, err := resolveBudget(req.GetTenantId(), req.GetScopePath(), req.GetUnit())
+	if err != nil {
+		return nil, err
+	}
+	if req.Caps != nil && req.GetClearCaps() {
+		return nil, apierr.Invalid("clear_caps", "cannot be combined with caps")
+	}
+	p := budgetPatch{
+		CommitOveragePolicy: scope.PolicyKey(req.GetCommitOveragePolicy()),
+		ClearCaps:           req.GetClearCaps(),
+		Metadata:            req.GetMetadata(),
+		ReplaceMetadata:     req.GetReplaceMetadata(),
+	}
+	if req.OverdraftLimit != nil {
+		p.OverdraftLimit = strconv.FormatInt(req.GetOverdraftLimit(), 10)
+	}
+	if req.Caps != nil {
+		if p.Caps, err = EncodeCaps(req.GetCaps()); err != nil {
+			return nil, fmt.Errorf("encode caps: %w", err)
+		}
+	}
+	patch, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode budget patch: %w", err)
+	}
+	var rec record
+	err = s.run(ctx, &rec, scriptUpdateBudget, []string{ref.keys.Record(), ref.key(), ref.keys.Events()},
+		ref.scope, ref.unit, string(patch), s.eventContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return budgetFromRecord(ref.tenant, rec.withIdentity(ref.scope, ref.unit))
+}
+
+// FreezeBudget: ACTIVE -> FROZEN (BUDGET_FROZEN when already frozen,
+// BUDGET_CLOSED when closed).
+func (s *Service) FreezeBudget(ctx context.Context, req *cyclesv1.FreezeBudgetRequest) (*cyclesv1.FreezeBudgetResponse, error) {
+	b, err := s.setStatus(ctx, "FROZEN", req.GetTenantId(), req.GetScopePath(), req.GetUnit(), req.GetReason())
+	if err != nil {
+		return nil, s.done(ctx, "FreezeBudget", err)
+	}
+	return &cyclesv1.FreezeBudgetResponse{Budget: b}, nil
+}
+
+// UnfreezeBudget: FROZEN -> ACTIVE (INVALID_STATE otherwise).
+func (s *Service) UnfreezeBudget(ctx context.Context, req *cyclesv1.UnfreezeBudgetRequest) (*cyclesv1.UnfreezeBudgetResponse, error) {
+	b, err := s.setStatus(ctx, "ACTIVE", req.GetTenantId(), req.GetScopePath(), req.GetUnit(), req.GetReason())
+	if err != nil {
+		return nil, s.done(ctx, "UnfreezeBudget", err)
+	}
+	return &cyclesv1.UnfreezeBudgetResponse{Budget: b}, nil
+}
+
+// CloseBudget: ACTIVE|FROZEN -> CLOSED, terminal (BUDGET_CLOSED when already closed).
+func (s *Service) CloseBudget(ctx context.Context, req *cyclesv1.CloseBudgetRequest) (*cyclesv1.CloseBudgetResponse, error) {
+	b, err := s.setStatus(ctx, "CLOSED", req.GetTenantId(), req.GetScopePath(), req.GetUnit(), req.GetReason())
+	if err != nil {
+		return nil, s.done(ctx, "CloseBudget", err)
+	}
+	return &cyclesv1.CloseBudgetResponse{Budget: b}, nil
+}
+
+// setStatus moves a budget to target (FROZEN, ACTIVE or CLOSED) through the
+// status machine of the set_budget_status script.
+func (s *Service) setStatus(ctx context.Context, target, tenant, path string, unit cyclesv1.Unit, reason string) (*cyclesv1.Budget, error) {
+	ref, err := resolveBudget(tenant, path, unit)
+	if err != nil {
+		return nil, err
+	}
+	var rec record
+	err = s.run(ctx, &rec, scriptSetBudgetStatus, []string{ref.keys.Record(), ref.key(), ref.keys.Events()},
+		ref.scope, ref.unit, reason, s.eventContext(ctx), target)
+	if err != nil {
+		return nil, err
+	}
+	b, err := budgetFromRecord(ref.tenant, rec.withIdentity(ref.scope, ref.unit))
+	if err != nil {
+		return nil, err
+	}
+	s.m.budgetStatus.Add(ctx, 1, metric.WithAttributes(attribute.String("status", rec["status"])))
+	return b, nil
+}

@@ -1,0 +1,193 @@
+package admin
+
+import (
+	"context"
+	"encoding/base64"
+	"strings"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/sweeper"
+)
+
+// API key listing bounds (admin.proto ListApiKeysRequest).
+const (
+	DefaultKeyListLimit = 50
+	MaxKeyListLimit     = 100
+	// keyFilterScan is how many index entries a filtered ListApiKeys call
+	// examines per page slot.
+	keyFilterScan = 4
+)
+
+// ListApiKeys pages API keys in key id byte order with admin/list_api_keys:
+// one script per tenant, in the tenant's slot, that returns public fields only
+// (the stored hash never leaves Redis). With tenant_id it lists that tenant
+// (unknown is TENANT_NOT_FOUND); without, every tenant's keys in tenant_id then
+// key id order, walking the tenant registry (listAllAPIKeys). With a status or
+// search filter a call examines at most 4 x limit keys of a tenant, so a page
+// may be short, even empty, with has_more set. Cursors are opaque
+// (base64url): the last key id examined, or for the all-tenant walk the
+// tenant and key reached.
+func (s *Service) ListApiKeys(ctx context.Context, req *cyclesv1.ListApiKeysRequest) (*cyclesv1.ListApiKeysResponse, error) {
+	resp, err := s.listAPIKeys(ctx, req)
+	if err != nil {
+		return nil, s.done(ctx, "ListApiKeys", err)
+	}
+	return resp, nil
+}
+
+// keyFilter is the resolved selection of one ListApiKeys call.
+type keyFilter struct {
+	limit          int
+	status, search string
+}
+
+func (s *Service) listAPIKeys(ctx context.Context, req *cyclesv1.ListApiKeysRequest) (*cyclesv1.ListApiKeysResponse, error) {
+	f := keyFilter{limit: pageLimit(req.GetLimit(), DefaultKeyListLimit, MaxKeyListLimit), search: strings.ToLower(req.GetSearch())}
+	if st := req.GetStatus(); st != cyclesv1.ApiKeyStatus_API_KEY_STATUS_UNSPECIFIED {
+		f.status = strings.TrimPrefix(st.String(), "API_KEY_STATUS_")
+	}
+	var raw string
+	if c := req.GetCursor(); c != "" {
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		if err != nil {
+			return nil, apierr.Invalid("cursor", "is not a cursor of this listing")
+		}
+		raw = string(b)
+	}
+	tenant := req.GetTenantId()
+	if tenant == "" {
+		return s.listAllAPIKeys(ctx, f, raw)
+	}
+	if raw != "" && !isKeyID(raw) {
+		return nil, apierr.Invalid("cursor", "is not a cursor of this listing")
+	}
+	page, err := s.keyPage(ctx, tenant, raw, f.limit, f)
+	if err != nil {
+		return nil, err
+	}
+	resp := &cyclesv1.ListApiKeysResponse{HasMore: page.more}
+	resp.ApiKeys = page.keys
+	if page.more && page.last != "" {
+		resp.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(page.last))
+	} else if page.more {
+		resp.NextCursor = req.GetCursor()
+	}
+	return resp, nil
+}
+
+// keyPage is one admin/list_api_keys call.
+type keyPageResult struct {
+	keys []*cyclesv1.ApiKey
+	last string
+	more bool
+}
+
+func (s *Service) keyPage(ctx context.Context, tenant, after string, limit int, f keyFilter) (keyPageResult, error) {
+	scan := limit
+	if f.status != "" || f.search != "" {
+		scan = keyFilterScan * limit
+	}
+	tk := keys.Tenant(tenant)
+	var out struct {
+		Items jsonList[record] `json:"items"`
+		Last  string           `json:"last"`
+		More  bool             `json:"more"`
+	}
+	if err := s.run(ctx, &out, scriptListAPIKeys, []string{tk.Record(), tk.APIKeys(), tk.APIKey("")},
+		tenant, after, limit, f.status, f.search, scan); err != nil {
+		return keyPageResult{}, err
+	}
+	res := keyPageResult{last: out.Last, more: out.More}
+	for _, r := range out.Items {
+		k, err := apiKeyFromRecord(r)
+		if err != nil {
+			return keyPageResult{}, err
+		}
+		res.keys = append(res.keys, k)
+	}
+	return res, nil
+}
+
+// keyListTenantsPerCall bounds the tenants one all-tenant ListApiKeys call
+// visits (one script each), so a call's work is bounded however many tenants
+// have no matching key; the page may then be empty with has_more set.
+const keyListTenantsPerCall = 100
+
+// listAllAPIKeys walks the tenant registry (sweeper/tenants, in tenant_id
+// order) and each tenant's keys in turn. Its cursor is "T|K" (continue in
+// tenant T after key K; K empty = T's first key) or "T>" (continue with the
+// tenants after T). A registry id without a tenant record is skipped.
+func (s *Service) listAllAPIKeys(ctx context.Context, f keyFilter, cursor string) (*cyclesv1.ListApiKeysResponse, error) {
+	var queue []string
+	regAfter, after := "", ""
+	if cursor != "" {
+		t, k, inTenant := strings.Cut(cursor, "|")
+		switch {
+		case inTenant && auth.ValidTenantID(t) && (k == "" || isKeyID(k)):
+			queue, regAfter, after = []string{t}, t, k
+		case !inTenant && strings.HasSuffix(cursor, ">") && auth.ValidTenantID(strings.TrimSuffix(cursor, ">")):
+			regAfter = strings.TrimSuffix(cursor, ">")
+		default:
+			return nil, apierr.Invalid("cursor", "is not a cursor of this listing")
+		}
+	}
+	resp := &cyclesv1.ListApiKeysResponse{}
+	next := func(c string) *cyclesv1.ListApiKeysResponse {
+		resp.HasMore, resp.NextCursor = true, base64.RawURLEncoding.EncodeToString([]byte(c))
+		return resp
+	}
+	for visited := 0; ; visited++ {
+		if len(queue) == 0 {
+			var page struct {
+				Tenants jsonList[string] `json:"tenants"`
+			}
+			if err := s.exec.RunInto(ctx, &page, sweeper.TenantsScript, []string{keys.Tenants}, regAfter, keyListTenantsPerCall); err != nil {
+				return nil, err
+			}
+			if len(page.Tenants) == 0 {
+				return resp, nil
+			}
+			queue, regAfter = page.Tenants, page.Tenants[len(page.Tenants)-1]
+		}
+		t := queue[0]
+		if visited == keyListTenantsPerCall {
+			return next(t + "|"), nil
+		}
+		queue = queue[1:]
+		page, err := s.keyPage(ctx, t, after, f.limit-len(resp.ApiKeys), f)
+		if ae, ok := apierr.As(err); ok && ae.Code == apierr.TenantNotFound {
+			after = ""
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		resp.ApiKeys = append(resp.ApiKeys, page.keys...)
+		if page.more {
+			if page.last == "" {
+				page.last = after
+			}
+			return next(t + "|" + page.last), nil
+		}
+		after = ""
+		if len(resp.ApiKeys) == f.limit {
+			return next(t + ">"), nil
+		}
+	}
+}
+
+// isKeyID: a key id as stored, 16 lowercase hex.
+func isKeyID(s string) bool {
+	if len(s) != 16 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

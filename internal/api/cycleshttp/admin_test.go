@@ -1,0 +1,280 @@
+package cycleshttp_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cyclesgo/cycles-go/internal/admin"
+	"github.com/cyclesgo/cycles-go/internal/api/adminapi"
+	"github.com/cyclesgo/cycles-go/internal/api/cycleshttp"
+	"github.com/cyclesgo/cycles-go/internal/api/eventsapi"
+	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
+	"github.com/cyclesgo/cycles-go/internal/events"
+	"github.com/cyclesgo/cycles-go/internal/ledger"
+	"github.com/cyclesgo/cycles-go/internal/script"
+	"github.com/cyclesgo/cycles-go/internal/server"
+	"github.com/cyclesgo/cycles-go/test/ledgertest"
+	"github.com/cyclesgo/cycles-go/test/redistest"
+)
+
+const adminKey = "http-admin-key-0123456789"
+
+// startFull serves runtime, admin and events with the real key verifier
+// (internal/admin), as cyclesd does.
+func startFull(t *testing.T) *env {
+	t.Helper()
+	c := redistest.SharedClient(t)
+	ex, err := script.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := ledger.New(ex, ledger.Options{})
+	adm := admin.New(ex, admin.Options{Releaser: led})
+	svcs := server.Services{Runtime: runtimeapi.New(led), Admin: adminapi.New(adm), Events: eventsapi.New(events.New(ex, events.Options{}))}
+	srv := server.New(server.Options{Verifier: adm, AdminKey: adminKey, RequestTimeout: 5 * time.Second}, svcs)
+	hs := srv.NewHTTP(server.HTTPOptions{})
+	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: svcs.Runtime, Admin: svcs.Admin, Events: svcs.Events}))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = hs.Serve(lis) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(ctx)
+	})
+	return &env{t: t, c: c, base: "http://" + lis.Addr().String()}
+}
+
+// The quickstart over HTTP: the admin creates a tenant, a key and a budget,
+// funds it; the tenant key reserves; freeze refuses; events and
+// introspection answer; revocation locks the key out; closing the tenant
+// releases its holds.
+func TestAdminQuickstart(t *testing.T) {
+	e := startFull(t)
+	tenant := strings.ReplaceAll(ledgertest.NewTenantID(t), "_", "-")
+	as := []string{"X-Admin-API-Key", adminKey}
+	must := func(r reply, status int, what string) map[string]any {
+		t.Helper()
+		if r.status != status {
+			t.Fatalf("%s: %d %s", what, r.status, r.body)
+		}
+		return r.obj(t)
+	}
+
+	tn := must(e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"Acme","default_reservation_ttl_ms":30000}`, as...), 201, "create tenant")
+	onlyKeys(t, "tenant", tn, "tenant_id", "name", "status", "default_commit_overage_policy", "default_reservation_ttl_ms",
+		"max_reservation_ttl_ms", "max_reservation_extensions", "metadata", "created_at", "updated_at", "closed_at")
+	if tn["status"] != "ACTIVE" || tn["default_reservation_ttl_ms"] != json.Number("30000") {
+		t.Fatalf("tenant %v", tn)
+	}
+	must(e.call("GET", "/v1/admin/tenants/"+tenant, "", "", as...), 200, "get tenant")
+	tl := must(e.call("GET", "/v1/admin/tenants?status=ACTIVE&search="+strings.ToUpper(tenant), "", "", as...), 200, "list tenants")
+	onlyKeys(t, "tenant list", tl, "tenants", "next_cursor", "has_more")
+	if ts := tl["tenants"].([]any); len(ts) != 1 || ts[0].(map[string]any)["tenant_id"] != tenant || tl["has_more"] != false {
+		t.Fatalf("tenant list %v", tl)
+	}
+	if tl := must(e.call("GET", "/v1/admin/tenants?status=SUSPENDED&search="+tenant, "", "", as...), 200, "list suspended"); len(tl["tenants"].([]any)) != 0 {
+		t.Fatalf("suspended list %v", tl)
+	}
+	for _, q := range []string{"status=GONE", "parent_tenant_id=p", "limit=101", "cursor=x"} {
+		if r := e.call("GET", "/v1/admin/tenants?"+q, "", "", as...); r.status != 400 || r.obj(t)["details"].(map[string]any)["field"] != strings.Split(q, "=")[0] {
+			t.Fatalf("list tenants ?%s: %d %s", q, r.status, r.body)
+		}
+	}
+	if r := e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"Acme"}`); r.status != 401 {
+		t.Fatalf("tenant create without the admin key: %d %s", r.status, r.body)
+	}
+	if r := e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"x-`+tenant+`","name":"A","parent_tenant_id":"p"}`, as...); r.status != 400 {
+		t.Fatalf("unsupported field: %d %s", r.status, r.body)
+	}
+
+	k := must(e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"agent"}`, as...), 201, "create key")
+	if r := e.call("GET", "/v1/admin/tenants", "", "", "X-Cycles-API-Key", k["key_secret"].(string)); r.status != 401 {
+		t.Fatalf("list tenants with a tenant key: %d %s", r.status, r.body)
+	}
+	kl := must(e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status=ACTIVE&sort_by=name", "", "", as...), 200, "list keys")
+	onlyKeys(t, "key list", kl, "keys", "next_cursor", "has_more")
+	if ks := kl["keys"].([]any); len(ks) != 1 || kl["has_more"] != false {
+		t.Fatalf("key list %v", kl)
+	} else {
+		onlyKeys(t, "listed key", ks[0].(map[string]any), "key_id", "key_prefix", "tenant_id", "name", "permissions", "status", "created_at", "revoked_at")
+		if ks[0].(map[string]any)["key_id"] != k["key_id"] || ks[0].(map[string]any)["key_secret"] != nil {
+			t.Fatalf("listed key %v, created %v", ks[0], k)
+		}
+	}
+	for _, st := range []string{"REVOKED", "EXPIRED"} {
+		if kl := must(e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status="+st, "", "", as...), 200, "list "+st); len(kl["keys"].([]any)) != 0 {
+			t.Fatalf("%s keys %v", st, kl)
+		}
+	}
+	if kl := must(e.call("GET", "/v1/admin/api-keys?limit=1", "", "", as...), 200, "list every tenant's keys"); len(kl["keys"].([]any)) != 1 || kl["has_more"] != true {
+		t.Fatalf("all-tenant key list %v", kl)
+	}
+	for _, q := range []string{"tenant_id=Bad!", "tenant_id=" + tenant + "&status=GONE", "tenant_id=" + tenant + "&limit=101", "tenant_id=" + tenant + "&cursor=x"} {
+		field := "tenant_id"
+		if strings.Contains(q, "&") {
+			field = strings.Split(strings.Split(q, "&")[1], "=")[0]
+		}
+		if r := e.call("GET", "/v1/admin/api-keys?"+q, "", "", as...); r.status != 400 || r.obj(t)["details"].(map[string]any)["field"] != field {
+			t.Fatalf("list keys ?%s: %d %s", q, r.status, r.body)
+		}
+	}
+	if r := e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant, "", "", "X-Cycles-API-Key", k["key_secret"].(string)); r.status != 401 {
+		t.Fatalf("list keys with a tenant key: %d %s", r.status, r.body)
+	}
+	if r := e.call("GET", "/v1/admin/api-keys?tenant_id=nobody-here", "", "", as...); r.status != 404 || r.obj(t)["error"] != "TENANT_NOT_FOUND" {
+		t.Fatalf("list keys of an unknown tenant: %d %s", r.status, r.body)
+	}
+	onlyKeys(t, "key", k, "key_id", "key_secret", "key_prefix", "tenant_id", "permissions", "created_at", "expires_at")
+	secret := k["key_secret"].(string)
+	if r := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"ro","permissions":["balances:read"]}`, as...); r.status != 400 {
+		t.Fatalf("narrower permissions must be refused, not silently widened: %d %s", r.status, r.body)
+	}
+
+	scope := "tenant:" + tenant
+	b := must(e.call("POST", "/v1/admin/budgets", "", `{"scope":"`+scope+`","unit":"TOKENS","allocated":{"unit":"TOKENS","amount":1000}}`, as...), 201, "create budget")
+	onlyKeys(t, "ledger", b, "ledger_id", "tenant_id", "scope", "scope_path", "unit", "allocated", "remaining", "reserved", "spent",
+		"debt", "overdraft_limit", "is_over_limit", "commit_overage_policy", "status", "created_at", "updated_at")
+	if b["tenant_id"] != tenant || b["scope"] != scope || b["scope_path"] != scope || b["ledger_id"] != scope+"|TOKENS" {
+		t.Fatalf("budget identity: tenant_id %v scope %v scope_path %v ledger_id %v", b["tenant_id"], b["scope"], b["scope_path"], b["ledger_id"])
+	}
+	f := must(e.call("POST", "/v1/admin/budgets/fund?scope="+scope+"&unit=TOKENS", "",
+		`{"operation":"CREDIT","amount":{"unit":"TOKENS","amount":9007199254740993},"idempotency_key":"f1"}`, as...), 200, "fund")
+	if f["new_allocated"].(map[string]any)["amount"] != json.Number("9007199254741993") {
+		t.Fatalf("fund %v", f)
+	}
+
+	key := []string{"X-Cycles-API-Key", secret}
+	reserve := `{"idempotency_key":"r1","subject":{"workspace":"prod"},"action":{"kind":"k","name":"n"},"estimate":{"unit":"TOKENS","amount":10}}`
+	res := must(e.call("POST", "/v1/reservations", "", reserve, key...), 200, "reserve with the new key")
+	if res["remaining_ttl_ms"] != json.Number("30000") {
+		t.Fatalf("tenant default TTL not applied: %v", res)
+	}
+	must(e.call("POST", "/v1/admin/budgets/freeze?scope="+scope+"&unit=TOKENS", "", "", as...), 200, "freeze")
+	if r := e.call("POST", "/v1/reservations", "", strings.Replace(reserve, "r1", "r2", 1), key...); r.status != 409 || r.obj(t)["error"] != "BUDGET_FROZEN" {
+		t.Fatalf("reserve on a frozen budget: %d %s", r.status, r.body)
+	}
+	must(e.call("POST", "/v1/admin/budgets/unfreeze?scope="+scope+"&unit=TOKENS", "", `{"reason":"ok"}`, as...), 200, "unfreeze")
+	l := must(e.call("GET", "/v1/admin/budgets/lookup?scope="+scope+"&unit=TOKENS", "", "", as...), 200, "lookup")
+	if l["reserved"].(map[string]any)["amount"] != json.Number("10") || l["status"] != "ACTIVE" || l["scope"] != scope || l["tenant_id"] != tenant {
+		t.Fatalf("lookup %v", l)
+	}
+	ls := must(e.call("GET", "/v1/admin/budgets?tenant_id="+tenant, "", "", as...), 200, "list budgets")
+	if len(ls["ledgers"].([]any)) != 1 {
+		t.Fatalf("list %v", ls)
+	}
+	must(e.call("PATCH", "/v1/admin/budgets?scope="+scope+"&unit=TOKENS", "", `{"overdraft_limit":{"unit":"TOKENS","amount":50}}`, as...), 200, "update budget")
+
+	ev := must(e.call("GET", "/v1/events?category=budget", "", "", key...), 200, "tenant events")
+	onlyKeys(t, "event list", ev, "events", "next_cursor", "has_more")
+	evs := ev["events"].([]any)
+	if len(evs) == 0 {
+		t.Fatal("no budget events for the tenant")
+	}
+	onlyKeys(t, "event", evs[0].(map[string]any), "event_id", "event_type", "category", "timestamp", "tenant_id", "scope", "actor",
+		"source", "data", "request_id", "trace_id")
+	must(e.call("GET", "/v1/admin/events?tenant_id="+tenant, "", "", as...), 200, "admin events")
+	evID := evs[0].(map[string]any)["event_id"].(string)
+	one := must(e.call("GET", "/v1/admin/events/"+evID+"?tenant_id="+tenant, "", "", as...), 200, "admin event by id")
+	if one["event_id"] != evID || one["tenant_id"] != tenant || one["event_type"] != evs[0].(map[string]any)["event_type"] {
+		t.Fatalf("event by id %v, listed %v", one, evs[0])
+	}
+	for _, c := range []struct {
+		path, error string
+		status      int
+		as          []string
+	}{
+		{"/v1/admin/events/" + evID, "INVALID_REQUEST", 400, as},                                  // tenant_id is required
+		{"/v1/admin/events/evt_0123456789abcdef?tenant_id=" + tenant, "EVENT_NOT_FOUND", 404, as}, // not in the log
+		{"/v1/admin/events/" + evID + "?tenant_id=" + tenant, "UNAUTHORIZED", 401, key},           // a tenant key
+	} {
+		if r := e.call("GET", c.path, "", "", c.as...); r.status != c.status || r.obj(t)["error"] != c.error {
+			t.Fatalf("%s: %d %s", c.path, r.status, r.body)
+		}
+	}
+	if r := e.call("GET", "/v1/admin/events?tenant_id="+tenant, "", "", key...); r.status != 401 {
+		t.Fatalf("admin events with a tenant key: %d %s", r.status, r.body)
+	}
+
+	in := must(e.call("GET", "/v1/auth/introspect", "", "", key...), 200, "introspect tenant")
+	if in["auth_type"] != "tenant" || in["tenant_id"] != tenant || in["key_id"] != k["key_id"] {
+		t.Fatalf("introspect %v", in)
+	}
+	if in := must(e.call("GET", "/v1/auth/introspect", "", "", as...), 200, "introspect admin"); in["auth_type"] != "admin" {
+		t.Fatalf("introspect admin %v", in)
+	}
+	if r := e.call("GET", "/v1/auth/introspect", "", ""); r.status != 401 {
+		t.Fatalf("introspect anonymous: %d", r.status)
+	}
+
+	for _, p := range []string{"/v1/webhooks", "/v1/admin/webhooks/abc"} {
+		if r := e.call("GET", p, "", "", as...); r.status != 404 || !strings.Contains(r.obj(t)["message"].(string), "WatchEvents") {
+			t.Fatalf("%s: %d %s", p, r.status, r.body)
+		}
+	}
+
+	rv := must(e.call("DELETE", "/v1/admin/api-keys/"+k["key_id"].(string), "", "", as...), 200, "revoke")
+	if rv["status"] != "REVOKED" {
+		t.Fatalf("revoke %v", rv)
+	}
+	if kl := must(e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status=REVOKED", "", "", as...), 200, "list revoked"); len(kl["keys"].([]any)) != 1 ||
+		kl["keys"].([]any)[0].(map[string]any)["revoked_at"] == nil {
+		t.Fatalf("revoked keys %v", kl)
+	}
+	if r := e.call("GET", "/v1/balances?tenant="+tenant, "", "", key...); r.status != 401 {
+		t.Fatalf("revoked key still works: %d %s", r.status, r.body)
+	}
+	if r := e.call("PATCH", "/v1/admin/tenants/"+tenant, "", `{"status":"CLOSED","name":"x"}`, as...); r.status != 400 {
+		t.Fatalf("close with other changes: %d %s", r.status, r.body)
+	}
+	cl := must(e.call("PATCH", "/v1/admin/tenants/"+tenant, "", `{"status":"CLOSED"}`, as...), 200, "close tenant")
+	if cl["status"] != "CLOSED" || cl["closed_at"] == nil {
+		t.Fatalf("close %v", cl)
+	}
+	ledgertest.CheckInvariants(t, e.c, tenant)
+}
+
+// The protocol's dual-auth routes: the admin key lists (tenant required),
+// reads and releases any tenant's reservations; it cannot commit one, and a
+// tenant key still cannot reach another tenant's.
+func TestAdminOnBehalf(t *testing.T) {
+	e := startFull(t)
+	f := &fixture{env: e, tenant: ledgertest.NewTenantID(t)}
+	f.budget("", ledgertest.Budget{Allocated: 100})
+	ledgertest.SeedTenant(t, e.c, f.tenant, ledgertest.Tenant{})
+	as := []string{"X-Admin-API-Key", adminKey}
+	k := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+f.tenant+`","name":"a"}`, as...).obj(t)
+	key := []string{"X-Cycles-API-Key", k["key_secret"].(string)}
+	r := e.call("POST", "/v1/reservations", "", reserveBody("k", 10), key...)
+	if r.status != 200 {
+		t.Fatalf("reserve %d %s", r.status, r.body)
+	}
+	rid := r.obj(t)["reservation_id"].(string)
+
+	if r := e.call("GET", "/v1/reservations", "", "", as...); r.status != 400 || !strings.Contains(string(r.body), "tenant query parameter is required") {
+		t.Fatalf("admin list without tenant: %d %s", r.status, r.body)
+	}
+	if r := e.call("GET", "/v1/reservations?tenant="+f.tenant, "", "", as...); r.status != 200 || len(r.obj(t)["reservations"].([]any)) != 1 {
+		t.Fatalf("admin list: %d %s", r.status, r.body)
+	}
+	if r := e.call("GET", "/v1/reservations/"+rid, "", "", as...); r.status != 200 || r.obj(t)["status"] != "ACTIVE" {
+		t.Fatalf("admin get: %d %s", r.status, r.body)
+	}
+	if r := e.call("POST", "/v1/reservations/"+rid+"/commit", "", `{"idempotency_key":"c","actual":{"unit":"TOKENS","amount":1}}`, as...); r.status != 401 {
+		t.Fatalf("admin commit: %d %s", r.status, r.body)
+	}
+	if r := e.call("GET", "/v1/reservations/nope", "", "", as...); r.status != 404 {
+		t.Fatalf("admin get of a malformed id: %d %s", r.status, r.body)
+	}
+	r = e.call("POST", "/v1/reservations/"+rid+"/release", "", `{"idempotency_key":"rel","reason":"[INCIDENT_FORCE_RELEASE]"}`, as...)
+	if r.status != 200 || r.obj(t)["released"].(map[string]any)["amount"] != json.Number("10") {
+		t.Fatalf("admin release: %d %s", r.status, r.body)
+	}
+	ledgertest.CheckInvariants(t, e.c, f.tenant)
+}

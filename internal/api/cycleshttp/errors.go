@@ -1,0 +1,152 @@
+package cycleshttp
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cyclesgo/cycles-go/internal/apierr"
+)
+
+// errorOut is the protocol's ErrorResponse.
+type errorOut struct {
+	Error     string         `json:"error"`
+	Message   string         `json:"message"`
+	RequestID string         `json:"request_id"`
+	TraceID   string         `json:"trace_id,omitempty"`
+	Details   map[string]any `json:"details,omitempty"`
+}
+
+// plane selects the error-code vocabulary: the runtime spec's ErrorCode enum
+// is closed, so codes only the admin plane knows are folded into the nearest
+// runtime code there (the original code stays in details.reason).
+type plane int
+
+const (
+	runtimePlane plane = iota
+	adminPlane
+)
+
+// runtimeCodes is the runtime spec's ErrorCode enum.
+var runtimeCodes = map[apierr.Code]bool{
+	apierr.InvalidRequest: true, apierr.Unauthorized: true, apierr.Forbidden: true, apierr.NotFound: true,
+	apierr.BudgetExceeded: true, apierr.BudgetFrozen: true, apierr.BudgetClosed: true, apierr.ReservationExpired: true,
+	apierr.ReservationFinalized: true, apierr.IdempotencyMismatch: true, apierr.UnitMismatch: true,
+	apierr.OverdraftLimitExceeded: true, apierr.DebtOutstanding: true, apierr.MaxExtensionsExceeded: true,
+	apierr.LimitExceeded: true, apierr.TenantClosed: true, apierr.InternalError: true,
+}
+
+// httpStatus is the HTTP status of a protocol code (PROTOCOL semantics,
+// docs/http-api.md "Errors").
+func httpStatus(c apierr.Code) int {
+	switch c {
+	case apierr.InvalidRequest, apierr.UnitMismatch, apierr.Overflow:
+		return http.StatusBadRequest
+	case apierr.Unauthorized:
+		return http.StatusUnauthorized
+	case apierr.Forbidden:
+		return http.StatusForbidden
+	case apierr.NotFound, apierr.TenantNotFound, apierr.BudgetNotFound, apierr.KeyNotFound, apierr.PolicyNotFound, apierr.EventNotFound:
+		return http.StatusNotFound
+	case apierr.ReservationExpired:
+		return http.StatusGone
+	case apierr.LimitExceeded:
+		return http.StatusTooManyRequests
+	case apierr.InternalError, apierr.IdempotencyPending:
+		return http.StatusInternalServerError
+	case apierr.Unavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusConflict
+	}
+}
+
+// foldRuntime maps a code outside the runtime enum onto the runtime code a
+// Cycles client already handles.
+func foldRuntime(c apierr.Code) apierr.Code {
+	switch c {
+	case apierr.Overflow:
+		return apierr.InvalidRequest
+	case apierr.TenantSuspended:
+		return apierr.Forbidden
+	case apierr.TenantNotFound, apierr.BudgetNotFound, apierr.KeyNotFound, apierr.PolicyNotFound, apierr.EventNotFound:
+		return apierr.NotFound
+	default:
+		return apierr.InternalError // UNAVAILABLE, IDEMPOTENCY_PENDING: retry with the same key
+	}
+}
+
+// numericDetails are ErrorInfo metadata values that are integers on the wire.
+var numericDetails = map[string]bool{"remaining": true, "requested": true, "limit": true}
+
+// errorOf turns the chain's gRPC status into the HTTP status, headers and
+// body of the protocol's ErrorResponse.
+func errorOf(err error, p plane, requestID, traceID string) (int, *errorOut, map[string]string) {
+	st, _ := status.FromError(err)
+	code, md, ok := apierr.FromStatus(err)
+	if !ok {
+		switch st.Code() {
+		case codes.Unauthenticated:
+			code = apierr.Unauthorized
+		case codes.Canceled, codes.DeadlineExceeded, codes.Unavailable:
+			code = apierr.Unavailable
+		default:
+			code = apierr.InternalError
+		}
+	}
+	wire := code
+	details := map[string]any{}
+	if p == runtimePlane && !runtimeCodes[code] {
+		wire = foldRuntime(code)
+		details["reason"] = string(code)
+	}
+	httpCode := httpStatus(wire)
+	if code == apierr.Unavailable || code == apierr.StoreFull {
+		// Fail closed, retryable later: Redis did not answer, or it is full
+		// (details.reason says STORE_FULL; docs/limits.md).
+		httpCode = http.StatusServiceUnavailable
+	}
+	for k, v := range md {
+		switch {
+		case k == "request_id":
+			if v != "" {
+				requestID = v
+			}
+		case k == "trace_id":
+			if v != "" {
+				traceID = v
+			}
+		case k == "expected_units":
+			details[k] = strings.Split(v, ",")
+		case numericDetails[k]:
+			if _, perr := strconv.ParseInt(v, 10, 64); perr == nil {
+				details[k] = json.Number(v)
+			} else {
+				details[k] = v
+			}
+		default:
+			details[k] = v
+		}
+	}
+	if len(details) == 0 {
+		details = nil
+	}
+	msg := strings.TrimPrefix(st.Message(), string(code)+": ")
+	headers := map[string]string{}
+	for _, d := range st.Details() {
+		if ri, isRetry := d.(*errdetails.RetryInfo); isRetry && ri.GetRetryDelay() != nil {
+			secs := int64(math.Ceil(ri.GetRetryDelay().AsDuration().Seconds()))
+			if secs < 1 {
+				secs = 1
+			}
+			headers["Retry-After"] = strconv.FormatInt(secs, 10)
+		}
+	}
+	return httpCode, &errorOut{Error: string(wire), Message: msg, RequestID: requestID, TraceID: traceID, Details: details}, headers
+}

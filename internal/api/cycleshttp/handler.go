@@ -1,0 +1,355 @@
+// Package cycleshttp serves the Cycles protocol's HTTP/JSON wire
+// (cycles-protocol-v0, v0.1.25: /v1/reservations, /v1/decide, /v1/events,
+// /v1/balances, ...) on cyclesd's HTTP listener, so the existing Cycles SDKs
+// work against cyclesd by changing only the base URL and the key.
+//
+// It is a thin adapter: each route decodes the protocol's JSON into the
+// protobuf request of the matching gRPC method and runs that method's own
+// handler (internal/api/runtimeapi, ...) through the gRPC interceptor chain in
+// process (server.Invoke): auth, the rate-limit guard, validation
+// (internal/validate), idempotency and the ledger are the very path gRPC calls
+// take. This package only translates JSON and maps errors onto HTTP statuses.
+// docs/http-api.md lists the wire rules and what is and is not served.
+package cycleshttp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/reqctx"
+	"github.com/cyclesgo/cycles-go/internal/server"
+)
+
+// DefaultMaxBodyBytes bounds a request body; larger ones are a 400.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Invoker runs a call through the gRPC interceptor chain (*server.Server).
+type Invoker interface {
+	Invoke(ctx context.Context, fullMethod string, md metadata.MD, req any, h grpc.UnaryHandler) (any, metadata.MD, error)
+}
+
+// Options configure the HTTP API.
+type Options struct {
+	Invoker Invoker
+	Runtime cyclesv1.RuntimeServiceServer
+	// Admin and Events are optional (nil: their routes answer 404).
+	Admin  cyclesv1.AdminServiceServer
+	Events cyclesv1.EventServiceServer
+	// MaxBodyBytes bounds request bodies (0: DefaultMaxBodyBytes).
+	MaxBodyBytes   int64
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+}
+
+// API is the Cycles HTTP/JSON surface.
+type API struct {
+	inv     Invoker
+	rt      cyclesv1.RuntimeServiceServer
+	adm     cyclesv1.AdminServiceServer
+	ev      cyclesv1.EventServiceServer
+	maxBody int64
+	mux     *http.ServeMux
+	handler http.Handler
+}
+
+// New builds the API. Mount it on the HTTP listener under "/v1/".
+func New(opts Options) *API {
+	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
+	if a.maxBody <= 0 {
+		a.maxBody = DefaultMaxBodyBytes
+	}
+	a.routes()
+	var otelOpts []otelhttp.Option
+	if opts.TracerProvider != nil {
+		otelOpts = append(otelOpts, otelhttp.WithTracerProvider(opts.TracerProvider))
+	}
+	if opts.MeterProvider != nil {
+		otelOpts = append(otelOpts, otelhttp.WithMeterProvider(opts.MeterProvider))
+	}
+	otelOpts = append(otelOpts, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+		if r.Pattern != "" {
+			return r.Pattern
+		}
+		return r.Method + " " + r.URL.Path
+	}))
+	a.handler = withTraceID(otelhttp.NewHandler(a.preAuth(a.mux), "cycles-http", otelOpts...))
+	return a
+}
+
+// preAuther is the part of the gRPC shell that checks credentials before a
+// body is read (server.Server.PreAuth).
+type preAuther interface {
+	PreAuth(ctx context.Context, fullMethod string, md metadata.MD, remoteAddr string) (context.Context, error)
+}
+
+// preAuthMethod is the access rule of the pre-read check: a method either
+// key may call, so every route's legitimate caller passes; the chain then
+// applies the route's own rule.
+const preAuthMethod = cyclesv1.EventService_ListEvents_FullMethodName
+
+// preAuth refuses a request whose credentials are missing, malformed, wrong
+// or recently refused, or whose peer is over its failed-authentication
+// budget, before the body is read (docs/limits.md).
+func (a *API) preAuth(next http.Handler) http.Handler {
+	pa, ok := a.inv.(preAuther)
+	if !ok {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := a.mux.Handler(r); pattern == "/v1/" {
+			next.ServeHTTP(w, r) // an unserved path is a 404 for anyone
+			return
+		}
+		ctx, err := pa.PreAuth(r.Context(), preAuthMethod, metadataOf(r), r.RemoteAddr)
+		if err != nil {
+			p := runtimePlane
+			if strings.HasPrefix(r.URL.Path, "/v1/admin/") {
+				p = adminPlane
+			}
+			code, body, extra := errorOf(err, p, "", "")
+			// The request's trace id (its traceparent or X-Cycles-Trace-Id,
+			// else the span's), as the chain would report it.
+			if sc := trace.SpanContextFromContext(r.Context()); sc.HasTraceID() {
+				body.TraceID = sc.TraceID().String()
+			}
+			h := w.Header()
+			for k, v := range extra {
+				h.Set(k, v)
+			}
+			if body.RequestID != "" {
+				h.Set("X-Request-Id", body.RequestID)
+			}
+			if body.TraceID != "" {
+				h.Set("X-Cycles-Trace-Id", body.TraceID)
+			}
+			writeJSON(w, code, body)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// ServeHTTP implements http.Handler.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
+
+func (a *API) routes() {
+	a.mux.HandleFunc("POST /v1/reservations", a.createReservation)
+	a.mux.HandleFunc("GET /v1/reservations", a.listReservations)
+	a.mux.HandleFunc("GET /v1/reservations/{reservation_id}", a.getReservation)
+	a.mux.HandleFunc("POST /v1/reservations/{reservation_id}/commit", a.commitReservation)
+	a.mux.HandleFunc("POST /v1/reservations/{reservation_id}/release", a.releaseReservation)
+	a.mux.HandleFunc("POST /v1/reservations/{reservation_id}/extend", a.extendReservation)
+	a.mux.HandleFunc("POST /v1/decide", a.decide)
+	a.mux.HandleFunc("POST /v1/events", a.createEvent)
+	a.mux.HandleFunc("GET /v1/balances", a.getBalances)
+	a.adminRoutes()
+	a.eventRoutes()
+	a.mux.HandleFunc("GET /v1/auth/introspect", a.introspect)
+	a.mux.HandleFunc("/v1/", a.notFound)
+}
+
+// ---- the one call path ---------------------------------------------------------
+
+// route is one HTTP route's binding to its gRPC method.
+type route struct {
+	method string // full gRPC method name (auth rule, guard, logs)
+	plane  plane
+	ok     int // success status
+}
+
+// decodeFailed stands in for the request when the body could not be decoded:
+// the chain still authenticates first (401 before 400, as the protocol
+// orders it), then the handler returns the decode error.
+type decodeFailed struct{}
+
+// serve runs one request: req (or decodeErr) through the chain into call,
+// then render's body with rt.ok, or the protocol's error body.
+func (a *API) serve(w http.ResponseWriter, r *http.Request, rt route, req any, decodeErr error,
+	call func(ctx context.Context, req any) (any, error), render func(resp any) any) {
+	var tenant string
+	if decodeErr != nil {
+		req = decodeFailed{}
+	}
+	// The chain's one log line per call says which wire it came from.
+	ctx := logging.InjectFields(r.Context(), logging.Fields{"transport", "http", "http.route", r.Pattern})
+	resp, hdr, err := a.inv.Invoke(ctx, rt.method, metadataOf(r), req, func(ctx context.Context, req any) (any, error) {
+		if p, ok := auth.FromContext(ctx); ok {
+			tenant = p.Tenant
+		}
+		if decodeErr != nil {
+			return nil, decodeErr
+		}
+		return call(ctx, req)
+	})
+	h := w.Header()
+	requestID, traceID := first(hdr, auth.RequestIDHeader), first(hdr, server.TraceIDHeader)
+	if requestID != "" {
+		h.Set("X-Request-Id", requestID)
+	}
+	if traceID != "" {
+		h.Set("X-Cycles-Trace-Id", traceID)
+	}
+	if tenant != "" {
+		h.Set("X-Cycles-Tenant", tenant)
+	}
+	for _, k := range []string{server.RateLimitHeader, server.RateLimitRemainingHeader, server.RateLimitResetHeader, server.RetryAfterHeader} {
+		if v := first(hdr, k); v != "" {
+			h.Set(k, v)
+		}
+	}
+	if err != nil {
+		code, body, extra := errorOf(err, rt.plane, requestID, traceID)
+		for k, v := range extra {
+			if h.Get(k) == "" {
+				h.Set(k, v)
+			}
+		}
+		writeJSON(w, code, body)
+		return
+	}
+	if resp == nil { // a handler answering nothing is a bug, not a 200
+		code, body, _ := errorOf(apierr.New(apierr.InternalError, "internal error").Status(requestID, traceID).Err(), rt.plane, requestID, traceID)
+		writeJSON(w, code, body)
+		return
+	}
+	writeJSON(w, rt.ok, render(resp))
+}
+
+func first(md metadata.MD, k string) string {
+	if v := md[k]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// metadataOf carries the HTTP headers the chain reads as gRPC metadata. The
+// reference server's admin header (X-Admin-API-Key) is accepted as well as
+// cyclesd's own.
+func metadataOf(r *http.Request) metadata.MD {
+	md := make(metadata.MD, 4)
+	put := func(key, header string) {
+		if v := r.Header.Get(header); v != "" {
+			md[key] = []string{v}
+		}
+	}
+	put(auth.APIKeyHeader, "X-Cycles-API-Key")
+	put(auth.AdminKeyHeader, "X-Cycles-Admin-Key")
+	if _, ok := md[auth.AdminKeyHeader]; !ok {
+		put(auth.AdminKeyHeader, "X-Admin-API-Key")
+	}
+	put(auth.IdempotencyKeyHeader, "X-Idempotency-Key")
+	put(auth.RequestIDHeader, "X-Request-Id")
+	return md
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code = http.StatusInternalServerError
+		b = []byte(`{"error":"INTERNAL_ERROR","message":"response encoding failed","request_id":""}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+// decodeJSON reads one JSON object into dst: unknown keys, wrong types,
+// fractions or out-of-range integers, trailing data and oversize bodies are
+// INVALID_REQUEST naming the field.
+func (a *API) decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, a.maxBody))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err, a.maxBody)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return jsonError(err, a.maxBody)
+		}
+		return apierr.Invalid("body", "has data after the JSON object")
+	}
+	return nil
+}
+
+func jsonError(err error, limit int64) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	var big *http.MaxBytesError
+	switch {
+	case errors.As(err, &big):
+		return apierr.Invalid("body", "is larger than %d bytes", limit)
+	case errors.As(err, &syn):
+		return apierr.Invalid("body", "malformed JSON at offset %d: %v", syn.Offset, syn)
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "body"
+		}
+		return apierr.Invalid(field, "must be %s, got JSON %s", jsonType(typ.Type.Kind().String()), typ.Value)
+	case errors.Is(err, io.EOF):
+		return apierr.Invalid("body", "is empty; a JSON object is required")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return apierr.Invalid("body", "malformed JSON: unexpected end")
+	}
+	if quoted, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name, uerr := strconv.Unquote(quoted)
+		if uerr != nil || name == "" {
+			return apierr.Invalid("body", "has an unknown field %s", quoted)
+		}
+		return apierr.Invalid(name, "unknown field")
+	}
+	return apierr.Invalid("body", "malformed JSON: %v", err)
+}
+
+func jsonType(kind string) string {
+	switch kind {
+	case "int64", "int", "int32":
+		return "an integer within int64"
+	case "ptr":
+		return "a value of another type"
+	case "struct", "map":
+		return "an object"
+	case "slice":
+		return "an array"
+	case "bool":
+		return "a boolean"
+	default:
+		return "a " + kind
+	}
+}
+
+func (a *API) notFound(w http.ResponseWriter, r *http.Request) {
+	writeBareError(w, r, http.StatusNotFound, apierr.NotFound,
+		"no such endpoint: "+r.Method+" "+r.URL.Path+" (see docs/http-api.md for what cyclesd serves)")
+}
+
+// writeBareError answers an error decided before any handler runs (no
+// route), still with a request id and trace id as every answer carries.
+func writeBareError(w http.ResponseWriter, r *http.Request, code int, reason apierr.Code, msg string) {
+	requestID := reqctx.RequestIDOrNew(r.Header.Get("X-Request-Id"))
+	traceID := reqctx.NewTraceID()
+	if sc := trace.SpanContextFromContext(r.Context()); sc.HasTraceID() {
+		traceID = sc.TraceID().String()
+	}
+	w.Header().Set("X-Request-Id", requestID)
+	w.Header().Set("X-Cycles-Trace-Id", traceID)
+	writeJSON(w, code, &errorOut{Error: string(reason), Message: msg, RequestID: requestID, TraceID: traceID})
+}

@@ -1,0 +1,323 @@
+package cycleshttp
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/apierr"
+)
+
+// Request bodies as the protocol spells them (cycles-protocol-v0, see
+// docs/http-api.md). Optional fields are pointers so "absent" and "zero"
+// stay distinct; amounts decode straight into int64 (encoding/json parses
+// integer literals with strconv, never through float64), so every int64 is
+// exact and anything else (fractions, out of range, strings) is a 400 naming
+// the field.
+
+type amountIn struct {
+	Unit   *string `json:"unit"`
+	Amount *int64  `json:"amount"`
+}
+
+type subjectIn struct {
+	Tenant     *string           `json:"tenant"`
+	Workspace  *string           `json:"workspace"`
+	App        *string           `json:"app"`
+	Workflow   *string           `json:"workflow"`
+	Agent      *string           `json:"agent"`
+	Toolset    *string           `json:"toolset"`
+	Dimensions map[string]string `json:"dimensions"`
+}
+
+type actionIn struct {
+	Kind string   `json:"kind"`
+	Name string   `json:"name"`
+	Tags []string `json:"tags"`
+}
+
+type metricsIn struct {
+	TokensInput  *int64         `json:"tokens_input"`
+	TokensOutput *int64         `json:"tokens_output"`
+	LatencyMs    *int64         `json:"latency_ms"`
+	ModelVersion string         `json:"model_version"`
+	Custom       map[string]any `json:"custom"`
+}
+
+type reserveIn struct {
+	IdempotencyKey string         `json:"idempotency_key"`
+	Subject        *subjectIn     `json:"subject"`
+	Action         *actionIn      `json:"action"`
+	Estimate       *amountIn      `json:"estimate"`
+	TTLMs          *int64         `json:"ttl_ms"`
+	GracePeriodMs  *int64         `json:"grace_period_ms"`
+	OveragePolicy  *string        `json:"overage_policy"`
+	DryRun         *bool          `json:"dry_run"`
+	Metadata       map[string]any `json:"metadata"`
+}
+
+type decideIn struct {
+	IdempotencyKey string         `json:"idempotency_key"`
+	Subject        *subjectIn     `json:"subject"`
+	Action         *actionIn      `json:"action"`
+	Estimate       *amountIn      `json:"estimate"`
+	Metadata       map[string]any `json:"metadata"`
+}
+
+type commitIn struct {
+	IdempotencyKey string         `json:"idempotency_key"`
+	Actual         *amountIn      `json:"actual"`
+	Metrics        *metricsIn     `json:"metrics"`
+	Metadata       map[string]any `json:"metadata"`
+}
+
+type releaseIn struct {
+	IdempotencyKey string `json:"idempotency_key"`
+	Reason         string `json:"reason"`
+}
+
+type extendIn struct {
+	IdempotencyKey string         `json:"idempotency_key"`
+	ExtendByMs     *int64         `json:"extend_by_ms"`
+	Metadata       map[string]any `json:"metadata"`
+}
+
+type eventIn struct {
+	IdempotencyKey string         `json:"idempotency_key"`
+	Subject        *subjectIn     `json:"subject"`
+	Action         *actionIn      `json:"action"`
+	Actual         *amountIn      `json:"actual"`
+	OveragePolicy  *string        `json:"overage_policy"`
+	Metrics        *metricsIn     `json:"metrics"`
+	ClientTimeMs   *int64         `json:"client_time_ms"`
+	Metadata       map[string]any `json:"metadata"`
+}
+
+// ---- request translation -----------------------------------------------------
+
+func (a *amountIn) proto(field string) (*cyclesv1.Amount, error) {
+	if a == nil {
+		return nil, nil // the validator names the missing field
+	}
+	if a.Unit == nil {
+		return nil, apierr.Invalid(field+".unit", "is required")
+	}
+	if a.Amount == nil {
+		return nil, apierr.Invalid(field+".amount", "is required")
+	}
+	u, err := parseEnum(field+".unit", *a.Unit, unitValues)
+	if err != nil {
+		return nil, err
+	}
+	return &cyclesv1.Amount{Unit: cyclesv1.Unit(u), Amount: *a.Amount}, nil
+}
+
+func (s *subjectIn) proto() (*cyclesv1.Subject, error) {
+	if s == nil {
+		return nil, nil
+	}
+	out := &cyclesv1.Subject{Dimensions: s.Dimensions}
+	for _, f := range []struct {
+		name string
+		in   *string
+		out  *string
+	}{
+		{"tenant", s.Tenant, &out.Tenant},
+		{"workspace", s.Workspace, &out.Workspace},
+		{"app", s.App, &out.App},
+		{"workflow", s.Workflow, &out.Workflow},
+		{"agent", s.Agent, &out.Agent},
+		{"toolset", s.Toolset, &out.Toolset},
+	} {
+		if f.in == nil {
+			continue
+		}
+		if *f.in == "" {
+			// Present but empty is not "absent": the protocol's charset
+			// pattern refuses it.
+			return nil, apierr.Invalid("subject."+f.name, "must not be empty")
+		}
+		*f.out = *f.in
+	}
+	return out, nil
+}
+
+func (a *actionIn) proto() *cyclesv1.Action {
+	if a == nil {
+		return nil
+	}
+	return &cyclesv1.Action{Kind: a.Kind, Name: a.Name, Tags: a.Tags}
+}
+
+func (m *metricsIn) proto(field string) (*cyclesv1.StandardMetrics, error) {
+	if m == nil {
+		return nil, nil
+	}
+	custom, err := structOf(field+".custom", m.Custom)
+	if err != nil {
+		return nil, err
+	}
+	return &cyclesv1.StandardMetrics{TokensInput: m.TokensInput, TokensOutput: m.TokensOutput,
+		LatencyMs: m.LatencyMs, ModelVersion: m.ModelVersion, Custom: custom}, nil
+}
+
+func policyOf(field string, s *string) (cyclesv1.CommitOveragePolicy, error) {
+	if s == nil {
+		return cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_UNSPECIFIED, nil
+	}
+	v, err := parseEnum(field, *s, policyValues)
+	return cyclesv1.CommitOveragePolicy(v), err
+}
+
+// structOf converts free-form JSON metadata (decoded with UseNumber) into
+// the protobuf Struct the ledger stores. Metadata numbers become doubles, as
+// in any protobuf Struct; amounts never travel here.
+func structOf(field string, m map[string]any) (*structpb.Struct, error) {
+	if m == nil {
+		return nil, nil
+	}
+	out := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(m))}
+	for k, v := range m {
+		pv, err := valueOf(v)
+		if err != nil {
+			return nil, apierr.Invalid(field+"."+k, "%v", err)
+		}
+		out.Fields[k] = pv
+	}
+	return out, nil
+}
+
+func valueOf(v any) (*structpb.Value, error) {
+	switch x := v.(type) {
+	case json.Number:
+		f, err := strconv.ParseFloat(string(x), 64)
+		if err != nil {
+			return nil, err
+		}
+		return structpb.NewNumberValue(f), nil
+	case map[string]any:
+		s := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(x))}
+		for k, e := range x {
+			pv, err := valueOf(e)
+			if err != nil {
+				return nil, err
+			}
+			s.Fields[k] = pv
+		}
+		return structpb.NewStructValue(s), nil
+	case []any:
+		l := &structpb.ListValue{Values: make([]*structpb.Value, 0, len(x))}
+		for _, e := range x {
+			pv, err := valueOf(e)
+			if err != nil {
+				return nil, err
+			}
+			l.Values = append(l.Values, pv)
+		}
+		return structpb.NewListValue(l), nil
+	default:
+		return structpb.NewValue(v)
+	}
+}
+
+func (r *reserveIn) proto() (*cyclesv1.CreateReservationRequest, error) {
+	subj, err := r.Subject.proto()
+	if err != nil {
+		return nil, err
+	}
+	est, err := r.Estimate.proto("estimate")
+	if err != nil {
+		return nil, err
+	}
+	pol, err := policyOf("overage_policy", r.OveragePolicy)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := structOf("metadata", r.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	return &cyclesv1.CreateReservationRequest{IdempotencyKey: r.IdempotencyKey, Subject: subj, Action: r.Action.proto(),
+		Estimate: est, TtlMs: r.TTLMs, GracePeriodMs: r.GracePeriodMs, OveragePolicy: pol,
+		DryRun: r.DryRun != nil && *r.DryRun, Metadata: meta}, nil
+}
+
+func (r *decideIn) proto() (*cyclesv1.DecideRequest, error) {
+	subj, err := r.Subject.proto()
+	if err != nil {
+		return nil, err
+	}
+	est, err := r.Estimate.proto("estimate")
+	if err != nil {
+		return nil, err
+	}
+	meta, err := structOf("metadata", r.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	return &cyclesv1.DecideRequest{IdempotencyKey: r.IdempotencyKey, Subject: subj, Action: r.Action.proto(),
+		Estimate: est, Metadata: meta}, nil
+}
+
+func (r *commitIn) proto(id string) (*cyclesv1.CommitReservationRequest, error) {
+	act, err := r.Actual.proto("actual")
+	if err != nil {
+		return nil, err
+	}
+	met, err := r.Metrics.proto("metrics")
+	if err != nil {
+		return nil, err
+	}
+	meta, err := structOf("metadata", r.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	return &cyclesv1.CommitReservationRequest{ReservationId: id, IdempotencyKey: r.IdempotencyKey, Actual: act,
+		Metrics: met, Metadata: meta}, nil
+}
+
+func (r *releaseIn) proto(id string) (*cyclesv1.ReleaseReservationRequest, error) {
+	return &cyclesv1.ReleaseReservationRequest{ReservationId: id, IdempotencyKey: r.IdempotencyKey, Reason: r.Reason}, nil
+}
+
+func (r *extendIn) proto(id string) (*cyclesv1.ExtendReservationRequest, error) {
+	if r.ExtendByMs == nil {
+		return nil, apierr.Invalid("extend_by_ms", "is required")
+	}
+	meta, err := structOf("metadata", r.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	return &cyclesv1.ExtendReservationRequest{ReservationId: id, IdempotencyKey: r.IdempotencyKey,
+		ExtendByMs: *r.ExtendByMs, Metadata: meta}, nil
+}
+
+func (r *eventIn) proto() (*cyclesv1.CreateEventRequest, error) {
+	subj, err := r.Subject.proto()
+	if err != nil {
+		return nil, err
+	}
+	act, err := r.Actual.proto("actual")
+	if err != nil {
+		return nil, err
+	}
+	pol, err := policyOf("overage_policy", r.OveragePolicy)
+	if err != nil {
+		return nil, err
+	}
+	met, err := r.Metrics.proto("metrics")
+	if err != nil {
+		return nil, err
+	}
+	meta, err := structOf("metadata", r.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	if r.ClientTimeMs != nil && *r.ClientTimeMs < 0 {
+		return nil, apierr.Invalid("client_time_ms", "must be >= 0")
+	}
+	return &cyclesv1.CreateEventRequest{IdempotencyKey: r.IdempotencyKey, Subject: subj, Action: r.Action.proto(),
+		Actual: act, OveragePolicy: pol, Metrics: met, ClientTimeMs: r.ClientTimeMs, Metadata: meta}, nil
+}

@@ -1,0 +1,194 @@
+// Package apierr is the error model of cyclesd: a protocol error code (the
+// reason clients switch on), a message, and details, mapped onto a gRPC status
+// carrying google.rpc.ErrorInfo{domain: "cycles", reason: <code>}.
+//
+// Every layer returns *Error for anything a client should see; anything else
+// that reaches the gRPC boundary is INTERNAL (or UNAVAILABLE for Redis
+// connectivity), never a panic.
+package apierr
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Domain is the ErrorInfo domain of every cyclesd error.
+const Domain = "cycles"
+
+// Code is a protocol error code (docs/protocol.md#errors), used as ErrorInfo.reason.
+type Code string
+
+// Protocol error codes. The gRPC status of each is fixed by Code.GRPCCode.
+const (
+	InvalidRequest         Code = "INVALID_REQUEST"
+	UnitMismatch           Code = "UNIT_MISMATCH"
+	Unauthorized           Code = "UNAUTHORIZED"
+	Forbidden              Code = "FORBIDDEN"
+	NotFound               Code = "NOT_FOUND"
+	BudgetExceeded         Code = "BUDGET_EXCEEDED"
+	BudgetFrozen           Code = "BUDGET_FROZEN"
+	BudgetClosed           Code = "BUDGET_CLOSED"
+	OverdraftLimitExceeded Code = "OVERDRAFT_LIMIT_EXCEEDED"
+	DebtOutstanding        Code = "DEBT_OUTSTANDING"
+	ReservationFinalized   Code = "RESERVATION_FINALIZED"
+	ReservationExpired     Code = "RESERVATION_EXPIRED"
+	IdempotencyMismatch    Code = "IDEMPOTENCY_MISMATCH"
+	MaxExtensionsExceeded  Code = "MAX_EXTENSIONS_EXCEEDED"
+	TenantClosed           Code = "TENANT_CLOSED"
+	TenantSuspended        Code = "TENANT_SUSPENDED"
+	LimitExceeded          Code = "LIMIT_EXCEEDED"
+	InternalError          Code = "INTERNAL_ERROR"
+	Unavailable            Code = "UNAVAILABLE"
+	IdempotencyPending     Code = "IDEMPOTENCY_PENDING"
+	// SlowConsumer ends a watch whose client stopped reading (internal/events).
+	SlowConsumer Code = "SLOW_CONSUMER"
+
+	// Admin-plane codes.
+	TenantNotFound    Code = "TENANT_NOT_FOUND"
+	BudgetNotFound    Code = "BUDGET_NOT_FOUND"
+	DuplicateResource Code = "DUPLICATE_RESOURCE"
+	KeyNotFound       Code = "KEY_NOT_FOUND"
+	InvalidState      Code = "INVALID_STATE"
+	Overflow          Code = "AMOUNT_OVERFLOW"
+	PolicyNotFound    Code = "POLICY_NOT_FOUND"
+	EventNotFound     Code = "EVENT_NOT_FOUND"
+
+	// StoreFull: Redis reached maxmemory (noeviction) and refused the write;
+	// nothing was applied. Settlement (commit, release) and key revocation
+	// keep working on Redis 7 (docs/limits.md).
+	StoreFull Code = "STORE_FULL"
+)
+
+// GRPCCode is the gRPC status code of a protocol code (docs/protocol.md#errors).
+func (c Code) GRPCCode() codes.Code {
+	switch c {
+	case InvalidRequest, UnitMismatch, Overflow:
+		return codes.InvalidArgument
+	case Unauthorized:
+		return codes.Unauthenticated
+	case Forbidden:
+		return codes.PermissionDenied
+	case NotFound, TenantNotFound, BudgetNotFound, KeyNotFound, PolicyNotFound, EventNotFound:
+		return codes.NotFound
+	case IdempotencyMismatch, DuplicateResource:
+		return codes.AlreadyExists
+	case LimitExceeded, StoreFull, SlowConsumer:
+		return codes.ResourceExhausted
+	case Unavailable, IdempotencyPending:
+		return codes.Unavailable
+	case InternalError:
+		return codes.Internal
+	default:
+		// Budget and state conflicts: deterministic refusals, never retried
+		// blindly by gRPC clients (unlike RESOURCE_EXHAUSTED).
+		return codes.FailedPrecondition
+	}
+}
+
+// Error is a client-visible error.
+type Error struct {
+	Code    Code
+	Message string
+	// Details become ErrorInfo metadata (scope, remaining, requested, field, ...).
+	Details map[string]string
+	// RetryAfter, when positive, is sent as google.rpc.RetryInfo.
+	RetryAfter time.Duration
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return string(e.Code)
+	}
+	return string(e.Code) + ": " + e.Message
+}
+
+// New returns an Error with a formatted message.
+func New(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// With returns e with one more detail (e is modified and returned).
+func (e *Error) With(key, value string) *Error {
+	if e.Details == nil {
+		e.Details = make(map[string]string, 4)
+	}
+	e.Details[key] = value
+	return e
+}
+
+// Invalid is INVALID_REQUEST naming the offending field.
+func Invalid(field, format string, args ...any) *Error {
+	return New(InvalidRequest, "%s: %s", field, fmt.Sprintf(format, args...)).With("field", field)
+}
+
+// As extracts an *Error from err's chain.
+func As(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// HasCode reports whether err carries the protocol code c.
+func HasCode(err error, c Code) bool {
+	e, ok := As(err)
+	return ok && e.Code == c
+}
+
+// Status converts e into a gRPC status with ErrorInfo (and RetryInfo when set).
+// requestID and traceID are added to the ErrorInfo metadata when non-empty.
+func (e *Error) Status(requestID, traceID string) *status.Status {
+	md := make(map[string]string, len(e.Details)+2)
+	for k, v := range e.Details {
+		md[k] = v
+	}
+	if requestID != "" {
+		md["request_id"] = requestID
+	}
+	if traceID != "" {
+		md["trace_id"] = traceID
+	}
+	st := status.New(e.Code.GRPCCode(), e.Error())
+	info := &errdetails.ErrorInfo{Reason: string(e.Code), Domain: Domain, Metadata: md}
+	if e.RetryAfter > 0 {
+		if withD, err := st.WithDetails(info, &errdetails.RetryInfo{RetryDelay: durationpb.New(e.RetryAfter)}); err == nil {
+			return withD
+		}
+		return st
+	}
+	if withD, err := st.WithDetails(info); err == nil {
+		return withD
+	}
+	return st
+}
+
+// DetailKeys lists e's detail keys in order (for stable logs).
+func (e *Error) DetailKeys() []string {
+	keys := make([]string, 0, len(e.Details))
+	for k := range e.Details {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// FromStatus recovers the protocol code and details of a gRPC error (clients
+// and tests). ok is false when the status carries no cycles ErrorInfo.
+func FromStatus(err error) (code Code, details map[string]string, ok bool) {
+	st, isStatus := status.FromError(err)
+	if !isStatus {
+		return "", nil, false
+	}
+	for _, d := range st.Details() {
+		if info, isInfo := d.(*errdetails.ErrorInfo); isInfo && info.GetDomain() == Domain {
+			return Code(info.GetReason()), info.GetMetadata(), true
+		}
+	}
+	return "", nil, false
+}

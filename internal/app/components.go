@@ -1,0 +1,149 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/cyclesgo/cycles-go/internal/admin"
+	"github.com/cyclesgo/cycles-go/internal/api/adminapi"
+	"github.com/cyclesgo/cycles-go/internal/api/envoyrls"
+	"github.com/cyclesgo/cycles-go/internal/api/eventsapi"
+	"github.com/cyclesgo/cycles-go/internal/api/opsapi"
+	"github.com/cyclesgo/cycles-go/internal/api/ratelimitapi"
+	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
+	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/config"
+	"github.com/cyclesgo/cycles-go/internal/events"
+	"github.com/cyclesgo/cycles-go/internal/ledger"
+	"github.com/cyclesgo/cycles-go/internal/ledgerops"
+	"github.com/cyclesgo/cycles-go/internal/ratelimit"
+	"github.com/cyclesgo/cycles-go/internal/script"
+	"github.com/cyclesgo/cycles-go/internal/server"
+	"github.com/cyclesgo/cycles-go/internal/store"
+	"github.com/cyclesgo/cycles-go/internal/sweeper"
+)
+
+// components are the assembled domain packages and handlers.
+type components struct {
+	meterProvider metric.MeterProvider
+	verifier      auth.Verifier
+	guard         grpc.UnaryServerInterceptor
+	services      server.Services
+	workers       []func(context.Context) error
+
+	admin   *admin.Service
+	ledger  *ledger.Ledger
+	sweeper *sweeper.Sweeper
+	feed    *events.Announcer
+}
+
+// build wires the domain packages; event streams use streamExec (a separate
+// Redis pool, every call bounded by -request-timeout).
+func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, streamExec *script.Executor) (*components, error) {
+	led := ledger.New(exec, ledger.Options{MeterProvider: mp, EventRetention: cfg.EventRetention, TenantLabel: cfg.MetricsTenantLabel})
+	adm := admin.New(exec, admin.Options{
+		MeterProvider:  mp,
+		EventRetention: cfg.EventRetention,
+		KeyCacheTTL:    cfg.KeyCacheTTL,
+		Releaser:       led,
+
+		KeyNegativeCacheTTL: cfg.KeyNegativeCacheTTL,
+	})
+	// The all-tenant event feed: every script run that appends events is
+	// announced to it (internal/events/doc.go); the sweeper reconciles.
+	ann := events.NewAnnouncer(exec, events.AnnouncerOptions{Retention: cfg.EventRetention, MeterProvider: mp, Logger: log.Named("feed")})
+	exec.SetEventHook(ann.Hook)
+	sw := sweeper.New(exec, sweeper.Options{
+		Interval:       cfg.SweeperInterval,
+		BatchSize:      cfg.SweeperBatch,
+		EventRetention: cfg.EventRetention,
+		Reconcile:      ann.Reconcile,
+		MeterProvider:  mp,
+		Logger:         log.Named("sweeper"),
+	})
+	ev := events.New(streamExec, events.Options{
+		Retention:     cfg.EventRetention,
+		Heartbeat:     cfg.EventHeartbeat,
+		MeterProvider: mp,
+		Logger:        log.Named("events"),
+	})
+	ops := ledgerops.New(exec, ledgerops.Options{
+		AuditInterval:  cfg.AuditInterval,
+		EventRetention: cfg.EventRetention,
+		MeterProvider:  mp,
+		Logger:         log.Named("ledgerops"),
+	})
+	lim := ratelimit.New(exec, ratelimit.Options{MeterProvider: mp})
+	// Alert if eviction ever touches limiter (or ledger) keys.
+	evicted := func(ctx context.Context) (int64, error) { return store.EvictedKeys(ctx, exec.Client()) }
+	if _, err := ratelimit.RegisterEvictionMetric(mp, evicted); err != nil {
+		return nil, fmt.Errorf("eviction metric: %w", err)
+	}
+
+	c := &components{
+		meterProvider: mp,
+		verifier:      adm,
+		admin:         adm,
+		ledger:        led,
+		sweeper:       sw,
+		feed:          ann,
+		services: server.Services{
+			Runtime:   runtimeapi.New(led),
+			Admin:     adminapi.New(adm),
+			Events:    eventsapi.New(ev),
+			RateLimit: ratelimitapi.New(lim),
+			Ops:       opsapi.New(sw, ops),
+		},
+	}
+	if cfg.GuardPolicy != "" || len(cfg.GuardMethodPolicies) > 0 {
+		c.guard = server.RateLimitGuard(lim, ratelimit.GuardConfig{Policy: cfg.GuardPolicy, MethodPolicies: cfg.GuardMethodPolicies})
+	}
+	if cfg.EnvoyRLSConfig != "" {
+		rls, err := loadEnvoyRLS(cfg.EnvoyRLSConfig, lim, mp)
+		if err != nil {
+			return nil, err
+		}
+		c.services.Register = rls
+	}
+	c.workers = append(c.workers, ann.Run)
+	if cfg.SweeperEnabled {
+		c.workers = append(c.workers, sw.Run)
+	}
+	if cfg.AuditInterval > 0 {
+		c.workers = append(c.workers, ops.RunAuditor)
+	}
+	return c, nil
+}
+
+// loadEnvoyRLS reads the Envoy descriptor rules and returns the registration
+// of the Envoy rate limit service.
+func loadEnvoyRLS(path string, lim *ratelimit.Limiter, mp metric.MeterProvider) (func(*grpc.Server), error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("envoy rls config: %w", err)
+	}
+	var rc envoyrls.Config
+	if err := json.Unmarshal(raw, &rc); err != nil {
+		return nil, fmt.Errorf("envoy rls config %s: %w", path, err)
+	}
+	srv, err := envoyrls.New(lim, rc, mp)
+	if err != nil {
+		return nil, err
+	}
+	return srv.Register, nil
+}
+
+// flushFeed announces what the drained RPCs appended, after the server
+// stopped (the announcer's own loop may already have ended).
+func (c *components) flushFeed() {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = c.feed.Flush(ctx)
+}

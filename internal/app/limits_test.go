@@ -1,0 +1,29 @@
+package app
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/cyclesgo/cycles-go/internal/config"
+	"github.com/cyclesgo/cycles-go/internal/server"
+)
+
+// The flags' defaults (internal/config, a leaf package) must be the server's own
+// defaults (internal/server), so a deployment without flags runs with exactly the
+// limits docs/limits.md lists, whichever package a reader looks at.
+func TestLimitFlagDefaultsAreTheServerDefaults(t *testing.T) {
+	cfg, err := config.Load(nil, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := limits(cfg), server.DefaultLimits()
+	got.PreAuth.MaxPeers = want.PreAuth.MaxPeers // no flag: the server's default applies
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("flag defaults give\n%+v\nserver defaults are\n%+v", got, want)
+	}
+	http := server.DefaultHTTPOptions()
+	if cfg.HTTPMaxConnections != http.MaxConnections || int64(cfg.HTTPMaxBodyBytes) != http.MaxBodyBytes {
+		t.Errorf("HTTP flag defaults %d connections / %d bytes; server defaults %d / %d",
+			cfg.HTTPMaxConnections, cfg.HTTPMaxBodyBytes, http.MaxConnections, http.MaxBodyBytes)
+	}
+}

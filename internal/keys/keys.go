@@ -1,0 +1,139 @@
+// Package keys is the single definition of cyclesd's Redis key layout.
+//
+// Every key of a tenant carries the tenant's hash tag "{t:<tenant>}", so every
+// script that touches one tenant runs in one Cluster slot. Scripts receive the
+// keys they touch in KEYS; where a script must derive a key from data it reads
+// (a reservation id from the deadline index, a budget key from a reservation's
+// budgeted scopes), it derives it with lua/lib/keys.lua (tested against this
+// package) from the tenant prefix KEYS[1] ("cy:{t:T}:" + suffix below), which
+// keeps it in the same slot.
+//
+//	Key                              Type    Holds                                         TTL
+//	cy:{t:T}:tenant                  hash    tenant record (status, defaults)              none
+//	cy:{t:T}:apikey:<key_id>         hash    API key (sha256 of secret, status, name)      none
+//	cy:{t:T}:apikeys                 zset    key ids (lex, score 0)                        none
+//	cy:{t:T}:b:<scope_path>:<UNIT>   hash    budget ledger (allocated, remaining, ...)     none
+//	cy:{t:T}:budgets                 zset    "<scope_path>|<UNIT>" (lex, score 0)          none
+//	cy:{t:T}:r:<reservation_id>      hash    reservation record + replay snapshots         none while ACTIVE, 30 d once terminal
+//	cy:{t:T}:r:deadline              zset    ACTIVE reservation id -> expires_at + grace   none
+//	cy:{t:T}:r:quarantine            zset    quarantined ACTIVE id -> quarantined_at       none
+//	cy:{t:T}:r:created               zset    reservation id -> created_at_ms               entries trimmed with records
+//	cy:{t:T}:r:expires               zset    reservation id -> expires_at_ms (listing)     entries trimmed with records
+//	cy:{t:T}:idem:<endpoint>:<key>   string  idempotency record (id or response)           per endpoint (docs/protocol.md#idempotency-and-replay)
+//	cy:{t:T}:ev:<event_id>           hash    direct-debit event record + snapshot          30 d
+//	cy:{t:T}:events                  stream  event log (outbox), trimmed by MINID          retention (default 7 d)
+//	cy:tenants                       zset    tenant ids (lex), for sweeper and admin       none
+//	cy:ops:sweeper                   hash    sweeper pause flag (paused_at, reason)        none
+//	cy:{feed}:log                    stream  all-tenant feed: {t, from, to} ranges         retention (default 7 d)
+//	cy:{feed}:marks                  hash    tenant -> last stream id put in the feed      none
+//	cy:rl:policies                   hash    rate-limit policy name -> JSON                none
+//	cy:rl:{<policy>:<key>}           varies  rate-limit state of one key                   window + slack
+//
+// Tenant ids match [a-z0-9_.-]{1,128}; scope values [a-zA-Z0-9_.-]{1,128}
+// (lowercased); idempotency keys [A-Za-z0-9_.-]{1,256}. None can contain '{',
+// '}', ':' or '/', so no input can move a key out of its tenant's slot.
+package keys
+
+import "strings"
+
+// Global keys.
+const (
+	Prefix = "cy:"
+	// Tenants is the global tenant registry.
+	Tenants = Prefix + "tenants"
+	// RateLimitPolicies is the global rate-limit policy table.
+	RateLimitPolicies = Prefix + "rl:policies"
+	// SweeperControl is the sweeper pause flag shared by every replica.
+	SweeperControl = Prefix + "ops:sweeper"
+	// Feed is the all-tenant event feed: a stream of "tenant t's events in
+	// (from, to]" ranges (internal/events/doc.go). Feed and FeedMarks share the
+	// hash tag {feed}, so the script that appends to both runs in one slot.
+	Feed = Prefix + "{feed}:log"
+	// FeedMarks holds, per tenant, the last stream id already in the feed.
+	FeedMarks = Prefix + "{feed}:marks"
+)
+
+// TenantOfEvents returns the tenant whose event stream key is k
+// ("cy:{t:<tenant>}:events").
+func TenantOfEvents(k string) (string, bool) {
+	rest, ok := strings.CutPrefix(k, Prefix+"{t:")
+	if !ok {
+		return "", false
+	}
+	t, ok := strings.CutSuffix(rest, "}:events")
+	if !ok || t == "" || strings.ContainsAny(t, "{}:") {
+		return "", false
+	}
+	return t, true
+}
+
+// Tenant builds the keys of one tenant.
+type Tenant string
+
+// Prefix is "cy:{t:<tenant>}:", the start of every key of the tenant.
+func (t Tenant) Prefix() string { return Prefix + "{t:" + string(t) + "}:" }
+
+// key is Prefix() + strings.Join(parts, ":") in one allocation: a reserve
+// builds a dozen keys per request.
+func (t Tenant) key(parts ...string) string {
+	n := len(Prefix) + len("{t:}:") + len(t) + len(parts) - 1
+	for _, p := range parts {
+		n += len(p)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(Prefix)
+	b.WriteString("{t:")
+	b.WriteString(string(t))
+	b.WriteString("}:")
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// Record is the tenant hash.
+func (t Tenant) Record() string { return t.key("tenant") }
+
+// APIKey is the hash of one API key.
+func (t Tenant) APIKey(keyID string) string { return t.key("apikey", keyID) }
+
+// APIKeys is the index of the tenant's key ids.
+func (t Tenant) APIKeys() string { return t.key("apikeys") }
+
+// Budget is the ledger hash of (scopePath, unit); unit is e.g. "TOKENS".
+func (t Tenant) Budget(scopePath, unit string) string { return t.key("b", scopePath, unit) }
+
+// Budgets is the index of the tenant's budgets: members "<scope_path>|<UNIT>".
+func (t Tenant) Budgets() string { return t.key("budgets") }
+
+// BudgetMember is the Budgets index member of (scopePath, unit).
+func BudgetMember(scopePath, unit string) string { return scopePath + "|" + unit }
+
+// Reservation is the hash of one reservation.
+func (t Tenant) Reservation(id string) string { return t.key("r", id) }
+
+// Deadlines is the sweeper index: ACTIVE reservation id scored by expires_at + grace.
+func (t Tenant) Deadlines() string { return t.key("r", "deadline") }
+
+// Quarantine indexes the quarantined ACTIVE reservations: id -> quarantined_at.
+func (t Tenant) Quarantine() string { return t.key("r", "quarantine") }
+
+// Created is the listing index: reservation id scored by created_at_ms.
+func (t Tenant) Created() string { return t.key("r", "created") }
+
+// Expires is the listing index by expiry: reservation id -> expires_at_ms.
+func (t Tenant) Expires() string { return t.key("r", "expires") }
+
+// Idempotency is the idempotency record of key on endpoint (reserve, decide,
+// extend:<reservation_id>, event, fund, and the operator's resolve and repair).
+func (t Tenant) Idempotency(endpoint, key string) string { return t.key("idem", endpoint, key) }
+
+// Event is the record of one direct-debit event.
+func (t Tenant) Event(id string) string { return t.key("ev", id) }
+
+// Events is the tenant's event stream.
+func (t Tenant) Events() string { return t.key("events") }

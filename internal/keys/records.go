@@ -1,0 +1,132 @@
+package keys
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Record layouts: the fields every script agrees on. Amounts are canonical
+// decimal strings (int64, written with HINCRBY or from int64.lua results);
+// times are integer milliseconds from Redis TIME; enums are the proto value
+// names without their prefix (ACTIVE, TOKENS, ALLOW_IF_AVAILABLE, ...).
+//
+// Tenant hash (Tenant.Record):
+//
+//	tenant_id, name, status (ACTIVE|SUSPENDED|CLOSED), default_policy,
+//	default_ttl_ms, max_ttl_ms (0 = no cap), max_extensions, created_at,
+//	updated_at, closed_at, metadata (JSON object)
+//
+// API key hash (Tenant.APIKey):
+//
+//	key_id, tenant_id, name, hash (hex SHA-256 of the presented key),
+//	status (ACTIVE|REVOKED), created_at, revoked_at
+//
+// Budget hash (Tenant.Budget):
+//
+//	scope_path, unit, allocated, remaining, reserved, spent, debt,
+//	overdraft_limit, is_over_limit ("true"|"false"), status
+//	(ACTIVE|FROZEN|CLOSED), commit_overage_policy, caps (JSON Caps, absent =
+//	none), created_at, updated_at, metadata (JSON object)
+//	Invariant: remaining = allocated - spent - reserved - debt.
+//
+// Reservation hash (Tenant.Reservation), compact layout
+// (docs/design.md#reservation-records; written and read by
+// lua/lib/record_layout.lua; every value of a typical record <= 64 bytes, so
+// the hash stays listpack-encoded):
+//
+//	state (ACTIVE|COMMITTED|RELEASED|EXPIRED), unit, estimate, scope_path,
+//	budgeted (one digit per budgeted scope: its 1-based position among the
+//	scope path's prefixes, "123"; or a JSON array of scope paths, see
+//	BudgetedScopes), created_at, expires_at, grace_ms, policy (resolved
+//	overage policy), max_ext, idem_key, action (JSON),
+//	rb<i> (the reserve answer's balance of budgeted scope i:
+//	"remaining,reserved,spent,allocated[,debt[,overdraft_limit[,over]]]",
+//	trailing zeros left out), ext_count (absent = 0), subject (JSON; absent =
+//	ImpliedSubject(scope_path)), metadata (JSON, only when set), caps (only
+//	when the answer had caps), affected (JSON array; only when not the scope
+//	path's prefixes), exp0 (the answered expiry, set by the first extend),
+//	extend_metadata (only when set). No id (the key names it).
+//	Earlier layouts also carry id, tenant (unread), budgeted as a JSON array,
+//	rbal/cbal (balance rows "i,remaining,...,over" joined by ';') or
+//	reserve_resp/commit_resp (the answers as JSON); readers accept them.
+//	on commit:  charged, debt_incurred (absent = 0), finalized_at, commit_key,
+//	            commit_hash, cb<i> (the commit answer's balances, as rb<i>),
+//	            committed_metadata (JSON), metrics (JSON), both only when set
+//	on release: finalized_at, release_key, release_hash, release_reason, lb<i>
+//	            (the release answer's balances, as rb<i>; earlier records:
+//	            release_resp, the answer as JSON; none on a tenant-closure
+//	            release, which has no key to replay)
+//	on expiry:  expired_at
+//	quarantine: quarantined_at, quarantine_reason (the id is then in
+//	            Tenant.Quarantine, out of Tenant.Deadlines); once an operator
+//	            resolves it (OpsService.ResolveQuarantined): quarantine_resolution
+//	            (RELEASED|EXPIRED|REQUEUED), and release_reason "operator: ..."
+//	While ACTIVE the id is in Tenant.Deadlines scored expires_at + grace_ms;
+//	terminal records get PEXPIRE TerminalRetentionMs.
+//
+// Event stream entry (Tenant.Events), appended by emit_event in lua/lib/core.lua:
+//
+//	id, type, cat, ts, scope, actor, key_id, req, trace, src, data (JSON)
+
+// TerminalRetentionMs is how long COMMITTED/RELEASED/EXPIRED records (and
+// direct-debit event records) are kept: 30 days.
+const TerminalRetentionMs = 30 * 24 * 60 * 60 * 1000
+
+// ScopePrefixes are the cumulative prefixes of a scope path, root first (the
+// affected scopes internal/scope.Derive gives for it).
+func ScopePrefixes(path string) []string {
+	var out []string
+	for i := 0; i < len(path); i++ {
+		if path[i] == '/' {
+			out = append(out, path[:i])
+		}
+	}
+	return append(out, path)
+}
+
+// BudgetedScopes decodes a reservation's stored budgeted field: one digit per
+// scope, its 1-based position among the prefixes of scopePath ("123"), or a
+// JSON array of scope paths (records written before the compact layout, and
+// operator requeues). "" and "{}" decode to none.
+func BudgetedScopes(stored, scopePath string) ([]string, error) {
+	if stored == "" || stored == "{}" { // "{}": cjson's empty table
+		return nil, nil
+	}
+	if stored[0] == '[' {
+		var out []string
+		if err := json.Unmarshal([]byte(stored), &out); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	prefixes := ScopePrefixes(scopePath)
+	out := make([]string, 0, len(stored))
+	for i := 0; i < len(stored); i++ {
+		d := int(stored[i] - '0')
+		if d < 1 || d > 9 || d > len(prefixes) || scopePath == "" {
+			return nil, fmt.Errorf("budgeted %q: not a scope position of %q", stored, scopePath)
+		}
+		out = append(out, prefixes[d-1])
+	}
+	return out, nil
+}
+
+// ImpliedSubject is the subject a reservation record leaves out: the levels
+// of its scope path as a JSON object in canonical order
+// ({"tenant":"acme","workspace":"prod"}), what internal/ledger stores for a
+// subject naming exactly those levels. A record without a subject field has
+// this subject.
+func ImpliedSubject(scopePath string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, seg := range strings.Split(scopePath, "/") {
+		k, v, _ := strings.Cut(seg, ":")
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"` + k + `":"` + v + `"`)
+	}
+	b.WriteByte('}')
+	return b.String()
+}

@@ -1,0 +1,217 @@
+package ledger
+
+import (
+	"context"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/idempotency"
+	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/scope"
+)
+
+// Commit settles a reservation of the effective tenant with its actual cost:
+// docs/protocol.md#commit. Ids of other tenants are answered by the handler's
+// owner check (ids.go) before this is called.
+func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.CommitReservationRequest) (*cyclesv1.CommitReservationResponse, error) {
+	hash, err := idempotency.PayloadHash(req)
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := jsonOf(req.GetMetrics())
+	if err != nil {
+		return nil, err
+	}
+	meta, err := jsonOf(req.GetMetadata())
+	if err != nil {
+		return nil, err
+	}
+	t := keys.Tenant(tenant)
+	rid := req.GetReservationId()
+	res, snap, err := l.runFlat(ctx, scriptCommit,
+		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines(), t.Events()},
+		[]any{rid, scope.UnitKey(req.GetActual().GetUnit()), strconv.FormatInt(req.GetActual().GetAmount(), 10),
+			req.GetIdempotencyKey(), hash, metrics, meta, l.eventContext(ctx)}, commitExtras, commitFields)
+	if err != nil {
+		return nil, l.refused(ctx, "commit", err)
+	}
+	unit := scope.ParseUnit(snap.Unit)
+	resp := &cyclesv1.CommitReservationResponse{
+		Status:       cyclesv1.ReservationStatus_RESERVATION_STATUS_COMMITTED,
+		Balances:     balances(unit, snap.Balances),
+		DebtIncurred: int64(snap.DebtIncurred),
+	}
+	if snap.Charged != nil {
+		resp.Charged = amount(unit, *snap.Charged)
+	}
+	if snap.Released != nil {
+		resp.Released = amount(unit, *snap.Released)
+	}
+	if res.Replay {
+		l.replayed(ctx, "commit")
+		return resp, nil
+	}
+	l.m.committed.Add(ctx, 1)
+	if res.Overage > 0 {
+		l.m.overages.Add(ctx, 1, attribute.String("unit", snap.Unit))
+	}
+	if res.Debt > 0 {
+		l.m.debt.Add(ctx, int64(res.Debt), attribute.String("unit", snap.Unit))
+	}
+	return resp, nil
+}
+
+// Release returns a reservation's whole hold: docs/protocol.md#release.
+func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.ReleaseReservationRequest) (*cyclesv1.ReleaseReservationResponse, error) {
+	hash, err := idempotency.PayloadHash(req)
+	if err != nil {
+		return nil, err
+	}
+	t := keys.Tenant(tenant)
+	rid := req.GetReservationId()
+	res, snap, err := l.runFlat(ctx, scriptRelease,
+		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines()},
+		[]any{rid, req.GetIdempotencyKey(), hash, req.GetReason()}, nil, releaseFields)
+	if err != nil {
+		return nil, l.refused(ctx, "release", err)
+	}
+	unit := scope.ParseUnit(snap.Unit)
+	resp := &cyclesv1.ReleaseReservationResponse{
+		Status:   cyclesv1.ReservationStatus_RESERVATION_STATUS_RELEASED,
+		Balances: balances(unit, snap.Balances),
+	}
+	if snap.Released != nil {
+		resp.Released = amount(unit, *snap.Released)
+	}
+	if res.Replay {
+		l.replayed(ctx, "release")
+		return resp, nil
+	}
+	l.m.released.Add(ctx, 1, attribute.String("reason", "client"))
+	return resp, nil
+}
+
+// Extend moves a reservation's expiry forward: docs/protocol.md#extend.
+func (l *Ledger) Extend(ctx context.Context, tenant string, req *cyclesv1.ExtendReservationRequest) (*cyclesv1.ExtendReservationResponse, error) {
+	hash, err := idempotency.PayloadHash(req)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := jsonOf(req.GetMetadata())
+	if err != nil {
+		return nil, err
+	}
+	t := keys.Tenant(tenant)
+	rid := req.GetReservationId()
+	res, snap, err := l.runFlat(ctx, scriptExtend,
+		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines(), t.Expires(),
+			t.Idempotency("extend:"+rid, req.GetIdempotencyKey())},
+		[]any{rid, strconv.FormatInt(req.GetExtendByMs(), 10), req.GetIdempotencyKey(), hash, meta},
+		extendExtras, extendFields)
+	if err != nil {
+		return nil, l.refused(ctx, "extend", err)
+	}
+	resp := &cyclesv1.ExtendReservationResponse{
+		Status:         cyclesv1.ReservationStatus_RESERVATION_STATUS_ACTIVE,
+		ExpiresAtMs:    int64(snap.ExpiresAtMs),
+		Balances:       balances(scope.ParseUnit(snap.Unit), snap.Balances),
+		ExtensionCount: int32(snap.ExtensionCount),
+	}
+	if res.RemTTL != nil {
+		resp.RemainingTtlMs = int64(*res.RemTTL)
+	}
+	if res.Replay {
+		l.replayed(ctx, "extend")
+		return resp, nil
+	}
+	l.m.extended.Add(ctx, 1)
+	return resp, nil
+}
+
+// CreateEvent debits an actual cost directly: docs/protocol.md#direct-debits-createevent.
+func (l *Ledger) CreateEvent(ctx context.Context, tenant string, req *cyclesv1.CreateEventRequest) (*cyclesv1.CreateEventResponse, error) {
+	d, err := derive(tenant, req.GetSubject(), req.GetActual().GetUnit())
+	if err != nil {
+		return nil, err
+	}
+	hash, err := eventHash(tenant, req)
+	if err != nil {
+		return nil, err
+	}
+	subj, action, meta, err := requestJSON(tenant, req.GetSubject(), req.GetAction(), req.GetMetadata())
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := jsonOf(req.GetMetrics())
+	if err != nil {
+		return nil, err
+	}
+	clientTime := ""
+	if req.ClientTimeMs != nil {
+		clientTime = strconv.FormatInt(req.GetClientTimeMs(), 10)
+	}
+	eid := l.newID()
+	t := keys.Tenant(tenant)
+	ks := append([]string{t.Prefix(), t.Record(), t.Budgets(), t.Event(eid),
+		t.Idempotency("event", req.GetIdempotencyKey()), t.Events()}, d.budgetKeys...)
+	res, snap, err := l.runFlat(ctx, scriptEvent, ks, []any{
+		eid, d.unit, strconv.FormatInt(req.GetActual().GetAmount(), 10), scope.PolicyKey(req.GetOveragePolicy()),
+		req.GetIdempotencyKey(), hash, d.Path, d.affected, subj, action, metrics, meta, clientTime,
+		l.eventContext(ctx)}, eventExtras, eventFields)
+	if err != nil {
+		return nil, l.refused(ctx, "event", err)
+	}
+	unit := scope.ParseUnit(snap.Unit)
+	resp := &cyclesv1.CreateEventResponse{
+		Status:       cyclesv1.EventStatus_EVENT_STATUS_APPLIED,
+		EventId:      snap.EventID,
+		Balances:     balances(unit, snap.Balances),
+		DebtIncurred: int64(snap.DebtIncurred),
+	}
+	if snap.Charged != nil {
+		resp.Charged = amount(unit, *snap.Charged)
+	}
+	if res.Replay {
+		l.replayed(ctx, "event")
+		return resp, nil
+	}
+	l.m.eventsMade.Add(ctx, 1)
+	if res.Debt > 0 {
+		l.m.debt.Add(ctx, int64(res.Debt), attribute.String("unit", snap.Unit))
+	}
+	return resp, nil
+}
+
+// ReleaseForTenantClose releases up to batch ACTIVE reservations of a CLOSED
+// tenant through the normal release arithmetic (docs/protocol.md#tenants-and-api-keys),
+// bypassing only the TENANT_CLOSED guard. more reports whether ACTIVE
+// reservations remain; the admin plane calls it until more is false. A
+// reservation that cannot be released (corrupt record, overflow) is
+// quarantined instead, so the loop always terminates. The tenant record must
+// be CLOSED (else INVALID_STATE).
+func (l *Ledger) ReleaseForTenantClose(ctx context.Context, tenant string, batch int) (released int, more bool, err error) {
+	if batch <= 0 {
+		batch = 100
+	}
+	if batch > 1000 {
+		batch = 1000
+	}
+	t := keys.Tenant(tenant)
+	var out struct {
+		Released    int `json:"released"`
+		Quarantined int `json:"quarantined"`
+		Remaining   int `json:"remaining"`
+	}
+	err = l.exec.RunInto(ctx, &out, scriptReleaseForClose,
+		[]string{t.Prefix(), t.Record(), t.Deadlines(), t.Events()},
+		strconv.Itoa(batch), l.eventContext(ctx))
+	if err != nil {
+		return 0, false, l.refused(ctx, "release_for_close", err)
+	}
+	if out.Released > 0 {
+		l.m.released.Add(ctx, int64(out.Released), attribute.String("reason", "tenant_closed"))
+	}
+	return out.Released, out.Remaining > 0, nil
+}

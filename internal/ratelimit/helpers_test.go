@@ -1,0 +1,116 @@
+package ratelimit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/cyclesgo/cycles-go/internal/script"
+	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
+	"github.com/cyclesgo/cycles-go/test/redistest"
+)
+
+// env is one backend with a Limiter on it. mr is set on the embedded store,
+// whose clock tests can set (SetTime also drives TIME and TTLs there).
+type env struct {
+	name   string
+	client redis.UniversalClient
+	mr     *miniredis.Miniredis
+	exec   *script.Executor
+	lim    *Limiter
+	tel    *telemetrytest.Reader
+}
+
+func newEnv(t testing.TB, name string, c redis.UniversalClient, mr *miniredis.Miniredis, opts Options) *env {
+	t.Helper()
+	ex, err := script.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tel := telemetrytest.New()
+	opts.MeterProvider = tel.Provider
+	return &env{name: name, client: c, mr: mr, exec: ex, lim: New(ex, opts), tel: tel}
+}
+
+// clocked is an embedded store with a settable clock starting at start.
+func clocked(t testing.TB, start time.Time) *env {
+	t.Helper()
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mr.Close)
+	mr.SetTime(start)
+	mr.ClockTTL(true)
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	return newEnv(t, "embedded", c, mr, Options{})
+}
+
+// backends is the shared real redis-server and a fresh embedded store.
+func backends(t testing.TB) []*env {
+	t.Helper()
+	return []*env{
+		newEnv(t, "redis", redistest.SharedClient(t), nil, Options{}),
+		clocked(t, time.Now()),
+	}
+}
+
+// at sets the embedded clock to base + ms.
+func (e *env) at(base time.Time, ms int64) {
+	e.mr.SetTime(base.Add(time.Duration(ms) * time.Millisecond))
+}
+
+// uniq is a policy name no other test (or earlier run on the shared server) uses.
+func uniq(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+func (e *env) mustPolicy(t testing.TB, p Policy) Policy {
+	t.Helper()
+	if p.Name == "" {
+		p.Name = uniq("p")
+	}
+	got, err := e.lim.CreatePolicy(context.Background(), p)
+	if err != nil {
+		t.Fatalf("create policy %+v: %v", p, err)
+	}
+	return got
+}
+
+func (e *env) check(t testing.TB, policy, key string, hits int64) Decision {
+	t.Helper()
+	d, err := e.lim.Check(context.Background(), policy, key, hits)
+	if err != nil {
+		t.Fatalf("check %s/%s hits=%d: %v", policy, key, hits, err)
+	}
+	return d
+}
+
+var allAlgorithms = []Algorithm{SlidingLog, CappedLog, SlidingWindow, TokenBucket, PackedLog}
+var logAlgorithms = []Algorithm{SlidingLog, CappedLog, PackedLog}
+
+func enc6(v int64) string {
+	b := make([]byte, 6)
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(v & 0xff)
+		v >>= 8
+	}
+	return string(b)
+}
+
+func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
+
+func attrPolicy(p string) attribute.KeyValue  { return attribute.String("policy", p) }
+func attrOutcome(o string) attribute.KeyValue { return attribute.String("outcome", o) }
+
+func attrOp(o string) attribute.KeyValue     { return attribute.String("op", o) }
+func attrReason(r string) attribute.KeyValue { return attribute.String("reason", r) }

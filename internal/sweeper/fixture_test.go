@@ -1,0 +1,297 @@
+package sweeper
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"math/big"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cyclesgo/cycles-go/internal/eventctx"
+	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/script"
+)
+
+// Test fixture: seeds tenants, budgets, reservation records and deadline
+// entries directly, exactly per internal/keys/records.go (the ledger scripts that
+// normally write them are built concurrently by another engineer).
+
+const (
+	i53p1  = "9007199254740993"    // 2^53 + 1: not representable as a float64
+	i64max = "9223372036854775807" // 2^63 - 1
+)
+
+type fixture struct {
+	t      testing.TB
+	ctx    context.Context
+	c      redis.UniversalClient
+	ex     *script.Executor
+	tenant string
+	k      keys.Tenant
+}
+
+func newFixture(t testing.TB, c redis.UniversalClient) *fixture {
+	t.Helper()
+	ex, err := script.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newFixtureWith(t, c, ex)
+}
+
+func newFixtureWith(t testing.TB, c redis.UniversalClient, ex *script.Executor) *fixture {
+	tenant := "sw-" + randHex(6)
+	return &fixture{t: t, ctx: context.Background(), c: c, ex: ex, tenant: tenant, k: keys.Tenant(tenant)}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// register adds the tenant to the global registry, as the admin plane does
+// before it creates a tenant.
+func (f *fixture) register() *fixture {
+	f.t.Helper()
+	if err := f.c.ZAdd(f.ctx, keys.Tenants, redis.Z{Member: f.tenant}).Err(); err != nil {
+		f.t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) scopes(n int) []string {
+	levels := []string{"tenant:" + f.tenant, "workspace:prod", "app:chat", "workflow:w", "agent:bot", "toolset:t"}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = strings.Join(levels[:i+1], "/")
+	}
+	return out
+}
+
+// budget seeds a budget hash whose ledger invariant holds:
+// remaining = allocated - spent - reserved - debt (spent = debt = 0).
+func (f *fixture) budget(scope, unit, allocated, reserved string) string {
+	f.t.Helper()
+	rem := new(big.Int).Sub(bigOf(f.t, allocated), bigOf(f.t, reserved))
+	return f.budgetRaw(scope, unit, map[string]any{"allocated": allocated, "reserved": reserved, "remaining": rem.String()})
+}
+
+// budgetRaw seeds a budget with the given ledger fields (may break invariants).
+func (f *fixture) budgetRaw(scope, unit string, fields map[string]any) string {
+	f.t.Helper()
+	key := f.k.Budget(scope, unit)
+	vals := map[string]any{
+		"scope_path": scope, "unit": unit, "spent": "0", "debt": "0", "overdraft_limit": "0",
+		"is_over_limit": "false", "status": "ACTIVE", "created_at": "1", "updated_at": "1",
+	}
+	for k, v := range fields {
+		vals[k] = v
+	}
+	if err := f.c.HSet(f.ctx, key, vals).Err(); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.c.ZAdd(f.ctx, f.k.Budgets(), redis.Z{Member: keys.BudgetMember(scope, unit)}).Err(); err != nil {
+		f.t.Fatal(err)
+	}
+	return key
+}
+
+func bigOf(t testing.TB, s string) *big.Int {
+	t.Helper()
+	v, ok := new(big.Int).SetString(s, 10)
+	if !ok {
+		t.Fatalf("not an integer: %q", s)
+	}
+	return v
+}
+
+// resv describes one seeded reservation record.
+type resv struct {
+	ID        string
+	State     string // default ACTIVE
+	Unit      string // default TOKENS
+	Estimate  string
+	Budgeted  []string // JSON-encoded into "budgeted" unless Fields overrides it
+	CreatedAt int64
+	ExpiresAt int64
+	GraceMs   int64
+	ExtCount  int
+	// Score of the deadline entry; default ExpiresAt + GraceMs.
+	Score *int64
+	// Fields override or add raw record fields; a "" value deletes the field.
+	Fields map[string]string
+}
+
+func (f *fixture) reservation(r resv) string {
+	f.t.Helper()
+	if r.ID == "" {
+		r.ID = "r-" + randHex(8)
+	}
+	f.reservationTo(f.c, r)
+	return r.ID
+}
+
+// reservationTo writes r with p (a client or a pipeline).
+func (f *fixture) reservationTo(p redis.Cmdable, r resv) {
+	if r.State == "" {
+		r.State = "ACTIVE"
+	}
+	if r.Unit == "" {
+		r.Unit = "TOKENS"
+	}
+	budgeted, _ := json.Marshal(r.Budgeted)
+	scopePath := ""
+	if len(r.Budgeted) > 0 {
+		scopePath = r.Budgeted[len(r.Budgeted)-1]
+	}
+	affected, _ := json.Marshal(r.Budgeted)
+	rec := map[string]string{
+		"id": r.ID, "tenant": f.tenant, "state": r.State, "unit": r.Unit, "estimate": r.Estimate,
+		"scope_path": scopePath, "affected": string(affected), "budgeted": string(budgeted),
+		"created_at": itoa(r.CreatedAt), "expires_at": itoa(r.ExpiresAt), "grace_ms": itoa(r.GraceMs),
+		"policy": "ALLOW_IF_AVAILABLE", "max_ext": "10", "ext_count": strconv.Itoa(r.ExtCount),
+		"idem_key": "k-" + r.ID, "subject": `{"tenant":"` + f.tenant + `"}`,
+		"action": `{"kind":"llm.completion","name":"m"}`, "metadata": "{}", "reserve_resp": "{}",
+	}
+	var del []string
+	for k, v := range r.Fields {
+		if v == "" {
+			delete(rec, k)
+			del = append(del, k)
+			continue
+		}
+		rec[k] = v
+	}
+	key := f.k.Reservation(r.ID)
+	args := make([]any, 0, 2*len(rec))
+	for k, v := range rec {
+		args = append(args, k, v)
+	}
+	p.HSet(f.ctx, key, args...)
+	if len(del) > 0 {
+		p.HDel(f.ctx, key, del...)
+	}
+	score := r.ExpiresAt + r.GraceMs
+	if r.Score != nil {
+		score = *r.Score
+	}
+	p.ZAdd(f.ctx, f.k.Deadlines(), redis.Z{Score: float64(score), Member: r.ID})
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+func ptr(v int64) *int64 { return &v }
+
+// redisNow is Redis TIME in ms.
+func (f *fixture) redisNow() int64 {
+	f.t.Helper()
+	tm, err := f.c.Time(f.ctx).Result()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return tm.UnixMilli()
+}
+
+// expire runs the batch script directly (no Go sweeper logic in between).
+func (f *fixture) expire(batch int, extra ...any) batchResult {
+	f.t.Helper()
+	r, err := f.tryExpire(batch, extra...)
+	if err != nil {
+		f.t.Fatalf("expire_batch: %v", err)
+	}
+	return r
+}
+
+func (f *fixture) tryExpire(batch int, extra ...any) (batchResult, error) {
+	args := append([]any{batch, eventctx.Arg(context.Background(), eventctx.DefaultRetention)}, extra...)
+	var r batchResult
+	err := f.ex.RunInto(f.ctx, &r, scriptExpireBatch, []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events()}, args...)
+	return r, err
+}
+
+func (f *fixture) hget(key, field string) string {
+	f.t.Helper()
+	v, err := f.c.HGet(f.ctx, key, field).Result()
+	if err != nil && err != redis.Nil {
+		f.t.Fatal(err)
+	}
+	return v
+}
+
+func (f *fixture) hgetall(key string) map[string]string {
+	f.t.Helper()
+	v, err := f.c.HGetAll(f.ctx, key).Result()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return v
+}
+
+func (f *fixture) inIndex(id string) bool {
+	f.t.Helper()
+	_, err := f.c.ZScore(f.ctx, f.k.Deadlines(), id).Result()
+	if err == redis.Nil {
+		return false
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return true
+}
+
+func (f *fixture) score(id string) int64 {
+	f.t.Helper()
+	s, err := f.c.ZScore(f.ctx, f.k.Deadlines(), id).Result()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return int64(s)
+}
+
+// streamEvents returns the tenant's stream entries.
+func (f *fixture) streamEvents() []redis.XMessage {
+	f.t.Helper()
+	msgs, err := f.c.XRange(f.ctx, f.k.Events(), "-", "+").Result()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return msgs
+}
+
+// ledger returns reserved and remaining of a budget key.
+func (f *fixture) ledger(key string) (reserved, remaining string) {
+	f.t.Helper()
+	v, err := f.c.HMGet(f.ctx, key, "reserved", "remaining").Result()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return str(v[0]), str(v[1])
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// checkInvariant asserts remaining = allocated - spent - reserved - debt and
+// reserved >= 0 on a budget (math/big on the raw strings).
+func (f *fixture) checkInvariant(key string) {
+	f.t.Helper()
+	h := f.hgetall(key)
+	lhs := bigOf(f.t, h["remaining"])
+	rhs := new(big.Int).Sub(bigOf(f.t, h["allocated"]), bigOf(f.t, h["spent"]))
+	rhs.Sub(rhs, bigOf(f.t, h["reserved"]))
+	rhs.Sub(rhs, bigOf(f.t, h["debt"]))
+	if lhs.Cmp(rhs) != 0 {
+		f.t.Fatalf("ledger invariant broken on %s: %v", key, h)
+	}
+	if bigOf(f.t, h["reserved"]).Sign() < 0 {
+		f.t.Fatalf("negative reserved on %s: %v", key, h)
+	}
+}

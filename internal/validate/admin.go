@@ -1,0 +1,280 @@
+package validate
+
+import (
+	"strings"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/scope"
+)
+
+// Admin request bounds (admin.proto comments).
+const (
+	adminMaxName          = 256
+	adminMaxReason        = 256
+	adminMaxExtensions    = 1_000
+	adminMaxScopePathLen  = 1024
+	adminKeyIDLen         = 16
+	adminMaxBudgetListLen = 200
+	adminMaxTenantListLen = 100
+	adminMaxKeyListLen    = 100
+	adminMaxSearchLen     = 128
+)
+
+// AdminScopePath shape-checks an operator-written scope path: required,
+// bounded, segments "<level>:<value>" with a known level and a legal value.
+// Level order and the tenant root are checked (and the path lowercased) by
+// scope.Canonical in the admin domain, which knows the tenant.
+func AdminScopePath(field, v string) error {
+	if v == "" {
+		return invalid(field, "is required")
+	}
+	if len(v) > adminMaxScopePathLen {
+		return invalid(field, "must be at most %d bytes", adminMaxScopePathLen)
+	}
+	for _, seg := range strings.Split(v, "/") {
+		level, value, ok := strings.Cut(seg, ":")
+		if !ok {
+			return invalid(field, "segment %q: want <level>:<value>", seg)
+		}
+		known := false
+		for _, l := range scope.Levels {
+			known = known || l == level
+		}
+		if !known {
+			return invalid(field, "segment %q: level must be one of %s", seg, strings.Join(scope.Levels[:], ", "))
+		}
+		if !scope.ValidValue(value) {
+			return invalid(field, "segment %q: value must match [a-zA-Z0-9_.-]{1,128}", seg)
+		}
+	}
+	return nil
+}
+
+// adminBudgetRef: tenant_id, scope_path and unit of a request naming one budget.
+func adminBudgetRef(tenant, path string, unit cyclesv1.Unit) error {
+	if err := TenantID("tenant_id", tenant); err != nil {
+		return err
+	}
+	if err := AdminScopePath("scope_path", path); err != nil {
+		return err
+	}
+	return Unit("unit", unit)
+}
+
+// adminTTL: an optional ttl of the tenant defaults, 1,000..86,400,000.
+func adminTTL(field string, v *int64, zeroAllowed bool) error {
+	if v == nil || (zeroAllowed && *v == 0) {
+		return nil
+	}
+	return Range(field, *v, MinTTLms, MaxTTLms)
+}
+
+// tenantDefaults checks the reservation defaults a tenant create or update
+// may set; maxTTLZeroOK lets an update remove the TTL cap with 0.
+func tenantDefaults(policy cyclesv1.CommitOveragePolicy, defaultTTL, maxTTL *int64, maxTTLZeroOK bool, maxExtensions *int32) error {
+	if err := Policy("default_commit_overage_policy", policy); err != nil {
+		return err
+	}
+	if err := adminTTL("default_reservation_ttl_ms", defaultTTL, false); err != nil {
+		return err
+	}
+	if err := adminTTL("max_reservation_ttl_ms", maxTTL, maxTTLZeroOK); err != nil {
+		return err
+	}
+	if maxExtensions != nil {
+		return Range("max_reservation_extensions", int64(*maxExtensions), 0, adminMaxExtensions)
+	}
+	return nil
+}
+
+// Admin request validators (admin.proto).
+func init() {
+	register(func(r *cyclesv1.CreateTenantRequest) error {
+		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
+			return err
+		}
+		if err := Text("name", r.GetName(), adminMaxName); err != nil {
+			return err
+		}
+		if err := tenantDefaults(r.GetDefaultCommitOveragePolicy(), r.DefaultReservationTtlMs, r.MaxReservationTtlMs, false, r.MaxReservationExtensions); err != nil {
+			return err
+		}
+		return StringMap("metadata", r.GetMetadata())
+	})
+	register(func(r *cyclesv1.GetTenantRequest) error {
+		return TenantID("tenant_id", r.GetTenantId())
+	})
+	register(func(r *cyclesv1.ListTenantsRequest) error {
+		if _, known := cyclesv1.TenantStatus_name[int32(r.GetStatus())]; !known {
+			return invalid("status", "must be one of ACTIVE, SUSPENDED, CLOSED")
+		}
+		if err := Text("search", r.GetSearch(), adminMaxSearchLen); err != nil {
+			return err
+		}
+		if err := Limit("limit", r.GetLimit(), adminMaxTenantListLen); err != nil {
+			return err
+		}
+		return Cursor("cursor", r.GetCursor())
+	})
+	register(func(r *cyclesv1.ListApiKeysRequest) error {
+		if r.GetTenantId() != "" {
+			if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
+				return err
+			}
+		}
+		if _, known := cyclesv1.ApiKeyStatus_name[int32(r.GetStatus())]; !known {
+			return invalid("status", "must be one of ACTIVE, REVOKED")
+		}
+		if err := Text("search", r.GetSearch(), adminMaxSearchLen); err != nil {
+			return err
+		}
+		if err := Limit("limit", r.GetLimit(), adminMaxKeyListLen); err != nil {
+			return err
+		}
+		return Cursor("cursor", r.GetCursor())
+	})
+	register(func(r *cyclesv1.UpdateTenantRequest) error {
+		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
+			return err
+		}
+		if r.Name != nil {
+			if err := Text("name", r.GetName(), adminMaxName); err != nil {
+				return err
+			}
+		}
+		// A max_reservation_ttl_ms of 0 removes the cap.
+		if err := tenantDefaults(r.GetDefaultCommitOveragePolicy(), r.DefaultReservationTtlMs, r.MaxReservationTtlMs, true, r.MaxReservationExtensions); err != nil {
+			return err
+		}
+		switch r.GetStatus() {
+		case cyclesv1.TenantStatus_TENANT_STATUS_UNSPECIFIED, cyclesv1.TenantStatus_TENANT_STATUS_ACTIVE, cyclesv1.TenantStatus_TENANT_STATUS_SUSPENDED:
+		case cyclesv1.TenantStatus_TENANT_STATUS_CLOSED:
+			return invalid("status", "use CloseTenant to close a tenant")
+		default:
+			return invalid("status", "must be ACTIVE or SUSPENDED")
+		}
+		return StringMap("metadata", r.GetMetadata())
+	})
+	register(func(r *cyclesv1.CloseTenantRequest) error {
+		return TenantID("tenant_id", r.GetTenantId())
+	})
+	register(func(r *cyclesv1.CreateApiKeyRequest) error {
+		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
+			return err
+		}
+		return Text("name", r.GetName(), adminMaxName)
+	})
+	register(func(r *cyclesv1.RevokeApiKeyRequest) error {
+		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
+			return err
+		}
+		id := r.GetKeyId()
+		if id == "" {
+			return invalid("key_id", "is required")
+		}
+		if len(id) != adminKeyIDLen || strings.Trim(id, "0123456789abcdef") != "" {
+			return invalid("key_id", "must be %d lowercase hex characters", adminKeyIDLen)
+		}
+		return nil
+	})
+	register(func(r *cyclesv1.CreateBudgetRequest) error {
+		if err := adminBudgetRef(r.GetTenantId(), r.GetScopePath(), r.GetUnit()); err != nil {
+			return err
+		}
+		if err := NonNegative("allocated", r.GetAllocated()); err != nil {
+			return err
+		}
+		if err := NonNegative("overdraft_limit", r.GetOverdraftLimit()); err != nil {
+			return err
+		}
+		if err := Policy("commit_overage_policy", r.GetCommitOveragePolicy()); err != nil {
+			return err
+		}
+		if err := Caps("caps", r.GetCaps()); err != nil {
+			return err
+		}
+		return StringMap("metadata", r.GetMetadata())
+	})
+	register(func(r *cyclesv1.GetBudgetRequest) error {
+		return adminBudgetRef(r.GetTenantId(), r.GetScopePath(), r.GetUnit())
+	})
+	register(func(r *cyclesv1.ListBudgetsRequest) error {
+		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
+			return err
+		}
+		if r.GetScopePrefix() != "" {
+			if err := AdminScopePath("scope_prefix", r.GetScopePrefix()); err != nil {
+				return err
+			}
+		}
+		if err := OptionalUnit("unit", r.GetUnit()); err != nil {
+			return err
+		}
+		if err := Limit("limit", r.GetLimit(), adminMaxBudgetListLen); err != nil {
+			return err
+		}
+		return Cursor("cursor", r.GetCursor())
+	})
+	register(func(r *cyclesv1.FundBudgetRequest) error {
+		if err := adminBudgetRef(r.GetTenantId(), r.GetScopePath(), r.GetUnit()); err != nil {
+			return err
+		}
+		op := r.GetOperation()
+		if _, known := cyclesv1.FundingOperation_name[int32(op)]; !known || op == cyclesv1.FundingOperation_FUNDING_OPERATION_UNSPECIFIED {
+			return invalid("operation", "must be one of CREDIT, DEBIT, RESET, RESET_SPENT, REPAY_DEBT")
+		}
+		if err := NonNegative("amount", r.GetAmount()); err != nil {
+			return err
+		}
+		if r.Spent != nil {
+			if op != cyclesv1.FundingOperation_FUNDING_OPERATION_RESET_SPENT {
+				return invalid("spent", "only RESET_SPENT takes spent")
+			}
+			if err := NonNegative("spent", r.GetSpent()); err != nil {
+				return err
+			}
+		}
+		if err := Text("reason", r.GetReason(), adminMaxReason); err != nil {
+			return err
+		}
+		return IdempotencyKey("idempotency_key", r.GetIdempotencyKey())
+	})
+	register(func(r *cyclesv1.UpdateBudgetRequest) error {
+		if err := adminBudgetRef(r.GetTenantId(), r.GetScopePath(), r.GetUnit()); err != nil {
+			return err
+		}
+		if r.OverdraftLimit != nil {
+			if err := NonNegative("overdraft_limit", r.GetOverdraftLimit()); err != nil {
+				return err
+			}
+		}
+		if err := Policy("commit_overage_policy", r.GetCommitOveragePolicy()); err != nil {
+			return err
+		}
+		if r.Caps != nil && r.GetClearCaps() {
+			return invalid("clear_caps", "cannot be combined with caps")
+		}
+		if err := Caps("caps", r.GetCaps()); err != nil {
+			return err
+		}
+		return StringMap("metadata", r.GetMetadata())
+	})
+	register(func(r *cyclesv1.FreezeBudgetRequest) error {
+		if err := adminBudgetRef(r.GetTenantId(), r.GetScopePath(), r.GetUnit()); err != nil {
+			return err
+		}
+		return Text("reason", r.GetReason(), adminMaxReason)
+	})
+	register(func(r *cyclesv1.UnfreezeBudgetRequest) error {
+		if err := adminBudgetRef(r.GetTenantId(), r.GetScopePath(), r.GetUnit()); err != nil {
+			return err
+		}
+		return Text("reason", r.GetReason(), adminMaxReason)
+	})
+	register(func(r *cyclesv1.CloseBudgetRequest) error {
+		if err := adminBudgetRef(r.GetTenantId(), r.GetScopePath(), r.GetUnit()); err != nil {
+			return err
+		}
+		return Text("reason", r.GetReason(), adminMaxReason)
+	})
+}
