@@ -1,16 +1,16 @@
-// dashboard-proxy.mjs serves a built Cycles dashboard (its dist/ folder) and
+// proxy.mjs serves a built Cycles dashboard (its dist/ folder) and
 // forwards every /v1/* and /actuator/* request to one cyclesd HTTP listener,
 // as the dashboard's own nginx does for its two upstream servers: cyclesd
 // answers both planes on one listener. Node built-ins only.
 //
-//   node scripts/dashboard-proxy.mjs <dist dir> <listen port> <cyclesd http://host:port>
+//   node test/dashboard/proxy.mjs <dist dir> <listen port> <cyclesd http://host:port>
 import http from 'node:http'
 import fs from 'node:fs'
 import path from 'node:path'
 
 const [dist, port, upstream] = process.argv.slice(2)
 if (!dist || !port || !upstream) {
-  console.error('usage: dashboard-proxy.mjs <dist dir> <listen port> <upstream url>')
+  console.error('usage: proxy.mjs <dist dir> <listen port> <upstream url>')
   process.exit(2)
 }
 const root = path.resolve(dist)

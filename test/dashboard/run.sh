@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# dashboard-e2e.sh runs the Cycles operator dashboard's own Playwright suite
+# run.sh runs the Cycles operator dashboard's own Playwright suite
 # against cyclesd: the dashboard is built from its source, served with /v1/*
-# forwarded to cyclesd's HTTP listener (scripts/dashboard-proxy.mjs), and its
+# forwarded to cyclesd's HTTP listener (test/dashboard/proxy.mjs), and its
 # tests/e2e specs run in Debian's chromium. Nothing of cyclesd is changed for it.
 #
-#   scripts/dashboard-e2e.sh <dashboard checkout> [playwright args...]
+#   test/dashboard/run.sh <dashboard checkout> [playwright args...]
 #
 # Needs node >= 20, npm and Debian's chromium (apt-get install chromium). It
 # starts its own cyclesd in dev mode (embedded store) on free ports unless
@@ -13,7 +13,7 @@
 # docs/dashboard.md explains what is expected to pass.
 set -euo pipefail
 dash=$(cd "${1:?usage: $0 <dashboard checkout> [playwright args]}" && pwd); shift
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 chromium=${CHROMIUM:-/usr/bin/chromium}
 [ -x "$chromium" ] || { echo "no chromium at $chromium (apt-get install chromium)"; exit 1; }
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
@@ -36,7 +36,7 @@ cd "$dash"
 [ -d node_modules ] || PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund
 npx vite build --logLevel warn
 port=$(free_port)
-node "$repo/scripts/dashboard-proxy.mjs" dist "$port" "$CYCLESD_HTTP" & pids+=($!)
+node "$repo/test/dashboard/proxy.mjs" dist "$port" "$CYCLESD_HTTP" & pids+=($!)
 for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$port/" >/dev/null 2>&1 && break; sleep 0.1; done
 
 # The suite's own config, with Debian's chromium and no video or trace
