@@ -13,6 +13,7 @@
 package cycleshttp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -280,9 +281,14 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // decodeJSON reads one JSON object into dst: unknown keys, wrong types,
 // fractions or out-of-range integers, trailing data and oversize bodies are
-// INVALID_REQUEST naming the field.
+// INVALID_REQUEST naming the field; so are member names that match a field
+// only case-insensitively and duplicate members (strictKeys).
 func (a *API) decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, a.maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
+	if err != nil {
+		return jsonError(err, a.maxBody)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(dst); err != nil {
@@ -294,7 +300,7 @@ func (a *API) decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error 
 		}
 		return apierr.Invalid("body", "has data after the JSON object")
 	}
-	return nil
+	return strictKeys(body, dst)
 }
 
 func jsonError(err error, limit int64) error {
