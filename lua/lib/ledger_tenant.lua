@@ -4,17 +4,18 @@
 
 local TENANT_STATUSES = {ACTIVE = true, SUSPENDED = true, CLOSED = true}
 
--- The tenant fields the runtime reads (HMGET of these five rather than
--- HGETALL of all eleven: a quarter of the reply to convert on every reserve,
--- commit and decide).
-local TENANT_READ = {'status', 'default_ttl_ms', 'max_ttl_ms', 'max_extensions', 'default_policy'}
+-- The tenant fields the runtime reads (HMGET of these six rather than
+-- HGETALL of all of them: a fraction of the reply to convert on every
+-- reserve, commit and decide).
+local TENANT_READ = {'status', 'default_ttl_ms', 'max_ttl_ms', 'max_extensions', 'default_policy', 'observe_mode'}
 
 -- tenant_conf reads the tenant record. No record = runtime-only deployment:
 -- no guard, protocol defaults. A malformed record fails closed.
 -- Returns conf, or nil and a message (INTERNAL_ERROR).
 local function tenant_conf(key)
   local v = redis.call('HMGET', key, unpack(TENANT_READ))
-  local conf = {present = false, status = 'ACTIVE', default_ttl = 60000, max_ttl = 0, max_ext = 10, default_policy = ''}
+  local conf = {present = false, status = 'ACTIVE', default_ttl = 60000, max_ttl = 0, max_ext = 10, default_policy = '',
+    observe = 'ENFORCE'}
   -- None of the fields: no record (no guard), unless the hash exists
   -- without them, which is corrupt (invalid status) exactly as before.
   if not (v[1] or v[2] or v[3] or v[4] or v[5]) and redis.call('EXISTS', key) == 0 then return conf end
@@ -38,6 +39,8 @@ local function tenant_conf(key)
     if conf.max_ext == nil then return nil, 'tenant record has an invalid max_extensions' end
   end
   conf.default_policy = t.default_policy or ''
+  -- v0.1.26 observe mode; absent (every tenant stored before it) is ENFORCE.
+  conf.observe = v[6] or 'ENFORCE'
   return conf
 end
 

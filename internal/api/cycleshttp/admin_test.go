@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/admin"
 	"github.com/cyclesgo/cycles-go/internal/api/adminapi"
 	"github.com/cyclesgo/cycles-go/internal/api/cycleshttp"
@@ -17,6 +18,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
+	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
@@ -48,7 +50,8 @@ func startFull(t *testing.T) *env {
 		defer cancel()
 		hs.Shutdown(ctx)
 	})
-	return &env{t: t, c: c, base: "http://" + lis.Addr().String()}
+	conn := grpctest.Serve(t, srv.GRPC)
+	return &env{t: t, c: c, base: "http://" + lis.Addr().String(), grpc: cyclesv1.NewRuntimeServiceClient(conn)}
 }
 
 // The quickstart over HTTP: the admin creates a tenant, a key and a budget,
