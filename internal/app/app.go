@@ -156,6 +156,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		Guard:          comp.guard,
 		ServerOptions:  serverOpts,
 		Limits:         limits(cfg),
+		Audit:          comp.audit,
 	}, comp.services)
 
 	lis, err := net.Listen("tcp", cfg.Listen)

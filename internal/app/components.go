@@ -12,7 +12,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cyclesgo/cycles-go/internal/admin"
+	"github.com/cyclesgo/cycles-go/internal/audit"
 	"github.com/cyclesgo/cycles-go/internal/api/adminapi"
+	"github.com/cyclesgo/cycles-go/internal/api/auditapi"
 	"github.com/cyclesgo/cycles-go/internal/api/envoyrls"
 	"github.com/cyclesgo/cycles-go/internal/api/eventsapi"
 	"github.com/cyclesgo/cycles-go/internal/api/opsapi"
@@ -39,6 +41,7 @@ type components struct {
 	workers       []func(context.Context) error
 
 	admin   *admin.Service
+	audit   *audit.Service
 	ledger  *ledger.Ledger
 	sweeper *sweeper.Sweeper
 	feed    *events.Announcer
@@ -81,6 +84,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		Logger:         log.Named("ledgerops"),
 	})
 	lim := ratelimit.New(exec, ratelimit.Options{MeterProvider: mp})
+	aud := audit.New(exec, audit.Options{Retention: cfg.AuditRetention, MeterProvider: mp, Logger: log.Named("audit")})
 	// Alert if eviction ever touches limiter (or ledger) keys.
 	evicted := func(ctx context.Context) (int64, error) { return store.EvictedKeys(ctx, exec.Client()) }
 	if _, err := ratelimit.RegisterEvictionMetric(mp, evicted); err != nil {
@@ -91,6 +95,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		meterProvider: mp,
 		verifier:      adm,
 		admin:         adm,
+		audit:         aud,
 		ledger:        led,
 		sweeper:       sw,
 		feed:          ann,
@@ -100,6 +105,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 			Events:    eventsapi.New(ev),
 			RateLimit: ratelimitapi.New(lim),
 			Ops:       opsapi.New(sw, ops),
+			Audit:     auditapi.New(aud),
 		},
 	}
 	if cfg.GuardPolicy != "" || len(cfg.GuardMethodPolicies) > 0 {
