@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cyclesgo/cycles-go/internal/admin"
-	"github.com/cyclesgo/cycles-go/internal/audit"
 	"github.com/cyclesgo/cycles-go/internal/api/adminapi"
 	"github.com/cyclesgo/cycles-go/internal/api/auditapi"
 	"github.com/cyclesgo/cycles-go/internal/api/envoyrls"
@@ -20,6 +19,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/api/opsapi"
 	"github.com/cyclesgo/cycles-go/internal/api/ratelimitapi"
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
+	"github.com/cyclesgo/cycles-go/internal/audit"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/config"
 	"github.com/cyclesgo/cycles-go/internal/events"

@@ -200,11 +200,20 @@ func (s *Service) refused(ctx context.Context, a *eventctx.Audit, err error) {
 	if msg != "" {
 		r.Metadata = map[string]string{"message": msg}
 	}
-	stream := streamOf(&r)
-	if code == apierr.TenantNotFound && stream != keys.AuditLog {
-		// No such tenant: its slot gets no stream for a name anyone can type.
-		stream = keys.AuditLog
+	sentinel := r.Tenant == AdminTenant || r.Tenant == UnauthTenant
+	if !sentinel && (code == apierr.TenantNotFound || !auth.ValidTenantID(r.Tenant)) {
+		// No such tenant: the entry goes to the non-tenant log (no stream in
+		// the slot of a name anyone can type), naming what was asked for.
+		if r.Metadata == nil {
+			r.Metadata = map[string]string{}
+		}
+		r.Metadata["tenant_id"] = r.Tenant
+		r.Tenant = AdminTenant
+		if p, ok := auth.FromContext(ctx); ok && !p.Admin && p.Tenant != "" {
+			r.Tenant = p.Tenant
+		}
 	}
+	stream := streamOf(&r)
 	s.append(ctx, "refusal", stream, &r)
 }
 

@@ -29,8 +29,6 @@ const (
 	// a filtered page may be short (has_more set) but never unbounded.
 	maxScanPerStream = 1000
 	readBatch        = 200
-	maxListItems     = 25
-	maxSearch        = 128
 	readConcurrency  = 16
 	// maxSeq is the largest sequence part of a stream id.
 	maxSeq = "18446744073709551615"
@@ -109,51 +107,24 @@ type matcher struct {
 	status, statusMin, statusMax, limit int
 }
 
-func newMatcher(req *cyclesv1.ListAuditLogsRequest) (*matcher, error) {
-	m := &matcher{req: req, search: strings.ToLower(req.GetSearch())}
-	set := func(field string, vs []string) (map[string]bool, error) {
-		if len(vs) > maxListItems {
-			return nil, apierr.Invalid(field, "has more than %d values", maxListItems)
-		}
+// newMatcher builds the filter of req (validated by internal/validate: list
+// sizes, status bounds, lengths).
+func newMatcher(req *cyclesv1.ListAuditLogsRequest) *matcher {
+	set := func(vs []string) map[string]bool {
 		if len(vs) == 0 {
-			return nil, nil
+			return nil
 		}
 		out := make(map[string]bool, len(vs))
 		for _, v := range vs {
 			out[v] = true
 		}
-		return out, nil
+		return out
 	}
-	var err error
-	if m.ops, err = set("operation", req.GetOperations()); err != nil {
-		return nil, err
-	}
-	if m.types, err = set("resource_type", req.GetResourceTypes()); err != nil {
-		return nil, err
-	}
-	if m.codes, err = set("error_code", req.GetErrorCodes()); err != nil {
-		return nil, err
-	}
-	if m.exclude, err = set("error_code_exclude", req.GetErrorCodesExclude()); err != nil {
-		return nil, err
-	}
-	if len(req.GetSearch()) > maxSearch {
-		return nil, apierr.Invalid("search", "is longer than %d characters", maxSearch)
-	}
+	m := &matcher{req: req, search: strings.ToLower(req.GetSearch()),
+		ops: set(req.GetOperations()), types: set(req.GetResourceTypes()),
+		codes: set(req.GetErrorCodes()), exclude: set(req.GetErrorCodesExclude())}
 	m.hasStatus, m.hasMin, m.hasMax = req.Status != nil, req.StatusMin != nil, req.StatusMax != nil
 	m.status, m.statusMin, m.statusMax = int(req.GetStatus()), int(req.GetStatusMin()), int(req.GetStatusMax())
-	switch {
-	case m.hasStatus && (m.hasMin || m.hasMax):
-		return nil, apierr.Invalid("status", "cannot be combined with status_min or status_max")
-	case m.hasMin && (m.statusMin < 100 || m.statusMin > 599):
-		return nil, apierr.Invalid("status_min", "must be 100..599")
-	case m.hasMax && (m.statusMax < 100 || m.statusMax > 599):
-		return nil, apierr.Invalid("status_max", "must be 100..599")
-	case m.hasMin && m.hasMax && m.statusMin > m.statusMax:
-		return nil, apierr.Invalid("status_min", "is greater than status_max")
-	case req.GetFromMs() < 0 || req.GetToMs() < 0:
-		return nil, apierr.Invalid("from", "must not be before the Unix epoch")
-	}
 	m.limit = int(req.GetLimit())
 	switch {
 	case m.limit <= 0:
@@ -161,7 +132,7 @@ func newMatcher(req *cyclesv1.ListAuditLogsRequest) (*matcher, error) {
 	case m.limit > MaxListLimit:
 		m.limit = MaxListLimit
 	}
-	return m, nil
+	return m
 }
 
 func (m *matcher) match(f map[string]string) bool {
@@ -207,10 +178,7 @@ func (m *matcher) match(f map[string]string) bool {
 // maxScanPerStream entries per page, so a page is bounded work; a page may be
 // short with has_more set when filters skip many entries.
 func (s *Service) List(ctx context.Context, req *cyclesv1.ListAuditLogsRequest) (*cyclesv1.ListAuditLogsResponse, error) {
-	m, err := newMatcher(req)
-	if err != nil {
-		return nil, err
-	}
+	m := newMatcher(req)
 	var after *pos
 	if c := req.GetCursor(); c != "" {
 		p, err := parseCursor(c)
