@@ -41,7 +41,7 @@ import (
 // admin, ops, runtime and audit services on a real gRPC listener and the
 // Cycles HTTP wire, so entries carry a real source address.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	c    redis.UniversalClient
 	svc  *audit.Service
 	adm  cyclesv1.AdminServiceClient
@@ -54,16 +54,25 @@ type env struct {
 var reqSeq atomic.Int64
 
 // newRequestID is a request id no other call of the test run uses.
-func newRequestID(t *testing.T) string {
+func newRequestID(testing.TB) string {
 	return "req-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(reqSeq.Add(1), 10)
 }
 
-func start(t *testing.T, opts audit.Options) *env {
+
+
+func start(t testing.TB, opts audit.Options) *env {
 	t.Helper()
 	return startOn(t, redistest.SharedClient(t), opts)
 }
 
-func startOn(t *testing.T, c redis.UniversalClient, opts audit.Options) *env {
+func startOn(t testing.TB, c redis.UniversalClient, opts audit.Options) *env {
+	t.Helper()
+	return startWith(t, c, opts, true)
+}
+
+// startWith serves with the audit step, or (audited false) without it, as
+// cyclesd did before the audit trail.
+func startWith(t testing.TB, c redis.UniversalClient, opts audit.Options, audited bool) *env {
 	t.Helper()
 	ex, err := script.New(c)
 	if err != nil {
@@ -78,8 +87,11 @@ func startOn(t *testing.T, c redis.UniversalClient, opts audit.Options) *env {
 		Ops:     opsapi.New(sweeper.New(ex, sweeper.Options{}), ledgerops.New(ex, ledgerops.Options{})),
 		Audit:   auditapi.New(aud),
 	}
-	srv := server.New(server.Options{Verifier: grpctest.Verifier{}, AdminKey: grpctest.AdminKey,
-		RequestTimeout: 5 * time.Second, Audit: aud}, svcs)
+	so := server.Options{Verifier: grpctest.Verifier{}, AdminKey: grpctest.AdminKey, RequestTimeout: 5 * time.Second}
+	if audited {
+		so.Audit = aud
+	}
+	srv := server.New(so, svcs)
 	glis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -193,4 +205,6 @@ func (e *env) call(method, path, body string, kv ...string) reply {
 type grpcMethodDesc = grpc.MethodDesc
 
 // ledgertestZ is one deadline-index member.
-func ledgertestZ(score int64, member string) redis.Z { return redis.Z{Score: float64(score), Member: member} }
+func ledgertestZ(score int64, member string) redis.Z {
+	return redis.Z{Score: float64(score), Member: member}
+}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/audit"
@@ -205,7 +204,10 @@ var mutations = map[string]mutation{
 	cyclesv1.OpsService_PauseSweeper_FullMethodName: {200, apierr.InvalidRequest,
 		func(ctx context.Context, f *fx) (string, string, error) {
 			_, err := f.e.ops.PauseSweeper(ctx, &cyclesv1.PauseSweeperRequest{Reason: "audit test"})
-			f.setup(func(ctx context.Context) error { _, err := f.e.ops.ResumeSweeper(ctx, &cyclesv1.ResumeSweeperRequest{}); return err })
+			f.setup(func(ctx context.Context) error {
+				_, err := f.e.ops.ResumeSweeper(ctx, &cyclesv1.ResumeSweeperRequest{})
+				return err
+			})
 			return audit.AdminTenant, "sweeper", err
 		},
 		func(ctx context.Context, f *fx) (string, string, error) {
@@ -341,4 +343,3 @@ func methodsOf(ms []grpcMethodDesc) []string {
 	}
 	return out
 }
-

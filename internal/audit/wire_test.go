@@ -284,7 +284,6 @@ func TestListPagingAndFilters(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-
 // Refused authentications are counted per peer and minute; entries are
 // written for a peer's 1st, 10th, 100th refusal of a minute only, and the
 // peers counted apart are bounded. Also end to end: a bad key over gRPC is
