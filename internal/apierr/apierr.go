@@ -45,9 +45,16 @@ const (
 	TenantClosed           Code = "TENANT_CLOSED"
 	TenantSuspended        Code = "TENANT_SUSPENDED"
 	LimitExceeded          Code = "LIMIT_EXCEEDED"
-	InternalError          Code = "INTERNAL_ERROR"
-	Unavailable            Code = "UNAVAILABLE"
-	IdempotencyPending     Code = "IDEMPOTENCY_PENDING"
+	// v0.1.26 action governance (internal/actionkind; docs/protocol.md#v0126-action-governance):
+	// a live reserve refused by an action quota, or by a policy's allow or deny
+	// list of action kinds. Deterministic refusals like BUDGET_EXCEEDED: a
+	// quota frees up when its window turns, not by retrying.
+	ActionQuotaExceeded  Code = "ACTION_QUOTA_EXCEEDED"
+	ActionKindNotAllowed Code = "ACTION_KIND_NOT_ALLOWED"
+	ActionKindDenied     Code = "ACTION_KIND_DENIED"
+	InternalError        Code = "INTERNAL_ERROR"
+	Unavailable          Code = "UNAVAILABLE"
+	IdempotencyPending   Code = "IDEMPOTENCY_PENDING"
 	// SlowConsumer ends a watch whose client stopped reading (internal/events).
 	SlowConsumer Code = "SLOW_CONSUMER"
 
@@ -101,14 +108,30 @@ type Error struct {
 	Details map[string]string
 	// RetryAfter, when positive, is sent as google.rpc.RetryInfo.
 	RetryAfter time.Duration
+	// Cause is the internal error behind e (a Redis dial or read failure,
+	// which names internal addresses). It is in Error() and so in the logs,
+	// never in what a client sees: Status and Public leave it out.
+	Cause error
 }
 
+// Error is e for logs: the client's text plus the internal cause.
 func (e *Error) Error() string {
+	if e.Cause != nil {
+		return e.Public() + ": " + e.Cause.Error()
+	}
+	return e.Public()
+}
+
+// Public is the text a client sees: the code and the fixed message.
+func (e *Error) Public() string {
 	if e.Message == "" {
 		return string(e.Code)
 	}
 	return string(e.Code) + ": " + e.Message
 }
+
+// Unwrap exposes the cause to errors.Is/As.
+func (e *Error) Unwrap() error { return e.Cause }
 
 // New returns an Error with a formatted message.
 func New(code Code, format string, args ...any) *Error {
@@ -155,7 +178,7 @@ func (e *Error) Status(requestID, traceID string) *status.Status {
 	if traceID != "" {
 		md["trace_id"] = traceID
 	}
-	st := status.New(e.Code.GRPCCode(), e.Error())
+	st := status.New(e.Code.GRPCCode(), e.Public())
 	info := &errdetails.ErrorInfo{Reason: string(e.Code), Domain: Domain, Metadata: md}
 	if e.RetryAfter > 0 {
 		if withD, err := st.WithDetails(info, &errdetails.RetryInfo{RetryDelay: durationpb.New(e.RetryAfter)}); err == nil {

@@ -6,6 +6,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 )
@@ -225,4 +226,39 @@ func TestGetBalances(t *testing.T) {
 	wantCode(t, err, apierr.InvalidRequest)
 	_, err = e.l.Balances(ctx, e.tenant, &cyclesv1.GetBalancesRequest{Tenant: "someone-else"})
 	wantCode(t, err, apierr.Forbidden)
+}
+
+// A listing never writes (list.lua is no-writes, so it answers on a full
+// Redis): an index entry whose record outlived its retention is skipped and
+// left for reserve.lua's bounded trim.
+func TestListReservationsSkipsGoneRecordsWithoutWriting(t *testing.T) {
+	e := newEnv(t)
+	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: 1_000})
+	a := e.mustReserve("a", 1).ReservationId
+	b := e.mustReserve("b", 1).ReservationId
+	c := e.mustReserve("c", 1).ReservationId
+	if _, err := e.release(b, "rb"); err != nil {
+		t.Fatal(err)
+	}
+	tk := keys.Tenant(e.tenant)
+	// b's retention ended: its hash is gone, its index entries remain.
+	if err := e.c.Del(ctx, tk.Reservation(b)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, by := range []cyclesv1.ReservationSortField{cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_CREATED_AT, cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_EXPIRES_AT} {
+		got := ids(e.listAll(&cyclesv1.ListReservationsRequest{Limit: 1, SortBy: by, SortDir: cyclesv1.SortDirection_SORT_DIRECTION_ASC}))
+		sort.Strings(got)
+		want := []string{a, c}
+		sort.Strings(want)
+		if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+			t.Fatalf("rows = %v, want %v", got, want)
+		}
+	}
+	for _, idx := range []string{tk.Created(), tk.Expires()} {
+		if n := e.c.ZCard(ctx, idx).Val(); n != 3 {
+			t.Fatalf("%s holds %d entries after a listing, want 3 (a read must not write)", idx, n)
+		}
+	}
+	e.c.ZRem(ctx, tk.Created(), b)
+	e.c.ZRem(ctx, tk.Expires(), b)
 }

@@ -17,7 +17,7 @@ func TestScriptFlagLines(t *testing.T) {
 	flagged := []string{"ledger/commit", "ledger/release", "admin/revoke_api_key", "sweeper/expire_batch"}
 	// Reads carry no-writes: as Functions (which Redis refuses at
 	// maxmemory unless flagged) they keep answering when Redis is full.
-	readOnly := []string{"ledger/get", "ledger/balances", "admin/verify_api_key", "admin/get_budget", "events/read"}
+	readOnly := []string{"ledger/get", "ledger/list", "ledger/balances", "admin/verify_api_key", "admin/get_budget", "events/read"}
 	for _, b := range redistest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			var opts []Option

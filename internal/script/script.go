@@ -398,7 +398,8 @@ func classify(name string, err error) error {
 		return err
 	}
 	if IsUnavailable(err) {
-		return &apierr.Error{Code: apierr.Unavailable, Message: "budget store unavailable: " + err.Error()}
+		// The cause names Redis's address: it goes to the log, not the client.
+		return &apierr.Error{Code: apierr.Unavailable, Message: "budget store unavailable", Cause: fmt.Errorf("script %s: %w", name, err)}
 	}
 	if IsStoreFull(err) {
 		return &apierr.Error{Code: apierr.StoreFull,

@@ -247,6 +247,11 @@ func toStatus(ctx context.Context, log *zap.Logger, err error) error {
 	}
 	reqID, traceID := reqctx.RequestID(ctx), reqctx.TraceID(ctx)
 	if ae, ok := apierr.As(err); ok {
+		if ae.Cause != nil {
+			// The client gets the fixed message; the cause (which can
+			// name internal addresses) stays here.
+			log.Warn("request failed", zap.String("request_id", reqID), zap.String("reason", string(ae.Code)), zap.Error(ae.Cause))
+		}
 		return ae.Status(reqID, traceID).Err()
 	}
 	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {

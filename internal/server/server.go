@@ -142,6 +142,8 @@ type Services struct {
 	RateLimit cyclesv1.RateLimitServiceServer
 	Ops       cyclesv1.OpsServiceServer
 	Audit     cyclesv1.AuditServiceServer
+	// ActionKinds is the public action-kind registry (no key).
+	ActionKinds cyclesv1.ActionKindServiceServer
 	// Register adds anything else (e.g. Envoy's rate limit service).
 	Register func(*grpc.Server)
 }
@@ -236,6 +238,10 @@ func New(opts Options, svcs Services) *Server {
 	if svcs.Audit != nil {
 		cyclesv1.RegisterAuditServiceServer(g, svcs.Audit)
 		s.names = append(s.names, cyclesv1.AuditService_ServiceDesc.ServiceName)
+	}
+	if svcs.ActionKinds != nil {
+		cyclesv1.RegisterActionKindServiceServer(g, svcs.ActionKinds)
+		s.names = append(s.names, cyclesv1.ActionKindService_ServiceDesc.ServiceName)
 	}
 	if svcs.Register != nil {
 		svcs.Register(g)

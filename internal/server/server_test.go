@@ -57,6 +57,9 @@ func (f *fakeRuntime) GetReservation(ctx context.Context, r *cyclesv1.GetReserva
 		return nil, apierr.New(apierr.BudgetExceeded, "not enough").With("scope", "tenant:a")
 	case "opaque":
 		return nil, errors.New("secret internal detail")
+	case "storedown":
+		return nil, &apierr.Error{Code: apierr.Unavailable, Message: "budget store unavailable",
+			Cause: errors.New("read tcp 127.0.0.1:50000->127.0.0.1:21379: i/o timeout")}
 	case "slow":
 		<-ctx.Done()
 		return nil, ctx.Err()

@@ -1,11 +1,15 @@
+#!lua flags=no-writes
 -- ledger/list: one page of the caller's reservations (docs/protocol.md#reads).
 -- include: lib/ledger_util.lua lib/ledger_record.lua lib/keys.lua
 -- Bounded work: scans at most ARGV[6] index entries per call (Go caps it),
 -- so a page may hold fewer than `limit` rows (even none) while more remain;
 -- the result then carries a position to continue from.
 --
+-- Read only (no-writes: it answers on a full Redis). An index entry whose
+-- record outlived its retention is skipped, not removed: reserve.lua trims
+-- the listing indexes of entries older than two retention periods.
 -- KEYS: 1 tenant prefix   2 index to walk (created or expires index)
---       3 created index   4 expires index (both cleaned of dangling ids)
+--       3 created index   4 expires index (unused; kept for the key layout)
 -- ARGV: 1 direction ('asc' | 'desc')   2 lowest score ('-inf' or ms)
 --       3 highest score ('+inf' or ms)  4 entries at the boundary score already
 --       consumed (cursor)   5 limit   6 scan budget
@@ -74,13 +78,9 @@ while not stop and scanned < budget and #rows < limit do
     if score == cur_s then cur_k = cur_k + 1 else cur_s, cur_k = score, 1 end
     local key = key_reservation(KEYS[1], id)
     local rec = read_record(key, #RECORD_FIELDS - 2)
-    if rec == nil then
-      -- The record outlived its retention: drop the dangling index entries.
-      redis.call('ZREM', KEYS[3], id)
-      redis.call('ZREM', KEYS[4], id)
-      if KEYS[2] ~= KEYS[3] and KEYS[2] ~= KEYS[4] then redis.call('ZREM', KEYS[2], id) end
-      cur_k = cur_k - 1
-    elseif matches(rec) then
+    -- rec == nil: the record outlived its retention; its index entry is
+    -- skipped (and counted against the scan budget).
+    if rec ~= nil and matches(rec) then
       if with_meta or with_cmeta then
         local m = redis.call('HMGET', key, 'metadata', 'committed_metadata')
         if with_meta and m[1] then rec.metadata = m[1] end

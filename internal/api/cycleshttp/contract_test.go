@@ -139,7 +139,7 @@ func TestContract(t *testing.T) {
 	}
 	e.call("GET", "/v1/admin/audit/logs?tenant_id="+tenant+"&status_min=400&operation=createTenant,freezeBudget", "", "", as...)
 	e.call("GET", "/v1/admin/audit/logs?status=200&status_min=100", "", "", as...) // 400
-	e.call("GET", "/v1/admin/audit/logs", "", "", key...)                           // 401: tenant key
+	e.call("GET", "/v1/admin/audit/logs", "", "", key...)                          // 401: tenant key
 
 	if len(rec) < 40 {
 		t.Fatalf("only %d exchanges recorded", len(rec))
