@@ -66,7 +66,7 @@ type Options struct {
 	SendStall time.Duration
 	// FeedBlock is the BLOCK period of the process's one waiter on the
 	// all-tenant feed (an idle feed costs one XREAD per period); default 2 s.
-	FeedBlock     time.Duration
+	FeedBlock time.Duration
 	// StreamEventsPerSecond paces the reads of one WatchEvents stream (0 =
 	// DefaultStreamEventsPerSecond; negative = unlimited). See pace.go.
 	StreamEventsPerSecond float64
@@ -74,8 +74,8 @@ type Options struct {
 	// WatchEvents streams on this replica together (0 =
 	// DefaultTenantEventsPerSecond; negative = unlimited).
 	TenantEventsPerSecond float64
-	MeterProvider metric.MeterProvider
-	Logger        *zap.Logger
+	MeterProvider         metric.MeterProvider
+	Logger                *zap.Logger
 }
 
 // Service serves the per-tenant event logs.
