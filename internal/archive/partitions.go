@@ -137,3 +137,16 @@ func (s *Store) partitions(ctx context.Context, table string) ([]string, error) 
 	}
 	return names, nil
 }
+
+// DayPartitions lists the day partitions of every history table.
+func (s *Store) DayPartitions(ctx context.Context) ([]string, error) {
+	var out []string
+	for _, table := range historyTables {
+		parts, err := s.partitions(ctx, table)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, parts...)
+	}
+	return out, nil
+}
