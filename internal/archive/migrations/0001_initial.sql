@@ -9,15 +9,10 @@
 -- Money is bigint (int64) everywhere.
 
 CREATE TABLE cycles_reservations (
-    tenant_id          text        NOT NULL,
-    reservation_id     text        NOT NULL,
+    -- Fixed-width columns first, widest first: no alignment padding.
     -- finalized_at (committed, released) or expired_at (expired), from Redis
     -- TIME: the partition key and the order of the usage reports.
     settled_at         timestamptz NOT NULL,
-    -- 1 committed, 2 released, 3 expired.
-    state              smallint    NOT NULL,
-    unit               text        NOT NULL,
-    scope_path         text        NOT NULL,
     estimate           bigint      NOT NULL,
     charged            bigint,
     debt_incurred      bigint      NOT NULL DEFAULT 0,
@@ -26,6 +21,12 @@ CREATE TABLE cycles_reservations (
     grace_ms           bigint      NOT NULL DEFAULT 0,
     ext_count          integer     NOT NULL DEFAULT 0,
     max_ext            integer     NOT NULL DEFAULT 0,
+    -- 1 committed, 2 released, 3 expired.
+    state              smallint    NOT NULL,
+    tenant_id          text        NOT NULL,
+    reservation_id     text        NOT NULL,
+    unit               text        NOT NULL,
+    scope_path         text        NOT NULL,
     policy             text        NOT NULL DEFAULT '',
     idem_key           text        NOT NULL DEFAULT '',
     subject            text        NOT NULL DEFAULT '',
