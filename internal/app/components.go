@@ -125,7 +125,9 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		}
 		c.services.Register = rls
 	}
-	c.workers = append(c.workers, ann.Run)
+	// Revocations and key changes on other replicas reach this one's
+	// verified-key cache through pub/sub (internal/admin invalidate.go).
+	c.workers = append(c.workers, ann.Run, adm.WatchKeyInvalidations)
 	if cfg.SweeperEnabled {
 		c.workers = append(c.workers, sw.Run)
 	}
