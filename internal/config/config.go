@@ -82,17 +82,21 @@ type Config struct {
 	CustomActionKinds string
 
 	// Limits bound what any caller can make cyclesd hold (docs/limits.md).
-	MaxRecvMsgBytes          int
-	MaxRuntimeRecvBytes      int
-	MaxConcurrentStreams     int
-	MaxHeaderListBytes       int
-	MaxConnections           int
-	HTTPMaxConnections       int
-	HTTPMaxBodyBytes         int
-	HandshakeTimeout         time.Duration
-	MaxConnectionIdle        time.Duration
-	StreamsPerKey            int
-	StreamsTotal             int
+	MaxRecvMsgBytes      int
+	MaxRuntimeRecvBytes  int
+	MaxConcurrentStreams int
+	MaxHeaderListBytes   int
+	MaxConnections       int
+	HTTPMaxConnections   int
+	HTTPMaxBodyBytes     int
+	HandshakeTimeout     time.Duration
+	MaxConnectionIdle    time.Duration
+	StreamsPerKey        int
+	StreamsTotal         int
+	// WatchStreamRate and WatchTenantRate pace WatchEvents reads, in events/s
+	// per stream and per tenant (on one replica); negative: unlimited.
+	WatchStreamRate          int
+	WatchTenantRate          int
 	StreamRedisPoolSize      int
 	AuthFailBurst            int
 	AuthFailRate             float64
@@ -215,6 +219,8 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 	dur(&c.MaxConnectionIdle, "max-connection-idle", 5*time.Minute, "close a gRPC connection that carried no RPC for this long")
 	integer(&c.StreamsPerKey, "streams-per-key", 32, "concurrent WatchEvents streams per API key (the admin key counts as one)")
 	integer(&c.StreamsTotal, "streams-total", 2048, "concurrent WatchEvents streams in all")
+	integer(&c.WatchStreamRate, "watch-stream-rate", 2000, "events/s one WatchEvents stream may read (replay pacing; negative: unlimited)")
+	integer(&c.WatchTenantRate, "watch-tenant-rate", 4000, "events/s all of a tenant's WatchEvents streams on this replica may read together (negative: unlimited)")
 	integer(&c.StreamRedisPoolSize, "stream-redis-pool-size", 16, "Redis connections per node for stream work (a pool apart from unary RPCs)")
 	integer(&c.AuthFailBurst, "auth-fail-burst", 20, "failed authentications a peer (IPv4 address or IPv6 /64) may make before it is throttled; 0: off (behind an L7 proxy)")
 	fs.Float64Var(&c.AuthFailRate, "auth-fail-rate", 2, "failed authentications per second forgiven per peer")
