@@ -105,6 +105,13 @@ type Config struct {
 	UnverifiedPerFailingPeer int
 	UnverifiedKeysPerPeer    int
 
+	// ArchiveDSN is the PostgreSQL archive (internal/archive); empty: none,
+	// and nothing about the ledger changes.
+	ArchiveDSN string
+	// ArchiveRetention is how long archived history is kept; whole day
+	// partitions past it are dropped.
+	ArchiveRetention time.Duration
+
 	// DevSeed seeds a demo tenant, key and budget (dev mode does it by default).
 	DevSeed bool
 }
@@ -195,6 +202,8 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 	dur(&c.AuditRetention, "audit-retention", 400*24*time.Hour, "how long audit-trail entries (who changed what, from where) are kept")
 	str(&c.LogFormat, "log-format", "", "json or console (default: console in dev mode, else json)")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn, error (successful RPCs are logged at debug, refusals at info)")
+	str(&c.ArchiveDSN, "archive-dsn", "", "PostgreSQL archive, e.g. postgres://cycles@db:5432/cycles (schema migrated at start, day partitions kept; docs/archive.md); empty: no archive")
+	dur(&c.ArchiveRetention, "archive-retention", 400*24*time.Hour, "how long the archive keeps history: whole day partitions older than this are dropped")
 	boolean(&c.DevSeed, "dev-seed", true, "in dev mode, seed a demo tenant, API key and budget")
 	str(&c.GuardPolicy, "guard-policy", "", "rate-limit policy applied per API key to runtime RPCs (empty: off)")
 	var methodPolicies string
@@ -310,6 +319,9 @@ func (c *Config) validate() error {
 	}
 	if c.AuthFailRate <= 0 || c.HandshakeTimeout <= 0 || c.MaxConnectionIdle <= 0 {
 		return fmt.Errorf("auth-fail-rate, handshake-timeout and max-connection-idle must be positive")
+	}
+	if c.ArchiveRetention < 48*time.Hour {
+		return fmt.Errorf("archive-retention must be at least 48h (whole days are dropped)")
 	}
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		return fmt.Errorf("log-format must be json or console")
