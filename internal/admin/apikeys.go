@@ -10,6 +10,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 )
 
@@ -21,6 +22,9 @@ func (s *Service) CreateApiKey(ctx context.Context, req *cyclesv1.CreateApiKeyRe
 	full, parsed, err := auth.NewAPIKey(tenant)
 	if err != nil {
 		return nil, fmt.Errorf("generate API key: %w", err)
+	}
+	if a := eventctx.AuditFrom(ctx); a != nil {
+		a.ResourceID = parsed.KeyID // the audit entry names the key it created
 	}
 	return s.storeAPIKey(ctx, req.GetName(), full, parsed)
 }
@@ -75,7 +79,10 @@ func (s *Service) RevokeApiKey(ctx context.Context, req *cyclesv1.RevokeApiKeyRe
 	// read the key before the script committed took its generation snapshot
 	// before this bump, so it cannot cache the key afterwards; dropping is
 	// always safe, and a revocation that may have committed must not linger.
-	s.keys.drop(tenant, keyID)
+	// InvalidateKey drops it here and tells the other replicas; if that
+	// publish fails they still forget the key within the cache TTL (counted,
+	// not an error of the revocation, which did commit).
+	_ = s.InvalidateKey(context.WithoutCancel(ctx), tenant, keyID)
 	if err != nil {
 		return nil, s.done(ctx, "RevokeApiKey", err)
 	}
