@@ -193,7 +193,9 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 	str(&c.LogFormat, "log-format", "", "json or console (default: console in dev mode, else json)")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn, error (successful RPCs are logged at debug, refusals at info)")
 	boolean(&c.DevSeed, "dev-seed", true, "in dev mode, seed a demo tenant, API key and budget")
-	str(&c.GuardPolicy, "guard-policy", "", "rate-limit policy applied per API key to runtime RPCs (empty: off)")
+	// On by default: denial-heavy traffic must not fill Redis at full speed
+	// (internal/ratelimit defaultguard.go has the numbers and why).
+	str(&c.GuardPolicy, "guard-policy", "cyclesd-default-guard", "rate-limit policy applied per API key to runtime RPCs (default: cyclesd-default-guard, created at start, 1,000 calls/s with a burst of 2,000; empty: off)")
 	var methodPolicies string
 	str(&methodPolicies, "guard-method-policies", "", "per-method guard policies: /pkg.Service/Method=policy,...")
 	str(&c.EnvoyRLSConfig, "envoy-rls-config", "", "JSON file of Envoy rate-limit descriptor rules (enables the Envoy RLS API)")
