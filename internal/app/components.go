@@ -16,6 +16,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/api/envoyrls"
 	"github.com/cyclesgo/cycles-go/internal/api/eventsapi"
 	"github.com/cyclesgo/cycles-go/internal/api/opsapi"
+	"github.com/cyclesgo/cycles-go/internal/api/policyapi"
 	"github.com/cyclesgo/cycles-go/internal/api/ratelimitapi"
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
 	"github.com/cyclesgo/cycles-go/internal/auth"
@@ -23,6 +24,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/events"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/ledgerops"
+	"github.com/cyclesgo/cycles-go/internal/policy"
 	"github.com/cyclesgo/cycles-go/internal/ratelimit"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
@@ -100,6 +102,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 			Events:    eventsapi.New(ev),
 			RateLimit: ratelimitapi.New(lim),
 			Ops:       opsapi.New(sw, ops),
+			Policy:    policyapi.New(policy.New(exec, policy.Options{})),
 		},
 	}
 	if cfg.GuardPolicy != "" || len(cfg.GuardMethodPolicies) > 0 {

@@ -138,6 +138,7 @@ type Services struct {
 	Events    cyclesv1.EventServiceServer
 	RateLimit cyclesv1.RateLimitServiceServer
 	Ops       cyclesv1.OpsServiceServer
+	Policy    cyclesv1.PolicyServiceServer
 	// Register adds anything else (e.g. Envoy's rate limit service).
 	Register func(*grpc.Server)
 }
@@ -226,6 +227,10 @@ func New(opts Options, svcs Services) *Server {
 	if svcs.Ops != nil {
 		cyclesv1.RegisterOpsServiceServer(g, svcs.Ops)
 		s.names = append(s.names, cyclesv1.OpsService_ServiceDesc.ServiceName)
+	}
+	if svcs.Policy != nil {
+		cyclesv1.RegisterPolicyServiceServer(g, svcs.Policy)
+		s.names = append(s.names, cyclesv1.PolicyService_ServiceDesc.ServiceName)
 	}
 	if svcs.Register != nil {
 		svcs.Register(g)

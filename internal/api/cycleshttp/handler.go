@@ -50,6 +50,8 @@ type Options struct {
 	// Admin and Events are optional (nil: their routes answer 404).
 	Admin  cyclesv1.AdminServiceServer
 	Events cyclesv1.EventServiceServer
+	// Policy serves /v1/admin/policies (nil: 404).
+	Policy cyclesv1.PolicyServiceServer
 	// MaxBodyBytes bounds request bodies (0: DefaultMaxBodyBytes).
 	MaxBodyBytes   int64
 	TracerProvider trace.TracerProvider
@@ -62,6 +64,7 @@ type API struct {
 	rt      cyclesv1.RuntimeServiceServer
 	adm     cyclesv1.AdminServiceServer
 	ev      cyclesv1.EventServiceServer
+	pol     cyclesv1.PolicyServiceServer
 	maxBody int64
 	mux     *http.ServeMux
 	handler http.Handler
@@ -69,7 +72,7 @@ type API struct {
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
-	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
+	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, pol: opts.Policy, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
 	if a.maxBody <= 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -158,6 +161,7 @@ func (a *API) routes() {
 	a.mux.HandleFunc("POST /v1/events", a.createEvent)
 	a.mux.HandleFunc("GET /v1/balances", a.getBalances)
 	a.adminRoutes()
+	a.policyRoutes()
 	a.eventRoutes()
 	a.mux.HandleFunc("GET /v1/auth/introspect", a.introspect)
 	a.mux.HandleFunc("/v1/", a.notFound)
