@@ -12,9 +12,11 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/api/adminapi"
 	"github.com/cyclesgo/cycles-go/internal/api/cycleshttp"
 	"github.com/cyclesgo/cycles-go/internal/api/eventsapi"
+	"github.com/cyclesgo/cycles-go/internal/api/policyapi"
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
 	"github.com/cyclesgo/cycles-go/internal/events"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
+	"github.com/cyclesgo/cycles-go/internal/policy"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
@@ -34,10 +36,11 @@ func startFull(t *testing.T) *env {
 	}
 	led := ledger.New(ex, ledger.Options{})
 	adm := admin.New(ex, admin.Options{Releaser: led})
-	svcs := server.Services{Runtime: runtimeapi.New(led), Admin: adminapi.New(adm), Events: eventsapi.New(events.New(ex, events.Options{}))}
+	svcs := server.Services{Runtime: runtimeapi.New(led), Admin: adminapi.New(adm), Events: eventsapi.New(events.New(ex, events.Options{})),
+		Policy: policyapi.New(policy.New(ex, policy.Options{}))}
 	srv := server.New(server.Options{Verifier: adm, AdminKey: adminKey, RequestTimeout: 5 * time.Second}, svcs)
 	hs := srv.NewHTTP(server.HTTPOptions{})
-	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: svcs.Runtime, Admin: svcs.Admin, Events: svcs.Events}))
+	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: svcs.Runtime, Admin: svcs.Admin, Events: svcs.Events, Policy: svcs.Policy}))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
