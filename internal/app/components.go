@@ -11,7 +11,9 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/admin"
+	"github.com/cyclesgo/cycles-go/internal/api/actionkindapi"
 	"github.com/cyclesgo/cycles-go/internal/api/adminapi"
 	"github.com/cyclesgo/cycles-go/internal/api/envoyrls"
 	"github.com/cyclesgo/cycles-go/internal/api/eventsapi"
@@ -41,6 +43,7 @@ type components struct {
 	workers       []func(context.Context) error
 
 	admin   *admin.Service
+	kinds   *actionkind.Registry
 	ledger  *ledger.Ledger
 	sweeper *sweeper.Sweeper
 	feed    *events.Announcer
@@ -49,6 +52,14 @@ type components struct {
 // build wires the domain packages; event streams use streamExec (a separate
 // Redis pool, every call bounded by -request-timeout).
 func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, streamExec *script.Executor) (*components, error) {
+	custom, err := actionkind.ParseCustom(cfg.CustomActionKinds)
+	if err != nil {
+		return nil, fmt.Errorf("-custom-action-kinds: %w", err)
+	}
+	kinds, err := actionkind.New(custom)
+	if err != nil {
+		return nil, fmt.Errorf("-custom-action-kinds: %w", err)
+	}
 	led := ledger.New(exec, ledger.Options{MeterProvider: mp, EventRetention: cfg.EventRetention, TenantLabel: cfg.MetricsTenantLabel})
 	adm := admin.New(exec, admin.Options{
 		MeterProvider:  mp,
@@ -93,16 +104,18 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		meterProvider: mp,
 		verifier:      adm,
 		admin:         adm,
+		kinds:         kinds,
 		ledger:        led,
 		sweeper:       sw,
 		feed:          ann,
 		services: server.Services{
-			Runtime:   runtimeapi.New(led),
-			Admin:     adminapi.New(adm),
-			Events:    eventsapi.New(ev),
-			RateLimit: ratelimitapi.New(lim),
-			Ops:       opsapi.New(sw, ops),
-			Policy:    policyapi.New(policy.New(exec, policy.Options{})),
+			Runtime:     runtimeapi.New(led),
+			Admin:       adminapi.New(adm),
+			Events:      eventsapi.New(ev),
+			RateLimit:   ratelimitapi.New(lim),
+			Ops:         opsapi.New(sw, ops),
+			ActionKinds: actionkindapi.New(kinds),
+			Policy:      policyapi.New(policy.New(exec, policy.Options{})),
 		},
 	}
 	if cfg.GuardPolicy != "" || len(cfg.GuardMethodPolicies) > 0 {
@@ -115,7 +128,9 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		}
 		c.services.Register = rls
 	}
-	c.workers = append(c.workers, ann.Run)
+	// Revocations and key changes on other replicas reach this one's
+	// verified-key cache through pub/sub (internal/admin invalidate.go).
+	c.workers = append(c.workers, ann.Run, adm.WatchKeyInvalidations)
 	if cfg.SweeperEnabled {
 		c.workers = append(c.workers, sw.Run)
 	}

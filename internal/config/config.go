@@ -77,6 +77,9 @@ type Config struct {
 	// EnvoyRLSConfig is a JSON file of Envoy descriptor rules; set, cyclesd
 	// also serves envoy.service.ratelimit.v3.RateLimitService.
 	EnvoyRLSConfig string
+	// CustomActionKinds declares the operator's custom.* action kinds as
+	// "custom.acme.erp.post=side_effect,..." (internal/actionkind.ParseCustom).
+	CustomActionKinds string
 
 	// Limits bound what any caller can make cyclesd hold (docs/limits.md).
 	MaxRecvMsgBytes          int
@@ -190,6 +193,7 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 	var methodPolicies string
 	str(&methodPolicies, "guard-method-policies", "", "per-method guard policies: /pkg.Service/Method=policy,...")
 	str(&c.EnvoyRLSConfig, "envoy-rls-config", "", "JSON file of Envoy rate-limit descriptor rules (enables the Envoy RLS API)")
+	str(&c.CustomActionKinds, "custom-action-kinds", "", "declared custom.* action kinds: custom.<org>.<op>=<risk_class>,... (undeclared custom.* kinds are refused where policies govern kinds)")
 
 	integer(&c.MaxRecvMsgBytes, "max-recv-msg-bytes", 1<<20, "largest gRPC request message of any method (read whole before any check)")
 	integer(&c.MaxRuntimeRecvBytes, "max-runtime-recv-bytes", 64<<10, "largest RuntimeService request")

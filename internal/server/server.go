@@ -139,6 +139,8 @@ type Services struct {
 	RateLimit cyclesv1.RateLimitServiceServer
 	Ops       cyclesv1.OpsServiceServer
 	Policy    cyclesv1.PolicyServiceServer
+	// ActionKinds is the public action-kind registry (no key).
+	ActionKinds cyclesv1.ActionKindServiceServer
 	// Register adds anything else (e.g. Envoy's rate limit service).
 	Register func(*grpc.Server)
 }
@@ -231,6 +233,10 @@ func New(opts Options, svcs Services) *Server {
 	if svcs.Policy != nil {
 		cyclesv1.RegisterPolicyServiceServer(g, svcs.Policy)
 		s.names = append(s.names, cyclesv1.PolicyService_ServiceDesc.ServiceName)
+	}
+	if svcs.ActionKinds != nil {
+		cyclesv1.RegisterActionKindServiceServer(g, svcs.ActionKinds)
+		s.names = append(s.names, cyclesv1.ActionKindService_ServiceDesc.ServiceName)
 	}
 	if svcs.Register != nil {
 		svcs.Register(g)

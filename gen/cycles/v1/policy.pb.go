@@ -197,7 +197,7 @@ func (x *PolicyRateLimits) GetMaxCommitsPerMinute() int32 {
 // ScopePolicy is one stored policy.
 type ScopePolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Server-assigned id ("pol_" + 32 hex digits).
+	// Server-assigned id ("pol_<tenant>_" + 32 hex digits).
 	PolicyId string `protobuf:"bytes,1,opt,name=policy_id,json=policyId,proto3" json:"policy_id,omitempty"`
 	// The owning tenant.
 	TenantId string `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
