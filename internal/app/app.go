@@ -138,6 +138,12 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if arc, upkeep, err := openArchive(startCtx, cfg, log, exec); err != nil {
+		return err
+	} else if arc != nil {
+		defer arc.Close()
+		comp.workers = append(comp.workers, upkeep)
+	}
 	serverOpts := []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(
 		otelgrpc.WithTracerProvider(tel.Tracer), otelgrpc.WithMeterProvider(tel.Meter)))}
 	if cfg.TLSCert != "" {

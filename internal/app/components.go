@@ -82,10 +82,14 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		Logger:         log.Named("sweeper"),
 	})
 	ev := events.New(streamExec, events.Options{
-		Retention:     cfg.EventRetention,
-		Heartbeat:     cfg.EventHeartbeat,
-		MeterProvider: mp,
-		Logger:        log.Named("events"),
+		Retention: cfg.EventRetention,
+		Heartbeat: cfg.EventHeartbeat,
+		// Replay pacing: one tenant's catch-up cannot take the CPU the
+		// other tenants' reserves need (internal/events pace.go).
+		StreamEventsPerSecond: float64(cfg.WatchStreamRate),
+		TenantEventsPerSecond: float64(cfg.WatchTenantRate),
+		MeterProvider:         mp,
+		Logger:                log.Named("events"),
 	})
 	ops := ledgerops.New(exec, ledgerops.Options{
 		AuditInterval:  cfg.AuditInterval,
