@@ -53,6 +53,8 @@ type Options struct {
 	Events cyclesv1.EventServiceServer
 	// Policy serves /v1/admin/policies (nil: 404).
 	Policy cyclesv1.PolicyServiceServer
+	// Audit is optional (nil: GET /v1/admin/audit/logs answers 404).
+	Audit cyclesv1.AuditServiceServer
 	// ActionKinds is the public action-kind registry (nil: its routes answer 404).
 	ActionKinds cyclesv1.ActionKindServiceServer
 	// MaxBodyBytes bounds request bodies (0: DefaultMaxBodyBytes).
@@ -68,6 +70,7 @@ type API struct {
 	adm     cyclesv1.AdminServiceServer
 	ev      cyclesv1.EventServiceServer
 	pol     cyclesv1.PolicyServiceServer
+	aud     cyclesv1.AuditServiceServer
 	kinds   cyclesv1.ActionKindServiceServer
 	maxBody int64
 	mux     *http.ServeMux
@@ -76,7 +79,7 @@ type API struct {
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
-	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, pol: opts.Policy, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
+	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
 	if a.maxBody <= 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -170,6 +173,7 @@ func (a *API) routes() {
 	a.mux.HandleFunc("GET /v1/balances", a.getBalances)
 	a.adminRoutes()
 	a.policyRoutes()
+	a.auditRoutes()
 	a.eventRoutes()
 	a.actionKindRoutes()
 	a.mux.HandleFunc("GET /v1/auth/introspect", a.introspect)
@@ -267,6 +271,7 @@ func metadataOf(r *http.Request) metadata.MD {
 	}
 	put(auth.IdempotencyKeyHeader, "X-Idempotency-Key")
 	put(auth.RequestIDHeader, "X-Request-Id")
+	put("user-agent", "User-Agent") // recorded in audit entries
 	return md
 }
 
