@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc/tap"
 
@@ -24,10 +25,11 @@ import (
 // therefore decided in the tap, from the connection and the counts:
 //
 //   - streams still waiting for their request message: PublicAwaitingPerConn
-//     per connection and PublicAwaitingTotal in all (a health or reflection
-//     request arrives in microseconds, so these only bind on stalled bodies;
-//     they cap what stalled public bodies can hold at PublicAwaitingTotal x
-//     -max-recv-msg-bytes);
+//     per connection (refused past it) and PublicAwaitingTotal in all (past
+//     it the longest-waiting one is cancelled to make room). A health or
+//     reflection request arrives in microseconds, so these only bind on
+//     stalled bodies; they cap what stalled public bodies can hold at
+//     PublicAwaitingTotal x -max-recv-msg-bytes;
 //   - each request message must arrive within PublicRecvTimeout of the
 //     stream's start (for reflection's bidirectional stream: of the previous
 //     message); past it the stream is cancelled and its buffer freed;
@@ -42,26 +44,34 @@ import (
 // publicGuard holds the process-wide public stream counts.
 type publicGuard struct {
 	lim          Limits
-	awaiting     atomic.Int32
 	open         atomic.Int32
 	recvTimeouts metric.Int64Counter
+
+	// waiting are the streams still waiting for their request message, with
+	// when they started (at most PublicAwaitingTotal).
+	mu      sync.Mutex
+	waiting map[*publicStream]time.Time
 }
 
 func newPublicGuard(lim Limits, meter metric.Meter) *publicGuard {
-	return &publicGuard{lim: lim, recvTimeouts: telemetry.MustCounter(meter, "cycles.rpc.public_recv_timeouts",
-		"Public (health, reflection) streams cancelled because their request message did not arrive in time")}
+	return &publicGuard{lim: lim, waiting: make(map[*publicStream]time.Time),
+		recvTimeouts: telemetry.MustCounter(meter, "cycles.rpc.public_recv_timeouts",
+			"Public (health, reflection) streams cancelled while waiting for their request message (attribute cause: deadline, evicted)")}
 }
 
-var errPublicRecvTimeout = errors.New("request message not received in time")
+var (
+	errPublicRecvTimeout = errors.New("request message not received in time")
+	errPublicEvicted     = errors.New("request message not received; the slot went to a newer stream")
+)
 
 // publicStream is one admitted public stream.
 type publicStream struct {
 	g         *publicGuard
 	gc        *guardedConn
 	bidi      bool
+	cancel    context.CancelCauseFunc
 	mu        sync.Mutex
 	timer     *time.Timer
-	awaiting  bool
 	releasedA sync.Once
 }
 
@@ -77,7 +87,7 @@ func publicStreamOf(ctx context.Context) *publicStream {
 func (g *publicGuard) admit(ctx context.Context, gc *guardedConn, method string) (context.Context, string, error) {
 	// Take the slots first, then check: concurrent taps on other
 	// connections cannot overshoot a total.
-	pc, tot, ac, at := gc.public.Add(1), g.open.Add(1), gc.awaiting.Add(1), g.awaiting.Add(1)
+	pc, tot, ac := gc.public.Add(1), g.open.Add(1), gc.awaiting.Add(1)
 	limit, max := "", 0
 	switch {
 	case int(pc) > g.lim.PublicStreamsPerConn:
@@ -86,14 +96,11 @@ func (g *publicGuard) admit(ctx context.Context, gc *guardedConn, method string)
 		limit, max = "public_streams_total", g.lim.PublicStreamsTotal
 	case int(ac) > g.lim.PublicAwaitingPerConn:
 		limit, max = "public_awaiting_per_conn", g.lim.PublicAwaitingPerConn
-	case int(at) > g.lim.PublicAwaitingTotal:
-		limit, max = "public_awaiting_total", g.lim.PublicAwaitingTotal
 	}
 	if limit != "" {
 		gc.public.Add(-1)
 		g.open.Add(-1)
 		gc.awaiting.Add(-1)
-		g.awaiting.Add(-1)
 		return ctx, limit, &apierr.Error{
 			Code:       apierr.LimitExceeded,
 			Message:    fmt.Sprintf("too many concurrent public streams (%s: %d); retry shortly", limit, max),
@@ -102,11 +109,32 @@ func (g *publicGuard) admit(ctx context.Context, gc *guardedConn, method string)
 		}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	ps := &publicStream{g: g, gc: gc, awaiting: true, bidi: strings.HasPrefix(method, "/grpc.reflection.")}
+	ps := &publicStream{g: g, gc: gc, cancel: cancel, bidi: strings.HasPrefix(method, "/grpc.reflection.")}
 	ps.timer = time.AfterFunc(g.lim.PublicRecvTimeout, func() {
-		g.recvTimeouts.Add(context.Background(), 1)
+		g.recvTimeouts.Add(context.Background(), 1, metric.WithAttributes(attribute.String("cause", "deadline")))
 		cancel(errPublicRecvTimeout)
 	})
+	// At PublicAwaitingTotal the stream that has waited longest for its
+	// message gives its slot to this one: an honest request arrives within
+	// microseconds of its headers, so the oldest waiter is a stalled body,
+	// and a stranger holding every slot cannot lock health checks out.
+	g.mu.Lock()
+	var evict *publicStream
+	if len(g.waiting) >= g.lim.PublicAwaitingTotal {
+		var oldest time.Time
+		for w, at := range g.waiting {
+			if evict == nil || at.Before(oldest) {
+				evict, oldest = w, at
+			}
+		}
+	}
+	g.waiting[ps] = time.Now()
+	g.mu.Unlock()
+	if evict != nil {
+		evict.releaseAwaiting()
+		g.recvTimeouts.Add(context.Background(), 1, metric.WithAttributes(attribute.String("cause", "evicted")))
+		evict.cancel(errPublicEvicted)
+	}
 	ctx = context.WithValue(ctx, publicKey{}, ps)
 	context.AfterFunc(ctx, func() {
 		ps.mu.Lock()
@@ -123,7 +151,9 @@ func (g *publicGuard) admit(ctx context.Context, gc *guardedConn, method string)
 func (ps *publicStream) releaseAwaiting() {
 	ps.releasedA.Do(func() {
 		ps.gc.awaiting.Add(-1)
-		ps.g.awaiting.Add(-1)
+		ps.g.mu.Lock()
+		delete(ps.g.waiting, ps)
+		ps.g.mu.Unlock()
 	})
 }
 
@@ -165,7 +195,15 @@ func (s *streamGate) tap(ctx context.Context, info *tap.Info) (context.Context, 
 		ctx, err = s.authn.tap(ctx, info)
 	}
 	if err != nil {
-		gc.streamRefused()
+		if _, throttled := s.authn.peers.throttled(peerKeyOf(gc.RemoteAddr())); throttled {
+			// A peer over its failed-authentication budget gets no more
+			// answers on this connection (each costs more to write than
+			// its HEADERS cost to send), nor new connections until it is
+			// under it again (connGuard.Accept).
+			gc.closeFor("peer_throttled")
+		} else {
+			gc.streamRefused()
+		}
 		return ctx, err
 	}
 	gc.streamStarted()

@@ -24,6 +24,7 @@ package abuse
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -57,6 +58,17 @@ const (
 	healthEvery    = 250 * time.Millisecond
 	healthTimeout  = 2 * time.Second
 )
+
+// AttackerIP is the source address attacks dial from: another host as far as
+// cyclesd's per-peer limits can tell (the probe tenant and the health checks
+// come from 127.0.0.1). Linux routes all of 127.0.0.0/8 to loopback.
+var AttackerIP = net.IPv4(127, 0, 0, 2)
+
+// DialAttacker opens a TCP connection from AttackerIP to addr.
+func DialAttacker(ctx context.Context, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: AttackerIP}}
+	return d.DialContext(ctx, "tcp", addr)
+}
 
 // Daemon is a running cyclesd with its own redis-server.
 type Daemon struct {
@@ -99,6 +111,23 @@ func procKB(pid int, field string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// cpuTime is the CPU time (user + system) cyclesd has used.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which ends with ')'): utime and stime
+	// are the 12th and 13th, in clock ticks (100 per second on Linux).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
 // RSSKB is cyclesd's resident set size now.
@@ -279,6 +308,7 @@ type Attack struct {
 // Figures are what UnderAttack measured.
 type Figures struct {
 	RSSBeforeKB, PeakKB int64
+	CPU                 time.Duration // cyclesd's CPU time during the attack
 	BaseP99, AttackP99  time.Duration
 	Probes              int
 	ProbeErrors         []error
@@ -289,7 +319,10 @@ type Figures struct {
 func (f Figures) GrowthKB() int64 { return f.PeakKB - f.RSSBeforeKB }
 
 // UnderAttack runs a.Run for a.Duration while probing, asserts the bounds
-// and returns the figures. Tenant "probe" is the other tenant.
+// and returns the figures. Tenant "probe" is the other tenant. Its baseline
+// p99 is the larger of the one measured just before the attack and the one
+// just after (the machine is shared: this keeps a slow moment at rest from
+// passing for an effect of the attack, and the reverse).
 func (d *Daemon) UnderAttack(t *testing.T, a Attack) Figures {
 	t.Helper()
 	if a.Duration <= 0 {
@@ -302,14 +335,18 @@ func (d *Daemon) UnderAttack(t *testing.T, a Attack) Figures {
 			t.Fatalf("probe tenant at rest: %v", err)
 		}
 	}
-	bctx, bcancel := context.WithTimeout(context.Background(), baselineFor)
-	baseLat, baseErrs := b.probe(bctx)
-	bcancel()
-	if len(baseErrs) > 0 {
-		t.Fatalf("probe tenant at rest: %v", baseErrs[0])
+	baseline := func() time.Duration {
+		bctx, bcancel := context.WithTimeout(context.Background(), baselineFor)
+		baseLat, baseErrs := b.probe(bctx)
+		bcancel()
+		if len(baseErrs) > 0 {
+			t.Fatalf("probe tenant at rest: %v", baseErrs[0])
+		}
+		return p99(baseLat)
 	}
-	f := Figures{BaseP99: p99(baseLat), RSSBeforeKB: d.RSSKB(t)}
+	f := Figures{BaseP99: baseline(), RSSBeforeKB: d.RSSKB(t)}
 	hwm := d.resetPeak()
+	cpu0 := cpuTime(d.PID())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -354,13 +391,15 @@ func (d *Daemon) UnderAttack(t *testing.T, a Attack) Figures {
 		peak = max(peak, d.PeakKB(t))
 	}
 	f.PeakKB = peak
+	f.CPU = cpuTime(d.PID()) - cpu0
 	cancel()
 	wg.Wait()
 	f.Probes = len(lat) + len(f.ProbeErrors)
 	f.AttackP99 = p99(lat)
+	f.BaseP99 = max(f.BaseP99, baseline())
 
-	t.Logf("FIGURES %s: rss %d MB -> peak %d MB (+%d MB); probe tenant p99 %v at rest, %v under attack (%d reserves, %d errors); %d health failures",
-		a.Name, f.RSSBeforeKB>>10, f.PeakKB>>10, f.GrowthKB()>>10, f.BaseP99.Round(10*time.Microsecond), f.AttackP99.Round(10*time.Microsecond),
+	t.Logf("FIGURES %s: rss %d MB -> peak %d MB (+%d MB); cyclesd CPU %v in %v; probe tenant p99 %v at rest, %v under attack (%d reserves, %d errors); %d health failures",
+		a.Name, f.RSSBeforeKB>>10, f.PeakKB>>10, f.GrowthKB()>>10, f.CPU, a.Duration, f.BaseP99.Round(10*time.Microsecond), f.AttackP99.Round(10*time.Microsecond),
 		f.Probes, len(f.ProbeErrors), len(f.HealthFailures))
 	if f.GrowthKB() >= MaxRSSGrowthKB {
 		t.Errorf("%s: peak RSS grew by %d MB (limit %d MB)", a.Name, f.GrowthKB()>>10, MaxRSSGrowthKB>>10)
