@@ -31,10 +31,7 @@ import (
 //     connection (reason write_stall);
 //   - a connection that has had RefusedStreamsPerConn streams refused before
 //     their body (pre-auth tap, public-stream limits) and more refused than
-//     served is closed (reason refused_streams): a HEADERS flood;
-//   - a peer over its failed-authentication budget (preauth.go) has the
-//     connection of the refusal closed, and its new connections closed on
-//     accept, until it is under budget again (reason peer_throttled).
+//     served is closed (reason refused_streams): a HEADERS flood.
 //
 // Every closure adds one to cycles.conn.limit_closures{reason}.
 
@@ -45,9 +42,6 @@ type connGuard struct {
 	now      func() time.Time
 	closures metric.Int64Counter
 	slots    chan struct{}
-	// throttled reports a peer over its failed-authentication budget:
-	// its new connections are closed on accept.
-	throttled func(net.Addr) bool
 
 	mu    sync.Mutex
 	conns map[*guardedConn]struct{}
@@ -55,9 +49,9 @@ type connGuard struct {
 	once  sync.Once
 }
 
-func newConnGuard(lis net.Listener, lim Limits, closures metric.Int64Counter, throttled func(net.Addr) bool) *connGuard {
+func newConnGuard(lis net.Listener, lim Limits, closures metric.Int64Counter) *connGuard {
 	return &connGuard{
-		Listener: lis, lim: lim, now: time.Now, closures: closures, throttled: throttled,
+		Listener: lis, lim: lim, now: time.Now, closures: closures,
 		slots: make(chan struct{}, lim.MaxConnections),
 		conns: make(map[*guardedConn]struct{}),
 		done:  make(chan struct{}),
@@ -67,17 +61,9 @@ func newConnGuard(lis net.Listener, lim Limits, closures metric.Int64Counter, th
 // Accept returns the next connection once there is room for it: at the
 // limit it evicts an idle connection, or waits until one closes.
 func (g *connGuard) Accept() (net.Conn, error) {
-	var c net.Conn
-	for {
-		var err error
-		if c, err = g.Listener.Accept(); err != nil {
-			return nil, err
-		}
-		if g.throttled == nil || !g.throttled(c.RemoteAddr()) {
-			break
-		}
-		g.count("peer_throttled")
-		_ = c.Close()
+	c, err := g.Listener.Accept()
+	if err != nil {
+		return nil, err
 	}
 	for {
 		select {

@@ -195,15 +195,7 @@ func (s *streamGate) tap(ctx context.Context, info *tap.Info) (context.Context, 
 		ctx, err = s.authn.tap(ctx, info)
 	}
 	if err != nil {
-		if _, throttled := s.authn.peers.throttled(peerKeyOf(gc.RemoteAddr())); throttled {
-			// A peer over its failed-authentication budget gets no more
-			// answers on this connection (each costs more to write than
-			// its HEADERS cost to send), nor new connections until it is
-			// under it again (connGuard.Accept).
-			gc.closeFor("peer_throttled")
-		} else {
-			gc.streamRefused()
-		}
+		gc.streamRefused()
 		return ctx, err
 	}
 	gc.streamStarted()

@@ -266,7 +266,7 @@ func New(opts Options, svcs Services) *Server {
 	g := grpc.NewServer(serverOpts...)
 	s := &Server{GRPC: g, Health: health.NewServer(), log: log, unary: unary, limits: lim, authn: authn, conns: conns, meter: meter,
 		closures: telemetry.MustCounter(meter, "cycles.conn.limit_closures",
-			"Connections closed by a connection-level limit (attribute reason: idle_evicted, no_stream, write_stall, refused_streams, peer_throttled, http_unread_body)")}
+			"Connections closed by a connection-level limit (attribute reason: idle_evicted, no_stream, write_stall, refused_streams, http_unread_body)")}
 	if svcs.Runtime != nil {
 		cyclesv1.RegisterRuntimeServiceServer(g, svcs.Runtime)
 		s.names = append(s.names, cyclesv1.RuntimeService_ServiceDesc.ServiceName)
@@ -351,10 +351,7 @@ func (s *Server) WatchHealth(ctx context.Context, ping func(context.Context) err
 // Serve serves on lis until Stop, with at most Limits.MaxConnections open
 // connections, each watched by the connection guard (connguard.go).
 func (s *Server) Serve(lis net.Listener) error {
-	g := newConnGuard(lis, s.limits, s.closures, func(a net.Addr) bool {
-		_, throttled := s.authn.peers.throttled(peerKeyOf(a))
-		return throttled
-	})
+	g := newConnGuard(lis, s.limits, s.closures)
 	s.conns.g.Store(g)
 	return s.GRPC.Serve(g)
 }

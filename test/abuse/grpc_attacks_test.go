@@ -84,16 +84,16 @@ func TestStalledPublicBodiesTimeOut(t *testing.T) {
 // TestHeadersFloodNeverRead: issue 23 bug 2. HEADERS with END_STREAM to
 // CreateReservation, no key, from clients that never read their socket.
 // Before: the early-abort answers queued without bound (8 connections: 74 ->
-// 660 MB). Now the peer is over its failed-authentication budget after 20
-// refusals: the connection is closed, and so are its new ones on accept,
-// until it is under budget; reads pause while a write to the peer is blocked.
+// 660 MB). Now a connection with 64 streams refused before their body (more
+// than it was served) is closed, and reads from a connection pause while a
+// write to it is blocked.
 func TestHeadersFloodNeverRead(t *testing.T) {
 	d := Start(t)
 	d.UnderAttack(t, Attack{Name: "HEADERS flood, never read", Duration: 3 * time.Second, Run: func(ctx context.Context) {
 		runAttacker(ctx, t, "headers-flood", d.Addr)
 	}})
-	if n := d.Metric(t, "cycles_conn_limit_closures_total", `reason="peer_throttled"`); n == 0 {
-		t.Errorf("no peer_throttled connection closure counted")
+	if n := d.Metric(t, "cycles_conn_limit_closures_total", `reason="refused_streams"`); n == 0 {
+		t.Errorf("no refused_streams connection closure counted")
 	}
 }
 
