@@ -13,8 +13,10 @@ package abuse
 // for Duration while b keeps reserving at a steady pace and /healthz plus a
 // gRPC health check on fresh connections are polled, then asserts the
 // issue-23 bounds (peak RSS growth < 64 MB, b's reserves all succeed with
-// p99 <= 2x baseline p99 + 10 ms, every health poll answered) and logs the
-// figures (docs/limits.md records them). The test then checks the metric of
+// p99 <= 2x baseline p99 + 10 ms, every health poll answered; the latency
+// bounds get one more attempt on a noisy machine) and logs the figures
+// (docs/limits.md records them). Attacks that burn CPU run in a process of
+// their own (attacker_test.go). The test then checks the metric of
 // the connection-level limit that stopped its attack.
 //
 // Attack.Run gets a context that ends when the attack must stop; it must
@@ -321,13 +323,43 @@ func (f Figures) GrowthKB() int64 { return f.PeakKB - f.RSSBeforeKB }
 // UnderAttack runs a.Run for a.Duration while probing, asserts the bounds
 // and returns the figures. Tenant "probe" is the other tenant. Its baseline
 // p99 is the larger of the one measured just before the attack and the one
-// just after (the machine is shared: this keeps a slow moment at rest from
-// passing for an effect of the attack, and the reverse).
+// just after.
+//
+// The test machine is shared (2 cores, other builds and suites running), so
+// a latency at rest can swing tenfold between two seconds. The latency
+// bounds (p99, health checks answering within 2 s) therefore get a second
+// attempt of the whole attack when the first misses only them; the memory
+// bound, the other tenant's errors and the metrics never do.
 func (d *Daemon) UnderAttack(t *testing.T, a Attack) Figures {
 	t.Helper()
 	if a.Duration <= 0 {
 		a.Duration = 3 * time.Second
 	}
+	var f Figures
+	var latency []string
+	for attempt := 1; attempt <= 2; attempt++ {
+		var hard []string
+		f, hard, latency = d.attackOnce(t, a)
+		for _, p := range hard {
+			t.Errorf("%s: %s", a.Name, p)
+		}
+		if len(hard) > 0 || len(latency) == 0 {
+			return f
+		}
+		if attempt == 1 {
+			t.Logf("%s: latency bound missed (%s); attacking once more", a.Name, strings.Join(latency, "; "))
+		}
+	}
+	for _, p := range latency {
+		t.Errorf("%s: %s", a.Name, p)
+	}
+	return f
+}
+
+// attackOnce runs the attack once and returns the figures, the problems no
+// retry excuses and the latency problems.
+func (d *Daemon) attackOnce(t *testing.T, a Attack) (f Figures, hard, latency []string) {
+	t.Helper()
 	b := d.Tenant(t, "probe")
 	// Warm the path, then the baseline at rest.
 	for range 20 {
@@ -344,7 +376,7 @@ func (d *Daemon) UnderAttack(t *testing.T, a Attack) Figures {
 		}
 		return p99(baseLat)
 	}
-	f := Figures{BaseP99: baseline(), RSSBeforeKB: d.RSSKB(t)}
+	f = Figures{BaseP99: baseline(), RSSBeforeKB: d.RSSKB(t)}
 	hwm := d.resetPeak()
 	cpu0 := cpuTime(d.PID())
 
@@ -402,20 +434,20 @@ func (d *Daemon) UnderAttack(t *testing.T, a Attack) Figures {
 		a.Name, f.RSSBeforeKB>>10, f.PeakKB>>10, f.GrowthKB()>>10, f.CPU, a.Duration, f.BaseP99.Round(10*time.Microsecond), f.AttackP99.Round(10*time.Microsecond),
 		f.Probes, len(f.ProbeErrors), len(f.HealthFailures))
 	if f.GrowthKB() >= MaxRSSGrowthKB {
-		t.Errorf("%s: peak RSS grew by %d MB (limit %d MB)", a.Name, f.GrowthKB()>>10, MaxRSSGrowthKB>>10)
+		hard = append(hard, fmt.Sprintf("peak RSS grew by %d MB (limit %d MB)", f.GrowthKB()>>10, MaxRSSGrowthKB>>10))
 	}
 	if len(f.ProbeErrors) > 0 {
-		t.Errorf("%s: %d of the other tenant's reserves failed, first: %v", a.Name, len(f.ProbeErrors), f.ProbeErrors[0])
+		hard = append(hard, fmt.Sprintf("%d of the other tenant's reserves failed, first: %v", len(f.ProbeErrors), f.ProbeErrors[0]))
 	}
 	if len(lat) == 0 {
-		t.Errorf("%s: the other tenant made no reserve during the attack", a.Name)
+		latency = append(latency, "the other tenant made no reserve during the attack")
 	} else if limit := 2*f.BaseP99 + P99Slack; f.AttackP99 > limit {
-		t.Errorf("%s: the other tenant's reserve p99 is %v under attack, over 2 x %v + %v", a.Name, f.AttackP99, f.BaseP99, P99Slack)
+		latency = append(latency, fmt.Sprintf("the other tenant's reserve p99 is %v under attack, over 2 x %v + %v", f.AttackP99, f.BaseP99, P99Slack))
 	}
 	if len(f.HealthFailures) > 0 {
-		t.Errorf("%s: %d health checks failed, first: %v", a.Name, len(f.HealthFailures), f.HealthFailures[0])
+		latency = append(latency, fmt.Sprintf("%d health checks failed, first: %v", len(f.HealthFailures), f.HealthFailures[0]))
 	}
-	return f
+	return f, hard, latency
 }
 
 // errClosed reports whether err means the peer closed or reset the
