@@ -17,9 +17,9 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/telemetry"
 )
 
-// Public streams (docs/limits.md, "Public methods"). Health and reflection
-// need no credentials, so the pre-auth tap cannot refuse them, and grpc-go
-// reads a request message whole (up to -max-recv-msg-bytes, allocated when
+// Public streams (docs/limits.md, "Public methods"). Health, reflection and
+// the action-kind registry need no credentials, so the pre-auth tap cannot
+// refuse them, and grpc-go reads a request message whole (up to -max-recv-msg-bytes, allocated when
 // its length prefix arrives) before any interceptor runs; grpc-go has no
 // per-method receive cap. What bounds a stranger's public streams is
 // therefore decided in the tap, from the connection and the counts:
