@@ -24,6 +24,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/api/cycleshttp"
 	"github.com/cyclesgo/cycles-go/internal/config"
+	"github.com/cyclesgo/cycles-go/internal/ratelimit"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/internal/store"
@@ -137,6 +138,19 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	comp, err := build(cfg, log, tel.Meter, exec, streamExec)
 	if err != nil {
 		return err
+	}
+	if cfg.GuardPolicy == ratelimit.DefaultGuardPolicyName {
+		// The default guard: create its policy unless it exists (an
+		// operator's edits to it stand). -guard-policy '' turns it off.
+		created, err := comp.limiter.EnsurePolicy(startCtx, ratelimit.DefaultGuardPolicy())
+		if err != nil {
+			return fmt.Errorf("default guard policy: %w", err)
+		}
+		if created {
+			p := ratelimit.DefaultGuardPolicy()
+			log.Info("created the default guard policy", zap.String("policy", p.Name),
+				zap.Int64("limit", p.Limit), zap.Int64("window_ms", p.WindowMs))
+		}
 	}
 	if arc, upkeep, err := openArchive(startCtx, cfg, log, exec); err != nil {
 		return err

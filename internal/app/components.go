@@ -48,6 +48,7 @@ type components struct {
 	ledger  *ledger.Ledger
 	sweeper *sweeper.Sweeper
 	feed    *events.Announcer
+	limiter *ratelimit.Limiter
 }
 
 // build wires the domain packages; event streams use streamExec (a separate
@@ -115,6 +116,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		ledger:        led,
 		sweeper:       sw,
 		feed:          ann,
+		limiter:       lim,
 		services: server.Services{
 			Runtime:     runtimeapi.New(led),
 			Admin:       adminapi.New(adm),
