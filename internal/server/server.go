@@ -191,6 +191,7 @@ type Services struct {
 	Events    cyclesv1.EventServiceServer
 	RateLimit cyclesv1.RateLimitServiceServer
 	Ops       cyclesv1.OpsServiceServer
+	Policy    cyclesv1.PolicyServiceServer
 	Audit     cyclesv1.AuditServiceServer
 	// ActionKinds is the public action-kind registry (no key).
 	ActionKinds cyclesv1.ActionKindServiceServer
@@ -294,6 +295,10 @@ func New(opts Options, svcs Services) *Server {
 	if svcs.Ops != nil {
 		cyclesv1.RegisterOpsServiceServer(g, svcs.Ops)
 		s.names = append(s.names, cyclesv1.OpsService_ServiceDesc.ServiceName)
+	}
+	if svcs.Policy != nil {
+		cyclesv1.RegisterPolicyServiceServer(g, svcs.Policy)
+		s.names = append(s.names, cyclesv1.PolicyService_ServiceDesc.ServiceName)
 	}
 	if svcs.Audit != nil {
 		cyclesv1.RegisterAuditServiceServer(g, svcs.Audit)
