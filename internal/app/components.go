@@ -18,11 +18,13 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/api/auditapi"
 	"github.com/cyclesgo/cycles-go/internal/api/envoyrls"
 	"github.com/cyclesgo/cycles-go/internal/api/eventsapi"
+	"github.com/cyclesgo/cycles-go/internal/api/operatorapi"
 	"github.com/cyclesgo/cycles-go/internal/api/opsapi"
 	"github.com/cyclesgo/cycles-go/internal/api/ratelimitapi"
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
 	"github.com/cyclesgo/cycles-go/internal/audit"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/bulk"
 	"github.com/cyclesgo/cycles-go/internal/config"
 	"github.com/cyclesgo/cycles-go/internal/events"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
@@ -123,6 +125,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 			Ops:         opsapi.New(sw, ops),
 			ActionKinds: actionkindapi.New(kinds),
 			Audit:       auditapi.New(aud),
+			Operator:    operatorapi.New(bulk.New(exec, adm, aud)),
 		},
 	}
 	if cfg.GuardPolicy != "" || len(cfg.GuardMethodPolicies) > 0 {

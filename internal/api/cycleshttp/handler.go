@@ -53,6 +53,8 @@ type Options struct {
 	Events cyclesv1.EventServiceServer
 	// Audit is optional (nil: GET /v1/admin/audit/logs answers 404).
 	Audit cyclesv1.AuditServiceServer
+	// Operator is optional (nil: the bulk-action routes answer 404).
+	Operator cyclesv1.OperatorServiceServer
 	// ActionKinds is the public action-kind registry (nil: its routes answer 404).
 	ActionKinds cyclesv1.ActionKindServiceServer
 	// MaxBodyBytes bounds request bodies (0: DefaultMaxBodyBytes).
@@ -68,6 +70,7 @@ type API struct {
 	adm     cyclesv1.AdminServiceServer
 	ev      cyclesv1.EventServiceServer
 	aud     cyclesv1.AuditServiceServer
+	op      cyclesv1.OperatorServiceServer
 	kinds   cyclesv1.ActionKindServiceServer
 	maxBody int64
 	mux     *http.ServeMux
@@ -76,7 +79,7 @@ type API struct {
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
-	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
+	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, op: opts.Operator, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
 	if a.maxBody <= 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -170,6 +173,7 @@ func (a *API) routes() {
 	a.mux.HandleFunc("GET /v1/balances", a.getBalances)
 	a.adminRoutes()
 	a.auditRoutes()
+	a.bulkRoutes()
 	a.eventRoutes()
 	a.actionKindRoutes()
 	a.mux.HandleFunc("GET /v1/auth/introspect", a.introspect)
