@@ -20,6 +20,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/api/eventsapi"
 	"github.com/cyclesgo/cycles-go/internal/api/operatorapi"
 	"github.com/cyclesgo/cycles-go/internal/api/opsapi"
+	"github.com/cyclesgo/cycles-go/internal/api/policyapi"
 	"github.com/cyclesgo/cycles-go/internal/api/ratelimitapi"
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
 	"github.com/cyclesgo/cycles-go/internal/audit"
@@ -29,6 +30,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/events"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/ledgerops"
+	"github.com/cyclesgo/cycles-go/internal/policy"
 	"github.com/cyclesgo/cycles-go/internal/ratelimit"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
@@ -50,6 +52,7 @@ type components struct {
 	ledger  *ledger.Ledger
 	sweeper *sweeper.Sweeper
 	feed    *events.Announcer
+	limiter *ratelimit.Limiter
 }
 
 // build wires the domain packages; event streams use streamExec (a separate
@@ -117,6 +120,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		ledger:        led,
 		sweeper:       sw,
 		feed:          ann,
+		limiter:       lim,
 		services: server.Services{
 			Runtime:     runtimeapi.New(led),
 			Admin:       adminapi.New(adm),
@@ -124,6 +128,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 			RateLimit:   ratelimitapi.New(lim),
 			Ops:         opsapi.New(sw, ops),
 			ActionKinds: actionkindapi.New(kinds),
+			Policy:      policyapi.New(policy.New(exec, policy.Options{})),
 			Audit:       auditapi.New(aud),
 			Operator:    operatorapi.New(bulk.New(exec, adm, aud)),
 		},

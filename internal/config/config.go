@@ -205,7 +205,9 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 	str(&c.ArchiveDSN, "archive-dsn", "", "PostgreSQL archive, e.g. postgres://cycles@db:5432/cycles (schema migrated at start, day partitions kept; docs/archive.md); empty: no archive")
 	dur(&c.ArchiveRetention, "archive-retention", 400*24*time.Hour, "how long the archive keeps history: whole day partitions older than this are dropped")
 	boolean(&c.DevSeed, "dev-seed", true, "in dev mode, seed a demo tenant, API key and budget")
-	str(&c.GuardPolicy, "guard-policy", "", "rate-limit policy applied per API key to runtime RPCs (empty: off)")
+	// On by default: denial-heavy traffic must not fill Redis at full speed
+	// (internal/ratelimit defaultguard.go has the numbers and why).
+	str(&c.GuardPolicy, "guard-policy", "cyclesd-default-guard", "rate-limit policy applied per API key to runtime RPCs (default: cyclesd-default-guard, created at start, 1,000 calls/s with a burst of 2,000; empty: off)")
 	var methodPolicies string
 	str(&methodPolicies, "guard-method-policies", "", "per-method guard policies: /pkg.Service/Method=policy,...")
 	str(&c.EnvoyRLSConfig, "envoy-rls-config", "", "JSON file of Envoy rate-limit descriptor rules (enables the Envoy RLS API)")

@@ -141,6 +141,7 @@ type Services struct {
 	Events    cyclesv1.EventServiceServer
 	RateLimit cyclesv1.RateLimitServiceServer
 	Ops       cyclesv1.OpsServiceServer
+	Policy    cyclesv1.PolicyServiceServer
 	Audit     cyclesv1.AuditServiceServer
 	// Operator serves the bulk actions.
 	Operator cyclesv1.OperatorServiceServer
@@ -240,6 +241,10 @@ func New(opts Options, svcs Services) *Server {
 	if svcs.Operator != nil {
 		cyclesv1.RegisterOperatorServiceServer(g, svcs.Operator)
 		s.names = append(s.names, cyclesv1.OperatorService_ServiceDesc.ServiceName)
+	}
+	if svcs.Policy != nil {
+		cyclesv1.RegisterPolicyServiceServer(g, svcs.Policy)
+		s.names = append(s.names, cyclesv1.PolicyService_ServiceDesc.ServiceName)
 	}
 	if svcs.Audit != nil {
 		cyclesv1.RegisterAuditServiceServer(g, svcs.Audit)

@@ -51,6 +51,8 @@ type Options struct {
 	// Admin and Events are optional (nil: their routes answer 404).
 	Admin  cyclesv1.AdminServiceServer
 	Events cyclesv1.EventServiceServer
+	// Policy serves /v1/admin/policies (nil: 404).
+	Policy cyclesv1.PolicyServiceServer
 	// Audit is optional (nil: GET /v1/admin/audit/logs answers 404).
 	Audit cyclesv1.AuditServiceServer
 	// Operator is optional (nil: the bulk-action routes answer 404).
@@ -69,6 +71,7 @@ type API struct {
 	rt      cyclesv1.RuntimeServiceServer
 	adm     cyclesv1.AdminServiceServer
 	ev      cyclesv1.EventServiceServer
+	pol     cyclesv1.PolicyServiceServer
 	aud     cyclesv1.AuditServiceServer
 	op      cyclesv1.OperatorServiceServer
 	kinds   cyclesv1.ActionKindServiceServer
@@ -79,7 +82,7 @@ type API struct {
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
-	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, op: opts.Operator, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
+	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, op: opts.Operator, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
 	if a.maxBody <= 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -172,6 +175,7 @@ func (a *API) routes() {
 	a.mux.HandleFunc("POST /v1/events", a.createEvent)
 	a.mux.HandleFunc("GET /v1/balances", a.getBalances)
 	a.adminRoutes()
+	a.policyRoutes()
 	a.auditRoutes()
 	a.bulkRoutes()
 	a.eventRoutes()
