@@ -9,6 +9,7 @@ BUF_VERSION                ?= v1.47.2
 PROTOC_GEN_GO_VERSION      ?= v1.36.5
 PROTOC_GEN_GO_GRPC_VERSION ?= v1.5.1
 GRPCURL_VERSION            ?= v1.9.2
+GOLANGCI_LINT_VERSION      ?= v2.15.0
 
 # Test budget: the whole suite must stay well inside CI's limit on 2 cores.
 TEST_TIMEOUT ?= 20m
@@ -22,21 +23,33 @@ help: ## Show this help (times: 2-core machine, warm module and build caches unl
 
 .PHONY: deps
 deps: ## Install redis-server with apt when it is missing
-	@if ! command -v redis-server >/dev/null 2>&1; then \
-	  echo "redis-server not found; installing it with apt"; \
-	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo"; \
-	  if command -v apt-get >/dev/null 2>&1; then \
-	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; \
-	  else echo "please install redis-server (>= 7) and retry"; exit 1; fi; \
-	fi
+	@$(call apt_install,redis-server,redis-server,redis-server (>= 7))
 	@redis-server --version
 
+.PHONY: deps-node
+deps-node: ## Install node and npm with apt when they are missing (the TypeScript client test needs them)
+	@$(call apt_install,npm,nodejs npm,node and npm)
+	@echo "node $$(node --version), npm $$(npm --version)"
+
+# apt_install(command, packages, what): install packages with apt when
+# command is missing (sudo when not root); elsewhere, ask for what.
+define apt_install
+if ! command -v $(1) >/dev/null 2>&1; then \
+  echo "$(1) not found; installing $(2) with apt"; \
+  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo"; \
+  if command -v apt-get >/dev/null 2>&1; then \
+    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(2) >/dev/null; \
+  else echo "please install $(3) and retry"; exit 1; fi; \
+fi
+endef
+
 .PHONY: tools
-tools: ## Install buf, protoc-gen-go, protoc-gen-go-grpc and grpcurl (pinned) with go install (first time: minutes, compiling them)
+tools: ## Install buf, protoc-gen-go, protoc-gen-go-grpc, grpcurl and golangci-lint (pinned) with go install (first time: minutes, compiling them)
 	$(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	$(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+	$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 .PHONY: generate
 generate: ## Regenerate gen/ from proto/ with local plugins
@@ -52,11 +65,20 @@ descriptors: ## Write internal/contract/cycles.binpb: the descriptor set with so
 	buf build --as-file-descriptor-set -o internal/contract/cycles.binpb
 
 .PHONY: lint
-lint: ## buf lint, gofmt and go vet
-	@command -v buf >/dev/null || $(MAKE) tools
+lint: ## buf lint, gofmt, go vet and golangci-lint (.golangci.yml): ~3 min
+	@command -v buf >/dev/null && command -v golangci-lint >/dev/null || $(MAKE) tools
 	buf lint
-	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'))" || { gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'); exit 1; }
+	@bad=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$bad" || { echo "gofmt -w these files:"; echo "$$bad"; exit 1; }
 	$(GO) vet ./...
+	golangci-lint run ./...
+
+.PHONY: check-fresh
+check-fresh: ## Fail when gen/, the descriptor set or go.mod/go.sum differ from what proto/ and the imports produce (regenerates, then git diff)
+	$(MAKE) --no-print-directory generate
+	$(GO) mod tidy
+	@stale=$$(git status --porcelain -- gen internal/contract go.mod go.sum); test -z "$$stale" \
+	  || { echo "$$stale"; git diff --stat -- gen internal/contract go.mod go.sum; \
+	       echo "generated files or go.mod are stale: run make generate and go mod tidy, then commit"; exit 1; }
 
 .PHONY: breaking
 breaking: ## buf breaking against main
@@ -87,7 +109,15 @@ grpcurl: ## Install grpcurl (pinned) with go install, if it is not on the PATH
 CLUSTER_SUITES ?= ./internal/ledger/... ./internal/sweeper/... ./internal/events/... ./internal/ratelimit/... ./internal/admin/... ./internal/api/... ./test/ledgertest/... ./test/redistest/... ./test/property/...
 
 .PHONY: test
-test: deps grpcurl ## Run every test (own redis-server processes), Cluster suites, fuzz, 60 s soak: ~8 min
+test: deps deps-node grpcurl ## Run every test (own redis-server processes), Cluster suites, fuzz, 60 s soak, clients; fails if it leaves anything in TMPDIR: ~13 min
+	@tmp=$$(mktemp -d "$${TMPDIR:-/tmp}/cycles-make-test-XXXXXX"); \
+	TMPDIR=$$tmp $(MAKE) --no-print-directory test-all; code=$$?; \
+	left=$$(ls -A "$$tmp"); rm -rf "$$tmp"; \
+	if [ -n "$$left" ]; then echo "make test left these in TMPDIR (use t.TempDir, redistest.Main, or remove them):"; echo "$$left"; exit 1; fi; \
+	exit $$code
+
+.PHONY: test-all
+test-all: deps grpcurl
 	$(GO) vet ./...
 	CYCLES_REQUIRE_GRPCURL=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory test-cluster
@@ -96,7 +126,7 @@ test: deps grpcurl ## Run every test (own redis-server processes), Cluster suite
 	$(MAKE) --no-print-directory test-clients
 
 .PHONY: test-clients
-test-clients: ## Generate Python and TypeScript stubs, start a dev cyclesd, run examples/python and examples/typescript
+test-clients: deps-node ## Generate Python and TypeScript stubs, start a dev cyclesd, run examples/python and examples/typescript
 	examples/test-clients.sh
 
 .PHONY: test-cluster
@@ -106,15 +136,14 @@ test-cluster: deps ## Run the ledger, sweeper, event, limiter and admin suites a
 # Property tests, soak and fuzzing (test/property, test/soak, *_fuzz_test.go;
 # test/crash runs inside `go test ./...`). make test runs the short versions:
 # the property suite's default 100 cases, every fuzz target for
-# FUZZ_SHORT_TIME and a SOAK_SHORT_DURATION soak.
+# FUZZ_SHORT_TIME and a SOAK_SHORT_DURATION soak. Fuzz targets are found, not
+# listed: every Fuzz* function `go test -list` reports in the packages whose
+# test files declare one.
 PROPERTY_CHECKS     ?= 1000
 SOAK_DURATION       ?= 30m
 SOAK_SHORT_DURATION ?= 60s
 FUZZ_TIME           ?= 1m
 FUZZ_SHORT_TIME     ?= 3s
-FUZZ_TARGETS        ?= ./internal/validate:FuzzValidateRequest ./internal/scope:FuzzDerive ./internal/scope:FuzzCanonical \
-	./internal/events:FuzzDecodeCursor ./internal/events:FuzzCursorRoundTrip ./internal/keys:FuzzTenantKeys ./internal/ledger:FuzzScriptKeys \
-	./internal/api/cycleshttp:FuzzReserveBody
 
 .PHONY: test-long
 test-long: deps ## Property tests with PROPERTY_CHECKS (default 1,000) random cases (tens of minutes)
@@ -125,10 +154,13 @@ soak: deps ## Soak a real cyclesd for SOAK_DURATION (default 30m) at >= 100 ops/
 	$(GO) test -count=1 -timeout 0 -run '^TestSoak$$' -v ./test/soak -soak -soak.duration=$(SOAK_DURATION)
 
 .PHONY: fuzz
-fuzz: ## Fuzz every target in FUZZ_TARGETS for FUZZ_TIME each (default 1m: ~8 min for the 8 targets)
-	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
-	  echo "fuzz $$name in $$pkg for $(FUZZ_TIME)"; \
-	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZ_TIME) $$pkg; done
+fuzz: ## Fuzz every Fuzz* target of the module for FUZZ_TIME each (default 1m: about a minute per target)
+	@set -e; pkgs=$$(git grep -l '^func Fuzz' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|'); \
+	n=0; for pkg in $$pkgs; do \
+	  for name in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do n=$$((n+1)); \
+	    echo "fuzz $$name in $$pkg for $(FUZZ_TIME)"; \
+	    $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZ_TIME) $$pkg; done; done; \
+	test $$n -gt 0 || { echo "no fuzz targets found"; exit 1; }
 
 .PHONY: test-race
 test-race: deps ## Run every test with the race detector (slower than make test: tens of minutes)

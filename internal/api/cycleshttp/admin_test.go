@@ -36,6 +36,7 @@ func startFull(t *testing.T) *env {
 	adm := admin.New(ex, admin.Options{Releaser: led})
 	svcs := server.Services{Runtime: runtimeapi.New(led), Admin: adminapi.New(adm), Events: eventsapi.New(events.New(ex, events.Options{}))}
 	srv := server.New(server.Options{Verifier: adm, AdminKey: adminKey, RequestTimeout: 5 * time.Second}, svcs)
+	t.Cleanup(srv.GRPC.Stop) // its stream workers run until Stop, served or not
 	hs := srv.NewHTTP(server.HTTPOptions{})
 	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: svcs.Runtime, Admin: svcs.Admin, Events: svcs.Events}))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
