@@ -80,7 +80,7 @@ does the same with curl.
 	return nil
 }
 
-// httpTry is the banner's curl example on the Cycles HTTP wire ('' when the
+// httpTry is the banner's curl example on the Cycles HTTP wire (empty when the
 // HTTP listener is off).
 func httpTry(addr, key string) string {
 	if addr == "" {
