@@ -75,7 +75,10 @@ func (s *Service) RevokeApiKey(ctx context.Context, req *cyclesv1.RevokeApiKeyRe
 	// read the key before the script committed took its generation snapshot
 	// before this bump, so it cannot cache the key afterwards; dropping is
 	// always safe, and a revocation that may have committed must not linger.
-	s.keys.drop(tenant, keyID)
+	// InvalidateKey drops it here and tells the other replicas; if that
+	// publish fails they still forget the key within the cache TTL (counted,
+	// not an error of the revocation, which did commit).
+	_ = s.InvalidateKey(context.WithoutCancel(ctx), tenant, keyID)
 	if err != nil {
 		return nil, s.done(ctx, "RevokeApiKey", err)
 	}

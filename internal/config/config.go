@@ -77,19 +77,26 @@ type Config struct {
 	// EnvoyRLSConfig is a JSON file of Envoy descriptor rules; set, cyclesd
 	// also serves envoy.service.ratelimit.v3.RateLimitService.
 	EnvoyRLSConfig string
+	// CustomActionKinds declares the operator's custom.* action kinds as
+	// "custom.acme.erp.post=side_effect,..." (internal/actionkind.ParseCustom).
+	CustomActionKinds string
 
 	// Limits bound what any caller can make cyclesd hold (docs/limits.md).
-	MaxRecvMsgBytes          int
-	MaxRuntimeRecvBytes      int
-	MaxConcurrentStreams     int
-	MaxHeaderListBytes       int
-	MaxConnections           int
-	HTTPMaxConnections       int
-	HTTPMaxBodyBytes         int
-	HandshakeTimeout         time.Duration
-	MaxConnectionIdle        time.Duration
-	StreamsPerKey            int
-	StreamsTotal             int
+	MaxRecvMsgBytes      int
+	MaxRuntimeRecvBytes  int
+	MaxConcurrentStreams int
+	MaxHeaderListBytes   int
+	MaxConnections       int
+	HTTPMaxConnections   int
+	HTTPMaxBodyBytes     int
+	HandshakeTimeout     time.Duration
+	MaxConnectionIdle    time.Duration
+	StreamsPerKey        int
+	StreamsTotal         int
+	// WatchStreamRate and WatchTenantRate pace WatchEvents reads, in events/s
+	// per stream and per tenant (on one replica); negative: unlimited.
+	WatchStreamRate          int
+	WatchTenantRate          int
 	StreamRedisPoolSize      int
 	AuthFailBurst            int
 	AuthFailRate             float64
@@ -244,6 +251,7 @@ func define(fs *flag.FlagSet, c *Config, addrs, methodPolicies *string) {
 	str(&c.GuardPolicy, "guard-policy", "", "rate-limit policy applied per API key to runtime RPCs (empty: off)")
 	str(methodPolicies, "guard-method-policies", "", "per-method guard policies: /pkg.Service/Method=policy,...")
 	str(&c.EnvoyRLSConfig, "envoy-rls-config", "", "JSON file of Envoy rate-limit descriptor rules (enables the Envoy RLS API)")
+	str(&c.CustomActionKinds, "custom-action-kinds", "", "declared custom.* action kinds: custom.<org>.<op>=<risk_class>,... (undeclared custom.* kinds are refused where policies govern kinds)")
 
 	integer(&c.MaxRecvMsgBytes, "max-recv-msg-bytes", 1<<20, "largest gRPC request message of any method (read whole before any check)")
 	integer(&c.MaxRuntimeRecvBytes, "max-runtime-recv-bytes", 64<<10, "largest RuntimeService request")
@@ -256,6 +264,8 @@ func define(fs *flag.FlagSet, c *Config, addrs, methodPolicies *string) {
 	dur(&c.MaxConnectionIdle, "max-connection-idle", 5*time.Minute, "close a gRPC connection that carried no RPC for this long")
 	integer(&c.StreamsPerKey, "streams-per-key", 32, "concurrent WatchEvents streams per API key (the admin key counts as one)")
 	integer(&c.StreamsTotal, "streams-total", 2048, "concurrent WatchEvents streams in all")
+	integer(&c.WatchStreamRate, "watch-stream-rate", 2000, "events/s one WatchEvents stream may read (replay pacing; negative: unlimited)")
+	integer(&c.WatchTenantRate, "watch-tenant-rate", 4000, "events/s all of a tenant's WatchEvents streams on this replica may read together (negative: unlimited)")
 	integer(&c.StreamRedisPoolSize, "stream-redis-pool-size", 16, "Redis connections per node for stream work (a pool apart from unary RPCs)")
 	integer(&c.AuthFailBurst, "auth-fail-burst", 20, "failed authentications a peer (IPv4 address or IPv6 /64) may make before it is throttled; 0: off (behind an L7 proxy)")
 	fs.Float64Var(&c.AuthFailRate, "auth-fail-rate", 2, "failed authentications per second forgiven per peer")

@@ -29,7 +29,9 @@ const IntrospectMethod = "/cycles.v1.Auth/Introspect"
 func accessOf(fullMethod string) access {
 	switch {
 	case strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/"),
-		strings.HasPrefix(fullMethod, "/grpc.reflection."):
+		strings.HasPrefix(fullMethod, "/grpc.reflection."),
+		// The action-kind registry is public (Cycles v0.1.26).
+		strings.HasPrefix(fullMethod, "/cycles.v1.ActionKindService/"):
 		return accessNone
 	case strings.HasPrefix(fullMethod, "/cycles.v1.RuntimeService/"):
 		return accessTenant
