@@ -15,11 +15,13 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/admin"
 	"github.com/cyclesgo/cycles-go/internal/api/actionkindapi"
 	"github.com/cyclesgo/cycles-go/internal/api/adminapi"
+	"github.com/cyclesgo/cycles-go/internal/api/auditapi"
 	"github.com/cyclesgo/cycles-go/internal/api/envoyrls"
 	"github.com/cyclesgo/cycles-go/internal/api/eventsapi"
 	"github.com/cyclesgo/cycles-go/internal/api/opsapi"
 	"github.com/cyclesgo/cycles-go/internal/api/ratelimitapi"
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
+	"github.com/cyclesgo/cycles-go/internal/audit"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/config"
 	"github.com/cyclesgo/cycles-go/internal/events"
@@ -41,10 +43,12 @@ type components struct {
 	workers       []func(context.Context) error
 
 	admin   *admin.Service
+	audit   *audit.Service
 	kinds   *actionkind.Registry
 	ledger  *ledger.Ledger
 	sweeper *sweeper.Sweeper
 	feed    *events.Announcer
+	limiter *ratelimit.Limiter
 }
 
 // build wires the domain packages; event streams use streamExec (a separate
@@ -96,6 +100,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		Logger:         log.Named("ledgerops"),
 	})
 	lim := ratelimit.New(exec, ratelimit.Options{MeterProvider: mp})
+	aud := audit.New(exec, audit.Options{Retention: cfg.AuditRetention, MeterProvider: mp, Logger: log.Named("audit")})
 	// Alert if eviction ever touches limiter (or ledger) keys.
 	evicted := func(ctx context.Context) (int64, error) { return store.EvictedKeys(ctx, exec.Client()) }
 	if _, err := ratelimit.RegisterEvictionMetric(mp, evicted); err != nil {
@@ -106,10 +111,12 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		meterProvider: mp,
 		verifier:      adm,
 		admin:         adm,
+		audit:         aud,
 		kinds:         kinds,
 		ledger:        led,
 		sweeper:       sw,
 		feed:          ann,
+		limiter:       lim,
 		services: server.Services{
 			Runtime:     runtimeapi.New(led),
 			Admin:       adminapi.New(adm),
@@ -117,6 +124,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 			RateLimit:   ratelimitapi.New(lim),
 			Ops:         opsapi.New(sw, ops),
 			ActionKinds: actionkindapi.New(kinds),
+			Audit:       auditapi.New(aud),
 		},
 	}
 	if cfg.GuardPolicy != "" || len(cfg.GuardMethodPolicies) > 0 {

@@ -65,6 +65,8 @@ type Config struct {
 
 	EventRetention time.Duration
 	EventHeartbeat time.Duration
+	// AuditRetention is how long audit-trail entries are kept (internal/audit).
+	AuditRetention time.Duration
 
 	LogFormat string
 	LogLevel  string
@@ -102,6 +104,13 @@ type Config struct {
 	AuthFailRate             float64
 	UnverifiedPerFailingPeer int
 	UnverifiedKeysPerPeer    int
+
+	// ArchiveDSN is the PostgreSQL archive (internal/archive); empty: none,
+	// and nothing about the ledger changes.
+	ArchiveDSN string
+	// ArchiveRetention is how long archived history is kept; whole day
+	// partitions past it are dropped.
+	ArchiveRetention time.Duration
 
 	// DevSeed seeds a demo tenant, key and budget (dev mode does it by default).
 	DevSeed bool
@@ -245,10 +254,15 @@ func define(fs *flag.FlagSet, c *Config, addrs, methodPolicies *string) {
 	dur(&c.AuditInterval, "audit-interval", 0, "pause between background ledger audits of all tenants (5 tenants/s), exported as cycles_audit_discrepancies{kind}; 0 = off")
 	dur(&c.EventRetention, "event-retention", 7*24*time.Hour, "how long events stay in a tenant's stream")
 	dur(&c.EventHeartbeat, "event-heartbeat", 15*time.Second, "heartbeat interval on idle WatchEvents streams")
+	dur(&c.AuditRetention, "audit-retention", 400*24*time.Hour, "how long audit-trail entries (who changed what, from where) are kept")
 	str(&c.LogFormat, "log-format", "", "json or console (default: console in dev mode, else json)")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn, error (successful RPCs are logged at debug, refusals at info)")
+	str(&c.ArchiveDSN, "archive-dsn", "", "PostgreSQL archive, e.g. postgres://cycles@db:5432/cycles (schema migrated at start, day partitions kept; docs/archive.md); empty: no archive")
+	dur(&c.ArchiveRetention, "archive-retention", 400*24*time.Hour, "how long the archive keeps history: whole day partitions older than this are dropped")
 	boolean(&c.DevSeed, "dev-seed", true, "in dev mode, seed a demo tenant, API key and budget")
-	str(&c.GuardPolicy, "guard-policy", "", "rate-limit policy applied per API key to runtime RPCs (empty: off)")
+	// On by default: denial-heavy traffic must not fill Redis at full speed
+	// (internal/ratelimit defaultguard.go has the numbers and why).
+	str(&c.GuardPolicy, "guard-policy", "cyclesd-default-guard", "rate-limit policy applied per API key to runtime RPCs (default: cyclesd-default-guard, created at start, 1,000 calls/s with a burst of 2,000; empty: off)")
 	str(methodPolicies, "guard-method-policies", "", "per-method guard policies: /pkg.Service/Method=policy,...")
 	str(&c.EnvoyRLSConfig, "envoy-rls-config", "", "JSON file of Envoy rate-limit descriptor rules (enables the Envoy RLS API)")
 	str(&c.CustomActionKinds, "custom-action-kinds", "", "declared custom.* action kinds: custom.<org>.<op>=<risk_class>,... (undeclared custom.* kinds are refused where policies govern kinds)")
@@ -321,6 +335,9 @@ func (c *Config) validate() error {
 	}
 	if c.AuthFailRate <= 0 || c.HandshakeTimeout <= 0 || c.MaxConnectionIdle <= 0 {
 		return fmt.Errorf("auth-fail-rate, handshake-timeout and max-connection-idle must be positive")
+	}
+	if c.ArchiveRetention < 48*time.Hour {
+		return fmt.Errorf("archive-retention must be at least 48h (whole days are dropped)")
 	}
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		return fmt.Errorf("log-format must be json or console")

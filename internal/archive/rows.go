@@ -1,0 +1,180 @@
+package archive
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// State is the terminal state of an archived reservation.
+type State int16
+
+// Terminal states, as stored in cycles_reservations.state.
+const (
+	StateCommitted State = 1
+	StateReleased  State = 2
+	StateExpired   State = 3
+)
+
+// Reservation is one settled reservation: every field of the Redis record
+// that GET, LIST and the replays render, plus the settle time.
+type Reservation struct {
+	TenantID      string
+	ReservationID string
+	// SettledAt is finalized_at (committed, released) or expired_at, from
+	// Redis TIME; it picks the day partition.
+	SettledAt         time.Time
+	State             State
+	Unit              string
+	ScopePath         string
+	Estimate          int64
+	Charged           *int64
+	DebtIncurred      int64
+	CreatedAtMs       int64
+	ExpiresAtMs       int64
+	GraceMs           int64
+	ExtCount          int32
+	MaxExt            int32
+	Policy            string
+	IdemKey           string
+	Subject           string
+	Action            string
+	Affected          string
+	Budgeted          string
+	Metadata          string
+	CommittedMetadata string
+	// Replay holds the stored replies of the settling call.
+	Replay []byte
+}
+
+// Entry is an archived event or audit entry: its id, time and the bytes it
+// was rendered with.
+type Entry struct {
+	TenantID   string
+	ID         string
+	OccurredAt time.Time
+	Body       []byte
+}
+
+// insertReservations writes rows in one statement (column arrays through
+// unnest: one round trip, no parameter limit), skipping rows present.
+func insertReservations(ctx context.Context, tx pgx.Tx, rows []Reservation) (int64, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	n := len(rows)
+	var (
+		tenant, unit, scope, policy, idem, subject, action = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		rid                                                = make([][16]byte, n)
+		id                                                 = make([]*string, n)
+		affected, budgeted, meta, cmeta                    = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		settled                                            = make([]time.Time, n)
+		state                                              = make([]int16, n)
+		estimate, debt, created, expires, grace            = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		charged                                            = make([]*int64, n)
+		ext, maxExt                                        = make([]int32, n), make([]int32, n)
+		replay                                             = make([][]byte, n)
+	)
+	for i, r := range rows {
+		if r.TenantID == "" || r.ReservationID == "" || r.SettledAt.IsZero() {
+			return 0, fmt.Errorf("archive: reservation %q of tenant %q: missing id, tenant or settle time", r.ReservationID, r.TenantID)
+		}
+		rid[i], id[i] = encodeID(r.TenantID, r.ReservationID)
+		tenant[i], settled[i], state[i] = r.TenantID, r.SettledAt, int16(r.State)
+		unit[i], scope[i], estimate[i], charged[i], debt[i] = r.Unit, r.ScopePath, r.Estimate, r.Charged, r.DebtIncurred
+		created[i], expires[i], grace[i], ext[i], maxExt[i] = r.CreatedAtMs, r.ExpiresAtMs, r.GraceMs, r.ExtCount, r.MaxExt
+		policy[i], idem[i], subject[i], action[i] = r.Policy, r.IdemKey, r.Subject, r.Action
+		affected[i], budgeted[i], meta[i], cmeta[i], replay[i] = r.Affected, r.Budgeted, r.Metadata, r.CommittedMetadata, r.Replay
+	}
+	tag, err := tx.Exec(ctx, `INSERT INTO cycles_reservations (tenant_id, rid, reservation_id, settled_at, state, unit,
+		scope_path, estimate, charged, debt_incurred, created_at_ms, expires_at_ms, grace_ms, ext_count, max_ext,
+		policy, idem_key, subject, action, affected, budgeted, metadata, committed_metadata, replay)
+		SELECT * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::timestamptz[], $5::smallint[], $6::text[],
+		$7::text[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[],
+		$14::integer[], $15::integer[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[],
+		$21::text[], $22::text[], $23::text[], $24::bytea[])
+		ON CONFLICT DO NOTHING`,
+		tenant, rid, id, settled, state, unit, scope, estimate, charged, debt, created, expires, grace, ext, maxExt,
+		policy, idem, subject, action, affected, budgeted, meta, cmeta, replay)
+	if err != nil {
+		return 0, fmt.Errorf("archive: insert reservations: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// insertEntries writes events or audit entries, skipping rows present.
+func insertEntries(ctx context.Context, tx pgx.Tx, table, idCol string, rows []Entry) (int64, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	n := len(rows)
+	tenant, id, at, body := make([]string, n), make([]string, n), make([]time.Time, n), make([][]byte, n)
+	for i, e := range rows {
+		if e.TenantID == "" || e.ID == "" || e.OccurredAt.IsZero() || e.Body == nil {
+			return 0, fmt.Errorf("archive: %s row %q of tenant %q: missing id, tenant, time or body", table, e.ID, e.TenantID)
+		}
+		tenant[i], id[i], at[i], body[i] = e.TenantID, e.ID, e.OccurredAt, e.Body
+	}
+	tag, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (tenant_id, %s, occurred_at, body)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bytea[]) ON CONFLICT DO NOTHING`, table, idCol),
+		tenant, id, at, body)
+	if err != nil {
+		return 0, fmt.Errorf("archive: insert %s: %w", table, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// GetReservation returns an archived reservation of a tenant (false: not
+// archived, or its day was dropped past the retention).
+func (s *Store) GetReservation(ctx context.Context, tenant, id string) (Reservation, bool, error) {
+	var r Reservation
+	var state int16
+	var rid [16]byte
+	var idText *string
+	key, whole := encodeID(tenant, id)
+	err := s.pool.QueryRow(ctx, `SELECT tenant_id, rid, reservation_id, settled_at, state, unit, scope_path, estimate,
+		charged, debt_incurred, created_at_ms, expires_at_ms, grace_ms, ext_count, max_ext, policy, idem_key,
+		subject, action, affected, budgeted, metadata, committed_metadata, replay
+		FROM cycles_reservations WHERE tenant_id = $1 AND rid = $2 AND reservation_id IS NOT DISTINCT FROM $3`,
+		tenant, key, whole).Scan(
+		&r.TenantID, &rid, &idText, &r.SettledAt, &state, &r.Unit, &r.ScopePath, &r.Estimate,
+		&r.Charged, &r.DebtIncurred, &r.CreatedAtMs, &r.ExpiresAtMs, &r.GraceMs, &r.ExtCount, &r.MaxExt,
+		&r.Policy, &r.IdemKey, &r.Subject, &r.Action, &r.Affected, &r.Budgeted, &r.Metadata,
+		&r.CommittedMetadata, &r.Replay)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Reservation{}, false, nil
+	}
+	if err != nil {
+		return Reservation{}, false, fmt.Errorf("archive: get reservation %s: %w", id, err)
+	}
+	r.ReservationID = decodeID(r.TenantID, rid, idText)
+	r.State = State(state)
+	r.SettledAt = r.SettledAt.UTC()
+	return r, true, nil
+}
+
+// encodeID keys a reservation id: the canonical r_<tenant>_<32 hex> by its
+// 128 random bits (whole: nil), any other id by its MD5, kept whole.
+func encodeID(tenant, id string) (key [16]byte, whole *string) {
+	prefix := "r_" + tenant + "_"
+	if rest, ok := strings.CutPrefix(id, prefix); ok && len(rest) == 32 && strings.ToLower(rest) == rest {
+		if _, err := hex.Decode(key[:], []byte(rest)); err == nil {
+			return key, nil
+		}
+	}
+	return md5.Sum([]byte(id)), &id
+}
+
+// decodeID is encodeID's inverse.
+func decodeID(tenant string, key [16]byte, whole *string) string {
+	if whole != nil {
+		return *whole
+	}
+	return "r_" + tenant + "_" + hex.EncodeToString(key[:])
+}
