@@ -58,8 +58,6 @@ func newRequestID(testing.TB) string {
 	return "req-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(reqSeq.Add(1), 10)
 }
 
-
-
 func start(t testing.TB, opts audit.Options) *env {
 	t.Helper()
 	return startOn(t, redistest.SharedClient(t), opts)
