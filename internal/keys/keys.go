@@ -9,11 +9,12 @@
 // keeps it in the same slot.
 //
 //	Key                              Type    Holds                                         TTL
-//	cy:{t:T}:tenant                  hash    tenant record (status, defaults)              none
+//	cy:{t:T}:tenant                  hash    tenant record (status, defaults, `pol`)       none
 //	cy:{t:T}:apikey:<key_id>         hash    API key (sha256 of secret, status, name)      none
 //	cy:{t:T}:apikeys                 zset    key ids (lex, score 0)                        none
 //	cy:{t:T}:b:<scope_path>:<UNIT>   hash    budget ledger (allocated, remaining, ...)     none
 //	cy:{t:T}:budgets                 zset    "<scope_path>|<UNIT>" (lex, score 0)          none
+//	cy:{t:T}:pol                     hash    scope policy id -> JSON (internal/policy)     none
 //	cy:{t:T}:r:<reservation_id>      hash    reservation record + replay snapshots         none while ACTIVE, 30 d once terminal
 //	cy:{t:T}:r:deadline              zset    ACTIVE reservation id -> expires_at + grace   none
 //	cy:{t:T}:r:quarantine            zset    quarantined ACTIVE id -> quarantined_at       none
@@ -125,6 +126,11 @@ func (t Tenant) Budget(scopePath, unit string) string { return t.key("b", scopeP
 
 // Budgets is the index of the tenant's budgets: members "<scope_path>|<UNIT>".
 func (t Tenant) Budgets() string { return t.key("budgets") }
+
+// Policies is the hash of the tenant's scope policies: field = policy id,
+// value = the policy as JSON (internal/policy). The runtime reads their
+// compiled copy in the tenant record instead (lua/lib/policy.lua).
+func (t Tenant) Policies() string { return t.key("pol") }
 
 // BudgetMember is the Budgets index member of (scopePath, unit).
 func BudgetMember(scopePath, unit string) string { return scopePath + "|" + unit }
