@@ -18,12 +18,14 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/api/auditapi"
 	"github.com/cyclesgo/cycles-go/internal/api/envoyrls"
 	"github.com/cyclesgo/cycles-go/internal/api/eventsapi"
+	"github.com/cyclesgo/cycles-go/internal/api/operatorapi"
 	"github.com/cyclesgo/cycles-go/internal/api/opsapi"
 	"github.com/cyclesgo/cycles-go/internal/api/policyapi"
 	"github.com/cyclesgo/cycles-go/internal/api/ratelimitapi"
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
 	"github.com/cyclesgo/cycles-go/internal/audit"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/bulk"
 	"github.com/cyclesgo/cycles-go/internal/config"
 	"github.com/cyclesgo/cycles-go/internal/events"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
@@ -128,6 +130,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 			ActionKinds: actionkindapi.New(kinds),
 			Policy:      policyapi.New(policy.New(exec, policy.Options{})),
 			Audit:       auditapi.New(aud),
+			Operator:    operatorapi.New(bulk.New(exec, adm, aud)),
 		},
 	}
 	if cfg.GuardPolicy != "" || len(cfg.GuardMethodPolicies) > 0 {
