@@ -29,7 +29,7 @@ type v026Case struct {
 	id string
 	// needsPolicies: the case needs v0.1.26 policies (allow/deny lists,
 	// quotas, counters), which this server version does not have yet.
-	needsPolicies bool
+	needsPolicies  bool
 	tenantObserves bool
 	kind           string
 	estimate       int64
