@@ -66,7 +66,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 	if err != nil {
 		return nil, fmt.Errorf("-custom-action-kinds: %w", err)
 	}
-	led := ledger.New(exec, ledger.Options{MeterProvider: mp, EventRetention: cfg.EventRetention, TenantLabel: cfg.MetricsTenantLabel})
+	led := ledger.New(exec, ledger.Options{MeterProvider: mp, EventRetention: cfg.EventRetention, TenantLabel: cfg.MetricsTenantLabel, Kinds: kinds})
 	adm := admin.New(exec, admin.Options{
 		MeterProvider:  mp,
 		EventRetention: cfg.EventRetention,
@@ -128,7 +128,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 			RateLimit:   ratelimitapi.New(lim),
 			Ops:         opsapi.New(sw, ops),
 			ActionKinds: actionkindapi.New(kinds),
-			Policy:      policyapi.New(policy.New(exec, policy.Options{})),
+			Policy:      policyapi.New(policy.New(exec, policy.Options{Kinds: kinds})),
 			Audit:       auditapi.New(aud),
 			Operator:    operatorapi.New(bulk.New(exec, adm, aud)),
 		},
