@@ -138,6 +138,7 @@ type Services struct {
 	Events    cyclesv1.EventServiceServer
 	RateLimit cyclesv1.RateLimitServiceServer
 	Ops       cyclesv1.OpsServiceServer
+	Auth      cyclesv1.AuthServiceServer
 	// Register adds anything else (e.g. Envoy's rate limit service).
 	Register func(*grpc.Server)
 }
@@ -218,6 +219,10 @@ func New(opts Options, svcs Services) *Server {
 	if svcs.Events != nil {
 		cyclesv1.RegisterEventServiceServer(g, svcs.Events)
 		s.names = append(s.names, cyclesv1.EventService_ServiceDesc.ServiceName)
+	}
+	if svcs.Auth != nil {
+		cyclesv1.RegisterAuthServiceServer(g, svcs.Auth)
+		s.names = append(s.names, cyclesv1.AuthService_ServiceDesc.ServiceName)
 	}
 	if svcs.RateLimit != nil {
 		cyclesv1.RegisterRateLimitServiceServer(g, svcs.RateLimit)
