@@ -21,7 +21,7 @@ help: ## Show this help (times: 2-core machine, warm module and build caches unl
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: deps
-deps: ## Install redis-server with apt when it is missing
+deps: ## Install redis-server and PostgreSQL (the archive tests start their own) with apt when missing
 	@if ! command -v redis-server >/dev/null 2>&1; then \
 	  echo "redis-server not found; installing it with apt"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo"; \
@@ -30,6 +30,14 @@ deps: ## Install redis-server with apt when it is missing
 	  else echo "please install redis-server (>= 7) and retry"; exit 1; fi; \
 	fi
 	@redis-server --version
+	@if [ -z "$$PG_BIN" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then \
+	  echo "PostgreSQL not found; installing it with apt"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo"; \
+	  if command -v apt-get >/dev/null 2>&1; then \
+	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; \
+	  else echo "please install PostgreSQL (>= 14; set PG_BIN to its bin directory) and retry"; exit 1; fi; \
+	fi
+	@ls -d $${PG_BIN:-/usr/lib/postgresql/*/bin} 2>/dev/null | tail -1 || command -v initdb
 
 .PHONY: tools
 tools: ## Install buf, protoc-gen-go, protoc-gen-go-grpc and grpcurl (pinned) with go install (first time: minutes, compiling them)

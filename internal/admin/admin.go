@@ -100,6 +100,9 @@ type counters struct {
 	authCacheHits   metric.Int64Counter
 	authCacheMisses metric.Int64Counter
 	authNegHits     metric.Int64Counter
+
+	invalidationsHeard   metric.Int64Counter
+	invalidationFailures metric.Int64Counter
 }
 
 // New builds the admin service on exec.
@@ -140,6 +143,10 @@ func New(exec *script.Executor, opts Options) *Service {
 			authCacheHits:   c("cycles.auth.cache_hits", "API-key verifications answered from the in-process cache"),
 			authCacheMisses: c("cycles.auth.cache_misses", "API-key verifications that read Redis"),
 			authNegHits:     c("cycles.auth.negative_cache_hits", "API-key refusals answered from the in-process negative cache"),
+			invalidationsHeard: c("cycles.auth.invalidations_received",
+				"API-key invalidations received from replicas (KeyInvalidations pub/sub)"),
+			invalidationFailures: c("cycles.auth.invalidation_failures",
+				"API-key invalidations that could not be published (other replicas fall back to the cache TTL)"),
 		},
 	}
 }

@@ -30,14 +30,18 @@ func (s *Service) CreateApiKey(ctx context.Context, req *cyclesv1.CreateApiKeyRe
 }
 
 // ImportApiKey registers a key whose secret was made elsewhere (dev mode's
-// fixed demo key, migrations). It must have the cyc_<tenant>_<id>_<secret>
-// form; only its hash is stored.
-func (s *Service) ImportApiKey(ctx context.Context, name, full string) (*cyclesv1.CreateApiKeyResponse, error) {
+// fixed demo key, migrations) with the given permissions (none: the default
+// set). It must have the cyc_<tenant>_<id>_<secret> form; only its hash is
+// stored.
+func (s *Service) ImportApiKey(ctx context.Context, name, full string, perms ...string) (*cyclesv1.CreateApiKeyResponse, error) {
 	parsed, ok := auth.ParseAPIKey(full)
 	if !ok {
 		return nil, apierr.Invalid("api_key", "is not a cyc_<tenant>_<16 hex>_<64 hex> key")
 	}
-	return s.storeAPIKey(ctx, &cyclesv1.CreateApiKeyRequest{TenantId: parsed.Tenant, Name: name}, full, parsed)
+	if i, err := permission.Check(perms); err != nil {
+		return nil, apierr.Invalid(fmt.Sprintf("permissions[%d]", i), "%v", err)
+	}
+	return s.storeAPIKey(ctx, &cyclesv1.CreateApiKeyRequest{TenantId: parsed.Tenant, Name: name, Permissions: perms}, full, parsed)
 }
 
 // storeAPIKey stores a key with req's attributes; no permissions means the
@@ -102,7 +106,10 @@ func (s *Service) RevokeApiKey(ctx context.Context, req *cyclesv1.RevokeApiKeyRe
 	// read the key before the script committed took its generation snapshot
 	// before this bump, so it cannot cache the key afterwards; dropping is
 	// always safe, and a revocation that may have committed must not linger.
-	s.keys.drop(tenant, keyID)
+	// InvalidateKey drops it here and tells the other replicas; if that
+	// publish fails they still forget the key within the cache TTL (counted,
+	// not an error of the revocation, which did commit).
+	_ = s.InvalidateKey(context.WithoutCancel(ctx), tenant, keyID)
 	if err != nil {
 		return nil, s.done(ctx, "RevokeApiKey", err)
 	}

@@ -24,8 +24,10 @@ import (
 // bumps gen. A verification snapshots gen before it reads Redis and stores
 // its result only if gen is unchanged, so a verification that read the key
 // as ACTIVE before the revoke cannot repopulate the cache after it (the race
-// of docs/limits.md). Other replicas keep accepting a revoked key until their
-// entry expires, i.e. for at most ttl (default 5 s). CreateApiKey bumps gen
+// of docs/limits.md). Other replicas hear of it on the KeyInvalidations
+// pub/sub channel (invalidate.go) and drop it within milliseconds; a replica
+// whose subscription broke drops its whole cache when it resubscribes, and
+// the ttl (default 5 s) stays the bound if a message is lost anyway. CreateApiKey bumps gen
 // and drops a negative entry for the new key, so a new key is usable at once
 // here; elsewhere a key presented before it existed can stay refused for up
 // to negTTL.
@@ -136,6 +138,21 @@ func (c *keyCache) drop(tenant, keyID string) {
 	defer c.mu.Unlock()
 	c.gen++
 	c.pos.remove(cacheID(tenant, keyID))
+}
+
+// dropAll forgets every positive entry and invalidates every verification
+// in flight: the replica may have missed invalidations (its subscription
+// was down), so nothing it verified before can be trusted.
+func (c *keyCache) dropAll() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	for c.pos.ll.Len() > 0 {
+		c.pos.remove(c.pos.ll.Back().Value.(*lruEntry[keyEntry]).key)
+	}
 }
 
 // created forgets a refusal of a key that now exists and invalidates

@@ -44,9 +44,16 @@ const (
 	TenantClosed           Code = "TENANT_CLOSED"
 	TenantSuspended        Code = "TENANT_SUSPENDED"
 	LimitExceeded          Code = "LIMIT_EXCEEDED"
-	InternalError          Code = "INTERNAL_ERROR"
-	Unavailable            Code = "UNAVAILABLE"
-	IdempotencyPending     Code = "IDEMPOTENCY_PENDING"
+	// v0.1.26 action governance (internal/actionkind; docs/protocol.md#v0126-action-governance):
+	// a live reserve refused by an action quota, or by a policy's allow or deny
+	// list of action kinds. Deterministic refusals like BUDGET_EXCEEDED: a
+	// quota frees up when its window turns, not by retrying.
+	ActionQuotaExceeded  Code = "ACTION_QUOTA_EXCEEDED"
+	ActionKindNotAllowed Code = "ACTION_KIND_NOT_ALLOWED"
+	ActionKindDenied     Code = "ACTION_KIND_DENIED"
+	InternalError        Code = "INTERNAL_ERROR"
+	Unavailable          Code = "UNAVAILABLE"
+	IdempotencyPending   Code = "IDEMPOTENCY_PENDING"
 	// SlowConsumer ends a watch whose client stopped reading (internal/events).
 	SlowConsumer Code = "SLOW_CONSUMER"
 

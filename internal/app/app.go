@@ -138,6 +138,12 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if arc, upkeep, err := openArchive(startCtx, cfg, log, exec); err != nil {
+		return err
+	} else if arc != nil {
+		defer arc.Close()
+		comp.workers = append(comp.workers, upkeep)
+	}
 	serverOpts := []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(
 		otelgrpc.WithTracerProvider(tel.Tracer), otelgrpc.WithMeterProvider(tel.Meter)))}
 	if cfg.TLSCert != "" {
@@ -183,7 +189,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		// The Cycles HTTP/JSON wire (docs/http-api.md): the same handlers
 		// through the same interceptor chain as gRPC.
 		hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: comp.services.Runtime,
-			Admin: comp.services.Admin, Events: comp.services.Events, TracerProvider: tel.Tracer, MeterProvider: tel.Meter}))
+			Admin: comp.services.Admin, Events: comp.services.Events, ActionKinds: comp.services.ActionKinds, TracerProvider: tel.Tracer, MeterProvider: tel.Meter}))
 		if cfg.TLSCert != "" {
 			tc, err := tlsconfig.Server(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
 			if err != nil {

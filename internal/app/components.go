@@ -11,7 +11,9 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/admin"
+	"github.com/cyclesgo/cycles-go/internal/api/actionkindapi"
 	"github.com/cyclesgo/cycles-go/internal/api/adminapi"
 	"github.com/cyclesgo/cycles-go/internal/api/authapi"
 	"github.com/cyclesgo/cycles-go/internal/api/envoyrls"
@@ -40,6 +42,7 @@ type components struct {
 	workers       []func(context.Context) error
 
 	admin   *admin.Service
+	kinds   *actionkind.Registry
 	ledger  *ledger.Ledger
 	sweeper *sweeper.Sweeper
 	feed    *events.Announcer
@@ -48,6 +51,14 @@ type components struct {
 // build wires the domain packages; event streams use streamExec (a separate
 // Redis pool, every call bounded by -request-timeout).
 func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, streamExec *script.Executor) (*components, error) {
+	custom, err := actionkind.ParseCustom(cfg.CustomActionKinds)
+	if err != nil {
+		return nil, fmt.Errorf("-custom-action-kinds: %w", err)
+	}
+	kinds, err := actionkind.New(custom)
+	if err != nil {
+		return nil, fmt.Errorf("-custom-action-kinds: %w", err)
+	}
 	led := ledger.New(exec, ledger.Options{MeterProvider: mp, EventRetention: cfg.EventRetention, TenantLabel: cfg.MetricsTenantLabel})
 	adm := admin.New(exec, admin.Options{
 		MeterProvider:  mp,
@@ -70,10 +81,14 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		Logger:         log.Named("sweeper"),
 	})
 	ev := events.New(streamExec, events.Options{
-		Retention:     cfg.EventRetention,
-		Heartbeat:     cfg.EventHeartbeat,
-		MeterProvider: mp,
-		Logger:        log.Named("events"),
+		Retention: cfg.EventRetention,
+		Heartbeat: cfg.EventHeartbeat,
+		// Replay pacing: one tenant's catch-up cannot take the CPU the
+		// other tenants' reserves need (internal/events pace.go).
+		StreamEventsPerSecond: float64(cfg.WatchStreamRate),
+		TenantEventsPerSecond: float64(cfg.WatchTenantRate),
+		MeterProvider:         mp,
+		Logger:                log.Named("events"),
 	})
 	ops := ledgerops.New(exec, ledgerops.Options{
 		AuditInterval:  cfg.AuditInterval,
@@ -92,16 +107,18 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		meterProvider: mp,
 		verifier:      adm,
 		admin:         adm,
+		kinds:         kinds,
 		ledger:        led,
 		sweeper:       sw,
 		feed:          ann,
 		services: server.Services{
-			Runtime:   runtimeapi.New(led),
-			Admin:     adminapi.New(adm),
-			Events:    eventsapi.New(ev),
-			RateLimit: ratelimitapi.New(lim),
-			Ops:       opsapi.New(sw, ops),
-			Auth:      authapi.New(),
+			Runtime:     runtimeapi.New(led),
+			Admin:       adminapi.New(adm),
+			Events:      eventsapi.New(ev),
+			RateLimit:   ratelimitapi.New(lim),
+			Ops:         opsapi.New(sw, ops),
+			ActionKinds: actionkindapi.New(kinds),
+			Auth:        authapi.New(),
 		},
 	}
 	if cfg.GuardPolicy != "" || len(cfg.GuardMethodPolicies) > 0 {
@@ -114,7 +131,9 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		}
 		c.services.Register = rls
 	}
-	c.workers = append(c.workers, ann.Run)
+	// Revocations and key changes on other replicas reach this one's
+	// verified-key cache through pub/sub (internal/admin invalidate.go).
+	c.workers = append(c.workers, ann.Run, adm.WatchKeyInvalidations)
 	if cfg.SweeperEnabled {
 		c.workers = append(c.workers, sw.Run)
 	}

@@ -77,24 +77,38 @@ type Config struct {
 	// EnvoyRLSConfig is a JSON file of Envoy descriptor rules; set, cyclesd
 	// also serves envoy.service.ratelimit.v3.RateLimitService.
 	EnvoyRLSConfig string
+	// CustomActionKinds declares the operator's custom.* action kinds as
+	// "custom.acme.erp.post=side_effect,..." (internal/actionkind.ParseCustom).
+	CustomActionKinds string
 
 	// Limits bound what any caller can make cyclesd hold (docs/limits.md).
-	MaxRecvMsgBytes          int
-	MaxRuntimeRecvBytes      int
-	MaxConcurrentStreams     int
-	MaxHeaderListBytes       int
-	MaxConnections           int
-	HTTPMaxConnections       int
-	HTTPMaxBodyBytes         int
-	HandshakeTimeout         time.Duration
-	MaxConnectionIdle        time.Duration
-	StreamsPerKey            int
-	StreamsTotal             int
+	MaxRecvMsgBytes      int
+	MaxRuntimeRecvBytes  int
+	MaxConcurrentStreams int
+	MaxHeaderListBytes   int
+	MaxConnections       int
+	HTTPMaxConnections   int
+	HTTPMaxBodyBytes     int
+	HandshakeTimeout     time.Duration
+	MaxConnectionIdle    time.Duration
+	StreamsPerKey        int
+	StreamsTotal         int
+	// WatchStreamRate and WatchTenantRate pace WatchEvents reads, in events/s
+	// per stream and per tenant (on one replica); negative: unlimited.
+	WatchStreamRate          int
+	WatchTenantRate          int
 	StreamRedisPoolSize      int
 	AuthFailBurst            int
 	AuthFailRate             float64
 	UnverifiedPerFailingPeer int
 	UnverifiedKeysPerPeer    int
+
+	// ArchiveDSN is the PostgreSQL archive (internal/archive); empty: none,
+	// and nothing about the ledger changes.
+	ArchiveDSN string
+	// ArchiveRetention is how long archived history is kept; whole day
+	// partitions past it are dropped.
+	ArchiveRetention time.Duration
 
 	// DevSeed seeds a demo tenant, key and budget (dev mode does it by default).
 	DevSeed bool
@@ -185,11 +199,14 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 	dur(&c.EventHeartbeat, "event-heartbeat", 15*time.Second, "heartbeat interval on idle WatchEvents streams")
 	str(&c.LogFormat, "log-format", "", "json or console (default: console in dev mode, else json)")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn, error (successful RPCs are logged at debug, refusals at info)")
+	str(&c.ArchiveDSN, "archive-dsn", "", "PostgreSQL archive, e.g. postgres://cycles@db:5432/cycles (schema migrated at start, day partitions kept; docs/archive.md); empty: no archive")
+	dur(&c.ArchiveRetention, "archive-retention", 400*24*time.Hour, "how long the archive keeps history: whole day partitions older than this are dropped")
 	boolean(&c.DevSeed, "dev-seed", true, "in dev mode, seed a demo tenant, API key and budget")
 	str(&c.GuardPolicy, "guard-policy", "", "rate-limit policy applied per API key to runtime RPCs (empty: off)")
 	var methodPolicies string
 	str(&methodPolicies, "guard-method-policies", "", "per-method guard policies: /pkg.Service/Method=policy,...")
 	str(&c.EnvoyRLSConfig, "envoy-rls-config", "", "JSON file of Envoy rate-limit descriptor rules (enables the Envoy RLS API)")
+	str(&c.CustomActionKinds, "custom-action-kinds", "", "declared custom.* action kinds: custom.<org>.<op>=<risk_class>,... (undeclared custom.* kinds are refused where policies govern kinds)")
 
 	integer(&c.MaxRecvMsgBytes, "max-recv-msg-bytes", 1<<20, "largest gRPC request message of any method (read whole before any check)")
 	integer(&c.MaxRuntimeRecvBytes, "max-runtime-recv-bytes", 64<<10, "largest RuntimeService request")
@@ -202,6 +219,8 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 	dur(&c.MaxConnectionIdle, "max-connection-idle", 5*time.Minute, "close a gRPC connection that carried no RPC for this long")
 	integer(&c.StreamsPerKey, "streams-per-key", 32, "concurrent WatchEvents streams per API key (the admin key counts as one)")
 	integer(&c.StreamsTotal, "streams-total", 2048, "concurrent WatchEvents streams in all")
+	integer(&c.WatchStreamRate, "watch-stream-rate", 2000, "events/s one WatchEvents stream may read (replay pacing; negative: unlimited)")
+	integer(&c.WatchTenantRate, "watch-tenant-rate", 4000, "events/s all of a tenant's WatchEvents streams on this replica may read together (negative: unlimited)")
 	integer(&c.StreamRedisPoolSize, "stream-redis-pool-size", 16, "Redis connections per node for stream work (a pool apart from unary RPCs)")
 	integer(&c.AuthFailBurst, "auth-fail-burst", 20, "failed authentications a peer (IPv4 address or IPv6 /64) may make before it is throttled; 0: off (behind an L7 proxy)")
 	fs.Float64Var(&c.AuthFailRate, "auth-fail-rate", 2, "failed authentications per second forgiven per peer")
@@ -297,6 +316,9 @@ func (c *Config) validate() error {
 	}
 	if c.AuthFailRate <= 0 || c.HandshakeTimeout <= 0 || c.MaxConnectionIdle <= 0 {
 		return fmt.Errorf("auth-fail-rate, handshake-timeout and max-connection-idle must be positive")
+	}
+	if c.ArchiveRetention < 48*time.Hour {
+		return fmt.Errorf("archive-retention must be at least 48h (whole days are dropped)")
 	}
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		return fmt.Errorf("log-format must be json or console")

@@ -66,9 +66,16 @@ type Options struct {
 	SendStall time.Duration
 	// FeedBlock is the BLOCK period of the process's one waiter on the
 	// all-tenant feed (an idle feed costs one XREAD per period); default 2 s.
-	FeedBlock     time.Duration
-	MeterProvider metric.MeterProvider
-	Logger        *zap.Logger
+	FeedBlock time.Duration
+	// StreamEventsPerSecond paces the reads of one WatchEvents stream (0 =
+	// DefaultStreamEventsPerSecond; negative = unlimited). See pace.go.
+	StreamEventsPerSecond float64
+	// TenantEventsPerSecond paces the reads of all of a tenant's
+	// WatchEvents streams on this replica together (0 =
+	// DefaultTenantEventsPerSecond; negative = unlimited).
+	TenantEventsPerSecond float64
+	MeterProvider         metric.MeterProvider
+	Logger                *zap.Logger
 }
 
 // Service serves the per-tenant event logs.
@@ -78,11 +85,13 @@ type Service struct {
 	log      *zap.Logger
 	tails    *tails
 	feedTail *feedTail
+	pace     *pacer
 
 	delivered     metric.Int64Counter
 	heartbeats    metric.Int64Counter
 	active        metric.Int64UpDownCounter
 	cursorExpired metric.Int64Counter
+	paced         metric.Int64Counter
 }
 
 // New builds the service.
@@ -111,6 +120,12 @@ func New(exec *script.Executor, opts Options) *Service {
 	if opts.FeedBlock <= 0 {
 		opts.FeedBlock = DefaultFeedBlock
 	}
+	if opts.StreamEventsPerSecond == 0 {
+		opts.StreamEventsPerSecond = DefaultStreamEventsPerSecond
+	}
+	if opts.TenantEventsPerSecond == 0 {
+		opts.TenantEventsPerSecond = DefaultTenantEventsPerSecond
+	}
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -129,6 +144,8 @@ func New(exec *script.Executor, opts Options) *Service {
 		active:        active,
 		cursorExpired: telemetry.MustCounter(m, "cycles.events.cursor_expired", "Reads refused because retention may have trimmed events after the cursor"),
 	}
+	s.paced = telemetry.MustCounter(m, "cycles.events.paced", "Watch reads held back by the per-stream or per-tenant replay rate")
+	s.pace = newPacer(opts.StreamEventsPerSecond, opts.TenantEventsPerSecond, opts.ReadBatch, time.Now)
 	s.tails = newTails(s.r, opts.PollInterval, log)
 	s.feedTail = newFeedTail(exec, opts.FeedBlock, log)
 	return s
@@ -270,6 +287,8 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 	defer s.tails.release(f.tenant, t)
 	out := s.newSender(ctx, send) // bounded buffer; cuts off a client that stops reading
 	defer out.close()
+	sp := s.pace.open(f.tenant) // replay budget of this stream and its tenant
+	defer sp.close()
 
 	watchAttr := metric.WithAttributes(attribute.String("rpc", "watch"))
 	hb := time.NewTimer(s.opts.Heartbeat)
@@ -279,6 +298,15 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 		from := pos.ID.Next().String()
 		if fromStart {
 			from = "-"
+		}
+		if d := sp.charge(s.opts.ReadBatch); d > 0 {
+			// Over the stream's or the tenant's replay rate: wait until
+			// it is paid back before reading more (pace.go), so a catch-up
+			// cannot take the CPU (here and in Redis) other tenants need.
+			s.paced.Add(ctx, 1)
+			if !wait(ctx, d) {
+				return nil
+			}
 		}
 		w, err := s.r.read(ctx, f.tenant, from, "+", s.opts.ReadBatch)
 		if err != nil {
@@ -293,6 +321,9 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 			return s.expiredErr(ctx, "watch")
 		}
 		fromStart = false
+		// The read was paid for a full batch; what it did not return is
+		// given back (an idle live stream pays nothing).
+		sp.refund(s.opts.ReadBatch - len(w.Entries))
 		for _, e := range w.Entries {
 			id, err := ParseID(e.ID)
 			if err != nil {

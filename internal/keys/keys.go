@@ -43,6 +43,10 @@ const (
 	Tenants = Prefix + "tenants"
 	// RateLimitPolicies is the global rate-limit policy table.
 	RateLimitPolicies = Prefix + "rl:policies"
+	// KeyInvalidations is the pub/sub channel on which a replica that revokes
+	// or changes an API key tells every replica to drop it from its
+	// verified-key cache (payload "<tenant>/<key id>"; internal/admin).
+	KeyInvalidations = Prefix + "ch:key-invalidations"
 	// SweeperControl is the sweeper pause flag shared by every replica.
 	SweeperControl = Prefix + "ops:sweeper"
 	// Feed is the all-tenant event feed: a stream of "tenant t's events in

@@ -57,7 +57,7 @@ func keepUnknown(dst, src proto.Message) {
 func reserveHash(tenant string, req *cyclesv1.CreateReservationRequest) (string, error) {
 	c := &cyclesv1.CreateReservationRequest{IdempotencyKey: req.IdempotencyKey, Subject: withTenant(req.Subject, tenant),
 		Action: req.Action, Estimate: req.Estimate, TtlMs: req.TtlMs, GracePeriodMs: req.GracePeriodMs,
-		OveragePolicy: req.OveragePolicy, DryRun: req.DryRun, Metadata: req.Metadata}
+		OveragePolicy: req.OveragePolicy, DryRun: req.DryRun, Metadata: req.Metadata, ObserveMode: req.ObserveMode}
 	keepUnknown(c, req)
 	if c.GracePeriodMs == nil {
 		g := int64(DefaultGraceMs)

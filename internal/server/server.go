@@ -138,7 +138,10 @@ type Services struct {
 	Events    cyclesv1.EventServiceServer
 	RateLimit cyclesv1.RateLimitServiceServer
 	Ops       cyclesv1.OpsServiceServer
-	Auth      cyclesv1.AuthServiceServer
+	// ActionKinds is the public action-kind registry (no key).
+	// Auth answers who the calling credential is.
+	Auth cyclesv1.AuthServiceServer
+	ActionKinds cyclesv1.ActionKindServiceServer
 	// Register adds anything else (e.g. Envoy's rate limit service).
 	Register func(*grpc.Server)
 }
@@ -231,6 +234,10 @@ func New(opts Options, svcs Services) *Server {
 	if svcs.Ops != nil {
 		cyclesv1.RegisterOpsServiceServer(g, svcs.Ops)
 		s.names = append(s.names, cyclesv1.OpsService_ServiceDesc.ServiceName)
+	}
+	if svcs.ActionKinds != nil {
+		cyclesv1.RegisterActionKindServiceServer(g, svcs.ActionKinds)
+		s.names = append(s.names, cyclesv1.ActionKindService_ServiceDesc.ServiceName)
 	}
 	if svcs.Register != nil {
 		svcs.Register(g)

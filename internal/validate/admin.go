@@ -155,6 +155,9 @@ func init() {
 		default:
 			return invalid("status", "must be ACTIVE or SUSPENDED")
 		}
+		if err := ObserveMode("observe_mode", r.GetObserveMode()); err != nil {
+			return err
+		}
 		return StringMap("metadata", r.GetMetadata())
 	})
 	register(func(r *cyclesv1.CloseTenantRequest) error {

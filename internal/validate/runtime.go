@@ -23,6 +23,9 @@ func init() {
 		if err := Policy("overage_policy", r.GetOveragePolicy()); err != nil {
 			return err
 		}
+		if err := ObserveMode("observe_mode", r.GetObserveMode()); err != nil {
+			return err
+		}
 		return Metadata("metadata", r.GetMetadata())
 	})
 	register(func(r *cyclesv1.CommitReservationRequest) error {

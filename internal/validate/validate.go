@@ -274,7 +274,55 @@ func Action(field string, a *cyclesv1.Action) error {
 			return err
 		}
 	}
+	return PolicyKeys(field+".policy_keys", a.GetPolicyKeys())
+}
+
+// PolicyKeys: the optional v0.1.26 routing dimensions of an Action, each
+// bounded as the protocol's ActionPolicyKeys says (absent is fine).
+func PolicyKeys(field string, k *cyclesv1.ActionPolicyKeys) error {
+	if k == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    string
+		max  int
+	}{
+		{"host", k.GetHost(), 253}, {"recipient_domain", k.GetRecipientDomain(), 253},
+		{"resource_type", k.GetResourceType(), 128}, {"path_prefix", k.GetPathPrefix(), 512},
+	} {
+		if f.v != "" {
+			if err := Text(field+"."+f.name, f.v, f.max); err != nil {
+				return err
+			}
+		}
+	}
+	if len(k.GetCustom()) > 8 {
+		return invalid(field+".custom", "at most 8 entries")
+	}
+	for name, v := range k.GetCustom() {
+		if name == "" || !textOK(name, 64) {
+			return invalid(field+".custom", "keys must be 1..64 characters")
+		}
+		if err := Text(field+".custom."+name, v, 256); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// ObserveMode: UNSPECIFIED (absent) or one of DISABLED, OBSERVE, ENFORCE.
+func ObserveMode(field string, m cyclesv1.ObserveMode) error {
+	switch m {
+	case cyclesv1.ObserveMode_OBSERVE_MODE_UNSPECIFIED, cyclesv1.ObserveMode_OBSERVE_MODE_DISABLED,
+		cyclesv1.ObserveMode_OBSERVE_MODE_ENFORCE:
+		return nil
+	case cyclesv1.ObserveMode_OBSERVE_MODE_OBSERVE:
+		// Refused until the reserve script evaluates it: accepting it and
+		// enforcing anyway would be worse than saying no.
+		return invalid(field, "OBSERVE is not served by this version yet")
+	}
+	return invalid(field, "must be DISABLED, OBSERVE or ENFORCE")
 }
 
 // Metadata: optional Struct of at most MaxMetadataBytes.

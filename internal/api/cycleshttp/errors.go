@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
 
@@ -40,6 +41,8 @@ var runtimeCodes = map[apierr.Code]bool{
 	apierr.ReservationFinalized: true, apierr.IdempotencyMismatch: true, apierr.UnitMismatch: true,
 	apierr.OverdraftLimitExceeded: true, apierr.DebtOutstanding: true, apierr.MaxExtensionsExceeded: true,
 	apierr.LimitExceeded: true, apierr.TenantClosed: true, apierr.InternalError: true,
+	// v0.1.26 protocol extensions add three codes to the enum.
+	apierr.ActionQuotaExceeded: true, apierr.ActionKindNotAllowed: true, apierr.ActionKindDenied: true,
 }
 
 // httpStatus is the HTTP status of a protocol code (PROTOCOL semantics,
@@ -124,6 +127,11 @@ func errorOf(err error, p plane, requestID, traceID string) (int, *errorOut, map
 			}
 		case k == "expected_units":
 			details[k] = strings.Split(v, ",")
+		case k == actionkind.MetadataKey:
+			// The DenyDetail JSON of a refusal becomes details.deny_detail.
+			if d, perr := actionkind.ParseDenyDetail(v); perr == nil && d != nil {
+				details[k] = actionkind.WireDenyDetail(d)
+			}
 		case numericDetails[k]:
 			if _, perr := strconv.ParseInt(v, 10, 64); perr == nil {
 				details[k] = json.Number(v)

@@ -1,8 +1,11 @@
 package cycleshttp
 
 import (
+	"encoding/json"
 	"net/http"
 	"testing"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
@@ -35,5 +38,30 @@ func TestStoreTroubleIsServiceUnavailable(t *testing.T) {
 				t.Fatalf("details.reason %q, want %q", got, tc.reason)
 			}
 		})
+	}
+}
+
+// A refusal's DenyDetail (ErrorInfo metadata, JSON) becomes details.deny_detail
+// as an object with integer amounts, and the v0.1.26 codes are 409s on the
+// runtime plane under their own names.
+func TestDenyDetailInErrorBody(t *testing.T) {
+	for _, code := range []apierr.Code{apierr.ActionQuotaExceeded, apierr.ActionKindNotAllowed, apierr.ActionKindDenied, apierr.BudgetExceeded} {
+		e := apierr.New(code, "refused").With("deny_detail",
+			`{"reason_code":"`+string(code)+`","blocked_by_scope":"tenant:a","budget_remaining":"-5"}`)
+		status, body, _ := errorOf(e.Status("rid", "").Err(), runtimePlane, "rid", "")
+		if status != http.StatusConflict || body.Error != string(code) {
+			t.Fatalf("%s: status %d error %q", code, status, body.Error)
+		}
+		if code.GRPCCode() != codes.FailedPrecondition {
+			t.Fatalf("%s: gRPC %v", code, code.GRPCCode())
+		}
+		raw, err := json.Marshal(body.Details["deny_detail"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `{"reason_code":"` + string(code) + `","blocked_by_scope":"tenant:a","budget_remaining":-5}`
+		if string(raw) != want {
+			t.Fatalf("%s: deny_detail %s, want %s", code, raw, want)
+		}
 	}
 }

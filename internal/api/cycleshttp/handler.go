@@ -13,6 +13,7 @@
 package cycleshttp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,6 +51,8 @@ type Options struct {
 	// Admin and Events are optional (nil: their routes answer 404).
 	Admin  cyclesv1.AdminServiceServer
 	Events cyclesv1.EventServiceServer
+	// ActionKinds is the public action-kind registry (nil: its routes answer 404).
+	ActionKinds cyclesv1.ActionKindServiceServer
 	// MaxBodyBytes bounds request bodies (0: DefaultMaxBodyBytes).
 	MaxBodyBytes   int64
 	TracerProvider trace.TracerProvider
@@ -62,6 +65,7 @@ type API struct {
 	rt      cyclesv1.RuntimeServiceServer
 	adm     cyclesv1.AdminServiceServer
 	ev      cyclesv1.EventServiceServer
+	kinds   cyclesv1.ActionKindServiceServer
 	maxBody int64
 	mux     *http.ServeMux
 	handler http.Handler
@@ -69,7 +73,7 @@ type API struct {
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
-	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
+	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
 	if a.maxBody <= 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -115,7 +119,11 @@ func (a *API) preAuth(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r) // an unserved path is a 404 for anyone
 			return
 		}
-		ctx, err := pa.PreAuth(r.Context(), preAuthMethod, metadataOf(r), r.RemoteAddr)
+		method := preAuthMethod
+		if strings.HasPrefix(r.URL.Path, actionKindsPrefix) {
+			method = cyclesv1.ActionKindService_ListActionKinds_FullMethodName // public, like the chain's rule
+		}
+		ctx, err := pa.PreAuth(r.Context(), method, metadataOf(r), r.RemoteAddr)
 		if err != nil {
 			p := runtimePlane
 			if strings.HasPrefix(r.URL.Path, "/v1/admin/") {
@@ -159,6 +167,7 @@ func (a *API) routes() {
 	a.mux.HandleFunc("GET /v1/balances", a.getBalances)
 	a.adminRoutes()
 	a.eventRoutes()
+	a.actionKindRoutes()
 	a.mux.HandleFunc("GET /v1/auth/introspect", a.introspect)
 	a.mux.HandleFunc("/v1/", a.notFound)
 }
@@ -272,9 +281,14 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // decodeJSON reads one JSON object into dst: unknown keys, wrong types,
 // fractions or out-of-range integers, trailing data and oversize bodies are
-// INVALID_REQUEST naming the field.
+// INVALID_REQUEST naming the field; so are member names that match a field
+// only case-insensitively and duplicate members (strictKeys).
 func (a *API) decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, a.maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
+	if err != nil {
+		return jsonError(err, a.maxBody)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(dst); err != nil {
@@ -286,7 +300,7 @@ func (a *API) decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error 
 		}
 		return apierr.Invalid("body", "has data after the JSON object")
 	}
-	return nil
+	return strictKeys(body, dst)
 }
 
 func jsonError(err error, limit int64) error {

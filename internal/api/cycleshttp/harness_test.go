@@ -15,6 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/actionkind"
+	"github.com/cyclesgo/cycles-go/internal/api/actionkindapi"
 	"github.com/cyclesgo/cycles-go/internal/api/cycleshttp"
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
@@ -31,6 +33,8 @@ type env struct {
 	c    redis.UniversalClient
 	base string
 	grpc cyclesv1.RuntimeServiceClient
+	// kinds is the public ActionKindService over gRPC.
+	kinds cyclesv1.ActionKindServiceClient
 	// rec, when set, records every exchange (the contract test validates them).
 	rec *[]exchange
 }
@@ -54,9 +58,14 @@ func start(t *testing.T, c redis.UniversalClient, opts ...grpctest.Option) *env 
 	for _, f := range opts {
 		f(&o)
 	}
-	srv := server.New(o, server.Services{Runtime: rt})
+	reg, err := actionkind.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := actionkindapi.New(reg)
+	srv := server.New(o, server.Services{Runtime: rt, ActionKinds: kinds})
 	hs := srv.NewHTTP(server.HTTPOptions{})
-	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: rt, MaxBodyBytes: 64 << 10}))
+	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: rt, ActionKinds: kinds, MaxBodyBytes: 64 << 10}))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +77,8 @@ func start(t *testing.T, c redis.UniversalClient, opts ...grpctest.Option) *env 
 		hs.Shutdown(ctx)
 	})
 	conn := grpctest.Serve(t, srv.GRPC)
-	return &env{t: t, c: c, base: "http://" + lis.Addr().String(), grpc: cyclesv1.NewRuntimeServiceClient(conn)}
+	return &env{t: t, c: c, base: "http://" + lis.Addr().String(), grpc: cyclesv1.NewRuntimeServiceClient(conn),
+		kinds: cyclesv1.NewActionKindServiceClient(conn)}
 }
 
 // reply is one HTTP answer.

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
 
@@ -33,9 +34,19 @@ type subjectIn struct {
 }
 
 type actionIn struct {
-	Kind string   `json:"kind"`
-	Name string   `json:"name"`
-	Tags []string `json:"tags"`
+	Kind       string        `json:"kind"`
+	Name       string        `json:"name"`
+	Tags       []string      `json:"tags"`
+	PolicyKeys *policyKeysIn `json:"policy_keys"`
+}
+
+// policyKeysIn is the v0.1.26 ActionPolicyKeys.
+type policyKeysIn struct {
+	Host            string            `json:"host"`
+	RecipientDomain string            `json:"recipient_domain"`
+	ResourceType    string            `json:"resource_type"`
+	PathPrefix      string            `json:"path_prefix"`
+	Custom          map[string]string `json:"custom"`
 }
 
 type metricsIn struct {
@@ -56,6 +67,8 @@ type reserveIn struct {
 	OveragePolicy  *string        `json:"overage_policy"`
 	DryRun         *bool          `json:"dry_run"`
 	Metadata       map[string]any `json:"metadata"`
+	// ObserveMode is the v0.1.26 per-request override (DISABLED, OBSERVE, ENFORCE).
+	ObserveMode *string `json:"observe_mode"`
 }
 
 type decideIn struct {
@@ -148,7 +161,12 @@ func (a *actionIn) proto() *cyclesv1.Action {
 	if a == nil {
 		return nil
 	}
-	return &cyclesv1.Action{Kind: a.Kind, Name: a.Name, Tags: a.Tags}
+	out := &cyclesv1.Action{Kind: a.Kind, Name: a.Name, Tags: a.Tags}
+	if k := a.PolicyKeys; k != nil {
+		out.PolicyKeys = &cyclesv1.ActionPolicyKeys{Host: k.Host, RecipientDomain: k.RecipientDomain,
+			ResourceType: k.ResourceType, PathPrefix: k.PathPrefix, Custom: k.Custom}
+	}
+	return out
 }
 
 func (m *metricsIn) proto(field string) (*cyclesv1.StandardMetrics, error) {
@@ -239,9 +257,17 @@ func (r *reserveIn) proto() (*cyclesv1.CreateReservationRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	var observe cyclesv1.ObserveMode
+	if r.ObserveMode != nil {
+		m, ok := actionkind.ParseObserveMode(*r.ObserveMode)
+		if !ok {
+			return nil, apierr.Invalid("observe_mode", "must be DISABLED, OBSERVE or ENFORCE")
+		}
+		observe = m
+	}
 	return &cyclesv1.CreateReservationRequest{IdempotencyKey: r.IdempotencyKey, Subject: subj, Action: r.Action.proto(),
 		Estimate: est, TtlMs: r.TTLMs, GracePeriodMs: r.GracePeriodMs, OveragePolicy: pol,
-		DryRun: r.DryRun != nil && *r.DryRun, Metadata: meta}, nil
+		DryRun: r.DryRun != nil && *r.DryRun, Metadata: meta, ObserveMode: observe}, nil
 }
 
 func (r *decideIn) proto() (*cyclesv1.DecideRequest, error) {

@@ -1,0 +1,77 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cyclesgo/cycles-go/internal/archive"
+	"github.com/cyclesgo/cycles-go/internal/config"
+	"github.com/cyclesgo/cycles-go/internal/script"
+	"github.com/cyclesgo/cycles-go/test/pgtest"
+	"github.com/cyclesgo/cycles-go/test/redistest"
+)
+
+// TestOpenArchive: without a DSN nothing is opened; with one the schema is
+// migrated and today's partitions exist before cyclesd serves; an
+// unreachable or malformed DSN fails the start.
+func TestOpenArchive(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ex, err := script.New(redistest.Embedded(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadPort, err := pgtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		dsn     string
+		wantErr string
+	}{
+		{"off", "", ""},
+		{"on", pgtest.SharedDatabase(t), ""},
+		{"unreachable", fmt.Sprintf("postgres://cycles@127.0.0.1:%d/x?sslmode=disable&connect_timeout=2", deadPort), "-archive-dsn"},
+		{"malformed", "postgres://%zz", "-archive-dsn"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &config.Config{ArchiveDSN: tc.dsn, ArchiveRetention: 400 * 24 * time.Hour}
+			st, worker, err := openArchive(ctx, cfg, zap.NewNop(), ex)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one mentioning %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.dsn == "" {
+				if st != nil || worker != nil {
+					t.Fatal("an archive was opened without a DSN")
+				}
+				return
+			}
+			defer st.Close()
+			if v, err := st.SchemaVersion(ctx); err != nil || v != archive.LatestVersion() {
+				t.Fatalf("schema version %d %v", v, err)
+			}
+			parts, err := st.DayPartitions(ctx)
+			if err != nil || len(parts) == 0 {
+				t.Fatalf("no day partitions after start: %v %v", parts, err)
+			}
+			wctx, wcancel := context.WithCancel(ctx)
+			wcancel()
+			if err := worker(wctx); err != nil {
+				t.Fatalf("upkeep worker: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,47 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestArchiveSettings: the archive is off unless a DSN is given (flag or
+// environment), the retention defaults to 400 days and refuses less than
+// two days.
+func TestArchiveSettings(t *testing.T) {
+	cases := []struct {
+		name          string
+		args          []string
+		env           map[string]string
+		wantDSN       string
+		wantRetention time.Duration
+		wantErr       string
+	}{
+		{name: "off by default", wantRetention: 400 * 24 * time.Hour},
+		{name: "flag", args: []string{"-archive-dsn", "postgres://a@h/db"}, wantDSN: "postgres://a@h/db", wantRetention: 400 * 24 * time.Hour},
+		{name: "environment", env: map[string]string{"CYCLESD_ARCHIVE_DSN": "postgres://e@h/db", "CYCLESD_ARCHIVE_RETENTION": "720h"},
+			wantDSN: "postgres://e@h/db", wantRetention: 720 * time.Hour},
+		{name: "flag wins", args: []string{"-archive-dsn", "postgres://f@h/db"}, env: map[string]string{"CYCLESD_ARCHIVE_DSN": "postgres://e@h/db"},
+			wantDSN: "postgres://f@h/db", wantRetention: 400 * 24 * time.Hour},
+		{name: "retention under two days", args: []string{"-archive-retention", "47h"}, wantErr: "archive-retention"},
+		{name: "negative retention", args: []string{"-archive-retention", "-1h"}, wantErr: "archive-retention"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(tc.args, func(k string) string { return tc.env[k] })
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one mentioning %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.ArchiveDSN != tc.wantDSN || c.ArchiveRetention != tc.wantRetention {
+				t.Fatalf("dsn %q retention %v, want %q %v", c.ArchiveDSN, c.ArchiveRetention, tc.wantDSN, tc.wantRetention)
+			}
+		})
+	}
+}
