@@ -140,7 +140,7 @@ type Services struct {
 	Ops       cyclesv1.OpsServiceServer
 	// ActionKinds is the public action-kind registry (no key).
 	// Auth answers who the calling credential is.
-	Auth cyclesv1.AuthServiceServer
+	Auth        cyclesv1.AuthServiceServer
 	ActionKinds cyclesv1.ActionKindServiceServer
 	// Register adds anything else (e.g. Envoy's rate limit service).
 	Register func(*grpc.Server)
