@@ -251,8 +251,12 @@ func (b *runner) setup(ctx context.Context) (cleanup func(), err error) {
 		// The sweeper runs once at start and then only when triggered, so
 		// the backlog phase times one complete drain (TriggerSweep) instead
 		// of racing the periodic sweep.
+		// The per-key guard (on by default, 1,000 calls/s per key) would
+		// cap the load a handful of bench keys can offer: the bench
+		// measures the ledger, so it turns the guard off; -server-args
+		// "-guard-policy=..." measures with one (a later flag wins).
 		args := append([]string{"-listen", cfg.cyclesdAddr, "-http-listen=" + httpListen, "-redis-addrs", cfg.redisAddr, "-admin-key", cfg.adminKey,
-			"-log-format", "json", "-sweeper-interval", "1h"}, cfg.serverArgs...)
+			"-log-format", "json", "-sweeper-interval", "1h", "-guard-policy="}, cfg.serverArgs...)
 		var p *proc
 		if cfg.profileCell != "" {
 			pport, err := freePort()

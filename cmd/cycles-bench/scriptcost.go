@@ -19,6 +19,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/admin"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
+	"github.com/cyclesgo/cycles-go/internal/policy"
 	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
@@ -35,7 +36,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("scriptcost", flag.ContinueOnError)
 	n := fs.Int("n", 400, "calls per measured operation")
 	useValgrind := fs.Bool("valgrind", true, "run redis-server under callgrind and count instructions")
-	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure")
+	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure (also: reserve-pol10, a reserve on a tenant with 10 scope policies)")
 	functions := fs.Bool("functions", true, "call the scripts as Redis 7 Functions (FUNCTION LOAD, FCALL), as cyclesd does on Redis 7; false: EVALSHA, as on Redis 6 and the embedded store")
 	keep := fs.String("keep", "", "keep the callgrind dumps (cg.out.N, one per op in order) in this directory for callgrind_annotate")
 	if err := fs.Parse(args); err != nil {
@@ -72,31 +73,39 @@ func scriptcostMain(ctx context.Context, args []string) error {
 	}
 	tenant := "cost"
 	adm := admin.New(exec, admin.Options{KeyCacheTTL: -1, KeyNegativeCacheTTL: -1})
-	if _, err := adm.CreateTenant(ctx, &cyclesv1.CreateTenantRequest{TenantId: tenant, Name: "cost"}); err != nil {
-		return fmt.Errorf("create tenant: %w", err)
-	}
-	for _, p := range []string{"tenant:cost", "tenant:cost/workspace:bench", "tenant:cost/workspace:bench/agent:shared"} {
-		if _, err := adm.CreateBudget(ctx, &cyclesv1.CreateBudgetRequest{TenantId: tenant, ScopePath: p,
-			Unit: cyclesv1.Unit_UNIT_TOKENS, Allocated: 1_000_000_000_000}); err != nil {
-			return fmt.Errorf("create budget %s: %w", p, err)
-		}
-	}
 	l := ledger.New(exec, ledger.Options{})
 	lctx := auth.WithPrincipal(ctx, auth.Principal{Tenant: tenant, KeyID: "0000000000000001"})
-	subj := &cyclesv1.Subject{Tenant: tenant, Workspace: "bench", Agent: "shared"}
 	act := &cyclesv1.Action{Kind: "llm.completion", Name: "bench-model"}
 	seq := 0
-	reserve := func() (string, error) {
+	// setup makes a tenant with the three budgets of a reserve; reserveAs
+	// reserves on one.
+	setup := func(tenant string) error {
+		if _, err := adm.CreateTenant(ctx, &cyclesv1.CreateTenantRequest{TenantId: tenant, Name: "cost"}); err != nil {
+			return fmt.Errorf("create tenant: %w", err)
+		}
+		for _, p := range []string{"", "/workspace:bench", "/workspace:bench/agent:shared"} {
+			if _, err := adm.CreateBudget(ctx, &cyclesv1.CreateBudgetRequest{TenantId: tenant, ScopePath: "tenant:" + tenant + p,
+				Unit: cyclesv1.Unit_UNIT_TOKENS, Allocated: 1_000_000_000_000}); err != nil {
+				return fmt.Errorf("create budget %s: %w", p, err)
+			}
+		}
+		return nil
+	}
+	reserveAs := func(tenant string) (string, error) {
 		seq++
 		r, err := l.Reserve(lctx, tenant, &cyclesv1.CreateReservationRequest{
-			IdempotencyKey: "k" + strconv.Itoa(seq), Subject: subj, Action: act,
-			Estimate: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: estimate}, TtlMs: ptr(int64(ttlMs)),
+			IdempotencyKey: "k" + strconv.Itoa(seq), Subject: &cyclesv1.Subject{Tenant: tenant, Workspace: "bench", Agent: "shared"},
+			Action: act, Estimate: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: estimate}, TtlMs: ptr(int64(ttlMs)),
 		})
 		if err != nil {
 			return "", err
 		}
 		return r.GetReservationId(), nil
 	}
+	if err := setup(tenant); err != nil {
+		return err
+	}
+	reserve := func() (string, error) { return reserveAs(tenant) }
 	meter := &costMeter{pid: rs.pid(), valgrind: *useValgrind, client: client, dir: dir}
 	how := "EVALSHA"
 	if *functions {
@@ -110,6 +119,16 @@ func scriptcostMain(ctx context.Context, args []string) error {
 		switch op {
 		case "reserve":
 			call = func(int) error { _, err := reserve(); return err }
+		case "reserve-pol10":
+			// A tenant of its own with 10 ACTIVE policies: 5 match the
+			// reserve's scope (caps, TTL, overage), 5 name other workspaces.
+			if err := setup("costpol"); err != nil {
+				return err
+			}
+			if err := benchPolicies(ctx, policy.New(exec, policy.Options{}), "costpol", 10); err != nil {
+				return err
+			}
+			call = func(int) error { _, err := reserveAs("costpol"); return err }
 		case "commit", "release":
 			for i := 0; i < *n; i++ {
 				id, err := reserve()
@@ -236,4 +255,22 @@ func callgrindTotal(path string) (int64, error) {
 		return 0, err
 	}
 	return 0, fmt.Errorf("%s: no instruction total", path)
+}
+
+// benchPolicies gives tenant n ACTIVE scope policies, half of them matching
+// the bench reserve's scope (tenant/workspace:bench/agent:shared).
+func benchPolicies(ctx context.Context, svc *policy.Service, tenant string, n int) error {
+	for i := 0; i < n; i++ {
+		req := &cyclesv1.CreateScopePolicyRequest{TenantId: tenant, Name: "bench-" + strconv.Itoa(i), Priority: int32(i),
+			ScopePattern: "tenant:" + tenant + "/workspace:other" + strconv.Itoa(i) + "/*"}
+		if i%2 == 0 {
+			req.ScopePattern = []string{"agent:shared", "tenant:" + tenant + "/*", "*/agent:*", "workspace:bench/*", "*"}[i/2%5]
+			req.Caps = &cyclesv1.Caps{MaxTokens: ptr(int64(1000 + i))}
+			req.ReservationTtlOverride = &cyclesv1.ReservationTtlOverride{MaxTtlMs: ptr(int64(3_600_000))}
+		}
+		if _, err := svc.CreateScopePolicy(ctx, req); err != nil {
+			return fmt.Errorf("create policy %d: %w", i, err)
+		}
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/permission"
 )
@@ -25,6 +26,9 @@ func (s *Service) CreateApiKey(ctx context.Context, req *cyclesv1.CreateApiKeyRe
 	full, parsed, err := auth.NewAPIKey(tenant)
 	if err != nil {
 		return nil, fmt.Errorf("generate API key: %w", err)
+	}
+	if a := eventctx.AuditFrom(ctx); a != nil {
+		a.ResourceID = parsed.KeyID // the audit entry names the key it created
 	}
 	return s.storeAPIKey(ctx, req, full, parsed)
 }

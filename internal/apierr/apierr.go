@@ -10,6 +10,7 @@ package apierr
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"time"
 
@@ -214,4 +215,29 @@ func FromStatus(err error) (code Code, details map[string]string, ok bool) {
 		}
 	}
 	return "", nil, false
+}
+
+// HTTPStatus is the HTTP status of a refusal with code c on the Cycles HTTP
+// wire (and in audit entries): declared once, here.
+func (c Code) HTTPStatus() int {
+	switch c {
+	case InvalidRequest, UnitMismatch, Overflow:
+		return http.StatusBadRequest
+	case Unauthorized:
+		return http.StatusUnauthorized
+	case Forbidden:
+		return http.StatusForbidden
+	case NotFound, TenantNotFound, BudgetNotFound, KeyNotFound, PolicyNotFound, EventNotFound:
+		return http.StatusNotFound
+	case ReservationExpired:
+		return http.StatusGone
+	case LimitExceeded:
+		return http.StatusTooManyRequests
+	case InternalError, IdempotencyPending:
+		return http.StatusInternalServerError
+	case Unavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusConflict
+	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/api/cycleshttp"
 	"github.com/cyclesgo/cycles-go/internal/config"
+	"github.com/cyclesgo/cycles-go/internal/ratelimit"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/internal/store"
@@ -138,6 +139,19 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.GuardPolicy == ratelimit.DefaultGuardPolicyName {
+		// The default guard: create its policy unless it exists (an
+		// operator's edits to it stand). -guard-policy '' turns it off.
+		created, err := comp.limiter.EnsurePolicy(startCtx, ratelimit.DefaultGuardPolicy())
+		if err != nil {
+			return fmt.Errorf("default guard policy: %w", err)
+		}
+		if created {
+			p := ratelimit.DefaultGuardPolicy()
+			log.Info("created the default guard policy", zap.String("policy", p.Name),
+				zap.Int64("limit", p.Limit), zap.Int64("window_ms", p.WindowMs))
+		}
+	}
 	if arc, upkeep, err := openArchive(startCtx, cfg, log, exec); err != nil {
 		return err
 	} else if arc != nil {
@@ -162,6 +176,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		Guard:          comp.guard,
 		ServerOptions:  serverOpts,
 		Limits:         limits(cfg),
+		Audit:          comp.audit,
 	}, comp.services)
 
 	lis, err := net.Listen("tcp", cfg.Listen)
@@ -189,7 +204,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		// The Cycles HTTP/JSON wire (docs/http-api.md): the same handlers
 		// through the same interceptor chain as gRPC.
 		hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: comp.services.Runtime,
-			Admin: comp.services.Admin, Events: comp.services.Events, ActionKinds: comp.services.ActionKinds, TracerProvider: tel.Tracer, MeterProvider: tel.Meter}))
+			Admin: comp.services.Admin, Events: comp.services.Events, ActionKinds: comp.services.ActionKinds, Audit: comp.services.Audit, Policy: comp.services.Policy, TracerProvider: tel.Tracer, MeterProvider: tel.Meter}))
 		if cfg.TLSCert != "" {
 			tc, err := tlsconfig.Server(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
 			if err != nil {

@@ -15,17 +15,21 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/admin"
 	"github.com/cyclesgo/cycles-go/internal/api/actionkindapi"
 	"github.com/cyclesgo/cycles-go/internal/api/adminapi"
+	"github.com/cyclesgo/cycles-go/internal/api/auditapi"
 	"github.com/cyclesgo/cycles-go/internal/api/authapi"
 	"github.com/cyclesgo/cycles-go/internal/api/envoyrls"
 	"github.com/cyclesgo/cycles-go/internal/api/eventsapi"
 	"github.com/cyclesgo/cycles-go/internal/api/opsapi"
+	"github.com/cyclesgo/cycles-go/internal/api/policyapi"
 	"github.com/cyclesgo/cycles-go/internal/api/ratelimitapi"
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
+	"github.com/cyclesgo/cycles-go/internal/audit"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/config"
 	"github.com/cyclesgo/cycles-go/internal/events"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/ledgerops"
+	"github.com/cyclesgo/cycles-go/internal/policy"
 	"github.com/cyclesgo/cycles-go/internal/ratelimit"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
@@ -42,10 +46,12 @@ type components struct {
 	workers       []func(context.Context) error
 
 	admin   *admin.Service
+	audit   *audit.Service
 	kinds   *actionkind.Registry
 	ledger  *ledger.Ledger
 	sweeper *sweeper.Sweeper
 	feed    *events.Announcer
+	limiter *ratelimit.Limiter
 }
 
 // build wires the domain packages; event streams use streamExec (a separate
@@ -97,6 +103,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		Logger:         log.Named("ledgerops"),
 	})
 	lim := ratelimit.New(exec, ratelimit.Options{MeterProvider: mp})
+	aud := audit.New(exec, audit.Options{Retention: cfg.AuditRetention, MeterProvider: mp, Logger: log.Named("audit")})
 	// Alert if eviction ever touches limiter (or ledger) keys.
 	evicted := func(ctx context.Context) (int64, error) { return store.EvictedKeys(ctx, exec.Client()) }
 	if _, err := ratelimit.RegisterEvictionMetric(mp, evicted); err != nil {
@@ -107,10 +114,12 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		meterProvider: mp,
 		verifier:      adm,
 		admin:         adm,
+		audit:         aud,
 		kinds:         kinds,
 		ledger:        led,
 		sweeper:       sw,
 		feed:          ann,
+		limiter:       lim,
 		services: server.Services{
 			Runtime:     runtimeapi.New(led),
 			Admin:       adminapi.New(adm),
@@ -119,6 +128,8 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 			Ops:         opsapi.New(sw, ops),
 			ActionKinds: actionkindapi.New(kinds),
 			Auth:        authapi.New(),
+			Policy:      policyapi.New(policy.New(exec, policy.Options{})),
+			Audit:       auditapi.New(aud),
 		},
 	}
 	if cfg.GuardPolicy != "" || len(cfg.GuardMethodPolicies) > 0 {

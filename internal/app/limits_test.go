@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/cyclesgo/cycles-go/internal/config"
+	"github.com/cyclesgo/cycles-go/internal/events"
+	"github.com/cyclesgo/cycles-go/internal/ratelimit"
 	"github.com/cyclesgo/cycles-go/internal/server"
 )
 
@@ -25,5 +27,21 @@ func TestLimitFlagDefaultsAreTheServerDefaults(t *testing.T) {
 	if cfg.HTTPMaxConnections != http.MaxConnections || int64(cfg.HTTPMaxBodyBytes) != http.MaxBodyBytes {
 		t.Errorf("HTTP flag defaults %d connections / %d bytes; server defaults %d / %d",
 			cfg.HTTPMaxConnections, cfg.HTTPMaxBodyBytes, http.MaxConnections, http.MaxBodyBytes)
+	}
+}
+
+// The guard is on by default with the policy cyclesd creates at start, and
+// the replay pacing flags default to the events package's rates.
+func TestGuardAndPacingDefaults(t *testing.T) {
+	cfg, err := config.Load(nil, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.GuardPolicy != ratelimit.DefaultGuardPolicyName {
+		t.Errorf("-guard-policy defaults to %q, want %q", cfg.GuardPolicy, ratelimit.DefaultGuardPolicyName)
+	}
+	if cfg.WatchStreamRate != events.DefaultStreamEventsPerSecond || cfg.WatchTenantRate != events.DefaultTenantEventsPerSecond {
+		t.Errorf("pacing flags default to %d / %d, want %d / %d", cfg.WatchStreamRate, cfg.WatchTenantRate,
+			events.DefaultStreamEventsPerSecond, events.DefaultTenantEventsPerSecond)
 	}
 }

@@ -146,10 +146,17 @@ func TestRoundTrip(t *testing.T) {
 		Budgeted: "1", Metadata: "m", CommittedMetadata: "cm", Replay: []byte{0, 1, 2}}
 	bare := res("t", "r-bare", day0)
 	bare.State = StateExpired
+	canonical := res("t", "r_t_0123456789abcdef0123456789abcdef", day0)
+	upper := res("t", "r_t_0123456789ABCDEF0123456789ABCDEF", day0)
+	otherTenant := res("t", "r_u_0123456789abcdef0123456789abcdef", day0)
 	tests := []struct {
 		name string
 		in   Reservation
-	}{{"every field", full}, {"nil charged, empty strings", bare}}
+	}{
+		{"every field", full}, {"nil charged, empty strings", bare},
+		{"canonical id (stored as 16 bytes)", canonical}, {"upper-case hex: kept whole", upper},
+		{"another tenant's prefix: kept whole", otherTenant},
+	}
 	for _, tc := range tests {
 		if _, err := s.Write(ctx, Batch{Stream: "x", Fence: 1, Reservations: []Reservation{tc.in}}); err != nil {
 			t.Fatal(err)

@@ -28,6 +28,13 @@ func typical(i int, at time.Time) Reservation {
 // reports the rate and PostgreSQL's bytes per row (table plus indexes).
 // Figures: BENCHMARKS.md#archive.
 func BenchmarkWrite(b *testing.B) {
+	b.Run("reply-stored", func(b *testing.B) { benchWrite(b, true) })
+	b.Run("reply-rendered", func(b *testing.B) { benchWrite(b, false) })
+}
+
+// benchWrite is BenchmarkWrite with or without the stored commit reply
+// (withReply false: replays re-rendered from the row's fields).
+func benchWrite(b *testing.B, withReply bool) {
 	ctx := context.Background()
 	s, err := Open(ctx, pgtest.SharedDatabase(b))
 	if err != nil {
@@ -42,6 +49,9 @@ func BenchmarkWrite(b *testing.B) {
 	for n := 0; n < b.N; n++ {
 		for i := range rows {
 			rows[i] = typical(n*batch+i, at.Add(time.Duration(n*batch+i)*time.Millisecond))
+			if !withReply {
+				rows[i].Replay = nil
+			}
 		}
 		if _, err := s.Write(ctx, Batch{Stream: "bench", Fence: 1, Position: fmt.Sprint(n), Reservations: rows}); err != nil {
 			b.Fatal(err)

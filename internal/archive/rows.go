@@ -2,8 +2,11 @@ package archive
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -67,34 +70,37 @@ func insertReservations(ctx context.Context, tx pgx.Tx, rows []Reservation) (int
 	}
 	n := len(rows)
 	var (
-		tenant, id, unit, scope, policy, idem, subject, action = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		affected, budgeted, meta, cmeta                        = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		settled                                                = make([]time.Time, n)
-		state                                                  = make([]int16, n)
-		estimate, debt, created, expires, grace                = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-		charged                                                = make([]*int64, n)
-		ext, maxExt                                            = make([]int32, n), make([]int32, n)
-		replay                                                 = make([][]byte, n)
+		tenant, unit, scope, policy, idem, subject, action = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		rid                                                = make([][16]byte, n)
+		id                                                 = make([]*string, n)
+		affected, budgeted, meta, cmeta                    = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		settled                                            = make([]time.Time, n)
+		state                                              = make([]int16, n)
+		estimate, debt, created, expires, grace            = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		charged                                            = make([]*int64, n)
+		ext, maxExt                                        = make([]int32, n), make([]int32, n)
+		replay                                             = make([][]byte, n)
 	)
 	for i, r := range rows {
 		if r.TenantID == "" || r.ReservationID == "" || r.SettledAt.IsZero() {
 			return 0, fmt.Errorf("archive: reservation %q of tenant %q: missing id, tenant or settle time", r.ReservationID, r.TenantID)
 		}
-		tenant[i], id[i], settled[i], state[i] = r.TenantID, r.ReservationID, r.SettledAt, int16(r.State)
+		rid[i], id[i] = encodeID(r.TenantID, r.ReservationID)
+		tenant[i], settled[i], state[i] = r.TenantID, r.SettledAt, int16(r.State)
 		unit[i], scope[i], estimate[i], charged[i], debt[i] = r.Unit, r.ScopePath, r.Estimate, r.Charged, r.DebtIncurred
 		created[i], expires[i], grace[i], ext[i], maxExt[i] = r.CreatedAtMs, r.ExpiresAtMs, r.GraceMs, r.ExtCount, r.MaxExt
 		policy[i], idem[i], subject[i], action[i] = r.Policy, r.IdemKey, r.Subject, r.Action
 		affected[i], budgeted[i], meta[i], cmeta[i], replay[i] = r.Affected, r.Budgeted, r.Metadata, r.CommittedMetadata, r.Replay
 	}
-	tag, err := tx.Exec(ctx, `INSERT INTO cycles_reservations (tenant_id, reservation_id, settled_at, state, unit,
+	tag, err := tx.Exec(ctx, `INSERT INTO cycles_reservations (tenant_id, rid, reservation_id, settled_at, state, unit,
 		scope_path, estimate, charged, debt_incurred, created_at_ms, expires_at_ms, grace_ms, ext_count, max_ext,
 		policy, idem_key, subject, action, affected, budgeted, metadata, committed_metadata, replay)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::smallint[], $5::text[], $6::text[],
-		$7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::integer[],
-		$14::integer[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[],
-		$22::text[], $23::bytea[])
+		SELECT * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::timestamptz[], $5::smallint[], $6::text[],
+		$7::text[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[],
+		$14::integer[], $15::integer[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[],
+		$21::text[], $22::text[], $23::text[], $24::bytea[])
 		ON CONFLICT DO NOTHING`,
-		tenant, id, settled, state, unit, scope, estimate, charged, debt, created, expires, grace, ext, maxExt,
+		tenant, rid, id, settled, state, unit, scope, estimate, charged, debt, created, expires, grace, ext, maxExt,
 		policy, idem, subject, action, affected, budgeted, meta, cmeta, replay)
 	if err != nil {
 		return 0, fmt.Errorf("archive: insert reservations: %w", err)
@@ -129,11 +135,15 @@ func insertEntries(ctx context.Context, tx pgx.Tx, table, idCol string, rows []E
 func (s *Store) GetReservation(ctx context.Context, tenant, id string) (Reservation, bool, error) {
 	var r Reservation
 	var state int16
-	err := s.pool.QueryRow(ctx, `SELECT tenant_id, reservation_id, settled_at, state, unit, scope_path, estimate,
+	var rid [16]byte
+	var idText *string
+	key, whole := encodeID(tenant, id)
+	err := s.pool.QueryRow(ctx, `SELECT tenant_id, rid, reservation_id, settled_at, state, unit, scope_path, estimate,
 		charged, debt_incurred, created_at_ms, expires_at_ms, grace_ms, ext_count, max_ext, policy, idem_key,
 		subject, action, affected, budgeted, metadata, committed_metadata, replay
-		FROM cycles_reservations WHERE tenant_id = $1 AND reservation_id = $2`, tenant, id).Scan(
-		&r.TenantID, &r.ReservationID, &r.SettledAt, &state, &r.Unit, &r.ScopePath, &r.Estimate,
+		FROM cycles_reservations WHERE tenant_id = $1 AND rid = $2 AND reservation_id IS NOT DISTINCT FROM $3`,
+		tenant, key, whole).Scan(
+		&r.TenantID, &rid, &idText, &r.SettledAt, &state, &r.Unit, &r.ScopePath, &r.Estimate,
 		&r.Charged, &r.DebtIncurred, &r.CreatedAtMs, &r.ExpiresAtMs, &r.GraceMs, &r.ExtCount, &r.MaxExt,
 		&r.Policy, &r.IdemKey, &r.Subject, &r.Action, &r.Affected, &r.Budgeted, &r.Metadata,
 		&r.CommittedMetadata, &r.Replay)
@@ -143,7 +153,28 @@ func (s *Store) GetReservation(ctx context.Context, tenant, id string) (Reservat
 	if err != nil {
 		return Reservation{}, false, fmt.Errorf("archive: get reservation %s: %w", id, err)
 	}
+	r.ReservationID = decodeID(r.TenantID, rid, idText)
 	r.State = State(state)
 	r.SettledAt = r.SettledAt.UTC()
 	return r, true, nil
+}
+
+// encodeID keys a reservation id: the canonical r_<tenant>_<32 hex> by its
+// 128 random bits (whole: nil), any other id by its MD5, kept whole.
+func encodeID(tenant, id string) (key [16]byte, whole *string) {
+	prefix := "r_" + tenant + "_"
+	if rest, ok := strings.CutPrefix(id, prefix); ok && len(rest) == 32 && strings.ToLower(rest) == rest {
+		if _, err := hex.Decode(key[:], []byte(rest)); err == nil {
+			return key, nil
+		}
+	}
+	return md5.Sum([]byte(id)), &id
+}
+
+// decodeID is encodeID's inverse.
+func decodeID(tenant string, key [16]byte, whole *string) string {
+	if whole != nil {
+		return *whole
+	}
+	return "r_" + tenant + "_" + hex.EncodeToString(key[:])
 }

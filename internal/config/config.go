@@ -65,6 +65,8 @@ type Config struct {
 
 	EventRetention time.Duration
 	EventHeartbeat time.Duration
+	// AuditRetention is how long audit-trail entries are kept (internal/audit).
+	AuditRetention time.Duration
 
 	LogFormat string
 	LogLevel  string
@@ -197,12 +199,15 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 	dur(&c.AuditInterval, "audit-interval", 0, "pause between background ledger audits of all tenants (5 tenants/s), exported as cycles_audit_discrepancies{kind}; 0 = off")
 	dur(&c.EventRetention, "event-retention", 7*24*time.Hour, "how long events stay in a tenant's stream")
 	dur(&c.EventHeartbeat, "event-heartbeat", 15*time.Second, "heartbeat interval on idle WatchEvents streams")
+	dur(&c.AuditRetention, "audit-retention", 400*24*time.Hour, "how long audit-trail entries (who changed what, from where) are kept")
 	str(&c.LogFormat, "log-format", "", "json or console (default: console in dev mode, else json)")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn, error (successful RPCs are logged at debug, refusals at info)")
 	str(&c.ArchiveDSN, "archive-dsn", "", "PostgreSQL archive, e.g. postgres://cycles@db:5432/cycles (schema migrated at start, day partitions kept; docs/archive.md); empty: no archive")
 	dur(&c.ArchiveRetention, "archive-retention", 400*24*time.Hour, "how long the archive keeps history: whole day partitions older than this are dropped")
 	boolean(&c.DevSeed, "dev-seed", true, "in dev mode, seed a demo tenant, API key and budget")
-	str(&c.GuardPolicy, "guard-policy", "", "rate-limit policy applied per API key to runtime RPCs (empty: off)")
+	// On by default: denial-heavy traffic must not fill Redis at full speed
+	// (internal/ratelimit defaultguard.go has the numbers and why).
+	str(&c.GuardPolicy, "guard-policy", "cyclesd-default-guard", "rate-limit policy applied per API key to runtime RPCs (default: cyclesd-default-guard, created at start, 1,000 calls/s with a burst of 2,000; empty: off)")
 	var methodPolicies string
 	str(&methodPolicies, "guard-method-policies", "", "per-method guard policies: /pkg.Service/Method=policy,...")
 	str(&c.EnvoyRLSConfig, "envoy-rls-config", "", "JSON file of Envoy rate-limit descriptor rules (enables the Envoy RLS API)")

@@ -28,6 +28,49 @@ type Emission struct {
 	KeyID       string `json:"key_id"`
 	RequestID   string `json:"request_id"`
 	TraceID     string `json:"trace_id"`
+	// Audit, when the call is an audited operation, is the audit entry a
+	// mutating script appends on success (audit_ok in lua/lib/audit.lua).
+	Audit *Audit `json:"audit,omitempty"`
+}
+
+// Audit is what an audit entry records besides the request and trace ids of
+// the Emission that carries it. The transport's audit step puts it in the
+// context of every audited call (internal/audit); each mutating script
+// appends it to the tenant's audit stream in the same run as its change, so
+// no change exists without its record. Field names are short: they are the
+// stream entry's field names too.
+type Audit struct {
+	// Tenant is the entry's tenant_id: the tenant acted on, or a sentinel
+	// (__admin__, __unauth__) when none applies.
+	Tenant string `json:"t"`
+	// RetentionMs bounds the stream: older entries are trimmed on append.
+	RetentionMs  int64  `json:"ret"`
+	KeyID        string `json:"k,omitempty"`
+	SourceIP     string `json:"ip,omitempty"`
+	UserAgent    string `json:"ua,omitempty"`
+	Operation    string `json:"op"`
+	ResourceType string `json:"rt,omitempty"`
+	ResourceID   string `json:"rid,omitempty"`
+	// Status is the HTTP status of the answer (the success status until a
+	// refusal replaces it); ErrorCode the refusal's code.
+	Status    int    `json:"st"`
+	ErrorCode string `json:"ec,omitempty"`
+	// Metadata is free-form context (a bulk action's key, a refusal's message).
+	Metadata map[string]string `json:"md,omitempty"`
+}
+
+type auditKey struct{}
+
+// WithAudit marks ctx as an audited call: every event context built from it
+// carries a.
+func WithAudit(ctx context.Context, a *Audit) context.Context {
+	return context.WithValue(ctx, auditKey{}, a)
+}
+
+// AuditFrom returns the audit record of the call, or nil.
+func AuditFrom(ctx context.Context) *Audit {
+	a, _ := ctx.Value(auditKey{}).(*Audit)
+	return a
 }
 
 // Arg builds the event-context ARGV of one script call from the request
@@ -40,7 +83,7 @@ func Arg(ctx context.Context, retention time.Duration) string {
 	var b [7]byte
 	_, _ = rand.Read(b[:])
 	e := Emission{Base: hex.EncodeToString(b[:]), RetentionMs: retention.Milliseconds(), Actor: "system",
-		RequestID: reqctx.RequestID(ctx), TraceID: reqctx.TraceID(ctx)}
+		RequestID: reqctx.RequestID(ctx), TraceID: reqctx.TraceID(ctx), Audit: AuditFrom(ctx)}
 	if p, ok := auth.FromContext(ctx); ok {
 		switch {
 		case p.Admin:

@@ -9,11 +9,12 @@
 // keeps it in the same slot.
 //
 //	Key                              Type    Holds                                         TTL
-//	cy:{t:T}:tenant                  hash    tenant record (status, defaults)              none
+//	cy:{t:T}:tenant                  hash    tenant record (status, defaults, `pol`)       none
 //	cy:{t:T}:apikey:<key_id>         hash    API key (sha256 of secret, status, name)      none
 //	cy:{t:T}:apikeys                 zset    key ids (lex, score 0)                        none
 //	cy:{t:T}:b:<scope_path>:<UNIT>   hash    budget ledger (allocated, remaining, ...)     none
 //	cy:{t:T}:budgets                 zset    "<scope_path>|<UNIT>" (lex, score 0)          none
+//	cy:{t:T}:pol                     hash    scope policy id -> JSON (internal/policy)     none
 //	cy:{t:T}:r:<reservation_id>      hash    reservation record + replay snapshots         none while ACTIVE, 30 d once terminal
 //	cy:{t:T}:r:deadline              zset    ACTIVE reservation id -> expires_at + grace   none
 //	cy:{t:T}:r:quarantine            zset    quarantined ACTIVE id -> quarantined_at       none
@@ -22,6 +23,9 @@
 //	cy:{t:T}:idem:<endpoint>:<key>   string  idempotency record (id or response)           per endpoint (docs/protocol.md#idempotency-and-replay)
 //	cy:{t:T}:ev:<event_id>           hash    direct-debit event record + snapshot          30 d
 //	cy:{t:T}:events                  stream  event log (outbox), trimmed by MINID          retention (default 7 d)
+//	cy:{t:T}:audit                   stream  audit trail of the tenant, trimmed by MINID   -audit-retention (default 400 d)
+//	cy:{audit}:log                   stream  audit trail of non-tenant operations          -audit-retention
+//	cy:{audit}:authfail:<minute>     hash    refused authentications per peer, per minute  2 min
 //	cy:tenants                       zset    tenant ids (lex), for sweeper and admin       none
 //	cy:ops:sweeper                   hash    sweeper pause flag (paused_at, reason)        none
 //	cy:{feed}:log                    stream  all-tenant feed: {t, from, to} ranges         retention (default 7 d)
@@ -55,6 +59,15 @@ const (
 	Feed = Prefix + "{feed}:log"
 	// FeedMarks holds, per tenant, the last stream id already in the feed.
 	FeedMarks = Prefix + "{feed}:marks"
+	// AuditLog is the audit trail of operations that concern no tenant
+	// (sweeper controls, refusals of admin calls naming no existing tenant,
+	// refused authentications). It shares the hash tag {audit} with
+	// AuthFailPrefix, so the script that counts a refused authentication and
+	// records it runs in one slot.
+	AuditLog = Prefix + "{audit}:log"
+	// AuthFailPrefix + <unix minute> counts refused authentications per peer
+	// in that minute (lua/audit/auth_refused.lua).
+	AuthFailPrefix = Prefix + "{audit}:authfail:"
 )
 
 // TenantOfEvents returns the tenant whose event stream key is k
@@ -114,6 +127,11 @@ func (t Tenant) Budget(scopePath, unit string) string { return t.key("b", scopeP
 // Budgets is the index of the tenant's budgets: members "<scope_path>|<UNIT>".
 func (t Tenant) Budgets() string { return t.key("budgets") }
 
+// Policies is the hash of the tenant's scope policies: field = policy id,
+// value = the policy as JSON (internal/policy). The runtime reads their
+// compiled copy in the tenant record instead (lua/lib/policy.lua).
+func (t Tenant) Policies() string { return t.key("pol") }
+
 // BudgetMember is the Budgets index member of (scopePath, unit).
 func BudgetMember(scopePath, unit string) string { return scopePath + "|" + unit }
 
@@ -141,3 +159,7 @@ func (t Tenant) Event(id string) string { return t.key("ev", id) }
 
 // Events is the tenant's event stream.
 func (t Tenant) Events() string { return t.key("events") }
+
+// Audit is the tenant's audit trail (stream, append-only; lua/lib/audit.lua
+// derives it from the tenant prefix as prefix .. "audit").
+func (t Tenant) Audit() string { return t.key("audit") }

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/idempotency"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/scope"
@@ -71,9 +72,14 @@ func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.Relea
 	}
 	t := keys.Tenant(tenant)
 	rid := req.GetReservationId()
+	args := []any{rid, req.GetIdempotencyKey(), hash, req.GetReason()}
+	if eventctx.AuditFrom(ctx) != nil {
+		// An audited release (the admin key acting for the tenant): the
+		// script appends the audit entry with the release it records.
+		args = append(args, eventctx.Arg(ctx, l.retention))
+	}
 	res, snap, err := l.runFlat(ctx, scriptRelease,
-		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines()},
-		[]any{rid, req.GetIdempotencyKey(), hash, req.GetReason()}, nil, releaseFields)
+		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines()}, args, nil, releaseFields)
 	if err != nil {
 		return nil, l.refused(ctx, "release", err)
 	}

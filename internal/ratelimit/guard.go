@@ -63,7 +63,8 @@ func (c GuardConfig) Guards(method string) bool {
 //
 // A configured policy that does not exist is skipped (counted in
 // cycles.ratelimit.guard.skipped): a configuration mistake must not take the
-// API down. A store failure is returned as err, and callers fail closed
+// API down. So is a check Redis refuses as full (STORE_FULL): the guard
+// protects that memory, and reads and settlements must still answer. A store failure is returned as err, and callers fail closed
 // (UNAVAILABLE), like every Redis-backed RPC.
 func (l *Limiter) Guard(ctx context.Context, cfg GuardConfig, method, keyID string) (d Decision, checked bool, err error) {
 	if keyID == "" || !cfg.Guards(method) {
@@ -86,6 +87,14 @@ func (l *Limiter) Guard(ctx context.Context, cfg GuardConfig, method, keyID stri
 		d, err := l.Check(ctx, c.policy, c.key, 1)
 		if apierr.HasCode(err, apierr.PolicyNotFound) {
 			l.m.guardSkipped.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", "policy_not_found")))
+			continue
+		}
+		if apierr.HasCode(err, apierr.StoreFull) {
+			// Redis is full and refuses the limiter's write. The guard
+			// exists to protect that memory, and the call's own script is
+			// refused too if it would add any; reads and the allow-oom
+			// settlements (commit, release, revoke) must keep working.
+			l.m.guardSkipped.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", "store_full")))
 			continue
 		}
 		if err != nil {

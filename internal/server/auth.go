@@ -117,6 +117,8 @@ type authenticator struct {
 	peers    *peerGuard
 	// preauthRefusals counts requests refused by the tap (attribute reason).
 	preauthRefusals metric.Int64Counter
+	// audit records refused authentications (nil = not recorded).
+	audit Auditor
 }
 
 func (a *authenticator) authenticate(ctx context.Context, fullMethod string) (context.Context, error) {
@@ -138,6 +140,7 @@ func (a *authenticator) identify(ctx context.Context, fullMethod string) (contex
 	switch {
 	case err != nil:
 		a.peers.fail(peerKey(ctx))
+		a.authRefused(ctx, peerKey(ctx), err)
 		return ctx, err
 	case v == verdictPublic:
 		return ctx, nil
@@ -148,6 +151,7 @@ func (a *authenticator) identify(ctx context.Context, fullMethod string) (contex
 	if err != nil {
 		if apierr.HasCode(err, apierr.Unauthorized) {
 			a.peers.fail(peerKey(ctx))
+			a.authRefused(ctx, peerKey(ctx), err)
 		}
 		return ctx, err
 	}

@@ -36,6 +36,8 @@ import (
 //	auth        → the caller's principal (tenant key or admin key); the
 //	              pre-auth tap (preauth.go) already refused what it could
 //	              before the body was read
+//	audit       → an audited call (internal/audit) carries its audit entry
+//	              in ctx; a refusal from here on is recorded (optional)
 //	limits      → runtime request size; concurrent streams per key and in all
 //	guard       → per-API-key rate limit (optional)
 //	validation  → the one validation path (internal/validate)
@@ -50,6 +52,7 @@ type chain struct {
 	maxRuntimeRecv int
 	streams        *streamLimiter
 	storeFull      metric.Int64Counter
+	audit          Auditor
 
 	// logUnary is the middleware's logging interceptor; logReplay is the
 	// same with the start time and duration taken from the context (see
@@ -68,8 +71,11 @@ func (c *chain) unaryInterceptors() []grpc.UnaryServerInterceptor {
 		recovery.UnaryServerInterceptor(recovery.WithRecoveryHandlerContext(c.onPanic)),
 		c.deadlineUnary,
 		c.authUnary,
-		c.sizeUnary,
 	}
+	if c.audit != nil {
+		list = append(list, c.audit.Intercept)
+	}
+	list = append(list, c.sizeUnary)
 	if c.guard != nil {
 		list = append(list, c.guard)
 	}

@@ -149,6 +149,7 @@ func (a *authenticator) tap(ctx context.Context, info *tap.Info) (context.Contex
 	switch {
 	case err != nil:
 		a.peers.fail(pk)
+		a.authRefused(ctx, pk, err)
 		return ctx, a.refuse(ctx, "unauthenticated", err)
 	case v == verdictResolved:
 		return auth.WithPrincipal(ctx, p), nil

@@ -47,6 +47,9 @@ type Options struct {
 	StreamWorkers int
 	// Limits bound what any caller can make the server hold (docs/limits.md).
 	Limits Limits
+	// Audit records audited calls and refused authentications (nil = no
+	// audit trail).
+	Audit Auditor
 }
 
 // Limits are the transport and admission limits of the gRPC listener. Zero
@@ -138,6 +141,8 @@ type Services struct {
 	Events    cyclesv1.EventServiceServer
 	RateLimit cyclesv1.RateLimitServiceServer
 	Ops       cyclesv1.OpsServiceServer
+	Policy    cyclesv1.PolicyServiceServer
+	Audit     cyclesv1.AuditServiceServer
 	// ActionKinds is the public action-kind registry (no key).
 	// Auth answers who the calling credential is.
 	Auth        cyclesv1.AuthServiceServer
@@ -174,6 +179,7 @@ func New(opts Options, svcs Services) *Server {
 		peers:    newPeerGuard(lim.PreAuth, time.Now),
 		preauthRefusals: telemetry.MustCounter(meter, "cycles.rpc.preauth_refusals",
 			"Requests refused before their body was read (attribute reason)"),
+		audit: opts.Audit,
 	}
 	c := &chain{
 		log:            log,
@@ -183,6 +189,7 @@ func New(opts Options, svcs Services) *Server {
 		panics:         telemetry.MustCounter(meter, "cycles.rpc.panics", "Handler panics recovered (each became INTERNAL)"),
 		maxRuntimeRecv: lim.MaxRuntimeRecvBytes,
 		streams:        newStreamLimiter(lim.StreamsPerKey, lim.StreamsTotal, meter),
+		audit:          opts.Audit,
 		storeFull: telemetry.MustCounter(meter, "cycles.store.full_refusals",
 			"RPCs refused because Redis reached maxmemory (reason STORE_FULL)"),
 	}
@@ -234,6 +241,14 @@ func New(opts Options, svcs Services) *Server {
 	if svcs.Ops != nil {
 		cyclesv1.RegisterOpsServiceServer(g, svcs.Ops)
 		s.names = append(s.names, cyclesv1.OpsService_ServiceDesc.ServiceName)
+	}
+	if svcs.Policy != nil {
+		cyclesv1.RegisterPolicyServiceServer(g, svcs.Policy)
+		s.names = append(s.names, cyclesv1.PolicyService_ServiceDesc.ServiceName)
+	}
+	if svcs.Audit != nil {
+		cyclesv1.RegisterAuditServiceServer(g, svcs.Audit)
+		s.names = append(s.names, cyclesv1.AuditService_ServiceDesc.ServiceName)
 	}
 	if svcs.ActionKinds != nil {
 		cyclesv1.RegisterActionKindServiceServer(g, svcs.ActionKinds)

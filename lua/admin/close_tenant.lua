@@ -1,6 +1,8 @@
 -- admin/close_tenant: flip a tenant to CLOSED (irreversible). The caller then
 -- releases the tenant's open reservations through the ledger's release path.
 --
+-- include: lib/audit.lua
+-- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS[1] = tenant record hash
 -- KEYS[2] = tenant event stream
 -- ARGV[1] = tenant id
@@ -15,6 +17,7 @@ if t.status == nil then
   return fail('TENANT_NOT_FOUND', 'tenant ' .. ARGV[1] .. ' not found', {tenant_id = ARGV[1]})
 end
 if t.status == 'CLOSED' then
+  audit_ok_ev(KEYS[2], ARGV[2])
   return ok({tenant = t, closed_now = false})
 end
 local now = now_ms()
@@ -23,4 +26,5 @@ redis.call('HSET', KEYS[1], 'status', 'CLOSED', 'closed_at', ts, 'updated_at', t
 local emit = event_emitter(KEYS[2], ARGV[2], now)
 emit('tenant.closed', 'tenant', 'tenant:' .. ARGV[1],
   {tenant_id = ARGV[1], previous_status = t.status, new_status = 'CLOSED'})
+audit_ok_ev(KEYS[2], ARGV[2])
 return ok({tenant = hgetall(KEYS[1]), closed_now = true})

@@ -1,5 +1,7 @@
 -- admin/create_api_key: store a new API key (only the hash of the presented key).
 --
+-- include: lib/audit.lua
+-- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS[1] = tenant record hash
 -- KEYS[2] = API key hash (cy:{t:T}:apikey:<key_id>)
 -- KEYS[3] = the tenant's key index (cy:{t:T}:apikeys, lex zset, score 0)
@@ -46,4 +48,5 @@ redis.call('ZADD', KEYS[3], 0, ARGV[2])
 local emit = event_emitter(KEYS[4], ARGV[5], now)
 emit('api_key.created', 'api_key', 'tenant:' .. ARGV[1],
   {key_id = ARGV[2], key_name = ARGV[3], new_status = 'ACTIVE'})
+audit_ok_ev(KEYS[4], ARGV[5])
 return ok(hgetall(KEYS[2]))

@@ -1,5 +1,7 @@
 -- admin/create_budget: create the ledger of one (scope, unit).
 --
+-- include: lib/audit.lua
+-- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS[1] = tenant record hash
 -- KEYS[2] = budget hash (cy:{t:T}:b:<scope_path>:<UNIT>)
 -- KEYS[3] = the tenant's budget index (cy:{t:T}:budgets, members "<scope_path>|<UNIT>")
@@ -71,4 +73,5 @@ emit('budget.created', 'budget', scope, {
   new_state = {allocated = allocated, remaining = allocated, debt = '0', spent = '0',
     reserved = '0', status = 'ACTIVE'},
 })
+audit_ok_ev(KEYS[4], ARGV[9])
 return ok(hgetall(KEYS[2]))

@@ -1,5 +1,7 @@
 -- admin/create_tenant: create a tenant record (status ACTIVE).
 --
+-- include: lib/audit.lua
+-- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS[1] = tenant record hash (cy:{t:T}:tenant)
 -- KEYS[2] = tenant event stream (cy:{t:T}:events)
 -- ARGV[1] = tenant id
@@ -42,4 +44,5 @@ redis.call('HSET', KEYS[1],
 local emit = event_emitter(KEYS[2], ARGV[8], now)
 emit('tenant.created', 'tenant', 'tenant:' .. ARGV[1],
   {tenant_id = ARGV[1], new_status = 'ACTIVE'})
+audit_ok_ev(KEYS[2], ARGV[8])
 return ok(hgetall(KEYS[1]))

@@ -1,7 +1,8 @@
 -- admin/fund_budget: apply one funding operation to a budget, exactly and
 -- idempotently (docs/protocol.md#budgets-and-funding-admin).
--- include: lib/idem.lua
+-- include: lib/idem.lua lib/audit.lua
 --
+-- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS[1] = tenant record hash
 -- KEYS[2] = budget hash
 -- KEYS[3] = idempotency record (cy:{t:T}:idem:fund:<idempotency_key>)
@@ -171,4 +172,5 @@ if was_over ~= is_over then
     {scope = scope, unit = unit, debt = nxt.debt, overdraft_limit = cur.overdraft_limit,
       is_over_limit = is_over})
 end
+audit_ok_ev(KEYS[4], ARGV[9])
 return {'OK', '{"replay":false,"resp":' .. resp .. '}'}

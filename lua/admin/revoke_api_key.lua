@@ -1,6 +1,8 @@
 #!lua flags=allow-oom
 -- admin/revoke_api_key: revoke an API key (idempotent).
 --
+-- include: lib/audit.lua
+-- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS[1] = API key hash
 -- KEYS[2] = tenant event stream
 -- ARGV[1] = tenant id
@@ -18,6 +20,7 @@ if k.status == nil then
   return fail('KEY_NOT_FOUND', 'API key ' .. ARGV[2] .. ' not found', {key_id = ARGV[2]})
 end
 if k.status == 'REVOKED' then
+  audit_ok_ev(KEYS[2], ARGV[3])
   return ok({key = k, revoked_now = false})
 end
 local now = now_ms()
@@ -26,4 +29,5 @@ if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'revoked_reason', ARGV[4]) end
 local emit = event_emitter(KEYS[2], ARGV[3], now)
 emit('api_key.revoked', 'api_key', 'tenant:' .. ARGV[1],
   {key_id = ARGV[2], key_name = k.name or '', previous_status = k.status, new_status = 'REVOKED'})
+audit_ok_ev(KEYS[2], ARGV[3])
 return ok({key = hgetall(KEYS[1]), revoked_now = true})

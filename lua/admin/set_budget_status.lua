@@ -6,6 +6,8 @@
 --   CLOSED  (close):    ACTIVE|FROZEN -> CLOSED, terminal. The ledger is left
 --                       as it is: held reservations settle normally (docs/protocol.md#commit).
 --
+-- include: lib/audit.lua
+-- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS[1] = tenant record hash
 -- KEYS[2] = budget hash
 -- KEYS[3] = tenant event stream
@@ -60,4 +62,5 @@ local emit = event_emitter(KEYS[3], ARGV[4], now)
 emit(event_of[target], 'budget', scope, {ledger_id = scope .. '|' .. unit, scope = scope,
   unit = unit, operation = 'STATUS_CHANGE', previous_state = state(status),
   new_state = state(target), reason = ARGV[3]})
+audit_ok_ev(KEYS[3], ARGV[4])
 return ok(hgetall(KEYS[2]))

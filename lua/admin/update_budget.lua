@@ -2,6 +2,8 @@
 -- metadata of a budget; allowed while FROZEN, refused once CLOSED. Recomputes
 -- is_over_limit = debt > overdraft_limit (which also clears a stale flag).
 --
+-- include: lib/audit.lua
+-- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS[1] = tenant record hash
 -- KEYS[2] = budget hash
 -- KEYS[3] = tenant event stream
@@ -87,6 +89,7 @@ local is_over = i64_cmp(debt, limit) > 0
 if was_over ~= is_over then put('is_over_limit', is_over and 'true' or 'false') end
 
 if #changed == 0 then
+  audit_ok_ev(KEYS[3], ARGV[4])
   return ok(b)
 end
 local now = now_ms()
@@ -109,4 +112,5 @@ if was_over ~= is_over then
   emit(is_over and 'budget.over_limit_entered' or 'budget.over_limit_exited', 'budget', scope,
     {scope = scope, unit = unit, debt = debt, overdraft_limit = limit, is_over_limit = is_over})
 end
+audit_ok_ev(KEYS[3], ARGV[4])
 return ok(hgetall(KEYS[2]))

@@ -1,6 +1,8 @@
 -- admin/update_tenant: change a tenant's name, defaults, metadata and
 -- ACTIVE <-> SUSPENDED status. CLOSED is terminal (CloseTenant only).
 --
+-- include: lib/audit.lua
+-- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS[1] = tenant record hash
 -- KEYS[2] = tenant event stream
 -- ARGV[1] = tenant id
@@ -83,6 +85,7 @@ if p.replace_metadata or has_given then
 end
 
 if #set == 0 then
+  audit_ok_ev(KEYS[2], ARGV[3])
   return ok(t)
 end
 
@@ -101,4 +104,5 @@ if #changed > 0 then
   emit('tenant.updated', 'tenant', scope, {tenant_id = ARGV[1], previous_status = t.status,
     new_status = p.status or t.status, changed_fields = changed})
 end
+audit_ok_ev(KEYS[2], ARGV[3])
 return ok(hgetall(KEYS[1]))

@@ -1,5 +1,5 @@
 -- ledger/decide: evaluate a reservation without making one (docs/protocol.md#dry-run-and-decide).
--- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua lib/policy.lua
 -- Budget and tenant conditions are DENY results, never errors; only a budget
 -- that exists solely in another unit (UNIT_MISMATCH), a malformed tenant
 -- record and an idempotency mismatch are errors. Writes only the idempotency
@@ -73,6 +73,13 @@ if #bs == 0 then
   return deny('BUDGET_NOT_FOUND')
 end
 
+-- Caps: the highest-priority matching policy's, else the deepest budget's
+-- (docs/protocol.md#policies), as in ledger/reserve.
+local terms, perr = policy_terms(conf.pol, scope_path, now)
+if perr then return fail('INTERNAL_ERROR', perr) end
+if terms and terms.caps then
+  return answer({decision = 'ALLOW_WITH_CAPS', caps = terms.caps, affected = scopes}, nil)
+end
 local deepest = bs[#bs]
 if deepest.path == scopes[#scopes] and deepest.caps then
   if jdecode(deepest.caps) == nil then

@@ -1,5 +1,5 @@
 -- ledger/event: debit an actual cost directly, without a reservation
--- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_settle.lua lib/ledger_snapshot.lua lib/keys.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_settle.lua lib/ledger_snapshot.lua lib/keys.lua lib/policy.lua
 -- (docs/protocol.md#direct-debits-createevent). Never blocked by is_over_limit or outstanding debt: only
 -- by tenant status, budget status and its own overage policy.
 --
@@ -45,7 +45,11 @@ local conf, terr = tenant_conf(KEYS[2])
 if conf == nil then return fail('INTERNAL_ERROR', terr) end
 if conf.status == 'CLOSED' then return fail('TENANT_CLOSED', 'tenant is closed') end
 if conf.status == 'SUSPENDED' then return fail('TENANT_SUSPENDED', 'tenant is suspended: no new spending') end
-local policy = resolve_policy(ARGV[4], conf)
+-- The overage policy: request, else the matching scope policy's
+-- (docs/protocol.md#policies), else the tenant default.
+local terms, perr = policy_terms(conf.pol, scope_path, now)
+if perr then return fail('INTERNAL_ERROR', perr) end
+local policy = resolve_policy(ARGV[4], conf, terms and terms.overage)
 if policy == nil then
   return fail('INVALID_REQUEST', 'the tenant default overage policy is invalid; set overage_policy explicitly', {field = 'overage_policy'})
 end

@@ -1,11 +1,14 @@
 #!lua flags=allow-oom
 -- ledger/release: return a reservation's whole hold (docs/protocol.md#release).
--- include: lib/ledger_util.lua lib/idem_hash.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_release.lua lib/ledger_snapshot.lua
+-- include: lib/ledger_util.lua lib/idem_hash.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_release.lua lib/ledger_snapshot.lua lib/audit.lua
 -- No events are emitted on release (REF).
 --
 -- KEYS: 1 tenant prefix   2 tenant record   3 reservation hash   4 deadline index
 --   Budget hashes are derived from the record (KEYS[1] .. 'b:' .. scope .. ':' .. unit).
 -- ARGV: 1 reservation id   2 idempotency key   3 payload hash   4 reason
+--       5 event context with an audit entry (internal/eventctx.Arg), only when
+--         the call is audited (the admin key acting for the tenant): the
+--         release appends it to the tenant's audit stream (lib/audit.lua).
 --       Extra ARGV are ignored (time always comes from Redis TIME).
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), <release snapshot fields>})
 --   (lib/ledger_snapshot.lua: unit, released, balances), rebuilt on replay
@@ -54,6 +57,7 @@ redis.call('HSET', KEYS[3], unpack(balance_fields({'state', 'RELEASED', 'finaliz
   'release_key', idem_key, 'release_hash', hash, 'release_reason', ARGV[4]}, 'lb', balances, r.scopes)))
 finalize(KEYS[3], KEYS[4], rid)
 
+if ARGV[5] and ARGV[5] ~= '' then audit_ok(KEYS[1], ARGV[5]) end
 local out = {'OK', FLAT_V, '', '', 0, r.unit, r.E}
 push_rows(out, balances)
 return okf(out)

@@ -1,5 +1,5 @@
 -- ledger/reserve: create a reservation (live) or evaluate one (dry run).
--- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua lib/keys.lua lib/record_layout.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua lib/keys.lua lib/record_layout.lua lib/policy.lua
 -- docs/protocol.md#reserve, docs/protocol.md#idempotency-and-replay, docs/protocol.md#events.
 --
 -- KEYS: 1 tenant prefix "cy:{t:T}:"   2 tenant record     3 budgets index
@@ -164,10 +164,17 @@ if #bs == 0 then
   return fail('NOT_FOUND', 'Budget not found for provided scope: ' .. scopes[#scopes], {scope = scopes[#scopes]})
 end
 
--- 4. Caps come from the budget at the deepest derived scope.
+-- 4. The tenant's policies matching the scope path, in their effective
+-- window at Redis TIME (lib/policy.lua; nil when none matches). Caps come
+-- from the highest-priority matching policy that sets them, else from the
+-- budget at the deepest derived scope (docs/protocol.md#policies).
+local terms, perr = policy_terms(conf.pol, scope_path, now)
+if perr then return fail('INTERNAL_ERROR', perr) end
 local caps = nil
 local deepest = bs[#bs]
-if deepest.path == scopes[#scopes] and deepest.caps then
+if terms and terms.caps then
+  caps = terms.caps
+elseif deepest.path == scopes[#scopes] and deepest.caps then
   if jdecode(deepest.caps) == nil then
     return fail('INTERNAL_ERROR', 'budget ' .. deepest.path .. ' has malformed caps')
   end
@@ -175,7 +182,7 @@ if deepest.path == scopes[#scopes] and deepest.caps then
 end
 local decision = caps and 'ALLOW_WITH_CAPS' or 'ALLOW'
 
-local policy = resolve_policy(ARGV[7], conf)
+local policy = resolve_policy(ARGV[7], conf, terms and terms.overage)
 if policy == nil then
   return fail('INVALID_REQUEST', 'the tenant default overage policy is invalid; set overage_policy explicitly', {field = 'overage_policy'})
 end
@@ -198,13 +205,15 @@ if dry then
   return dry_answer(f, nil)
 end
 
--- 5. Live: effective TTL (request, else tenant default; capped by the tenant max).
-local ttl = conf.default_ttl
+-- 5. Live: effective TTL (request, else the policy default, else the tenant
+-- default; capped by the policy max, else the tenant max).
+local ttl = (terms and terms.default_ttl) or conf.default_ttl
 if ARGV[5] ~= '' then
   ttl = small_int(ARGV[5])
   if ttl == nil then return fail('INVALID_REQUEST', 'ttl_ms is invalid', {field = 'ttl_ms'}) end
 end
-if conf.max_ttl > 0 and ttl > conf.max_ttl then ttl = conf.max_ttl end
+local max_ttl = (terms and terms.max_ttl) or conf.max_ttl
+if max_ttl > 0 and ttl > max_ttl then ttl = max_ttl end
 local expires_at = now + ttl
 -- Each time as a string once (a number->string conversion costs ~3k instructions).
 local now_s, exp_s = ms(now), ms(expires_at)
@@ -288,7 +297,7 @@ if explicit then tail[n + 1], tail[n + 2] = 'affected', ARGV[11] end
 redis.call('HSET', KEYS[4], 'state', 'ACTIVE', 'unit', unit, 'estimate', E,
   'scope_path', scope_path, 'budgeted', budgeted_v,
   'created_at', now_s, 'expires_at', exp_s, 'grace_ms', grace_s, 'policy', policy,
-  'max_ext', ms(conf.max_ext), 'idem_key', idem_key, 'action', ARGV[13], unpack(tail))
+  'max_ext', ms((terms and terms.max_ext) or conf.max_ext), 'idem_key', idem_key, 'action', ARGV[13], unpack(tail))
 redis.call('ZADD', KEYS[5], ms(expires_at + grace), rid)
 redis.call('ZADD', KEYS[6], now_s, rid)
 redis.call('ZADD', KEYS[7], exp_s, rid)

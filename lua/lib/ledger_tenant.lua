@@ -4,20 +4,23 @@
 
 local TENANT_STATUSES = {ACTIVE = true, SUSPENDED = true, CLOSED = true}
 
--- The tenant fields the runtime reads (HMGET of these five rather than
--- HGETALL of all eleven: a quarter of the reply to convert on every reserve,
--- commit and decide).
-local TENANT_READ = {'status', 'default_ttl_ms', 'max_ttl_ms', 'max_extensions', 'default_policy'}
+-- The tenant fields the runtime reads (HMGET of these six rather than
+-- HGETALL of all of them: a fraction of the reply to convert on every
+-- reserve, commit and decide). `pol` is the compiled copy of the tenant's
+-- ACTIVE policies (lib/policy.lua), absent when there are none: reading it
+-- here costs a tenant without policies nothing more.
+local TENANT_READ = {'status', 'default_ttl_ms', 'max_ttl_ms', 'max_extensions', 'default_policy', 'pol'}
 
 -- tenant_conf reads the tenant record. No record = runtime-only deployment:
 -- no guard, protocol defaults. A malformed record fails closed.
 -- Returns conf, or nil and a message (INTERNAL_ERROR).
 local function tenant_conf(key)
   local v = redis.call('HMGET', key, unpack(TENANT_READ))
-  local conf = {present = false, status = 'ACTIVE', default_ttl = 60000, max_ttl = 0, max_ext = 10, default_policy = ''}
+  local conf = {present = false, status = 'ACTIVE', default_ttl = 60000, max_ttl = 0, max_ext = 10, default_policy = '',
+    pol = v[6] or ''}
   -- None of the fields: no record (no guard), unless the hash exists
   -- without them, which is corrupt (invalid status) exactly as before.
-  if not (v[1] or v[2] or v[3] or v[4] or v[5]) and redis.call('EXISTS', key) == 0 then return conf end
+  if not (v[1] or v[2] or v[3] or v[4] or v[5] or v[6]) and redis.call('EXISTS', key) == 0 then return conf end
   -- HMGET answers false for a missing field; hgetall had nil.
   local t = {status = v[1] or nil, default_ttl_ms = v[2] or nil, max_ttl_ms = v[3] or nil,
     max_extensions = v[4] or nil, default_policy = v[5] or nil}
@@ -41,13 +44,15 @@ local function tenant_conf(key)
   return conf
 end
 
--- resolve_policy: request value, else the tenant default, else
--- ALLOW_IF_AVAILABLE. An invalid tenant default is INVALID_REQUEST (REF).
-local function resolve_policy(requested, conf)
+-- resolve_policy: request value, else the matching scope policy's (from_policy,
+-- may be nil), else the tenant default, else ALLOW_IF_AVAILABLE. An invalid
+-- tenant default is INVALID_REQUEST (REF).
+local function resolve_policy(requested, conf, from_policy)
   if requested ~= '' then
     if not POLICIES[requested] then return nil end
     return requested
   end
+  if from_policy and POLICIES[from_policy] then return from_policy end
   if conf.default_policy == '' then return 'ALLOW_IF_AVAILABLE' end
   if not POLICIES[conf.default_policy] then return nil end
   return conf.default_policy

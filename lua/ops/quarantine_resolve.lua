@@ -1,7 +1,8 @@
 -- ops/quarantine_resolve: settle one quarantined reservation, atomically and
 -- idempotently (OpsService.ResolveQuarantined).
--- include: lib/ops_hold.lua lib/ops_idem.lua lib/refund.lua
+-- include: lib/ops_hold.lua lib/ops_idem.lua lib/refund.lua lib/audit.lua
 --
+-- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; the record, indexes and budget
 --         hashes are derived from it
 -- KEYS[2] idempotency record cy:{t:<tenant>}:idem:resolve:<key>
@@ -181,4 +182,5 @@ local sp = redis.call('HGET', h.key, 'scope_path')
 if sp then scope = sp end
 local emit = event_emitter(stream, ARGV[7], now)
 emit('reservation.quarantine_resolved', 'reservation', scope, data)
+audit_ok(KEYS[1], ARGV[7])
 return {'OK', '{"replay":false,"resp":' .. resp .. '}'}

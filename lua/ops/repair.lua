@@ -1,7 +1,8 @@
 -- ops/repair: fix the provably safe discrepancies of one tenant in one atomic
 -- call, or (dry run) report exactly the changes it would make.
--- include: lib/ops_hold.lua lib/ops_idem.lua
+-- include: lib/ops_hold.lua lib/ops_idem.lua lib/audit.lua
 --
+-- Audit: on an applied repair, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; indexes, records and budget hashes
 --         are derived from it
 -- KEYS[2] idempotency record cy:{t:<tenant>}:idem:repair:<key> (apply only)
@@ -211,6 +212,7 @@ if apply then
   local ttl = tonumber(ARGV[4])
   if not ttl or ttl < 1 then return fail('INVALID_REQUEST', 'idempotency lifetime must be positive') end
   ops_remember(idem_key, ARGV[3], resp, ttl)
+  audit_ok(KEYS[1], ARGV[5])
   if #changes > 0 then
     local kinds = {}
     for _, c in ipairs(changes) do kinds[c.kind] = (kinds[c.kind] or 0) + 1 end

@@ -11,12 +11,16 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/admin"
 	"github.com/cyclesgo/cycles-go/internal/api/adminapi"
+	"github.com/cyclesgo/cycles-go/internal/api/auditapi"
 	"github.com/cyclesgo/cycles-go/internal/api/cycleshttp"
 	"github.com/cyclesgo/cycles-go/internal/api/eventsapi"
+	"github.com/cyclesgo/cycles-go/internal/api/policyapi"
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
+	"github.com/cyclesgo/cycles-go/internal/audit"
 	"github.com/cyclesgo/cycles-go/internal/events"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/permission"
+	"github.com/cyclesgo/cycles-go/internal/policy"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
@@ -36,10 +40,12 @@ func startFull(t *testing.T) *env {
 	}
 	led := ledger.New(ex, ledger.Options{})
 	adm := admin.New(ex, admin.Options{Releaser: led})
-	svcs := server.Services{Runtime: runtimeapi.New(led), Admin: adminapi.New(adm), Events: eventsapi.New(events.New(ex, events.Options{}))}
-	srv := server.New(server.Options{Verifier: adm, AdminKey: adminKey, RequestTimeout: 5 * time.Second}, svcs)
+	aud := audit.New(ex, audit.Options{})
+	svcs := server.Services{Runtime: runtimeapi.New(led), Admin: adminapi.New(adm), Events: eventsapi.New(events.New(ex, events.Options{})),
+		Audit: auditapi.New(aud), Policy: policyapi.New(policy.New(ex, policy.Options{}))}
+	srv := server.New(server.Options{Verifier: adm, AdminKey: adminKey, RequestTimeout: 5 * time.Second, Audit: aud}, svcs)
 	hs := srv.NewHTTP(server.HTTPOptions{})
-	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: svcs.Runtime, Admin: svcs.Admin, Events: svcs.Events}))
+	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: svcs.Runtime, Admin: svcs.Admin, Events: svcs.Events, Audit: svcs.Audit, Policy: svcs.Policy}))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

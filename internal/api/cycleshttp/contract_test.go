@@ -133,6 +133,13 @@ func TestContract(t *testing.T) {
 	e.call("DELETE", "/v1/admin/api-keys/"+k["key_id"].(string), "", "", as...)
 	e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status=REVOKED", "", "", as...)
 	e.call("PATCH", "/v1/admin/tenants/"+tenant, "", `{"status":"CLOSED"}`, as...)
+	// The audit trail of this session, and refusals of the listing.
+	if logs, _ := e.call("GET", "/v1/admin/audit/logs?tenant_id="+tenant+"&limit=5", "", "", as...).obj(t)["logs"].([]any); len(logs) != 5 {
+		t.Errorf("audit listing: %d entries, want a page of 5", len(logs))
+	}
+	e.call("GET", "/v1/admin/audit/logs?tenant_id="+tenant+"&status_min=400&operation=createTenant,freezeBudget", "", "", as...)
+	e.call("GET", "/v1/admin/audit/logs?status=200&status_min=100", "", "", as...) // 400
+	e.call("GET", "/v1/admin/audit/logs", "", "", key...)                          // 401: tenant key
 
 	if len(rec) < 40 {
 		t.Fatalf("only %d exchanges recorded", len(rec))

@@ -47,28 +47,7 @@ var runtimeCodes = map[apierr.Code]bool{
 
 // httpStatus is the HTTP status of a protocol code (PROTOCOL semantics,
 // docs/http-api.md "Errors").
-func httpStatus(c apierr.Code) int {
-	switch c {
-	case apierr.InvalidRequest, apierr.UnitMismatch, apierr.Overflow:
-		return http.StatusBadRequest
-	case apierr.Unauthorized:
-		return http.StatusUnauthorized
-	case apierr.Forbidden:
-		return http.StatusForbidden
-	case apierr.NotFound, apierr.TenantNotFound, apierr.BudgetNotFound, apierr.KeyNotFound, apierr.PolicyNotFound, apierr.EventNotFound:
-		return http.StatusNotFound
-	case apierr.ReservationExpired:
-		return http.StatusGone
-	case apierr.LimitExceeded:
-		return http.StatusTooManyRequests
-	case apierr.InternalError, apierr.IdempotencyPending:
-		return http.StatusInternalServerError
-	case apierr.Unavailable:
-		return http.StatusServiceUnavailable
-	default:
-		return http.StatusConflict
-	}
-}
+func httpStatus(c apierr.Code) int { return c.HTTPStatus() }
 
 // foldRuntime maps a code outside the runtime enum onto the runtime code a
 // Cycles client already handles.

@@ -51,6 +51,10 @@ type Options struct {
 	// Admin and Events are optional (nil: their routes answer 404).
 	Admin  cyclesv1.AdminServiceServer
 	Events cyclesv1.EventServiceServer
+	// Policy serves /v1/admin/policies (nil: 404).
+	Policy cyclesv1.PolicyServiceServer
+	// Audit is optional (nil: GET /v1/admin/audit/logs answers 404).
+	Audit cyclesv1.AuditServiceServer
 	// ActionKinds is the public action-kind registry (nil: its routes answer 404).
 	ActionKinds cyclesv1.ActionKindServiceServer
 	// MaxBodyBytes bounds request bodies (0: DefaultMaxBodyBytes).
@@ -65,6 +69,8 @@ type API struct {
 	rt      cyclesv1.RuntimeServiceServer
 	adm     cyclesv1.AdminServiceServer
 	ev      cyclesv1.EventServiceServer
+	pol     cyclesv1.PolicyServiceServer
+	aud     cyclesv1.AuditServiceServer
 	kinds   cyclesv1.ActionKindServiceServer
 	maxBody int64
 	mux     *http.ServeMux
@@ -73,7 +79,7 @@ type API struct {
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
-	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
+	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
 	if a.maxBody <= 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -166,6 +172,8 @@ func (a *API) routes() {
 	a.mux.HandleFunc("POST /v1/events", a.createEvent)
 	a.mux.HandleFunc("GET /v1/balances", a.getBalances)
 	a.adminRoutes()
+	a.policyRoutes()
+	a.auditRoutes()
 	a.eventRoutes()
 	a.actionKindRoutes()
 	a.mux.HandleFunc("GET /v1/auth/introspect", a.introspect)
@@ -263,6 +271,7 @@ func metadataOf(r *http.Request) metadata.MD {
 	}
 	put(auth.IdempotencyKeyHeader, "X-Idempotency-Key")
 	put(auth.RequestIDHeader, "X-Request-Id")
+	put("user-agent", "User-Agent") // recorded in audit entries
 	return md
 }
 

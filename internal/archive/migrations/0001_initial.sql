@@ -23,8 +23,12 @@ CREATE TABLE cycles_reservations (
     max_ext            integer     NOT NULL DEFAULT 0,
     -- 1 committed, 2 released, 3 expired.
     state              smallint    NOT NULL,
+    -- The reservation id r_<tenant>_<32 hex> is stored as its 128-bit
+    -- random part (16 bytes instead of 40+ in the row and the key); an id
+    -- of another form is keyed by its MD5 and kept whole in reservation_id.
+    rid                uuid        NOT NULL,
     tenant_id          text        NOT NULL,
-    reservation_id     text        NOT NULL,
+    reservation_id     text,
     unit               text        NOT NULL,
     scope_path         text        NOT NULL,
     policy             text        NOT NULL DEFAULT '',
@@ -39,7 +43,7 @@ CREATE TABLE cycles_reservations (
     -- The stored replies of the settling call (commit or release), so a
     -- replay past the hot window answers with the original bytes.
     replay             bytea,
-    PRIMARY KEY (tenant_id, reservation_id, settled_at)
+    PRIMARY KEY (tenant_id, rid, settled_at)
 ) PARTITION BY RANGE (settled_at);
 
 -- Listing by creation time within a tenant (ListReservations time windows).

@@ -1,0 +1,210 @@
+package audit_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/admin"
+	"github.com/cyclesgo/cycles-go/internal/api/adminapi"
+	"github.com/cyclesgo/cycles-go/internal/api/auditapi"
+	"github.com/cyclesgo/cycles-go/internal/api/cycleshttp"
+	"github.com/cyclesgo/cycles-go/internal/api/opsapi"
+	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
+	"github.com/cyclesgo/cycles-go/internal/audit"
+	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/ledger"
+	"github.com/cyclesgo/cycles-go/internal/ledgerops"
+	"github.com/cyclesgo/cycles-go/internal/script"
+	"github.com/cyclesgo/cycles-go/internal/server"
+	"github.com/cyclesgo/cycles-go/internal/sweeper"
+	"github.com/cyclesgo/cycles-go/test/grpctest"
+	"github.com/cyclesgo/cycles-go/test/ledgertest"
+	"github.com/cyclesgo/cycles-go/test/redistest"
+)
+
+// env is cyclesd's shell (production chain with the audit step) serving the
+// admin, ops, runtime and audit services on a real gRPC listener and the
+// Cycles HTTP wire, so entries carry a real source address.
+type env struct {
+	t    testing.TB
+	c    redis.UniversalClient
+	svc  *audit.Service
+	adm  cyclesv1.AdminServiceClient
+	ops  cyclesv1.OpsServiceClient
+	rt   cyclesv1.RuntimeServiceClient
+	aud  cyclesv1.AuditServiceClient
+	base string
+}
+
+var reqSeq atomic.Int64
+
+// newRequestID is a request id no other call of the test run uses.
+func newRequestID(testing.TB) string {
+	return "req-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(reqSeq.Add(1), 10)
+}
+
+
+
+func start(t testing.TB, opts audit.Options) *env {
+	t.Helper()
+	return startOn(t, redistest.SharedClient(t), opts)
+}
+
+func startOn(t testing.TB, c redis.UniversalClient, opts audit.Options) *env {
+	t.Helper()
+	return startWith(t, c, opts, true)
+}
+
+// startWith serves with the audit step, or (audited false) without it, as
+// cyclesd did before the audit trail.
+func startWith(t testing.TB, c redis.UniversalClient, opts audit.Options, audited bool) *env {
+	t.Helper()
+	ex, err := script.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := ledger.New(ex, ledger.Options{})
+	adm := admin.New(ex, admin.Options{Releaser: led})
+	aud := audit.New(ex, opts)
+	svcs := server.Services{
+		Runtime: runtimeapi.New(led),
+		Admin:   adminapi.New(adm),
+		Ops:     opsapi.New(sweeper.New(ex, sweeper.Options{}), ledgerops.New(ex, ledgerops.Options{})),
+		Audit:   auditapi.New(aud),
+	}
+	so := server.Options{Verifier: grpctest.Verifier{}, AdminKey: grpctest.AdminKey, RequestTimeout: 5 * time.Second}
+	if audited {
+		so.Audit = aud
+	}
+	srv := server.New(so, svcs)
+	glis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.GRPC.Serve(glis) }()
+	t.Cleanup(srv.GRPC.Stop)
+	conn, err := grpc.NewClient(glis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUserAgent("audit-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+
+	hs := srv.NewHTTP(server.HTTPOptions{})
+	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: svcs.Runtime, Admin: svcs.Admin, Audit: svcs.Audit}))
+	hlis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = hs.Serve(hlis) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(ctx)
+	})
+	return &env{t: t, c: c, svc: aud, adm: cyclesv1.NewAdminServiceClient(conn), ops: cyclesv1.NewOpsServiceClient(conn),
+		rt: cyclesv1.NewRuntimeServiceClient(conn), aud: cyclesv1.NewAuditServiceClient(conn), base: "http://" + hlis.Addr().String()}
+}
+
+// admin is a context calling with the admin key and request id rid.
+func adminCtx(rid string) context.Context {
+	return metadata.AppendToOutgoingContext(grpctest.AsAdmin(context.Background()), auth.RequestIDHeader, rid)
+}
+
+// tenant makes a fresh tenant (HTTP-safe id) with a 1,000-token tenant budget.
+func (e *env) tenant() string {
+	e.t.Helper()
+	id := strings.ReplaceAll(ledgertest.NewTenantID(e.t), "_", "-")
+	ledgertest.SeedTenant(e.t, e.c, id, ledgertest.Tenant{})
+	ledgertest.SeedBudget(e.t, e.c, id, ledgertest.Budget{Scope: "tenant:" + id, Unit: "TOKENS", Allocated: 1000})
+	return id
+}
+
+// entries lists every entry of request rid (over gRPC).
+func (e *env) entries(rid string) []*cyclesv1.AuditLogEntry {
+	e.t.Helper()
+	resp, err := e.aud.ListAuditLogs(adminCtx(newRequestID(e.t)), &cyclesv1.ListAuditLogsRequest{RequestId: rid, Limit: 200})
+	if err != nil {
+		e.t.Fatalf("list entries of %s: %v", rid, err)
+	}
+	return resp.GetLogs()
+}
+
+// one is the single entry of request rid; anything else fails.
+func (e *env) one(rid string) *cyclesv1.AuditLogEntry {
+	e.t.Helper()
+	got := e.entries(rid)
+	if len(got) != 1 {
+		e.t.Fatalf("request %s: %d audit entries, want 1: %v", rid, len(got), got)
+	}
+	return got[0]
+}
+
+// reply is one HTTP answer.
+type reply struct {
+	status int
+	body   []byte
+}
+
+func (r reply) obj(t *testing.T) map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("body is not a JSON object: %v: %s", err, r.body)
+	}
+	return m
+}
+
+// call sends one HTTP request with headers kv.
+func (e *env) call(method, path, body string, kv ...string) reply {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.base+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		req.Header.Set(kv[i], kv[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return reply{status: resp.StatusCode, body: b}
+}
+
+// grpcMethodDesc is grpc.MethodDesc (a service descriptor's unary methods).
+type grpcMethodDesc = grpc.MethodDesc
+
+// ledgertestZ is one deadline-index member.
+func ledgertestZ(score int64, member string) redis.Z {
+	return redis.Z{Score: float64(score), Member: member}
+}

@@ -1,0 +1,410 @@
+package audit
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/sweeper"
+)
+
+// Listing bounds.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 200
+	// MaxListFanout is how many tenants a listing without tenant_id merges;
+	// beyond it the caller must name the tenant.
+	MaxListFanout = 1000
+	// maxScanPerStream bounds the entries one page examines in one stream:
+	// a filtered page may be short (has_more set) but never unbounded.
+	maxScanPerStream = 1000
+	readBatch        = 200
+	readConcurrency  = 16
+	// maxSeq is the largest sequence part of a stream id.
+	maxSeq = "18446744073709551615"
+)
+
+// pos is a place in the merged order: a stream id and its stream. The
+// listing is newest first: by id, then by stream key, both descending.
+type pos struct {
+	ms, seq uint64
+	stream  string
+}
+
+func (p pos) less(q pos) bool {
+	if p.ms != q.ms {
+		return p.ms < q.ms
+	}
+	if p.seq != q.seq {
+		return p.seq < q.seq
+	}
+	return p.stream < q.stream
+}
+
+func parseID(id string) (ms, seq uint64, ok bool) {
+	a, b, found := strings.Cut(id, "-")
+	if !found {
+		return 0, 0, false
+	}
+	ms, err1 := strconv.ParseUint(a, 10, 64)
+	seq, err2 := strconv.ParseUint(b, 10, 64)
+	return ms, seq, err1 == nil && err2 == nil
+}
+
+func (p pos) id() string { return fmt.Sprintf("%d-%d", p.ms, p.seq) }
+
+// before is the stream id just before p's id ("" when there is none).
+func (p pos) before() string {
+	switch {
+	case p.seq > 0:
+		return fmt.Sprintf("%d-%d", p.ms, p.seq-1)
+	case p.ms > 0:
+		return fmt.Sprintf("%d-%s", p.ms-1, maxSeq)
+	}
+	return ""
+}
+
+func (p pos) cursor() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(p.id() + " " + p.stream))
+}
+
+func parseCursor(c string) (pos, error) {
+	bad := apierr.Invalid("cursor", "is not a cursor of this listing")
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return pos{}, bad
+	}
+	id, stream, ok := strings.Cut(string(raw), " ")
+	ms, seq, okID := parseID(id)
+	if !ok || !okID || (stream != keys.AuditLog && !strings.HasSuffix(stream, ":audit")) {
+		return pos{}, bad
+	}
+	return pos{ms: ms, seq: seq, stream: stream}, nil
+}
+
+// entry is one stream entry read back.
+type entry struct {
+	at pos
+	f  map[string]string
+}
+
+// matcher is a listing's filter.
+type matcher struct {
+	req                                 *cyclesv1.ListAuditLogsRequest
+	ops, types, codes, exclude          map[string]bool
+	search                              string
+	hasStatus, hasMin, hasMax           bool
+	status, statusMin, statusMax, limit int
+}
+
+// newMatcher builds the filter of req (validated by internal/validate: list
+// sizes, status bounds, lengths).
+func newMatcher(req *cyclesv1.ListAuditLogsRequest) *matcher {
+	set := func(vs []string) map[string]bool {
+		if len(vs) == 0 {
+			return nil
+		}
+		out := make(map[string]bool, len(vs))
+		for _, v := range vs {
+			out[v] = true
+		}
+		return out
+	}
+	m := &matcher{req: req, search: strings.ToLower(req.GetSearch()),
+		ops: set(req.GetOperations()), types: set(req.GetResourceTypes()),
+		codes: set(req.GetErrorCodes()), exclude: set(req.GetErrorCodesExclude())}
+	m.hasStatus, m.hasMin, m.hasMax = req.Status != nil, req.StatusMin != nil, req.StatusMax != nil
+	m.status, m.statusMin, m.statusMax = int(req.GetStatus()), int(req.GetStatusMin()), int(req.GetStatusMax())
+	m.limit = int(req.GetLimit())
+	switch {
+	case m.limit <= 0:
+		m.limit = DefaultListLimit
+	case m.limit > MaxListLimit:
+		m.limit = MaxListLimit
+	}
+	return m
+}
+
+func (m *matcher) match(f map[string]string) bool {
+	r := m.req
+	exact := func(want, got string) bool { return want == "" || want == got }
+	if !exact(r.GetTenantId(), f["t"]) || !exact(r.GetKeyId(), f["k"]) || !exact(r.GetResourceId(), f["rid"]) ||
+		!exact(r.GetTraceId(), f["tr"]) || !exact(r.GetRequestId(), f["req"]) {
+		return false
+	}
+	if m.ops != nil && !m.ops[f["op"]] || m.types != nil && !m.types[f["rt"]] {
+		return false
+	}
+	ec := f["ec"]
+	if m.codes != nil && (ec == "" || !m.codes[ec]) || ec != "" && m.exclude[ec] {
+		return false
+	}
+	st, err := strconv.Atoi(f["st"])
+	if (m.hasStatus || m.hasMin || m.hasMax) && (err != nil || st == 0) {
+		return false
+	}
+	if m.hasStatus && st != m.status || m.hasMin && st < m.statusMin || m.hasMax && st > m.statusMax {
+		return false
+	}
+	if m.search != "" {
+		hit := false
+		for _, k := range []string{"rid", "id", "ec", "op"} {
+			if strings.Contains(strings.ToLower(f[k]), m.search) {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			return false
+		}
+	}
+	return true
+}
+
+// List returns one page of the audit trail, newest first. With a tenant_id it
+// reads that tenant's stream (or the non-tenant log for a sentinel); without,
+// it merges the non-tenant log with every registered tenant's stream (at most
+// MaxListFanout tenants). Each stream is read from the cursor down, at most
+// maxScanPerStream entries per page, so a page is bounded work; a page may be
+// short with has_more set when filters skip many entries.
+func (s *Service) List(ctx context.Context, req *cyclesv1.ListAuditLogsRequest) (*cyclesv1.ListAuditLogsResponse, error) {
+	m := newMatcher(req)
+	var after *pos
+	if c := req.GetCursor(); c != "" {
+		p, err := parseCursor(c)
+		if err != nil {
+			return nil, err
+		}
+		after = &p
+	}
+	streams, err := s.streams(ctx, req.GetTenantId())
+	if err != nil {
+		return nil, err
+	}
+	results := make([]streamPage, len(streams))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(readConcurrency)
+	for i, st := range streams {
+		g.Go(func() error {
+			var err error
+			results[i], err = s.scan(gctx, st, m, after)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	// Entries at or above the frontier were examined in every stream that
+	// still has unexamined ones; below it, a stream may hide newer matches.
+	var frontier *pos
+	var all []entry
+	for _, r := range results {
+		all = append(all, r.matched...)
+		if !r.done && (frontier == nil || frontier.less(r.last)) {
+			last := r.last
+			frontier = &last
+		}
+	}
+	slices.SortFunc(all, func(a, b entry) int {
+		switch {
+		case b.at.less(a.at):
+			return -1
+		case a.at.less(b.at):
+			return 1
+		}
+		return 0
+	})
+	resp := &cyclesv1.ListAuditLogsResponse{}
+	var taken []entry
+	for _, e := range all {
+		if frontier != nil && e.at.less(*frontier) {
+			break
+		}
+		if len(taken) == m.limit {
+			resp.HasMore = true
+			break
+		}
+		taken = append(taken, e)
+	}
+	if frontier != nil {
+		resp.HasMore = true
+	}
+	for _, e := range taken {
+		resp.Logs = append(resp.Logs, entryOf(e))
+	}
+	if resp.HasMore {
+		next := frontier
+		if len(taken) == m.limit {
+			next = &taken[len(taken)-1].at
+		}
+		if next != nil {
+			resp.NextCursor = next.cursor()
+		}
+	}
+	return resp, nil
+}
+
+// streams are the audit streams a listing reads.
+func (s *Service) streams(ctx context.Context, tenant string) ([]string, error) {
+	switch {
+	case tenant == AdminTenant || tenant == UnauthTenant:
+		return []string{keys.AuditLog}, nil
+	case tenant != "":
+		if !auth.ValidTenantID(tenant) {
+			return nil, nil // no entry can name it
+		}
+		return []string{keys.Tenant(tenant).Audit()}, nil
+	}
+	var page struct {
+		Tenants jsonList[string] `json:"tenants"`
+	}
+	if err := s.exec.RunInto(ctx, &page, sweeper.TenantsScript, []string{keys.Tenants}, "", MaxListFanout+1); err != nil {
+		return nil, err
+	}
+	if len(page.Tenants) > MaxListFanout {
+		return nil, apierr.Invalid("tenant_id", "is required on a server with more than %d tenants", MaxListFanout)
+	}
+	out := []string{keys.AuditLog}
+	for _, t := range page.Tenants {
+		out = append(out, keys.Tenant(t).Audit())
+	}
+	return out, nil
+}
+
+// streamPage is what one page read from one stream.
+type streamPage struct {
+	matched []entry
+	// done: nothing below last is left within the listing's bounds.
+	done bool
+	last pos
+}
+
+// scan reads stream newest first from below the cursor, keeping the
+// matching entries, until it has a page of them, the stream ends, or it has
+// examined maxScanPerStream entries.
+func (s *Service) scan(ctx context.Context, stream string, m *matcher, after *pos) (streamPage, error) {
+	hi := "+"
+	if to := m.req.GetToMs(); to > 0 {
+		hi = fmt.Sprintf("%d-%s", to, maxSeq)
+	}
+	if after != nil {
+		c := after.id()
+		if stream >= after.stream {
+			c = after.before()
+		}
+		if c == "" {
+			return streamPage{done: true}, nil
+		}
+		if hi == "+" || idLess(c, hi) {
+			hi = c
+		}
+	}
+	lo := "-"
+	if from := m.req.GetFromMs(); from > 0 {
+		lo = fmt.Sprintf("%d-0", from)
+	}
+	var out streamPage
+	for examined := 0; ; {
+		n := min(readBatch, maxScanPerStream-examined)
+		rows, err := s.read(ctx, stream, hi, lo, n)
+		if err != nil {
+			return streamPage{}, err
+		}
+		for _, r := range rows {
+			out.last = r.at
+			if m.match(r.f) {
+				out.matched = append(out.matched, r)
+			}
+		}
+		examined += len(rows)
+		if len(rows) < n {
+			out.done = true
+			return out, nil
+		}
+		if len(out.matched) >= m.limit || examined >= maxScanPerStream {
+			return out, nil
+		}
+		hi = out.last.before()
+		if hi == "" {
+			out.done = true
+			return out, nil
+		}
+	}
+}
+
+// idLess compares two stream ids numerically.
+func idLess(a, b string) bool {
+	am, as, _ := parseID(a)
+	bm, bs, _ := parseID(b)
+	return am < bm || am == bm && as < bs
+}
+
+// read runs audit/read: up to n entries of stream, newest first, between the
+// inclusive ids lo and hi.
+func (s *Service) read(ctx context.Context, stream, hi, lo string, n int) ([]entry, error) {
+	var rows jsonList[[]string]
+	if err := s.exec.RunInto(ctx, &rows, ReadScript, []string{stream}, "desc", hi, lo, n); err != nil {
+		return nil, fmt.Errorf("read %s: %w", stream, err)
+	}
+	out := make([]entry, 0, len(rows))
+	for _, r := range rows {
+		if len(r) == 0 {
+			continue
+		}
+		ms, seq, ok := parseID(r[0])
+		if !ok {
+			continue
+		}
+		f := make(map[string]string, len(r)/2)
+		for i := 1; i+1 < len(r); i += 2 {
+			f[r[i]] = r[i+1]
+		}
+		out = append(out, entry{at: pos{ms: ms, seq: seq, stream: stream}, f: f})
+	}
+	return out, nil
+}
+
+// entryOf is the API form of a stored entry.
+func entryOf(e entry) *cyclesv1.AuditLogEntry {
+	f := e.f
+	st, _ := strconv.Atoi(f["st"])
+	out := &cyclesv1.AuditLogEntry{
+		LogId: f["id"], TimestampMs: int64(e.at.ms), TenantId: f["t"], KeyId: f["k"], UserAgent: f["ua"],
+		SourceIp: f["ip"], Operation: f["op"], ResourceType: f["rt"], ResourceId: f["rid"],
+		RequestId: f["req"], TraceId: f["tr"], Status: int32(st), ErrorCode: f["ec"],
+	}
+	if md := f["md"]; md != "" {
+		var m map[string]string
+		if json.Unmarshal([]byte(md), &m) == nil && len(m) > 0 {
+			out.Metadata = m
+		}
+	}
+	return out
+}
+
+// jsonList decodes a JSON array, tolerating the "{}" Redis cjson makes of
+// an empty Lua table.
+type jsonList[T any] []T
+
+func (l *jsonList[T]) UnmarshalJSON(b []byte) error {
+	if string(b) == "{}" || string(b) == "null" {
+		*l = nil
+		return nil
+	}
+	var v []T
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*l = v
+	return nil
+}

@@ -1,0 +1,52 @@
+-- policy/create: add a scope policy to a tenant (docs/protocol.md#policies).
+-- include: lib/ledger_util.lua lib/policy.lua
+--
+-- KEYS: 1 tenant record   2 the tenant's policies hash
+-- ARGV: 1 the policy (JSON, every field of internal/policy's stored form but
+--         created_at_ms, which is Redis TIME here)
+--       2 the most policies one tenant may hold
+-- Result: ok(<the policy as stored>)
+-- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, DUPLICATE_RESOURCE (a policy of
+--   that name or id exists), LIMIT_EXCEEDED (the tenant holds the most
+--   policies), INTERNAL_ERROR (a malformed stored policy). Writes the policy
+--   and the tenant record's compiled copy (lib/policy.lua), or nothing.
+
+local p = jdecode(ARGV[1])
+local max = tonumber(ARGV[2])
+if p == nil or max == nil then return fail('INTERNAL_ERROR', 'policy/create: malformed arguments') end
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then
+  return fail('TENANT_NOT_FOUND', 'tenant ' .. p.tenant_id .. ' not found', {tenant_id = p.tenant_id})
+end
+if status == 'CLOSED' then return fail('TENANT_CLOSED', 'the tenant is closed', {tenant_id = p.tenant_id}) end
+
+local pols = hgetall(KEYS[2])
+if pols[p.policy_id] then
+  return fail('DUPLICATE_RESOURCE', 'policy ' .. p.policy_id .. ' exists', {policy_id = p.policy_id})
+end
+local n = 0
+for id, raw in pairs(pols) do
+  n = n + 1
+  local q = jdecode(raw)
+  if q == nil then return fail('INTERNAL_ERROR', 'stored policy ' .. id .. ' is malformed') end
+  if q.name == p.name then
+    return fail('DUPLICATE_RESOURCE', 'the tenant has a policy named ' .. p.name, {field = 'name', policy_id = id})
+  end
+end
+if n >= max then
+  return fail('LIMIT_EXCEEDED', 'the tenant holds ' .. n .. ' policies, the most allowed', {field = 'tenant_id'})
+end
+
+p.created_at_ms = now_ms()
+p.updated_at_ms = 0
+local raw = cjson.encode(p)
+pols[p.policy_id] = raw
+local compiled, cerr = policy_compile(pols)
+if compiled == nil then return fail('INTERNAL_ERROR', cerr) end
+redis.call('HSET', KEYS[2], p.policy_id, raw)
+if compiled == '' then
+  redis.call('HDEL', KEYS[1], 'pol')
+else
+  redis.call('HSET', KEYS[1], 'pol', compiled)
+end
+return ok(p)

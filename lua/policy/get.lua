@@ -1,0 +1,15 @@
+#!lua flags=no-writes
+-- policy/get: read one scope policy, or every policy of a tenant.
+--
+-- KEYS: 1 the tenant's policies hash
+-- ARGV: 1 policy id ('' = all of them; a tenant holds a bounded number)
+-- Result: ok({<policy JSON>, ...}) (the stored strings, decoded by internal/policy)
+-- Refusals: NOT_FOUND (a named policy that does not exist).
+
+if ARGV[1] == '' then
+  local all = redis.call('HVALS', KEYS[1])
+  return ok({items = all})
+end
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return fail('NOT_FOUND', 'policy ' .. ARGV[1] .. ' not found', {policy_id = ARGV[1]}) end
+return ok({items = {raw}})

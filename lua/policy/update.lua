@@ -1,0 +1,58 @@
+-- policy/update: change fields of a scope policy (docs/protocol.md#policies).
+-- include: lib/ledger_util.lua lib/policy.lua
+--
+-- KEYS: 1 tenant record   2 the tenant's policies hash
+-- ARGV: 1 policy id   2 patch (JSON object: the stored fields to replace,
+--         each already validated by internal/policy; absent = unchanged)
+-- Result: ok(<the policy as stored after the change>)
+-- Refusals: NOT_FOUND (no such policy), TENANT_CLOSED, DUPLICATE_RESOURCE (the
+--   new name is taken), INVALID_REQUEST (the effective window would end before
+--   it starts), INTERNAL_ERROR (a malformed stored policy). Rewrites the policy
+--   and the tenant record's compiled copy (lib/policy.lua), or nothing.
+
+local PATCHABLE = {name = true, description = true, priority = true, caps = true, commit_overage_policy = true,
+  default_ttl_ms = true, max_ttl_ms = true, max_extensions = true, max_reservations_per_minute = true,
+  max_commits_per_minute = true, status = true, effective_from_ms = true, effective_until_ms = true}
+
+local id = ARGV[1]
+local patch = jdecode(ARGV[2])
+if patch == nil then return fail('INTERNAL_ERROR', 'policy/update: malformed patch') end
+local pols = hgetall(KEYS[2])
+if pols[id] == nil then return fail('NOT_FOUND', 'policy ' .. id .. ' not found', {policy_id = id}) end
+if redis.call('HGET', KEYS[1], 'status') == 'CLOSED' then
+  return fail('TENANT_CLOSED', 'the tenant is closed; its policies are read-only', {policy_id = id})
+end
+local p = jdecode(pols[id])
+if p == nil then return fail('INTERNAL_ERROR', 'stored policy ' .. id .. ' is malformed') end
+
+for k, v in pairs(patch) do
+  if not PATCHABLE[k] then return fail('INTERNAL_ERROR', 'policy/update: unknown field ' .. k) end
+  p[k] = v
+end
+if p.effective_from_ms > 0 and p.effective_until_ms > 0 and p.effective_until_ms <= p.effective_from_ms then
+  return fail('INVALID_REQUEST', 'effective_until must be after effective_from', {field = 'effective_until'})
+end
+if patch.name ~= nil then
+  for other, raw in pairs(pols) do
+    if other ~= id then
+      local q = jdecode(raw)
+      if q == nil then return fail('INTERNAL_ERROR', 'stored policy ' .. other .. ' is malformed') end
+      if q.name == p.name then
+        return fail('DUPLICATE_RESOURCE', 'the tenant has a policy named ' .. p.name, {field = 'name', policy_id = other})
+      end
+    end
+  end
+end
+
+p.updated_at_ms = now_ms()
+local raw = cjson.encode(p)
+pols[id] = raw
+local compiled, cerr = policy_compile(pols)
+if compiled == nil then return fail('INTERNAL_ERROR', cerr) end
+redis.call('HSET', KEYS[2], id, raw)
+if compiled == '' then
+  redis.call('HDEL', KEYS[1], 'pol')
+else
+  redis.call('HSET', KEYS[1], 'pol', compiled)
+end
+return ok(p)
