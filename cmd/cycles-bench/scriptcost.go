@@ -36,7 +36,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("scriptcost", flag.ContinueOnError)
 	n := fs.Int("n", 400, "calls per measured operation")
 	useValgrind := fs.Bool("valgrind", true, "run redis-server under callgrind and count instructions")
-	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure (also: reserve-pol10, a reserve on a tenant with 10 scope policies)")
+	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure (also: reserve-pol10, a reserve on a tenant with 10 scope policies, 5 matching with caps; reserve-pol10-read, the same without caps)")
 	functions := fs.Bool("functions", true, "call the scripts as Redis 7 Functions (FUNCTION LOAD, FCALL), as cyclesd does on Redis 7; false: EVALSHA, as on Redis 6 and the embedded store")
 	keep := fs.String("keep", "", "keep the callgrind dumps (cg.out.N, one per op in order) in this directory for callgrind_annotate")
 	if err := fs.Parse(args); err != nil {
@@ -125,10 +125,21 @@ func scriptcostMain(ctx context.Context, args []string) error {
 			if err := setup("costpol"); err != nil {
 				return err
 			}
-			if err := benchPolicies(ctx, policy.New(exec, policy.Options{}), "costpol", 10); err != nil {
+			if err := benchPolicies(ctx, policy.New(exec, policy.Options{}), "costpol", 10, true); err != nil {
 				return err
 			}
 			call = func(int) error { _, err := reserveAs("costpol"); return err }
+		case "reserve-pol10-read":
+			// The same 10 policies without caps: the reserve's answer and
+			// record are those of a plain reserve, so the difference is what
+			// reading and matching the policies costs.
+			if err := setup("costpolr"); err != nil {
+				return err
+			}
+			if err := benchPolicies(ctx, policy.New(exec, policy.Options{}), "costpolr", 10, false); err != nil {
+				return err
+			}
+			call = func(int) error { _, err := reserveAs("costpolr"); return err }
 		case "commit", "release":
 			for i := 0; i < *n; i++ {
 				id, err := reserve()
@@ -259,13 +270,15 @@ func callgrindTotal(path string) (int64, error) {
 
 // benchPolicies gives tenant n ACTIVE scope policies, half of them matching
 // the bench reserve's scope (tenant/workspace:bench/agent:shared).
-func benchPolicies(ctx context.Context, svc *policy.Service, tenant string, n int) error {
+func benchPolicies(ctx context.Context, svc *policy.Service, tenant string, n int, caps bool) error {
 	for i := 0; i < n; i++ {
 		req := &cyclesv1.CreateScopePolicyRequest{TenantId: tenant, Name: "bench-" + strconv.Itoa(i), Priority: int32(i),
 			ScopePattern: "tenant:" + tenant + "/workspace:other" + strconv.Itoa(i) + "/*"}
 		if i%2 == 0 {
 			req.ScopePattern = []string{"agent:shared", "tenant:" + tenant + "/*", "*/agent:*", "workspace:bench/*", "*"}[i/2%5]
-			req.Caps = &cyclesv1.Caps{MaxTokens: ptr(int64(1000 + i))}
+			if caps {
+				req.Caps = &cyclesv1.Caps{MaxTokens: ptr(int64(1000 + i))}
+			}
 			req.ReservationTtlOverride = &cyclesv1.ReservationTtlOverride{MaxTtlMs: ptr(int64(3_600_000))}
 		}
 		if _, err := svc.CreateScopePolicy(ctx, req); err != nil {

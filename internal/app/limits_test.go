@@ -20,6 +20,11 @@ func TestLimitFlagDefaultsAreTheServerDefaults(t *testing.T) {
 	}
 	got, want := limits(cfg), server.DefaultLimits()
 	got.PreAuth.MaxPeers = want.PreAuth.MaxPeers // no flag: the server's default applies
+	// The connection guard and public-stream limits have no flags either
+	// (docs/limits.md lists them as fixed).
+	got.FirstStreamTimeout, got.WriteStallTimeout, got.RefusedStreamsPerConn = want.FirstStreamTimeout, want.WriteStallTimeout, want.RefusedStreamsPerConn
+	got.PublicStreamsPerConn, got.PublicStreamsTotal = want.PublicStreamsPerConn, want.PublicStreamsTotal
+	got.PublicAwaitingPerConn, got.PublicAwaitingTotal, got.PublicRecvTimeout = want.PublicAwaitingPerConn, want.PublicAwaitingTotal, want.PublicRecvTimeout
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("flag defaults give\n%+v\nserver defaults are\n%+v", got, want)
 	}

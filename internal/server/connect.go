@@ -58,7 +58,8 @@ func (h *HTTPServer) MountConnect(maxBody int64, corsOrigins ...string) error {
 	if err != nil {
 		return fmt.Errorf("connect transcoder: %w", err)
 	}
-	handler := withCORS(http.MaxBytesHandler(connectUnaryByDefault(h.core.connectPreAuth(tc)), maxBody), corsOrigins)
+	handler := withCORS(BodyDeadline(http.MaxBytesHandler(connectUnaryByDefault(h.core.connectPreAuth(tc)), maxBody),
+		h.opts.BodyTimeout, h.opts.MinBodyRate, h.core.closures), corsOrigins)
 	for _, p := range paths {
 		h.mux.Handle(p, handler)
 	}
@@ -84,6 +85,9 @@ func (s *Server) connectPreAuth(next http.Handler) http.Handler {
 			}
 		}
 		if _, err := s.PreAuth(r.Context(), r.URL.Path, md, r.RemoteAddr); err != nil {
+			// The body is not read: end the connection after this answer
+			// rather than drain it (gRPC-Web refusals are 200s).
+			w.Header().Set("Connection", "close")
 			_ = ew.Write(w, r, connectError(err))
 			return
 		}

@@ -2,10 +2,19 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/cyclesgo/cycles-go/internal/reqctx"
 
 	"go.uber.org/zap"
 	"golang.org/x/net/netutil"
@@ -29,6 +38,13 @@ type HTTPOptions struct {
 	// Connect transcoder (0: 1 MiB; the largest request in the contract, a
 	// batch admin call, is a few KiB).
 	MaxBodyBytes int64
+	// BodyTimeout and MinBodyRate bound how long a request body may take:
+	// the whole body must arrive within BodyTimeout plus its length at
+	// MinBodyRate bytes per second (0: 10 s and 64 KiB/s; a 1 MiB body thus
+	// gets 26 s). A body that is trickled or never sent fails its read and
+	// the connection closes.
+	BodyTimeout time.Duration
+	MinBodyRate int64
 }
 
 // DefaultHTTPOptions are safe limits for a public listener.
@@ -39,6 +55,8 @@ func DefaultHTTPOptions() HTTPOptions {
 		MaxHeaderBytes:    64 << 10,
 		MaxConnections:    1024,
 		MaxBodyBytes:      1 << 20,
+		BodyTimeout:       10 * time.Second,
+		MinBodyRate:       64 << 10,
 	}
 }
 
@@ -71,6 +89,12 @@ func (s *Server) NewHTTP(opts HTTPOptions) *HTTPServer {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = def.MaxBodyBytes
 	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = def.BodyTimeout
+	}
+	if opts.MinBodyRate <= 0 {
+		opts.MinBodyRate = def.MinBodyRate
+	}
 	log := opts.Logger
 	if log == nil {
 		log = s.log
@@ -92,9 +116,10 @@ func (s *Server) NewHTTP(opts HTTPOptions) *HTTPServer {
 }
 
 // Handle registers a route (net/http pattern syntax, e.g. "POST /v1/decide");
-// its request bodies are limited to MaxBodyBytes (LimitBody).
+// its request bodies are limited to MaxBodyBytes and to the body deadline
+// (LimitBody, BodyDeadline).
 func (h *HTTPServer) Handle(pattern string, handler http.Handler) {
-	h.mux.Handle(pattern, LimitBody(handler, h.opts.MaxBodyBytes))
+	h.mux.Handle(pattern, BodyDeadline(LimitBody(handler, h.opts.MaxBodyBytes), h.opts.BodyTimeout, h.opts.MinBodyRate, h.core.closures))
 }
 
 // Server is the underlying http.Server (TLS configuration goes here).
@@ -104,21 +129,109 @@ func (h *HTTPServer) Server() *http.Server { return h.srv }
 func (h *HTTPServer) MaxBodyBytes() int64 { return h.opts.MaxBodyBytes }
 
 // LimitBody wraps a route so its request body is cut at n bytes: a request
-// declaring a longer Content-Length is refused with 413 before any of it is
-// read, and a body that turns out longer fails its read (http.MaxBytesReader,
-// which also answers 413). Transports on this listener authenticate from the
-// headers before reading the body, as the gRPC tap does (docs/limits.md).
+// declaring a longer Content-Length is refused with 400 INVALID_REQUEST (the
+// Cycles error body, docs/http-api.md) before any of it is read, and the
+// connection closes; a body that turns out longer fails its read
+// (http.MaxBytesReader), which the route reports as INVALID_REQUEST too.
+// Transports on this listener authenticate from the headers before reading
+// the body, as the gRPC tap does (docs/limits.md).
 func LimitBody(h http.Handler, n int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > n {
 			w.Header().Set("Connection", "close")
-			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(map[string]any{
+				"error":      "INVALID_REQUEST",
+				"message":    fmt.Sprintf("request body is %d bytes; the limit is %d", r.ContentLength, n),
+				"request_id": reqctx.RequestIDOrNew(r.Header.Get("X-Request-Id")),
+				"details":    map[string]string{"field": "body", "limit": "http_body_bytes"},
+			})
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, n)
 		h.ServeHTTP(w, r)
 	})
 }
+
+// BodyDeadline wraps a route so that
+//   - its request body must arrive within timeout plus its declared length
+//     (or the route's limit, for a chunked body) at minRate bytes/s: the
+//     connection's read deadline, so a trickled body fails its read;
+//   - an error answered before the body was read whole (401, 403, 413,
+//     429: pre-auth refusals) closes the connection instead of draining the
+//     body first, which net/http would otherwise do before writing the
+//     answer (up to 256 KiB, at the sender's pace). Each such closure counts
+//     in closures (reason http_unread_body).
+func BodyDeadline(h http.Handler, timeout time.Duration, minRate int64, closures metric.Int64Counter) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			h.ServeHTTP(w, r)
+			return
+		}
+		size := r.ContentLength
+		if size < 0 {
+			size = 1 << 20
+		}
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout + time.Duration(size*int64(time.Second)/minRate)))
+		body := &trackedBody{ReadCloser: r.Body}
+		r.Body = body
+		h.ServeHTTP(&unreadCloser{ResponseWriter: w, body: body, ctx: r.Context(), closures: closures}, r)
+	})
+}
+
+// trackedBody notes when its body has been read to the end.
+type trackedBody struct {
+	io.ReadCloser
+	done atomic.Bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.done.Store(true)
+	}
+	return n, err
+}
+
+// unreadCloser marks an error answer written before the body was read as
+// the connection's last.
+type unreadCloser struct {
+	http.ResponseWriter
+	body     *trackedBody
+	ctx      context.Context
+	closures metric.Int64Counter
+	wrote    bool
+}
+
+func (u *unreadCloser) WriteHeader(code int) {
+	if !u.wrote {
+		u.wrote = true
+		if code >= 400 && !u.body.done.Load() {
+			u.Header().Set("Connection", "close")
+			if u.closures != nil {
+				u.closures.Add(context.WithoutCancel(u.ctx), 1, metric.WithAttributes(attribute.String("reason", "http_unread_body")))
+			}
+		}
+	}
+	u.ResponseWriter.WriteHeader(code)
+}
+
+func (u *unreadCloser) Write(p []byte) (int, error) {
+	if !u.wrote {
+		u.WriteHeader(http.StatusOK)
+	}
+	return u.ResponseWriter.Write(p)
+}
+
+// Flush and Unwrap keep streaming answers and http.ResponseController working.
+func (u *unreadCloser) Flush() {
+	if f, ok := u.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (u *unreadCloser) Unwrap() http.ResponseWriter { return u.ResponseWriter }
 
 // Serve serves on lis until Shutdown, with at most MaxConnections open
 // connections; with a TLS config on Server() it serves TLS.

@@ -29,10 +29,11 @@ func (c *chain) sizeUnary(ctx context.Context, req any, info *grpc.UnaryServerIn
 	if c.maxRuntimeRecv > 0 && strings.HasPrefix(info.FullMethod, runtimePrefix) {
 		if m, ok := req.(proto.Message); ok {
 			if n := proto.Size(m); n > c.maxRuntimeRecv {
-				return nil, (&apierr.Error{
-					Code:    apierr.LimitExceeded,
-					Message: fmt.Sprintf("request is %d bytes; runtime requests are at most %d", n, c.maxRuntimeRecv),
-				}).With("limit", "runtime_request_bytes")
+				// Too large is the request's fault and no retry fixes it:
+				// INVALID_REQUEST (400 on the HTTP wire, as a body over the
+				// listener's limit), not a throttle.
+				return nil, apierr.Invalid("request", "is %d bytes; runtime requests are at most %d", n, c.maxRuntimeRecv).
+					With("limit", "runtime_request_bytes")
 			}
 		}
 	}

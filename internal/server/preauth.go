@@ -215,13 +215,18 @@ func peerKey(ctx context.Context) string {
 	if !ok || p.Addr == nil {
 		return ""
 	}
-	if ta, ok := p.Addr.(*net.TCPAddr); ok {
+	return peerKeyOf(p.Addr)
+}
+
+// peerKeyOf is peerKey of a remote address.
+func peerKeyOf(addr net.Addr) string {
+	if ta, ok := addr.(*net.TCPAddr); ok {
 		if ip4 := ta.IP.To4(); ip4 != nil {
 			return ip4.String()
 		}
 		return ta.IP.Mask(net.CIDRMask(64, 128)).String() + "/64"
 	}
-	return p.Addr.String()
+	return addr.String()
 }
 
 // peerGuard tracks failed authentications and unverified requests per peer.

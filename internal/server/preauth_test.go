@@ -336,7 +336,7 @@ func TestRuntimeRequestSizeLimit(t *testing.T) {
 	e := startLimited(t, Limits{MaxRuntimeRecvBytes: 1024}, Services{})
 	rt := cyclesv1.NewRuntimeServiceClient(e.conn)
 	_, err := rt.GetReservation(withMD(auth.APIKeyHeader, "cached-key"), bigGet(2048))
-	if status.Code(err) != codes.ResourceExhausted || reasonOf(t, err) != apierr.LimitExceeded {
+	if status.Code(err) != codes.InvalidArgument || reasonOf(t, err) != apierr.InvalidRequest {
 		t.Fatalf("oversize runtime request: %v", err)
 	}
 	if !strings.Contains(err.Error(), "at most 1024") {

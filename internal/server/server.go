@@ -15,7 +15,6 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -80,21 +79,48 @@ type Limits struct {
 	StreamsTotal  int
 	// PreAuth bounds what callers failing authentication can cost.
 	PreAuth PreAuthLimits
+
+	// Connection guard (connguard.go). FirstStreamTimeout closes a
+	// connection that starts no RPC in time (preface-only); WriteStallTimeout
+	// closes one whose peer leaves a write of ours blocked that long;
+	// RefusedStreamsPerConn closes one with that many streams refused before
+	// their body, when they outnumber its served ones.
+	FirstStreamTimeout    time.Duration
+	WriteStallTimeout     time.Duration
+	RefusedStreamsPerConn int
+
+	// Public methods (publicstream.go): health and reflection streams open
+	// per connection and in all, those still waiting for their request
+	// message per connection and in all, and how long a request message may
+	// take to arrive.
+	PublicStreamsPerConn  int
+	PublicStreamsTotal    int
+	PublicAwaitingPerConn int
+	PublicAwaitingTotal   int
+	PublicRecvTimeout     time.Duration
 }
 
 // DefaultLimits are safe limits for a public listener.
 func DefaultLimits() Limits {
 	return Limits{
-		MaxRecvMsgBytes:      1 << 20,
-		MaxRuntimeRecvBytes:  64 << 10,
-		MaxConcurrentStreams: 256,
-		MaxHeaderListBytes:   16 << 10,
-		MaxConnections:       1024,
-		HandshakeTimeout:     5 * time.Second,
-		MaxConnectionIdle:    5 * time.Minute,
-		StreamsPerKey:        32,
-		StreamsTotal:         2048,
-		PreAuth:              PreAuthLimits{}.withDefaults(),
+		MaxRecvMsgBytes:       1 << 20,
+		MaxRuntimeRecvBytes:   64 << 10,
+		MaxConcurrentStreams:  256,
+		MaxHeaderListBytes:    16 << 10,
+		MaxConnections:        1024,
+		HandshakeTimeout:      5 * time.Second,
+		MaxConnectionIdle:     5 * time.Minute,
+		StreamsPerKey:         32,
+		StreamsTotal:          2048,
+		PreAuth:               PreAuthLimits{}.withDefaults(),
+		FirstStreamTimeout:    10 * time.Second,
+		WriteStallTimeout:     10 * time.Second,
+		RefusedStreamsPerConn: 64,
+		PublicStreamsPerConn:  16,
+		PublicStreamsTotal:    1024,
+		PublicAwaitingPerConn: 4,
+		PublicAwaitingTotal:   16,
+		PublicRecvTimeout:     5 * time.Second,
 	}
 }
 
@@ -128,6 +154,30 @@ func (l Limits) withDefaults() Limits {
 		l.StreamsTotal = d.StreamsTotal
 	}
 	l.PreAuth = l.PreAuth.withDefaults()
+	if l.FirstStreamTimeout <= 0 {
+		l.FirstStreamTimeout = d.FirstStreamTimeout
+	}
+	if l.WriteStallTimeout <= 0 {
+		l.WriteStallTimeout = d.WriteStallTimeout
+	}
+	if l.RefusedStreamsPerConn <= 0 {
+		l.RefusedStreamsPerConn = d.RefusedStreamsPerConn
+	}
+	if l.PublicStreamsPerConn <= 0 {
+		l.PublicStreamsPerConn = d.PublicStreamsPerConn
+	}
+	if l.PublicStreamsTotal <= 0 {
+		l.PublicStreamsTotal = d.PublicStreamsTotal
+	}
+	if l.PublicAwaitingPerConn <= 0 {
+		l.PublicAwaitingPerConn = d.PublicAwaitingPerConn
+	}
+	if l.PublicAwaitingTotal <= 0 {
+		l.PublicAwaitingTotal = d.PublicAwaitingTotal
+	}
+	if l.PublicRecvTimeout <= 0 {
+		l.PublicRecvTimeout = d.PublicRecvTimeout
+	}
 	return l
 }
 
@@ -163,6 +213,11 @@ type Server struct {
 	limits Limits
 	// authn is the authenticator the tap and the chain share (PreAuth).
 	authn *authenticator
+	// conns ties grpc's transports to the guarded listener of Serve.
+	conns *connStats
+	meter metric.Meter
+	// closures counts connections closed by a limit, on either listener.
+	closures metric.Int64Counter
 }
 
 // New builds the server.
@@ -201,9 +256,12 @@ func New(opts Options, svcs Services) *Server {
 		workers = 0
 	}
 	unary := c.unaryInterceptors()
+	gate := &streamGate{authn: authn, public: newPublicGuard(lim, meter)}
+	conns := &connStats{}
 	serverOpts := append([]grpc.ServerOption{
 		grpc.NumStreamWorkers(uint32(workers)),
-		grpc.InTapHandle(authn.tap),
+		grpc.InTapHandle(gate.tap),
+		grpc.StatsHandler(conns),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(c.streamInterceptors()...),
 		grpc.MaxRecvMsgSize(lim.MaxRecvMsgBytes),
@@ -217,7 +275,9 @@ func New(opts Options, svcs Services) *Server {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}, opts.ServerOptions...)
 	g := grpc.NewServer(serverOpts...)
-	s := &Server{GRPC: g, Health: health.NewServer(), log: log, unary: unary, limits: lim, authn: authn}
+	s := &Server{GRPC: g, Health: health.NewServer(), log: log, unary: unary, limits: lim, authn: authn, conns: conns, meter: meter,
+		closures: telemetry.MustCounter(meter, "cycles.conn.limit_closures",
+			"Connections closed by a connection-level limit (attribute reason: idle_evicted, no_stream, write_stall, refused_streams, http_unread_body)")}
 	if svcs.Runtime != nil {
 		cyclesv1.RegisterRuntimeServiceServer(g, svcs.Runtime)
 		s.names = append(s.names, cyclesv1.RuntimeService_ServiceDesc.ServiceName)
@@ -316,9 +376,11 @@ func (s *Server) WatchHealth(ctx context.Context, ping func(context.Context) err
 }
 
 // Serve serves on lis until Stop, with at most Limits.MaxConnections open
-// connections.
+// connections, each watched by the connection guard (connguard.go).
 func (s *Server) Serve(lis net.Listener) error {
-	return s.GRPC.Serve(netutil.LimitListener(lis, s.limits.MaxConnections))
+	g := newConnGuard(lis, s.limits, s.closures)
+	s.conns.g.Store(g)
+	return s.GRPC.Serve(g)
 }
 
 // Stop drains: health goes NOT_SERVING, new RPCs are refused, in-flight RPCs

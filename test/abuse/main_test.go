@@ -17,8 +17,19 @@ import (
 // binary is the cyclesd built once for the whole package.
 var binary string
 
+// binaryEnv names a prebuilt cyclesd to attack instead (e.g. an older build,
+// to record the "before" figures of docs/limits.md).
+const binaryEnv = "CYCLES_ABUSE_BINARY"
+
 func TestMain(m *testing.M) {
 	redistest.Main(m, redistest.MainOptions{LeakCheck: true, Setup: func() (func(), error) {
+		if os.Getenv(attackerEnv) != "" {
+			return func() {}, nil // an attacker process (attacker_test.go) needs no cyclesd
+		}
+		if bin := os.Getenv(binaryEnv); bin != "" {
+			binary = bin
+			return func() {}, nil
+		}
 		dir, err := os.MkdirTemp("", "cyclesd-abuse-")
 		if err != nil {
 			return nil, err

@@ -1,0 +1,274 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc/stats"
+)
+
+// Connection guard (docs/limits.md, "Connections"). grpc-go bounds streams,
+// headers and messages, but not what a connection costs while its peer
+// misbehaves at the TCP level, so the gRPC listener is wrapped:
+//
+//   - at most MaxConnections are open; when a new connection arrives at the
+//     limit, the oldest connection without an RPC in flight that has been
+//     quiet for a moment is closed to make room (reason idle_evicted), so
+//     idle or preface-only connections cannot lock other clients out;
+//   - a connection that starts no RPC within FirstStreamTimeout of being
+//     accepted is closed (reason no_stream): a preface-only connection;
+//   - a connection whose peer does not read: while a write of ours has been
+//     blocked for a moment, reading from that connection pauses, so the
+//     server stops taking requests (and queueing answers) from a client that
+//     never reads them; a write blocked for WriteStallTimeout closes the
+//     connection (reason write_stall);
+//   - a connection that has had RefusedStreamsPerConn streams refused before
+//     their body (pre-auth tap, public-stream limits) and more refused than
+//     served is closed (reason refused_streams): a HEADERS flood.
+//
+// Every closure adds one to cycles.conn.limit_closures{reason}.
+
+// connGuard is the listener wrapper and the registry of its connections.
+type connGuard struct {
+	net.Listener
+	lim      Limits
+	now      func() time.Time
+	closures metric.Int64Counter
+	slots    chan struct{}
+
+	mu    sync.Mutex
+	conns map[*guardedConn]struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newConnGuard(lis net.Listener, lim Limits, closures metric.Int64Counter) *connGuard {
+	return &connGuard{
+		Listener: lis, lim: lim, now: time.Now, closures: closures,
+		slots: make(chan struct{}, lim.MaxConnections),
+		conns: make(map[*guardedConn]struct{}),
+		done:  make(chan struct{}),
+	}
+}
+
+// Accept returns the next connection once there is room for it: at the
+// limit it evicts an idle connection, or waits until one closes.
+func (g *connGuard) Accept() (net.Conn, error) {
+	c, err := g.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		select {
+		case g.slots <- struct{}{}:
+			return g.track(c), nil
+		default:
+		}
+		g.evictIdle()
+		select {
+		case g.slots <- struct{}{}:
+			return g.track(c), nil
+		case <-time.After(100 * time.Millisecond):
+		case <-g.done:
+			_ = c.Close()
+			return nil, net.ErrClosed
+		}
+	}
+}
+
+// Close stops accepting.
+func (g *connGuard) Close() error {
+	g.once.Do(func() { close(g.done) })
+	return g.Listener.Close()
+}
+
+func (g *connGuard) track(c net.Conn) *guardedConn {
+	gc := &guardedConn{Conn: c, g: g, accepted: g.now()}
+	gc.lastUse.Store(gc.accepted.UnixNano())
+	g.mu.Lock()
+	g.conns[gc] = struct{}{}
+	g.mu.Unlock()
+	gc.firstStream = time.AfterFunc(g.lim.FirstStreamTimeout, func() {
+		if gc.streams.Load() == 0 {
+			gc.closeFor("no_stream")
+		}
+	})
+	return gc
+}
+
+// evictIdle closes the connection without an RPC in flight that has been
+// quiet longest (at least a second: a client between two calls keeps its
+// connection), preferring ones that never carried an RPC.
+func (g *connGuard) evictIdle() {
+	now := g.now().UnixNano()
+	var victim *guardedConn
+	var best int64
+	g.mu.Lock()
+	for gc := range g.conns {
+		if gc.active.Load() > 0 {
+			continue
+		}
+		quiet := now - gc.lastUse.Load()
+		if quiet < int64(time.Second) {
+			continue
+		}
+		if gc.streams.Load() == 0 {
+			quiet += int64(time.Hour) // never used: first to go
+		}
+		if victim == nil || quiet > best {
+			victim, best = gc, quiet
+		}
+	}
+	g.mu.Unlock()
+	if victim != nil {
+		victim.closeFor("idle_evicted")
+	}
+}
+
+func (g *connGuard) count(reason string) {
+	g.closures.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", reason)))
+}
+
+// guardedConn is one accepted connection.
+type guardedConn struct {
+	net.Conn
+	g           *connGuard
+	accepted    time.Time
+	firstStream *time.Timer
+
+	active   atomic.Int32 // RPCs in flight
+	streams  atomic.Int64 // RPCs started
+	refused  atomic.Int64 // streams refused before their body
+	lastUse  atomic.Int64 // unix ns of the last RPC start or end
+	public   atomic.Int32 // public (unauthenticated) streams open
+	awaiting atomic.Int32 // public streams still waiting for their request message
+
+	// writeStart is the unix ns at which the write in progress began (0:
+	// none); wmu is held by that write.
+	writeStart atomic.Int64
+	wmu        sync.Mutex
+
+	closeOnce sync.Once
+	closed    atomic.Bool
+}
+
+// stallPause is how long a write may be blocked before reads pause.
+const stallPause = 20 * time.Millisecond
+
+func (c *guardedConn) Read(p []byte) (int, error) {
+	if ws := c.writeStart.Load(); ws != 0 && time.Now().UnixNano()-ws > int64(stallPause) {
+		// Our peer is not reading what we write: wait for that write to
+		// finish (or time out and close the connection) before taking more
+		// requests from it.
+		c.wmu.Lock()
+		c.wmu.Unlock() //nolint:staticcheck // waiting for the writer, nothing to guard
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *guardedConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.writeStart.Store(time.Now().UnixNano())
+	defer c.writeStart.Store(0)
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.g.lim.WriteStallTimeout))
+	n, err := c.Conn.Write(p)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.closeFor("write_stall")
+	}
+	return n, err
+}
+
+func (c *guardedConn) Close() error {
+	err := c.Conn.Close()
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		c.firstStream.Stop()
+		c.g.mu.Lock()
+		delete(c.g.conns, c)
+		c.g.mu.Unlock()
+		<-c.g.slots
+	})
+	return err
+}
+
+// closeFor closes the connection because of a limit and counts it.
+func (c *guardedConn) closeFor(reason string) {
+	if c.closed.Load() {
+		return
+	}
+	c.g.count(reason)
+	_ = c.Close()
+}
+
+// streamStarted and streamEnded track RPCs in flight (the tap admits,
+// the stream context's end releases).
+func (c *guardedConn) streamStarted() {
+	c.streams.Add(1)
+	c.active.Add(1)
+	c.lastUse.Store(time.Now().UnixNano())
+}
+
+func (c *guardedConn) streamEnded() {
+	c.active.Add(-1)
+	c.lastUse.Store(time.Now().UnixNano())
+}
+
+// streamRefused counts a refusal before the body and closes a connection
+// that mostly carries refused streams.
+func (c *guardedConn) streamRefused() {
+	n := c.refused.Add(1)
+	if n >= int64(c.g.lim.RefusedStreamsPerConn) && n > c.streams.Load() {
+		c.closeFor("refused_streams")
+	}
+}
+
+// ---- finding the connection of a stream ------------------------------------
+
+type connKey struct{}
+
+// connOf is the guarded connection a stream arrived on (nil when the server
+// was not started through Serve, e.g. in unit tests with bufconn).
+func connOf(ctx context.Context) *guardedConn {
+	gc, _ := ctx.Value(connKey{}).(*guardedConn)
+	return gc
+}
+
+// connStats is the stats handler that ties a transport's context to its
+// guarded connection, and tells the public-stream guard when a request
+// message has arrived.
+type connStats struct{ g atomic.Pointer[connGuard] }
+
+func (h *connStats) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
+	g := h.g.Load()
+	if g == nil {
+		return ctx
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for gc := range g.conns {
+		if gc.Conn.RemoteAddr().String() == info.RemoteAddr.String() && gc.Conn.LocalAddr().String() == info.LocalAddr.String() {
+			return context.WithValue(ctx, connKey{}, gc)
+		}
+	}
+	return ctx
+}
+
+func (h *connStats) HandleConn(context.Context, stats.ConnStats) {}
+
+func (h *connStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+func (h *connStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if _, ok := s.(*stats.InPayload); ok {
+		if ps := publicStreamOf(ctx); ps != nil {
+			ps.received()
+		}
+	}
+}

@@ -1,0 +1,235 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/telemetry"
+	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
+)
+
+func newTestGuard(t *testing.T, lim Limits) (*connGuard, *telemetrytest.Reader) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := telemetrytest.New()
+	g := newConnGuard(lis, lim.withDefaults(), telemetry.MustCounter(telemetry.Meter(m.Provider, "test"), "cycles.conn.limit_closures", "test"))
+	t.Cleanup(func() { _ = g.Close() })
+	return g, m
+}
+
+// dialAccept dials g and returns the server side.
+func dialAccept(t *testing.T, g *connGuard) *guardedConn {
+	t.Helper()
+	c, err := net.Dial("tcp", g.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	sc, err := g.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sc.Close() })
+	return sc.(*guardedConn)
+}
+
+func TestConnGuardEvictsTheIdlestAtTheLimit(t *testing.T) {
+	g, m := newTestGuard(t, Limits{MaxConnections: 2})
+	used, unused := dialAccept(t, g), dialAccept(t, g)
+	used.streamStarted()
+	used.streamEnded()
+	g.now = func() time.Time { return time.Now().Add(2 * time.Second) } // both quiet for 2 s
+	third := dialAccept(t, g)
+	if !unused.closed.Load() || used.closed.Load() || third.closed.Load() {
+		t.Fatalf("closed: never used %v, used %v, new %v; want only the never used one", unused.closed.Load(), used.closed.Load(), third.closed.Load())
+	}
+	if n := m.Sum(t, "cycles.conn.limit_closures", attribute.String("reason", "idle_evicted")); n != 1 {
+		t.Fatalf("idle_evicted = %d, want 1", n)
+	}
+	// A connection with an RPC in flight is never evicted.
+	used.streamStarted()
+	third.streamStarted()
+	c, err := net.Dial("tcp", g.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		sc, _ := g.Accept()
+		accepted <- sc
+	}()
+	select {
+	case <-accepted:
+		t.Fatal("a connection was accepted past the limit while every other one had an RPC in flight")
+	case <-time.After(300 * time.Millisecond):
+	}
+	third.streamEnded()
+	_ = third.Close()
+	if sc := <-accepted; sc == nil {
+		t.Fatal("no connection accepted after one closed")
+	} else {
+		_ = sc.Close()
+	}
+}
+
+func TestConnGuardClosesAConnectionOfRefusals(t *testing.T) {
+	g, m := newTestGuard(t, Limits{RefusedStreamsPerConn: 8})
+	for _, tc := range []struct {
+		name            string
+		served, refused int
+		closed          bool
+	}{
+		{"refusals under the limit", 0, 7, false},
+		{"refusals at the limit", 0, 8, true},
+		{"more served than refused", 20, 8, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dialAccept(t, g)
+			for range tc.served {
+				c.streamStarted()
+				c.streamEnded()
+			}
+			for range tc.refused {
+				c.streamRefused()
+			}
+			if c.closed.Load() != tc.closed {
+				t.Fatalf("closed = %v, want %v", c.closed.Load(), tc.closed)
+			}
+		})
+	}
+	if n := m.Sum(t, "cycles.conn.limit_closures", attribute.String("reason", "refused_streams")); n != 1 {
+		t.Fatalf("refused_streams = %d, want 1", n)
+	}
+}
+
+func TestPublicGuard(t *testing.T) {
+	lim := Limits{PublicAwaitingPerConn: 2, PublicAwaitingTotal: 3, PublicStreamsPerConn: 3}.withDefaults()
+	m := telemetrytest.New()
+	g := newPublicGuard(lim, telemetry.Meter(m.Provider, "test"))
+	a, b := &guardedConn{}, &guardedConn{}
+	admit := func(gc *guardedConn) (context.Context, context.CancelFunc, string) {
+		ctx, cancel := context.WithCancel(context.Background())
+		sctx, limit, err := g.admit(ctx, gc, healthCheckMethod)
+		if limit != "" {
+			cancel()
+			if ae, ok := apierr.As(err); !ok || ae.Code != apierr.LimitExceeded || ae.Details["limit"] != limit {
+				t.Fatalf("refusal %v has no LIMIT_EXCEEDED naming %s", err, limit)
+			}
+		}
+		return sctx, cancel, limit
+	}
+	a1, _, _ := admit(a)
+	a2, cancelA2, _ := admit(a)
+	if _, _, limit := admit(a); limit != "public_awaiting_per_conn" {
+		t.Fatalf("third waiting stream on one connection: limit %q", limit)
+	}
+	b1, _, _ := admit(b)
+	// The fourth waiting stream in all takes the slot of the oldest.
+	b2, _, limit := admit(b)
+	if limit != "" || !errors.Is(context.Cause(a1), errPublicEvicted) || b1.Err() != nil || b2.Err() != nil {
+		t.Fatalf("at the total: limit %q, oldest %v, others %v %v", limit, context.Cause(a1), b1.Err(), b2.Err())
+	}
+	// A stream whose message arrived no longer waits, but stays open.
+	publicStreamOf(a2).received()
+	if n := a.awaiting.Load(); n != 0 {
+		t.Fatalf("waiting on a after its message and the eviction = %d", n)
+	}
+	// The evicted stream's slot is released with its context.
+	waitFor(t, func() bool { return a.public.Load() == 1 })
+	a3, _, _ := admit(a)
+	a4, _, _ := admit(a)
+	if _, _, limit := admit(a); limit != "public_streams_per_conn" || a3.Err() != nil || a4.Err() != nil {
+		t.Fatalf("fourth open stream on a connection (3 allowed): limit %q", limit)
+	}
+	cancelA2()
+	waitFor(t, func() bool { return a.public.Load() == 2 })
+	if n := m.Sum(t, "cycles.rpc.public_recv_timeouts", attribute.String("cause", "evicted")); n != 2 { // a1, then b1 for a4
+		t.Fatalf("evictions counted = %d, want 2", n)
+	}
+}
+
+const healthCheckMethod = "/grpc.health.v1.Health/Check"
+
+// waitFor polls cond (context.AfterFunc runs in its own goroutine).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal("condition never held")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestOversizeStreamMessageCarriesErrorInfo(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   error
+		want apierr.Code
+	}{
+		{"grpc's receive limit", status.Error(codes.ResourceExhausted, "grpc: received message larger than max (2000 vs. 1000)"), apierr.LimitExceeded},
+		{"another exhaustion", status.Error(codes.ResourceExhausted, "something else"), ""},
+		{"not a status", errors.New("io"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := oversize(tc.in)
+			ae, ok := apierr.As(got)
+			if tc.want == "" {
+				if got != tc.in {
+					t.Fatalf("changed %v into %v", tc.in, got)
+				}
+				return
+			}
+			if !ok || ae.Code != tc.want || ae.Details["limit"] != "recv_msg_bytes" {
+				t.Fatalf("got %v", got)
+			}
+		})
+	}
+}
+
+// TestRefusalBeforeTheBodyDoesNotDrainIt: a route that answers 401 without
+// reading a trickled body answers at once and closes the connection.
+func TestRefusalBeforeTheBodyDoesNotDrainIt(t *testing.T) {
+	m := telemetrytest.New()
+	closures := telemetry.MustCounter(telemetry.Meter(m.Provider, "test"), "cycles.conn.limit_closures", "test")
+	srv := httptest.NewServer(BodyDeadline(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+	}), time.Minute, 1, closures))
+	defer srv.Close()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{")); err != nil {
+		t.Fatal(err)
+	}
+	// Bounded wait: without the fix net/http would drain the body first and
+	// never answer (the rest never comes).
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer to a refused request with an unread body: %v", err)
+	}
+	if res.StatusCode != http.StatusUnauthorized || !res.Close {
+		t.Fatalf("got %s, close %v; want 401 and the connection closed", res.Status, res.Close)
+	}
+	if n := m.Sum(t, "cycles.conn.limit_closures", attribute.String("reason", "http_unread_body")); n != 1 {
+		t.Fatalf("http_unread_body = %d, want 1", n)
+	}
+}
