@@ -67,6 +67,9 @@ const (
 	Overflow          Code = "AMOUNT_OVERFLOW"
 	PolicyNotFound    Code = "POLICY_NOT_FOUND"
 	EventNotFound     Code = "EVENT_NOT_FOUND"
+	// CountMismatch refuses a bulk action whose filter matched another
+	// count than the caller's expected_count (nothing is written).
+	CountMismatch Code = "COUNT_MISMATCH"
 
 	// StoreFull: Redis reached maxmemory (noeviction) and refused the write;
 	// nothing was applied. Settlement (commit, release) and key revocation

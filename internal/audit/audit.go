@@ -303,3 +303,27 @@ func HTTPStatus(code apierr.Code) int {
 	}
 	return code.HTTPStatus()
 }
+
+// Refused records the refusal err of the audited work whose entry ctx
+// carries (a bulk action's row, which is not a call of its own).
+func (s *Service) Refused(ctx context.Context, err error) {
+	if a := eventctx.AuditFrom(ctx); a != nil {
+		s.refused(ctx, a, err)
+	}
+}
+
+// Row returns ctx carrying the entry of one row of a bulk action: the bulk
+// call's entry (caller, address, request) for operation op on resource
+// (rtype, id) of tenant, marked with the bulk action's idempotency key. The
+// row's script appends it with its change, or Refused records its refusal.
+func Row(ctx context.Context, op, rtype, tenant, id, bulkKey string) context.Context {
+	a := eventctx.AuditFrom(ctx)
+	if a == nil {
+		return ctx
+	}
+	r := *a
+	r.Operation, r.ResourceType, r.Tenant, r.ResourceID = op, rtype, tenant, id
+	r.Status, r.ErrorCode = 200, ""
+	r.Metadata = map[string]string{"bulk_action": a.Operation, "bulk_idempotency_key": bulkKey}
+	return eventctx.WithAudit(ctx, &r)
+}

@@ -23,10 +23,12 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/api/adminapi"
 	"github.com/cyclesgo/cycles-go/internal/api/auditapi"
 	"github.com/cyclesgo/cycles-go/internal/api/cycleshttp"
+	"github.com/cyclesgo/cycles-go/internal/api/operatorapi"
 	"github.com/cyclesgo/cycles-go/internal/api/opsapi"
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
 	"github.com/cyclesgo/cycles-go/internal/audit"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/bulk"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/ledgerops"
 	"github.com/cyclesgo/cycles-go/internal/script"
@@ -48,6 +50,7 @@ type env struct {
 	ops  cyclesv1.OpsServiceClient
 	rt   cyclesv1.RuntimeServiceClient
 	aud  cyclesv1.AuditServiceClient
+	op   cyclesv1.OperatorServiceClient
 	base string
 }
 
@@ -57,8 +60,6 @@ var reqSeq atomic.Int64
 func newRequestID(testing.TB) string {
 	return "req-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(reqSeq.Add(1), 10)
 }
-
-
 
 func start(t testing.TB, opts audit.Options) *env {
 	t.Helper()
@@ -87,6 +88,7 @@ func startWith(t testing.TB, c redis.UniversalClient, opts audit.Options, audite
 		Ops:     opsapi.New(sweeper.New(ex, sweeper.Options{}), ledgerops.New(ex, ledgerops.Options{})),
 		Audit:   auditapi.New(aud),
 	}
+	svcs.Operator = operatorapi.New(bulk.New(ex, adm, aud))
 	so := server.Options{Verifier: grpctest.Verifier{}, AdminKey: grpctest.AdminKey, RequestTimeout: 5 * time.Second}
 	if audited {
 		so.Audit = aud
@@ -106,7 +108,8 @@ func startWith(t testing.TB, c redis.UniversalClient, opts audit.Options, audite
 	t.Cleanup(func() { _ = conn.Close() })
 
 	hs := srv.NewHTTP(server.HTTPOptions{})
-	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: svcs.Runtime, Admin: svcs.Admin, Audit: svcs.Audit}))
+	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: svcs.Runtime, Admin: svcs.Admin, Audit: svcs.Audit,
+		Operator: svcs.Operator}))
 	hlis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +121,8 @@ func startWith(t testing.TB, c redis.UniversalClient, opts audit.Options, audite
 		hs.Shutdown(ctx)
 	})
 	return &env{t: t, c: c, svc: aud, adm: cyclesv1.NewAdminServiceClient(conn), ops: cyclesv1.NewOpsServiceClient(conn),
-		rt: cyclesv1.NewRuntimeServiceClient(conn), aud: cyclesv1.NewAuditServiceClient(conn), base: "http://" + hlis.Addr().String()}
+		rt: cyclesv1.NewRuntimeServiceClient(conn), aud: cyclesv1.NewAuditServiceClient(conn),
+		op: cyclesv1.NewOperatorServiceClient(conn), base: "http://" + hlis.Addr().String()}
 }
 
 // admin is a context calling with the admin key and request id rid.

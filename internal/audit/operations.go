@@ -19,6 +19,8 @@ const (
 	ResourceAPIKey      = "api_key"
 	ResourceConfig      = "config"
 	ResourceReservation = "reservation"
+	// ResourceBulk is a bulk action's own entry (resource id "bulk-action").
+	ResourceBulk = "bulk_action"
 )
 
 // operation is how one audited RPC is recorded.
@@ -64,6 +66,11 @@ var operations = map[string]operation{
 	cyclesv1.OpsService_RepairTenant_FullMethodName:       {"repairTenant", ResourceTenant, http.StatusOK, true},
 
 	onBehalfRelease: {"releaseReservation", ResourceReservation, http.StatusOK, true},
+
+	// Bulk actions: one entry for the request (after it returns), plus one
+	// per row, written by the row's own script (or its refusal).
+	cyclesv1.OperatorService_BulkActionTenants_FullMethodName: {"bulkActionTenants", ResourceBulk, http.StatusOK, false},
+	cyclesv1.OperatorService_BulkActionBudgets_FullMethodName: {"bulkActionBudgets", ResourceBulk, http.StatusOK, false},
 }
 
 // Audited reports whether calls of fullMethod are recorded in the audit trail.
@@ -109,6 +116,14 @@ func target(resource string, req any) (tenant, id string) {
 		}
 	case ResourceConfig:
 		id = "sweeper"
+	case ResourceBulk:
+		id = "bulk-action"
+		if f := r.Descriptor().Fields().ByName("filter"); f != nil && f.Kind() == protoreflect.MessageKind && r.Has(f) {
+			fm := r.Get(f).Message()
+			if tf := fm.Descriptor().Fields().ByName("tenant_id"); tf != nil && tf.Kind() == protoreflect.StringKind {
+				tenant = fm.Get(tf).String()
+			}
+		}
 	}
 	return tenant, id
 }

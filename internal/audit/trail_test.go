@@ -78,9 +78,40 @@ type mutation struct {
 	refuse func(ctx context.Context, f *fx) (tenant, resource string, err error)
 }
 
+// rows: a bulk action's success also leaves one entry per row (same request
+// id, the row's own operation).
+var rows = map[string]int{
+	cyclesv1.OperatorService_BulkActionTenants_FullMethodName: 1,
+	cyclesv1.OperatorService_BulkActionBudgets_FullMethodName: 1,
+}
+
 func budgetID(scope string) string { return scope + "|TOKENS" }
 
 var mutations = map[string]mutation{
+	cyclesv1.OperatorService_BulkActionTenants_FullMethodName: {status: 200, code: apierr.CountMismatch,
+		ok: func(ctx context.Context, f *fx) (string, string, error) {
+			_, err := f.e.op.BulkActionTenants(ctx, &cyclesv1.BulkActionTenantsRequest{Filter: &cyclesv1.TenantBulkFilter{Search: f.tenant},
+				Action: cyclesv1.TenantBulkAction_TENANT_BULK_ACTION_SUSPEND, ExpectedCount: ptr(int64(1)), IdempotencyKey: "b-" + f.tenant})
+			return audit.AdminTenant, "bulk-action", err
+		},
+		refuse: func(ctx context.Context, f *fx) (string, string, error) {
+			_, err := f.e.op.BulkActionTenants(ctx, &cyclesv1.BulkActionTenantsRequest{Filter: &cyclesv1.TenantBulkFilter{Search: f.tenant},
+				Action: cyclesv1.TenantBulkAction_TENANT_BULK_ACTION_CLOSE, ExpectedCount: ptr(int64(5)), IdempotencyKey: "c-" + f.tenant})
+			return audit.AdminTenant, "bulk-action", err
+		}},
+	cyclesv1.OperatorService_BulkActionBudgets_FullMethodName: {status: 200, code: apierr.CountMismatch,
+		ok: func(ctx context.Context, f *fx) (string, string, error) {
+			_, err := f.e.op.BulkActionBudgets(ctx, &cyclesv1.BulkActionBudgetsRequest{Filter: &cyclesv1.BudgetBulkFilter{TenantId: f.tenant},
+				Action: cyclesv1.FundingOperation_FUNDING_OPERATION_CREDIT, Amount: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: 5},
+				IdempotencyKey: "b-1"})
+			return f.tenant, "bulk-action", err
+		},
+		refuse: func(ctx context.Context, f *fx) (string, string, error) {
+			_, err := f.e.op.BulkActionBudgets(ctx, &cyclesv1.BulkActionBudgetsRequest{Filter: &cyclesv1.BudgetBulkFilter{TenantId: f.tenant},
+				Action: cyclesv1.FundingOperation_FUNDING_OPERATION_CREDIT, Amount: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: 5},
+				ExpectedCount: ptr(int64(3)), IdempotencyKey: "b-2"})
+			return f.tenant, "bulk-action", err
+		}},
 	cyclesv1.AdminService_CreateTenant_FullMethodName: {201, apierr.DuplicateResource,
 		func(ctx context.Context, f *fx) (string, string, error) {
 			id := strings.ReplaceAll(ledgertest.NewTenantID(f.e.t), "_", "-")
@@ -305,9 +336,19 @@ func TestOneEntryPerMutation(t *testing.T) {
 		t.Run(method[strings.LastIndexByte(method, '/')+1:], func(t *testing.T) {
 			e.t = t
 			f := &fx{e: e, tenant: e.tenant()}
-			check := func(rid string, tenant, resource string, status int32, code apierr.Code) {
+			check := func(rid string, tenant, resource string, status int32, code apierr.Code, rows int) {
 				t.Helper()
-				got := e.one(rid)
+				all := e.entries(rid)
+				var mine []*cyclesv1.AuditLogEntry
+				for _, l := range all {
+					if l.GetOperation() == ops[method] {
+						mine = append(mine, l)
+					}
+				}
+				if len(mine) != 1 || len(all) != 1+rows {
+					t.Fatalf("request %s: %d entries of %s and %d in all, want 1 and %d: %v", rid, len(mine), ops[method], len(all), 1+rows, all)
+				}
+				got := mine[0]
 				if got.GetOperation() != ops[method] || got.GetStatus() != status || got.GetErrorCode() != string(code) ||
 					got.GetTenantId() != tenant || (resource != "" && got.GetResourceId() != resource) {
 					t.Errorf("entry %v; want operation %s status %d code %q tenant %s resource %s", got, ops[method], status, code, tenant, resource)
@@ -322,7 +363,7 @@ func TestOneEntryPerMutation(t *testing.T) {
 			if err != nil {
 				t.Fatalf("success call: %v", err)
 			}
-			check(rid, tenant, resource, m.status, "")
+			check(rid, tenant, resource, m.status, "", rows[method])
 			if m.refuse == nil {
 				return
 			}
@@ -331,7 +372,7 @@ func TestOneEntryPerMutation(t *testing.T) {
 			if code, _, _ := apierr.FromStatus(err); code != m.code {
 				t.Fatalf("refusal: %v, want %s", err, m.code)
 			}
-			check(rid, tenant, resource, int32(audit.HTTPStatus(m.code)), m.code)
+			check(rid, tenant, resource, int32(audit.HTTPStatus(m.code)), m.code, 0)
 		})
 	}
 }

@@ -26,6 +26,7 @@
 //	cy:{t:T}:audit                   stream  audit trail of the tenant, trimmed by MINID   -audit-retention (default 400 d)
 //	cy:{audit}:log                   stream  audit trail of non-tenant operations          -audit-retention
 //	cy:{audit}:authfail:<minute>     hash    refused authentications per peer, per minute  2 min
+//	cy:{bulk}:tenants:<key>          string  answer of a tenant bulk action (idempotency)  15 min
 //	cy:tenants                       zset    tenant ids (lex), for sweeper and admin       none
 //	cy:ops:sweeper                   hash    sweeper pause flag (paused_at, reason)        none
 //	cy:{feed}:log                    stream  all-tenant feed: {t, from, to} ranges         retention (default 7 d)
@@ -69,6 +70,10 @@ const (
 	// in that minute (lua/audit/auth_refused.lua).
 	AuthFailPrefix = Prefix + "{audit}:authfail:"
 )
+
+// BulkTenants is the idempotency record of a tenant bulk action (a budget
+// bulk action's is Tenant.Idempotency("bulk", key), in its tenant's slot).
+func BulkTenants(idempotencyKey string) string { return Prefix + "{bulk}:tenants:" + idempotencyKey }
 
 // TenantOfEvents returns the tenant whose event stream key is k
 // ("cy:{t:<tenant>}:events").

@@ -193,6 +193,8 @@ type Services struct {
 	Ops       cyclesv1.OpsServiceServer
 	Policy    cyclesv1.PolicyServiceServer
 	Audit     cyclesv1.AuditServiceServer
+	// Operator serves the bulk actions.
+	Operator cyclesv1.OperatorServiceServer
 	// ActionKinds is the public action-kind registry (no key).
 	// Auth answers who the calling credential is.
 	Auth        cyclesv1.AuthServiceServer
@@ -301,6 +303,10 @@ func New(opts Options, svcs Services) *Server {
 	if svcs.Ops != nil {
 		cyclesv1.RegisterOpsServiceServer(g, svcs.Ops)
 		s.names = append(s.names, cyclesv1.OpsService_ServiceDesc.ServiceName)
+	}
+	if svcs.Operator != nil {
+		cyclesv1.RegisterOperatorServiceServer(g, svcs.Operator)
+		s.names = append(s.names, cyclesv1.OperatorService_ServiceDesc.ServiceName)
 	}
 	if svcs.Policy != nil {
 		cyclesv1.RegisterPolicyServiceServer(g, svcs.Policy)

@@ -26,6 +26,7 @@ const (
 // target until ctx ends.
 var attackers = map[string]func(ctx context.Context, target string){
 	"headers-flood": headersFlood,
+	"watch-flood":   watchFlood,
 }
 
 // runAttacker runs the named attacker against target in a child process

@@ -104,26 +104,7 @@ func TestHeadersFloodNeverRead(t *testing.T) {
 func TestHealthWatchFlood(t *testing.T) {
 	d := Start(t)
 	d.UnderAttack(t, Attack{Name: "Health/Watch flood", Duration: 3 * time.Second, Run: func(ctx context.Context) {
-		var wg sync.WaitGroup
-		for range 16 {
-			h, err := dialH2(ctx, d.Addr)
-			if err != nil {
-				continue
-			}
-			wg.Add(1)
-			go func() { defer wg.Done(); _ = h.read() }()
-			for range 256 {
-				id, err := h.headers(healthWatch, false)
-				if err != nil {
-					break
-				}
-				if err := h.data(id, grpcFrame(0, nil), true); err != nil && err != errStreamReset {
-					break
-				}
-			}
-		}
-		<-ctx.Done()
-		wg.Wait()
+		runAttacker(ctx, t, "watch-flood", d.Addr)
 	}})
 	if n := d.Metric(t, "cycles_rpc_preauth_refusals_total", `reason="public_streams"`); n == 0 {
 		t.Errorf("no public_streams refusal counted")
@@ -186,4 +167,29 @@ func headersFlood(ctx context.Context, target string) {
 	}
 	wg.Wait()
 	<-ctx.Done()
+}
+
+// watchFlood: 16 connections, each opening 256 complete Health/Watch
+// streams and reading (discarding) what comes back.
+func watchFlood(ctx context.Context, target string) {
+	var wg sync.WaitGroup
+	for range 16 {
+		h, err := dialH2(ctx, target)
+		if err != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = h.read() }()
+		for range 256 {
+			id, err := h.headers(healthWatch, false)
+			if err != nil {
+				break
+			}
+			if err := h.data(id, grpcFrame(0, nil), true); err != nil && err != errStreamReset {
+				break
+			}
+		}
+	}
+	<-ctx.Done()
+	wg.Wait()
 }

@@ -55,6 +55,8 @@ type Options struct {
 	Policy cyclesv1.PolicyServiceServer
 	// Audit is optional (nil: GET /v1/admin/audit/logs answers 404).
 	Audit cyclesv1.AuditServiceServer
+	// Operator is optional (nil: the bulk-action routes answer 404).
+	Operator cyclesv1.OperatorServiceServer
 	// ActionKinds is the public action-kind registry (nil: its routes answer 404).
 	ActionKinds cyclesv1.ActionKindServiceServer
 	// MaxBodyBytes bounds request bodies (0: DefaultMaxBodyBytes).
@@ -71,6 +73,7 @@ type API struct {
 	ev      cyclesv1.EventServiceServer
 	pol     cyclesv1.PolicyServiceServer
 	aud     cyclesv1.AuditServiceServer
+	op      cyclesv1.OperatorServiceServer
 	kinds   cyclesv1.ActionKindServiceServer
 	maxBody int64
 	mux     *http.ServeMux
@@ -79,7 +82,7 @@ type API struct {
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
-	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
+	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, op: opts.Operator, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
 	if a.maxBody <= 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -174,6 +177,7 @@ func (a *API) routes() {
 	a.adminRoutes()
 	a.policyRoutes()
 	a.auditRoutes()
+	a.bulkRoutes()
 	a.eventRoutes()
 	a.actionKindRoutes()
 	a.mux.HandleFunc("GET /v1/auth/introspect", a.introspect)
