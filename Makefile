@@ -22,13 +22,7 @@ help: ## Show this help (times: 2-core machine, warm module and build caches unl
 
 .PHONY: deps
 deps: ## Install redis-server and PostgreSQL (the archive tests start their own) with apt when missing
-	@if ! command -v redis-server >/dev/null 2>&1; then \
-	  echo "redis-server not found; installing it with apt"; \
-	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo"; \
-	  if command -v apt-get >/dev/null 2>&1; then \
-	    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server >/dev/null; \
-	  else echo "please install redis-server (>= 7) and retry"; exit 1; fi; \
-	fi
+	@$(call apt_install,redis-server,redis-server,redis-server (>= 7))
 	@redis-server --version
 	@if [ -z "$$PG_BIN" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then \
 	  echo "PostgreSQL not found; installing it with apt"; \
@@ -38,6 +32,23 @@ deps: ## Install redis-server and PostgreSQL (the archive tests start their own)
 	  else echo "please install PostgreSQL (>= 14; set PG_BIN to its bin directory) and retry"; exit 1; fi; \
 	fi
 	@ls -d $${PG_BIN:-/usr/lib/postgresql/*/bin} 2>/dev/null | tail -1 || command -v initdb
+
+.PHONY: deps-node
+deps-node: ## Install node and npm with apt when they are missing (the TypeScript client test needs them)
+	@$(call apt_install,npm,nodejs npm,node and npm)
+	@echo "node $$(node --version), npm $$(npm --version)"
+
+# apt_install(command, packages, what): install packages with apt when
+# command is missing (sudo when not root); elsewhere, ask for what.
+define apt_install
+if ! command -v $(1) >/dev/null 2>&1; then \
+  echo "$(1) not found; installing $(2) with apt"; \
+  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO="sudo"; \
+  if command -v apt-get >/dev/null 2>&1; then \
+    $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(2) >/dev/null; \
+  else echo "please install $(3) and retry"; exit 1; fi; \
+fi
+endef
 
 .PHONY: tools
 tools: ## Install buf, protoc-gen-go, protoc-gen-go-grpc and grpcurl (pinned) with go install (first time: minutes, compiling them)
@@ -63,8 +74,16 @@ descriptors: ## Write internal/contract/cycles.binpb: the descriptor set with so
 lint: ## buf lint, gofmt and go vet
 	@command -v buf >/dev/null || $(MAKE) tools
 	buf lint
-	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'))" || { gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'); exit 1; }
+	@bad=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$bad" || { echo "gofmt -w these files:"; echo "$$bad"; exit 1; }
 	$(GO) vet ./...
+
+.PHONY: check-fresh
+check-fresh: ## Fail when gen/, the descriptor set or go.mod/go.sum differ from what proto/ and the imports produce (regenerates, then git diff)
+	$(MAKE) --no-print-directory generate
+	$(GO) mod tidy
+	@stale=$$(git status --porcelain -- gen internal/contract go.mod go.sum); test -z "$$stale" \
+	  || { echo "$$stale"; git diff --stat -- gen internal/contract go.mod go.sum; \
+	       echo "generated files or go.mod are stale: run make generate and go mod tidy, then commit"; exit 1; }
 
 .PHONY: breaking
 breaking: ## buf breaking against main
@@ -73,6 +92,23 @@ breaking: ## buf breaking against main
 .PHONY: build
 build: ## Build bin/cyclesd and the tools (first time: ~5-7 min downloading and compiling; then seconds)
 	$(GO) build -o bin/ ./cmd/...
+
+# Release builds: static (CGO_ENABLED=0), stripped of local paths, stamped
+# with the version, commit and date that `cyclesd version` prints.
+VERSION         ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT          ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILD_DATE      ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+RELEASE_TARGETS ?= linux/amd64 linux/arm64 darwin/arm64
+
+.PHONY: release
+release: ## Build stamped static cyclesd binaries for linux/amd64, linux/arm64, darwin/arm64 into dist/ (with SHA256SUMS)
+	@rm -rf dist && mkdir -p dist
+	@set -e; for t in $(RELEASE_TARGETS); do os=$${t%/*}; arch=$${t#*/}; \
+	  out=dist/cyclesd-$(VERSION)-$$os-$$arch; echo "building $$out"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath \
+	    -ldflags "-s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(BUILD_DATE)" \
+	    -o $$out ./cmd/cyclesd; done
+	@cd dist && sha256sum cyclesd-* > SHA256SUMS && cat SHA256SUMS
 
 .PHONY: run
 run: ## Build, then start cyclesd in dev mode (embedded store, demo tenant; prints grpcurl commands). First time ~5-7 min
@@ -95,7 +131,15 @@ grpcurl: ## Install grpcurl (pinned) with go install, if it is not on the PATH
 CLUSTER_SUITES ?= ./internal/ledger/... ./internal/sweeper/... ./internal/events/... ./internal/ratelimit/... ./internal/admin/... ./internal/api/... ./test/ledgertest/... ./test/redistest/... ./test/property/...
 
 .PHONY: test
-test: deps grpcurl ## Run every test (own redis-server processes), Cluster suites, fuzz, 60 s soak: ~8 min
+test: deps deps-node grpcurl ## Run every test (own redis-server processes), Cluster suites, fuzz, 60 s soak, clients; fails if it leaves anything in TMPDIR: ~13 min
+	@tmp=$$(mktemp -d "$${TMPDIR:-/tmp}/cycles-make-test-XXXXXX"); \
+	TMPDIR=$$tmp $(MAKE) --no-print-directory test-all; code=$$?; \
+	left=$$(ls -A "$$tmp"); rm -rf "$$tmp"; \
+	if [ -n "$$left" ]; then echo "make test left these in TMPDIR (use t.TempDir, redistest.Main, or remove them):"; echo "$$left"; exit 1; fi; \
+	exit $$code
+
+.PHONY: test-all
+test-all: deps grpcurl
 	$(GO) vet ./...
 	CYCLES_REQUIRE_GRPCURL=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory test-cluster
@@ -104,7 +148,7 @@ test: deps grpcurl ## Run every test (own redis-server processes), Cluster suite
 	$(MAKE) --no-print-directory test-clients
 
 .PHONY: test-clients
-test-clients: ## Generate Python and TypeScript stubs, start a dev cyclesd, run examples/python and examples/typescript
+test-clients: deps-node ## Generate Python and TypeScript stubs, start a dev cyclesd, run examples/python and examples/typescript
 	examples/test-clients.sh
 
 .PHONY: test-cluster
@@ -114,15 +158,14 @@ test-cluster: deps ## Run the ledger, sweeper, event, limiter and admin suites a
 # Property tests, soak and fuzzing (test/property, test/soak, *_fuzz_test.go;
 # test/crash runs inside `go test ./...`). make test runs the short versions:
 # the property suite's default 100 cases, every fuzz target for
-# FUZZ_SHORT_TIME and a SOAK_SHORT_DURATION soak.
+# FUZZ_SHORT_TIME and a SOAK_SHORT_DURATION soak. Fuzz targets are found, not
+# listed: every Fuzz* function `go test -list` reports in the packages whose
+# test files declare one.
 PROPERTY_CHECKS     ?= 1000
 SOAK_DURATION       ?= 30m
 SOAK_SHORT_DURATION ?= 60s
 FUZZ_TIME           ?= 1m
 FUZZ_SHORT_TIME     ?= 3s
-FUZZ_TARGETS        ?= ./internal/validate:FuzzValidateRequest ./internal/scope:FuzzDerive ./internal/scope:FuzzCanonical \
-	./internal/events:FuzzDecodeCursor ./internal/events:FuzzCursorRoundTrip ./internal/keys:FuzzTenantKeys ./internal/ledger:FuzzScriptKeys \
-	./internal/api/cycleshttp:FuzzReserveBody
 
 .PHONY: test-long
 test-long: deps ## Property tests with PROPERTY_CHECKS (default 1,000) random cases (tens of minutes)
@@ -133,10 +176,13 @@ soak: deps ## Soak a real cyclesd for SOAK_DURATION (default 30m) at >= 100 ops/
 	$(GO) test -count=1 -timeout 0 -run '^TestSoak$$' -v ./test/soak -soak -soak.duration=$(SOAK_DURATION)
 
 .PHONY: fuzz
-fuzz: ## Fuzz every target in FUZZ_TARGETS for FUZZ_TIME each (default 1m: ~8 min for the 8 targets)
-	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
-	  echo "fuzz $$name in $$pkg for $(FUZZ_TIME)"; \
-	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZ_TIME) $$pkg; done
+fuzz: ## Fuzz every Fuzz* target of the module for FUZZ_TIME each (default 1m: about a minute per target)
+	@set -e; pkgs=$$(git grep -l '^func Fuzz' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|'); \
+	n=0; for pkg in $$pkgs; do \
+	  for name in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do n=$$((n+1)); \
+	    echo "fuzz $$name in $$pkg for $(FUZZ_TIME)"; \
+	    $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZ_TIME) $$pkg; done; done; \
+	test $$n -gt 0 || { echo "no fuzz targets found"; exit 1; }
 
 .PHONY: test-race
 test-race: deps ## Run every test with the race detector (slower than make test: tens of minutes)

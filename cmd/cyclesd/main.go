@@ -35,13 +35,19 @@ func main() {
 
 // run is cyclesd without the process: it returns the exit code. -help prints
 // the usage to stdout and exits 0 (asked for, not an error); a bad flag or
-// setting exits 2, a failure while running exits 1.
+// setting exits 2 (so does a positional argument: cyclesd takes flags only),
+// a failure while running exits 1. `cyclesd version` and -version print the
+// build's version, commit and date and exit 0.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	for _, a := range args {
 		if a == "-h" || a == "-help" || a == "--help" {
 			config.Usage(stdout)
 			return 0
 		}
+	}
+	if isVersionRequest(args) {
+		readVersion(debug.ReadBuildInfo()).print(stdout)
+		return 0
 	}
 	cfg, err := config.LoadWithOutput(args, getenv, stderr)
 	if err != nil {

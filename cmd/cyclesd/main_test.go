@@ -47,6 +47,11 @@ func TestBadSettingsExitTwo(t *testing.T) {
 		{"unknown flag", []string{"-no-such-flag"}, "no-such-flag"},
 		{"no admin key outside dev mode", []string{"-redis-addrs", "127.0.0.1:1"}, "admin key is required"},
 		{"bad log format", []string{"-log-format", "xml"}, "log-format"},
+		// A positional argument is refused with the usage, not ignored
+		// (`cyclesd serve` once started dev mode).
+		{"positional argument", []string{"serve"}, `unexpected argument "serve"`},
+		{"positional after flags", []string{"-log-level", "debug", "extra"}, "Usage: cyclesd"},
+		{"version with more words", []string{"version", "now"}, `unexpected argument "version"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/scope"
@@ -100,6 +101,15 @@ func tenantFromRecord(r record) (*cyclesv1.Tenant, error) {
 	if v, ok := r["closed_at"]; ok && v != "" {
 		n := d.int64(r, "closed_at")
 		t.ClosedAtMs = &n
+	}
+	// v0.1.26: absent (every tenant stored before it) reads as ENFORCE.
+	t.ObserveMode = cyclesv1.ObserveMode_OBSERVE_MODE_ENFORCE
+	if v := r["observe_mode"]; v != "" {
+		m, ok := actionkind.ParseObserveMode(v)
+		if !ok {
+			d.bad("observe_mode", v)
+		}
+		t.ObserveMode = m
 	}
 	return t, d.err
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/scope"
 )
@@ -86,6 +87,7 @@ type tenantPatch struct {
 	Status          string            `json:"status,omitempty"`
 	Metadata        map[string]string `json:"metadata,omitempty"`
 	ReplaceMetadata bool              `json:"replace_metadata,omitempty"`
+	ObserveMode     string            `json:"observe_mode,omitempty"`
 }
 
 // UpdateTenant changes defaults, name, metadata and ACTIVE <-> SUSPENDED
@@ -105,6 +107,9 @@ func (s *Service) UpdateTenant(ctx context.Context, req *cyclesv1.UpdateTenantRe
 	}
 	if req.MaxReservationExtensions != nil {
 		p.MaxExtensions = strconv.FormatInt(int64(req.GetMaxReservationExtensions()), 10)
+	}
+	if m := req.GetObserveMode(); m != cyclesv1.ObserveMode_OBSERVE_MODE_UNSPECIFIED {
+		p.ObserveMode = actionkind.ObserveModeName(m)
 	}
 	switch req.GetStatus() {
 	case cyclesv1.TenantStatus_TENANT_STATUS_ACTIVE:

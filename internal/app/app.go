@@ -230,9 +230,15 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	if cfg.MetricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", tel.Metrics)
-		hs := &http.Server{Addr: cfg.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		// Listen here, not in the goroutine: the log names the bound
+		// address (the real port of -metrics-addr 127.0.0.1:0).
+		mlis, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("metrics listener: %w", err)
+		}
 		g.Go(func() error {
-			if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := hs.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("metrics listener: %w", err)
 			}
 			return nil
@@ -241,7 +247,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 			<-gctx.Done()
 			return hs.Close()
 		})
-		log.Info("metrics listening", zap.String("addr", cfg.MetricsAddr))
+		log.Info("metrics listening", zap.String("addr", mlis.Addr().String()))
 	}
 	g.Go(func() error {
 		srv.WatchHealth(gctx, st.Probe, cfg.HealthInterval)

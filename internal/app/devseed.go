@@ -79,8 +79,28 @@ Try it (grpcurl: make tools, or go install github.com/fullstorydev/grpcurl/cmd/g
   grpcurl -plaintext -H '%[6]s: %[3]s' -d '{"tenant_id":"demo","scope_path":"tenant:demo","unit":"UNIT_TOKENS"}' \
     %[4]s cycles.v1.AdminService/GetBudget
 
-The README walks through a full reserve -> commit session.
+%[7]sThe README walks through a full reserve -> commit session; docs/http-api.md
+does the same with curl.
 ================================================================================
-`, DevTenant, DevAPIKey, cfg.AdminKey, host, auth.APIKeyHeader, auth.AdminKeyHeader)
+`, DevTenant, DevAPIKey, cfg.AdminKey, host, auth.APIKeyHeader, auth.AdminKeyHeader, httpTry(cfg.HTTPListen, DevAPIKey))
 	return nil
+}
+
+// httpTry is the banner's curl example on the Cycles HTTP wire (empty when the
+// HTTP listener is off).
+func httpTry(addr, key string) string {
+	if addr == "" {
+		return ""
+	}
+	if strings.HasPrefix(addr, "127.0.0.1:") {
+		addr = "localhost:" + strings.TrimPrefix(addr, "127.0.0.1:")
+	}
+	return fmt.Sprintf(`Or over HTTP/JSON (the Cycles wire, for the Cycles SDKs):
+
+  curl -s -H 'X-Cycles-API-Key: %[2]s' 'http://%[1]s/v1/balances?workspace=prod'
+
+  curl -s -H 'X-Cycles-API-Key: %[2]s' -H 'Content-Type: application/json' http://%[1]s/v1/reservations \
+    -d '{"idempotency_key":"try-http-1","subject":{"workspace":"prod","agent":"bot"},"action":{"kind":"llm.completion","name":"gpt-4o-mini"},"estimate":{"unit":"TOKENS","amount":500}}'
+
+`, addr, key)
 }

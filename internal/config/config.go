@@ -132,6 +132,7 @@ const usageHeader = `cyclesd: a budget authority for AI agents (reserve, commit,
 against a tree of budgets), served over gRPC, every decision one Lua script in Redis.
 
 Usage: cyclesd [flags]
+       cyclesd version     (or -version: version, commit and build date)
 
   cyclesd                                     dev mode: embedded store, demo tenant, NOT durable
   cyclesd -redis-addrs 127.0.0.1:6379 -admin-key "$(openssl rand -hex 24)"
@@ -157,7 +158,61 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 		fmt.Fprint(out, usageHeader)
 		fs.PrintDefaults()
 	}
-	var addrs string
+	var addrs, methodPolicies string
+	define(fs, c, &addrs, &methodPolicies)
+
+	// Environment first, so flags override it.
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := EnvName(f.Name)
+		if v := getenv(env); v != "" {
+			if err := f.Value.Set(v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("%s=%q: %w", env, v, err)
+			}
+		}
+		f.Usage = fmt.Sprintf("%s (env %s)", f.Usage, env)
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	// cyclesd takes flags only: a stray word (a misspelt flag without its
+	// dash, a subcommand that does not exist) must not start a server.
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return nil, fmt.Errorf("unexpected argument %q: cyclesd takes flags only (cyclesd -help lists them)", fs.Arg(0))
+	}
+	if methodPolicies != "" {
+		c.GuardMethodPolicies = map[string]string{}
+		for _, kv := range strings.Split(methodPolicies, ",") {
+			method, policy, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			if !ok || !strings.HasPrefix(method, "/") || policy == "" {
+				return nil, fmt.Errorf("guard-method-policies: %q is not /pkg.Service/Method=policy", kv)
+			}
+			c.GuardMethodPolicies[method] = policy
+		}
+	}
+	for _, a := range strings.Split(addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.RedisAddrs = append(c.RedisAddrs, a)
+		}
+	}
+	if c.LogFormat == "" {
+		c.LogFormat = "json"
+		if c.Dev() {
+			c.LogFormat = "console"
+		}
+	}
+	return c, c.validate()
+}
+
+// define declares every flag of cyclesd on fs, writing into c (and into
+// addrs and methodPolicies, which validate parses). The one list of
+// settings: -help, the environment variables and the README's flag table
+// (FlagTable) all come from it.
+func define(fs *flag.FlagSet, c *Config, addrs, methodPolicies *string) {
 	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, def, usage) }
 	dur := func(p *time.Duration, name string, def time.Duration, usage string) {
 		fs.DurationVar(p, name, def, usage)
@@ -174,8 +229,8 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 	str(&c.TLSKey, "tls-key", "", "PEM private key for -tls-cert")
 	str(&c.TLSClientCA, "tls-client-ca", "", "PEM CA bundle; set, clients must present a certificate it signed (mTLS)")
 	str(&c.RedisTLSCA, "redis-tls-ca", "", "PEM CA bundle that signed the Redis server certificate")
-	str(&c.AdminKey, "admin-key", "", "admin key (metadata x-cycles-admin-key) for AdminService, OpsService and RateLimitService admin calls; required outside dev mode (minimum length: docs/limits.md); dev mode defaults to the fixed, published key dev-admin-key-change-me")
-	str(&addrs, "redis-addrs", "", "comma-separated Redis addresses (several: a Cluster); empty runs dev mode on the embedded, non-durable store")
+	str(&c.AdminKey, "admin-key", "", "admin key (metadata x-cycles-admin-key) for AdminService, OpsService and RateLimitService admin calls; required outside dev mode; at least 32 characters (openssl rand -hex 24); dev mode defaults to the fixed, published key dev-admin-key-change-me, refused elsewhere")
+	str(addrs, "redis-addrs", "", "comma-separated Redis addresses (several: a Cluster); empty runs dev mode on the embedded, non-durable store")
 	str(&c.RedisUsername, "redis-username", "", "Redis ACL user")
 	str(&c.RedisPassword, "redis-password", "", "Redis password")
 	integer(&c.RedisDB, "redis-db", 0, "Redis database (single node and Sentinel only)")
@@ -208,8 +263,7 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 	// On by default: denial-heavy traffic must not fill Redis at full speed
 	// (internal/ratelimit defaultguard.go has the numbers and why).
 	str(&c.GuardPolicy, "guard-policy", "cyclesd-default-guard", "rate-limit policy applied per API key to runtime RPCs (default: cyclesd-default-guard, created at start, 1,000 calls/s with a burst of 2,000; empty: off)")
-	var methodPolicies string
-	str(&methodPolicies, "guard-method-policies", "", "per-method guard policies: /pkg.Service/Method=policy,...")
+	str(methodPolicies, "guard-method-policies", "", "per-method guard policies: /pkg.Service/Method=policy,...")
 	str(&c.EnvoyRLSConfig, "envoy-rls-config", "", "JSON file of Envoy rate-limit descriptor rules (enables the Envoy RLS API)")
 	str(&c.CustomActionKinds, "custom-action-kinds", "", "declared custom.* action kinds: custom.<org>.<op>=<risk_class>,... (undeclared custom.* kinds are refused where policies govern kinds)")
 
@@ -231,46 +285,6 @@ func LoadWithOutput(args []string, getenv func(string) string, out io.Writer) (*
 	fs.Float64Var(&c.AuthFailRate, "auth-fail-rate", 2, "failed authentications per second forgiven per peer")
 	integer(&c.UnverifiedPerFailingPeer, "unverified-per-failing-peer", 4, "requests with a not-yet-verified API key in flight from a peer that failed recently")
 	integer(&c.UnverifiedKeysPerPeer, "unverified-keys-per-peer", 8, "distinct not-yet-verified API keys in flight from one peer")
-
-	// Environment first, so flags override it.
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		env := EnvName(f.Name)
-		if v := getenv(env); v != "" {
-			if err := f.Value.Set(v); err != nil && envErr == nil {
-				envErr = fmt.Errorf("%s=%q: %w", env, v, err)
-			}
-		}
-		f.Usage = fmt.Sprintf("%s (env %s)", f.Usage, env)
-	})
-	if envErr != nil {
-		return nil, envErr
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if methodPolicies != "" {
-		c.GuardMethodPolicies = map[string]string{}
-		for _, kv := range strings.Split(methodPolicies, ",") {
-			method, policy, ok := strings.Cut(strings.TrimSpace(kv), "=")
-			if !ok || !strings.HasPrefix(method, "/") || policy == "" {
-				return nil, fmt.Errorf("guard-method-policies: %q is not /pkg.Service/Method=policy", kv)
-			}
-			c.GuardMethodPolicies[method] = policy
-		}
-	}
-	for _, a := range strings.Split(addrs, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			c.RedisAddrs = append(c.RedisAddrs, a)
-		}
-	}
-	if c.LogFormat == "" {
-		c.LogFormat = "json"
-		if c.Dev() {
-			c.LogFormat = "console"
-		}
-	}
-	return c, c.validate()
 }
 
 func (c *Config) validate() error {
@@ -283,14 +297,14 @@ func (c *Config) validate() error {
 	if c.TLSClientCA != "" && c.TLSCert == "" {
 		return fmt.Errorf("-tls-client-ca needs -tls-cert and -tls-key")
 	}
-	if c.AdminKey != "" && len(c.AdminKey) < 16 {
-		return fmt.Errorf("admin key must be at least 16 characters")
-	}
+	// One rule for a key you set, in dev mode or not: at least
+	// MinAdminKeyLen characters. The published dev key is the one exception,
+	// and only in dev mode.
 	if !c.Dev() && c.AdminKey == DevAdminKey {
 		return fmt.Errorf("the published dev-mode admin key is refused outside dev mode; generate one (e.g. openssl rand -hex 24)")
 	}
-	if !c.Dev() && len(c.AdminKey) < MinAdminKeyLen {
-		return fmt.Errorf("admin key must be at least %d characters outside dev mode (e.g. openssl rand -hex 24)", MinAdminKeyLen)
+	if c.AdminKey != "" && c.AdminKey != DevAdminKey && len(c.AdminKey) < MinAdminKeyLen {
+		return fmt.Errorf("admin key must be at least %d characters (e.g. openssl rand -hex 24)", MinAdminKeyLen)
 	}
 	if c.RequestTimeout <= 0 || c.SweeperInterval <= 0 {
 		return fmt.Errorf("request-timeout and sweeper-interval must be positive")

@@ -14,6 +14,11 @@ func TestAdminKeyStrength(t *testing.T) {
 	}{
 		{"dev mode generates its own", nil, ""},
 		{"dev mode accepts the dev key", []string{"-admin-key", DevAdminKey}, ""},
+		// One rule, one message: a key too short for dev mode is told the
+		// length it will need everywhere, not a smaller one.
+		{"dev mode refuses a short key with the one rule", []string{"-admin-key", "short"}, "at least 32 characters"},
+		{"dev mode refuses 20 chars with the one rule", []string{"-admin-key", strong[:20]}, "at least 32 characters"},
+		{"dev mode accepts 32 chars", []string{"-admin-key", strong}, ""},
 		{"real Redis refuses the published dev key", []string{"-redis-addrs", "r:6379", "-admin-key", DevAdminKey}, "published"},
 		{"real Redis refuses a 16-char key", []string{"-redis-addrs", "r:6379", "-admin-key", "aaaaaaaaaaaaaaaa"}, "at least 32"},
 		{"real Redis refuses 31 chars", []string{"-redis-addrs", "r:6379", "-admin-key", strong[1:]}, "at least 32"},

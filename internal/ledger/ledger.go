@@ -2,8 +2,9 @@
 // commit, release, extend, decide, direct-debit events and the reads of the
 // runtime plane. Every decision and mutation is one Lua script (lua/ledger/*)
 // run through internal/script; this package only derives keys and arguments,
-// hashes payloads for idempotency, and turns the scripts' JSON results into
-// responses. It never reads ledger state to decide anything in Go.
+// hashes payloads for idempotency, and reads the scripts' replies into
+// responses: the mutations' flat replies field by field (reply.go), the reads'
+// JSON. It never reads ledger state to decide anything in Go.
 //
 // Methods take the effective tenant explicitly (the caller authenticated it);
 // every key they touch carries that tenant's hash tag.

@@ -60,6 +60,10 @@ type snapshot struct {
 	DebtIncurred   num
 	EventID        string
 	ExtensionCount num
+	// DenyDetail is the v0.1.26 DenyDetail JSON of a DENY ('' when none or
+	// stored before it existed); Observed marks an observe-mode answer.
+	DenyDetail string
+	Observed   bool
 }
 
 // flat reads a ledger mutation's flat reply (script.FlatReader) with the
@@ -160,6 +164,9 @@ func reserveFields(f flat, s *snapshot) {
 		s.Affected = scopePrefixes(s.ScopePath)
 	}
 	s.Balances = f.balances()
+	if f.More() {
+		s.DenyDetail, s.Observed = f.Str(), f.Str() == "1"
+	}
 }
 
 func commitExtras(f flat, r *result) { r.Overage, r.Debt = f.int(), f.int() }
@@ -186,6 +193,9 @@ func decideExtras(f flat, r *result) { r.Denied = f.Str() }
 func decideFields(f flat, s *snapshot) {
 	s.Decision, s.ReasonCode, s.Caps = f.Str(), f.Str(), f.Str()
 	s.Affected = f.Strs()
+	if f.More() {
+		s.DenyDetail = f.Str()
+	}
 }
 
 func eventExtras(f flat, r *result) { r.Debt = f.int() }

@@ -23,7 +23,7 @@ func TestFlatReplyReader(t *testing.T) {
 	}{
 		{"well formed", ok, ""},
 		{"short", ok[:len(ok)-1], "ends early"},
-		{"trailing", append(append([]any{}, ok...), "x"), "trailing"},
+		{"trailing", append(append([]any{}, ok...), "", "", "x"), "trailing"},
 		{"bad amount", reserve(int64(0), "60000", "", "0", "ALLOW", "", "r1", "1e3"), "amount"},
 		{"bad row", append(append([]any{}, ok[:len(ok)-1]...), "3,1,1,1,1,1,1,0"), "malformed balance row"},
 		{"short row", append(append([]any{}, ok[:len(ok)-1]...), "1,1,1"), "malformed balance row"},

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/scope"
@@ -111,7 +112,8 @@ func (l *Ledger) Reserve(ctx context.Context, tenant string, req *cyclesv1.Creat
 	res, snap, err := l.runFlat(ctx, scriptReserve, ks, []any{
 		mode, rid, d.unit, strconv.FormatInt(req.GetEstimate().GetAmount(), 10), ttl,
 		strconv.FormatInt(grace, 10), scope.PolicyKey(req.GetOveragePolicy()), req.GetIdempotencyKey(),
-		hash, d.Path, d.affected, subj, action, meta, l.eventContext(ctx)}, reserveExtras, reserveFields)
+		hash, d.Path, d.affected, subj, action, meta, l.eventContext(ctx), observeArg(req.GetObserveMode())},
+		reserveExtras, reserveFields)
 	if err != nil {
 		return nil, l.refused(ctx, op, err)
 	}
@@ -148,7 +150,13 @@ func reserveResponse(s *snapshot) (*cyclesv1.CreateReservationResponse, error) {
 	if err != nil {
 		return nil, err
 	}
+	dd, err := actionkind.ParseDenyDetail(s.DenyDetail)
+	if err != nil {
+		return nil, err
+	}
 	resp := &cyclesv1.CreateReservationResponse{
+		DenyDetail:     dd,
+		Observed:       s.Observed,
 		Decision:       decision(s.Decision),
 		ReservationId:  s.ReservationID,
 		ExpiresAtMs:    int64(s.ExpiresAtMs),
@@ -194,11 +202,16 @@ func (l *Ledger) Decide(ctx context.Context, tenant string, req *cyclesv1.Decide
 	if err != nil {
 		return nil, err
 	}
+	dd, err := actionkind.ParseDenyDetail(snap.DenyDetail)
+	if err != nil {
+		return nil, err
+	}
 	resp := &cyclesv1.DecideResponse{
 		Decision:       decision(snap.Decision),
 		Caps:           caps,
 		ReasonCode:     snap.ReasonCode,
 		AffectedScopes: snap.Affected,
+		DenyDetail:     dd,
 	}
 	if res.Replay {
 		l.replayed(ctx, "decide")
@@ -209,4 +222,13 @@ func (l *Ledger) Decide(ctx context.Context, tenant string, req *cyclesv1.Decide
 		l.m.denied.Add(ctx, 1, attribute.String("operation", "decide"), attribute.String("reason", res.Denied))
 	}
 	return resp, nil
+}
+
+// observeArg is the reserve script's observe-mode ARGV: ” when the request
+// leaves it to the tenant, else the mode's wire name.
+func observeArg(m cyclesv1.ObserveMode) string {
+	if m == cyclesv1.ObserveMode_OBSERVE_MODE_UNSPECIFIED {
+		return ""
+	}
+	return actionkind.ObserveModeName(m)
 }

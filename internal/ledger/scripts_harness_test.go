@@ -103,11 +103,12 @@ var flatLayouts = map[string]struct {
 	extras, fields []string
 }{
 	"ledger/reserve": {"", []string{"rem_ttl", "denied"}, []string{"dry", "decision", "reason_code", "reservation_id",
-		"reserved", "unit", "expires_at_ms", "scope_path", "grace_ms", "policy", "caps", "*affected", "#balances"}},
+		"reserved", "unit", "expires_at_ms", "scope_path", "grace_ms", "policy", "caps", "*affected", "#balances",
+		"?deny_detail", "?observed"}},
 	"ledger/commit":  {"COMMITTED", []string{"overage", "debt"}, []string{"unit", "charged", "released", "debt_incurred", "#balances"}},
 	"ledger/release": {"RELEASED", nil, []string{"unit", "released", "#balances"}},
 	"ledger/extend":  {"ACTIVE", []string{"rem_ttl"}, []string{"unit", "expires_at_ms", "extension_count", "#balances"}},
-	"ledger/decide":  {"", []string{"denied"}, []string{"decision", "reason_code", "caps", "*affected"}},
+	"ledger/decide":  {"", []string{"denied"}, []string{"decision", "reason_code", "caps", "*affected", "?deny_detail"}},
 	"ledger/event":   {"APPLIED", []string{"debt"}, []string{"event_id", "unit", "charged", "debt_incurred", "#balances"}},
 }
 
@@ -155,6 +156,13 @@ func flatOut(name string, reply []any) (*out, error) {
 		o.Snap["status"] = lay.status
 	}
 	for _, f := range lay.fields {
+		if f[0] == '?' {
+			// A v0.1.26 trailing field: absent from answers stored before it.
+			if i >= len(reply) {
+				break
+			}
+			f = f[1:]
+		}
 		switch f[0] {
 		case '*', '#':
 			n, err := next()
@@ -225,6 +233,7 @@ func flatOut(name string, reply []any) (*out, error) {
 type rc struct {
 	Mode, RID, Unit, Est, TTL, Grace, Policy, Key, Hash string
 	Scopes                                              []string // relative to the tenant; "" = tenant level
+	Observe                                             string   // ARGV 16: the request's observe mode ('' = the tenant's)
 	Extra                                               []any    // appended ARGV (must be ignored)
 }
 
@@ -266,7 +275,7 @@ func (s *sx) reserve(c rc) (*out, error) {
 		ks = append(ks, s.tk.Budget(p, c.Unit))
 	}
 	args := []any{c.Mode, c.RID, c.Unit, c.Est, c.TTL, c.Grace, c.Policy, c.Key, c.Hash, paths[len(paths)-1], aff,
-		`{"tenant":"` + s.tenant + `","workspace":"prod"}`, `{"kind":"llm.completion","name":"m"}`, "", testEventCtx}
+		`{"tenant":"` + s.tenant + `","workspace":"prod"}`, `{"kind":"llm.completion","name":"m"}`, "", testEventCtx, c.Observe}
 	return s.run("ledger/reserve", ks, append(args, c.Extra...)...)
 }
 

@@ -17,7 +17,7 @@ var libraries = []string{"lib/int64.lua", "lib/core.lua"}
 
 // includeDirective lines at the top of a script or library name further
 // libraries to prepend (after the standard ones, in order), e.g.
-// "-- include: lib/ledger.lua".
+// "-- include: lib/ledger_util.lua lib/idem.lua".
 const includeDirective = "-- include:"
 
 // includes returns the library paths a script body asks for.

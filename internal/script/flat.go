@@ -30,6 +30,10 @@ func (f *FlatReader) Fail(format string, args ...any) {
 	}
 }
 
+// More reports whether fields remain (a layout's optional trailing fields,
+// absent from answers stored before they existed).
+func (f *FlatReader) More() bool { return f.err == nil && f.i < len(f.a) }
+
 // End reports a malformed reply: the first read's failure, or elements the
 // layout did not read.
 func (f *FlatReader) End() error {

@@ -3,8 +3,11 @@
 // It compiles the embedded Lua scripts (lib/int64.lua + lib/core.lua + body),
 // loads them at start on every shard (on Redis 7 as Functions, FUNCTION LOAD;
 // else SCRIPT LOAD), runs them with FCALL or EVALSHA (reloading transparently
-// when Redis lost them; function.go), decodes their {status, json} result and
-// maps refusals to *apierr.Error and connectivity failures to UNAVAILABLE.
+// when Redis lost them; function.go), checks their reply's shape -- a flat
+// reply {"OK", "f1", <stream>, <event id>, <field>...} from the ledger
+// mutations (RunFlat), {"OK", json} from the other scripts (Run) -- and maps
+// refusals {code, json} to *apierr.Error and connectivity failures to
+// UNAVAILABLE.
 // Domain packages (admin, ledger, sweeper, events, ratelimit) call Run and never
 // see a Redis client.
 package script

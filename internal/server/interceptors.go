@@ -172,10 +172,13 @@ func replayedTiming(ctx context.Context) logging.Fields {
 	}
 }
 
-// levelFor is the log level of an RPC's line by its code.
+// levelFor is the log level of an RPC's line by its code. CANCELED is the
+// client's own doing (it hung up a WatchEvents stream, or gave up on a call):
+// not a failed call, so it is logged like a success, at debug. A cancel by
+// cyclesd itself (shutdown) reaches the client as UNAVAILABLE.
 func levelFor(code codes.Code) logging.Level {
 	switch code {
-	case codes.OK:
+	case codes.OK, codes.Canceled:
 		return logging.LevelDebug
 	case codes.Internal, codes.Unknown, codes.DataLoss:
 		return logging.LevelError

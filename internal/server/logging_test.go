@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/auth"
@@ -114,5 +116,29 @@ func TestLoggingGateDoesNotAllocateForOK(t *testing.T) {
 	d.unaryInterceptors()
 	if a := testing.AllocsPerRun(100, func() { _, _ = d.loggingUnary(ctx, nil, info, h) }); a == 0 {
 		t.Fatal("expected the ungated middleware to allocate")
+	}
+}
+
+// A client's own cancel (a WatchEvents stream hung up, a call given up) is
+// not a failed call: it is logged at debug, like a success, so the default
+// info level shows no line for it. Failures keep their levels.
+func TestLogLevelByCode(t *testing.T) {
+	cases := []struct {
+		code codes.Code
+		want logging.Level
+	}{
+		{codes.OK, logging.LevelDebug},
+		{codes.Canceled, logging.LevelDebug},
+		{codes.InvalidArgument, logging.LevelInfo},
+		{codes.FailedPrecondition, logging.LevelInfo},
+		{codes.DeadlineExceeded, logging.LevelInfo},
+		{codes.Unavailable, logging.LevelWarn},
+		{codes.Internal, logging.LevelError},
+		{codes.Unknown, logging.LevelError},
+	}
+	for _, tc := range cases {
+		if got := levelFor(tc.code); got != tc.want {
+			t.Errorf("levelFor(%s) = %v, want %v", tc.code, got, tc.want)
+		}
 	}
 }

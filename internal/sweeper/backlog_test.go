@@ -108,7 +108,7 @@ func BenchmarkExpireBatch(b *testing.B) {
 		b.StopTimer()
 		s := seedDue(b, c, DefaultBatchSize, 1)
 		b.StartTimer()
-		r, err := sw.batch(context.Background(), s.tenant, false)
+		r, err := sw.batch(context.Background(), s.tenant, false, false)
 		if err != nil || r.Expired != DefaultBatchSize {
 			b.Fatalf("%+v %v", r, err)
 		}

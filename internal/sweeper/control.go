@@ -46,8 +46,9 @@ func (s *Sweeper) SetPaused(ctx context.Context, paused bool, reason string) (Pa
 
 // SweepTenant drains one tenant's due reservations now, paused or not. It may
 // run beside a sweep: every decision is made inside the script that mutates.
+// A tenant with no record is TENANT_NOT_FOUND (checked by that script).
 func (s *Sweeper) SweepTenant(ctx context.Context, tenant string) (Counts, time.Duration, error) {
 	start := time.Now()
-	c, _, err := s.drain(ctx, tenant, false)
+	c, _, err := s.drain(ctx, tenant, false, true)
 	return c, time.Since(start), err
 }

@@ -230,7 +230,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Counts, error) {
 		go func() {
 			defer wg.Done()
 			for tenant := range work {
-				c, due, err := s.drain(ctx, tenant, reconcile)
+				c, due, err := s.drain(ctx, tenant, reconcile, false)
 				mu.Lock()
 				total = total.Add(c)
 				backlog += due
@@ -346,11 +346,11 @@ type quarantineRow struct {
 // counts and the number of entries that were due when it started.
 // With reconcile, the first batch also reports the tenant's newest event id
 // to Options.Reconcile.
-func (s *Sweeper) drain(ctx context.Context, tenant string, reconcile bool) (Counts, int64, error) {
+func (s *Sweeper) drain(ctx context.Context, tenant string, reconcile, mustExist bool) (Counts, int64, error) {
 	var total Counts
 	var dueAtStart int64
 	for first := true; ; first = false {
-		r, err := s.batch(ctx, tenant, reconcile && first)
+		r, err := s.batch(ctx, tenant, reconcile && first, mustExist && first)
 		if err != nil {
 			return total, dueAtStart, err
 		}
@@ -370,14 +370,20 @@ func (s *Sweeper) drain(ctx context.Context, tenant string, reconcile bool) (Cou
 }
 
 // batch runs one expire-batch call for tenant (at most BatchSize entries) and
-// counts its outcomes.
-func (s *Sweeper) batch(ctx context.Context, tenant string, tail bool) (batchResult, error) {
+// counts its outcomes. mustExist has the script refuse TENANT_NOT_FOUND for a
+// tenant without a record (an operator naming one; the background sweep
+// walks the registry).
+func (s *Sweeper) batch(ctx context.Context, tenant string, tail, mustExist bool) (batchResult, error) {
 	t := keys.Tenant(tenant)
 	var r batchResult
-	args := []any{s.opts.BatchSize, s.eventContext()}
+	tailArg, tenantArg := "", ""
 	if tail {
-		args = append(args, "tail")
+		tailArg = "tail"
 	}
+	if mustExist {
+		tenantArg = "tenant"
+	}
+	args := []any{s.opts.BatchSize, s.eventContext(), tailArg, tenantArg}
 	err := s.exec.RunInto(ctx, &r, scriptExpireBatch, []string{t.Prefix(), t.Deadlines(), t.Events()}, args...)
 	s.batches.Add(ctx, 1)
 	if err != nil {

@@ -315,12 +315,8 @@ func PolicyKeys(field string, k *cyclesv1.ActionPolicyKeys) error {
 func ObserveMode(field string, m cyclesv1.ObserveMode) error {
 	switch m {
 	case cyclesv1.ObserveMode_OBSERVE_MODE_UNSPECIFIED, cyclesv1.ObserveMode_OBSERVE_MODE_DISABLED,
-		cyclesv1.ObserveMode_OBSERVE_MODE_ENFORCE:
+		cyclesv1.ObserveMode_OBSERVE_MODE_OBSERVE, cyclesv1.ObserveMode_OBSERVE_MODE_ENFORCE:
 		return nil
-	case cyclesv1.ObserveMode_OBSERVE_MODE_OBSERVE:
-		// Refused until the reserve script evaluates it: accepting it and
-		// enforcing anyway would be worse than saying no.
-		return invalid(field, "OBSERVE is not served by this version yet")
 	}
 	return invalid(field, "must be DISABLED, OBSERVE or ENFORCE")
 }

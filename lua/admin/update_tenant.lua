@@ -9,7 +9,8 @@
 -- ARGV[2] = patch (JSON object; absent members are left unchanged):
 --           {name, default_policy, default_ttl_ms, max_ttl_ms, max_extensions
 --            (decimal strings), status (ACTIVE|SUSPENDED), metadata (object of
---            strings), replace_metadata (bool: metadata replaces instead of merging)}
+--            strings), replace_metadata (bool: metadata replaces instead of merging),
+--            observe_mode (DISABLED|OBSERVE|ENFORCE; v0.1.26, absent in a record = ENFORCE)}
 -- ARGV[3] = event context (internal/eventctx.Arg)
 -- Result: ok(<tenant hash after the update>)
 -- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, INVALID_REQUEST, INTERNAL_ERROR
@@ -40,6 +41,10 @@ end
 if p.default_policy ~= nil and not POLICIES[p.default_policy] then
   return fail('INVALID_REQUEST', 'unknown overage policy', {field = 'default_commit_overage_policy'})
 end
+local OBSERVE_MODES = {DISABLED = true, OBSERVE = true, ENFORCE = true}
+if p.observe_mode ~= nil and not OBSERVE_MODES[p.observe_mode] then
+  return fail('INVALID_REQUEST', 'observe_mode must be DISABLED, OBSERVE or ENFORCE', {field = 'observe_mode'})
+end
 if p.status ~= nil and p.status ~= 'ACTIVE' and p.status ~= 'SUSPENDED' then
   return fail('INVALID_REQUEST', 'status must be ACTIVE or SUSPENDED (use CloseTenant to close)', {field = 'status'})
 end
@@ -59,6 +64,8 @@ put('default_ttl_ms', p.default_ttl_ms)
 put('max_ttl_ms', p.max_ttl_ms)
 put('max_extensions', p.max_extensions)
 put('status', p.status)
+-- A tenant stored without observe_mode enforces: setting ENFORCE changes nothing.
+if p.observe_mode ~= nil and (t.observe_mode or 'ENFORCE') ~= p.observe_mode then put('observe_mode', p.observe_mode) end
 
 -- Metadata: merge the given entries, or replace the whole map.
 local given = p.metadata

@@ -13,7 +13,8 @@
 --       8 action (JSON)   9 event context
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), denied (<reason> or ''), <decide snapshot fields>})
 --   (lib/ledger_snapshot.lua), from the snapshot the idempotency record keeps
---   as JSON (`resp`: {decision, reason_code?, caps?, affected}).
+--   as JSON (`resp`: {decision, reason_code?, caps?, affected, deny_detail?}).
+-- Decide ignores observe mode: it never enforces, so it has nothing to observe.
 
 local now = now_ms()
 local unit = ARGV[1]
@@ -42,27 +43,30 @@ local function answer(snap_tbl, reason)
     -- REF: decide denials are attributed to the tenant-level scope.
     emit('reservation.denied', 'reservation', scopes[1], {
       scope = scopes[1], unit = unit, reason_code = reason, requested_amount = E,
-      action = jdecode(ARGV[8]), subject = jdecode(ARGV[7]),
+      action = jdecode(ARGV[8]), subject = jdecode(ARGV[7]), deny_detail = snap_tbl.deny_detail,
     })
   end
   idem_put(KEYS[4], hash, ms(DAY_MS), snap)
   return okf(decide_reply_of({'OK', FLAT_V, '', '', 0, reason or ''}, snap_tbl))
 end
 
-local function deny(reason)
-  return answer({decision = 'DENY', reason_code = reason, affected = scopes}, reason)
+-- deny answers DENY with its DenyDetail dd (v0.1.26; kept in the record).
+local function deny(reason, dd)
+  return answer({decision = 'DENY', reason_code = reason, affected = scopes, deny_detail = dd}, reason)
 end
 
 local conf, terr = tenant_conf(KEYS[2])
 if conf == nil then return fail('INTERNAL_ERROR', terr) end
-if conf.status == 'CLOSED' then return deny('TENANT_CLOSED') end
-if conf.status == 'SUSPENDED' then return deny('TENANT_SUSPENDED') end
+if conf.status == 'CLOSED' then return deny('TENANT_CLOSED', scope_deny('TENANT_CLOSED', scopes[1], 'The tenant is closed')) end
+if conf.status == 'SUSPENDED' then
+  return deny('TENANT_SUSPENDED', scope_deny('TENANT_SUSPENDED', scopes[1], 'Reactivate the tenant'))
+end
 
 local bs, berr = load_scopes(6, scopes)
 if bs == nil then return fail('INTERNAL_ERROR', berr) end
 for _, b in ipairs(bs) do
   local code = check_scope(b, E)
-  if code then return deny(code) end
+  if code then return deny(code, budget_deny(code, b, E, unit)) end
 end
 if #bs == 0 then
   local other, units = other_units(KEYS[3], scopes)
@@ -70,7 +74,8 @@ if #bs == 0 then
     return fail('UNIT_MISMATCH', 'no budget in ' .. unit .. '; ' .. other .. ' is budgeted in ' .. units,
       {scope = other, requested_unit = unit, expected_units = units})
   end
-  return deny('BUDGET_NOT_FOUND')
+  return deny('BUDGET_NOT_FOUND', scope_deny('BUDGET_NOT_FOUND', scopes[#scopes],
+    'Create a ' .. unit .. ' budget for ' .. scopes[#scopes] .. ' or one of its parents'))
 end
 
 -- Caps: the highest-priority matching policy's, else the deepest budget's

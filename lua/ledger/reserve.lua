@@ -16,9 +16,16 @@
 --       12 subject (JSON; '' = the subject the scope path implies, not stored)
 --       13 action (JSON)              14 metadata (JSON or '')
 --       15 event context (internal/events)
+--       16 the request's observe mode ('' | 'DISABLED' | 'OBSERVE' | 'ENFORCE')
 --       Extra ARGV are ignored (time always comes from Redis TIME).
+-- Observe mode (v0.1.26): the request's mode wins when set, else the
+--   tenant's OBSERVE, else ENFORCE (DISABLED = ENFORCE). OBSERVE evaluates
+--   as a dry run (nothing held), answers the decision enforcement would make
+--   (DENY is a result) and emits reservation.observed_denied or
+--   reservation.observed_allowed instead of reservation.denied, with dry_run
+--   or without.
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), rem_ttl ('<ms>', live only, else ''),
---             denied (<reason>, dry-run DENY only, else ''), <reserve snapshot fields>})
+--             denied (<reason>, dry-run or observed DENY only, else ''), <reserve snapshot fields>})
 --   (lib/ledger_snapshot.lua). A live reserve's replay rebuilds the fields from
 --   the record (balance rows rb<i>, packed again; records written before keep
 --   them packed in `rbal` or a `reserve_resp` JSON copy); a dry run keeps them
@@ -27,12 +34,17 @@
 -- Refusals: INVALID_REQUEST, IDEMPOTENCY_MISMATCH, INTERNAL_ERROR, TENANT_CLOSED,
 --   TENANT_SUSPENDED, BUDGET_FROZEN, BUDGET_CLOSED, OVERDRAFT_LIMIT_EXCEEDED,
 --   DEBT_OUTSTANDING, BUDGET_EXCEEDED, UNIT_MISMATCH, NOT_FOUND, AMOUNT_OVERFLOW.
---   (A dry run turns budget and tenant refusals into a DENY result.)
+--   (A dry run or an observed request turns budget and tenant refusals into
+--   a DENY result.) Budget refusals carry details.deny_detail (DenyDetail JSON).
 
 local now = now_ms()
 local mode, rid, unit = ARGV[1], ARGV[2], ARGV[3]
 local dry = (mode == 'dry')
 if mode ~= 'live' and not dry then return fail('INTERNAL_ERROR', 'reserve: unknown mode') end
+local req_observe = ARGV[16] or ''
+if req_observe ~= '' and req_observe ~= 'OBSERVE' and req_observe ~= 'ENFORCE' and req_observe ~= 'DISABLED' then
+  return fail('INVALID_REQUEST', 'observe_mode must be DISABLED, OBSERVE or ENFORCE', {field = 'observe_mode'})
+end
 local E = canon(ARGV[4])
 if E == nil or string.byte(E, 1) == 45 then
   return fail('INVALID_REQUEST', 'estimate.amount must be an integer in 0..2^63-1', {field = 'estimate.amount'})
@@ -110,6 +122,22 @@ end
 -- and records a reservation.denied event.
 -- dry_answer stores a dry run's snapshot fields f in the idempotency record
 -- and answers with them.
+-- observe: the effective observe mode is OBSERVE (decided after the tenant
+-- guard reads the tenant's mode; a closed or suspended tenant is refused
+-- before it is consulted, as every policy rule is).
+local observe = false
+
+-- finish appends the v0.1.26 trailing snapshot fields: the DenyDetail JSON
+-- ('' when none) and whether the answer was observed ('1' | ''); neither
+-- when both are empty, so such answers stay as they were before them.
+local function finish(f, dd)
+  if dd or observe then
+    f[#f + 1] = dd and cjson.encode(dd) or ''
+    f[#f + 1] = observe and '1' or ''
+  end
+  return f
+end
+
 local function dry_answer(f, denied)
   idem_put(KEYS[8], hash, ms(DAY_MS), cjson.encode(f))
   local out = {'OK', FLAT_V, '', '', 0, '', denied or ''}
@@ -117,27 +145,46 @@ local function dry_answer(f, denied)
   return okf(out)
 end
 
-local function deny(reason)
-  emit('reservation.denied', 'reservation', scope_path, {
-    scope = scope_path, unit = unit, reason_code = reason, requested_amount = E,
-    action = jdecode(ARGV[13]), subject = jdecode(ARGV[12] ~= '' and ARGV[12] or record_replay().implied_subject(scope_path)),
-  })
+local function subject_json()
+  return jdecode(ARGV[12] ~= '' and ARGV[12] or record_replay().implied_subject(scope_path))
+end
+
+-- deny answers DENY with its DenyDetail dd: a dry run records
+-- reservation.denied, an observed request reservation.observed_denied.
+local function deny(reason, dd)
+  if observe then
+    emit('reservation.observed_denied', 'reservation', scope_path, {
+      scope = scope_path, unit = unit, deny_detail = dd, action = jdecode(ARGV[13]), subject = subject_json(),
+      estimated_amount = E, observe_mode = 'OBSERVE', would_have_blocked_at = dd.blocked_by_scope,
+    })
+  else
+    emit('reservation.denied', 'reservation', scope_path, {
+      scope = scope_path, unit = unit, reason_code = reason, requested_amount = E,
+      action = jdecode(ARGV[13]), subject = subject_json(), deny_detail = dd,
+    })
+  end
   local f = {'1', 'DENY', reason, '', '', unit, '', scope_path, '', '', ''}
   push_list(f, scopes)
   push_packed(f, {}, '')
-  return dry_answer(f, reason)
+  return dry_answer(finish(f, dd), reason)
 end
 
 -- 2. Tenant guard.
 local conf, terr = tenant_conf(KEYS[2])
 if conf == nil then return fail('INTERNAL_ERROR', terr) end
 if conf.status == 'CLOSED' then
-  if dry then return deny('TENANT_CLOSED') end
+  if dry then return deny('TENANT_CLOSED', scope_deny('TENANT_CLOSED', scopes[1], 'The tenant is closed')) end
   return fail('TENANT_CLOSED', 'tenant is closed')
 end
 if conf.status == 'SUSPENDED' then
-  if dry then return deny('TENANT_SUSPENDED') end
+  if dry then
+    return deny('TENANT_SUSPENDED', scope_deny('TENANT_SUSPENDED', scopes[1], 'Reactivate the tenant'))
+  end
   return fail('TENANT_SUSPENDED', 'tenant is suspended: no new reservations')
+end
+-- Effective observe mode: the request's, else the tenant's OBSERVE.
+if req_observe == 'OBSERVE' or (req_observe == '' and conf.observe == 'OBSERVE') then
+  observe, dry = true, true
 end
 
 -- 3. Budgets of every derived scope, canonical order; first failure wins.
@@ -149,9 +196,10 @@ local En = (#E < 16) and tonumber(E) or nil
 for _, b in ipairs(bs) do
   local code = check_scope(b, E, En)
   if code then
-    if dry then return deny(code) end
+    local dd = budget_deny(code, b, E, unit)
+    if dry then return deny(code, dd) end
     return fail(code, CHECK_MSG[code] .. ' at ' .. b.path,
-      {scope = b.path, remaining = b.rem, requested = E, unit = unit})
+      {scope = b.path, remaining = b.rem, requested = E, unit = unit, deny_detail = cjson.encode(dd)})
   end
 end
 if #bs == 0 then
@@ -160,7 +208,10 @@ if #bs == 0 then
     return fail('UNIT_MISMATCH', 'no budget in ' .. unit .. '; ' .. other .. ' is budgeted in ' .. units,
       {scope = other, requested_unit = unit, expected_units = units})
   end
-  if dry then return deny('BUDGET_NOT_FOUND') end
+  if dry then
+    return deny('BUDGET_NOT_FOUND', scope_deny('BUDGET_NOT_FOUND', scopes[#scopes],
+      'Create a ' .. unit .. ' budget for ' .. scopes[#scopes] .. ' or one of its parents'))
+  end
   return fail('NOT_FOUND', 'Budget not found for provided scope: ' .. scopes[#scopes], {scope = scopes[#scopes]})
 end
 
@@ -202,7 +253,13 @@ if dry then
   local f = {'1', decision, '', '', E, unit, '', scope_path, grace_s, policy, caps or ''}
   push_list(f, scopes)
   push_bal(f, bal)
-  return dry_answer(f, nil)
+  if observe then
+    emit('reservation.observed_allowed', 'reservation', scope_path, {
+      scope = scope_path, decision = decision, unit = unit, action = jdecode(ARGV[13]), subject = subject_json(),
+      estimated_amount = E, observe_mode = 'OBSERVE', caps_applied = caps and jdecode(caps) or nil,
+    })
+  end
+  return dry_answer(finish(f, nil), nil)
 end
 
 -- 5. Live: effective TTL (request, else the policy default, else the tenant

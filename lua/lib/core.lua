@@ -1,9 +1,11 @@
 -- core.lua: helpers shared by every script (prepended after int64.lua).
 --
--- Result convention: a script returns a two-element array
---   {'OK', <json>}            on success (plus <stream>, <last event id> when
---                             the run appended events), or
---   {'<CODE>', <json>}        on a refusal, json = {msg=..., d={detail=...}}.
+-- Result convention: a script returns one of
+--   {'OK', <json>}            ok(): success (plus <stream>, <last event id> when
+--                             the run appended events);
+--   {'OK', FLAT_V, <stream>, <last event id>, <field>...}
+--                             okf(): a flat success (the ledger mutations);
+--   {'<CODE>', <json>}        fail(): a refusal, json = {msg=..., d={detail=...}}.
 -- The executor (internal/script) turns refusals into *apierr.Error. A refusal is
 -- always returned before the first write, so a refused request changes nothing.
 --

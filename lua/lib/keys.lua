@@ -22,3 +22,12 @@ local function key_index(prefix, name)
   if name == 'budgets' then return prefix .. 'budgets' end
   return prefix .. 'r:' .. name
 end
+-- missing_tenant is the TENANT_NOT_FOUND refusal when the prefix's tenant has
+-- no record (Tenant.Record: prefix .. 'tenant'), else nil: an operator call
+-- naming a tenant that does not exist is refused, not answered as a clean,
+-- empty tenant.
+local function missing_tenant(prefix)
+  if redis.call('EXISTS', prefix .. 'tenant') == 1 then return nil end
+  local t = key_tenant(prefix)
+  return fail('TENANT_NOT_FOUND', 'tenant ' .. t .. ' not found', {tenant_id = t})
+end

@@ -58,3 +58,27 @@ local function other_units(budgets_key, scopes)
   end
   return nil
 end
+
+-- budget_deny is the v0.1.26 DenyDetail of a budget refusal at budget b
+-- (docs/protocol.md#v0126-action-governance): the blocking scope, its
+-- remaining (a decimal string: exact; the transports write it as an
+-- integer) and what would lift the refusal.
+local function budget_deny(code, b, E, unit)
+  local fix
+  if code == 'BUDGET_EXCEEDED' then
+    fix = 'Fund ' .. b.path .. ' by at least ' .. (i64_sub(E, b.rem) or E) .. ' ' .. unit
+  elseif code == 'BUDGET_FROZEN' then
+    fix = 'Unfreeze the ' .. unit .. ' budget of ' .. b.path
+  elseif code == 'BUDGET_CLOSED' then
+    fix = 'The ' .. unit .. ' budget of ' .. b.path .. ' is closed; reserve under another scope'
+  else
+    fix = 'Repay the debt of ' .. b.debt .. ' ' .. unit .. ' at ' .. b.path .. ' before new reservations'
+  end
+  return {reason_code = code, blocked_by_scope = b.path, budget_remaining = b.rem, suggested_fix = fix}
+end
+
+-- scope_deny is the DenyDetail of a refusal that names only a scope
+-- (tenant status, no budget).
+local function scope_deny(code, scope, fix)
+  return {reason_code = code, blocked_by_scope = scope, suggested_fix = fix}
+end

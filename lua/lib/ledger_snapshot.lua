@@ -26,10 +26,14 @@
 --   reserve: dry, decision, reason_code, reservation_id, reserved, unit,
 --            expires_at_ms, scope_path, grace_ms, policy, caps,
 --            n_affected, affected..., n_balances, bal...
+--            [, deny_detail (DenyDetail JSON or ''), observed ('1' or '')]
+--            (the two v0.1.26 fields end DENY and observed answers; other
+--            answers, and those stored before them, end at the balances)
 --   commit:  unit, charged, released, debt_incurred, n_balances, bal...
 --   release: unit, released, n_balances, bal...
 --   extend:  unit, expires_at_ms, extension_count, n_balances, bal...
---   decide:  decision, reason_code, caps, n_affected, affected...
+--   decide:  decision, reason_code, caps, n_affected, affected..., deny_detail
+--            (DenyDetail JSON or '')
 --   event:   event_id, unit, charged, debt_incurred, n_balances, bal...
 -- internal/ledger (reply.go) reads exactly these.
 
@@ -178,11 +182,12 @@ local function extend_reply_of(out, s)
 end
 
 -- decide_reply_of appends a decision's snapshot fields from its JSON object
--- ({decision, reason_code?, caps?, affected}).
+-- ({decision, reason_code?, caps?, affected, deny_detail?}).
 local function decide_reply_of(out, s)
   local n = #out
   out[n + 1], out[n + 2], out[n + 3] = s.decision or '', s.reason_code or '', s.caps or ''
   push_list(out, s.affected or {})
+  out[#out + 1] = s.deny_detail and cjson.encode(s.deny_detail) or ''
   return out
 end
 

@@ -8,8 +8,9 @@ local TENANT_STATUSES = {ACTIVE = true, SUSPENDED = true, CLOSED = true}
 -- HGETALL of all of them: a fraction of the reply to convert on every
 -- reserve, commit and decide). `pol` is the compiled copy of the tenant's
 -- ACTIVE policies (lib/policy.lua), absent when there are none: reading it
--- here costs a tenant without policies nothing more.
-local TENANT_READ = {'status', 'default_ttl_ms', 'max_ttl_ms', 'max_extensions', 'default_policy', 'pol'}
+-- here costs a tenant without policies nothing more. `observe_mode` is the
+-- v0.1.26 tenant observe mode (absent = ENFORCE).
+local TENANT_READ = {'status', 'default_ttl_ms', 'max_ttl_ms', 'max_extensions', 'default_policy', 'pol', 'observe_mode'}
 
 -- tenant_conf reads the tenant record. No record = runtime-only deployment:
 -- no guard, protocol defaults. A malformed record fails closed.
@@ -17,10 +18,10 @@ local TENANT_READ = {'status', 'default_ttl_ms', 'max_ttl_ms', 'max_extensions',
 local function tenant_conf(key)
   local v = redis.call('HMGET', key, unpack(TENANT_READ))
   local conf = {present = false, status = 'ACTIVE', default_ttl = 60000, max_ttl = 0, max_ext = 10, default_policy = '',
-    pol = v[6] or ''}
+    pol = v[6] or '', observe = 'ENFORCE'}
   -- None of the fields: no record (no guard), unless the hash exists
   -- without them, which is corrupt (invalid status) exactly as before.
-  if not (v[1] or v[2] or v[3] or v[4] or v[5] or v[6]) and redis.call('EXISTS', key) == 0 then return conf end
+  if not (v[1] or v[2] or v[3] or v[4] or v[5] or v[6] or v[7]) and redis.call('EXISTS', key) == 0 then return conf end
   -- HMGET answers false for a missing field; hgetall had nil.
   local t = {status = v[1] or nil, default_ttl_ms = v[2] or nil, max_ttl_ms = v[3] or nil,
     max_extensions = v[4] or nil, default_policy = v[5] or nil}
@@ -41,6 +42,8 @@ local function tenant_conf(key)
     if conf.max_ext == nil then return nil, 'tenant record has an invalid max_extensions' end
   end
   conf.default_policy = t.default_policy or ''
+  -- v0.1.26 observe mode; absent (every tenant stored before it) is ENFORCE.
+  conf.observe = v[7] or 'ENFORCE'
   return conf
 end
 

@@ -6,6 +6,7 @@
 --         "r:created"), the deadline index ("r:deadline"), the quarantine index
 --         ("r:quarantine") and the records ("r:<id>") are derived from it
 -- ARGV[1] cursor member ('' = start), ARGV[2] cursor score, ARGV[3] page size 1..1000
+-- Refusals: INVALID_REQUEST; TENANT_NOT_FOUND (first page: the tenant has no record)
 -- Result ok({rows = [{kind, id, msg, ev = {...}, fix}], next = {member, score},
 --            done, records, active, quarantined,
 --            holds = {member -> sum of this page's ACTIVE estimates on it},
@@ -25,6 +26,10 @@ local prefix = KEYS[1]
 local created, dl, qi = key_index(prefix, 'created'), key_index(prefix, 'deadline'), key_index(prefix, 'quarantine')
 local n = tonumber(ARGV[3])
 if not n or n < 1 or n > 1000 then return fail('INVALID_REQUEST', 'page size must be 1..1000') end
+if ARGV[1] == '' then
+  local missing = missing_tenant(prefix)
+  if missing then return missing end
+end
 
 local rows = {}
 local function row(kind, id, msg, ev, fix)

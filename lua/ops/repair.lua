@@ -13,6 +13,8 @@
 -- ARGV[2] '1' = apply, '0' = dry run (no write at all)
 -- ARGV[3] payload hash, ARGV[4] idempotency record lifetime ms (apply only)
 -- ARGV[5] event context (internal/eventctx.Arg), ARGV[6] holds limit
+-- Refusals: INVALID_REQUEST; TENANT_NOT_FOUND (the tenant has no record: no
+--   repair, and no idempotency record, is written)
 -- Result ok({replay, applied, changes = [{kind, action, id, scope, unit, before, after}],
 --            skipped = [{kind, id, scope, unit, msg, ev}]})
 --
@@ -32,6 +34,8 @@ local okp, plan = pcall(cjson.decode, ARGV[1])
 if not okp or type(plan) ~= 'table' then return fail('INVALID_REQUEST', 'malformed repair plan') end
 local limit = tonumber(ARGV[6])
 if not limit or limit < 1 then return fail('INVALID_REQUEST', 'holds limit must be positive') end
+local missing = missing_tenant(prefix)
+if missing then return missing end
 
 if apply then
   local replay = ops_replay(idem_key, ARGV[3])

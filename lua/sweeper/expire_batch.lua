@@ -12,8 +12,11 @@
 -- ARGV[1] batch size N, 1..10000
 -- ARGV[2] event context JSON (internal/eventctx.Arg: base, retention_ms, actor, trace_id, ...)
 -- ARGV[3] optional: 'tail' also returns the stream's newest id (the feed's
---         reconciliation, internal/events/doc.go); anything else is ignored, and
---         so is any further ARGV: the only clock is Redis TIME, read once here.
+--         reconciliation, internal/events/doc.go); anything else is ignored
+-- ARGV[4] optional: 'tenant' refuses TENANT_NOT_FOUND when the tenant has no
+--         record (an operator's SweepTenant; the background sweep walks the
+--         registry and skips the check). Any further ARGV is ignored: the only
+--         clock is Redis TIME, read once here.
 --
 -- Result ok({now, due_before, due, expired, skipped, in_grace, not_found, quarantined,
 --            q = [{id, reason}], tail})
@@ -51,6 +54,10 @@ end
 local retention_ms = tonumber(ectx.retention_ms)
 if not retention_ms or retention_ms <= 0 then
   return fail('INVALID_REQUEST', 'event retention must be positive')
+end
+if ARGV[4] == 'tenant' then
+  local missing = missing_tenant(prefix)
+  if missing then return missing end
 end
 
 local now = now_ms()

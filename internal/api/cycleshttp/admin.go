@@ -8,6 +8,7 @@ import (
 	"time"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/api/authapi"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/server"
@@ -78,6 +79,10 @@ type tenantOut struct {
 	CreatedAt                  string            `json:"created_at"`
 	UpdatedAt                  string            `json:"updated_at,omitempty"`
 	ClosedAt                   string            `json:"closed_at,omitempty"`
+	// ObserveMode is the v0.1.26 tenant observe mode, present only when it
+	// is not ENFORCE: the v0.1.25 Tenant schema is closed, and its clients
+	// (the dashboard, contract tests) must see no change until a tenant uses it.
+	ObserveMode string `json:"observe_mode,omitempty"`
 }
 
 func tenantOf(t *cyclesv1.Tenant) *tenantOut {
@@ -87,6 +92,7 @@ func tenantOf(t *cyclesv1.Tenant) *tenantOut {
 		DefaultReservationTTLMs:    t.GetDefaultReservationTtlMs(), MaxReservationTTLMs: t.GetMaxReservationTtlMs(),
 		MaxReservationExtensions: t.GetMaxReservationExtensions(), Metadata: t.GetMetadata(),
 		CreatedAt: isoTime(t.GetCreatedAtMs()), UpdatedAt: isoTime(t.GetUpdatedAtMs()), ClosedAt: isoTime(t.GetClosedAtMs()),
+		ObserveMode: observeModeOut(t.GetObserveMode()),
 	}
 }
 
@@ -101,6 +107,8 @@ type tenantIn struct {
 	MaxReservationTTLMs        *int64            `json:"max_reservation_ttl_ms"`
 	MaxReservationExtensions   *int32            `json:"max_reservation_extensions"`
 	ReservationExpiryPolicy    string            `json:"reservation_expiry_policy"`
+	// ObserveMode (v0.1.26) is served by PATCH only.
+	ObserveMode *string `json:"observe_mode"`
 }
 
 func (t *tenantIn) unsupported() error {
@@ -121,6 +129,10 @@ func (a *API) createTenant(w http.ResponseWriter, r *http.Request) {
 		}
 		if in.Status != nil {
 			return nil, apierr.Invalid("status", "unknown field")
+		}
+		// A new tenant enforces (the spec's default); OBSERVE is set by PATCH.
+		if in.ObserveMode != nil && *in.ObserveMode != "ENFORCE" && *in.ObserveMode != "DISABLED" {
+			return nil, apierr.Invalid("observe_mode", "a new tenant enforces; set OBSERVE with PATCH /v1/admin/tenants/{tenant_id}")
 		}
 		pol, err := policyOf("default_commit_overage_policy", in.DefaultCommitOveragePolicy)
 		if err != nil {
@@ -211,6 +223,13 @@ func (a *API) updateTenant(w http.ResponseWriter, r *http.Request) {
 			return nil, err
 		}
 		up.DefaultCommitOveragePolicy = pol
+		if in.ObserveMode != nil {
+			m, ok := actionkind.ParseObserveMode(*in.ObserveMode)
+			if !ok {
+				return nil, apierr.Invalid("observe_mode", "must be DISABLED, OBSERVE or ENFORCE")
+			}
+			up.ObserveMode = m
+		}
 		if in.Status != nil {
 			v, err := parseEnum("status", *in.Status, tenantStatusValues)
 			if err != nil {
@@ -218,7 +237,7 @@ func (a *API) updateTenant(w http.ResponseWriter, r *http.Request) {
 			}
 			if cyclesv1.TenantStatus(v) == cyclesv1.TenantStatus_TENANT_STATUS_CLOSED {
 				if in.Name != nil || in.Metadata != nil || in.DefaultCommitOveragePolicy != nil || in.DefaultReservationTTLMs != nil ||
-					in.MaxReservationTTLMs != nil || in.MaxReservationExtensions != nil {
+					in.MaxReservationTTLMs != nil || in.MaxReservationExtensions != nil || in.ObserveMode != nil {
 					return nil, apierr.Invalid("status", "closing a tenant must be the only change in its request")
 				}
 				closing = true
@@ -796,4 +815,13 @@ func (a *API) introspect(w http.ResponseWriter, r *http.Request) {
 func (a *API) notServed(w http.ResponseWriter, r *http.Request, why string) {
 	writeBareError(w, r, http.StatusNotFound, apierr.NotFound,
 		r.Method+" "+r.URL.Path+" is not served by cyclesd: "+why+" (docs/http-api.md)")
+}
+
+// observeModeOut is a tenant's observe_mode on the wire: omitted for ENFORCE
+// (and unset), else its name.
+func observeModeOut(m cyclesv1.ObserveMode) string {
+	if n := actionkind.ObserveModeName(m); n != "ENFORCE" {
+		return n
+	}
+	return ""
 }

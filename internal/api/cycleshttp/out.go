@@ -4,6 +4,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/actionkind"
+	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
 
 // Response bodies: exactly the keys of the protocol's response schemas, none
@@ -102,6 +104,22 @@ type reserveOut struct {
 	Balances       []balanceOut `json:"balances,omitempty"`
 	ReasonCode     string       `json:"reason_code,omitempty"`
 	RetryAfterMs   *int64       `json:"retry_after_ms,omitempty"`
+	// DenyDetail (v0.1.26) only when showDenyDetail says so.
+	DenyDetail *actionkind.DenyDetailJSON `json:"deny_detail,omitempty"`
+}
+
+// showDenyDetail decides whether a success body carries deny_detail. Strict
+// v0.1.25 clients (the official TypeScript SDK) refuse a reserve body with a
+// key outside their schema, so it is sent only where v0.1.26 is in play: the
+// request used a v0.1.26 field (optIn: observe_mode, action.policy_keys), the
+// answer was observed (the tenant observes), or the reason is one only
+// v0.1.26 policies produce. gRPC always carries it (docs/protocol.md#v0126-action-governance).
+func showDenyDetail(optIn, observed bool, reason string) bool {
+	switch apierr.Code(reason) {
+	case apierr.ActionQuotaExceeded, apierr.ActionKindNotAllowed, apierr.ActionKindDenied:
+		return true
+	}
+	return optIn || observed
 }
 
 func reserveOf(r *cyclesv1.CreateReservationResponse) *reserveOut {
@@ -129,11 +147,29 @@ type decideOut struct {
 	ReasonCode     string   `json:"reason_code,omitempty"`
 	RetryAfterMs   *int64   `json:"retry_after_ms,omitempty"`
 	AffectedScopes []string `json:"affected_scopes,omitempty"`
+	// DenyDetail (v0.1.26) only when showDenyDetail says so.
+	DenyDetail *actionkind.DenyDetailJSON `json:"deny_detail,omitempty"`
 }
 
 func decideOf(r *cyclesv1.DecideResponse) *decideOut {
 	return &decideOut{Decision: decisionNames[int32(r.GetDecision())], Caps: capsOf(r.GetCaps()),
 		ReasonCode: r.GetReasonCode(), RetryAfterMs: r.RetryAfterMs, AffectedScopes: r.GetAffectedScopes()}
+}
+
+// withDenyDetail renders a reserve answer with deny_detail when showDenyDetail allows.
+func (o *reserveOut) withDenyDetail(r *cyclesv1.CreateReservationResponse, optIn bool) *reserveOut {
+	if showDenyDetail(optIn, r.GetObserved(), r.GetReasonCode()) {
+		o.DenyDetail = actionkind.WireDenyDetail(r.GetDenyDetail())
+	}
+	return o
+}
+
+// withDenyDetail renders a decision with deny_detail when showDenyDetail allows.
+func (o *decideOut) withDenyDetail(r *cyclesv1.DecideResponse, optIn bool) *decideOut {
+	if showDenyDetail(optIn, false, r.GetReasonCode()) {
+		o.DenyDetail = actionkind.WireDenyDetail(r.GetDenyDetail())
+	}
+	return o
 }
 
 type commitOut struct {

@@ -24,7 +24,10 @@ func (a *API) createReservation(w http.ResponseWriter, r *http.Request) {
 		func(ctx context.Context, req any) (any, error) {
 			return a.rt.CreateReservation(ctx, req.(*cyclesv1.CreateReservationRequest))
 		},
-		func(resp any) any { return reserveOf(resp.(*cyclesv1.CreateReservationResponse)) })
+		func(resp any) any {
+			p := resp.(*cyclesv1.CreateReservationResponse)
+			return reserveOf(p).withDenyDetail(p, in.ObserveMode != nil || in.Action.hasPolicyKeys())
+		})
 }
 
 func (a *API) decide(w http.ResponseWriter, r *http.Request) {
@@ -34,7 +37,10 @@ func (a *API) decide(w http.ResponseWriter, r *http.Request) {
 		func(ctx context.Context, req any) (any, error) {
 			return a.rt.Decide(ctx, req.(*cyclesv1.DecideRequest))
 		},
-		func(resp any) any { return decideOf(resp.(*cyclesv1.DecideResponse)) })
+		func(resp any) any {
+			p := resp.(*cyclesv1.DecideResponse)
+			return decideOf(p).withDenyDetail(p, in.Action.hasPolicyKeys())
+		})
 }
 
 func (a *API) createEvent(w http.ResponseWriter, r *http.Request) {

@@ -157,6 +157,9 @@ func (s *subjectIn) proto() (*cyclesv1.Subject, error) {
 	return out, nil
 }
 
+// hasPolicyKeys: the request sent v0.1.26 policy_keys (it speaks v0.1.26).
+func (a *actionIn) hasPolicyKeys() bool { return a != nil && a.PolicyKeys != nil }
+
 func (a *actionIn) proto() *cyclesv1.Action {
 	if a == nil {
 		return nil

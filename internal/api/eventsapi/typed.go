@@ -28,6 +28,12 @@ func reservationDenied(ev *cyclesv1.Event) proto.Message {
 	return m
 }
 
+func reservationObserved(ev *cyclesv1.Event) proto.Message {
+	m := &cyclesv1.ReservationObserved{}
+	ev.Payload = &cyclesv1.Event_ReservationObserved{ReservationObserved: m}
+	return m
+}
+
 func reservationExpired(ev *cyclesv1.Event) proto.Message {
 	m := &cyclesv1.ReservationExpired{}
 	ev.Payload = &cyclesv1.Event_ReservationExpired{ReservationExpired: m}
@@ -99,6 +105,8 @@ func ledgerRepaired(ev *cyclesv1.Event) proto.Message {
 // operation emits which). TestEveryEmittedEventIsTyped keeps it complete.
 var eventKinds = []eventKind{
 	{"reservation.denied", cyclesv1.EventType_EVENT_TYPE_RESERVATION_DENIED, reservationDenied},
+	{"reservation.observed_denied", cyclesv1.EventType_EVENT_TYPE_RESERVATION_OBSERVED_DENIED, reservationObserved},
+	{"reservation.observed_allowed", cyclesv1.EventType_EVENT_TYPE_RESERVATION_OBSERVED_ALLOWED, reservationObserved},
 	{"reservation.expired", cyclesv1.EventType_EVENT_TYPE_RESERVATION_EXPIRED, reservationExpired},
 	{"reservation.commit_overage", cyclesv1.EventType_EVENT_TYPE_RESERVATION_COMMIT_OVERAGE, commitOverage},
 	{"reservation.released_via_tenant_cascade", cyclesv1.EventType_EVENT_TYPE_RESERVATION_RELEASED_VIA_TENANT_CASCADE, reservationReleased},
@@ -263,6 +271,10 @@ func enumName(ed protoreflect.EnumDescriptor, word string) string {
 		return word
 	}
 	if full := prefix + word; ed.Values().ByName(protoreflect.Name(full)) != nil {
+		return full
+	}
+	// v0.1.26 wire enums are lower case ("per_run", "external_side_effect").
+	if full := prefix + strings.ToUpper(word); ed.Values().ByName(protoreflect.Name(full)) != nil {
 		return full
 	}
 	return word

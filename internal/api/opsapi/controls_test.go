@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/ledgerops"
 	"github.com/cyclesgo/cycles-go/internal/script"
@@ -319,5 +320,49 @@ func TestMismatchAboveTheHoldsLimit(t *testing.T) {
 	dry, err := e.ops.RepairTenant(admin(), &cyclesv1.RepairTenantRequest{TenantId: e.tenant})
 	if err != nil || len(dry.GetChanges()) != 0 {
 		t.Fatalf("repair above the limit %v %v", dry, err)
+	}
+}
+
+// An operator call naming a tenant that does not exist is refused with
+// TENANT_NOT_FOUND, not answered as a clean, empty tenant (a clean audit,
+// applied: true, zero counts), and writes nothing.
+func TestOpsOnUnknownTenantAreNotFound(t *testing.T) {
+	e := newEnv(t)
+	unknown := ledgertest.NewTenantID(t)
+	cases := []struct {
+		name string
+		call func() error
+	}{
+		{"AuditTenant", func() error {
+			_, err := e.ops.AuditTenant(admin(), &cyclesv1.AuditTenantRequest{TenantId: unknown})
+			return err
+		}},
+		{"RepairTenant dry run", func() error {
+			_, err := e.ops.RepairTenant(admin(), &cyclesv1.RepairTenantRequest{TenantId: unknown})
+			return err
+		}},
+		{"RepairTenant apply", func() error {
+			_, err := e.ops.RepairTenant(admin(), &cyclesv1.RepairTenantRequest{TenantId: unknown, Apply: true, IdempotencyKey: "r-unknown"})
+			return err
+		}},
+		{"SweepTenant", func() error {
+			_, err := e.ops.SweepTenant(admin(), &cyclesv1.SweepTenantRequest{TenantId: unknown})
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			refusal(t, tc.call(), apierr.TenantNotFound)
+			tk := keys.Tenant(unknown)
+			for _, k := range []string{tk.Idempotency("repair", "r-unknown"), tk.Idempotency("repair", "dry-run"), tk.Record(), tk.Events()} {
+				if n := e.c.Exists(context.Background(), k).Val(); n != 0 {
+					t.Errorf("a refused call on an unknown tenant wrote %s", k)
+				}
+			}
+		})
+	}
+	// The known tenant still answers.
+	if _, err := e.ops.AuditTenant(admin(), &cyclesv1.AuditTenantRequest{TenantId: e.tenant}); err != nil {
+		t.Fatalf("audit of a known tenant: %v", err)
 	}
 }
