@@ -132,7 +132,7 @@ CLUSTER_SUITES ?= ./internal/ledger/... ./internal/sweeper/... ./internal/events
 
 .PHONY: test
 test: deps deps-node grpcurl ## Run every test (own redis-server processes), Cluster suites, fuzz, 60 s soak, clients; fails if it leaves anything in TMPDIR: ~13 min
-	@tmp=$$(mktemp -d "$${TMPDIR:-/tmp}/cycles-make-test-XXXXXX"); \
+	@tmp=$$(mktemp -d "$${TMPDIR:-/tmp}/cycles-make-test-XXXXXX"); chmod a+x "$$tmp"; \
 	TMPDIR=$$tmp $(MAKE) --no-print-directory test-all; code=$$?; \
 	left=$$(ls -A "$$tmp"); rm -rf "$$tmp"; \
 	if [ -n "$$left" ]; then echo "make test left these in TMPDIR (use t.TempDir, redistest.Main, or remove them):"; echo "$$left"; exit 1; fi; \

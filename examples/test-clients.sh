@@ -43,10 +43,13 @@ protoc -I proto -I "$GOOGLE_PROTOS" \
 free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 GRPC_PORT=$(free_port); HTTP_PORT=$(free_port)
 mkdir -p bin && go build -o bin/cyclesd ./cmd/cyclesd
-LOG=$(mktemp)
+# One scratch directory for the log and for tsx's compile cache (tsx writes
+# $TMPDIR/tsx-<uid>), removed on exit so nothing is left in TMPDIR.
+SCRATCH=$(mktemp -d)
+LOG=$SCRATCH/cyclesd.log
 bin/cyclesd -listen "127.0.0.1:$GRPC_PORT" -http-listen "127.0.0.1:$HTTP_PORT" -metrics-addr= >"$LOG" 2>&1 &
 PID=$!
-trap 'kill $PID 2>/dev/null || true; rm -f "$LOG"' EXIT
+trap 'kill $PID 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
 for _ in $(seq 1 100); do
   curl -fsS "http://127.0.0.1:$HTTP_PORT/readyz" >/dev/null 2>&1 && break
   kill -0 $PID 2>/dev/null || { cat "$LOG"; exit 1; }
@@ -59,6 +62,6 @@ status=0
 echo "== python (grpcio, native gRPC)"
 timeout 60 "$PYTHON" examples/python/main.py || status=1
 echo "== typescript (Connect JSON + gRPC-Web)"
-(cd examples/typescript && timeout 60 npx --no-install tsx main.ts) || status=1
+(cd examples/typescript && TMPDIR=$SCRATCH timeout 60 npx --no-install tsx main.ts) || status=1
 [ $status = 0 ] || { echo "--- cyclesd log"; tail -50 "$LOG"; }
 exit $status

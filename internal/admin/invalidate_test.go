@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
@@ -117,7 +118,17 @@ func TestInvalidationSubscriptionReconnectsAndDropsTheCache(t *testing.T) {
 	// The key goes away unannounced (as if its invalidation were lost) and
 	// the subscription's connection is killed.
 	b.rdb.Del(ctx, keys.Tenant(tenant).APIKey(k.GetApiKey().GetKeyId()))
-	if err := b.rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+	// (On a Cluster the subscription lives on one node: kill on every one.)
+	kill := func(ctx context.Context, c *redis.Client) error {
+		return c.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err()
+	}
+	var err error
+	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachShard(ctx, kill)
+	} else {
+		err = b.rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err()
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	if !refusedSoon(t, func() error { _, err := b.svc.VerifyAPIKey(ctx, k.GetSecret()); return err }) {

@@ -37,8 +37,17 @@ func TestLimitIsEnforcedOnEveryBackend(t *testing.T) {
 				if d.Allowed || d.ShadowDenied || d.Count != 3 || d.Remaining != 0 {
 					t.Fatalf("4th hit: %+v", d)
 				}
-				if d.RetryAfter <= 0 || d.RetryAfter > 24*time.Hour {
-					t.Fatalf("4th hit retry_after %v, want within the window", d.RetryAfter)
+				// The wait fits in the window, except for SLIDING_WINDOW:
+				// its hits of the current window weigh on the next one too,
+				// so the wait is the rest of this window plus part of the
+				// next (up to 32 h here, depending on the time of day;
+				// this bound failed every run before 16:00 UTC).
+				maxRetry := 24 * time.Hour
+				if alg == SlidingWindow {
+					maxRetry = 48 * time.Hour
+				}
+				if d.RetryAfter <= 0 || d.RetryAfter > maxRetry {
+					t.Fatalf("4th hit retry_after %v, want within %v", d.RetryAfter, maxRetry)
 				}
 				// Another key is independent.
 				if d := e.check(t, p.Name, "other", 1); !d.Allowed {

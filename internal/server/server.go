@@ -280,45 +280,27 @@ func New(opts Options, svcs Services) *Server {
 	s := &Server{GRPC: g, Health: health.NewServer(), log: log, unary: unary, limits: lim, authn: authn, conns: conns, meter: meter,
 		closures: telemetry.MustCounter(meter, "cycles.conn.limit_closures",
 			"Connections closed by a connection-level limit (attribute reason: idle_evicted, no_stream, write_stall, refused_streams, http_unread_body)")}
-	if svcs.Runtime != nil {
-		cyclesv1.RegisterRuntimeServiceServer(g, svcs.Runtime)
-		s.names = append(s.names, cyclesv1.RuntimeService_ServiceDesc.ServiceName)
-	}
-	if svcs.Admin != nil {
-		cyclesv1.RegisterAdminServiceServer(g, svcs.Admin)
-		s.names = append(s.names, cyclesv1.AdminService_ServiceDesc.ServiceName)
-	}
-	if svcs.Events != nil {
-		cyclesv1.RegisterEventServiceServer(g, svcs.Events)
-		s.names = append(s.names, cyclesv1.EventService_ServiceDesc.ServiceName)
-	}
-	if svcs.Auth != nil {
-		cyclesv1.RegisterAuthServiceServer(g, svcs.Auth)
-		s.names = append(s.names, cyclesv1.AuthService_ServiceDesc.ServiceName)
-	}
-	if svcs.RateLimit != nil {
-		cyclesv1.RegisterRateLimitServiceServer(g, svcs.RateLimit)
-		s.names = append(s.names, cyclesv1.RateLimitService_ServiceDesc.ServiceName)
-	}
-	if svcs.Ops != nil {
-		cyclesv1.RegisterOpsServiceServer(g, svcs.Ops)
-		s.names = append(s.names, cyclesv1.OpsService_ServiceDesc.ServiceName)
-	}
-	if svcs.Operator != nil {
-		cyclesv1.RegisterOperatorServiceServer(g, svcs.Operator)
-		s.names = append(s.names, cyclesv1.OperatorService_ServiceDesc.ServiceName)
-	}
-	if svcs.Policy != nil {
-		cyclesv1.RegisterPolicyServiceServer(g, svcs.Policy)
-		s.names = append(s.names, cyclesv1.PolicyService_ServiceDesc.ServiceName)
-	}
-	if svcs.Audit != nil {
-		cyclesv1.RegisterAuditServiceServer(g, svcs.Audit)
-		s.names = append(s.names, cyclesv1.AuditService_ServiceDesc.ServiceName)
-	}
-	if svcs.ActionKinds != nil {
-		cyclesv1.RegisterActionKindServiceServer(g, svcs.ActionKinds)
-		s.names = append(s.names, cyclesv1.ActionKindService_ServiceDesc.ServiceName)
+	// Each service the caller provides (a nil interface is left out).
+	for _, svc := range []struct {
+		desc *grpc.ServiceDesc
+		impl any
+	}{
+		{&cyclesv1.RuntimeService_ServiceDesc, svcs.Runtime},
+		{&cyclesv1.AdminService_ServiceDesc, svcs.Admin},
+		{&cyclesv1.EventService_ServiceDesc, svcs.Events},
+		{&cyclesv1.AuthService_ServiceDesc, svcs.Auth},
+		{&cyclesv1.RateLimitService_ServiceDesc, svcs.RateLimit},
+		{&cyclesv1.OpsService_ServiceDesc, svcs.Ops},
+		{&cyclesv1.OperatorService_ServiceDesc, svcs.Operator},
+		{&cyclesv1.PolicyService_ServiceDesc, svcs.Policy},
+		{&cyclesv1.AuditService_ServiceDesc, svcs.Audit},
+		{&cyclesv1.ActionKindService_ServiceDesc, svcs.ActionKinds},
+	} {
+		if svc.impl == nil {
+			continue
+		}
+		g.RegisterService(svc.desc, svc.impl)
+		s.names = append(s.names, svc.desc.ServiceName)
 	}
 	if svcs.Register != nil {
 		svcs.Register(g)

@@ -52,6 +52,12 @@ func TestEveryEventTypeIsProducedAndTyped(t *testing.T) {
 	dec, err := runtime.Decide(agent, &cyclesv1.DecideRequest{IdempotencyKey: "d1", Subject: &cyclesv1.Subject{Workspace: "w"},
 		Action: action, Estimate: &cyclesv1.Amount{Unit: tok, Amount: big}})
 	must(dec, err)
+	// v0.1.26 observe mode: what enforcement would decide, as an event.
+	for i, amount := range []int64{1, big} { // observed_allowed, observed_denied
+		must(runtime.CreateReservation(agent, &cyclesv1.CreateReservationRequest{IdempotencyKey: fmt.Sprintf("obs-%d", i),
+			Subject: &cyclesv1.Subject{Workspace: "w"}, Action: action, Estimate: &cyclesv1.Amount{Unit: tok, Amount: amount},
+			ObserveMode: cyclesv1.ObserveMode_OBSERVE_MODE_OBSERVE}))
+	}
 	reserve := func(id string, amount int64, ttl *int64) string {
 		t.Helper()
 		res, err := runtime.CreateReservation(agent, &cyclesv1.CreateReservationRequest{IdempotencyKey: id,

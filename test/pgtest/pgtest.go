@@ -243,7 +243,14 @@ func (s *Server) signal(sig syscall.Signal) {
 	if s.cmd == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(sig)
+	if sig == syscall.SIGKILL {
+		// A crash takes every backend with it at once: a backend left to
+		// notice its postmaster's death could still answer an open
+		// connection for a moment (a "dead" server that still served).
+		_ = syscall.Kill(-s.cmd.Process.Pid, sig)
+	} else {
+		_ = s.cmd.Process.Signal(sig)
+	}
 	select {
 	case <-s.waited:
 	case <-time.After(30 * time.Second):
