@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"google.golang.org/grpc/metadata"
@@ -10,6 +11,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/permission"
 )
 
 func (b *runner) adminCtx(ctx context.Context) context.Context {
@@ -22,7 +24,7 @@ func (b *runner) provisionTenant(ctx context.Context, tenant string) (string, er
 	if _, err := b.admin.CreateTenant(actx, &cyclesv1.CreateTenantRequest{TenantId: tenant, Name: "cycles-bench " + tenant}); err != nil {
 		return "", fmt.Errorf("create tenant %s: %w", tenant, err)
 	}
-	key, err := b.admin.CreateApiKey(actx, &cyclesv1.CreateApiKeyRequest{TenantId: tenant, Name: "bench"})
+	key, err := b.admin.CreateApiKey(actx, &cyclesv1.CreateApiKeyRequest{TenantId: tenant, Name: "bench", Permissions: append(slices.Clone(permission.Default), "events:read")})
 	if err != nil {
 		return "", fmt.Errorf("create api key for %s: %w", tenant, err)
 	}

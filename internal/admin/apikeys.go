@@ -2,7 +2,10 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strconv"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -12,6 +15,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/permission"
 )
 
 // CreateApiKey makes a key for the tenant and returns its secret once; only
@@ -26,27 +30,54 @@ func (s *Service) CreateApiKey(ctx context.Context, req *cyclesv1.CreateApiKeyRe
 	if a := eventctx.AuditFrom(ctx); a != nil {
 		a.ResourceID = parsed.KeyID // the audit entry names the key it created
 	}
-	return s.storeAPIKey(ctx, req.GetName(), full, parsed)
+	return s.storeAPIKey(ctx, req, full, parsed)
 }
 
 // ImportApiKey registers a key whose secret was made elsewhere (dev mode's
-// fixed demo key, migrations). It must have the cyc_<tenant>_<id>_<secret>
-// form; only its hash is stored.
-func (s *Service) ImportApiKey(ctx context.Context, name, full string) (*cyclesv1.CreateApiKeyResponse, error) {
+// fixed demo key, migrations) with the given permissions (none: the default
+// set). It must have the cyc_<tenant>_<id>_<secret> form; only its hash is
+// stored.
+func (s *Service) ImportApiKey(ctx context.Context, name, full string, perms ...string) (*cyclesv1.CreateApiKeyResponse, error) {
 	parsed, ok := auth.ParseAPIKey(full)
 	if !ok {
 		return nil, apierr.Invalid("api_key", "is not a cyc_<tenant>_<16 hex>_<64 hex> key")
 	}
-	return s.storeAPIKey(ctx, name, full, parsed)
+	if i, err := permission.Check(perms); err != nil {
+		return nil, apierr.Invalid(fmt.Sprintf("permissions[%d]", i), "%v", err)
+	}
+	return s.storeAPIKey(ctx, &cyclesv1.CreateApiKeyRequest{TenantId: parsed.Tenant, Name: name, Permissions: perms}, full, parsed)
 }
 
-func (s *Service) storeAPIKey(ctx context.Context, name, full string, parsed auth.ParsedKey) (*cyclesv1.CreateApiKeyResponse, error) {
+// storeAPIKey stores a key with req's attributes; no permissions means the
+// default set (internal/permission.Default).
+func (s *Service) storeAPIKey(ctx context.Context, req *cyclesv1.CreateApiKeyRequest, full string, parsed auth.ParsedKey) (*cyclesv1.CreateApiKeyResponse, error) {
 	tenant := parsed.Tenant
 	tk := keys.Tenant(tenant)
+	perms := req.GetPermissions()
+	if len(perms) == 0 {
+		perms = permission.Default
+	}
+	permsJSON, err := json.Marshal(perms)
+	if err != nil {
+		return nil, fmt.Errorf("encode permissions: %w", err)
+	}
+	expires := ""
+	if req.ExpiresAtMs != nil {
+		expires = strconv.FormatInt(req.GetExpiresAtMs(), 10)
+	}
+	meta := ""
+	if len(req.GetMetadata()) > 0 {
+		b, err := json.Marshal(req.GetMetadata())
+		if err != nil {
+			return nil, fmt.Errorf("encode metadata: %w", err)
+		}
+		meta = string(b)
+	}
 	var rec record
-	err := s.run(ctx, &rec, scriptCreateAPIKey,
+	err = s.run(ctx, &rec, scriptCreateAPIKey,
 		[]string{tk.Record(), tk.APIKey(parsed.KeyID), tk.APIKeys(), tk.Events()},
-		tenant, parsed.KeyID, name, auth.HashSecret(full), s.eventContext(ctx))
+		tenant, parsed.KeyID, req.GetName(), auth.HashSecret(full), s.eventContext(ctx),
+		string(permsJSON), expires, req.GetDescription(), meta)
 	// Forget an earlier refusal of this very key (ImportApiKey of a key that
 	// was presented before it existed).
 	s.keys.created(auth.HashSecret(full))
@@ -74,7 +105,7 @@ func (s *Service) RevokeApiKey(ctx context.Context, req *cyclesv1.RevokeApiKeyRe
 		RevokedNow bool   `json:"revoked_now"`
 	}
 	s.keys.drop(tenant, keyID)
-	err := s.run(ctx, &out, scriptRevokeAPIKey, []string{tk.APIKey(keyID), tk.Events()}, tenant, keyID, s.eventContext(ctx))
+	err := s.run(ctx, &out, scriptRevokeAPIKey, []string{tk.APIKey(keyID), tk.Events()}, tenant, keyID, s.eventContext(ctx), req.GetReason())
 	// Drop again after the script, even when it failed: a verification that
 	// read the key before the script committed took its generation snapshot
 	// before this bump, so it cannot cache the key afterwards; dropping is
@@ -105,6 +136,7 @@ const (
 	authRevoked       = "revoked"
 	authHashMismatch  = "hash_mismatch"
 	authTenantMissing = "tenant_missing"
+	authExpired       = "expired"
 	authCachedRefusal = "cached_refusal" // refused moments ago (negative cache)
 )
 
@@ -139,9 +171,16 @@ func (s *Service) VerifyAPIKey(ctx context.Context, presented string) (auth.Prin
 		Status       string `json:"status"`
 		TenantID     string `json:"tenant_id"`
 		TenantStatus string `json:"tenant_status"`
+		Permissions  string `json:"permissions"`
+		ExpiresAt    string `json:"expires_at"`
+		Now          string `json:"now"`
 	}
 	if err := s.run(ctx, &out, scriptVerifyAPIKey, []string{tk.APIKey(pk.KeyID), tk.Record()}); err != nil {
 		return auth.Principal{}, err
+	}
+	perms, expiresAt, now, err := keyGrants(out.Permissions, out.ExpiresAt, out.Now)
+	if err != nil {
+		return auth.Principal{}, fmt.Errorf("API key %s/%s: %w", pk.Tenant, pk.KeyID, err)
 	}
 	reason := ""
 	switch {
@@ -153,14 +192,46 @@ func (s *Service) VerifyAPIKey(ctx context.Context, presented string) (auth.Prin
 		reason = authRevoked
 	case out.TenantStatus == "":
 		reason = authTenantMissing
+	case expiresAt != 0 && now >= expiresAt:
+		reason = authExpired
 	}
 	if reason != "" {
 		s.keys.putRefused(gen, hash)
 		return auth.Principal{}, s.authFail(ctx, reason)
 	}
-	p := auth.Principal{Tenant: pk.Tenant, KeyID: pk.KeyID}
-	s.keys.put(gen, pk.Tenant, pk.KeyID, hash, p)
+	p := auth.Principal{Tenant: pk.Tenant, KeyID: pk.KeyID, Permissions: perms, ExpiresAtMs: expiresAt}
+	// A cached verification ends when the key expires: the time left on the
+	// store's clock, counted on this process's monotonic clock from now.
+	var until time.Duration
+	if expiresAt != 0 {
+		until = time.Duration(expiresAt-now) * time.Millisecond
+	}
+	s.keys.put(gen, pk.Tenant, pk.KeyID, hash, p, until)
 	return p, nil
+}
+
+// keyGrants decodes what the verify script read: the permissions (a key
+// stored without them has permission.Legacy, what every key could do before
+// keys carried permissions), expires_at (0: never) and the store's clock.
+func keyGrants(perms, expiresAt, now string) ([]string, int64, int64, error) {
+	held := permission.Legacy
+	if perms != "" {
+		held = nil
+		if err := json.Unmarshal([]byte(perms), &held); err != nil {
+			return nil, 0, 0, fmt.Errorf("stored permissions: %w", err)
+		}
+	}
+	var exp, n int64
+	var err error
+	if expiresAt != "" {
+		if exp, err = strconv.ParseInt(expiresAt, 10, 64); err != nil {
+			return nil, 0, 0, fmt.Errorf("stored expires_at: %w", err)
+		}
+	}
+	if n, err = strconv.ParseInt(now, 10, 64); err != nil {
+		return nil, 0, 0, fmt.Errorf("store clock: %w", err)
+	}
+	return held, exp, n, nil
 }
 
 // VerifyAPIKeyLocally implements auth.LocalVerifier: malformed keys, cached

@@ -16,6 +16,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
@@ -81,7 +82,7 @@ func TestCreateApiKeyStoresOnlyTheHash(t *testing.T) {
 		t.Fatalf("event = %+v", last)
 	}
 	p, err := e.svc.VerifyAPIKey(ctx, resp.GetSecret())
-	if err != nil || p != (auth.Principal{Tenant: id, KeyID: k.GetKeyId()}) {
+	if err != nil || !reflect.DeepEqual(p, auth.Principal{Tenant: id, KeyID: k.GetKeyId(), Permissions: permission.Default}) {
 		t.Fatalf("verify = %+v, %v", p, err)
 	}
 	if n := e.metrics.Sum(t, "cycles.admin.api_keys.created"); n != 1 {
@@ -286,12 +287,12 @@ func TestKeyCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(0, 0)}
 	c := newKeyCache(time.Minute, 2, clock.now)
 	p := func(id string) auth.Principal { return auth.Principal{Tenant: "t", KeyID: id} }
-	c.put(0, "t", "a", "ha", p("a"))
-	c.put(0, "t", "b", "hb", p("b"))
+	c.put(0, "t", "a", "ha", p("a"), 0)
+	c.put(0, "t", "b", "hb", p("b"), 0)
 	if _, ok := c.get("t", "a", "ha"); !ok { // a is now most recent
 		t.Fatal("a missing")
 	}
-	c.put(0, "t", "c", "hc", p("c")) // evicts b
+	c.put(0, "t", "c", "hc", p("c"), 0) // evicts b
 	if c.len() != 2 {
 		t.Fatalf("len = %d", c.len())
 	}
@@ -299,7 +300,7 @@ func TestKeyCacheEvictsLeastRecentlyUsed(t *testing.T) {
 		t.Fatal("b should have been evicted")
 	}
 	for _, id := range []string{"a", "c"} {
-		if got, ok := c.get("t", id, "h"+id); !ok || got != p(id) {
+		if got, ok := c.get("t", id, "h"+id); !ok || !reflect.DeepEqual(got, p(id)) {
 			t.Fatalf("%s: %v %v", id, got, ok)
 		}
 	}

@@ -96,8 +96,10 @@ func (c *keyCache) refused(hash string) bool {
 }
 
 // put caches a successful verification made under generation gen; it is
-// dropped if a revocation (or creation) happened since gen was taken.
-func (c *keyCache) put(gen uint64, tenant, keyID, hash string, p auth.Principal) {
+// dropped if a revocation (or creation) happened since gen was taken. A
+// positive until (the time the key has left before it expires) shortens the
+// entry's life, so a cached key is refused from the moment it expires.
+func (c *keyCache) put(gen uint64, tenant, keyID, hash string, p auth.Principal, until time.Duration) {
 	if !c.enabled() {
 		return
 	}
@@ -106,7 +108,11 @@ func (c *keyCache) put(gen uint64, tenant, keyID, hash string, p auth.Principal)
 	if c.gen != gen {
 		return
 	}
-	c.pos.put(cacheID(tenant, keyID), keyEntry{hash: hash, p: p}, c.now().Add(c.ttl))
+	life := c.ttl
+	if until > 0 && until < life {
+		life = until
+	}
+	c.pos.put(cacheID(tenant, keyID), keyEntry{hash: hash, p: p}, c.now().Add(life))
 }
 
 // putRefused caches a refusal of the presented key (by hash) made under gen.

@@ -107,7 +107,8 @@ func TestListApiKeys(t *testing.T) {
 	for _, it := range raw.Items {
 		for f := range it {
 			switch f {
-			case "key_id", "tenant_id", "name", "status", "created_at", "revoked_at":
+			case "key_id", "tenant_id", "name", "status", "created_at", "revoked_at", "revoked_reason",
+				"permissions", "expires_at", "description", "metadata":
 			default:
 				t.Fatalf("list_api_keys returned field %q", f)
 			}

@@ -2,11 +2,13 @@ package admin
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/scope"
 )
 
@@ -130,6 +132,23 @@ func apiKeyFromRecord(r record) (*cyclesv1.ApiKey, error) {
 		n := d.int64(r, "revoked_at")
 		k.RevokedAtMs = &n
 	}
+	if v, ok := r["expires_at"]; ok && v != "" {
+		n := d.int64(r, "expires_at")
+		k.ExpiresAtMs = &n
+	}
+	k.Permissions = slices.Clone(permission.Legacy)
+	if v := r["permissions"]; v != "" {
+		k.Permissions = nil
+		if err := json.Unmarshal([]byte(v), &k.Permissions); err != nil {
+			d.bad("permissions", v)
+		}
+	}
+	if v := r["metadata"]; v != "" {
+		if err := json.Unmarshal([]byte(v), &k.Metadata); err != nil {
+			d.bad("metadata", v)
+		}
+	}
+	k.Description, k.RevokedReason = r["description"], r["revoked_reason"]
 	return k, d.err
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/api/actionkindapi"
 	"github.com/cyclesgo/cycles-go/internal/api/adminapi"
 	"github.com/cyclesgo/cycles-go/internal/api/auditapi"
+	"github.com/cyclesgo/cycles-go/internal/api/authapi"
 	"github.com/cyclesgo/cycles-go/internal/api/envoyrls"
 	"github.com/cyclesgo/cycles-go/internal/api/eventsapi"
 	"github.com/cyclesgo/cycles-go/internal/api/operatorapi"
@@ -128,6 +129,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 			RateLimit:   ratelimitapi.New(lim),
 			Ops:         opsapi.New(sw, ops),
 			ActionKinds: actionkindapi.New(kinds),
+			Auth:        authapi.New(),
 			Policy:      policyapi.New(policy.New(exec, policy.Options{Kinds: kinds})),
 			Audit:       auditapi.New(aud),
 			Operator:    operatorapi.New(bulk.New(exec, adm, aud)),

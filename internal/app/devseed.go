@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/config"
+	"github.com/cyclesgo/cycles-go/internal/permission"
 )
 
 // Dev-mode demo credentials. They are fixed so the README's commands can be
@@ -18,6 +20,10 @@ const (
 	DevTenant   = "demo"
 	DevAPIKey   = "cyc_demo_00000000000000de_" + "dededededededededededededededededededededededededededededededede"
 )
+
+// devKeyPermissions are the demo key's: the default set plus the event log
+// (events:read), which the README's walkthrough reads.
+var devKeyPermissions = append(slices.Clone(permission.Default), "events:read")
 
 // devBudgets are seeded in dev mode: a tenant budget and a narrower one per
 // workspace and agent, so a reserve shows several scopes being charged.
@@ -38,7 +44,7 @@ func seedDev(ctx context.Context, c *components, cfg *config.Config, addr string
 	if _, err := c.admin.CreateTenant(ctx, &cyclesv1.CreateTenantRequest{TenantId: DevTenant, Name: "Demo tenant"}); err != nil {
 		return fmt.Errorf("create tenant: %w", err)
 	}
-	if _, err := c.admin.ImportApiKey(ctx, "dev demo key", DevAPIKey); err != nil {
+	if _, err := c.admin.ImportApiKey(ctx, "dev demo key", DevAPIKey, devKeyPermissions...); err != nil {
 		return fmt.Errorf("create api key: %w", err)
 	}
 	for _, b := range devBudgets {

@@ -44,6 +44,12 @@ type Principal struct {
 	KeyID string
 	// Admin is true for the admin key.
 	Admin bool
+	// Permissions are the API key's permissions (internal/permission); the
+	// admin key holds every permission without listing them.
+	Permissions []string
+	// ExpiresAtMs is when the API key stops authenticating (epoch ms on the
+	// store's clock; 0: never).
+	ExpiresAtMs int64
 }
 
 type principalKey struct{}

@@ -20,7 +20,10 @@ import (
 // API key hash (Tenant.APIKey):
 //
 //	key_id, tenant_id, name, hash (hex SHA-256 of the presented key),
-//	status (ACTIVE|REVOKED), created_at, revoked_at
+//	status (ACTIVE|REVOKED), created_at, revoked_at, revoked_reason,
+//	permissions (JSON array of Permission values; absent on keys stored
+//	before permissions existed, which hold internal/permission.Legacy),
+//	expires_at (absent = never), description, metadata (JSON object)
 //
 // Budget hash (Tenant.Budget):
 //

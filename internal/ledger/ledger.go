@@ -54,6 +54,11 @@ type Options struct {
 	// TenantLabel adds the caller's tenant to every counter (off: bounded
 	// cardinality for deployments with very many tenants).
 	TenantLabel bool
+	// Archive is on when an archive is configured (-archive-dsn): the
+	// settling scripts then queue each terminal record for the archiver
+	// instead of giving it the terminal-retention TTL (finalize in
+	// lua/lib/ledger_reservation.lua). Every replica must agree on it.
+	Archive bool
 	// Kinds classifies a request's action kind for the v0.1.26 risk-class
 	// quotas (nil: the built-in registry without custom kinds).
 	Kinds *actionkind.Registry
@@ -63,7 +68,9 @@ type Options struct {
 type Ledger struct {
 	exec      *script.Executor
 	retention time.Duration
-	m         counters
+	// archive is the settling scripts' archive ARGV: "1" or "".
+	archive string
+	m       counters
 	// newID makes the UUIDv4 of reservation ids (see ids.go) and event ids.
 	newID func() string
 	kinds *actionkind.Registry
@@ -97,10 +104,15 @@ func New(exec *script.Executor, opts Options) *Ledger {
 		// The built-in registry cannot fail to build (no custom kinds).
 		kinds, _ = actionkind.New(nil)
 	}
+	archive := ""
+	if opts.Archive {
+		archive = "1"
+	}
 	return &Ledger{
 		kinds:     kinds,
 		exec:      exec,
 		retention: retention,
+		archive:   archive,
 		newID:     newUUID,
 		m: counters{
 			created:    telemetry.NewTenantCounter(meter, "cycles.reservations.created", "Live reservations created", opts.TenantLabel),

@@ -259,7 +259,7 @@ func TestGovernanceEvaluationOrder(t *testing.T) {
 			{ActionKind: email, MaxCalls: 1, Window: perRun, HostAllowlist: []string{"smtp.a.com"}}}}},
 			steps: []step{
 				{bot, email, "live", []func(*cyclesv1.CreateReservationRequest){host("smtp.a.com")}, "ALLOW", "", false, ""},
-				{bot, email, "live", nil, "ALLOW", "", false, ""},                                                       // absent key: rule skipped
+				{bot, email, "live", nil, "ALLOW", "", false, ""},                                                            // absent key: rule skipped
 				{bot, email, "live", []func(*cyclesv1.CreateReservationRequest){host("smtp.b.com")}, "ALLOW", "", false, ""}, // not listed
 				{bot, email, "live", []func(*cyclesv1.CreateReservationRequest){host("smtp.a.com")}, "ACTION_QUOTA_EXCEEDED", "ACTION_QUOTA_EXCEEDED", false, ""},
 			}},

@@ -3,11 +3,17 @@ package server
 import (
 	"context"
 	"strings"
+	"sync"
 
 	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/permission"
 )
 
 // access is who may call a method.
@@ -20,28 +26,85 @@ const (
 	accessEither                   // a tenant API key or the admin key
 )
 
-// IntrospectMethod names the credential introspection of the HTTP wire
-// (GET /v1/auth/introspect) for the chain: any valid key may ask who it is.
-const IntrospectMethod = "/cycles.v1.Auth/Introspect"
+// rule is one method's access rule: who may call, and the permission a
+// tenant API key must hold.
+type rule struct {
+	who        access
+	permission string
+}
 
-// accessOf is the auth rule of a full method name. Unknown methods need the
-// admin key, so a new RPC is never accidentally public.
-func accessOf(fullMethod string) access {
-	switch {
-	case strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/"),
-		strings.HasPrefix(fullMethod, "/grpc.reflection."),
-		// The action-kind registry is public (Cycles v0.1.26).
-		strings.HasPrefix(fullMethod, "/cycles.v1.ActionKindService/"):
-		return accessNone
-	case strings.HasPrefix(fullMethod, "/cycles.v1.RuntimeService/"):
-		return accessTenant
-	case strings.HasPrefix(fullMethod, "/cycles.v1.EventService/"),
-		fullMethod == IntrospectMethod,
-		fullMethod == "/cycles.v1.RateLimitService/Check",
-		fullMethod == "/cycles.v1.RateLimitService/Inspect":
-		return accessEither
+// IntrospectMethod names the credential introspection (AuthService.Introspect,
+// GET /v1/auth/introspect): any valid key may ask who it is.
+const IntrospectMethod = cyclesv1.AuthService_Introspect_FullMethodName
+
+// accessOf is the rule of a full method name, read from the cycles.v1.access
+// option of the method's descriptor (proto/cycles/v1/access.proto). A method
+// without the option, or one no descriptor names, needs the admin key, so a
+// new RPC is never accidentally public. Health and reflection, which are not
+// ours to annotate, are public.
+func accessOf(fullMethod string) rule {
+	if strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/") || strings.HasPrefix(fullMethod, "/grpc.reflection.") {
+		return rule{who: accessNone}
+	}
+	if r, ok := accessTable()[fullMethod]; ok {
+		return r
+	}
+	return rule{who: accessAdmin}
+}
+
+// accessTable maps every method of every cycles.v1 service in the
+// registered descriptors to its rule; built once.
+var accessTable = sync.OnceValue(func() map[string]rule {
+	out := map[string]rule{}
+	protoregistry.GlobalFiles.RangeFilesByPackage("cycles.v1", func(fd protoreflect.FileDescriptor) bool {
+		for i := 0; i < fd.Services().Len(); i++ {
+			sd := fd.Services().Get(i)
+			for j := 0; j < sd.Methods().Len(); j++ {
+				md := sd.Methods().Get(j)
+				out["/"+string(sd.FullName())+"/"+string(md.Name())] = ruleOf(md)
+			}
+		}
+		return true
+	})
+	return out
+})
+
+// ruleOf reads one method's option; absent or unspecified is admin only.
+func ruleOf(md protoreflect.MethodDescriptor) rule {
+	opts := md.Options()
+	if opts == nil || !proto.HasExtension(opts, cyclesv1.E_Access) {
+		return rule{who: accessAdmin}
+	}
+	a, _ := proto.GetExtension(opts, cyclesv1.E_Access).(*cyclesv1.Access)
+	r := rule{permission: a.GetPermission()}
+	switch a.GetCaller() {
+	case cyclesv1.Caller_CALLER_PUBLIC:
+		r.who = accessNone
+	case cyclesv1.Caller_CALLER_TENANT:
+		r.who = accessTenant
+	case cyclesv1.Caller_CALLER_EITHER:
+		r.who = accessEither
 	default:
-		return accessAdmin
+		r.who = accessAdmin
+	}
+	return r
+}
+
+// authorize refuses an API-key caller whose key lacks the method's
+// permission, with PERMISSION_DENIED naming it. The admin key holds every
+// permission. It runs after authentication on every call, both wires.
+func authorize(p auth.Principal, fullMethod string) error {
+	if p.Admin {
+		return nil
+	}
+	need := accessOf(fullMethod).permission
+	if permission.Grants(p.Permissions, need) {
+		return nil
+	}
+	return &apierr.Error{
+		Code:    apierr.Forbidden,
+		Message: "this API key lacks the permission " + need,
+		Details: map[string]string{"permission": need},
 	}
 }
 
@@ -59,6 +122,17 @@ type authenticator struct {
 }
 
 func (a *authenticator) authenticate(ctx context.Context, fullMethod string) (context.Context, error) {
+	ctx, err := a.identify(ctx, fullMethod)
+	if err != nil {
+		return ctx, err
+	}
+	if p, ok := auth.FromContext(ctx); ok {
+		return ctx, authorize(p, fullMethod)
+	}
+	return ctx, nil
+}
+
+func (a *authenticator) identify(ctx context.Context, fullMethod string) (context.Context, error) {
 	if _, ok := auth.FromContext(ctx); ok {
 		return ctx, nil // resolved by the tap
 	}

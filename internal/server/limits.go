@@ -117,7 +117,7 @@ func (c *chain) streamLimit(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	if !info.IsServerStream && !info.IsClientStream {
 		return h(srv, ss)
 	}
-	if accessOf(info.FullMethod) == accessNone {
+	if accessOf(info.FullMethod).who == accessNone {
 		// Health Watch and reflection: public, cheap, no store work; bounded
 		// by the connection and per-connection stream limits.
 		return h(srv, ss)

@@ -94,17 +94,17 @@ const (
 // local authenticates without I/O. For verdictNeedsStore it returns the
 // presented API key.
 func (a *authenticator) local(ctx context.Context, fullMethod string) (verdict, auth.Principal, string, error) {
-	rule := accessOf(fullMethod)
-	if rule == accessNone {
+	who := accessOf(fullMethod).who
+	if who == accessNone {
 		return verdictPublic, auth.Principal{}, "", nil
 	}
-	if adminKey := auth.FirstMetadata(ctx, auth.AdminKeyHeader); adminKey != "" && (rule == accessAdmin || rule == accessEither) {
+	if adminKey := auth.FirstMetadata(ctx, auth.AdminKeyHeader); adminKey != "" && (who == accessAdmin || who == accessEither) {
 		if !auth.EqualAdminKey(adminKey, a.adminKey) {
 			return 0, auth.Principal{}, "", apierr.New(apierr.Unauthorized, "invalid admin key")
 		}
 		return verdictResolved, auth.Principal{Admin: true}, "", nil
 	}
-	if rule == accessAdmin {
+	if who == accessAdmin {
 		return 0, auth.Principal{}, "", apierr.New(apierr.Unauthorized, "this method needs the admin key in metadata %s", auth.AdminKeyHeader)
 	}
 	apiKey := auth.FirstMetadata(ctx, auth.APIKeyHeader)
@@ -128,7 +128,7 @@ func (a *authenticator) local(ctx context.Context, fullMethod string) (verdict, 
 
 // tap is the grpc.InTapHandle: see the comment at the top of this file.
 func (a *authenticator) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if accessOf(info.FullMethodName) == accessNone {
+	if accessOf(info.FullMethodName).who == accessNone {
 		return ctx, nil
 	}
 	pk := peerKey(ctx)

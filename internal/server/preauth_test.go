@@ -25,6 +25,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 )
 
@@ -49,7 +50,7 @@ type localVerifier struct{ storeCalls atomic.Int64 }
 func (v *localVerifier) VerifyAPIKey(_ context.Context, presented string) (auth.Principal, error) {
 	v.storeCalls.Add(1)
 	if presented == "store-key" || presented == "cached-key" {
-		return auth.Principal{Tenant: "acme", KeyID: presented}, nil
+		return auth.Principal{Tenant: "acme", KeyID: presented, Permissions: permission.Legacy}, nil
 	}
 	return auth.Principal{}, apierr.New(apierr.Unauthorized, "invalid API key")
 }
@@ -57,7 +58,7 @@ func (v *localVerifier) VerifyAPIKey(_ context.Context, presented string) (auth.
 func (v *localVerifier) VerifyAPIKeyLocally(_ context.Context, presented string) (auth.Principal, bool, error) {
 	switch {
 	case presented == "cached-key":
-		return auth.Principal{Tenant: "acme", KeyID: presented}, true, nil
+		return auth.Principal{Tenant: "acme", KeyID: presented, Permissions: permission.Legacy}, true, nil
 	case strings.HasPrefix(presented, "malformed"):
 		return auth.Principal{}, true, apierr.New(apierr.Unauthorized, "invalid API key")
 	}
@@ -322,7 +323,7 @@ func TestOversizeHeaderIsRefusedCheaply(t *testing.T) {
 			t.Fatal("the server answered a request with an 8 MiB header")
 		}
 	}
-	if e.payloads.n.Load() != 0 || e.rt.seen != (auth.Principal{}) {
+	if e.payloads.n.Load() != 0 || (e.rt.seen.Tenant != "" || e.rt.seen.KeyID != "") {
 		t.Fatal("the oversize request reached the handler")
 	}
 	// The server still serves.

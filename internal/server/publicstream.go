@@ -184,7 +184,7 @@ func (s *streamGate) tap(ctx context.Context, info *tap.Info) (context.Context, 
 		return s.authn.tap(ctx, info)
 	}
 	var err error
-	if accessOf(info.FullMethodName) == accessNone {
+	if accessOf(info.FullMethodName).who == accessNone {
 		var limit string
 		var refusal error
 		ctx, limit, refusal = s.public.admit(ctx, gc, info.FullMethodName)

@@ -196,6 +196,8 @@ type Services struct {
 	// Operator serves the bulk actions.
 	Operator cyclesv1.OperatorServiceServer
 	// ActionKinds is the public action-kind registry (no key).
+	// Auth answers who the calling credential is.
+	Auth        cyclesv1.AuthServiceServer
 	ActionKinds cyclesv1.ActionKindServiceServer
 	// Register adds anything else (e.g. Envoy's rate limit service).
 	Register func(*grpc.Server)
@@ -286,6 +288,7 @@ func New(opts Options, svcs Services) *Server {
 		{&cyclesv1.RuntimeService_ServiceDesc, svcs.Runtime},
 		{&cyclesv1.AdminService_ServiceDesc, svcs.Admin},
 		{&cyclesv1.EventService_ServiceDesc, svcs.Events},
+		{&cyclesv1.AuthService_ServiceDesc, svcs.Auth},
 		{&cyclesv1.RateLimitService_ServiceDesc, svcs.RateLimit},
 		{&cyclesv1.OpsService_ServiceDesc, svcs.Ops},
 		{&cyclesv1.OperatorService_ServiceDesc, svcs.Operator},

@@ -26,6 +26,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/internal/validate"
 )
@@ -39,7 +40,7 @@ func (f fakeVerifier) VerifyAPIKey(_ context.Context, presented string) (auth.Pr
 	if presented != f.key {
 		return auth.Principal{}, apierr.New(apierr.Unauthorized, "unknown key")
 	}
-	return auth.Principal{Tenant: f.tenant, KeyID: "k1"}, nil
+	return auth.Principal{Tenant: f.tenant, KeyID: "k1", Permissions: permission.Legacy}, nil
 }
 
 // fakeRuntime records the principal and can panic or fail on demand.
@@ -283,10 +284,10 @@ func TestEveryRequestTypeHasAValidator(t *testing.T) {
 }
 
 func TestAccessOfUnknownMethodNeedsAdmin(t *testing.T) {
-	if accessOf("/cycles.v1.NewService/Anything") != accessAdmin {
+	if accessOf("/cycles.v1.NewService/Anything").who != accessAdmin {
 		t.Fatal("unknown methods must need the admin key")
 	}
-	if accessOf("/grpc.health.v1.Health/Check") != accessNone {
+	if accessOf("/grpc.health.v1.Health/Check").who != accessNone {
 		t.Fatal("health must be open")
 	}
 }

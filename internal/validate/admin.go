@@ -1,9 +1,11 @@
 package validate
 
 import (
+	"fmt"
 	"strings"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/scope"
 )
 
@@ -165,10 +167,25 @@ func init() {
 		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
 			return err
 		}
-		return Text("name", r.GetName(), adminMaxName)
+		if err := Text("name", r.GetName(), adminMaxName); err != nil {
+			return err
+		}
+		if i, err := permission.Check(r.GetPermissions()); err != nil {
+			return invalid(fmt.Sprintf("permissions[%d]", i), "%v", err)
+		}
+		if r.ExpiresAtMs != nil && r.GetExpiresAtMs() <= 0 {
+			return invalid("expires_at", "must be a time in the future")
+		}
+		if err := Text("description", r.GetDescription(), 1024); err != nil {
+			return err
+		}
+		return StringMap("metadata", r.GetMetadata())
 	})
 	register(func(r *cyclesv1.RevokeApiKeyRequest) error {
 		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
+			return err
+		}
+		if err := Text("reason", r.GetReason(), 512); err != nil {
 			return err
 		}
 		id := r.GetKeyId()

@@ -11,8 +11,13 @@
 -- ARGV[3] = name
 -- ARGV[4] = hex SHA-256 of the full presented key
 -- ARGV[5] = event context (internal/eventctx.Arg)
+-- ARGV[6] = permissions (JSON array of Permission values, checked in Go)
+-- ARGV[7] = expires_at ms ('' = never)
+-- ARGV[8] = description ('' = none)
+-- ARGV[9] = metadata (JSON object, '' = none)
 -- Result: ok(<API key hash after the write>)
--- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, DUPLICATE_RESOURCE (key id taken).
+-- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, DUPLICATE_RESOURCE (key id taken),
+--   INVALID_REQUEST (expires_at not after the store's clock).
 -- Events: api_key.created (category api_key).
 
 local st = redis.call('HGET', KEYS[1], 'status')
@@ -30,8 +35,15 @@ if not string.match(ARGV[4], '^[0-9a-f]+$') or #ARGV[4] ~= 64 then
 end
 
 local now = now_ms()
-redis.call('HSET', KEYS[2], 'key_id', ARGV[2], 'tenant_id', ARGV[1], 'name', ARGV[3],
-  'hash', ARGV[4], 'status', 'ACTIVE', 'created_at', string.format('%.0f', now))
+if ARGV[7] ~= '' and tonumber(ARGV[7]) <= now then
+  return fail('INVALID_REQUEST', 'expires_at must be in the future', {field = 'expires_at'})
+end
+local f = {'key_id', ARGV[2], 'tenant_id', ARGV[1], 'name', ARGV[3], 'hash', ARGV[4],
+  'status', 'ACTIVE', 'created_at', string.format('%.0f', now), 'permissions', ARGV[6]}
+if ARGV[7] ~= '' then f[#f + 1] = 'expires_at'; f[#f + 1] = ARGV[7] end
+if ARGV[8] ~= '' then f[#f + 1] = 'description'; f[#f + 1] = ARGV[8] end
+if ARGV[9] ~= '' then f[#f + 1] = 'metadata'; f[#f + 1] = ARGV[9] end
+redis.call('HSET', KEYS[2], unpack(f))
 redis.call('ZADD', KEYS[3], 0, ARGV[2])
 local emit = event_emitter(KEYS[4], ARGV[5], now)
 emit('api_key.created', 'api_key', 'tenant:' .. ARGV[1],

@@ -8,6 +8,7 @@
 -- ARGV[1] = tenant id
 -- ARGV[2] = key id
 -- ARGV[3] = event context (internal/eventctx.Arg)
+-- ARGV[4] = reason ('' = none; recorded as revoked_reason)
 -- Result: ok({key = <API key hash after>, revoked_now = bool})
 --   Revoking a REVOKED key changes nothing (revoked_now = false, no event).
 -- Refusals: KEY_NOT_FOUND.
@@ -24,6 +25,7 @@ if k.status == 'REVOKED' then
 end
 local now = now_ms()
 redis.call('HSET', KEYS[1], 'status', 'REVOKED', 'revoked_at', string.format('%.0f', now))
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'revoked_reason', ARGV[4]) end
 local emit = event_emitter(KEYS[2], ARGV[3], now)
 emit('api_key.revoked', 'api_key', 'tenant:' .. ARGV[1],
   {key_id = ARGV[2], key_name = k.name or '', previous_status = k.status, new_status = 'REVOKED'})

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,6 +28,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/app"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
@@ -136,7 +138,7 @@ func TestOperatorAndAgentSessionOnRealRedis(t *testing.T) {
 	if _, err := admin.CreateTenant(adminCtx(), &cyclesv1.CreateTenantRequest{TenantId: "acme", Name: "Acme"}); err != nil {
 		t.Fatal(err)
 	}
-	key, err := admin.CreateApiKey(adminCtx(), &cyclesv1.CreateApiKeyRequest{TenantId: "acme", Name: "agents"})
+	key, err := admin.CreateApiKey(adminCtx(), &cyclesv1.CreateApiKeyRequest{TenantId: "acme", Name: "agents", Permissions: append(slices.Clone(permission.Default), "events:read")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func TestEveryEventTypeIsProducedAndTyped(t *testing.T) {
 	usd := cyclesv1.Unit_UNIT_USD_MICROCENTS
 
 	must(admin.CreateTenant(ctx, &cyclesv1.CreateTenantRequest{TenantId: tenant, Name: "Events"}))
-	key, err := admin.CreateApiKey(ctx, &cyclesv1.CreateApiKeyRequest{TenantId: tenant, Name: "agent"})
+	key, err := admin.CreateApiKey(ctx, &cyclesv1.CreateApiKeyRequest{TenantId: tenant, Name: "agent", Permissions: []string{"reservations:create", "reservations:commit", "reservations:release", "events:read"}})
 	must(key, err)
 	agent := keyCtx(key.GetSecret())
 	must(admin.CreateBudget(ctx, &cyclesv1.CreateBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: tok, Allocated: 1000}))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
@@ -28,7 +30,7 @@ func provision(t *testing.T, conn *grpc.ClientConn, tenant string, allocated int
 	if _, err := admin.CreateTenant(adminCtx(), &cyclesv1.CreateTenantRequest{TenantId: tenant}); err != nil {
 		t.Fatal(err)
 	}
-	key, err := admin.CreateApiKey(adminCtx(), &cyclesv1.CreateApiKeyRequest{TenantId: tenant, Name: "e2e"})
+	key, err := admin.CreateApiKey(adminCtx(), &cyclesv1.CreateApiKeyRequest{TenantId: tenant, Name: "e2e", Permissions: append(slices.Clone(permission.Default), "events:read")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/server"
 )
 
@@ -32,16 +33,33 @@ const testKeyPrefix = "test-key:"
 // Verifier accepts the test API keys made by AsTenant.
 type Verifier struct{}
 
-// VerifyAPIKey maps "test-key:<tenant>" to that tenant (key id "test").
+// VerifyAPIKey maps "test-key:<tenant>" to that tenant (key id "test") with
+// the permissions of a key stored before keys had permissions
+// (permission.Legacy), and "test-key:<tenant>:<p1>,<p2>" (KeyWith) to that
+// tenant holding exactly p1, p2 ("" for none).
 func (Verifier) VerifyAPIKey(_ context.Context, presented string) (auth.Principal, error) {
-	if tenant, ok := strings.CutPrefix(presented, testKeyPrefix); ok && auth.ValidTenantID(tenant) {
-		return auth.Principal{Tenant: tenant, KeyID: "test"}, nil
+	rest, ok := strings.CutPrefix(presented, testKeyPrefix)
+	tenant, perms, narrowed := strings.Cut(rest, ":")
+	if ok && auth.ValidTenantID(tenant) {
+		p := auth.Principal{Tenant: tenant, KeyID: "test", Permissions: permission.Legacy}
+		if narrowed {
+			p.Permissions = nil
+			if perms != "" {
+				p.Permissions = strings.Split(perms, ",")
+			}
+		}
+		return p, nil
 	}
 	return auth.Principal{}, apierr.New(apierr.Unauthorized, "unknown API key")
 }
 
 // APIKey is the test API key of tenant.
 func APIKey(tenant string) string { return testKeyPrefix + tenant }
+
+// KeyWith is a test API key of tenant holding exactly perms.
+func KeyWith(tenant string, perms ...string) string {
+	return testKeyPrefix + tenant + ":" + strings.Join(perms, ",")
+}
 
 // AsTenant authenticates ctx's calls as tenant.
 func AsTenant(ctx context.Context, tenant string) context.Context {

@@ -9,8 +9,8 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
+	"github.com/cyclesgo/cycles-go/internal/api/authapi"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
-	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/server"
 )
 
@@ -29,11 +29,6 @@ var (
 	fundingNames       = enumNames(cyclesv1.FundingOperation_name, "FUNDING_OPERATION_")
 	fundingValues      = enumValues(fundingNames)
 )
-
-// tenantPermissions are what every cyclesd API key may do (per-key
-// permissions are not enforced, so none narrower can be granted).
-var tenantPermissions = []string{"reservations:create", "reservations:commit", "reservations:release",
-	"reservations:extend", "reservations:list", "balances:read", "events:read"}
 
 func isoTime(ms int64) string {
 	if ms == 0 {
@@ -281,26 +276,43 @@ func splitKeyID(s string) (tenant, keyID string, err error) {
 	return s[:i], s[i+1:], nil
 }
 
+// neverExpires is expires_at of a key without expiry: the spec requires the
+// field on every key answer.
+const neverExpires = "9999-12-31T23:59:59.999Z"
+
 type apiKeyOut struct {
-	KeyID       string   `json:"key_id"`
-	KeySecret   string   `json:"key_secret,omitempty"`
-	KeyPrefix   string   `json:"key_prefix"`
-	TenantID    string   `json:"tenant_id"`
-	Name        string   `json:"name,omitempty"`
-	Permissions []string `json:"permissions"`
-	Status      string   `json:"status,omitempty"`
-	CreatedAt   string   `json:"created_at"`
-	RevokedAt   string   `json:"revoked_at,omitempty"`
+	KeyID         string            `json:"key_id"`
+	KeySecret     string            `json:"key_secret,omitempty"`
+	KeyPrefix     string            `json:"key_prefix"`
+	TenantID      string            `json:"tenant_id"`
+	Name          string            `json:"name,omitempty"`
+	Description   string            `json:"description,omitempty"`
+	Permissions   []string          `json:"permissions"`
+	Status        string            `json:"status,omitempty"`
+	CreatedAt     string            `json:"created_at"`
+	ExpiresAt     string            `json:"expires_at"`
+	RevokedAt     string            `json:"revoked_at,omitempty"`
+	RevokedReason string            `json:"revoked_reason,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
 }
 
 func apiKeyOf(k *cyclesv1.ApiKey, secret string, withStatus bool) *apiKeyOut {
 	out := &apiKeyOut{KeyID: httpKeyID(k.GetTenantId(), k.GetKeyId()), KeySecret: secret,
 		KeyPrefix: "cyc_" + k.GetTenantId() + "_" + k.GetKeyId(), TenantID: k.GetTenantId(),
-		Permissions: tenantPermissions, CreatedAt: isoTime(k.GetCreatedAtMs())}
+		Permissions: k.GetPermissions(), CreatedAt: isoTime(k.GetCreatedAtMs()), ExpiresAt: neverExpires}
+	if k.ExpiresAtMs != nil {
+		out.ExpiresAt = isoTime(k.GetExpiresAtMs())
+	}
+	if out.Permissions == nil {
+		out.Permissions = []string{}
+	}
 	if withStatus {
 		out.Name = k.GetName()
+		out.Description = k.GetDescription()
 		out.Status = keyStatusNames[int32(k.GetStatus())]
 		out.RevokedAt = isoTime(k.GetRevokedAtMs())
+		out.RevokedReason = k.GetRevokedReason()
+		out.Metadata = k.GetMetadata()
 	}
 	return out
 }
@@ -319,16 +331,30 @@ func (a *API) createAPIKey(w http.ResponseWriter, r *http.Request) {
 	var in apiKeyIn
 	req, err := decodeInto(a, w, r, &in, func() (*cyclesv1.CreateApiKeyRequest, error) {
 		// Fail closed: a key must never be broader than its creator asked.
-		if len(in.Permissions) > 0 {
-			return nil, apierr.Invalid("permissions", "per-key permissions are not supported; every cyclesd key carries %s", strings.Join(tenantPermissions, ", "))
-		}
 		if len(in.ScopeFilter) > 0 {
-			return nil, apierr.Invalid("scope_filter", "per-key scope filters are not supported")
+			return nil, apierr.Invalid("scope_filter", "per-key scope filters are not supported yet; use a key per tenant")
 		}
+		out := &cyclesv1.CreateApiKeyRequest{TenantId: in.TenantID, Name: in.Name, Description: in.Description,
+			Permissions: in.Permissions}
 		if in.ExpiresAt != "" {
-			return nil, apierr.Invalid("expires_at", "cyclesd keys do not expire; revoke them instead")
+			t, err := time.Parse(time.RFC3339Nano, in.ExpiresAt)
+			if err != nil {
+				return nil, apierr.Invalid("expires_at", "must be an RFC 3339 date-time")
+			}
+			ms := t.UnixMilli()
+			out.ExpiresAtMs = &ms
 		}
-		return &cyclesv1.CreateApiKeyRequest{TenantId: in.TenantID, Name: in.Name}, nil
+		if len(in.Metadata) > 0 {
+			out.Metadata = make(map[string]string, len(in.Metadata))
+			for k, v := range in.Metadata {
+				sv, ok := v.(string)
+				if !ok {
+					return nil, apierr.Invalid("metadata."+k, "cyclesd key metadata values are strings")
+				}
+				out.Metadata[k] = sv
+			}
+		}
+		return out, nil
 	})
 	a.admin(w, r, cyclesv1.AdminService_CreateApiKey_FullMethodName, http.StatusCreated, req, err,
 		func(ctx context.Context, req any) (any, error) {
@@ -350,7 +376,8 @@ type apiKeysOut struct {
 // Without tenant_id it lists every tenant's keys (tenant_id, then key id
 // order); status, search, limit and cursor are served; sort_by and sort_dir
 // are ignored (the spec lets a server ignore them). status EXPIRED matches
-// nothing: cyclesd keys never expire.
+// nothing: an expired key keeps its stored status ACTIVE (it is refused at
+// authentication from its expires_at on), so listing by EXPIRED is not served.
 func (a *API) listAPIKeys(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	req := &cyclesv1.ListApiKeysRequest{TenantId: q.Get("tenant_id"), Search: q.Get("search"), Cursor: q.Get("cursor")}
@@ -757,26 +784,31 @@ func (a *API) closeBudget(w http.ResponseWriter, r *http.Request) {
 // ---- introspection ---------------------------------------------------------------
 
 type introspectOut struct {
-	AuthType    string   `json:"auth_type"`
-	TenantID    string   `json:"tenant_id,omitempty"`
-	KeyID       string   `json:"key_id,omitempty"`
-	Permissions []string `json:"permissions"`
+	Authenticated bool            `json:"authenticated"`
+	AuthType      string          `json:"auth_type"`
+	Permissions   []string        `json:"permissions"`
+	Capabilities  map[string]bool `json:"capabilities"`
+	TenantID      string          `json:"tenant_id,omitempty"`
+	ScopeFilter   []string        `json:"scope_filter,omitempty"`
+	// KeyID is cyclesd's addition: the key's id as the admin routes name it.
+	KeyID string `json:"key_id,omitempty"`
 }
 
-// introspect answers who the credential is: the admin ("*") or a tenant key.
+// introspect answers who the credential is (AuthService.Introspect): the
+// admin ("*") or a tenant key with its permissions and capabilities.
 func (a *API) introspect(w http.ResponseWriter, r *http.Request) {
-	a.serve(w, r, route{server.IntrospectMethod, adminPlane, http.StatusOK}, struct{}{}, nil,
-		func(ctx context.Context, _ any) (any, error) {
-			p, ok := auth.FromContext(ctx)
-			if !ok {
-				return nil, apierr.New(apierr.Unauthorized, "no credential")
+	a.serve(w, r, route{server.IntrospectMethod, adminPlane, http.StatusOK}, &cyclesv1.IntrospectRequest{}, nil,
+		func(ctx context.Context, _ any) (any, error) { return authapi.Introspect(ctx) },
+		func(resp any) any {
+			in := resp.(*cyclesv1.IntrospectResponse)
+			out := &introspectOut{Authenticated: in.GetAuthenticated(), AuthType: in.GetAuthType(),
+				Permissions: in.GetPermissions(), Capabilities: in.GetCapabilities(), TenantID: in.GetTenantId(),
+				ScopeFilter: in.GetScopeFilter()}
+			if in.GetKeyId() != "" {
+				out.KeyID = httpKeyID(in.GetTenantId(), in.GetKeyId())
 			}
-			if p.Admin {
-				return &introspectOut{AuthType: "admin", Permissions: []string{"*"}}, nil
-			}
-			return &introspectOut{AuthType: "tenant", TenantID: p.Tenant, KeyID: httpKeyID(p.Tenant, p.KeyID), Permissions: tenantPermissions}, nil
-		},
-		func(resp any) any { return resp })
+			return out
+		})
 }
 
 // notServed answers a JSON 404 for protocol endpoints cyclesd does not serve.

@@ -3,6 +3,7 @@ package cycleshttp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/bulk"
 	"github.com/cyclesgo/cycles-go/internal/events"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
+	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/policy"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
@@ -117,7 +119,7 @@ func TestAdminQuickstart(t *testing.T) {
 	if ks := kl["keys"].([]any); len(ks) != 1 || kl["has_more"] != false {
 		t.Fatalf("key list %v", kl)
 	} else {
-		onlyKeys(t, "listed key", ks[0].(map[string]any), "key_id", "key_prefix", "tenant_id", "name", "permissions", "status", "created_at", "revoked_at")
+		onlyKeys(t, "listed key", ks[0].(map[string]any), "key_id", "key_prefix", "tenant_id", "name", "permissions", "status", "created_at", "expires_at", "revoked_at")
 		if ks[0].(map[string]any)["key_id"] != k["key_id"] || ks[0].(map[string]any)["key_secret"] != nil {
 			t.Fatalf("listed key %v, created %v", ks[0], k)
 		}
@@ -147,8 +149,18 @@ func TestAdminQuickstart(t *testing.T) {
 	}
 	onlyKeys(t, "key", k, "key_id", "key_secret", "key_prefix", "tenant_id", "permissions", "created_at", "expires_at")
 	secret := k["key_secret"].(string)
-	if r := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"ro","permissions":["balances:read"]}`, as...); r.status != 400 {
-		t.Fatalf("narrower permissions must be refused, not silently widened: %d %s", r.status, r.body)
+	if k["expires_at"] != "9999-12-31T23:59:59.999Z" || fmt.Sprint(k["permissions"]) != fmt.Sprint(anySlice(permission.Default)) {
+		t.Fatalf("a key created without permissions or expiry: %v", k)
+	}
+	ro := must(e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"ro","permissions":["balances:read"],"expires_at":"2999-01-01T00:00:00Z"}`, as...), 201, "narrow key")
+	if fmt.Sprint(ro["permissions"]) != "[balances:read]" || ro["expires_at"] != "2999-01-01T00:00:00.000Z" {
+		t.Fatalf("narrow key %v", ro)
+	}
+	if r := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"x","permissions":["budgets:spend"]}`, as...); r.status != 400 || r.obj(t)["details"].(map[string]any)["field"] != "permissions[0]" {
+		t.Fatalf("unknown permission: %d %s", r.status, r.body)
+	}
+	if r := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"x","expires_at":"2001-01-01T00:00:00Z"}`, as...); r.status != 400 || r.obj(t)["details"].(map[string]any)["field"] != "expires_at" {
+		t.Fatalf("expiry in the past: %d %s", r.status, r.body)
 	}
 
 	scope := "tenant:" + tenant
@@ -185,6 +197,19 @@ func TestAdminQuickstart(t *testing.T) {
 	}
 	must(e.call("PATCH", "/v1/admin/budgets?scope="+scope+"&unit=TOKENS", "", `{"overdraft_limit":{"unit":"TOKENS","amount":50}}`, as...), 200, "update budget")
 
+	// The default set has no events:read (the spec leaves event
+	// self-service to an explicit grant); the narrow key holds only
+	// balances:read.
+	if r := e.call("GET", "/v1/events?category=budget", "", "", key...); r.status != 403 || r.obj(t)["details"].(map[string]any)["permission"] != "events:read" {
+		t.Fatalf("events with a default key: %d %s", r.status, r.body)
+	}
+	roKey := []string{"X-Cycles-API-Key", ro["key_secret"].(string)}
+	if r := e.call("POST", "/v1/reservations", "", strings.Replace(reserve, "r1", "r-ro", 1), roKey...); r.status != 403 || r.obj(t)["details"].(map[string]any)["permission"] != "reservations:create" {
+		t.Fatalf("reserve with a balances:read key: %d %s", r.status, r.body)
+	}
+	must(e.call("GET", "/v1/balances?tenant="+tenant, "", "", roKey...), 200, "balances with a balances:read key")
+	evKey := must(e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"ev","permissions":["events:read"]}`, as...), 201, "events key")
+	key = []string{"X-Cycles-API-Key", evKey["key_secret"].(string)}
 	ev := must(e.call("GET", "/v1/events?category=budget", "", "", key...), 200, "tenant events")
 	onlyKeys(t, "event list", ev, "events", "next_cursor", "has_more")
 	evs := ev["events"].([]any)
@@ -217,10 +242,13 @@ func TestAdminQuickstart(t *testing.T) {
 	}
 
 	in := must(e.call("GET", "/v1/auth/introspect", "", "", key...), 200, "introspect tenant")
-	if in["auth_type"] != "tenant" || in["tenant_id"] != tenant || in["key_id"] != k["key_id"] {
+	caps, _ := in["capabilities"].(map[string]any)
+	if in["authenticated"] != true || in["auth_type"] != "tenant" || in["tenant_id"] != tenant || in["key_id"] != evKey["key_id"] ||
+		fmt.Sprint(in["permissions"]) != "[events:read]" || caps["view_events"] != true || caps["view_budgets"] != false || caps["view_tenants"] != false {
 		t.Fatalf("introspect %v", in)
 	}
-	if in := must(e.call("GET", "/v1/auth/introspect", "", "", as...), 200, "introspect admin"); in["auth_type"] != "admin" {
+	if in := must(e.call("GET", "/v1/auth/introspect", "", "", as...), 200, "introspect admin"); in["auth_type"] != "admin" ||
+		fmt.Sprint(in["permissions"]) != "[*]" || in["capabilities"].(map[string]any)["view_tenants"] != true || in["tenant_id"] != nil {
 		t.Fatalf("introspect admin %v", in)
 	}
 	if r := e.call("GET", "/v1/auth/introspect", "", ""); r.status != 401 {
@@ -241,7 +269,7 @@ func TestAdminQuickstart(t *testing.T) {
 		kl["keys"].([]any)[0].(map[string]any)["revoked_at"] == nil {
 		t.Fatalf("revoked keys %v", kl)
 	}
-	if r := e.call("GET", "/v1/balances?tenant="+tenant, "", "", key...); r.status != 401 {
+	if r := e.call("GET", "/v1/balances?tenant="+tenant, "", "", "X-Cycles-API-Key", secret); r.status != 401 {
 		t.Fatalf("revoked key still works: %d %s", r.status, r.body)
 	}
 	if r := e.call("PATCH", "/v1/admin/tenants/"+tenant, "", `{"status":"CLOSED","name":"x"}`, as...); r.status != 400 {
@@ -291,4 +319,12 @@ func TestAdminOnBehalf(t *testing.T) {
 		t.Fatalf("admin release: %d %s", r.status, r.body)
 	}
 	ledgertest.CheckInvariants(t, e.c, f.tenant)
+}
+
+func anySlice(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }

@@ -115,7 +115,7 @@ func (e *env) v026Fixture(t *testing.T, observes bool) v026Fixture {
 		return r.obj(t)
 	}
 	must(e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"acme"}`, as...), 201, "tenant")
-	k := must(e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"agent"}`, as...), 201, "key")
+	k := must(e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"agent","permissions":["reservations:create","reservations:commit","reservations:release","reservations:extend","reservations:list","balances:read","events:read"]}`, as...), 201, "key")
 	agent := "tenant:" + tenant + "/agent:support-bot"
 	for scope, amount := range map[string]string{"tenant:" + tenant: "1000000", agent: "50000"} {
 		must(e.call("POST", "/v1/admin/budgets", "", `{"scope":"`+scope+`","unit":"USD_MICROCENTS",`+

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
@@ -267,7 +269,7 @@ func Provision(tb testing.TB, conn *grpc.ClientConn, tenant string, budgets ...B
 			tb.Fatalf("create budget %s: %v", path, err)
 		}
 	}
-	key, err := admin.CreateApiKey(AdminCtx(ctx), &cyclesv1.CreateApiKeyRequest{TenantId: tenant, Name: "suite"})
+	key, err := admin.CreateApiKey(AdminCtx(ctx), &cyclesv1.CreateApiKeyRequest{TenantId: tenant, Name: "suite", Permissions: append(slices.Clone(permission.Default), "events:read")})
 	if err != nil {
 		tb.Fatalf("create key: %v", err)
 	}
