@@ -182,3 +182,28 @@ func TestContractCatchesDrift(t *testing.T) {
 		t.Fatalf("a valid body failed: %v", errs[0].Message)
 	}
 }
+
+// An event whose data carries an amount as a string breaks the contract; the
+// same event with integers passes.
+func TestContractCatchesEventDataDrift(t *testing.T) {
+	v := contract(t)
+	ev := func(data string) string {
+		return `{"events":[{"event_id":"evt_0123456789abcdef","event_type":"budget.funded","category":"budget","timestamp":"2026-01-01T00:00:00.000Z","tenant_id":"t","source":"cyclesd","data":` + data + `}],"has_more":false}`
+	}
+	for _, c := range []struct {
+		data string
+		ok   bool
+	}{
+		{`{"new_state":{"allocated":1000000,"remaining":5}}`, true},
+		{`{"requested_amount":9223372036854775807,"unit":"TOKENS"}`, true},
+		{`{"new_state":{"allocated":"1000000"}}`, false},
+		{`{"requested_amount":"5"}`, false},
+		{`{"debt":1.5}`, false},
+	} {
+		req, _ := http.NewRequest("GET", "http://cyclesd/v1/events", nil)
+		resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(ev(c.data))), Request: req}
+		if ok, errs := v.ValidateHttpResponse(req, resp); ok != c.ok {
+			t.Errorf("data %s: valid=%v, want %v (%v)", c.data, ok, c.ok, errs)
+		}
+	}
+}

@@ -65,7 +65,7 @@ func eventListOf(l *cyclesv1.ListEventsResponse) *eventListOut {
 func envelopeOf(e *cyclesv1.Event) eventEnvelopeOut {
 	ev := eventEnvelopeOut{EventID: e.GetEventId(), EventType: e.GetEventType(), Category: e.GetCategory(),
 		Timestamp: isoTime(e.GetTimestampMs()), TenantID: e.GetTenantId(), Scope: e.GetScope(), Source: e.GetSource(),
-		Data: mapOf(e.GetData()), RequestID: e.GetRequestId(), TraceID: e.GetTraceId()}
+		Data: eventDataOf(e.GetData()), RequestID: e.GetRequestId(), TraceID: e.GetTraceId()}
 	if act := e.GetActor(); act != nil && act.GetType() != "" {
 		ev.Actor = &actorOut{Type: act.GetType()}
 		if act.GetKeyId() != "" {
