@@ -141,6 +141,17 @@ func TestContract(t *testing.T) {
 	e.call("GET", "/v1/admin/audit/logs?status=200&status_min=100", "", "", as...) // 400
 	e.call("GET", "/v1/admin/audit/logs", "", "", key...)                          // 401: tenant key
 
+	// Webhooks: a server on which no subscription can exist.
+	e.call("GET", "/v1/admin/webhooks", "", "", as...)
+	e.call("POST", "/v1/admin/webhooks", "", `{"url":"https://h.example/x"}`, as...) // 400
+	e.call("GET", "/v1/admin/webhooks/whsub_1", "", "", as...)                       // 404
+	e.call("GET", "/v1/admin/webhooks/whsub_1/deliveries", "", "", as...)            // 404
+	e.call("POST", "/v1/admin/webhooks/whsub_1/replay", "", `{}`, as...)             // 404
+	e.call("POST", "/v1/admin/webhooks/bulk-action", "", `{"filter":{},"action":"PAUSE","idempotency_key":"wb"}`, as...)
+	e.call("POST", "/v1/admin/webhooks/bulk-action", "", `{"filter":{},"action":"PAUSE","expected_count":1,"idempotency_key":"wb2"}`, as...) // 409
+	e.call("GET", "/v1/webhooks", "", "", as...)
+	e.call("GET", "/v1/webhooks/whsub_1/deliveries", "", "", as...) // 404
+
 	if len(rec) < 40 {
 		t.Fatalf("only %d exchanges recorded", len(rec))
 	}
