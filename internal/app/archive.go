@@ -46,9 +46,9 @@ func openArchive(ctx context.Context, cfg *config.Config, log *zap.Logger, mp me
 	if err != nil {
 		return fail(err)
 	}
-	log.Info("archive ready: schema migrated, day partitions kept, settled reservations archived",
+	log.Info("archive ready: schema migrated, day partitions kept, settled reservations, events and audit entries archived",
 		zap.Int("schema_version", v), zap.Duration("retention", cfg.ArchiveRetention),
 		zap.Duration("hot_retention", cfg.HotRetention))
-	log.Warn("archive: events and audit entries are not copied yet and stay in Redis under their own retention; reads past the hot window are not served from the archive yet (docs/archive.md)")
+	log.Warn("archive: reads and replays past -hot-retention are not served from the archive yet (docs/archive.md)")
 	return st, []func(context.Context) error{m.Run, a.Run}, a.Warnings, nil
 }

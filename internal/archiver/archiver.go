@@ -70,9 +70,13 @@ type Archiver struct {
 	log   *zap.Logger
 	owner string
 
+	// positions caches the archived position of each stream while this
+	// replica holds the lease under posFence: only the holder writes them.
+	// Used by Once only (one round at a time).
+	positions map[string]string
+	posFence  int64
+
 	mu sync.Mutex
-	// fence is the held lease's token (0: not held).
-	fence int64
 	// stats are the last completed round's figures.
 	stats Stats
 }
@@ -199,8 +203,10 @@ func (a *Archiver) Release(ctx context.Context) error {
 }
 
 // Once runs one round if this replica holds (or takes) the lease: every
-// tenant's queue is archived up to what it held when the round reached it.
-// It returns the rows written.
+// tenant's queue is archived up to what it held when the round reached it,
+// and its event and audit streams (then the global audit log) from their
+// archived positions. It returns the rows written. One round at a time:
+// Once is not safe for concurrent use.
 func (a *Archiver) Once(ctx context.Context) (int64, error) {
 	fence, err := a.lease(ctx)
 	if err != nil {
@@ -211,6 +217,9 @@ func (a *Archiver) Once(ctx context.Context) (int64, error) {
 		a.stats.Held, a.stats.At = false, time.Now()
 		a.mu.Unlock()
 		return 0, nil
+	}
+	if fence != a.posFence || a.positions == nil {
+		a.positions, a.posFence = map[string]string{}, fence
 	}
 	var (
 		written, pending int64
@@ -231,6 +240,12 @@ func (a *Archiver) Once(ctx context.Context) (int64, error) {
 		written += n
 		pending += p
 		oldest = max(oldest, lag)
+		for _, kind := range []streamKind{kindEvents, kindAudit} {
+			if err == nil {
+				n, err = a.drainStream(ctx, kind, tenant, fence)
+				written += n
+			}
+		}
 		if err != nil {
 			firstErr = errors.Join(firstErr, err)
 			// A fenced batch means a successor holds the lease: stop.
@@ -238,6 +253,12 @@ func (a *Archiver) Once(ctx context.Context) (int64, error) {
 		}
 		return true
 	})
+	if err == nil && firstErr == nil {
+		// The audit trail of operations that concern no tenant.
+		n, err := a.drainStream(ctx, kindAudit, "", fence)
+		written += n
+		firstErr = err
+	}
 	a.mu.Lock()
 	a.stats.Held, a.stats.Pending, a.stats.Lag, a.stats.At = true, pending, oldest, time.Now()
 	a.stats.Archived += written
@@ -252,7 +273,8 @@ func (a *Archiver) Once(ctx context.Context) (int64, error) {
 func (a *Archiver) drain(ctx context.Context, tenant string, fence int64) (written, pending int64, lag time.Duration, err error) {
 	t := keys.Tenant(tenant)
 	stream := "reservations/" + tenant
-	var pos *archive.Position
+	pos := ""
+	read := false
 	budget := int64(-1)
 	for {
 		b, err := a.read(ctx, t)
@@ -265,17 +287,16 @@ func (a *Archiver) drain(ctx context.Context, tenant string, fence int64) (writt
 		if len(b.entries) == 0 || budget <= 0 {
 			return written, b.pending, b.lag(), nil
 		}
-		if pos == nil {
-			p, err := a.store.Position(ctx, stream)
-			if err != nil {
+		if !read {
+			if pos, err = a.position(ctx, stream); err != nil {
 				return written, b.pending, b.lag(), err
 			}
-			pos = &p
+			read = true
 		}
-		batch := archive.Batch{Stream: stream, Fence: fence, Position: pos.Position}
+		batch := archive.Batch{Stream: stream, Fence: fence, Position: pos}
 		for i := range b.entries {
 			e := &b.entries[i]
-			if !after(e.qid, pos.Position) {
+			if !after(e.qid, pos) {
 				continue // archived by an earlier batch that crashed before archive/done
 			}
 			batch.Position = e.qid
@@ -294,19 +315,45 @@ func (a *Archiver) drain(ctx context.Context, tenant string, fence int64) (writt
 			}
 			batch.Reservations = append(batch.Reservations, row)
 		}
-		if batch.Position != pos.Position {
-			w, err := a.store.Write(ctx, batch)
+		if batch.Position != pos {
+			w, err := a.write(ctx, batch)
 			if err != nil {
-				return written, b.pending, b.lag(), fmt.Errorf("archive tenant %s: %w", tenant, err)
+				return written, b.pending, b.lag(), err
 			}
 			written += w.Reservations
-			pos.Position, pos.Fence = batch.Position, fence
+			pos = batch.Position
 		}
 		if err := a.done(ctx, t, b.entries); err != nil {
 			return written, b.pending, b.lag(), err
 		}
 		budget -= int64(len(b.entries))
 	}
+}
+
+// position returns the archived position of stream ("" = none yet),
+// cached while the lease is held under one fence.
+func (a *Archiver) position(ctx context.Context, stream string) (string, error) {
+	if p, ok := a.positions[stream]; ok {
+		return p, nil
+	}
+	p, err := a.store.Position(ctx, stream)
+	if err != nil {
+		return "", err
+	}
+	a.positions[stream] = p.Position
+	return p.Position, nil
+}
+
+// write stores a batch and remembers its position; a failed write forgets
+// the stream's (the transaction may or may not have committed).
+func (a *Archiver) write(ctx context.Context, b archive.Batch) (archive.Written, error) {
+	w, err := a.store.Write(ctx, b)
+	if err != nil {
+		delete(a.positions, b.Stream)
+		return w, fmt.Errorf("archive %s: %w", b.Stream, err)
+	}
+	a.positions[b.Stream] = b.Position
+	return w, nil
 }
 
 // queued is one archive queue entry and the record it names.
