@@ -118,6 +118,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		return nil, fmt.Errorf("eviction metric: %w", err)
 	}
 
+	pol := policy.New(exec, policy.Options{Kinds: kinds})
 	c := &components{
 		meterProvider: mp,
 		verifier:      adm,
@@ -129,16 +130,17 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		feed:          ann,
 		limiter:       lim,
 		services: server.Services{
-			Runtime:     runtimeapi.New(led),
-			Admin:       adminapi.New(adm),
-			Events:      eventsapi.New(ev),
-			RateLimit:   ratelimitapi.New(lim),
-			Ops:         opsapi.New(sw, ops),
-			ActionKinds: actionkindapi.New(kinds),
-			Auth:        authapi.New(),
-			Policy:      policyapi.New(policy.New(exec, policy.Options{Kinds: kinds})),
-			Audit:       auditapi.New(aud),
-			Operator:    operatorapi.New(bulk.New(exec, adm, aud)),
+			Runtime:       runtimeapi.New(led),
+			Admin:         adminapi.New(adm),
+			Events:        eventsapi.New(ev),
+			RateLimit:     ratelimitapi.New(lim),
+			Ops:           opsapi.New(sw, ops),
+			ActionKinds:   actionkindapi.New(kinds),
+			Auth:          authapi.New(),
+			Policy:        policyapi.New(pol),
+			QuotaCounters: policyapi.NewQuotaCounters(pol),
+			Audit:         auditapi.New(aud),
+			Operator:      operatorapi.New(bulk.New(exec, adm, aud)),
 		},
 	}
 	if cfg.GuardPolicy != "" || len(cfg.GuardMethodPolicies) > 0 {

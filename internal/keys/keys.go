@@ -134,6 +134,16 @@ func (t Tenant) APIKeys() string { return t.key("apikeys") }
 // Budget is the ledger hash of (scopePath, unit); unit is e.g. "TOKENS".
 func (t Tenant) Budget(scopePath, unit string) string { return t.key("b", scopePath, unit) }
 
+// QuotaCounter is a v0.1.26 action-quota counter (lua/lib/quota.lua builds
+// the same key): counted is the kind, or "__risk__:<class>" for a risk-class
+// counter; windowKey the run id or the UTC bucket.
+func (t Tenant) QuotaCounter(scopePath, counted, window, windowKey string) string {
+	return t.key("q", scopePath+"|"+counted+"|"+window+"|"+windowKey)
+}
+
+// QuotaCounters is the index of the tenant's quota counters (score: expiry ms).
+func (t Tenant) QuotaCounters() string { return t.key("qidx") }
+
 // Budgets is the index of the tenant's budgets: members "<scope_path>|<UNIT>".
 func (t Tenant) Budgets() string { return t.key("budgets") }
 

@@ -482,3 +482,67 @@ func TestValidateGovernancePatch(t *testing.T) {
 		AllowedActionKinds: &cyclesv1.ActionKindList{Kinds: []string{"a.b"}}, DeniedActionKinds: &cyclesv1.ActionKindList{Kinds: []string{"c.d"}}})
 	wantField(t, err, "denied_action_kinds")
 }
+
+// TestQuotaCounters: the operator listing (filters, pages) and the reset of
+// one counter (previous count, calls admitted again, NOT_FOUND for none).
+func TestQuotaCounters(t *testing.T) {
+	e := newEnv(t)
+	e.create(&cyclesv1.CreateScopePolicyRequest{ScopePattern: "*", ActionQuotas: []*cyclesv1.ActionQuota{aq(email, 2, perRun)},
+		RiskClassQuotas: []*cyclesv1.RiskClassQuota{{RiskClass: extSide, MaxCalls: 10, Window: perDay}}})
+	for _, s := range []*cyclesv1.Subject{bot, bot, prod} {
+		if got, _, _ := e.try(s, email, "live"); got != "ALLOW" {
+			t.Fatalf("call: %s", got)
+		}
+	}
+	list := func(r *cyclesv1.ListActionQuotaCountersRequest) *cyclesv1.ListActionQuotaCountersResponse {
+		r.TenantId = e.tenant
+		return must(t, e.pol.ListActionQuotaCounters, e.ctx, r)
+	}
+	all := list(&cyclesv1.ListActionQuotaCountersRequest{})
+	if len(all.GetCounters()) != 4 || all.GetHasMore() { // 2 kind counters (bot, prod) + 2 risk counters
+		t.Fatalf("all counters: %v", all)
+	}
+	var pages []*cyclesv1.ActionQuotaState
+	for cur := ""; ; {
+		p := list(&cyclesv1.ListActionQuotaCountersRequest{Limit: 3, Cursor: cur})
+		pages = append(pages, p.GetCounters()...)
+		if !p.GetHasMore() {
+			break
+		}
+		cur = p.GetNextCursor()
+	}
+	if len(pages) != 4 {
+		t.Fatalf("paged %d counters, want 4", len(pages))
+	}
+	botScope := "tenant:" + e.tenant + "/workspace:prod/agent:bot"
+	one := list(&cyclesv1.ListActionQuotaCountersRequest{Scope: botScope, ActionKind: email})
+	if len(one.GetCounters()) != 1 {
+		t.Fatalf("filtered: %v", one)
+	}
+	c := one.GetCounters()[0]
+	if c.GetUsed() != 2 || c.GetLimit() != 2 || c.GetRemaining() != 0 || c.GetWindow() != perRun || c.GetWindowKey() != "run-1" || c.GetPolicyId() == "" {
+		t.Fatalf("counter %v", c)
+	}
+	risk := list(&cyclesv1.ListActionQuotaCountersRequest{ActionKind: actionkind.RiskCounter, Window: perDay})
+	if len(risk.GetCounters()) != 2 || risk.GetCounters()[0].GetRiskClass() != extSide {
+		t.Fatalf("risk counters: %v", risk)
+	}
+	if got, _, _ := e.try(bot, email, "live"); got != "ACTION_QUOTA_EXCEEDED" {
+		t.Fatalf("at the quota: %s", got)
+	}
+	reset := func(r *cyclesv1.ResetActionQuotaCounterRequest) (*cyclesv1.ResetActionQuotaCounterResponse, error) {
+		r.TenantId = e.tenant
+		return call(e.ctx, e.pol.ResetActionQuotaCounter, r)
+	}
+	r, err := reset(&cyclesv1.ResetActionQuotaCounterRequest{Scope: botScope, ActionKind: email, Window: perRun, WindowKey: "run-1", Reason: "stuck"})
+	if err != nil || r.GetPreviousUsed() != 2 || r.GetCounter().GetUsed() != 0 {
+		t.Fatalf("reset: %v %v", r, err)
+	}
+	if got, _, _ := e.try(bot, email, "live"); got != "ALLOW" {
+		t.Fatalf("after the reset: %s", got)
+	}
+	_, err = reset(&cyclesv1.ResetActionQuotaCounterRequest{Scope: botScope, ActionKind: email, Window: perRun, WindowKey: "run-2"})
+	wantCode(t, err, apierr.NotFound)
+	_, err = reset(&cyclesv1.ResetActionQuotaCounterRequest{Scope: botScope, ActionKind: actionkind.RiskCounter, Window: perDay, WindowKey: "x"})
+	wantField(t, err, "risk_class")
+}

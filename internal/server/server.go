@@ -192,7 +192,9 @@ type Services struct {
 	RateLimit cyclesv1.RateLimitServiceServer
 	Ops       cyclesv1.OpsServiceServer
 	Policy    cyclesv1.PolicyServiceServer
-	Audit     cyclesv1.AuditServiceServer
+	// QuotaCounters is the operator view of the v0.1.26 quota counters.
+	QuotaCounters cyclesv1.QuotaCounterServiceServer
+	Audit         cyclesv1.AuditServiceServer
 	// Operator serves the bulk actions.
 	Operator cyclesv1.OperatorServiceServer
 	// ActionKinds is the public action-kind registry (no key).
@@ -293,6 +295,7 @@ func New(opts Options, svcs Services) *Server {
 		{&cyclesv1.OpsService_ServiceDesc, svcs.Ops},
 		{&cyclesv1.OperatorService_ServiceDesc, svcs.Operator},
 		{&cyclesv1.PolicyService_ServiceDesc, svcs.Policy},
+		{&cyclesv1.QuotaCounterService_ServiceDesc, svcs.QuotaCounters},
 		{&cyclesv1.AuditService_ServiceDesc, svcs.Audit},
 		{&cyclesv1.ActionKindService_ServiceDesc, svcs.ActionKinds},
 	} {

@@ -163,3 +163,54 @@ func governance(aq []*cyclesv1.ActionQuota, rq []*cyclesv1.RiskClassQuota, allow
 	}
 	return nil
 }
+
+func init() {
+	register(func(r *cyclesv1.ListActionQuotaCountersRequest) error {
+		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
+			return err
+		}
+		if err := Text("scope", r.GetScope(), policyMaxPattern); err != nil {
+			return err
+		}
+		if err := Text("action_kind", r.GetActionKind(), govMaxKindLen); err != nil {
+			return err
+		}
+		if _, ok := cyclesv1.ActionQuotaWindow_name[int32(r.GetWindow())]; !ok {
+			return invalid("window", "unknown window %d", r.GetWindow())
+		}
+		if err := Limit("limit", &r.Limit, 200); err != nil {
+			return err
+		}
+		return Cursor("cursor", r.GetCursor())
+	})
+	register(func(r *cyclesv1.ResetActionQuotaCounterRequest) error {
+		if r.GetTenantId() == "" {
+			return invalid("tenant_id", "is required: the admin key names the tenant that owns the counter")
+		}
+		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
+			return err
+		}
+		for _, f := range []struct {
+			name, v string
+			max     int
+		}{{"scope", r.GetScope(), policyMaxPattern}, {"action_kind", r.GetActionKind(), govMaxKindLen}, {"window_key", r.GetWindowKey(), 256}} {
+			if f.v == "" {
+				return invalid(f.name, "is required")
+			}
+			if err := Text(f.name, f.v, f.max); err != nil {
+				return err
+			}
+		}
+		if r.GetActionKind() == "__risk__" {
+			if _, ok := cyclesv1.ActionRiskClass_name[int32(r.GetRiskClass())]; !ok ||
+				r.GetRiskClass() == cyclesv1.ActionRiskClass_ACTION_RISK_CLASS_UNSPECIFIED {
+				return invalid("risk_class", "is required for a risk-class counter (action_kind __risk__)")
+			}
+		}
+		if _, ok := cyclesv1.ActionQuotaWindow_name[int32(r.GetWindow())]; !ok ||
+			r.GetWindow() == cyclesv1.ActionQuotaWindow_ACTION_QUOTA_WINDOW_UNSPECIFIED {
+			return invalid("window", "is required")
+		}
+		return Text("reason", r.GetReason(), 512)
+	})
+}

@@ -9,8 +9,10 @@
 --   <prefix>q:<scope>|<kind or __risk__:<class>>|<window>|<window key>
 -- fields n (calls counted), lim, pol (the quota's max_calls and policy at the
 -- last count), at (Redis TIME of the last count, ms), exp (when the key
--- expires, ms), thr ('1' once quota.threshold_approaching was emitted) and, written with the first count, sc, k, rc, w, wk (what the
--- key names, for the operator listing). <prefix>qidx is a sorted set of the
+-- expires, ms), thr ('1' once quota.threshold_approaching was emitted) and,
+-- written with the first count, sc, k, rc, w, wk (what the key names, for
+-- the operator listing) and ttl (per_run: the TTL a reset refreshes).
+-- <prefix>qidx is a sorted set of the
 -- tenant's counter keys (score: exp) that the listing walks.
 -- Calendar windows: the key names the UTC bucket of Redis TIME, and expires
 -- QUOTA_GRACE_MS after the bucket ends (the key's TTL never defines the
@@ -178,7 +180,7 @@ local function quota_count(counts, now, emit, tenant, prefix)
     local exp_s = ms(c.exp)
     if c.used == 0 then
       redis.call('HSET', c.key, 'n', n, 'at', ms(now), 'lim', q.m, 'pol', c.pol, 'exp', exp_s, 'sc', c.sc,
-        'k', c.rc and '__risk__' or c.kind, 'rc', c.rc or '', 'w', q.w, 'wk', c.wk)
+        'k', c.rc and '__risk__' or c.kind, 'rc', c.rc or '', 'w', q.w, 'wk', c.wk, 'ttl', q.t)
     elseif q.w == 'per_run' then
       redis.call('HSET', c.key, 'n', n, 'at', ms(now), 'lim', q.m, 'pol', c.pol, 'exp', exp_s)
     else

@@ -68,6 +68,15 @@ func TestEveryEventTypeIsProducedAndTyped(t *testing.T) {
 		Estimate: &cyclesv1.Amount{Unit: tok, Amount: 1}})
 	must(mail, err)
 	must(runtime.ReleaseReservation(agent, &cyclesv1.ReleaseReservationRequest{ReservationId: mail.GetReservationId(), IdempotencyKey: "mail-r"}))
+	qc := cyclesv1.NewQuotaCounterServiceClient(conn)
+	cs, err := qc.ListActionQuotaCounters(ctx, &cyclesv1.ListActionQuotaCountersRequest{TenantId: tenant})
+	must(cs, err)
+	if len(cs.GetCounters()) != 1 || cs.GetCounters()[0].GetUsed() != 1 {
+		t.Fatalf("counters: %v", cs)
+	}
+	c0 := cs.GetCounters()[0]
+	must(qc.ResetActionQuotaCounter(ctx, &cyclesv1.ResetActionQuotaCounterRequest{TenantId: tenant, Scope: c0.GetScope(),
+		ActionKind: c0.GetActionKind(), Window: c0.GetWindow(), WindowKey: c0.GetWindowKey(), Reason: "e2e"}))
 	reserve := func(id string, amount int64, ttl *int64) string {
 		t.Helper()
 		res, err := runtime.CreateReservation(agent, &cyclesv1.CreateReservationRequest{IdempotencyKey: id,
@@ -161,6 +170,10 @@ func TestEveryEventTypeIsProducedAndTyped(t *testing.T) {
 		p.GetLimit() != 1 || p.GetThresholdPct() != 0.8 || p.GetActionKind() != "message.email.send" || p.GetScope() != scope+"/workspace:w" ||
 		p.GetWindow() != cyclesv1.ActionQuotaWindow_ACTION_QUOTA_WINDOW_PER_HOUR_TUMBLING || p.GetTenantId() != tenant {
 		t.Errorf("quota.threshold_approaching: %v", p)
+	}
+	if p := first(cyclesv1.EventType_EVENT_TYPE_QUOTA_COUNTER_RESET).GetQuotaCounterReset(); p.GetPreviousUsed() != 1 ||
+		p.GetLimit() != 1 || p.GetReason() != "e2e" || p.GetActorId() != "admin" || p.GetWindowKey() == "" {
+		t.Errorf("quota.counter_reset: %v", p)
 	}
 	if p := first(cyclesv1.EventType_EVENT_TYPE_TENANT_SUSPENDED).GetTenantChanged(); p.GetNewStatus() != cyclesv1.TenantStatus_TENANT_STATUS_SUSPENDED {
 		t.Errorf("tenant.suspended: %v", p)

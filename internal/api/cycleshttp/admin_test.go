@@ -46,12 +46,13 @@ func startFull(t *testing.T) *env {
 	adm := admin.New(ex, admin.Options{Releaser: led})
 	aud := audit.New(ex, audit.Options{})
 	svcs := server.Services{Runtime: runtimeapi.New(led), Admin: adminapi.New(adm), Events: eventsapi.New(events.New(ex, events.Options{})),
-		Audit: auditapi.New(aud), Policy: policyapi.New(policy.New(ex, policy.Options{}))}
+		Audit: auditapi.New(aud), Policy: policyapi.New(policy.New(ex, policy.Options{})),
+		QuotaCounters: policyapi.NewQuotaCounters(policy.New(ex, policy.Options{}))}
 	srv := server.New(server.Options{Verifier: adm, AdminKey: adminKey, RequestTimeout: 5 * time.Second, Audit: aud}, svcs)
 	t.Cleanup(srv.GRPC.Stop) // its stream workers run until Stop, served or not
 	hs := srv.NewHTTP(server.HTTPOptions{})
 	svcs.Operator = operatorapi.New(bulk.New(ex, adm, aud))
-	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: svcs.Runtime, Admin: svcs.Admin, Events: svcs.Events, Audit: svcs.Audit, Policy: svcs.Policy,
+	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: svcs.Runtime, Admin: svcs.Admin, Events: svcs.Events, Audit: svcs.Audit, Policy: svcs.Policy, QuotaCounters: svcs.QuotaCounters,
 		Operator: svcs.Operator}))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -53,6 +53,8 @@ type Options struct {
 	Events cyclesv1.EventServiceServer
 	// Policy serves /v1/admin/policies (nil: 404).
 	Policy cyclesv1.PolicyServiceServer
+	// QuotaCounters serves /v1/admin/action-quota-counters (nil: 404).
+	QuotaCounters cyclesv1.QuotaCounterServiceServer
 	// Audit is optional (nil: GET /v1/admin/audit/logs answers 404).
 	Audit cyclesv1.AuditServiceServer
 	// Operator is optional (nil: the bulk-action routes answer 404).
@@ -72,6 +74,7 @@ type API struct {
 	adm     cyclesv1.AdminServiceServer
 	ev      cyclesv1.EventServiceServer
 	pol     cyclesv1.PolicyServiceServer
+	qc      cyclesv1.QuotaCounterServiceServer
 	aud     cyclesv1.AuditServiceServer
 	op      cyclesv1.OperatorServiceServer
 	kinds   cyclesv1.ActionKindServiceServer
@@ -82,7 +85,7 @@ type API struct {
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
-	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, op: opts.Operator, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
+	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, qc: opts.QuotaCounters, op: opts.Operator, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
 	if a.maxBody <= 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -176,6 +179,7 @@ func (a *API) routes() {
 	a.mux.HandleFunc("GET /v1/balances", a.getBalances)
 	a.adminRoutes()
 	a.policyRoutes()
+	a.quotaCounterRoutes()
 	a.auditRoutes()
 	a.bulkRoutes()
 	a.eventRoutes()

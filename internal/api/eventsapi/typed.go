@@ -106,6 +106,12 @@ func quotaThresholdApproaching(ev *cyclesv1.Event) proto.Message {
 	return m
 }
 
+func quotaCounterReset(ev *cyclesv1.Event) proto.Message {
+	m := &cyclesv1.QuotaCounterReset{}
+	ev.Payload = &cyclesv1.Event_QuotaCounterReset{QuotaCounterReset: m}
+	return m
+}
+
 // eventKinds lists every event the server's scripts emit (lua/; the
 // EventType comments in proto/cycles/v1/event_types.proto say which
 // operation emits which). TestEveryEmittedEventIsTyped keeps it complete.
@@ -140,6 +146,7 @@ var eventKinds = []eventKind{
 	{"api_key.created", cyclesv1.EventType_EVENT_TYPE_API_KEY_CREATED, apiKeyChanged},
 	{"api_key.revoked", cyclesv1.EventType_EVENT_TYPE_API_KEY_REVOKED, apiKeyChanged},
 	{"quota.threshold_approaching", cyclesv1.EventType_EVENT_TYPE_QUOTA_THRESHOLD_APPROACHING, quotaThresholdApproaching},
+	{"quota.counter_reset", cyclesv1.EventType_EVENT_TYPE_QUOTA_COUNTER_RESET, quotaCounterReset},
 }
 
 // kindByName finds the kind of a protocol event name.

@@ -33,3 +33,21 @@ func (h *handler) ListScopePolicies(ctx context.Context, r *cyclesv1.ListScopePo
 func (h *handler) UpdateScopePolicy(ctx context.Context, r *cyclesv1.UpdateScopePolicyRequest) (*cyclesv1.UpdateScopePolicyResponse, error) {
 	return h.svc.UpdateScopePolicy(ctx, r)
 }
+
+type counters struct {
+	cyclesv1.UnimplementedQuotaCounterServiceServer
+	svc *policy.Service
+}
+
+// NewQuotaCounters returns the QuotaCounterService server backed by svc.
+func NewQuotaCounters(svc *policy.Service) cyclesv1.QuotaCounterServiceServer {
+	return &counters{svc: svc}
+}
+
+func (h *counters) ListActionQuotaCounters(ctx context.Context, r *cyclesv1.ListActionQuotaCountersRequest) (*cyclesv1.ListActionQuotaCountersResponse, error) {
+	return h.svc.ListActionQuotaCounters(ctx, r)
+}
+
+func (h *counters) ResetActionQuotaCounter(ctx context.Context, r *cyclesv1.ResetActionQuotaCounterRequest) (*cyclesv1.ResetActionQuotaCounterResponse, error) {
+	return h.svc.ResetActionQuotaCounter(ctx, r)
+}

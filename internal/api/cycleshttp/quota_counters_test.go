@@ -1,0 +1,48 @@
+package cycleshttp_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestQuotaCountersHTTP: GET /v1/admin/action-quota-counters and POST
+// /v1/admin/action-quota-counters/reset (admin key), over QuotaCounterService.
+func TestQuotaCountersHTTP(t *testing.T) {
+	e := startFull(t)
+	f := e.v026Fixture(t, false)
+	c := v026Case{id: "counters", kind: "message.email.send", counted: 2,
+		policy: `"action_quotas":[{"action_kind":"message.email.send","max_calls":5,"window":"per_run"}]`}
+	e.v026State(t, f, &c)
+	as := []string{"X-Admin-API-Key", adminKey}
+	r := e.call("GET", "/v1/admin/action-quota-counters?tenant_id="+f.tenant+"&window=per_run", "", "", as...)
+	if r.status != 200 {
+		t.Fatalf("list: %d %s", r.status, r.body)
+	}
+	m := r.obj(t)
+	cs, _ := m["counters"].([]any)
+	if len(cs) != 1 || m["has_more"] != false {
+		t.Fatalf("list: %s", r.body)
+	}
+	c0 := cs[0].(map[string]any)
+	if c0["scope"] != f.agentScope || fmt.Sprintf("%v %v %v", c0["used"], c0["limit"], c0["remaining"]) != "2 5 3" ||
+		c0["window"] != "per_run" || c0["window_key"] != "run-abc-123" || c0["action_kind"] != "message.email.send" {
+		t.Fatalf("counter: %s", r.body)
+	}
+	if r := e.call("GET", "/v1/admin/action-quota-counters?tenant_id="+f.tenant, "", "", "X-Cycles-API-Key", f.secret); r.status != 401 && r.status != 403 {
+		t.Fatalf("tenant key: %d %s", r.status, r.body)
+	}
+	body := `{"tenant_id":"` + f.tenant + `","scope":"` + f.agentScope + `","action_kind":"message.email.send","window":"per_run","window_key":"run-abc-123","reason":"test"}`
+	r = e.call("POST", "/v1/admin/action-quota-counters/reset", "", body, as...)
+	if r.status != 200 || !strings.Contains(string(r.body), `"previous_used":2`) || !strings.Contains(string(r.body), `"used":0`) {
+		t.Fatalf("reset: %d %s", r.status, r.body)
+	}
+	r = e.call("POST", "/v1/admin/action-quota-counters/reset", "", strings.Replace(body, `"tenant_id":"`+f.tenant+`",`, "", 1), as...)
+	if r.status != 400 || !strings.Contains(string(r.body), "tenant_id") {
+		t.Fatalf("reset without tenant_id: %d %s", r.status, r.body)
+	}
+	r = e.call("POST", "/v1/admin/action-quota-counters/reset", "", strings.Replace(body, "run-abc-123", "run-none", 1), as...)
+	if r.status != 404 {
+		t.Fatalf("reset of no counter: %d %s", r.status, r.body)
+	}
+}

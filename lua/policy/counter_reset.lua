@@ -1,0 +1,39 @@
+-- policy/counter_reset: set one v0.1.26 action-quota counter to 0
+-- (docs/protocol.md#v0126-action-governance; layout in lib/quota.lua).
+-- include: lib/ledger_util.lua
+--
+-- KEYS: 1 tenant record   2 the counter   3 the tenant's counter index
+--       4 the tenant's event stream
+-- ARGV: 1 event context (internal/eventctx.Arg)   2 reason   3 tenant id
+-- A calendar counter keeps its TTL; a per_run counter's TTL is refreshed.
+-- The threshold alert re-arms. Reservations holding counts are untouched
+-- (their later give-back never takes the counter below 0). Emits
+-- quota.counter_reset (category policy) with the previous count.
+-- Result: ok({state = {scope, kind, risk class, window, window key, used,
+--   limit, policy id, expires at ms, last count ms}, previous = used before})
+-- Refusals: TENANT_NOT_FOUND, NOT_FOUND (no live counter under that key).
+
+local now = now_ms()
+if redis.call('EXISTS', KEYS[1]) == 0 then return fail('TENANT_NOT_FOUND', 'tenant ' .. ARGV[3] .. ' not found') end
+local v = redis.call('HMGET', KEYS[2], 'n', 'lim', 'pol', 'at', 'exp', 'sc', 'k', 'rc', 'w', 'wk', 'ttl')
+if not v[1] then return fail('NOT_FOUND', 'no live action quota counter under those key fields') end
+local prev = v[1]
+local exp = v[5] or '0'
+redis.call('HSET', KEYS[2], 'n', '0')
+redis.call('HDEL', KEYS[2], 'thr')
+local ttl = tonumber(v[11] or '')
+if v[9] == 'per_run' and ttl and ttl > 0 then
+  exp = ms(now + ttl)
+  redis.call('HSET', KEYS[2], 'exp', exp)
+  redis.call('PEXPIREAT', KEYS[2], exp)
+  redis.call('ZADD', KEYS[3], exp, KEYS[2])
+end
+local ctx = jdecode(ARGV[1]) or {}
+local emit = event_emitter(KEYS[4], ARGV[1], now)
+emit('quota.counter_reset', 'policy', v[6] or '', {
+  tenant_id = ARGV[3], scope = v[6], action_kind = v[7], risk_class = (v[8] ~= '' and v[8]) or nil, window = v[9],
+  window_key = v[10], previous_used = tonumber(prev), limit = tonumber(v[2] or ''), actor_id = ctx.key_id ~= '' and ctx.key_id or ctx.actor,
+  reason = ARGV[2], policy_id = v[3],
+})
+return ok({state = {v[6] or '', v[7] or '', v[8] or '', v[9] or '', v[10] or '', '0', v[2] or '0', v[3] or '', exp, v[4] or '0'},
+  previous = prev})
