@@ -112,6 +112,9 @@ func init() {
 			r.GetRateLimits(), r.GetStatus()); err != nil {
 			return err
 		}
+		if err := governance(r.GetActionQuotas(), r.GetRiskClassQuotas(), r.GetAllowedActionKinds(), r.GetDeniedActionKinds()); err != nil {
+			return err
+		}
 		return effectiveWindow(r.GetEffectiveFromMs(), r.GetEffectiveUntilMs())
 	})
 	register(func(r *cyclesv1.GetScopePolicyRequest) error {
@@ -130,7 +133,7 @@ func init() {
 		if err := policyStatus("status", r.GetStatus()); err != nil {
 			return err
 		}
-		if err := Limit("limit", r.GetLimit(), 200); err != nil {
+		if err := Limit("limit", &r.Limit, 200); err != nil {
 			return err
 		}
 		return Cursor("cursor", r.GetCursor())
@@ -155,6 +158,10 @@ func init() {
 		}
 		if err := policyTerms(r.Priority, r.GetCaps(), r.GetCommitOveragePolicy(), r.GetReservationTtlOverride(),
 			r.GetRateLimits(), r.GetStatus()); err != nil {
+			return err
+		}
+		if err := governance(r.GetActionQuotas().GetQuotas(), r.GetRiskClassQuotas().GetQuotas(),
+			r.GetAllowedActionKinds().GetKinds(), r.GetDeniedActionKinds().GetKinds()); err != nil {
 			return err
 		}
 		return effectiveWindow(r.GetEffectiveFromMs(), r.GetEffectiveUntilMs())
