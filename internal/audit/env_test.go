@@ -25,12 +25,14 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/api/cycleshttp"
 	"github.com/cyclesgo/cycles-go/internal/api/operatorapi"
 	"github.com/cyclesgo/cycles-go/internal/api/opsapi"
+	"github.com/cyclesgo/cycles-go/internal/api/policyapi"
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
 	"github.com/cyclesgo/cycles-go/internal/audit"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/bulk"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/ledgerops"
+	"github.com/cyclesgo/cycles-go/internal/policy"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
@@ -51,6 +53,7 @@ type env struct {
 	rt   cyclesv1.RuntimeServiceClient
 	aud  cyclesv1.AuditServiceClient
 	op   cyclesv1.OperatorServiceClient
+	pol  cyclesv1.PolicyServiceClient
 	base string
 }
 
@@ -89,6 +92,7 @@ func startWith(t testing.TB, c redis.UniversalClient, opts audit.Options, audite
 		Audit:   auditapi.New(aud),
 	}
 	svcs.Operator = operatorapi.New(bulk.New(ex, adm, aud))
+	svcs.Policy = policyapi.New(policy.New(ex, policy.Options{}))
 	so := server.Options{Verifier: grpctest.Verifier{}, AdminKey: grpctest.AdminKey, RequestTimeout: 5 * time.Second}
 	if audited {
 		so.Audit = aud
@@ -122,7 +126,7 @@ func startWith(t testing.TB, c redis.UniversalClient, opts audit.Options, audite
 	})
 	return &env{t: t, c: c, svc: aud, adm: cyclesv1.NewAdminServiceClient(conn), ops: cyclesv1.NewOpsServiceClient(conn),
 		rt: cyclesv1.NewRuntimeServiceClient(conn), aud: cyclesv1.NewAuditServiceClient(conn),
-		op: cyclesv1.NewOperatorServiceClient(conn), base: "http://" + hlis.Addr().String()}
+		op: cyclesv1.NewOperatorServiceClient(conn), pol: cyclesv1.NewPolicyServiceClient(conn), base: "http://" + hlis.Addr().String()}
 }
 
 // admin is a context calling with the admin key and request id rid.

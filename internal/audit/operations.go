@@ -19,6 +19,8 @@ const (
 	ResourceAPIKey      = "api_key"
 	ResourceConfig      = "config"
 	ResourceReservation = "reservation"
+	// ResourcePolicy is a scope policy (resource id: the policy id).
+	ResourcePolicy = "policy"
 	// ResourceBulk is a bulk action's own entry (resource id "bulk-action").
 	ResourceBulk = "bulk_action"
 )
@@ -65,6 +67,9 @@ var operations = map[string]operation{
 	cyclesv1.OpsService_SweepTenant_FullMethodName:        {"sweepTenant", ResourceTenant, http.StatusOK, false},
 	cyclesv1.OpsService_ResolveQuarantined_FullMethodName: {"resolveQuarantined", ResourceReservation, http.StatusOK, true},
 	cyclesv1.OpsService_RepairTenant_FullMethodName:       {"repairTenant", ResourceTenant, http.StatusOK, true},
+
+	cyclesv1.PolicyService_CreateScopePolicy_FullMethodName: {"createPolicy", ResourcePolicy, http.StatusCreated, true},
+	cyclesv1.PolicyService_UpdateScopePolicy_FullMethodName: {"updatePolicy", ResourcePolicy, http.StatusOK, true},
 
 	onBehalfRelease: {"releaseReservation", ResourceReservation, http.StatusOK, true},
 
@@ -115,6 +120,8 @@ func target(resource string, req any) (tenant, id string) {
 		if tenant == "" {
 			tenant, _ = ledger.OwnerOf(id)
 		}
+	case ResourcePolicy:
+		id = str("policy_id") // a create's id is set by its script
 	case ResourceConfig:
 		id = "sweeper"
 	case ResourceBulk:

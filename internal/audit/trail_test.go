@@ -88,6 +88,37 @@ var rows = map[string]int{
 func budgetID(scope string) string { return scope + "|TOKENS" }
 
 var mutations = map[string]mutation{
+	cyclesv1.PolicyService_CreateScopePolicy_FullMethodName: {201, apierr.DuplicateResource,
+		func(ctx context.Context, f *fx) (string, string, error) {
+			r, err := f.e.pol.CreateScopePolicy(ctx, &cyclesv1.CreateScopePolicyRequest{TenantId: f.tenant, Name: "p1", ScopePattern: f.scope("*")})
+			return f.tenant, r.GetPolicy().GetPolicyId(), err
+		},
+		func(ctx context.Context, f *fx) (string, string, error) {
+			f.setup(func(ctx context.Context) error {
+				_, err := f.e.pol.CreateScopePolicy(ctx, &cyclesv1.CreateScopePolicyRequest{TenantId: f.tenant, Name: "p2", ScopePattern: f.scope("*")})
+				return err
+			})
+			_, err := f.e.pol.CreateScopePolicy(ctx, &cyclesv1.CreateScopePolicyRequest{TenantId: f.tenant, Name: "p2", ScopePattern: f.scope("*")})
+			return f.tenant, "", err
+		}},
+	cyclesv1.PolicyService_UpdateScopePolicy_FullMethodName: {200, apierr.NotFound,
+		func(ctx context.Context, f *fx) (string, string, error) {
+			var id string
+			f.setup(func(ctx context.Context) error {
+				r, err := f.e.pol.CreateScopePolicy(ctx, &cyclesv1.CreateScopePolicyRequest{TenantId: f.tenant, Name: "u1", ScopePattern: f.scope("*")})
+				id = r.GetPolicy().GetPolicyId()
+				return err
+			})
+			prio := int32(3)
+			_, err := f.e.pol.UpdateScopePolicy(ctx, &cyclesv1.UpdateScopePolicyRequest{TenantId: f.tenant, PolicyId: id, Priority: &prio})
+			return f.tenant, id, err
+		},
+		func(ctx context.Context, f *fx) (string, string, error) {
+			prio := int32(3)
+			none := "pol_" + f.tenant + "_" + strings.Repeat("0", 32)
+			_, err := f.e.pol.UpdateScopePolicy(ctx, &cyclesv1.UpdateScopePolicyRequest{TenantId: f.tenant, PolicyId: none, Priority: &prio})
+			return f.tenant, none, err
+		}},
 	cyclesv1.OperatorService_BulkActionTenants_FullMethodName: {status: 200, code: apierr.CountMismatch,
 		ok: func(ctx context.Context, f *fx) (string, string, error) {
 			_, err := f.e.op.BulkActionTenants(ctx, &cyclesv1.BulkActionTenantsRequest{Filter: &cyclesv1.TenantBulkFilter{Search: f.tenant},
@@ -312,6 +343,7 @@ var reads = map[string]bool{
 	cyclesv1.AdminService_ListApiKeys_FullMethodName: true, cyclesv1.AdminService_GetBudget_FullMethodName: true,
 	cyclesv1.AdminService_ListBudgets_FullMethodName: true, cyclesv1.OpsService_GetSweeperStatus_FullMethodName: true,
 	cyclesv1.OpsService_ListQuarantined_FullMethodName: true, cyclesv1.OpsService_AuditTenant_FullMethodName: true,
+	cyclesv1.PolicyService_GetScopePolicy_FullMethodName: true, cyclesv1.PolicyService_ListScopePolicies_FullMethodName: true,
 }
 
 var traceRe = regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -326,6 +358,8 @@ func TestEveryMutationIsAudited(t *testing.T) {
 	}{
 		{cyclesv1.AdminService_ServiceDesc.ServiceName, methodsOf(cyclesv1.AdminService_ServiceDesc.Methods)},
 		{cyclesv1.OpsService_ServiceDesc.ServiceName, methodsOf(cyclesv1.OpsService_ServiceDesc.Methods)},
+		{cyclesv1.PolicyService_ServiceDesc.ServiceName, methodsOf(cyclesv1.PolicyService_ServiceDesc.Methods)},
+		{cyclesv1.OperatorService_ServiceDesc.ServiceName, methodsOf(cyclesv1.OperatorService_ServiceDesc.Methods)},
 	} {
 		for _, m := range sd.methods {
 			full := "/" + sd.name + "/" + m

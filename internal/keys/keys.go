@@ -165,6 +165,12 @@ func (t Tenant) Event(id string) string { return t.key("ev", id) }
 // Events is the tenant's event stream.
 func (t Tenant) Events() string { return t.key("events") }
 
+// ArchiveQueue is the tenant's archive queue (stream, one entry {id = the
+// reservation id} per settled reservation): appended by the script that
+// settles it when an archive is configured (lib/keys.lua key_archive_queue),
+// read and trimmed by internal/archiver once PostgreSQL holds the record.
+func (t Tenant) ArchiveQueue() string { return t.key("archq") }
+
 // Audit is the tenant's audit trail (stream, append-only; lua/lib/audit.lua
 // derives it from the tenant prefix as prefix .. "audit").
 func (t Tenant) Audit() string { return t.key("audit") }

@@ -53,13 +53,20 @@ type Options struct {
 	// TenantLabel adds the caller's tenant to every counter (off: bounded
 	// cardinality for deployments with very many tenants).
 	TenantLabel bool
+	// Archive is on when an archive is configured (-archive-dsn): the
+	// settling scripts then queue each terminal record for the archiver
+	// instead of giving it the terminal-retention TTL (finalize in
+	// lua/lib/ledger_reservation.lua). Every replica must agree on it.
+	Archive bool
 }
 
 // Ledger runs the ledger scripts.
 type Ledger struct {
 	exec      *script.Executor
 	retention time.Duration
-	m         counters
+	// archive is the settling scripts' archive ARGV: "1" or "".
+	archive string
+	m       counters
 	// newID makes the UUIDv4 of reservation ids (see ids.go) and event ids.
 	newID func() string
 }
@@ -87,9 +94,14 @@ func New(exec *script.Executor, opts Options) *Ledger {
 	if retention <= 0 {
 		retention = eventctx.DefaultRetention
 	}
+	archive := ""
+	if opts.Archive {
+		archive = "1"
+	}
 	return &Ledger{
 		exec:      exec,
 		retention: retention,
+		archive:   archive,
 		newID:     newUUID,
 		m: counters{
 			created:    telemetry.NewTenantCounter(meter, "cycles.reservations.created", "Live reservations created", opts.TenantLabel),

@@ -242,6 +242,13 @@ func (l *Ledger) List(ctx context.Context, tenant string, req *cyclesv1.ListRese
 	if err != nil {
 		return nil, fmt.Errorf("encode list filters: %w", err)
 	}
+	inc := map[string]bool{}
+	for _, tok := range req.GetInclude() {
+		inc[strings.ToLower(strings.TrimSpace(tok))] = true
+	}
+	if by := req.GetSortBy(); !indexedSort(by) {
+		return l.listSorted(ctx, t, req, filterHash(tenant, string(fj), by.String(), dir), string(fj), inc)
+	}
 	fh := filterHash(tenant, string(fj), strconv.FormatBool(byExpiry), dir)
 
 	index, lo, hi := t.Created(), "-inf", "+inf"
@@ -271,19 +278,7 @@ func (l *Ledger) List(ctx context.Context, tenant string, req *cyclesv1.ListRese
 	if limit <= 0 {
 		limit = DefaultPageLimit
 	}
-	inc := map[string]bool{}
-	for _, tok := range req.GetInclude() {
-		inc[strings.ToLower(strings.TrimSpace(tok))] = true
-	}
-	var out struct {
-		Rows list[record] `json:"rows"`
-		More bool         `json:"more"`
-		S    string       `json:"s"`
-		K    num          `json:"k"`
-	}
-	err = l.exec.RunInto(ctx, &out, scriptList, []string{t.Prefix(), index, t.Created(), t.Expires()},
-		dir, lo, hi, strconv.FormatInt(cur.K, 10), strconv.Itoa(limit), strconv.Itoa(ScanBudget), string(fj), cur.S,
-		boolArg(inc["metadata"]), boolArg(inc["committed_metadata"]))
+	out, err := l.listPage(ctx, t, index, dir, lo, hi, cur, limit, string(fj), inc)
 	if err != nil {
 		return nil, err
 	}
@@ -300,6 +295,27 @@ func (l *Ledger) List(ctx context.Context, tenant string, req *cyclesv1.ListRese
 		resp.NextCursor = encodeCursor(listCursor{V: 1, FH: fh, S: out.S, K: int64(out.K)})
 	}
 	return resp, nil
+}
+
+// listPage is one list.lua call: at most limit matching rows from index,
+// walking at most ScanBudget entries from the cursor's position.
+func (l *Ledger) listPage(ctx context.Context, t keys.Tenant, index, dir, lo, hi string, cur listCursor, limit int, filters string, inc map[string]bool) (*listPageResult, error) {
+	var out listPageResult
+	err := l.exec.RunInto(ctx, &out, scriptList, []string{t.Prefix(), index, t.Created(), t.Expires()},
+		dir, lo, hi, strconv.FormatInt(cur.K, 10), strconv.Itoa(limit), strconv.Itoa(ScanBudget), filters, cur.S,
+		boolArg(inc["metadata"]), boolArg(inc["committed_metadata"]))
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// listPageResult is list.lua's reply.
+type listPageResult struct {
+	Rows list[record] `json:"rows"`
+	More bool         `json:"more"`
+	S    string       `json:"s"`
+	K    num          `json:"k"`
 }
 
 func boolArg(b bool) string {

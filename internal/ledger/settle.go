@@ -34,7 +34,7 @@ func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.Commit
 	res, snap, err := l.runFlat(ctx, scriptCommit,
 		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines(), t.Events()},
 		[]any{rid, scope.UnitKey(req.GetActual().GetUnit()), strconv.FormatInt(req.GetActual().GetAmount(), 10),
-			req.GetIdempotencyKey(), hash, metrics, meta, l.eventContext(ctx)}, commitExtras, commitFields)
+			req.GetIdempotencyKey(), hash, metrics, meta, l.eventContext(ctx), l.archive}, commitExtras, commitFields)
 	if err != nil {
 		return nil, l.refused(ctx, "commit", err)
 	}
@@ -72,12 +72,13 @@ func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.Relea
 	}
 	t := keys.Tenant(tenant)
 	rid := req.GetReservationId()
-	args := []any{rid, req.GetIdempotencyKey(), hash, req.GetReason()}
+	audit := ""
 	if eventctx.AuditFrom(ctx) != nil {
 		// An audited release (the admin key acting for the tenant): the
 		// script appends the audit entry with the release it records.
-		args = append(args, eventctx.Arg(ctx, l.retention))
+		audit = eventctx.Arg(ctx, l.retention)
 	}
+	args := []any{rid, req.GetIdempotencyKey(), hash, req.GetReason(), audit, l.archive}
 	res, snap, err := l.runFlat(ctx, scriptRelease,
 		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines()}, args, nil, releaseFields)
 	if err != nil {
@@ -212,7 +213,7 @@ func (l *Ledger) ReleaseForTenantClose(ctx context.Context, tenant string, batch
 	}
 	err = l.exec.RunInto(ctx, &out, scriptReleaseForClose,
 		[]string{t.Prefix(), t.Record(), t.Deadlines(), t.Events()},
-		strconv.Itoa(batch), l.eventContext(ctx))
+		strconv.Itoa(batch), l.eventContext(ctx), l.archive)
 	if err != nil {
 		return 0, false, l.refused(ctx, "release_for_close", err)
 	}

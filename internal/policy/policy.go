@@ -21,6 +21,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/admin"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/scope"
 	"github.com/cyclesgo/cycles-go/internal/script"
@@ -194,7 +195,7 @@ func (s *Service) CreateScopePolicy(ctx context.Context, req *cyclesv1.CreateSco
 	}
 	t := keys.Tenant(tenant)
 	var out stored
-	if err := s.run(ctx, &out, scriptCreate, []string{t.Record(), t.Policies()}, string(arg), s.max); err != nil {
+	if err := s.run(ctx, &out, scriptCreate, []string{t.Record(), t.Policies(), t.Audit()}, string(arg), s.max, eventctx.Arg(ctx, 0)); err != nil {
 		return nil, err
 	}
 	pb, err := out.proto()
@@ -313,7 +314,7 @@ func (s *Service) UpdateScopePolicy(ctx context.Context, req *cyclesv1.UpdateSco
 	}
 	t := keys.Tenant(req.GetTenantId())
 	var out stored
-	if err := s.run(ctx, &out, scriptUpdate, []string{t.Record(), t.Policies()}, req.GetPolicyId(), string(arg)); err != nil {
+	if err := s.run(ctx, &out, scriptUpdate, []string{t.Record(), t.Policies(), t.Audit()}, req.GetPolicyId(), string(arg), eventctx.Arg(ctx, 0)); err != nil {
 		return nil, err
 	}
 	pb, err := out.proto()

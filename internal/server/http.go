@@ -112,6 +112,10 @@ func (s *Server) NewHTTP(opts HTTPOptions) *HTTPServer {
 	// The Cycles reference server's readiness path; the Cycles SDKs' live
 	// tests probe it without credentials.
 	h.mux.HandleFunc("GET /actuator/health/readiness", h.ready)
+	// Its liveness path, and the aggregate one its deployments probe (ready
+	// while Redis answers, as readiness).
+	h.mux.HandleFunc("GET /actuator/health/liveness", h.live)
+	h.mux.HandleFunc("GET /actuator/health", h.ready)
 	return h
 }
 

@@ -61,6 +61,10 @@ type Options struct {
 	// repair announcements a crashed replica never made
 	// (events.Announcer.Reconcile, internal/events/doc.go).
 	Reconcile func(tenant, tail string)
+	// Archive is on when an archive is configured (-archive-dsn): an expired
+	// record then joins its tenant's archive queue instead of getting the
+	// terminal-retention TTL (lua/sweeper/expire_batch.lua ARGV[5]).
+	Archive bool
 	// ReconcileInterval is how often a sweep reports tails; default 10 min.
 	ReconcileInterval time.Duration
 	MeterProvider     metric.MeterProvider
@@ -383,7 +387,11 @@ func (s *Sweeper) batch(ctx context.Context, tenant string, tail, mustExist bool
 	if mustExist {
 		tenantArg = "tenant"
 	}
-	args := []any{s.opts.BatchSize, s.eventContext(), tailArg, tenantArg}
+	archive := ""
+	if s.opts.Archive {
+		archive = "1"
+	}
+	args := []any{s.opts.BatchSize, s.eventContext(), tailArg, tenantArg, archive}
 	err := s.exec.RunInto(ctx, &r, scriptExpireBatch, []string{t.Prefix(), t.Deadlines(), t.Events()}, args...)
 	s.batches.Add(ctx, 1)
 	if err != nil {

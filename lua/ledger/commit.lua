@@ -9,6 +9,9 @@
 -- ARGV: 1 reservation id   2 actual unit   3 actual amount (decimal)
 --       4 idempotency key  5 payload hash  6 metrics (JSON or '')
 --       7 metadata (JSON or '')   8 event context
+--       9 archive: '1' when an archive is configured (the settled record
+--         joins the tenant's archive queue instead of getting its TTL; see
+--         finalize in lib/ledger_reservation.lua), else '' or absent
 --       Extra ARGV are ignored (time always comes from Redis TIME).
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), overage ('<A-E or 0>'),
 --             debt ('<debt incurred>'), <commit snapshot fields>})
@@ -123,7 +126,7 @@ if plan.debt_total ~= '0' then fields[#fields + 1] = 'debt_incurred'; fields[#fi
 if ARGV[7] ~= '' then fields[#fields + 1] = 'committed_metadata'; fields[#fields + 1] = ARGV[7] end
 if ARGV[6] ~= '' then fields[#fields + 1] = 'metrics'; fields[#fields + 1] = ARGV[6] end
 redis.call('HSET', KEYS[3], unpack(fields))
-finalize(KEYS[3], KEYS[4], rid)
+finalize(KEYS[1], KEYS[3], KEYS[4], rid, ARGV[9])
 
 return okf(commit_reply({'OK', FLAT_V, '', '', 0, overage, plan.debt_total}, unit, plan.charged, r.scopes, cbal,
   plan.debt_total, r.E))

@@ -8,7 +8,10 @@
 -- ARGV: 1 reservation id   2 idempotency key   3 payload hash   4 reason
 --       5 event context with an audit entry (internal/eventctx.Arg), only when
 --         the call is audited (the admin key acting for the tenant): the
---         release appends it to the tenant's audit stream (lib/audit.lua).
+--         release appends it to the tenant's audit stream (lib/audit.lua);
+--         '' when not audited
+--       6 archive: '1' when an archive is configured (finalize in
+--         lib/ledger_reservation.lua), else '' or absent
 --       Extra ARGV are ignored (time always comes from Redis TIME).
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), <release snapshot fields>})
 --   (lib/ledger_snapshot.lua: unit, released, balances), rebuilt on replay
@@ -55,7 +58,7 @@ local balances = snapshots(bs)
 -- replay packs them as push_rows packs balances.
 redis.call('HSET', KEYS[3], unpack(balance_fields({'state', 'RELEASED', 'finalized_at', ms(now),
   'release_key', idem_key, 'release_hash', hash, 'release_reason', ARGV[4]}, 'lb', balances, r.scopes)))
-finalize(KEYS[3], KEYS[4], rid)
+finalize(KEYS[1], KEYS[3], KEYS[4], rid, ARGV[6])
 
 if ARGV[5] and ARGV[5] ~= '' then audit_ok(KEYS[1], ARGV[5]) end
 local out = {'OK', FLAT_V, '', '', 0, r.unit, r.E}

@@ -9,6 +9,8 @@
 --
 -- KEYS: 1 tenant prefix   2 tenant record   3 deadline index   4 event stream
 -- ARGV: 1 batch size (1..1000)   2 event context
+--       3 archive: '1' when an archive is configured (finalize in
+--         lib/ledger_reservation.lua), else '' or absent
 -- Result: ok({released = n, quarantined = n, remaining = <ids still in the deadline index>})
 -- Refusals: INVALID_STATE (tenant record absent or not CLOSED), INTERNAL_ERROR.
 
@@ -56,7 +58,7 @@ for _, rid in ipairs(ids) do
       else
         -- No release key, so no replay: no answer to keep.
         redis.call('HSET', key, 'state', 'RELEASED', 'finalized_at', ms(now), 'release_reason', 'tenant_closed')
-        finalize(key, KEYS[3], rid)
+        finalize(KEYS[1], key, KEYS[3], rid, ARGV[3])
         emit('reservation.released_via_tenant_cascade', 'reservation', r.scope_path, {
           reservation_id = rid, scope = r.scope_path, unit = r.unit, released_amount = r.E,
           prior_status = 'ACTIVE', new_status = 'RELEASED', cascade_reason = 'tenant_closed',

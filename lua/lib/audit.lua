@@ -47,6 +47,16 @@ local function audit_ok(prefix, ectx_json)
   audit_append(prefix .. 'audit', c, now_ms())
 end
 
+-- audit_ok_at is audit_ok for scripts given the audit stream key itself;
+-- rid, when given, names a resource the script created (its id is not in
+-- the request).
+local function audit_ok_at(audit_key, ectx_json, rid)
+  local c = cjson.decode(ectx_json)
+  if type(c.audit) ~= 'table' then return end
+  if rid and (c.audit.rid == nil or c.audit.rid == '') then c.audit.rid = rid end
+  audit_append(audit_key, c, now_ms())
+end
+
 -- audit_ok_ev is audit_ok for scripts that know the tenant's event stream
 -- key ("cy:{t:T}:events") rather than its prefix.
 local function audit_ok_ev(events_key, ectx_json)

@@ -15,6 +15,8 @@ local function key_reservation(prefix, id) return prefix .. 'r:' .. id end
 local function key_idem(prefix, endpoint, key) return prefix .. 'idem:' .. endpoint .. ':' .. key end
 -- key_event is a direct-debit event record: Tenant.Event.
 local function key_event(prefix, id) return prefix .. 'ev:' .. id end
+-- key_archive_queue is the tenant's archive queue: Tenant.ArchiveQueue.
+local function key_archive_queue(prefix) return prefix .. 'archq' end
 -- key_index is a tenant index (Tenant.Deadlines 'deadline', Quarantine
 -- 'quarantine', Created 'created', Expires 'expires') or, for 'budgets',
 -- Tenant.Budgets.

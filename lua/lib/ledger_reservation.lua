@@ -38,9 +38,17 @@ local function reservation_budgets(prefix, r)
   return bs
 end
 
--- finalize marks a record terminal: out of the deadline index, kept for the
--- terminal retention (replays of commit/release keys live on the record).
-local function finalize(key, deadline_key, rid)
+-- finalize marks a record terminal: out of the deadline index. Without an
+-- archive it is kept for the terminal retention (replays of commit/release
+-- keys live on the record). With one (archive = '1', the scripts' archive
+-- ARGV) it gets no TTL here: its id joins the tenant's archive queue, and the
+-- archiver (internal/archiver) sets the hot-window TTL only once PostgreSQL
+-- holds the record, so nothing leaves Redis unarchived.
+local function finalize(prefix, key, deadline_key, rid, archive)
   redis.call('ZREM', deadline_key, rid)
-  redis.call('PEXPIRE', key, ms(RETENTION_MS))
+  if archive == '1' then
+    redis.call('XADD', key_archive_queue(prefix), '*', 'id', rid)
+  else
+    redis.call('PEXPIRE', key, ms(RETENTION_MS))
+  end
 end

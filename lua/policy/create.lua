@@ -1,10 +1,12 @@
 -- policy/create: add a scope policy to a tenant (docs/protocol.md#policies).
--- include: lib/ledger_util.lua lib/policy.lua
+-- include: lib/ledger_util.lua lib/policy.lua lib/audit.lua
+-- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 --
--- KEYS: 1 tenant record   2 the tenant's policies hash
+-- KEYS: 1 tenant record   2 the tenant's policies hash   3 the tenant's audit stream
 -- ARGV: 1 the policy (JSON, every field of internal/policy's stored form but
 --         created_at_ms, which is Redis TIME here)
 --       2 the most policies one tenant may hold
+--       3 event context (internal/eventctx.Arg; carries the audit entry)
 -- Result: ok(<the policy as stored>)
 -- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, DUPLICATE_RESOURCE (a policy of
 --   that name or id exists), LIMIT_EXCEEDED (the tenant holds the most
@@ -49,4 +51,5 @@ if compiled == '' then
 else
   redis.call('HSET', KEYS[1], 'pol', compiled)
 end
+audit_ok_at(KEYS[3], ARGV[3], p.policy_id)
 return ok(p)

@@ -1,9 +1,11 @@
 -- policy/update: change fields of a scope policy (docs/protocol.md#policies).
--- include: lib/ledger_util.lua lib/policy.lua
+-- include: lib/ledger_util.lua lib/policy.lua lib/audit.lua
+-- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 --
--- KEYS: 1 tenant record   2 the tenant's policies hash
+-- KEYS: 1 tenant record   2 the tenant's policies hash   3 the tenant's audit stream
 -- ARGV: 1 policy id   2 patch (JSON object: the stored fields to replace,
 --         each already validated by internal/policy; absent = unchanged)
+--       3 event context (internal/eventctx.Arg; carries the audit entry)
 -- Result: ok(<the policy as stored after the change>)
 -- Refusals: NOT_FOUND (no such policy), TENANT_CLOSED, DUPLICATE_RESOURCE (the
 --   new name is taken), INVALID_REQUEST (the effective window would end before
@@ -55,4 +57,5 @@ if compiled == '' then
 else
   redis.call('HSET', KEYS[1], 'pol', compiled)
 end
+audit_ok_at(KEYS[3], ARGV[3])
 return ok(p)

@@ -15,8 +15,12 @@
 --         reconciliation, internal/events/doc.go); anything else is ignored
 -- ARGV[4] optional: 'tenant' refuses TENANT_NOT_FOUND when the tenant has no
 --         record (an operator's SweepTenant; the background sweep walks the
---         registry and skips the check). Any further ARGV is ignored: the only
---         clock is Redis TIME, read once here.
+--         registry and skips the check)
+-- ARGV[5] optional: '1' when an archive is configured: an expired record
+--         gets no TTL but joins the tenant's archive queue
+--         (key_archive_queue), the archiver setting its TTL once archived.
+--         Any further ARGV is ignored: the only clock is Redis TIME, read
+--         once here.
 --
 -- Result ok({now, due_before, due, expired, skipped, in_grace, not_found, quarantined,
 --            q = [{id, reason}], tail})
@@ -33,7 +37,8 @@
 --                                           quarantine index, ledger and state
 --                                           untouched                     QUARANTINED
 --   otherwise, on every budgeted scope: reserved -= estimate, remaining += estimate;
---   state=EXPIRED, expired_at=now, ZREM, PEXPIRE 30 d, one reservation.expired
+--   state=EXPIRED, expired_at=now, ZREM, PEXPIRE 30 d (or XADD to the archive
+--   queue when ARGV[5] is '1'), one reservation.expired
 --   event                                                                 EXPIRED
 -- Every refund is validated and computed with int64.lua before its first write,
 -- so a reservation is either fully expired or not touched at all.
@@ -43,6 +48,7 @@ local MAX_SCOPES = 6
 
 local prefix, deadlines, stream = KEYS[1], KEYS[2], KEYS[3]
 local quarantine_index = key_index(prefix, 'quarantine')
+local archive, archive_queue = ARGV[5] == '1', key_archive_queue(prefix)
 local n = tonumber(ARGV[1])
 if not n or n < 1 or n > 10000 or n ~= math.floor(n) then
   return fail('INVALID_REQUEST', 'batch size must be 1..10000')
@@ -146,7 +152,11 @@ local function expire(rkey, id, r, p)
   refund_apply(p.steps)
   redis.call('HSET', rkey, 'state', 'EXPIRED', 'expired_at', str(now))
   redis.call('ZREM', deadlines, id)
-  redis.call('PEXPIRE', rkey, TERMINAL_RETENTION_MS)
+  if archive then
+    redis.call('XADD', archive_queue, '*', 'id', id)
+  else
+    redis.call('PEXPIRE', rkey, TERMINAL_RETENTION_MS)
+  end
   local expires_at = tonumber(r.expires_at)
   local data = {
     reservation_id = id, scope = r.scope_path or '', unit = r.unit,

@@ -156,6 +156,17 @@ func TestContract(t *testing.T) {
 	e.call("GET", "/v1/admin/audit/logs?status=200&status_min=100", "", "", as...) // 400
 	e.call("GET", "/v1/admin/audit/logs", "", "", key...)                          // 401: tenant key
 
+	// Webhooks: a server on which no subscription can exist.
+	e.call("GET", "/v1/admin/webhooks", "", "", as...)
+	e.call("POST", "/v1/admin/webhooks", "", `{"url":"https://h.example/x"}`, as...) // 400
+	e.call("GET", "/v1/admin/webhooks/whsub_1", "", "", as...)                       // 404
+	e.call("GET", "/v1/admin/webhooks/whsub_1/deliveries", "", "", as...)            // 404
+	e.call("POST", "/v1/admin/webhooks/whsub_1/replay", "", `{}`, as...)             // 404
+	e.call("POST", "/v1/admin/webhooks/bulk-action", "", `{"filter":{},"action":"PAUSE","idempotency_key":"wb"}`, as...)
+	e.call("POST", "/v1/admin/webhooks/bulk-action", "", `{"filter":{},"action":"PAUSE","expected_count":1,"idempotency_key":"wb2"}`, as...) // 409
+	e.call("GET", "/v1/webhooks", "", "", as...)
+	e.call("GET", "/v1/webhooks/whsub_1/deliveries", "", "", as...) // 404
+
 	if len(rec) < 40 {
 		t.Fatalf("only %d exchanges recorded", len(rec))
 	}
@@ -195,5 +206,30 @@ func TestContractCatchesDrift(t *testing.T) {
 	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(good)), Request: req}
 	if ok, errs := v.ValidateHttpResponse(req, resp); !ok {
 		t.Fatalf("a valid body failed: %v", errs[0].Message)
+	}
+}
+
+// An event whose data carries an amount as a string breaks the contract; the
+// same event with integers passes.
+func TestContractCatchesEventDataDrift(t *testing.T) {
+	v := contract(t)
+	ev := func(data string) string {
+		return `{"events":[{"event_id":"evt_0123456789abcdef","event_type":"budget.funded","category":"budget","timestamp":"2026-01-01T00:00:00.000Z","tenant_id":"t","source":"cyclesd","data":` + data + `}],"has_more":false}`
+	}
+	for _, c := range []struct {
+		data string
+		ok   bool
+	}{
+		{`{"new_state":{"allocated":1000000,"remaining":5}}`, true},
+		{`{"requested_amount":9223372036854775807,"unit":"TOKENS"}`, true},
+		{`{"new_state":{"allocated":"1000000"}}`, false},
+		{`{"requested_amount":"5"}`, false},
+		{`{"debt":1.5}`, false},
+	} {
+		req, _ := http.NewRequest("GET", "http://cyclesd/v1/events", nil)
+		resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(ev(c.data))), Request: req}
+		if ok, errs := v.ValidateHttpResponse(req, resp); ok != c.ok {
+			t.Errorf("data %s: valid=%v, want %v (%v)", c.data, ok, c.ok, errs)
+		}
 	}
 }

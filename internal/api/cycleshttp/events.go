@@ -12,20 +12,13 @@ import (
 
 // Event reads (governance spec: GET /v1/events for a tenant key, GET
 // /v1/admin/events for the admin key), both over EventService.ListEvents,
-// which decides what the caller may see. Webhook endpoints are not served:
-// events are delivered over the gRPC stream EventService.WatchEvents.
+// which decides what the caller may see. The webhook routes answer as a server
+// without subscriptions (webhooks.go).
 
 func (a *API) eventRoutes() {
 	a.mux.HandleFunc("GET /v1/events", a.listTenantEvents)
 	a.mux.HandleFunc("GET /v1/admin/events", a.listAdminEvents)
 	a.mux.HandleFunc("GET /v1/admin/events/{event_id}", a.getAdminEvent)
-	webhooks := func(w http.ResponseWriter, r *http.Request) {
-		a.notServed(w, r, "webhooks are not served; subscribe to events over gRPC EventService.WatchEvents (durable, resumable by cursor)")
-	}
-	for _, p := range []string{"/v1/webhooks", "/v1/webhooks/", "/v1/admin/webhooks", "/v1/admin/webhooks/",
-		"/v1/admin/events/{event_id}/replay", "/v1/admin/config/webhook-security"} {
-		a.mux.HandleFunc(p, webhooks)
-	}
 }
 
 type actorOut struct {
@@ -65,7 +58,7 @@ func eventListOf(l *cyclesv1.ListEventsResponse) *eventListOut {
 func envelopeOf(e *cyclesv1.Event) eventEnvelopeOut {
 	ev := eventEnvelopeOut{EventID: e.GetEventId(), EventType: e.GetEventType(), Category: e.GetCategory(),
 		Timestamp: isoTime(e.GetTimestampMs()), TenantID: e.GetTenantId(), Scope: e.GetScope(), Source: e.GetSource(),
-		Data: mapOf(e.GetData()), RequestID: e.GetRequestId(), TraceID: e.GetTraceId()}
+		Data: eventDataOf(e.GetData()), RequestID: e.GetRequestId(), TraceID: e.GetTraceId()}
 	if act := e.GetActor(); act != nil && act.GetType() != "" {
 		ev.Actor = &actorOut{Type: act.GetType()}
 		if act.GetKeyId() != "" {

@@ -182,6 +182,7 @@ func (a *API) routes() {
 	a.auditRoutes()
 	a.bulkRoutes()
 	a.eventRoutes()
+	a.webhookRoutes()
 	a.actionKindRoutes()
 	a.mux.HandleFunc("GET /v1/auth/introspect", a.introspect)
 	a.keyRoutes()
@@ -368,6 +369,9 @@ func jsonType(kind string) string {
 }
 
 func (a *API) notFound(w http.ResponseWriter, r *http.Request) {
+	if a.methodNotAllowed(w, r) {
+		return
+	}
 	writeBareError(w, r, http.StatusNotFound, apierr.NotFound,
 		"no such endpoint: "+r.Method+" "+r.URL.Path+" (see docs/http-api.md for what cyclesd serves)")
 }

@@ -228,8 +228,18 @@ func listRequest(q url.Values) (*cyclesv1.ListReservationsRequest, error) {
 		req.SortBy = cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_CREATED_AT
 	case "expires_at_ms":
 		req.SortBy = cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_EXPIRES_AT
+	case "reservation_id":
+		req.SortBy = cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_RESERVATION_ID
+	case "tenant":
+		req.SortBy = cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_TENANT
+	case "scope_path":
+		req.SortBy = cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_SCOPE_PATH
+	case "status":
+		req.SortBy = cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_STATUS
+	case "reserved":
+		req.SortBy = cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_RESERVED
 	default:
-		return nil, apierr.Invalid("sort_by", "%q is not supported; cyclesd sorts by created_at_ms or expires_at_ms", s)
+		return nil, apierr.Invalid("sort_by", "%q is not a sort key: reservation_id, tenant, scope_path, status, reserved, created_at_ms or expires_at_ms", s)
 	}
 	switch s := q.Get("sort_dir"); s {
 	case "":
