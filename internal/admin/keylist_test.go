@@ -121,7 +121,7 @@ func TestListApiKeys(t *testing.T) {
 		{TenantId: "Not A Tenant"},
 		{TenantId: a, Cursor: "nope"},
 		{TenantId: a, Cursor: "QUJD"},
-		{TenantId: a, Limit: 101},
+		{TenantId: a, Limit: -1},
 		{TenantId: a, Status: 7},
 		{TenantId: a, Search: strings.Repeat("x", 129)},
 	} {

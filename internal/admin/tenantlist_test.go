@@ -92,7 +92,7 @@ func TestListTenants(t *testing.T) {
 	for _, req := range []*cyclesv1.ListTenantsRequest{
 		{Cursor: "not a cursor"},
 		{Cursor: "QUJD"}, // base64 of "ABC": not a tenant id
-		{Limit: 101},
+		{Limit: -1},
 		{Status: 9},
 		{Search: strings.Repeat("x", 129)},
 	} {

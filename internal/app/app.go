@@ -152,11 +152,13 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 				zap.Int64("limit", p.Limit), zap.Int64("window_ms", p.WindowMs))
 		}
 	}
-	if arc, upkeep, err := openArchive(startCtx, cfg, log, exec); err != nil {
+	arc, arcWorkers, arcWarnings, err := openArchive(startCtx, cfg, log, tel.Meter, exec)
+	if err != nil {
 		return err
-	} else if arc != nil {
+	}
+	if arc != nil {
 		defer arc.Close()
-		comp.workers = append(comp.workers, upkeep)
+		comp.workers = append(comp.workers, arcWorkers...)
 	}
 	serverOpts := []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(
 		otelgrpc.WithTracerProvider(tel.Tracer), otelgrpc.WithMeterProvider(tel.Meter)))}
@@ -195,7 +197,8 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Serve(lis) })
 	if cfg.HTTPListen != "" {
-		hs := srv.NewHTTP(server.HTTPOptions{Logger: log.Named("http"), MaxConnections: cfg.HTTPMaxConnections, MaxBodyBytes: int64(cfg.HTTPMaxBodyBytes)})
+		hs := srv.NewHTTP(server.HTTPOptions{Logger: log.Named("http"), MaxConnections: cfg.HTTPMaxConnections,
+			MaxBodyBytes: int64(cfg.HTTPMaxBodyBytes), ReadyWarnings: arcWarnings})
 		// Connect, gRPC-Web and JSON for every cycles.v1 service (docs/clients.md).
 		if err := hs.MountConnect(0, cfg.CORSOrigins()...); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/cyclesgo/cycles-go/internal/archive"
@@ -15,28 +16,39 @@ import (
 // openArchive connects the PostgreSQL archive when -archive-dsn is set and
 // applies its migrations; it fails the start when PostgreSQL is unreachable
 // (an operator who configured an archive gets one or no cyclesd). The
-// returned worker keeps the day partitions. Without a DSN it returns nils
-// and cyclesd runs exactly as without the feature.
-func openArchive(ctx context.Context, cfg *config.Config, log *zap.Logger, exec *script.Executor) (*archive.Store, func(context.Context) error, error) {
+// returned workers keep the day partitions and archive the settled
+// reservations the ledger queues (build turns the queueing on with the
+// DSN); warn names what /readyz reports. Without a DSN it returns nils and
+// cyclesd runs exactly as without the feature.
+func openArchive(ctx context.Context, cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec *script.Executor) (
+	st *archive.Store, workers []func(context.Context) error, warn func() []string, err error) {
 	if cfg.ArchiveDSN == "" {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
-	st, err := archive.Open(ctx, cfg.ArchiveDSN)
+	st, err = archive.Open(ctx, cfg.ArchiveDSN)
 	if err != nil {
-		return nil, nil, fmt.Errorf("-archive-dsn: %w", err)
+		return nil, nil, nil, fmt.Errorf("-archive-dsn: %w", err)
+	}
+	fail := func(err error) (*archive.Store, []func(context.Context) error, func() []string, error) {
+		st.Close()
+		return nil, nil, nil, fmt.Errorf("-archive-dsn: %w", err)
 	}
 	v, err := st.SchemaVersion(ctx)
 	if err != nil {
-		st.Close()
-		return nil, nil, fmt.Errorf("-archive-dsn: %w", err)
+		return fail(err)
 	}
 	m := archiver.NewMaintainer(exec, st, archiver.Options{Retention: cfg.ArchiveRetention, Logger: log.Named("archive")})
 	if _, err := m.Once(ctx); err != nil {
-		st.Close()
-		return nil, nil, fmt.Errorf("-archive-dsn: day partitions: %w", err)
+		return fail(fmt.Errorf("day partitions: %w", err))
 	}
-	log.Info("archive ready: schema migrated, day partitions kept", zap.Int("schema_version", v),
-		zap.Duration("retention", cfg.ArchiveRetention))
-	log.Warn("archive: this build prepares the schema only; settled reservations, events and audit entries are not copied yet and stay in Redis under today's retention (docs/archive.md)")
-	return st, m.Run, nil
+	a, err := archiver.New(exec, st, archiver.ArchiverOptions{HotRetention: cfg.HotRetention, MeterProvider: mp,
+		Logger: log.Named("archive")})
+	if err != nil {
+		return fail(err)
+	}
+	log.Info("archive ready: schema migrated, day partitions kept, settled reservations, events and audit entries archived",
+		zap.Int("schema_version", v), zap.Duration("retention", cfg.ArchiveRetention),
+		zap.Duration("hot_retention", cfg.HotRetention))
+	log.Warn("archive: reads and replays past -hot-retention are not served from the archive yet (docs/archive.md)")
+	return st, []func(context.Context) error{m.Run, a.Run}, a.Warnings, nil
 }

@@ -17,7 +17,8 @@ import (
 )
 
 // TestOpenArchive: without a DSN nothing is opened; with one the schema is
-// migrated and today's partitions exist before cyclesd serves; an
+// migrated and today's partitions exist before cyclesd serves, and the
+// upkeep and archiver workers stop with their context; an
 // unreachable or malformed DSN fails the start.
 func TestOpenArchive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -42,8 +43,8 @@ func TestOpenArchive(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := &config.Config{ArchiveDSN: tc.dsn, ArchiveRetention: 400 * 24 * time.Hour}
-			st, worker, err := openArchive(ctx, cfg, zap.NewNop(), ex)
+			cfg := &config.Config{ArchiveDSN: tc.dsn, ArchiveRetention: 400 * 24 * time.Hour, HotRetention: time.Hour}
+			st, workers, warn, err := openArchive(ctx, cfg, zap.NewNop(), nil, ex)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want one mentioning %q", err, tc.wantErr)
@@ -54,7 +55,7 @@ func TestOpenArchive(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.dsn == "" {
-				if st != nil || worker != nil {
+				if st != nil || workers != nil || warn != nil {
 					t.Fatal("an archive was opened without a DSN")
 				}
 				return
@@ -67,10 +68,18 @@ func TestOpenArchive(t *testing.T) {
 			if err != nil || len(parts) == 0 {
 				t.Fatalf("no day partitions after start: %v %v", parts, err)
 			}
+			if w := warn(); len(w) != 0 {
+				t.Fatalf("warnings before any round: %v", w)
+			}
 			wctx, wcancel := context.WithCancel(ctx)
 			wcancel()
-			if err := worker(wctx); err != nil {
-				t.Fatalf("upkeep worker: %v", err)
+			if len(workers) != 2 {
+				t.Fatalf("%d workers, want the upkeep and the archiver", len(workers))
+			}
+			for _, w := range workers {
+				if err := w(wctx); err != nil {
+					t.Fatalf("archive worker: %v", err)
+				}
 			}
 		})
 	}

@@ -67,7 +67,11 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 	if err != nil {
 		return nil, fmt.Errorf("-custom-action-kinds: %w", err)
 	}
-	led := ledger.New(exec, ledger.Options{MeterProvider: mp, EventRetention: cfg.EventRetention, TenantLabel: cfg.MetricsTenantLabel})
+	// With an archive every settling script queues the record for the
+	// archiver (internal/archiver) instead of giving it the 30-day TTL.
+	archiving := cfg.ArchiveDSN != ""
+	led := ledger.New(exec, ledger.Options{MeterProvider: mp, EventRetention: cfg.EventRetention,
+		TenantLabel: cfg.MetricsTenantLabel, Archive: archiving})
 	adm := admin.New(exec, admin.Options{
 		MeterProvider:  mp,
 		EventRetention: cfg.EventRetention,
@@ -84,6 +88,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		Interval:       cfg.SweeperInterval,
 		BatchSize:      cfg.SweeperBatch,
 		EventRetention: cfg.EventRetention,
+		Archive:        archiving,
 		Reconcile:      ann.Reconcile,
 		MeterProvider:  mp,
 		Logger:         log.Named("sweeper"),
@@ -101,6 +106,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 	ops := ledgerops.New(exec, ledgerops.Options{
 		AuditInterval:  cfg.AuditInterval,
 		EventRetention: cfg.EventRetention,
+		Archive:        archiving,
 		MeterProvider:  mp,
 		Logger:         log.Named("ledgerops"),
 	})

@@ -8,7 +8,7 @@ import (
 
 // TestArchiveSettings: the archive is off unless a DSN is given (flag or
 // environment), the retention defaults to 400 days and refuses less than
-// two days.
+// two days; -hot-retention defaults to 24 h and refuses less than 1 s.
 func TestArchiveSettings(t *testing.T) {
 	cases := []struct {
 		name          string
@@ -16,6 +16,7 @@ func TestArchiveSettings(t *testing.T) {
 		env           map[string]string
 		wantDSN       string
 		wantRetention time.Duration
+		wantHot       time.Duration
 		wantErr       string
 	}{
 		{name: "off by default", wantRetention: 400 * 24 * time.Hour},
@@ -26,6 +27,8 @@ func TestArchiveSettings(t *testing.T) {
 			wantDSN: "postgres://f@h/db", wantRetention: 400 * 24 * time.Hour},
 		{name: "retention under two days", args: []string{"-archive-retention", "47h"}, wantErr: "archive-retention"},
 		{name: "negative retention", args: []string{"-archive-retention", "-1h"}, wantErr: "archive-retention"},
+		{name: "hot retention", args: []string{"-hot-retention", "60s"}, wantRetention: 400 * 24 * time.Hour, wantHot: time.Minute},
+		{name: "hot retention zero", args: []string{"-hot-retention", "0s"}, wantErr: "hot-retention"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,7 +42,10 @@ func TestArchiveSettings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.ArchiveDSN != tc.wantDSN || c.ArchiveRetention != tc.wantRetention {
+			if tc.wantHot == 0 {
+				tc.wantHot = 24 * time.Hour
+			}
+			if c.ArchiveDSN != tc.wantDSN || c.ArchiveRetention != tc.wantRetention || c.HotRetention != tc.wantHot {
 				t.Fatalf("dsn %q retention %v, want %q %v", c.ArchiveDSN, c.ArchiveRetention, tc.wantDSN, tc.wantRetention)
 			}
 		})

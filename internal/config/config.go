@@ -111,6 +111,9 @@ type Config struct {
 	// ArchiveRetention is how long archived history is kept; whole day
 	// partitions past it are dropped.
 	ArchiveRetention time.Duration
+	// HotRetention is how long a settled reservation stays in Redis once
+	// the archive holds it (only with an archive).
+	HotRetention time.Duration
 
 	// DevSeed seeds a demo tenant, key and budget (dev mode does it by default).
 	DevSeed bool
@@ -257,7 +260,8 @@ func define(fs *flag.FlagSet, c *Config, addrs, methodPolicies *string) {
 	dur(&c.AuditRetention, "audit-retention", 400*24*time.Hour, "how long audit-trail entries (who changed what, from where) are kept")
 	str(&c.LogFormat, "log-format", "", "json or console (default: console in dev mode, else json)")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn, error (successful RPCs are logged at debug, refusals at info)")
-	str(&c.ArchiveDSN, "archive-dsn", "", "PostgreSQL archive, e.g. postgres://cycles@db:5432/cycles (schema migrated at start, day partitions kept; docs/archive.md); empty: no archive")
+	str(&c.ArchiveDSN, "archive-dsn", "", "PostgreSQL archive, e.g. postgres://cycles@db:5432/cycles (schema migrated at start; settled reservations copied there, then kept in Redis only for -hot-retention; docs/archive.md); empty: no archive, settled reservations stay in Redis for 30 days")
+	dur(&c.HotRetention, "hot-retention", 24*time.Hour, "with -archive-dsn: how long a settled reservation stays in Redis once the archive holds it (its Redis TTL starts only then)")
 	dur(&c.ArchiveRetention, "archive-retention", 400*24*time.Hour, "how long the archive keeps history: whole day partitions older than this are dropped")
 	boolean(&c.DevSeed, "dev-seed", true, "in dev mode, seed a demo tenant, API key and budget")
 	// On by default: denial-heavy traffic must not fill Redis at full speed
@@ -338,6 +342,9 @@ func (c *Config) validate() error {
 	}
 	if c.ArchiveRetention < 48*time.Hour {
 		return fmt.Errorf("archive-retention must be at least 48h (whole days are dropped)")
+	}
+	if c.HotRetention < time.Second {
+		return fmt.Errorf("hot-retention must be at least 1s")
 	}
 	if c.LogFormat != "json" && c.LogFormat != "console" {
 		return fmt.Errorf("log-format must be json or console")

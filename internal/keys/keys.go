@@ -69,6 +69,11 @@ const (
 	// AuthFailPrefix + <unix minute> counts refused authentications per peer
 	// in that minute (lua/audit/auth_refused.lua).
 	AuthFailPrefix = Prefix + "{audit}:authfail:"
+	// ArchiveLease is the archiver's lease (hash {owner, fence}, with a TTL):
+	// one replica archives at a time (lua/archive/lease.lua). ArchiveFence,
+	// in the same slot, is the fencing-token counter (no TTL, never reset).
+	ArchiveLease = Prefix + "{archive}:lease"
+	ArchiveFence = Prefix + "{archive}:fence"
 )
 
 // BulkTenants is the idempotency record of a tenant bulk action (a budget

@@ -70,7 +70,10 @@ import (
 //	            resolves it (OpsService.ResolveQuarantined): quarantine_resolution
 //	            (RELEASED|EXPIRED|REQUEUED), and release_reason "operator: ..."
 //	While ACTIVE the id is in Tenant.Deadlines scored expires_at + grace_ms;
-//	terminal records get PEXPIRE TerminalRetentionMs.
+//	terminal records get PEXPIRE TerminalRetentionMs; with an archive
+//	configured they get none when they settle: their id joins
+//	Tenant.ArchiveQueue and internal/archiver sets the -hot-retention TTL
+//	once PostgreSQL holds them.
 //
 // Event stream entry (Tenant.Events), appended by emit_event in lua/lib/core.lua:
 //

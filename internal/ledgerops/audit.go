@@ -241,6 +241,12 @@ func (s *Service) recordsPass(ctx context.Context, prefix string, r *report) (he
 				if seen[f.Kind+"|"+f.ID] {
 					continue
 				}
+				if s.opts.Archive && f.Kind == KindTerminalNoTTL {
+					// With an archive a settled record has no TTL until
+					// the archiver stored it (internal/archiver); giving
+					// it one here could drop it unarchived.
+					continue
+				}
 				seen[f.Kind+"|"+f.ID] = true
 				r.addFinding(f)
 				if f.Kind == KindActiveNotIndexed || f.Kind == KindQuarantineNotIndexed {
@@ -278,6 +284,12 @@ func (s *Service) indexPasses(ctx context.Context, prefix string, r *report) err
 			}
 			for _, f := range page.Rows {
 				if seen[f.Kind+"|"+f.ID] {
+					continue
+				}
+				if s.opts.Archive && f.Kind == KindTerminalNoTTL {
+					// With an archive a settled record has no TTL until
+					// the archiver stored it (internal/archiver); giving
+					// it one here could drop it unarchived.
 					continue
 				}
 				seen[f.Kind+"|"+f.ID] = true

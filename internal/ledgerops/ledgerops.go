@@ -59,8 +59,21 @@ type Options struct {
 	// Timeout: see DefaultTimeout.
 	Timeout        time.Duration
 	EventRetention time.Duration
-	MeterProvider  metric.MeterProvider
-	Logger         *zap.Logger
+	// Archive is on when an archive is configured (-archive-dsn): a
+	// resolved (released or expired) quarantined record then joins the
+	// archive queue instead of getting its TTL, and a settled record
+	// without a TTL is expected (it waits for the archiver), not a finding.
+	Archive       bool
+	MeterProvider metric.MeterProvider
+	Logger        *zap.Logger
+}
+
+// archive is the scripts' archive ARGV: "1" or "".
+func (s *Service) archive() string {
+	if s.opts.Archive {
+		return "1"
+	}
+	return ""
 }
 
 // Service runs the operator scripts.

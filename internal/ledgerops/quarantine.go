@@ -245,7 +245,8 @@ func (s *Service) Resolve(ctx context.Context, req *cyclesv1.ResolveQuarantinedR
 	var out resolveResult
 	if err := s.exec.RunInto(ctx, &out, scriptQuarantineResolve,
 		[]string{t.Prefix(), t.Idempotency("resolve", req.GetIdempotencyKey()), t.Events()},
-		req.GetReservationId(), outcome, string(raw), req.GetReason(), hash, ReplayWindow.Milliseconds(), s.eventContext(ctx)); err != nil {
+		req.GetReservationId(), outcome, string(raw), req.GetReason(), hash, ReplayWindow.Milliseconds(), s.eventContext(ctx),
+		s.archive()); err != nil {
 		return nil, err
 	}
 	if !out.Replay {

@@ -45,6 +45,10 @@ type HTTPOptions struct {
 	// the connection closes.
 	BodyTimeout time.Duration
 	MinBodyRate int64
+	// ReadyWarnings, when set, names conditions an operator must look at
+	// that do not make this replica unfit to serve (an archive lagging
+	// behind): /readyz stays 200 UP and lists them under "warnings".
+	ReadyWarnings func() []string
 }
 
 // DefaultHTTPOptions are safe limits for a public listener.
@@ -267,7 +271,22 @@ func (h *HTTPServer) live(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (h *HTTPServer) ready(w http.ResponseWriter, _ *http.Request) {
-	writeHealth(w, h.core.Serving())
+	up := h.core.Serving()
+	if up && h.opts.ReadyWarnings != nil {
+		if warn := h.opts.ReadyWarnings(); len(warn) > 0 {
+			body, err := json.Marshal(struct {
+				Status   string   `json:"status"`
+				Warnings []string `json:"warnings"`
+			}{"UP", warn})
+			if err == nil {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Cache-Control", "no-store")
+				_, _ = w.Write(body)
+				return
+			}
+		}
+	}
+	writeHealth(w, up)
 }
 
 // writeHealth answers in the shape Spring's actuator uses ({"status":"UP"}),

@@ -114,7 +114,7 @@ func init() {
 		if err := Text("search", r.GetSearch(), adminMaxSearchLen); err != nil {
 			return err
 		}
-		if err := Limit("limit", r.GetLimit(), adminMaxTenantListLen); err != nil {
+		if err := Limit("limit", &r.Limit, adminMaxTenantListLen); err != nil {
 			return err
 		}
 		return Cursor("cursor", r.GetCursor())
@@ -131,7 +131,7 @@ func init() {
 		if err := Text("search", r.GetSearch(), adminMaxSearchLen); err != nil {
 			return err
 		}
-		if err := Limit("limit", r.GetLimit(), adminMaxKeyListLen); err != nil {
+		if err := Limit("limit", &r.Limit, adminMaxKeyListLen); err != nil {
 			return err
 		}
 		return Cursor("cursor", r.GetCursor())
@@ -227,7 +227,7 @@ func init() {
 		if err := OptionalUnit("unit", r.GetUnit()); err != nil {
 			return err
 		}
-		if err := Limit("limit", r.GetLimit(), adminMaxBudgetListLen); err != nil {
+		if err := Limit("limit", &r.Limit, adminMaxBudgetListLen); err != nil {
 			return err
 		}
 		return Cursor("cursor", r.GetCursor())

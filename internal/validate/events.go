@@ -51,7 +51,7 @@ func init() {
 		if r.FromMs != nil && r.ToMs != nil && r.GetFromMs() > r.GetToMs() {
 			return invalid("from_ms", "must not be after to_ms")
 		}
-		if err := Limit("limit", r.GetLimit(), 200); err != nil {
+		if err := Limit("limit", &r.Limit, 200); err != nil {
 			return err
 		}
 		return Cursor("cursor", r.GetCursor())

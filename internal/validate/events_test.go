@@ -37,11 +37,15 @@ func TestEventAndOpsValidators(t *testing.T) {
 		{"list from after to", &cyclesv1.ListEventsRequest{FromMs: i64(2), ToMs: i64(1)}, "from_ms"},
 		{"list negative from", &cyclesv1.ListEventsRequest{FromMs: i64(-1)}, "from_ms"},
 		{"list negative to", &cyclesv1.ListEventsRequest{ToMs: i64(-1)}, "to_ms"},
-		{"list limit", &cyclesv1.ListEventsRequest{Limit: 201}, "limit"},
+		{"list limit over the max", &cyclesv1.ListEventsRequest{Limit: 201}, ""},
 		{"list negative limit", &cyclesv1.ListEventsRequest{Limit: -1}, "limit"},
 		{"list bad category", &cyclesv1.ListEventsRequest{Categories: []string{"x"}}, "categories[0]"},
 		{"ops status", &cyclesv1.GetSweeperStatusRequest{}, ""},
 		{"ops trigger", &cyclesv1.TriggerSweepRequest{}, ""},
+	}
+	over := &cyclesv1.ListEventsRequest{Limit: 5000}
+	if err := Message(over); err != nil || over.GetLimit() != 200 {
+		t.Fatalf("limit 5000: %v, served as %d; want 200", err, over.GetLimit())
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

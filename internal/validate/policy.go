@@ -130,7 +130,7 @@ func init() {
 		if err := policyStatus("status", r.GetStatus()); err != nil {
 			return err
 		}
-		if err := Limit("limit", r.GetLimit(), 200); err != nil {
+		if err := Limit("limit", &r.Limit, 200); err != nil {
 			return err
 		}
 		return Cursor("cursor", r.GetCursor())

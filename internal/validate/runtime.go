@@ -107,7 +107,7 @@ func init() {
 		if len(r.GetInclude()) > 8 {
 			return invalid("include", "at most 8 tokens")
 		}
-		if err := Limit("limit", r.GetLimit(), 200); err != nil {
+		if err := Limit("limit", &r.Limit, 200); err != nil {
 			return err
 		}
 		return Cursor("cursor", r.GetCursor())
@@ -150,7 +150,7 @@ func init() {
 		if err := OptionalUnit("unit", r.GetUnit()); err != nil {
 			return err
 		}
-		if err := Limit("limit", r.GetLimit(), 200); err != nil {
+		if err := Limit("limit", &r.Limit, 200); err != nil {
 			return err
 		}
 		return Cursor("cursor", r.GetCursor())

@@ -397,11 +397,15 @@ func Caps(field string, c *cyclesv1.Caps) error {
 	return nil
 }
 
-// Limit: 0 (default) or 1..max.
-func Limit(field string, v int32, max int32) error {
-	if v < 0 || v > max {
-		return invalid(field, "must be between 1 and %d", max)
+// Limit: a page size, 0 for the listing's default. A size above max is
+// served as max (the page then says has_more), as clients written against
+// the reference server expect (the Cycles dashboard asks for up to 2,000):
+// the page-size maximum stays declared here, once, and is never exceeded.
+func Limit(field string, v *int32, max int32) error {
+	if *v < 0 {
+		return invalid(field, "must not be negative")
 	}
+	*v = min(*v, max)
 	return nil
 }
 

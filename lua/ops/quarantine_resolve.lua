@@ -14,6 +14,9 @@
 --         expires_at, grace_ms} (each optional; strings); expire {}
 -- ARGV[4] operator's reason, ARGV[5] payload hash, ARGV[6] idempotency
 --         lifetime ms, ARGV[7] event context (internal/eventctx.Arg)
+-- ARGV[8] optional: '1' when an archive is configured: a released or
+--         expired record joins the tenant's archive queue (key_archive_queue)
+--         instead of getting its 30-day TTL; the archiver sets it once archived
 -- Result {"replay":bool,"resp":{outcome, row (lib quarantine_row), budgets = [{scope, unit, f}]}}
 -- Refusals, all before the first write: IDEMPOTENCY_MISMATCH, NOT_FOUND (no
 --   record), INVALID_STATE (not quarantined, or already settled), BUDGET_NOT_FOUND,
@@ -26,7 +29,8 @@
 --            state RELEASED, finalized_at, release_reason
 --   expire   state EXPIRED, expired_at; no budget is touched
 --   requeue  corrected fields, state ACTIVE, quarantine flag removed, ZADD deadline index
---   release/expire: ZREM from both indexes, PEXPIRE 30 d; every outcome: ZREM
+--   release/expire: ZREM from both indexes, PEXPIRE 30 d (archive: XADD to the
+--            archive queue instead); every outcome: ZREM
 --   quarantine index, quarantine_resolution on the record, one
 --   reservation.quarantine_resolved event (actor from the context: admin).
 
@@ -165,7 +169,11 @@ end
 redis.call('ZREM', qi, id)
 if outcome ~= 'requeue' then
   redis.call('ZREM', dl, id)
-  redis.call('PEXPIRE', h.key, string.format('%.0f', HOLD_RETENTION_MS))
+  if ARGV[8] == '1' then
+    redis.call('XADD', key_archive_queue(prefix), '*', 'id', id)
+  else
+    redis.call('PEXPIRE', h.key, string.format('%.0f', HOLD_RETENTION_MS))
+  end
 end
 
 local budgets = {}

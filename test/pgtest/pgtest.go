@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -232,9 +233,74 @@ func (s *Server) DSN(db string) string {
 	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", SuperUser, s.Port, db)
 }
 
-// Kill stops the server abruptly (SIGKILL), as a crash would; its backends
-// notice the postmaster is gone and exit.
-func (s *Server) Kill() { s.signal(syscall.SIGKILL) }
+// Kill stops the server abruptly (SIGKILL), as a crash would: the
+// postmaster and every backend at once. Backends are not in the
+// postmaster's process group (each calls setsid), and one left to notice
+// its postmaster's death could still answer a query on an open connection
+// after Kill returned: a dead server that still served (the flake of
+// archiver's TestMaintainerRunStops). So the postmaster is stopped first
+// (it forks no more), its children are killed and waited for, then it.
+func (s *Server) Kill() {
+	if s.cmd == nil {
+		return
+	}
+	pm := s.cmd.Process.Pid
+	_ = syscall.Kill(pm, syscall.SIGSTOP)
+	kids := children(pm)
+	for _, pid := range kids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for _, pid := range kids {
+		for i := 0; i < 500 && alive(pid); i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	s.signal(syscall.SIGKILL)
+}
+
+// children lists the processes whose parent is pid (from /proc).
+func children(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, _, ok := procStat(child); ok && ppid == pid {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// alive reports whether pid runs (a zombie, killed but not yet reaped,
+// does not: it holds no socket and answers nothing).
+func alive(pid int) bool {
+	_, state, ok := procStat(pid)
+	return ok && state != 'Z' && state != 'X'
+}
+
+// procStat reads the parent and state of pid from /proc/<pid>/stat.
+func procStat(pid int) (ppid int, state byte, ok bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, 0, false
+	}
+	// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+4 >= len(b) {
+		return 0, 0, false
+	}
+	var st string
+	if _, err := fmt.Sscanf(string(b[i+2:]), "%s %d", &st, &ppid); err != nil || st == "" {
+		return 0, 0, false
+	}
+	return ppid, st[0], true
+}
 
 // Stop shuts the server down (fast shutdown: open sessions are ended).
 func (s *Server) Stop() { s.signal(syscall.SIGINT) }

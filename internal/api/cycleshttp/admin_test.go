@@ -99,10 +99,15 @@ func TestAdminQuickstart(t *testing.T) {
 	if tl := must(e.call("GET", "/v1/admin/tenants?status=SUSPENDED&search="+tenant, "", "", as...), 200, "list suspended"); len(tl["tenants"].([]any)) != 0 {
 		t.Fatalf("suspended list %v", tl)
 	}
-	for _, q := range []string{"status=GONE", "parent_tenant_id=p", "limit=101", "cursor=x"} {
+	for _, q := range []string{"status=GONE", "parent_tenant_id=p", "limit=-1", "cursor=x"} {
 		if r := e.call("GET", "/v1/admin/tenants?"+q, "", "", as...); r.status != 400 || r.obj(t)["details"].(map[string]any)["field"] != strings.Split(q, "=")[0] {
 			t.Fatalf("list tenants ?%s: %d %s", q, r.status, r.body)
 		}
+	}
+	// A page size above the maximum is served as the maximum (the dashboard
+	// asks for 1,000 tenants).
+	if tl := must(e.call("GET", "/v1/admin/tenants?limit=1000&search="+tenant, "", "", as...), 200, "list over the max"); len(tl["tenants"].([]any)) != 1 {
+		t.Fatalf("tenant list over the max page size: %v", tl)
 	}
 	if r := e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"Acme"}`); r.status != 401 {
 		t.Fatalf("tenant create without the admin key: %d %s", r.status, r.body)
@@ -133,7 +138,7 @@ func TestAdminQuickstart(t *testing.T) {
 	if kl := must(e.call("GET", "/v1/admin/api-keys?limit=1", "", "", as...), 200, "list every tenant's keys"); len(kl["keys"].([]any)) != 1 || kl["has_more"] != true {
 		t.Fatalf("all-tenant key list %v", kl)
 	}
-	for _, q := range []string{"tenant_id=Bad!", "tenant_id=" + tenant + "&status=GONE", "tenant_id=" + tenant + "&limit=101", "tenant_id=" + tenant + "&cursor=x"} {
+	for _, q := range []string{"tenant_id=Bad!", "tenant_id=" + tenant + "&status=GONE", "tenant_id=" + tenant + "&limit=-1", "tenant_id=" + tenant + "&cursor=x"} {
 		field := "tenant_id"
 		if strings.Contains(q, "&") {
 			field = strings.Split(strings.Split(q, "&")[1], "=")[0]

@@ -87,3 +87,29 @@ func (r *Reader) Gauge(tb testing.TB, name string, attrs ...attribute.KeyValue) 
 	}
 	return 0, false
 }
+
+// FloatGauge is Gauge for a Float64 gauge.
+func (r *Reader) FloatGauge(tb testing.TB, name string, attrs ...attribute.KeyValue) (float64, bool) {
+	tb.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.reader.Collect(context.Background(), &rm); err != nil {
+		tb.Fatalf("collect metrics: %v", err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			g, ok := m.Data.(metricdata.Gauge[float64])
+			if !ok {
+				tb.Fatalf("metric %s is %T, not a float64 gauge", name, m.Data)
+			}
+			for _, dp := range g.DataPoints {
+				if matches(dp.Attributes, attrs) {
+					return dp.Value, true
+				}
+			}
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,479 @@
+package archiver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/cyclesgo/cycles-go/internal/archive"
+	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/script"
+	"github.com/cyclesgo/cycles-go/internal/sweeper"
+	"github.com/cyclesgo/cycles-go/internal/telemetry"
+)
+
+var (
+	scriptLease = script.Define("archive/lease")
+	scriptQueue = script.Define("archive/queue")
+	scriptDone  = script.Define("archive/done")
+)
+
+// Defaults of ArchiverOptions.
+const (
+	DefaultHotRetention = 24 * time.Hour
+	DefaultBatchSize    = 500
+	MaxBatchSize        = 1000
+	DefaultPause        = time.Second
+	DefaultLeaseTTL     = 30 * time.Second
+	DefaultLagWarning   = 5 * time.Minute
+)
+
+// ArchiverOptions tune an Archiver.
+type ArchiverOptions struct {
+	// HotRetention is how long a settled record stays in Redis once
+	// PostgreSQL holds it (-hot-retention).
+	HotRetention time.Duration
+	// BatchSize is the most queue entries one PostgreSQL transaction
+	// archives; default 500, at most 1,000.
+	BatchSize int
+	// Pause is the wait after a round that found nothing to archive (and
+	// between attempts to take the lease); default 1 s.
+	Pause time.Duration
+	// LeaseTTL is how long the lease outlives its holder's last renewal:
+	// another replica takes over that long after a holder dies; default 30 s.
+	LeaseTTL time.Duration
+	// LagWarning is the lag past which Warnings reports (readiness); default 5 min.
+	LagWarning time.Duration
+	// TenantPage is how many registry entries are read per page.
+	TenantPage    int
+	MeterProvider metric.MeterProvider
+	Logger        *zap.Logger
+}
+
+// Archiver copies settled reservations from the tenants' archive queues to
+// PostgreSQL, exactly once, and only then starts their Redis TTL. One
+// replica at a time holds the lease; its fence goes with every batch, so a
+// holder whose lease lapsed cannot write behind its successor.
+type Archiver struct {
+	exec  *script.Executor
+	store *archive.Store
+	opts  ArchiverOptions
+	log   *zap.Logger
+	owner string
+
+	// positions caches the archived position of each stream while this
+	// replica holds the lease under posFence: only the holder writes them.
+	// Used by Once only (one round at a time).
+	positions map[string]string
+	posFence  int64
+
+	mu sync.Mutex
+	// stats are the last completed round's figures.
+	stats Stats
+}
+
+// Stats describe the archive queues as the last completed round found them.
+type Stats struct {
+	// Held reports whether this replica held the lease in that round.
+	Held bool
+	// Pending is the number of queued records summed over tenants (what
+	// Redis holds that PostgreSQL does not yet).
+	Pending int64
+	// Lag is the age of the oldest queued record (0 when none).
+	Lag time.Duration
+	// Archived is the number of rows written since start.
+	Archived int64
+	// At is when the round ended (zero before the first).
+	At time.Time
+}
+
+// New returns an archiver of exec's tenants into store.
+func New(exec *script.Executor, store *archive.Store, o ArchiverOptions) (*Archiver, error) {
+	if o.HotRetention <= 0 {
+		o.HotRetention = DefaultHotRetention
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.BatchSize > MaxBatchSize {
+		o.BatchSize = MaxBatchSize
+	}
+	if o.Pause <= 0 {
+		o.Pause = DefaultPause
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.LagWarning <= 0 {
+		o.LagWarning = DefaultLagWarning
+	}
+	if o.TenantPage <= 0 {
+		o.TenantPage = sweeper.DefaultTenantPage
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	a := &Archiver{exec: exec, store: store, opts: o, log: o.Logger, owner: hex.EncodeToString(id[:])}
+	if err := a.registerMetrics(o.MeterProvider); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// registerMetrics publishes the last round's lag and pending count:
+// cycles_archive_lag_seconds and cycles_archive_pending.
+func (a *Archiver) registerMetrics(mp metric.MeterProvider) error {
+	m := telemetry.Meter(mp, "archiver")
+	lag, err := m.Float64ObservableGauge("cycles.archive.lag", metric.WithUnit("s"),
+		metric.WithDescription("Age of the oldest settled reservation not yet archived (last round of the lease holder)"))
+	if err != nil {
+		return fmt.Errorf("archive lag metric: %w", err)
+	}
+	pending, err := m.Int64ObservableGauge("cycles.archive.pending",
+		metric.WithDescription("Settled reservations queued in Redis for the archive (last round of the lease holder)"))
+	if err != nil {
+		return fmt.Errorf("archive pending metric: %w", err)
+	}
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		s := a.Stats()
+		if !s.Held {
+			return nil // another replica archives: its figures are the true ones
+		}
+		o.ObserveFloat64(lag, s.Lag.Seconds())
+		o.ObserveInt64(pending, s.Pending)
+		return nil
+	}, lag, pending)
+	if err != nil {
+		return fmt.Errorf("archive metrics: %w", err)
+	}
+	return nil
+}
+
+// Stats returns the last completed round's figures.
+func (a *Archiver) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats
+}
+
+// Warnings names what an operator must look at (readiness): a lag past
+// LagWarning. Empty when all is well or another replica holds the lease.
+func (a *Archiver) Warnings() []string {
+	s := a.Stats()
+	if s.Held && s.Lag > a.opts.LagWarning {
+		return []string{fmt.Sprintf("archive lag %s exceeds %s (%d reservations pending)",
+			s.Lag.Truncate(time.Second), a.opts.LagWarning, s.Pending)}
+	}
+	return nil
+}
+
+// lease takes or renews the lease; it returns the fence (0: another
+// replica holds it).
+func (a *Archiver) lease(ctx context.Context) (int64, error) {
+	var r struct {
+		Held  bool  `json:"held"`
+		Fence int64 `json:"fence"`
+	}
+	if err := a.exec.RunInto(ctx, &r, scriptLease, []string{keys.ArchiveLease, keys.ArchiveFence},
+		"acquire", a.owner, a.opts.LeaseTTL.Milliseconds()); err != nil {
+		return 0, fmt.Errorf("archive lease: %w", err)
+	}
+	if !r.Held {
+		return 0, nil
+	}
+	return r.Fence, nil
+}
+
+// Release gives the lease up (at shutdown), so another replica takes over
+// at once instead of after LeaseTTL.
+func (a *Archiver) Release(ctx context.Context) error {
+	var r struct{}
+	return a.exec.RunInto(ctx, &r, scriptLease, []string{keys.ArchiveLease, keys.ArchiveFence}, "release", a.owner)
+}
+
+// Once runs one round if this replica holds (or takes) the lease: every
+// tenant's queue is archived up to what it held when the round reached it,
+// and its event and audit streams (then the global audit log) from their
+// archived positions. It returns the rows written. One round at a time:
+// Once is not safe for concurrent use.
+func (a *Archiver) Once(ctx context.Context) (int64, error) {
+	fence, err := a.lease(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if fence == 0 {
+		a.mu.Lock()
+		a.stats.Held, a.stats.At = false, time.Now()
+		a.mu.Unlock()
+		return 0, nil
+	}
+	if fence != a.posFence || a.positions == nil {
+		a.positions, a.posFence = map[string]string{}, fence
+	}
+	var (
+		written, pending int64
+		oldest           time.Duration
+		renewed          = time.Now()
+		firstErr         error
+	)
+	err = sweeper.WalkTenants(ctx, a.exec, "", a.opts.TenantPage, func(tenant string) bool {
+		if time.Since(renewed) > a.opts.LeaseTTL/3 {
+			f, err := a.lease(ctx)
+			if err != nil || f != fence {
+				firstErr = errors.Join(firstErr, err, errors.New("archive: lease lost mid-round"))
+				return false
+			}
+			renewed = time.Now()
+		}
+		n, p, lag, err := a.drain(ctx, tenant, fence)
+		written += n
+		pending += p
+		oldest = max(oldest, lag)
+		for _, kind := range []streamKind{kindEvents, kindAudit} {
+			if err == nil {
+				n, err = a.drainStream(ctx, kind, tenant, fence)
+				written += n
+			}
+		}
+		if err != nil {
+			firstErr = errors.Join(firstErr, err)
+			// A fenced batch means a successor holds the lease: stop.
+			return !errors.Is(err, archive.ErrFenced) && ctx.Err() == nil
+		}
+		return true
+	})
+	if err == nil && firstErr == nil {
+		// The audit trail of operations that concern no tenant.
+		n, err := a.drainStream(ctx, kindAudit, "", fence)
+		written += n
+		firstErr = err
+	}
+	a.mu.Lock()
+	a.stats.Held, a.stats.Pending, a.stats.Lag, a.stats.At = true, pending, oldest, time.Now()
+	a.stats.Archived += written
+	a.mu.Unlock()
+	return written, errors.Join(err, firstErr)
+}
+
+// drain archives one tenant's queue batch by batch, up to the entries it
+// held when the drain started (so a busy tenant cannot hold the round). It
+// returns the rows written, the entries still queued and the age of the
+// oldest of them.
+func (a *Archiver) drain(ctx context.Context, tenant string, fence int64) (written, pending int64, lag time.Duration, err error) {
+	t := keys.Tenant(tenant)
+	stream := "reservations/" + tenant
+	pos := ""
+	read := false
+	budget := int64(-1)
+	for {
+		b, err := a.read(ctx, t)
+		if err != nil {
+			return written, 0, 0, err
+		}
+		if budget < 0 {
+			budget = b.pending
+		}
+		if len(b.entries) == 0 || budget <= 0 {
+			return written, b.pending, b.lag(), nil
+		}
+		if !read {
+			if pos, err = a.position(ctx, stream); err != nil {
+				return written, b.pending, b.lag(), err
+			}
+			read = true
+		}
+		batch := archive.Batch{Stream: stream, Fence: fence, Position: pos}
+		for i := range b.entries {
+			e := &b.entries[i]
+			if !after(e.qid, pos) {
+				continue // archived by an earlier batch that crashed before archive/done
+			}
+			batch.Position = e.qid
+			if len(e.fields) == 0 {
+				a.log.Warn("archive: queued reservation has no record; dropping the queue entry",
+					zap.String("tenant", tenant), zap.String("reservation_id", e.rid))
+				continue
+			}
+			row, err := RowOf(tenant, e.rid, e.fields, b.now)
+			if err != nil {
+				// Not settled (cannot be queued by the ledger): it is queued
+				// again when it settles.
+				a.log.Warn("archive: dropping a queue entry", zap.String("tenant", tenant), zap.Error(err))
+				e.fields = nil // no TTL for it: only the entry goes
+				continue
+			}
+			batch.Reservations = append(batch.Reservations, row)
+		}
+		if batch.Position != pos {
+			w, err := a.write(ctx, batch)
+			if err != nil {
+				return written, b.pending, b.lag(), err
+			}
+			written += w.Reservations
+			pos = batch.Position
+		}
+		if err := a.done(ctx, t, b.entries); err != nil {
+			return written, b.pending, b.lag(), err
+		}
+		budget -= int64(len(b.entries))
+	}
+}
+
+// position returns the archived position of stream ("" = none yet),
+// cached while the lease is held under one fence.
+func (a *Archiver) position(ctx context.Context, stream string) (string, error) {
+	if p, ok := a.positions[stream]; ok {
+		return p, nil
+	}
+	p, err := a.store.Position(ctx, stream)
+	if err != nil {
+		return "", err
+	}
+	a.positions[stream] = p.Position
+	return p.Position, nil
+}
+
+// write stores a batch and remembers its position; a failed write forgets
+// the stream's (the transaction may or may not have committed).
+func (a *Archiver) write(ctx context.Context, b archive.Batch) (archive.Written, error) {
+	w, err := a.store.Write(ctx, b)
+	if err != nil {
+		delete(a.positions, b.Stream)
+		return w, fmt.Errorf("archive %s: %w", b.Stream, err)
+	}
+	a.positions[b.Stream] = b.Position
+	return w, nil
+}
+
+// queued is one archive queue entry and the record it names.
+type queued struct {
+	qid, rid string
+	fields   map[string]string
+}
+
+// queueBatch is archive/queue's reply.
+type queueBatch struct {
+	now     time.Time
+	pending int64
+	entries []queued
+}
+
+// lag is the age of the batch's oldest entry (its queue id is the Redis
+// TIME of the settle) on the batch's clock.
+func (b queueBatch) lag() time.Duration {
+	if len(b.entries) == 0 {
+		return 0
+	}
+	ms, _, ok := parseQID(b.entries[0].qid)
+	if !ok {
+		return 0
+	}
+	return max(0, b.now.Sub(time.UnixMilli(int64(ms))))
+}
+
+func (a *Archiver) read(ctx context.Context, t keys.Tenant) (queueBatch, error) {
+	res, err := a.exec.RunFlat(ctx, scriptQueue, []string{t.Prefix(), t.ArchiveQueue()}, a.opts.BatchSize)
+	if err != nil {
+		return queueBatch{}, fmt.Errorf("archive queue of %s: %w", t, err)
+	}
+	f := script.NewFlatReader(res)
+	b := queueBatch{now: time.UnixMilli(f.Int()).UTC(), pending: f.Int()}
+	n := f.Count(3)
+	b.entries = make([]queued, 0, n)
+	for i := 0; i < n; i++ {
+		e := queued{qid: f.Str(), rid: f.Str()}
+		k := f.Count(2)
+		e.fields = make(map[string]string, k)
+		for j := 0; j < k; j++ {
+			name := f.Str()
+			e.fields[name] = f.Str()
+		}
+		b.entries = append(b.entries, e)
+	}
+	if err := f.End(); err != nil {
+		return queueBatch{}, fmt.Errorf("archive queue of %s: %w", t, err)
+	}
+	return b, nil
+}
+
+// done starts the hot-window TTL of the archived records and trims their
+// queue entries (only after the PostgreSQL commit).
+func (a *Archiver) done(ctx context.Context, t keys.Tenant, entries []queued) error {
+	args := make([]any, 0, 1+2*len(entries))
+	args = append(args, a.opts.HotRetention.Milliseconds())
+	for _, e := range entries {
+		rid := e.rid
+		if len(e.fields) == 0 {
+			rid = ""
+		}
+		args = append(args, e.qid, rid)
+	}
+	var r struct{}
+	if err := a.exec.RunInto(ctx, &r, scriptDone, []string{t.Prefix(), t.ArchiveQueue()}, args...); err != nil {
+		return fmt.Errorf("archive done of %s: %w", t, err)
+	}
+	return nil
+}
+
+// Run archives until ctx ends: a round, then (when it found nothing or
+// failed) a pause. Failures (Redis or PostgreSQL down) are logged and
+// retried, never fatal: the queue keeps growing in Redis meanwhile, nothing
+// is lost. The lease is given up on the way out.
+func (a *Archiver) Run(ctx context.Context) error {
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = a.Release(rctx)
+	}()
+	for {
+		n, err := a.Once(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			a.log.Warn("archive round failed; retrying", zap.Error(err))
+		}
+		if n == 0 || err != nil {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(a.opts.Pause):
+			}
+		}
+	}
+}
+
+// parseQID splits a stream id "<ms>-<seq>".
+func parseQID(id string) (ms, seq uint64, ok bool) {
+	a, b, found := strings.Cut(id, "-")
+	if !found {
+		return 0, 0, false
+	}
+	ms, err1 := strconv.ParseUint(a, 10, 64)
+	seq, err2 := strconv.ParseUint(b, 10, 64)
+	return ms, seq, err1 == nil && err2 == nil
+}
+
+// after reports whether queue id is past position ("" = the start).
+func after(id, position string) bool {
+	if position == "" {
+		return true
+	}
+	m1, s1, ok1 := parseQID(id)
+	m2, s2, ok2 := parseQID(position)
+	if !ok1 || !ok2 {
+		return true // a malformed position never hides an entry; rows are idempotent
+	}
+	return m1 > m2 || (m1 == m2 && s1 > s2)
+}

@@ -1,0 +1,36 @@
+#!lua flags=no-writes
+-- archive/queue: the oldest entries of a tenant's archive queue with the
+-- records they name, for the archiver to copy to PostgreSQL
+-- (internal/archiver). Reads only; archive/done trims once they are stored.
+--
+-- KEYS: 1 tenant prefix "cy:{t:<tenant>}:" (records derived: key_reservation)
+--       2 archive queue cy:{t:<tenant>}:archq (stream: one entry {id} per
+--         settled reservation, appended by the settling script)
+-- ARGV: 1 batch size 1..1000
+-- Result okf({'OK', FLAT_V, '', '', now_ms, pending (XLEN), n, then n times:
+--   queue entry id, reservation id, field count k, k field/value pairs
+--   (the record's HGETALL; k = 0 when the record is gone)}). Flat, so
+--   every value reaches Go byte for byte.
+-- Refusals: INVALID_REQUEST (batch size).
+-- include: lib/keys.lua
+
+local n = tonumber(ARGV[1])
+if not n or n < 1 or n > 1000 or n ~= math.floor(n) then
+  return fail('INVALID_REQUEST', 'batch size must be 1..1000')
+end
+local out = {'OK', FLAT_V, '', '', now_ms(), redis.call('XLEN', KEYS[2])}
+local entries = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', n)
+out[#out + 1] = #entries
+for _, e in ipairs(entries) do
+  local fields, rid = e[2], ''
+  for i = 1, #fields, 2 do
+    if fields[i] == 'id' then rid = fields[i + 1] end
+  end
+  out[#out + 1] = e[1]
+  out[#out + 1] = rid
+  local rec = {}
+  if rid ~= '' then rec = redis.call('HGETALL', key_reservation(KEYS[1], rid)) end
+  out[#out + 1] = #rec / 2
+  for i = 1, #rec do out[#out + 1] = rec[i] end
+end
+return okf(out)
