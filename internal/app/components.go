@@ -71,7 +71,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 	// archiver (internal/archiver) instead of giving it the 30-day TTL.
 	archiving := cfg.ArchiveDSN != ""
 	led := ledger.New(exec, ledger.Options{MeterProvider: mp, EventRetention: cfg.EventRetention,
-		TenantLabel: cfg.MetricsTenantLabel, Archive: archiving})
+		TenantLabel: cfg.MetricsTenantLabel, Archive: archiving, Kinds: kinds})
 	adm := admin.New(exec, admin.Options{
 		MeterProvider:  mp,
 		EventRetention: cfg.EventRetention,
@@ -136,7 +136,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 			Ops:         opsapi.New(sw, ops),
 			ActionKinds: actionkindapi.New(kinds),
 			Auth:        authapi.New(adm),
-			Policy:      policyapi.New(policy.New(exec, policy.Options{})),
+			Policy:      policyapi.New(policy.New(exec, policy.Options{Kinds: kinds})),
 			Audit:       auditapi.New(aud),
 			Operator:    operatorapi.New(bulk.New(exec, adm, aud)),
 		},

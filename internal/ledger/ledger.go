@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/script"
@@ -58,6 +59,9 @@ type Options struct {
 	// instead of giving it the terminal-retention TTL (finalize in
 	// lua/lib/ledger_reservation.lua). Every replica must agree on it.
 	Archive bool
+	// Kinds classifies a request's action kind for the v0.1.26 risk-class
+	// quotas (nil: the built-in registry without custom kinds).
+	Kinds *actionkind.Registry
 }
 
 // Ledger runs the ledger scripts.
@@ -69,6 +73,7 @@ type Ledger struct {
 	m       counters
 	// newID makes the UUIDv4 of reservation ids (see ids.go) and event ids.
 	newID func() string
+	kinds *actionkind.Registry
 }
 
 // counters are the user-visible effects of the ledger (telemetry conventions:
@@ -94,11 +99,17 @@ func New(exec *script.Executor, opts Options) *Ledger {
 	if retention <= 0 {
 		retention = eventctx.DefaultRetention
 	}
+	kinds := opts.Kinds
+	if kinds == nil {
+		// The built-in registry cannot fail to build (no custom kinds).
+		kinds, _ = actionkind.New(nil)
+	}
 	archive := ""
 	if opts.Archive {
 		archive = "1"
 	}
 	return &Ledger{
+		kinds:     kinds,
 		exec:      exec,
 		retention: retention,
 		archive:   archive,
