@@ -128,7 +128,7 @@ grpcurl: ## Install grpcurl (pinned) with go install, if it is not on the PATH
 	@command -v grpcurl >/dev/null || { echo "installing grpcurl $(GRPCURL_VERSION) with go install"; $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION); }
 
 # Suites that also run against a local 3-master Redis Cluster.
-CLUSTER_SUITES ?= ./internal/ledger/... ./internal/sweeper/... ./internal/events/... ./internal/ratelimit/... ./internal/admin/... ./internal/api/... ./test/ledgertest/... ./test/redistest/... ./test/property/...
+CLUSTER_SUITES ?= ./internal/ledger/... ./internal/policy/... ./internal/sweeper/... ./internal/events/... ./internal/ratelimit/... ./internal/admin/... ./internal/api/... ./test/ledgertest/... ./test/redistest/... ./test/property/...
 
 .PHONY: test
 test: deps deps-node grpcurl ## Run every test (own redis-server processes), Cluster suites, fuzz, 60 s soak, clients; fails if it leaves anything in TMPDIR: ~13 min

@@ -74,7 +74,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 	archiving := cfg.ArchiveDSN != ""
 	archived := &archivedReads{}
 	lopts := ledger.Options{MeterProvider: mp, EventRetention: cfg.EventRetention,
-		TenantLabel: cfg.MetricsTenantLabel, Archive: archiving}
+		TenantLabel: cfg.MetricsTenantLabel, Archive: archiving, Kinds: kinds}
 	if archiving {
 		lopts.Archived = archived.reservation
 	}
@@ -144,7 +144,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 			Ops:         opsapi.New(sw, ops),
 			ActionKinds: actionkindapi.New(kinds),
 			Auth:        authapi.New(),
-			Policy:      policyapi.New(policy.New(exec, policy.Options{})),
+			Policy:      policyapi.New(policy.New(exec, policy.Options{Kinds: kinds})),
 			Audit:       auditapi.New(aud),
 			Operator:    operatorapi.New(bulk.New(exec, adm, aud)),
 		},

@@ -124,6 +124,11 @@ func subjectJSON(s *cyclesv1.Subject) (string, bool) {
 }
 
 func actionJSON(a *cyclesv1.Action) (string, bool) {
+	if a.GetPolicyKeys() != nil {
+		// v0.1.26 policy_keys (quota allowlists read them in the script):
+		// the general encoder writes them.
+		return "", false
+	}
 	j := newJSONBuf(96)
 	j.field("kind", a.GetKind())
 	j.field("name", a.GetName())

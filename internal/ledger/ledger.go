@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/script"
@@ -62,6 +63,9 @@ type Options struct {
 	// archive: its Redis record's fields (internal/archiver Reader). Get
 	// then answers from them exactly as from Redis.
 	Archived func(ctx context.Context, tenant, id string) (map[string]string, bool, error)
+	// Kinds classifies a request's action kind for the v0.1.26 risk-class
+	// quotas (nil: the built-in registry without custom kinds).
+	Kinds *actionkind.Registry
 }
 
 // Ledger runs the ledger scripts.
@@ -74,6 +78,7 @@ type Ledger struct {
 	m        counters
 	// newID makes the UUIDv4 of reservation ids (see ids.go) and event ids.
 	newID func() string
+	kinds *actionkind.Registry
 }
 
 // counters are the user-visible effects of the ledger (telemetry conventions:
@@ -99,11 +104,17 @@ func New(exec *script.Executor, opts Options) *Ledger {
 	if retention <= 0 {
 		retention = eventctx.DefaultRetention
 	}
+	kinds := opts.Kinds
+	if kinds == nil {
+		// The built-in registry cannot fail to build (no custom kinds).
+		kinds, _ = actionkind.New(nil)
+	}
 	archive := ""
 	if opts.Archive {
 		archive = "1"
 	}
 	return &Ledger{
+		kinds:     kinds,
 		exec:      exec,
 		retention: retention,
 		archive:   archive,

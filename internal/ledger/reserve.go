@@ -112,7 +112,8 @@ func (l *Ledger) Reserve(ctx context.Context, tenant string, req *cyclesv1.Creat
 	res, snap, err := l.runFlat(ctx, scriptReserve, ks, []any{
 		mode, rid, d.unit, strconv.FormatInt(req.GetEstimate().GetAmount(), 10), ttl,
 		strconv.FormatInt(grace, 10), scope.PolicyKey(req.GetOveragePolicy()), req.GetIdempotencyKey(),
-		hash, d.Path, d.affected, subj, action, meta, l.eventContext(ctx), observeArg(req.GetObserveMode())},
+		hash, d.Path, d.affected, subj, action, meta, l.eventContext(ctx), observeArg(req.GetObserveMode()),
+		req.GetAction().GetKind(), string(l.kinds.Classify(req.GetAction().GetKind()).Risk), runID(req.GetSubject())},
 		reserveExtras, reserveFields)
 	if err != nil {
 		return nil, l.refused(ctx, op, err)
@@ -194,7 +195,9 @@ func (l *Ledger) Decide(ctx context.Context, tenant string, req *cyclesv1.Decide
 		d.budgetKeys...)
 	res, snap, err := l.runFlat(ctx, scriptDecide, ks, []any{
 		d.unit, strconv.FormatInt(req.GetEstimate().GetAmount(), 10), req.GetIdempotencyKey(), hash,
-		d.Path, d.affected, subj, action, l.eventContext(ctx)}, decideExtras, decideFields)
+		d.Path, d.affected, subj, action, l.eventContext(ctx),
+		req.GetAction().GetKind(), string(l.kinds.Classify(req.GetAction().GetKind()).Risk), runID(req.GetSubject())},
+		decideExtras, decideFields)
 	if err != nil {
 		return nil, l.refused(ctx, "decide", err)
 	}
@@ -232,3 +235,6 @@ func observeArg(m cyclesv1.ObserveMode) string {
 	}
 	return actionkind.ObserveModeName(m)
 }
+
+// runID is Subject.dimensions.run_id, the window key of per_run quotas ("" = none).
+func runID(s *cyclesv1.Subject) string { return s.GetDimensions()["run_id"] }

@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/admin"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
@@ -47,12 +48,16 @@ var (
 type Options struct {
 	// MaxPerTenant bounds one tenant's policies (0 = MaxPerTenant).
 	MaxPerTenant int
+	// Kinds is the action-kind registry: a policy naming an undeclared
+	// custom.* kind is refused (nil: no custom kind is checked).
+	Kinds *actionkind.Registry
 }
 
 // Service runs the policy scripts.
 type Service struct {
-	exec *script.Executor
-	max  int
+	exec  *script.Executor
+	max   int
+	kinds *actionkind.Registry
 }
 
 // New builds the service on exec.
@@ -60,7 +65,7 @@ func New(exec *script.Executor, opts Options) *Service {
 	if opts.MaxPerTenant <= 0 {
 		opts.MaxPerTenant = MaxPerTenant
 	}
-	return &Service{exec: exec, max: opts.MaxPerTenant}
+	return &Service{exec: exec, max: opts.MaxPerTenant, kinds: opts.Kinds}
 }
 
 // stored is a policy as the scripts keep it (one JSON value per policy id).
@@ -87,6 +92,11 @@ type stored struct {
 	EffectiveUntilMs         int64  `json:"effective_until_ms"`
 	CreatedAtMs              int64  `json:"created_at_ms"`
 	UpdatedAtMs              int64  `json:"updated_at_ms"`
+	// v0.1.26 (governance.go); absent in policies stored before.
+	AllowedActionKinds jsonList  `json:"allowed_action_kinds,omitempty"`
+	DeniedActionKinds  jsonList  `json:"denied_action_kinds,omitempty"`
+	ActionQuotas       quotaList `json:"action_quotas,omitempty"`
+	RiskClassQuotas    quotaList `json:"risk_class_quotas,omitempty"`
 }
 
 // newID is "pol_<tenant>_<32 hex digits>": the id names its tenant (as a
@@ -189,6 +199,16 @@ func (s *Service) CreateScopePolicy(ctx context.Context, req *cyclesv1.CreateSco
 		EffectiveFromMs: req.GetEffectiveFromMs(), EffectiveUntilMs: req.GetEffectiveUntilMs()}
 	p.DefaultTTLMs, p.MaxTTLMs, p.MaxExtensions = ttlTerms(req.GetReservationTtlOverride())
 	p.MaxReservationsPerMinute, p.MaxCommitsPerMinute = rateTerms(req.GetRateLimits())
+	if p.AllowedActionKinds, err = s.kindsOf("allowed_action_kinds", req.GetAllowedActionKinds()); err != nil {
+		return nil, err
+	}
+	if p.DeniedActionKinds, err = s.kindsOf("denied_action_kinds", req.GetDeniedActionKinds()); err != nil {
+		return nil, err
+	}
+	if p.ActionQuotas, err = s.actionQuotasOf(req.GetActionQuotas()); err != nil {
+		return nil, err
+	}
+	p.RiskClassQuotas = riskQuotasOf(req.GetRiskClassQuotas())
 	arg, err := json.Marshal(p)
 	if err != nil {
 		return nil, fmt.Errorf("encode policy: %w", err)
@@ -308,6 +328,9 @@ func (s *Service) UpdateScopePolicy(ctx context.Context, req *cyclesv1.UpdateSco
 	if req.EffectiveUntilMs != nil {
 		patch["effective_until_ms"] = req.GetEffectiveUntilMs()
 	}
+	if err := s.governancePatch(patch, req); err != nil {
+		return nil, err
+	}
 	arg, err := json.Marshal(patch)
 	if err != nil {
 		return nil, fmt.Errorf("encode policy patch: %w", err)
@@ -406,6 +429,7 @@ func (p stored) proto() (*cyclesv1.ScopePolicy, error) {
 		}
 		out.ReservationTtlOverride = t
 	}
+	p.governanceProto(out)
 	if p.MaxReservationsPerMinute > 0 || p.MaxCommitsPerMinute > 0 {
 		r := &cyclesv1.PolicyRateLimits{}
 		if p.MaxReservationsPerMinute > 0 {

@@ -112,6 +112,9 @@ func init() {
 			r.GetRateLimits(), r.GetStatus()); err != nil {
 			return err
 		}
+		if err := governance(r.GetActionQuotas(), r.GetRiskClassQuotas(), r.GetAllowedActionKinds(), r.GetDeniedActionKinds()); err != nil {
+			return err
+		}
 		return effectiveWindow(r.GetEffectiveFromMs(), r.GetEffectiveUntilMs())
 	})
 	register(func(r *cyclesv1.GetScopePolicyRequest) error {
@@ -155,6 +158,10 @@ func init() {
 		}
 		if err := policyTerms(r.Priority, r.GetCaps(), r.GetCommitOveragePolicy(), r.GetReservationTtlOverride(),
 			r.GetRateLimits(), r.GetStatus()); err != nil {
+			return err
+		}
+		if err := governance(r.GetActionQuotas().GetQuotas(), r.GetRiskClassQuotas().GetQuotas(),
+			r.GetAllowedActionKinds().GetKinds(), r.GetDeniedActionKinds().GetKinds()); err != nil {
 			return err
 		}
 		return effectiveWindow(r.GetEffectiveFromMs(), r.GetEffectiveUntilMs())

@@ -1,5 +1,5 @@
 -- ledger/decide: evaluate a reservation without making one (docs/protocol.md#dry-run-and-decide).
--- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua lib/policy.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua lib/policy.lua lib/quota.lua
 -- Budget and tenant conditions are DENY results, never errors; only a budget
 -- that exists solely in another unit (UNIT_MISMATCH), a malformed tenant
 -- record and an idempotency mismatch are errors. Writes only the idempotency
@@ -11,9 +11,13 @@
 -- ARGV: 1 unit   2 estimate (decimal)   3 idempotency key   4 payload hash
 --       5 scope path   6 affected scopes (JSON array; '' = the scope path's prefixes)   7 subject (JSON)
 --       8 action (JSON)   9 event context
+--       10 action kind   11 its risk class ('' = an undeclared custom.* kind)
+--       12 Subject.dimensions.run_id ('' = none)
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), denied (<reason> or ''), <decide snapshot fields>})
 --   (lib/ledger_snapshot.lua), from the snapshot the idempotency record keeps
 --   as JSON (`resp`: {decision, reason_code?, caps?, affected, deny_detail?}).
+-- The v0.1.26 access lists and quotas (lib/quota.lua) are evaluated before
+-- the budgets, as in ledger/reserve; decide reads counters, never counts.
 -- Decide ignores observe mode: it never enforces, so it has nothing to observe.
 
 local now = now_ms()
@@ -62,6 +66,15 @@ if conf.status == 'SUSPENDED' then
   return deny('TENANT_SUSPENDED', scope_deny('TENANT_SUSPENDED', scopes[1], 'Reactivate the tenant'))
 end
 
+local terms, perr = policy_terms(conf.pol, scope_path, now)
+if perr then return fail('INTERNAL_ERROR', perr) end
+local _, refusal = quota_plan(terms and terms.gov, ARGV[10] or '', ARGV[11] or 'side_effect', ARGV[12] or '',
+  ARGV[8], scope_path, scopes[1], now, KEYS[1])
+if refusal then
+  if refusal.dd == nil then return fail(refusal.code, refusal.msg, {field = refusal.field}) end
+  return deny(refusal.code, refusal.dd)
+end
+
 local bs, berr = load_scopes(6, scopes)
 if bs == nil then return fail('INTERNAL_ERROR', berr) end
 for _, b in ipairs(bs) do
@@ -80,8 +93,6 @@ end
 
 -- Caps: the highest-priority matching policy's, else the deepest budget's
 -- (docs/protocol.md#policies), as in ledger/reserve.
-local terms, perr = policy_terms(conf.pol, scope_path, now)
-if perr then return fail('INTERNAL_ERROR', perr) end
 if terms and terms.caps then
   return answer({decision = 'ALLOW_WITH_CAPS', caps = terms.caps, affected = scopes}, nil)
 end

@@ -1,5 +1,5 @@
 -- ledger/reserve: create a reservation (live) or evaluate one (dry run).
--- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua lib/keys.lua lib/record_layout.lua lib/policy.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua lib/keys.lua lib/record_layout.lua lib/policy.lua lib/quota.lua
 -- docs/protocol.md#reserve, docs/protocol.md#idempotency-and-replay, docs/protocol.md#events.
 --
 -- KEYS: 1 tenant prefix "cy:{t:T}:"   2 tenant record     3 budgets index
@@ -17,6 +17,8 @@
 --       13 action (JSON)              14 metadata (JSON or '')
 --       15 event context (internal/events)
 --       16 the request's observe mode ('' | 'DISABLED' | 'OBSERVE' | 'ENFORCE')
+--       17 action kind   18 its risk class ('' = an undeclared custom.* kind)
+--       19 Subject.dimensions.run_id ('' = none)
 --       Extra ARGV are ignored (time always comes from Redis TIME).
 -- Observe mode (v0.1.26): the request's mode wins when set, else the
 --   tenant's OBSERVE, else ENFORCE (DISABLED = ENFORCE). OBSERVE evaluates
@@ -31,11 +33,17 @@
 --   them packed in `rbal` or a `reserve_resp` JSON copy); a dry run keeps them
 --   in the idempotency record (`f`, the snapshot fields as a JSON array; before
 --   that `resp`, a JSON object).
+-- Governance (v0.1.26, lib/quota.lua): the matching policies' access lists,
+--   risk-class quotas and per-kind quotas are evaluated after the tenant
+--   guard and before the budgets; a live ALLOW counts the quota counters in
+--   this run and keeps the per_run ones in the record (`qrun`).
 -- Refusals: INVALID_REQUEST, IDEMPOTENCY_MISMATCH, INTERNAL_ERROR, TENANT_CLOSED,
---   TENANT_SUSPENDED, BUDGET_FROZEN, BUDGET_CLOSED, OVERDRAFT_LIMIT_EXCEEDED,
+--   TENANT_SUSPENDED, ACTION_KIND_DENIED, ACTION_KIND_NOT_ALLOWED,
+--   ACTION_QUOTA_EXCEEDED, BUDGET_FROZEN, BUDGET_CLOSED, OVERDRAFT_LIMIT_EXCEEDED,
 --   DEBT_OUTSTANDING, BUDGET_EXCEEDED, UNIT_MISMATCH, NOT_FOUND, AMOUNT_OVERFLOW.
---   (A dry run or an observed request turns budget and tenant refusals into
---   a DENY result.) Budget refusals carry details.deny_detail (DenyDetail JSON).
+--   (A dry run or an observed request turns governance, budget and tenant
+--   refusals into a DENY result.) Governance and budget refusals carry
+--   details.deny_detail (DenyDetail JSON).
 
 local now = now_ms()
 local mode, rid, unit = ARGV[1], ARGV[2], ARGV[3]
@@ -187,7 +195,21 @@ if req_observe == 'OBSERVE' or (req_observe == '' and conf.observe == 'OBSERVE')
   observe, dry = true, true
 end
 
--- 3. Budgets of every derived scope, canonical order; first failure wins.
+-- 3. The tenant's policies matching the scope path, in their effective
+-- window at Redis TIME (lib/policy.lua; nil when none matches), and their
+-- v0.1.26 rules: access lists, risk-class quotas, per-kind quotas, in that
+-- order and before any budget (lib/quota.lua).
+local terms, perr = policy_terms(conf.pol, scope_path, now)
+if perr then return fail('INTERNAL_ERROR', perr) end
+local counts, refusal = quota_plan(terms and terms.gov, ARGV[17] or '', ARGV[18] or 'side_effect', ARGV[19] or '',
+  ARGV[13], scope_path, scopes[1], now, KEYS[1])
+if refusal then
+  if refusal.dd == nil then return fail(refusal.code, refusal.msg, {field = refusal.field}) end
+  if dry then return deny(refusal.code, refusal.dd) end
+  return fail(refusal.code, refusal.msg, {scope = refusal.dd.blocked_by_scope, deny_detail = cjson.encode(refusal.dd)})
+end
+
+-- 4. Budgets of every derived scope, canonical order; first failure wins.
 local bs, berr = load_scopes(10, scopes)
 if bs == nil then return fail('INTERNAL_ERROR', berr) end
 -- E as a number when the int64 fast path applies (|x| < 10^15: every sum
@@ -215,12 +237,8 @@ if #bs == 0 then
   return fail('NOT_FOUND', 'Budget not found for provided scope: ' .. scopes[#scopes], {scope = scopes[#scopes]})
 end
 
--- 4. The tenant's policies matching the scope path, in their effective
--- window at Redis TIME (lib/policy.lua; nil when none matches). Caps come
--- from the highest-priority matching policy that sets them, else from the
--- budget at the deepest derived scope (docs/protocol.md#policies).
-local terms, perr = policy_terms(conf.pol, scope_path, now)
-if perr then return fail('INTERNAL_ERROR', perr) end
+-- 5. Caps come from the highest-priority matching policy that sets them,
+-- else from the budget at the deepest derived scope (docs/protocol.md#policies).
 local caps = nil
 local deepest = bs[#bs]
 if terms and terms.caps then
@@ -262,7 +280,7 @@ if dry then
   return dry_answer(finish(f, nil), nil)
 end
 
--- 5. Live: effective TTL (request, else the policy default, else the tenant
+-- 6. Live: effective TTL (request, else the policy default, else the tenant
 -- default; capped by the policy max, else the tenant max).
 local ttl = (terms and terms.default_ttl) or conf.default_ttl
 if ARGV[5] ~= '' then
@@ -296,7 +314,8 @@ for i, b in ipairs(bs) do
   end
 end
 
--- 6. Mutate: hold the estimate on every budgeted scope.
+-- 7. Mutate: count the quota counters, hold the estimate on every budgeted scope.
+local qrun = counts and quota_count(counts, now, emit, key_tenant(KEYS[1]), KEYS[1]) or nil
 -- The balances go straight into their packed form (lib/ledger_snapshot.lua
 -- pack_balances; row i is budgeted[i]) for the answer, and from the same
 -- values into the record's rows rb<i> (lib/record_layout.lua compact_row).
@@ -319,7 +338,7 @@ end
 
 local rbal = table.concat(rows, ';')
 
--- 7. The record, its indexes and the idempotency mapping. The record keeps
+-- 8. The record, its indexes and the idempotency mapping. The record keeps
 -- what the answer is rebuilt from in the compact layout of
 -- docs/design.md#reservation-records (lua/lib/record_layout.lua): budgeted
 -- scopes as positions in the scope path, one balance row per scope (rb<i>,
@@ -347,6 +366,7 @@ local n = #tail
 if ARGV[12] ~= '' then tail[n + 1], tail[n + 2] = 'subject', ARGV[12]; n = n + 2 end
 if ARGV[14] ~= '' then tail[n + 1], tail[n + 2] = 'metadata', ARGV[14]; n = n + 2 end
 if caps then tail[n + 1], tail[n + 2] = 'caps', caps; n = n + 2 end
+if qrun and #qrun > 0 then tail[n + 1], tail[n + 2] = 'qrun', cjson.encode(qrun); n = n + 2 end
 -- explicit: the affected scopes are not the scope path's prefixes (stored, and
 -- sent in the answer; otherwise both leave them to be derived).
 local explicit = prefixes ~= nil and ARGV[11] ~= '' and not same_list(scopes, prefixes)

@@ -4,7 +4,8 @@
 
 -- release_hold returns a reservation's estimate to every budget of its
 -- snapshot (reserved -= E, remaining += E), overflow-checked before the first
--- write. Returns the budgets touched, or nil, code, message.
+-- write, and gives back its per_run quota counts (lib/refund.lua quota_refund).
+-- Returns the budgets touched, or nil, code, message.
 local function release_hold(prefix, r)
   local bs, err = reservation_budgets(prefix, r)
   if bs == nil then return nil, 'INTERNAL_ERROR', err end
@@ -15,5 +16,6 @@ local function release_hold(prefix, r)
     if not done then return nil, problem, 'releasing would overflow int64 at ' .. b.path end
   end
   refund_apply(bs)
+  quota_refund(r.qrun)
   return bs
 end

@@ -11,7 +11,43 @@
 -- (priority descending, then created_at, then id) of
 --   {lua pattern, effective_from_ms, effective_until_ms (0 = none),
 --    caps JSON or '', overage policy or '', default_ttl_ms (0 = none),
---    max_ttl_ms (0 = none), max_extensions (-1 = none)}.
+--    max_ttl_ms (0 = none), max_extensions (-1 = none), governance}
+-- where governance is 0 (none) or the v0.1.26 rules (policy_gov below):
+--   {id = policy id, a = allowlist set {kind = 1} or nil, d = denylist set,
+--    aq = {kind = {quota, ...}} or nil, rq = {risk class = {quota, ...}} or nil}
+-- and a quota is {w = window, m = max_calls, t = per_run TTL ms (0 else),
+--   b = threshold basis points, h / r / y = host / recipient domain /
+--   resource type allowlist sets or nil}. lib/quota.lua enforces them.
+
+-- policy_set is the set of a non-empty list (nil when empty or absent).
+local function policy_set(l)
+  if type(l) ~= 'table' or next(l) == nil then return nil end
+  local s = {}
+  for _, v in ipairs(l) do s[v] = 1 end
+  return s
+end
+
+-- policy_quotas groups a stored quota list by field (action_kind or risk_class).
+local function policy_quotas(l, field)
+  if type(l) ~= 'table' or next(l) == nil then return nil end
+  local out = {}
+  for _, q in ipairs(l) do
+    local k = q[field]
+    if out[k] == nil then out[k] = {} end
+    local c = {w = q.window, m = q.max_calls, t = q.ttl_ms or 0, b = q.threshold_bp or 8000}
+    c.h, c.r, c.y = policy_set(q.hosts), policy_set(q.domains), policy_set(q.resources)
+    out[k][#out[k] + 1] = c
+  end
+  return out
+end
+
+-- policy_gov is the compiled v0.1.26 rules of stored policy p, 0 when none.
+local function policy_gov(p)
+  local g = {id = p.policy_id, a = policy_set(p.allowed_action_kinds), d = policy_set(p.denied_action_kinds),
+    aq = policy_quotas(p.action_quotas, 'action_kind'), rq = policy_quotas(p.risk_class_quotas, 'risk_class')}
+  if g.a == nil and g.d == nil and g.aq == nil and g.rq == nil then return 0 end
+  return g
+end
 
 -- policy_compile returns the compiled copy of the policies hash pols
 -- (field -> JSON, as hmap returns it), or '' when none is ACTIVE; nil and a
@@ -32,7 +68,7 @@ local function policy_compile(pols)
   local out = {}
   for i, p in ipairs(list) do
     out[i] = {p.lua_pattern, p.effective_from_ms or 0, p.effective_until_ms or 0, p.caps or '',
-      p.commit_overage_policy or '', p.default_ttl_ms or 0, p.max_ttl_ms or 0, p.max_extensions or -1}
+      p.commit_overage_policy or '', p.default_ttl_ms or 0, p.max_ttl_ms or 0, p.max_extensions or -1, policy_gov(p)}
   end
   return cjson.encode(out)
 end
@@ -41,7 +77,8 @@ end
 -- every field is taken from the first (highest-priority) matching policy in
 -- its effective window that sets it. Returns nil when none matches (the fast
 -- path: no policy), else a table {caps, overage, default_ttl, max_ttl,
--- max_ext} with absent fields nil; nil and a message when compiled is
+-- max_ext, gov} with absent fields nil (gov: the v0.1.26 rules of the
+-- matching policies, highest priority first); nil and a message when compiled is
 -- malformed (the caller fails closed).
 local function policy_terms(compiled, scope_path, now)
   if compiled == nil or compiled == '' then return nil end
@@ -56,6 +93,10 @@ local function policy_terms(compiled, scope_path, now)
       if t.default_ttl == nil and p[6] > 0 then t.default_ttl = p[6] end
       if t.max_ttl == nil and p[7] > 0 then t.max_ttl = p[7] end
       if t.max_ext == nil and p[8] >= 0 then t.max_ext = p[8] end
+      if type(p[9]) == 'table' then
+        if t.gov == nil then t.gov = {} end
+        t.gov[#t.gov + 1] = p[9]
+      end
     end
   end
   if not hit then return nil end

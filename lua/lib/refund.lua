@@ -38,3 +38,18 @@ local function refund_apply(bs)
     redis.call('HSET', b.key, 'reserved', b.new_res, 'remaining', b.new_rem)
   end
 end
+
+-- quota_refund gives back the v0.1.26 per_run quota counts a reservation
+-- holds (its `qrun` field: the counter keys as a JSON array, lib/quota.lua)
+-- on release and expiry (the action-kinds spec's per_run lifecycle; calendar
+-- windows are never given back): each counter still above 0 goes down by
+-- one; one reset or expired since stays as it is.
+local function quota_refund(qrun)
+  if qrun == nil or qrun == false or qrun == '' then return end
+  local good, ks = pcall(cjson.decode, qrun)
+  if not good or type(ks) ~= 'table' then return end
+  for _, k in ipairs(ks) do
+    local n = tonumber(redis.call('HGET', k, 'n') or '')
+    if n and n > 0 then redis.call('HSET', k, 'n', n - 1) end
+  end
+end

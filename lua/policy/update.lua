@@ -9,12 +9,15 @@
 -- Result: ok(<the policy as stored after the change>)
 -- Refusals: NOT_FOUND (no such policy), TENANT_CLOSED, DUPLICATE_RESOURCE (the
 --   new name is taken), INVALID_REQUEST (the effective window would end before
---   it starts), INTERNAL_ERROR (a malformed stored policy). Rewrites the policy
+--   it starts, or the policy would hold both an allow and a deny list), INTERNAL_ERROR (a malformed stored policy). Rewrites the policy
 --   and the tenant record's compiled copy (lib/policy.lua), or nothing.
 
 local PATCHABLE = {name = true, description = true, priority = true, caps = true, commit_overage_policy = true,
   default_ttl_ms = true, max_ttl_ms = true, max_extensions = true, max_reservations_per_minute = true,
-  max_commits_per_minute = true, status = true, effective_from_ms = true, effective_until_ms = true}
+  max_commits_per_minute = true, status = true, effective_from_ms = true, effective_until_ms = true,
+  allowed_action_kinds = true, denied_action_kinds = true, action_quotas = true, risk_class_quotas = true}
+-- LISTS: the v0.1.26 lists; an empty one clears the stored list (stored absent).
+local LISTS = {allowed_action_kinds = true, denied_action_kinds = true, action_quotas = true, risk_class_quotas = true}
 
 local id = ARGV[1]
 local patch = jdecode(ARGV[2])
@@ -29,7 +32,16 @@ if p == nil then return fail('INTERNAL_ERROR', 'stored policy ' .. id .. ' is ma
 
 for k, v in pairs(patch) do
   if not PATCHABLE[k] then return fail('INTERNAL_ERROR', 'policy/update: unknown field ' .. k) end
+  if LISTS[k] and type(v) == 'table' and next(v) == nil then v = nil end
   p[k] = v
+end
+-- The lists may not both be set: checked on the result, so a PATCH cannot
+-- add an allowlist to a policy that keeps a denylist.
+if type(p.allowed_action_kinds) == 'table' and next(p.allowed_action_kinds) ~= nil
+  and type(p.denied_action_kinds) == 'table' and next(p.denied_action_kinds) ~= nil then
+  local field = patch.allowed_action_kinds and 'allowed_action_kinds' or 'denied_action_kinds'
+  return fail('INVALID_REQUEST', 'allowed_action_kinds and denied_action_kinds are mutually exclusive: clear one of them',
+    {field = field})
 end
 if p.effective_from_ms > 0 and p.effective_until_ms > 0 and p.effective_until_ms <= p.effective_from_ms then
   return fail('INVALID_REQUEST', 'effective_until must be after effective_from', {field = 'effective_until'})

@@ -150,6 +150,7 @@ end
 
 local function expire(rkey, id, r, p)
   refund_apply(p.steps)
+  quota_refund(r.qrun)
   redis.call('HSET', rkey, 'state', 'EXPIRED', 'expired_at', str(now))
   redis.call('ZREM', deadlines, id)
   if archive then

@@ -58,6 +58,16 @@ func TestEveryEventTypeIsProducedAndTyped(t *testing.T) {
 			Subject: &cyclesv1.Subject{Workspace: "w"}, Action: action, Estimate: &cyclesv1.Amount{Unit: tok, Amount: amount},
 			ObserveMode: cyclesv1.ObserveMode_OBSERVE_MODE_OBSERVE}))
 	}
+	// v0.1.26 quotas: the first call of a kind capped at 1 per hour crosses
+	// the default 80 % threshold (released: the hold plays no part below).
+	must(cyclesv1.NewPolicyServiceClient(conn).CreateScopePolicy(ctx, &cyclesv1.CreateScopePolicyRequest{TenantId: tenant,
+		Name: "mail", ScopePattern: "*", ActionQuotas: []*cyclesv1.ActionQuota{{ActionKind: "message.email.send", MaxCalls: 1,
+			Window: cyclesv1.ActionQuotaWindow_ACTION_QUOTA_WINDOW_PER_HOUR_TUMBLING}}}))
+	mail, err := runtime.CreateReservation(agent, &cyclesv1.CreateReservationRequest{IdempotencyKey: "mail-1",
+		Subject: &cyclesv1.Subject{Workspace: "w"}, Action: &cyclesv1.Action{Kind: "message.email.send", Name: "m"},
+		Estimate: &cyclesv1.Amount{Unit: tok, Amount: 1}})
+	must(mail, err)
+	must(runtime.ReleaseReservation(agent, &cyclesv1.ReleaseReservationRequest{ReservationId: mail.GetReservationId(), IdempotencyKey: "mail-r"}))
 	reserve := func(id string, amount int64, ttl *int64) string {
 		t.Helper()
 		res, err := runtime.CreateReservation(agent, &cyclesv1.CreateReservationRequest{IdempotencyKey: id,
@@ -146,6 +156,11 @@ func TestEveryEventTypeIsProducedAndTyped(t *testing.T) {
 	if p := first(cyclesv1.EventType_EVENT_TYPE_RESERVATION_RELEASED_VIA_TENANT_CASCADE).GetReservationReleased(); p.GetReleasedAmount() != 5 ||
 		p.GetNewStatus() != cyclesv1.ReservationStatus_RESERVATION_STATUS_RELEASED {
 		t.Errorf("reservation.released_via_tenant_cascade: %v", p)
+	}
+	if p := first(cyclesv1.EventType_EVENT_TYPE_QUOTA_THRESHOLD_APPROACHING).GetQuotaThresholdApproaching(); p.GetUsed() != 1 ||
+		p.GetLimit() != 1 || p.GetThresholdPct() != 0.8 || p.GetActionKind() != "message.email.send" || p.GetScope() != scope+"/workspace:w" ||
+		p.GetWindow() != cyclesv1.ActionQuotaWindow_ACTION_QUOTA_WINDOW_PER_HOUR_TUMBLING || p.GetTenantId() != tenant {
+		t.Errorf("quota.threshold_approaching: %v", p)
 	}
 	if p := first(cyclesv1.EventType_EVENT_TYPE_TENANT_SUSPENDED).GetTenantChanged(); p.GetNewStatus() != cyclesv1.TenantStatus_TENANT_STATUS_SUSPENDED {
 		t.Errorf("tenant.suspended: %v", p)

@@ -92,6 +92,7 @@ type policyOut struct {
 	EffectiveUntil         string           `json:"effective_until,omitempty"`
 	CreatedAt              string           `json:"created_at"`
 	UpdatedAt              string           `json:"updated_at,omitempty"`
+	governanceOut
 }
 
 func policyOutOf(p *cyclesv1.ScopePolicy) *policyOut {
@@ -100,7 +101,7 @@ func policyOutOf(p *cyclesv1.ScopePolicy) *policyOut {
 		CommitOveragePolicy: policyNames[int32(p.GetCommitOveragePolicy())],
 		Status:              policyStatusNames[int32(p.GetStatus())],
 		EffectiveFrom:       isoTime(p.GetEffectiveFromMs()), EffectiveUntil: isoTime(p.GetEffectiveUntilMs()),
-		CreatedAt: isoTime(p.GetCreatedAtMs()), UpdatedAt: isoTime(p.GetUpdatedAtMs())}
+		CreatedAt: isoTime(p.GetCreatedAtMs()), UpdatedAt: isoTime(p.GetUpdatedAtMs()), governanceOut: governanceOf(p)}
 	if t := p.GetReservationTtlOverride(); t != nil {
 		out.ReservationTTLOverride = &ttlOverrideJSON{DefaultTTLMs: t.DefaultTtlMs, MaxTTLMs: t.MaxTtlMs, MaxExtensions: t.MaxExtensions}
 	}
@@ -148,6 +149,7 @@ type policyIn struct {
 	Status                 *string          `json:"status"`
 	EffectiveFrom          *string          `json:"effective_from"`
 	EffectiveUntil         *string          `json:"effective_until"`
+	governanceIn
 }
 
 // terms converts the fields create and patch share.
@@ -192,6 +194,9 @@ func (a *API) createPolicy(w http.ResponseWriter, r *http.Request) {
 		}
 		if until != nil {
 			out.EffectiveUntilMs = *until
+		}
+		if err := in.governanceIn.create(out); err != nil {
+			return nil, err
 		}
 		return out, nil
 	})
@@ -273,10 +278,14 @@ func (a *API) updatePolicy(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return nil, err
 		}
-		return &cyclesv1.UpdateScopePolicyRequest{TenantId: policyTenant(r), PolicyId: r.PathValue("policy_id"),
+		out := &cyclesv1.UpdateScopePolicyRequest{TenantId: policyTenant(r), PolicyId: r.PathValue("policy_id"),
 			Name: in.Name, Description: in.Description, Priority: in.Priority, Caps: in.Caps.proto(),
 			CommitOveragePolicy: pol, ReservationTtlOverride: in.ReservationTTLOverride.proto(),
-			RateLimits: in.RateLimits.proto(), Status: st, EffectiveFromMs: from, EffectiveUntilMs: until}, nil
+			RateLimits: in.RateLimits.proto(), Status: st, EffectiveFromMs: from, EffectiveUntilMs: until}
+		if err := in.governanceIn.update(out); err != nil {
+			return nil, err
+		}
+		return out, nil
 	})
 	a.policyCall(w, r, cyclesv1.PolicyService_UpdateScopePolicy_FullMethodName, http.StatusOK, req, err,
 		func(ctx context.Context, req any) (any, error) {

@@ -35,7 +35,9 @@ func TestPoliciesHTTP(t *testing.T) {
 	low := create(`"name":"low","scope_pattern":"tenant:` + tenant + `/*","priority":1,"caps":{"max_tokens":100},
 		"commit_overage_policy":"REJECT","reservation_ttl_override":{"default_ttl_ms":20000}`)
 	onlyKeys(t, "policy", low, "policy_id", "name", "scope_pattern", "priority", "caps", "commit_overage_policy",
-		"reservation_ttl_override", "status", "created_at")
+		"reservation_ttl_override", "status", "created_at",
+		// v0.1.26: returned as empty lists, never omitted (governance extensions).
+		"action_quotas", "risk_class_quotas", "allowed_action_kinds", "denied_action_kinds")
 	high := create(`"name":"high","scope_pattern":"agent:bot","priority":7,"caps":{"max_tokens":7},"effective_from":"2020-01-01T00:00:00Z"`)
 
 	n := 0

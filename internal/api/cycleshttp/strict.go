@@ -99,11 +99,18 @@ func walkObject(dec *json.Decoder, t reflect.Type, path string) error {
 }
 
 // jsonFields maps the exact JSON names of struct t's fields to their types
-// (the request types use plain `json:"name"` tags, no embedding).
+// (the request types use plain `json:"name"` tags; an embedded untagged
+// struct contributes its fields, as encoding/json reads them).
 func jsonFields(t reflect.Type) map[string]reflect.Type {
 	out := make(map[string]reflect.Type, t.NumField())
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("json") == "" {
+			for name, ft := range jsonFields(f.Type) {
+				out[name] = ft
+			}
+			continue
+		}
 		if !f.IsExported() {
 			continue
 		}

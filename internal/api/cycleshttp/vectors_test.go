@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -27,9 +28,13 @@ import (
 // v0.1.25 disagree and what we check instead.
 type v026Case struct {
 	id string
-	// needsPolicies: the case needs v0.1.26 policies (allow/deny lists,
-	// quotas, counters), which this server version does not have yet.
-	needsPolicies  bool
+	// policy: the v0.1.26 fields of the policy the vector names (JSON
+	// members, "" = none); the policy governs the agent scope. Its id is
+	// ours: blocked_by_policy must name it when blockedByPolicy is set.
+	policy string
+	// counted: live reserves of kind made before the request (the vector's
+	// counter state, built through the API in its own run).
+	counted        int
 	tenantObserves bool
 	kind           string
 	estimate       int64
@@ -50,19 +55,22 @@ type v026Case struct {
 
 var v026Cases = []v026Case{
 	{id: "allow_happy_path", kind: "llm.completion", estimate: 5000, status: 200, decision: "ALLOW", moves: true},
-	{id: "deny_action_kind_denied", needsPolicies: true, kind: "payment.charge", estimate: 100000, dryRun: true,
+	{id: "deny_action_kind_denied", policy: `"denied_action_kinds":["payment.charge","payment.refund","code.deploy"]`, kind: "payment.charge", estimate: 100000, dryRun: true,
 		policyKeys: `{"host":"api.stripe.com"}`, status: 200, decision: "DENY", reason: "ACTION_KIND_DENIED",
 		blockedByPolicy: "pol_sandbox_001", event: "reservation.denied"},
-	{id: "deny_action_kind_not_allowed", needsPolicies: true, kind: "message.email.send", estimate: 1000, dryRun: true,
+	{id: "deny_action_kind_not_allowed", policy: `"allowed_action_kinds":["db.query","llm.completion","llm.embedding"]`, kind: "message.email.send", estimate: 1000, dryRun: true,
 		policyKeys: `{"host":"api.sendgrid.com","recipient_domain":"customer.com"}`, status: 200, decision: "DENY",
 		reason: "ACTION_KIND_NOT_ALLOWED", blockedByPolicy: "pol_readonly_001", event: "reservation.denied"},
-	{id: "deny_risk_class_quota", needsPolicies: true, kind: "message.email.send", estimate: 500, status: 409,
+	{id: "deny_risk_class_quota", policy: `"risk_class_quotas":[{"risk_class":"external_side_effect","max_calls":50,"window":"per_hour_tumbling"}]`,
+		counted: 50, kind: "message.email.send", estimate: 500, status: 409,
 		code: "ACTION_QUOTA_EXCEEDED", reason: "ACTION_QUOTA_EXCEEDED", blockedByPolicy: "pol_agent_defaults", quotaViolation: true},
-	{id: "deny_per_kind_quota", needsPolicies: true, kind: "message.email.send", estimate: 500, status: 409,
+	{id: "deny_per_kind_quota", policy: `"action_quotas":[{"action_kind":"message.email.send","max_calls":3,"window":"per_run"}]`,
+		counted: 3, kind: "message.email.send", estimate: 500, status: 409,
 		code: "ACTION_QUOTA_EXCEEDED", reason: "ACTION_QUOTA_EXCEEDED", blockedByPolicy: "pol_support_agent", quotaViolation: true},
 	{id: "deny_budget_exceeded", kind: "llm.completion", estimate: 500000, status: 409, code: "BUDGET_EXCEEDED",
 		reason: "BUDGET_EXCEEDED", blockedByScope: true},
-	{id: "observe_mode_deny", needsPolicies: true, tenantObserves: true, kind: "message.email.send", estimate: 500,
+	{id: "observe_mode_deny", policy: `"action_quotas":[{"action_kind":"message.email.send","max_calls":3,"window":"per_run"}]`,
+		counted: 3, tenantObserves: true, kind: "message.email.send", estimate: 500,
 		status: 200, decision: "DENY", reason: "ACTION_QUOTA_EXCEEDED", blockedByPolicy: "pol_support_agent",
 		quotaViolation: true, event: "reservation.observed_denied"},
 	// Ours: the observed denial the vectors exercise with a quota, here
@@ -71,7 +79,8 @@ var v026Cases = []v026Case{
 		status: 200, decision: "DENY", reason: "BUDGET_EXCEEDED", blockedByScope: true, event: "reservation.observed_denied"},
 	{id: "observe_mode_allow", tenantObserves: true, kind: "llm.completion", estimate: 3000, status: 200,
 		decision: "ALLOW", event: "reservation.observed_allowed"},
-	{id: "threshold_crossing", needsPolicies: true, kind: "message.email.send", estimate: 500, status: 200,
+	{id: "threshold_crossing", policy: `"action_quotas":[{"action_kind":"message.email.send","max_calls":10,"window":"per_run","threshold_pct":0.8}]`,
+		counted: 7, kind: "message.email.send", estimate: 500, status: 200,
 		decision: "ALLOW", moves: true},
 	{id: "per_request_observe_override", kind: "llm.completion", estimate: 2000, observe: "OBSERVE", status: 200,
 		decision: "ALLOW", event: "reservation.observed_allowed"},
@@ -81,9 +90,11 @@ var v026Cases = []v026Case{
 	// Ours: a request's ENFORCE beats its tenant's OBSERVE.
 	{id: "request_enforce_beats_tenant", tenantObserves: true, kind: "llm.completion", estimate: 2000, observe: "ENFORCE",
 		status: 200, decision: "ALLOW", moves: true},
-	{id: "deny_burst_per_minute", needsPolicies: true, kind: "message.email.send", estimate: 500, status: 409,
+	{id: "deny_burst_per_minute", policy: `"action_quotas":[{"action_kind":"message.email.send","max_calls":5,"window":"per_minute_tumbling"},` +
+		`{"action_kind":"message.email.send","max_calls":100,"window":"per_hour_tumbling"}]`, counted: 5, kind: "message.email.send", estimate: 500, status: 409,
 		code: "ACTION_QUOTA_EXCEEDED", reason: "ACTION_QUOTA_EXCEEDED", blockedByPolicy: "pol_burst_protection", quotaViolation: true},
-	{id: "deny_agent_spawn_quota", needsPolicies: true, kind: "agent.spawn", estimate: 100000, status: 409,
+	{id: "deny_agent_spawn_quota", policy: `"action_quotas":[{"action_kind":"agent.spawn","max_calls":5,"window":"per_run"}]`,
+		counted: 5, kind: "agent.spawn", estimate: 100000, status: 409,
 		code: "ACTION_QUOTA_EXCEEDED", reason: "ACTION_QUOTA_EXCEEDED", blockedByPolicy: "pol_agent_safety", quotaViolation: true},
 }
 
@@ -144,16 +155,24 @@ func TestV026Vectors(t *testing.T) {
 	for _, wire := range []string{"http", "grpc"} {
 		for _, c := range v026Cases {
 			t.Run(wire+"/"+c.id, func(t *testing.T) {
-				if c.needsPolicies {
-					t.Skip("needs v0.1.26 policies (allow/deny lists, action quotas, counters): not on this branch yet")
-				}
-				f := e.v026Fixture(t, c.tenantObserves)
-				before := ledgertest.ReadBudget(t, e.c, f.tenant, f.agentScope, "USD_MICROCENTS")
+				// A calendar window may turn between building the counter
+				// state and the request: then the case runs again once.
+				var f v026Fixture
 				var got v026Answer
-				if wire == "http" {
-					got = e.v026HTTP(t, f, c)
-				} else {
-					got = e.v026GRPC(t, f, c)
+				var before ledgertest.State
+				for try := 0; ; try++ {
+					window := time.Now().UTC().Format("2006-01-02T15:04")
+					f = e.v026Fixture(t, c.tenantObserves)
+					e.v026State(t, f, &c)
+					before = ledgertest.ReadBudget(t, e.c, f.tenant, f.agentScope, "USD_MICROCENTS")
+					if wire == "http" {
+						got = e.v026HTTP(t, f, c)
+					} else {
+						got = e.v026GRPC(t, f, c)
+					}
+					if try > 0 || time.Now().UTC().Format("2006-01-02T15:04") == window {
+						break
+					}
 				}
 				c.check(t, f, got)
 				after := ledgertest.ReadBudget(t, e.c, f.tenant, f.agentScope, "USD_MICROCENTS")
@@ -162,6 +181,33 @@ func TestV026Vectors(t *testing.T) {
 				}
 				e.checkEvent(t, f, c)
 			})
+		}
+	}
+}
+
+// v026State builds a case's policy and counter state through the admin and
+// runtime APIs, and names the policy's id in the expected blocked_by_policy.
+func (e *env) v026State(t *testing.T, f v026Fixture, c *v026Case) {
+	t.Helper()
+	if c.policy == "" {
+		return
+	}
+	as := []string{"X-Admin-API-Key", adminKey}
+	r := e.call("POST", "/v1/admin/policies", "", `{"tenant_id":"`+f.tenant+`","name":"`+c.id+`",`+
+		`"scope_pattern":"tenant:`+f.tenant+`/agent:*",`+c.policy+`}`, as...)
+	if r.status != 201 {
+		t.Fatalf("policy: %d %s", r.status, r.body)
+	}
+	id, _ := r.obj(t)["policy_id"].(string)
+	if c.blockedByPolicy != "" {
+		c.blockedByPolicy = id
+	}
+	for i := range c.counted {
+		// ENFORCE: counted even where the tenant observes.
+		body := `{"idempotency_key":"pre-` + strconv.Itoa(i) + `","subject":{"agent":"support-bot","dimensions":{"run_id":"run-abc-123"}},` +
+			`"action":{"kind":"` + c.kind + `","name":"before"},"estimate":{"unit":"USD_MICROCENTS","amount":100},"observe_mode":"ENFORCE"}`
+		if r := e.call("POST", "/v1/reservations", "", body, "X-Cycles-API-Key", f.secret); r.status != 200 || r.obj(t)["decision"] != "ALLOW" {
+			t.Fatalf("counter state, call %d: %d %s", i, r.status, r.body)
 		}
 	}
 }

@@ -100,6 +100,12 @@ func ledgerRepaired(ev *cyclesv1.Event) proto.Message {
 	return m
 }
 
+func quotaThresholdApproaching(ev *cyclesv1.Event) proto.Message {
+	m := &cyclesv1.QuotaThresholdApproaching{}
+	ev.Payload = &cyclesv1.Event_QuotaThresholdApproaching{QuotaThresholdApproaching: m}
+	return m
+}
+
 // eventKinds lists every event the server's scripts emit (lua/; the
 // EventType comments in proto/cycles/v1/event_types.proto say which
 // operation emits which). TestEveryEmittedEventIsTyped keeps it complete.
@@ -133,6 +139,7 @@ var eventKinds = []eventKind{
 	{"tenant.ledger_repaired", cyclesv1.EventType_EVENT_TYPE_TENANT_LEDGER_REPAIRED, ledgerRepaired},
 	{"api_key.created", cyclesv1.EventType_EVENT_TYPE_API_KEY_CREATED, apiKeyChanged},
 	{"api_key.revoked", cyclesv1.EventType_EVENT_TYPE_API_KEY_REVOKED, apiKeyChanged},
+	{"quota.threshold_approaching", cyclesv1.EventType_EVENT_TYPE_QUOTA_THRESHOLD_APPROACHING, quotaThresholdApproaching},
 }
 
 // kindByName finds the kind of a protocol event name.

@@ -12,7 +12,7 @@ import (
 )
 
 // emitted matches the event names the Lua scripts pass to emit/emit_event.
-var emitted = regexp.MustCompile(`'((?:reservation|budget|tenant|api_key|policy|system)\.[a-z_]+)'`)
+var emitted = regexp.MustCompile(`'((?:reservation|budget|tenant|api_key|policy|system|quota)\.[a-z_]+)'`)
 
 // TestEveryEmittedEventIsTyped keeps the EventType enum, the converter table
 // and the scripts in step: every name a script emits has a type and payload,
