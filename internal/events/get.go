@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
@@ -27,26 +28,37 @@ type found struct {
 	More  bool   `json:"more"`
 }
 
-// Get reads one event by id from one tenant's log. An event id carries no
-// tenant and no log position (it is "evt_" + 16 hex, as the protocol's
-// envelope has it), so the tenant is the caller's own (tenant key) or named
-// (admin key, tenant_id required), and the log is searched newest first in
-// windows of findWindow entries until the id is found or the log ends. The
-// cost therefore grows with the number of that tenant's events newer than the
-// one sought; the RPC deadline bounds it. An event the caller may not see (a
-// category outside a tenant key's) is EVENT_NOT_FOUND, like a missing one, so
-// a tenant key learns nothing about events it cannot read.
+// Get reads one event by id. An event id names its tenant
+// ("evt_<tenant>_<16 hex>", lib/core.lua event_id), so the log to search is
+// known without a tenant_id and without any global index (which would put a
+// key outside the tenant's Cluster slot into every ledger script). Events
+// written before ids carried the tenant ("evt_" + 16 hex) need tenant_id with
+// the admin key. The tenant's log is searched newest first in windows of
+// findWindow entries until the id is found or the log ends, so the cost grows
+// with the number of that tenant's events newer than the one sought (recent
+// events: one call); the RPC deadline bounds it. An event the caller may not
+// see (another tenant's, or a category outside a tenant key's) is
+// EVENT_NOT_FOUND, like a missing one, so a tenant key learns nothing about
+// events it cannot read.
 func (s *Service) Get(ctx context.Context, p auth.Principal, req *cyclesv1.GetEventRequest) (*cyclesv1.GetEventResponse, error) {
-	if p.Admin && req.GetTenantId() == "" {
-		return nil, apierr.Invalid("tenant_id", "is required with the admin key: an event id does not name its tenant")
+	id := req.GetEventId()
+	idTenant, named := TenantOfEventID(id)
+	tenantID := req.GetTenantId()
+	if p.Admin && tenantID == "" {
+		if !named {
+			if !isEventID(id) {
+				return nil, apierr.New(apierr.EventNotFound, "event %s not found", id).With("event_id", id)
+			}
+			return nil, apierr.Invalid("tenant_id", "is required for an event id written before ids named their tenant")
+		}
+		tenantID = idTenant
 	}
-	f, err := resolve(p, req.GetTenantId(), nil, nil, "", "")
+	f, err := resolve(p, tenantID, nil, nil, "", "")
 	if err != nil {
 		return nil, err
 	}
-	id := req.GetEventId()
 	notFound := apierr.New(apierr.EventNotFound, "event %s not found in tenant %s", id, f.tenant).With("event_id", id)
-	if !isEventID(id) {
+	if !isEventID(id) || named && idTenant != f.tenant {
 		return nil, notFound
 	}
 	stream := keys.Tenant(f.tenant).Events()
@@ -74,16 +86,39 @@ func (s *Service) Get(ctx context.Context, p auth.Principal, req *cyclesv1.GetEv
 	}
 }
 
-// isEventID reports whether id has the form event_emitter gives event ids
-// (lua/lib/core.lua): "evt_" + 16 lowercase hex. Anything else cannot be in a
-// log, so it is not searched for.
+// isEventID reports whether id has a form the scripts give event ids: "evt_"
+// + 16 lowercase hex (before ids named their tenant), or "evt_" + tenant +
+// "_" + 16 lowercase hex (lib/core.lua event_id). Anything else cannot be in
+// a log, so it is not searched for.
 func isEventID(id string) bool {
-	if len(id) != 20 || id[:4] != "evt_" {
-		return false
+	if _, ok := TenantOfEventID(id); ok {
+		return true
 	}
-	for i := 4; i < len(id); i++ {
-		c := id[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+	return len(id) == 20 && strings.HasPrefix(id, "evt_") && isLowerHex(id[4:])
+}
+
+// TenantOfEventID returns the tenant an event id names ("evt_<tenant>_<16
+// hex>"); false for an id of another form (including the older "evt_" + 16
+// hex, which names none).
+func TenantOfEventID(id string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, "evt_")
+	if !ok {
+		return "", false
+	}
+	i := strings.LastIndexByte(rest, '_')
+	if i < 0 || len(rest)-i-1 != 16 || !isLowerHex(rest[i+1:]) {
+		return "", false
+	}
+	tenant := rest[:i]
+	if !auth.ValidTenantID(tenant) {
+		return "", false
+	}
+	return tenant, true
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
 			return false
 		}
 	}

@@ -126,3 +126,52 @@ func TestGetEventOnEveryBackend(t *testing.T) {
 		})
 	}
 }
+
+// An event id names its tenant ("evt_<tenant>_<16 hex>"), so the admin key
+// reads it without tenant_id; a mismatched tenant, another tenant's key or an
+// older id without tenant_id find nothing or are told what is missing.
+func TestGetEventByTenantNamedID(t *testing.T) {
+	e := newEnv(t, redistest.SharedClient(t), events.Options{})
+	a, b := newTenant(), newTenant()
+	ids, sids := e.appendIDs(a, a+"_eeeeeeeeeeee", "tenant", 2500) // the oldest in the second window
+	legacy, _ := e.appendIDs(a, "ffffffffffff", "tenant", 1)
+	ctx := testCtx(t)
+	admin := asAdmin(ctx)
+	for _, i := range []int{0, 2499} {
+		if tn, ok := events.TenantOfEventID(ids[i]); !ok || tn != a {
+			t.Fatalf("TenantOfEventID(%s) = %q %v", ids[i], tn, ok)
+		}
+		got, err := e.client.GetEvent(admin, &cyclesv1.GetEventRequest{EventId: ids[i]})
+		if err != nil || got.GetEvent().GetEventId() != ids[i] || got.GetEvent().GetTenantId() != a || mustID(t, got.GetEvent()) != sids[i] {
+			t.Fatalf("event %d without tenant_id: %v %v", i, got, err)
+		}
+	}
+	if got, err := e.client.GetEvent(asTenant(ctx, a), &cyclesv1.GetEventRequest{EventId: ids[3]}); err != nil || got.GetEvent().GetEventId() != ids[3] {
+		t.Fatalf("own tenant key: %v %v", got, err)
+	}
+	for _, tc := range []struct {
+		name   string
+		ctx    context.Context
+		req    *cyclesv1.GetEventRequest
+		code   codes.Code
+		reason apierr.Code
+	}{
+		{"tenant_id not the id's", admin, &cyclesv1.GetEventRequest{TenantId: b, EventId: ids[0]}, codes.NotFound, apierr.EventNotFound},
+		{"another tenant's key", asTenant(ctx, b), &cyclesv1.GetEventRequest{EventId: ids[0]}, codes.NotFound, apierr.EventNotFound},
+		{"names an empty tenant", admin, &cyclesv1.GetEventRequest{EventId: "evt_" + b + "_0123456789abcdef"}, codes.NotFound, apierr.EventNotFound},
+		{"older id without tenant_id", admin, &cyclesv1.GetEventRequest{EventId: legacy[0]}, codes.InvalidArgument, apierr.InvalidRequest},
+		{"not an event id", admin, &cyclesv1.GetEventRequest{EventId: "evt_x_123"}, codes.NotFound, apierr.EventNotFound},
+		{"bad tenant in id", admin, &cyclesv1.GetEventRequest{EventId: "evt_A!_0123456789abcdef"}, codes.NotFound, apierr.EventNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.client.GetEvent(tc.ctx, tc.req)
+			if status.Code(err) != tc.code || reasonOf(err) != tc.reason {
+				t.Fatalf("got %v (reason %s), want %s %s", err, reasonOf(err), tc.code, tc.reason)
+			}
+		})
+	}
+	// The older form still reads with tenant_id.
+	if _, err := e.client.GetEvent(admin, &cyclesv1.GetEventRequest{TenantId: a, EventId: legacy[0]}); err != nil {
+		t.Fatalf("older id with tenant_id: %v", err)
+	}
+}

@@ -42,7 +42,7 @@ func TestCoreHelpersOnEveryBackend(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := msgs[1].Values["id"]; got != "evt_0011223344550002" {
+			if got := msgs[1].Values["id"]; got != "evt_core-"+be.Name+"_0011223344550002" { // names its tenant
 				t.Fatalf("second event id = %v", got)
 			}
 			if got := msgs[1].Values["data"]; got != `{"debt":"9223372036854775807"}` {

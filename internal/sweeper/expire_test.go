@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,8 +74,8 @@ func TestC1ExpireRefundsEveryBudgetedScope(t *testing.T) {
 			if v["type"] != "reservation.expired" || v["cat"] != "reservation" || v["scope"] != sc[2] || v["actor"] != "system" || v["ts"] != strconv.FormatInt(r.Now, 10) {
 				t.Fatalf("event envelope %v", v)
 			}
-			if id, _ := v["id"].(string); len(id) != 20 || id[:4] != "evt_" {
-				t.Fatalf("event id %q, want evt_ + 16 hex", id)
+			if id, _ := v["id"].(string); len(id) != len("evt_"+f.tenant+"_")+16 || !strings.HasPrefix(id, "evt_"+f.tenant+"_") {
+				t.Fatalf("event id %q, want evt_<tenant>_ + 16 hex", id)
 			}
 			if tr, _ := v["trace"].(string); tr != "" && len(tr) != 32 {
 				t.Fatalf("trace id %q", tr)

@@ -69,7 +69,8 @@ func init() {
 	})
 }
 
-// maxEventID bounds an event id: ours are 20 characters ("evt_" + 16 hex);
+// maxEventID bounds an event id: ours are at most 85 characters ("evt_" +
+// tenant + "_" + 16 hex; older ones "evt_" + 16 hex);
 // any other string up to this length is simply not found.
 const maxEventID = 128
 

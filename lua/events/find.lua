@@ -3,7 +3,7 @@
 -- newest first (read only).
 --
 -- KEYS[1] cy:{t:<tenant>}:events (stream appended by emit_event in lib/core.lua)
--- ARGV[1] the event id sought ("evt_" + 16 hex; the entry's 'id' field)
+-- ARGV[1] the event id sought (the entry's 'id' field, lib/core.lua event_id)
 -- ARGV[2] the newest stream id to examine: '+' for the newest entry, or
 --         '(' .. <id> to continue below an id already examined
 -- ARGV[3] maximum entries to examine, 1..5000

@@ -83,19 +83,27 @@ local function emit_event(stream, retention_ms, now, ev, data)
     'data', cjson.encode(data or {}))
 end
 
+-- event_id is the id of the n-th event of a script run on stream (the tenant's
+-- "cy:{t:<tenant>}:events"): 'evt_' .. tenant .. '_' .. 12 hex of the run's
+-- base .. <4 hex counter>. The tenant in the id lets GET
+-- /v1/admin/events/{id} find the event's log without a tenant_id and without
+-- any global index (internal/events.TenantOfEventID).
+local function event_id(stream, base, n)
+  return 'evt_' .. string.sub(stream, 7, -9) .. '_' .. string.sub(base, 1, 12) .. string.format('%04x', n)
+end
+
 -- event_emitter returns emit(type, category, scope, data) for one script run.
 -- ectx_json is the ARGV built by internal/eventctx.Arg:
 --   {base = 14 hex chars, retention_ms = n, actor = 'api_key'|'admin'|'system',
 --    key_id = '', request_id = '', trace_id = ''}
--- Event ids are 'evt_' .. 12 hex of base .. <4 hex counter>: 16 hex as the
--- protocol's envelope requires, unique for up to 65,536 events per run.
+-- Event ids (event_id) are unique for up to 65,536 events per run.
 local function event_emitter(stream, ectx_json, now)
   local c = cjson.decode(ectx_json)
   local n = 0
   return function(ev_type, category, scope, data)
     n = n + 1
     emit_event(stream, tonumber(c.retention_ms), now, {
-      id = 'evt_' .. string.sub(c.base, 1, 12) .. string.format('%04x', n), type = ev_type, category = category,
+      id = event_id(stream, c.base, n), type = ev_type, category = category,
       scope = scope, actor = c.actor, key_id = c.key_id, request_id = c.request_id,
       trace_id = c.trace_id, source = 'cyclesd',
     }, data)

@@ -170,10 +170,10 @@ local function expire(rkey, id, r, p)
     data.ttl_ms = expires_at - created
   end
   events = events + 1
-  -- 12 random hex of the per-call base + a 4-hex counter: "evt_" + 16 hex,
-  -- unique within the call for any batch size allowed above.
+  -- The tenant, 12 random hex of the per-call base and a 4-hex counter
+  -- (event_id): unique within the call for any batch size allowed above.
   emit_event(stream, retention_ms, now, {
-    id = 'evt_' .. string.sub(ectx.base, 1, 12) .. string.format('%04x', events),
+    id = event_id(stream, ectx.base, events),
     type = 'reservation.expired', category = 'reservation', scope = r.scope_path or '',
     actor = 'system', key_id = '', request_id = ectx.request_id or '', trace_id = ectx.trace_id or '',
     source = 'cyclesd',

@@ -981,10 +981,12 @@ func (x *ListEventsResponse) GetHasMore() bool {
 // GetEventRequest names one event of one tenant.
 type GetEventRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The tenant whose log holds the event: required with the admin key; with a
+	// The tenant whose log holds the event: optional (the id names it); with
+	// the admin key required only for an older id that names none; with a
 	// tenant key empty or the key's own tenant.
 	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	// The event's id ("evt_" + 16 hex), as in Event.event_id.
+	// The event's id ("evt_<tenant>_<16 hex>", or the older "evt_" + 16 hex),
+	// as in Event.event_id.
 	EventId       string `protobuf:"bytes,2,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

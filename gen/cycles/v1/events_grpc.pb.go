@@ -44,8 +44,9 @@ type EventServiceClient interface {
 	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
 	// GetEvent reads one event of one tenant's log by its event_id (NOT_FOUND,
 	// reason EVENT_NOT_FOUND, when it is not retained or not visible to the
-	// caller). An event id does not name its tenant, so the tenant is named
-	// (admin key) or is the caller's own (tenant key). The log is searched
+	// caller). An event id names its tenant ("evt_<tenant>_<16 hex>"), so the
+	// admin key needs no tenant_id (only for ids written before they named
+	// their tenant, "evt_" + 16 hex); a tenant key reads its own. The log is searched
 	// newest first, in bounded windows: the cost grows with the number of that
 	// tenant's events newer than the one asked for (docs/http-api.md).
 	GetEvent(ctx context.Context, in *GetEventRequest, opts ...grpc.CallOption) (*GetEventResponse, error)
@@ -118,8 +119,9 @@ type EventServiceServer interface {
 	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
 	// GetEvent reads one event of one tenant's log by its event_id (NOT_FOUND,
 	// reason EVENT_NOT_FOUND, when it is not retained or not visible to the
-	// caller). An event id does not name its tenant, so the tenant is named
-	// (admin key) or is the caller's own (tenant key). The log is searched
+	// caller). An event id names its tenant ("evt_<tenant>_<16 hex>"), so the
+	// admin key needs no tenant_id (only for ids written before they named
+	// their tenant, "evt_" + 16 hex); a tenant key reads its own. The log is searched
 	// newest first, in bounded windows: the cost grows with the number of that
 	// tenant's events newer than the one asked for (docs/http-api.md).
 	GetEvent(context.Context, *GetEventRequest) (*GetEventResponse, error)

@@ -120,8 +120,10 @@ func TestContract(t *testing.T) {
 	e.call("POST", "/v1/events", "", `{"idempotency_key":"e1","subject":{"workspace":"prod"},"action":{"kind":"k","name":"n"},"actual":{"unit":"TOKENS","amount":7},"overage_policy":"REJECT"}`, key...)
 	e.call("GET", "/v1/events", "", "", key...)
 	evs := e.call("GET", "/v1/admin/events?tenant_id="+tenant+"&category=budget", "", "", as...).obj(t)["events"].([]any)
-	e.call("GET", "/v1/admin/events/"+evs[0].(map[string]any)["event_id"].(string)+"?tenant_id="+tenant, "", "", as...)
+	e.call("GET", "/v1/admin/events/"+evs[0].(map[string]any)["event_id"].(string), "", "", as...)
+	e.call("GET", "/v1/admin/events/"+evs[len(evs)-1].(map[string]any)["event_id"].(string)+"?tenant_id="+tenant, "", "", as...)
 	e.call("GET", "/v1/admin/events/evt_0123456789abcdef?tenant_id="+tenant, "", "", as...) // 404 EVENT_NOT_FOUND
+	e.call("GET", "/v1/admin/events/evt_0123456789abcdef", "", "", as...)                   // 400: an older id needs tenant_id
 	e.call("GET", "/v1/auth/introspect", "", "", key...)
 	e.call("GET", "/v1/auth/introspect", "", "", as...)
 	e.call("POST", "/v1/admin/budgets/freeze?scope="+scope+"&unit=TOKENS", "", "", as...)

@@ -123,9 +123,10 @@ func (a *API) listEvents(w http.ResponseWriter, r *http.Request, wantAdmin bool)
 func (a *API) listTenantEvents(w http.ResponseWriter, r *http.Request) { a.listEvents(w, r, false) }
 func (a *API) listAdminEvents(w http.ResponseWriter, r *http.Request)  { a.listEvents(w, r, true) }
 
-// getAdminEvent serves GET /v1/admin/events/{event_id}?tenant_id=T over
-// EventService.GetEvent. An event id does not name its tenant, so tenant_id is
-// required (docs/http-api.md); the answer is the event's envelope or 404
+// getAdminEvent serves GET /v1/admin/events/{event_id} over
+// EventService.GetEvent: the event id names its tenant, so no tenant_id is
+// needed (an optional tenant_id still reads events written before ids named
+// their tenant; docs/http-api.md). The answer is the event's envelope or 404
 // EVENT_NOT_FOUND.
 func (a *API) getAdminEvent(w http.ResponseWriter, r *http.Request) {
 	if a.ev == nil {
