@@ -68,6 +68,8 @@ type AdminServiceClient interface {
 	// handles it, within the key cache TTL (default 5 s) on the others.
 	RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*RevokeApiKeyResponse, error)
 	// CreateBudget opens a ledger for one (scope, unit) with its allocation.
+	// CreateBudget, GetBudget, ListBudgets and FundBudget also take a tenant
+	// API key (as the governance spec opens them), confined to its own tenant.
 	CreateBudget(ctx context.Context, in *CreateBudgetRequest, opts ...grpc.CallOption) (*CreateBudgetResponse, error)
 	// GetBudget reads one budget's ledger and settings.
 	GetBudget(ctx context.Context, in *GetBudgetRequest, opts ...grpc.CallOption) (*GetBudgetResponse, error)
@@ -286,6 +288,8 @@ type AdminServiceServer interface {
 	// handles it, within the key cache TTL (default 5 s) on the others.
 	RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*RevokeApiKeyResponse, error)
 	// CreateBudget opens a ledger for one (scope, unit) with its allocation.
+	// CreateBudget, GetBudget, ListBudgets and FundBudget also take a tenant
+	// API key (as the governance spec opens them), confined to its own tenant.
 	CreateBudget(context.Context, *CreateBudgetRequest) (*CreateBudgetResponse, error)
 	// GetBudget reads one budget's ledger and settings.
 	GetBudget(context.Context, *GetBudgetRequest) (*GetBudgetResponse, error)
