@@ -136,6 +136,9 @@ func (s *Service) ListBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequ
 
 func (s *Service) listBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequest) (*cyclesv1.ListBudgetsResponse, error) {
 	tenant := req.GetTenantId()
+	if tenant == "" {
+		return s.listAllBudgets(ctx, req)
+	}
 	prefix := ""
 	if req.GetScopePrefix() != "" {
 		p, err := scope.Canonical(tenant, req.GetScopePrefix())
@@ -161,6 +164,31 @@ func (s *Service) listBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequ
 		}
 		after = string(raw)
 	}
+	page, err := s.budgetPage(ctx, tenant, prefix, unit, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	resp := &cyclesv1.ListBudgetsResponse{HasMore: page.more, Budgets: page.budgets}
+	if page.more && page.last != "" {
+		resp.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(page.last))
+	} else if page.more {
+		// Nothing consumed but more may remain: resume where this call started.
+		resp.NextCursor = req.GetCursor()
+	}
+	return resp, nil
+}
+
+// budgetPageResult is one list_budgets call: the budgets, the last index
+// member consumed, and whether more may follow.
+type budgetPageResult struct {
+	budgets []*cyclesv1.Budget
+	last    string
+	more    bool
+}
+
+// budgetPage runs one list_budgets call on tenant's index after the member
+// after (exclusive; "" = from the start).
+func (s *Service) budgetPage(ctx context.Context, tenant, prefix, unit, after string, limit int) (*budgetPageResult, error) {
 	ranges, err := listRanges(prefix, after)
 	if err != nil {
 		return nil, err
@@ -181,22 +209,16 @@ func (s *Service) listBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequ
 	if err := s.run(ctx, &out, scriptListBudgets, []string{tk.Prefix(), tk.Budgets()}, args...); err != nil {
 		return nil, err
 	}
-	resp := &cyclesv1.ListBudgetsResponse{HasMore: out.More}
+	page := &budgetPageResult{last: out.Last, more: out.More}
 	for _, it := range out.Items {
 		sp, u, _ := strings.Cut(it.M, "|")
 		b, err := budgetFromRecord(tenant, it.B.withIdentity(sp, u))
 		if err != nil {
 			return nil, err
 		}
-		resp.Budgets = append(resp.Budgets, b)
+		page.budgets = append(page.budgets, b)
 	}
-	if out.More && out.Last != "" {
-		resp.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(out.Last))
-	} else if out.More {
-		// Nothing consumed but more may remain: resume where this call started.
-		resp.NextCursor = req.GetCursor()
-	}
-	return resp, nil
+	return page, nil
 }
 
 // listRanges turns a scope prefix and a cursor (the last member consumed)

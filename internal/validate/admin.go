@@ -219,10 +219,15 @@ func init() {
 		return adminBudgetRef(r.GetTenantId(), r.GetScopePath(), r.GetUnit())
 	})
 	register(func(r *cyclesv1.ListBudgetsRequest) error {
-		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
-			return err
+		if r.GetTenantId() != "" { // absent: every tenant's budgets
+			if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
+				return err
+			}
 		}
 		if r.GetScopePrefix() != "" {
+			if r.GetTenantId() == "" {
+				return invalid("scope_prefix", "needs tenant_id (a scope prefix names one tenant)")
+			}
 			if err := AdminScopePath("scope_prefix", r.GetScopePrefix()); err != nil {
 				return err
 			}

@@ -2050,10 +2050,11 @@ func (x *GetBudgetResponse) GetBudget() *Budget {
 	return nil
 }
 
-// ListBudgetsRequest pages a tenant's budgets.
+// ListBudgetsRequest pages a tenant's budgets, or every tenant's.
 type ListBudgetsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The owning tenant.
+	// The owning tenant; empty lists every tenant's budgets (tenant_id order,
+	// then scope path and unit; scope_prefix then needs a tenant).
 	TenantId string `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// Only budgets whose scope path equals this path or lies below it.
 	ScopePrefix string `protobuf:"bytes,2,opt,name=scope_prefix,json=scopePrefix,proto3" json:"scope_prefix,omitempty"`

@@ -73,7 +73,7 @@ type AdminServiceClient interface {
 	CreateBudget(ctx context.Context, in *CreateBudgetRequest, opts ...grpc.CallOption) (*CreateBudgetResponse, error)
 	// GetBudget reads one budget's ledger and settings.
 	GetBudget(ctx context.Context, in *GetBudgetRequest, opts ...grpc.CallOption) (*GetBudgetResponse, error)
-	// ListBudgets pages a tenant's budgets, by scope path.
+	// ListBudgets pages a tenant's budgets (or every tenant's), by scope path.
 	ListBudgets(ctx context.Context, in *ListBudgetsRequest, opts ...grpc.CallOption) (*ListBudgetsResponse, error)
 	// FundBudget applies CREDIT, DEBIT, RESET, RESET_SPENT or REPAY_DEBT exactly,
 	// idempotently by key. Refused on FROZEN or CLOSED budgets.
@@ -293,7 +293,7 @@ type AdminServiceServer interface {
 	CreateBudget(context.Context, *CreateBudgetRequest) (*CreateBudgetResponse, error)
 	// GetBudget reads one budget's ledger and settings.
 	GetBudget(context.Context, *GetBudgetRequest) (*GetBudgetResponse, error)
-	// ListBudgets pages a tenant's budgets, by scope path.
+	// ListBudgets pages a tenant's budgets (or every tenant's), by scope path.
 	ListBudgets(context.Context, *ListBudgetsRequest) (*ListBudgetsResponse, error)
 	// FundBudget applies CREDIT, DEBIT, RESET, RESET_SPENT or REPAY_DEBT exactly,
 	// idempotently by key. Refused on FROZEN or CLOSED budgets.
