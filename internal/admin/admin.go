@@ -75,6 +75,7 @@ type Service struct {
 	retention time.Duration
 	releaser  TenantReleaser
 	keys      *keyCache
+	touches   *keyTouches
 	m         counters
 }
 
@@ -126,6 +127,7 @@ func New(exec *script.Executor, opts Options) *Service {
 		retention: opts.EventRetention,
 		releaser:  opts.Releaser,
 		keys:      newKeyCache(ttl, size, time.Now).withNegative(negTTL),
+		touches:   newKeyTouches(size, time.Now),
 		m: counters{
 			tenantsCreated:  c("cycles.admin.tenants.created", "Tenants created"),
 			tenantsUpdated:  c("cycles.admin.tenants.updated", "UpdateTenant calls applied (attribute status: the status after)"),

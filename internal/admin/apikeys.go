@@ -16,6 +16,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/permission"
+	"github.com/cyclesgo/cycles-go/internal/scopefilter"
 )
 
 // CreateApiKey makes a key for the tenant and returns its secret once; only
@@ -65,6 +66,18 @@ func (s *Service) storeAPIKey(ctx context.Context, req *cyclesv1.CreateApiKeyReq
 	if req.ExpiresAtMs != nil {
 		expires = strconv.FormatInt(req.GetExpiresAtMs(), 10)
 	}
+	filter, i, err := scopefilter.Check(tenant, req.GetScopeFilter())
+	if err != nil {
+		return nil, apierr.Invalid(fmt.Sprintf("scope_filter[%d]", i), "%v", err)
+	}
+	filterJSON := ""
+	if len(filter) > 0 {
+		b, err := json.Marshal(filter)
+		if err != nil {
+			return nil, fmt.Errorf("encode scope filter: %w", err)
+		}
+		filterJSON = string(b)
+	}
 	meta := ""
 	if len(req.GetMetadata()) > 0 {
 		b, err := json.Marshal(req.GetMetadata())
@@ -77,7 +90,7 @@ func (s *Service) storeAPIKey(ctx context.Context, req *cyclesv1.CreateApiKeyReq
 	err = s.run(ctx, &rec, scriptCreateAPIKey,
 		[]string{tk.Record(), tk.APIKey(parsed.KeyID), tk.APIKeys(), tk.Events()},
 		tenant, parsed.KeyID, req.GetName(), auth.HashSecret(full), s.eventContext(ctx),
-		string(permsJSON), expires, req.GetDescription(), meta)
+		string(permsJSON), expires, req.GetDescription(), meta, filterJSON)
 	// Forget an earlier refusal of this very key (ImportApiKey of a key that
 	// was presented before it existed).
 	s.keys.created(auth.HashSecret(full))
@@ -155,6 +168,7 @@ func (s *Service) VerifyAPIKey(ctx context.Context, presented string) (auth.Prin
 	hash := auth.HashSecret(presented)
 	if p, ok := s.keys.get(pk.Tenant, pk.KeyID, hash); ok {
 		s.m.authCacheHits.Add(ctx, 1)
+		s.touches.note(pk.Tenant, pk.KeyID)
 		return p, nil
 	}
 	if s.keys.refused(hash) {
@@ -165,6 +179,36 @@ func (s *Service) VerifyAPIKey(ctx context.Context, presented string) (auth.Prin
 	// Snapshot before reading Redis: a revoke that lands after this read
 	// bumps the generation, and put/putRefused then store nothing.
 	gen := s.keys.generation()
+	v, err := s.readKey(ctx, pk, hash)
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	if v.reason != "" {
+		s.keys.putRefused(gen, hash)
+		return auth.Principal{}, s.authFail(ctx, v.reason)
+	}
+	s.keys.put(gen, pk.Tenant, pk.KeyID, hash, v.p, v.until)
+	s.touches.note(pk.Tenant, pk.KeyID)
+	return v.p, nil
+}
+
+// keyVerdict is what the store says of one presented key.
+type keyVerdict struct {
+	// p is the key's principal (reason == "").
+	p auth.Principal
+	// until is how long a verification may be trusted before the key
+	// expires (0: no expiry).
+	until time.Duration
+	// reason is why the key does not authenticate (auth* constants; "" = it does).
+	reason string
+	// tenantStatus is the key's tenant's status ("" = no tenant record).
+	tenantStatus string
+}
+
+// readKey reads a parsed key and its tenant's status in one script and
+// judges it: hashes compared in constant time, status, tenant, and expiry
+// against the store's clock.
+func (s *Service) readKey(ctx context.Context, pk auth.ParsedKey, hash string) (keyVerdict, error) {
 	tk := keys.Tenant(pk.Tenant)
 	var out struct {
 		Hash         string `json:"hash"`
@@ -173,41 +217,43 @@ func (s *Service) VerifyAPIKey(ctx context.Context, presented string) (auth.Prin
 		TenantStatus string `json:"tenant_status"`
 		Permissions  string `json:"permissions"`
 		ExpiresAt    string `json:"expires_at"`
+		ScopeFilter  string `json:"scope_filter"`
 		Now          string `json:"now"`
 	}
 	if err := s.run(ctx, &out, scriptVerifyAPIKey, []string{tk.APIKey(pk.KeyID), tk.Record()}); err != nil {
-		return auth.Principal{}, err
+		return keyVerdict{}, err
 	}
 	perms, expiresAt, now, err := keyGrants(out.Permissions, out.ExpiresAt, out.Now)
 	if err != nil {
-		return auth.Principal{}, fmt.Errorf("API key %s/%s: %w", pk.Tenant, pk.KeyID, err)
+		return keyVerdict{}, fmt.Errorf("API key %s/%s: %w", pk.Tenant, pk.KeyID, err)
 	}
-	reason := ""
+	v := keyVerdict{tenantStatus: out.TenantStatus}
 	switch {
 	case out.Hash == "":
-		reason = authUnknownKey
+		v.reason = authUnknownKey
 	case !auth.EqualHash(out.Hash, hash) || out.TenantID != pk.Tenant:
-		reason = authHashMismatch
+		v.reason = authHashMismatch
 	case out.Status != "ACTIVE":
-		reason = authRevoked
+		v.reason = authRevoked
 	case out.TenantStatus == "":
-		reason = authTenantMissing
+		v.reason = authTenantMissing
 	case expiresAt != 0 && now >= expiresAt:
-		reason = authExpired
+		v.reason = authExpired
 	}
-	if reason != "" {
-		s.keys.putRefused(gen, hash)
-		return auth.Principal{}, s.authFail(ctx, reason)
+	if v.reason != "" {
+		return v, nil
 	}
-	p := auth.Principal{Tenant: pk.Tenant, KeyID: pk.KeyID, Permissions: perms, ExpiresAtMs: expiresAt}
+	filter, err := storedStrings(out.ScopeFilter)
+	if err != nil {
+		return keyVerdict{}, fmt.Errorf("API key %s/%s: stored scope_filter: %w", pk.Tenant, pk.KeyID, err)
+	}
+	v.p = auth.Principal{Tenant: pk.Tenant, KeyID: pk.KeyID, Permissions: perms, ExpiresAtMs: expiresAt, ScopeFilter: filter}
 	// A cached verification ends when the key expires: the time left on the
 	// store's clock, counted on this process's monotonic clock from now.
-	var until time.Duration
 	if expiresAt != 0 {
-		until = time.Duration(expiresAt-now) * time.Millisecond
+		v.until = time.Duration(expiresAt-now) * time.Millisecond
 	}
-	s.keys.put(gen, pk.Tenant, pk.KeyID, hash, p, until)
-	return p, nil
+	return v, nil
 }
 
 // keyGrants decodes what the verify script read: the permissions (a key
@@ -245,6 +291,7 @@ func (s *Service) VerifyAPIKeyLocally(ctx context.Context, presented string) (au
 	hash := auth.HashSecret(presented)
 	if p, ok := s.keys.get(pk.Tenant, pk.KeyID, hash); ok {
 		s.m.authCacheHits.Add(ctx, 1)
+		s.touches.note(pk.Tenant, pk.KeyID)
 		return p, true, nil
 	}
 	if s.keys.refused(hash) {
@@ -257,4 +304,16 @@ func (s *Service) VerifyAPIKeyLocally(ctx context.Context, presented string) (au
 func (s *Service) authFail(ctx context.Context, reason string) error {
 	s.m.authFailures.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", reason)))
 	return apierr.New(apierr.Unauthorized, "invalid API key")
+}
+
+// storedStrings decodes a stored JSON string array (” = none).
+func storedStrings(v string) ([]string, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var out []string
+	if err := json.Unmarshal([]byte(v), &out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -108,7 +108,7 @@ func TestListApiKeys(t *testing.T) {
 		for f := range it {
 			switch f {
 			case "key_id", "tenant_id", "name", "status", "created_at", "revoked_at", "revoked_reason",
-				"permissions", "expires_at", "description", "metadata":
+				"permissions", "expires_at", "description", "metadata", "scope_filter", "last_used_at":
 			default:
 				t.Fatalf("list_api_keys returned field %q", f)
 			}

@@ -148,6 +148,15 @@ func apiKeyFromRecord(r record) (*cyclesv1.ApiKey, error) {
 			d.bad("metadata", v)
 		}
 	}
+	if v := r["scope_filter"]; v != "" {
+		if err := json.Unmarshal([]byte(v), &k.ScopeFilter); err != nil {
+			d.bad("scope_filter", v)
+		}
+	}
+	if v, ok := r["last_used_at"]; ok && v != "" {
+		n := d.int64(r, "last_used_at")
+		k.LastUsedAtMs = &n
+	}
 	k.Description, k.RevokedReason = r["description"], r["revoked_reason"]
 	return k, d.err
 }

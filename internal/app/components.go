@@ -135,7 +135,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 			RateLimit:   ratelimitapi.New(lim),
 			Ops:         opsapi.New(sw, ops),
 			ActionKinds: actionkindapi.New(kinds),
-			Auth:        authapi.New(),
+			Auth:        authapi.New(adm),
 			Policy:      policyapi.New(policy.New(exec, policy.Options{Kinds: kinds})),
 			Audit:       auditapi.New(aud),
 			Operator:    operatorapi.New(bulk.New(exec, adm, aud)),
@@ -153,7 +153,8 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 	}
 	// Revocations and key changes on other replicas reach this one's
 	// verified-key cache through pub/sub (internal/admin invalidate.go).
-	c.workers = append(c.workers, ann.Run, adm.WatchKeyInvalidations)
+	// last_used_at of API keys is written in the background (keytouch.go).
+	c.workers = append(c.workers, ann.Run, adm.WatchKeyInvalidations, adm.RunKeyTouches)
 	if cfg.SweeperEnabled {
 		c.workers = append(c.workers, sw.Run)
 	}

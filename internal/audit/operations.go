@@ -53,6 +53,7 @@ var operations = map[string]operation{
 	cyclesv1.AdminService_CloseTenant_FullMethodName:    {"closeTenant", ResourceTenant, http.StatusOK, true},
 	cyclesv1.AdminService_CreateApiKey_FullMethodName:   {"createApiKey", ResourceAPIKey, http.StatusCreated, true},
 	cyclesv1.AdminService_RevokeApiKey_FullMethodName:   {"revokeApiKey", ResourceAPIKey, http.StatusOK, true},
+	cyclesv1.AdminService_UpdateApiKey_FullMethodName:   {"updateApiKey", ResourceAPIKey, http.StatusOK, true},
 	cyclesv1.AdminService_CreateBudget_FullMethodName:   {"createBudget", ResourceBudget, http.StatusCreated, true},
 	cyclesv1.AdminService_FundBudget_FullMethodName:     {"fundBudget", ResourceBudget, http.StatusOK, true},
 	cyclesv1.AdminService_UpdateBudget_FullMethodName:   {"updateBudget", ResourceBudget, http.StatusOK, true},

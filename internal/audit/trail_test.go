@@ -197,6 +197,22 @@ var mutations = map[string]mutation{
 			_, err := f.e.adm.RevokeApiKey(ctx, &cyclesv1.RevokeApiKeyRequest{TenantId: f.tenant, KeyId: "0123456789abcdef"})
 			return f.tenant, "0123456789abcdef", err
 		}},
+	cyclesv1.AdminService_UpdateApiKey_FullMethodName: {200, apierr.KeyNotFound,
+		func(ctx context.Context, f *fx) (string, string, error) {
+			var id string
+			f.setup(func(ctx context.Context) error {
+				r, err := f.e.adm.CreateApiKey(ctx, &cyclesv1.CreateApiKeyRequest{TenantId: f.tenant, Name: "k"})
+				id = r.GetApiKey().GetKeyId()
+				return err
+			})
+			_, err := f.e.adm.UpdateApiKey(ctx, &cyclesv1.UpdateApiKeyRequest{TenantId: f.tenant, KeyId: id,
+				ScopeFilter: &cyclesv1.ApiKeyStrings{Values: []string{"workspace:w"}}})
+			return f.tenant, id, err
+		},
+		func(ctx context.Context, f *fx) (string, string, error) {
+			_, err := f.e.adm.UpdateApiKey(ctx, &cyclesv1.UpdateApiKeyRequest{TenantId: f.tenant, KeyId: "0123456789abcdef", Name: ptr("x")})
+			return f.tenant, "0123456789abcdef", err
+		}},
 	cyclesv1.AdminService_CreateBudget_FullMethodName: {201, apierr.DuplicateResource,
 		func(ctx context.Context, f *fx) (string, string, error) {
 			_, err := f.e.adm.CreateBudget(ctx, &cyclesv1.CreateBudgetRequest{TenantId: f.tenant, ScopePath: f.scope("workspace:w"),

@@ -50,6 +50,9 @@ type Principal struct {
 	// ExpiresAtMs is when the API key stops authenticating (epoch ms on the
 	// store's clock; 0: never).
 	ExpiresAtMs int64
+	// ScopeFilter are the API key's scope patterns (internal/scopefilter,
+	// canonical); empty: every scope of its tenant.
+	ScopeFilter []string
 }
 
 type principalKey struct{}

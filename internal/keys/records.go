@@ -23,7 +23,11 @@ import (
 //	status (ACTIVE|REVOKED), created_at, revoked_at, revoked_reason,
 //	permissions (JSON array of Permission values; absent on keys stored
 //	before permissions existed, which hold internal/permission.Legacy),
-//	expires_at (absent = never), description, metadata (JSON object)
+//	expires_at (absent = never), description, metadata (JSON object),
+//	scope_filter (JSON array of canonical internal/scopefilter patterns;
+//	absent = every scope), updated_at (set by UpdateApiKey), last_used_at
+//	(coarse: written by the touch script at most once a minute per key per
+//	replica, never by the ledger scripts)
 //
 // Budget hash (Tenant.Budget):
 //

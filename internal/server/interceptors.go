@@ -41,6 +41,7 @@ import (
 //	limits      → runtime request size; concurrent streams per key and in all
 //	guard       → per-API-key rate limit (optional)
 //	validation  → the one validation path (internal/validate)
+//	scope       → an API key's scope_filter (scopecheck.go)
 //
 // Request bodies and keys are never logged.
 type chain struct {
@@ -79,7 +80,7 @@ func (c *chain) unaryInterceptors() []grpc.UnaryServerInterceptor {
 	if c.guard != nil {
 		list = append(list, c.guard)
 	}
-	return append(list, validateUnary)
+	return append(list, validateUnary, scopeUnary)
 }
 
 func (c *chain) streamInterceptors() []grpc.StreamServerInterceptor {
@@ -91,6 +92,7 @@ func (c *chain) streamInterceptors() []grpc.StreamServerInterceptor {
 		c.authStream,
 		c.streamLimit,
 		validateStream,
+		scopeStream,
 	}
 }
 

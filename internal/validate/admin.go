@@ -7,6 +7,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/scope"
+	"github.com/cyclesgo/cycles-go/internal/scopefilter"
 )
 
 // Admin request bounds (admin.proto comments).
@@ -173,6 +174,9 @@ func init() {
 		if i, err := permission.Check(r.GetPermissions()); err != nil {
 			return invalid(fmt.Sprintf("permissions[%d]", i), "%v", err)
 		}
+		if _, i, err := scopefilter.Check(r.GetTenantId(), r.GetScopeFilter()); err != nil {
+			return invalid(fmt.Sprintf("scope_filter[%d]", i), "%v", err)
+		}
 		if r.ExpiresAtMs != nil && r.GetExpiresAtMs() <= 0 {
 			return invalid("expires_at", "must be a time in the future")
 		}
@@ -188,14 +192,7 @@ func init() {
 		if err := Text("reason", r.GetReason(), 512); err != nil {
 			return err
 		}
-		id := r.GetKeyId()
-		if id == "" {
-			return invalid("key_id", "is required")
-		}
-		if len(id) != adminKeyIDLen || strings.Trim(id, "0123456789abcdef") != "" {
-			return invalid("key_id", "must be %d lowercase hex characters", adminKeyIDLen)
-		}
-		return nil
+		return keyID("key_id", r.GetKeyId())
 	})
 	register(func(r *cyclesv1.CreateBudgetRequest) error {
 		if err := adminBudgetRef(r.GetTenantId(), r.GetScopePath(), r.GetUnit()); err != nil {

@@ -15,6 +15,7 @@
 -- ARGV[7] = expires_at ms ('' = never)
 -- ARGV[8] = description ('' = none)
 -- ARGV[9] = metadata (JSON object, '' = none)
+-- ARGV[10] = scope filter (JSON array of canonical patterns, checked in Go; '' = none)
 -- Result: ok(<API key hash after the write>)
 -- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, DUPLICATE_RESOURCE (key id taken),
 --   INVALID_REQUEST (expires_at not after the store's clock).
@@ -43,6 +44,7 @@ local f = {'key_id', ARGV[2], 'tenant_id', ARGV[1], 'name', ARGV[3], 'hash', ARG
 if ARGV[7] ~= '' then f[#f + 1] = 'expires_at'; f[#f + 1] = ARGV[7] end
 if ARGV[8] ~= '' then f[#f + 1] = 'description'; f[#f + 1] = ARGV[8] end
 if ARGV[9] ~= '' then f[#f + 1] = 'metadata'; f[#f + 1] = ARGV[9] end
+if ARGV[10] ~= '' then f[#f + 1] = 'scope_filter'; f[#f + 1] = ARGV[10] end
 redis.call('HSET', KEYS[2], unpack(f))
 redis.call('ZADD', KEYS[3], 0, ARGV[2])
 local emit = event_emitter(KEYS[4], ARGV[5], now)

@@ -15,7 +15,7 @@
 -- ARGV[6] = at most this many index entries are examined (bounds the work)
 -- Result: ok({items = [{key_id, tenant_id, name, status, created_at,
 --             revoked_at, revoked_reason, permissions, expires_at,
---             description, metadata}, ...], last = <last key id examined, '' if none>,
+--             description, metadata, scope_filter, last_used_at}, ...], last = <last key id examined, '' if none>,
 --             more = bool})
 --   The next page starts after `last`. `more` is true when another entry was
 --   seen or (conservatively) when the examination bound was hit.
@@ -39,7 +39,7 @@ for i, id in ipairs(ids) do
   end
   last = id
   local v = redis.call('HMGET', KEYS[3] .. id, 'key_id', 'tenant_id', 'name', 'status', 'created_at', 'revoked_at',
-    'revoked_reason', 'permissions', 'expires_at', 'description', 'metadata')
+    'revoked_reason', 'permissions', 'expires_at', 'description', 'metadata', 'scope_filter', 'last_used_at')
   if v[1] then
     local keep = (ARGV[4] == '' or v[4] == ARGV[4])
     if keep and ARGV[5] ~= '' then
@@ -48,7 +48,8 @@ for i, id in ipairs(ids) do
     if keep then
       items[#items + 1] = {key_id = v[1], tenant_id = v[2], name = v[3] or '', status = v[4],
         created_at = v[5] or '0', revoked_at = v[6] or '', revoked_reason = v[7] or '',
-        permissions = v[8] or '', expires_at = v[9] or '', description = v[10] or '', metadata = v[11] or ''}
+        permissions = v[8] or '', expires_at = v[9] or '', description = v[10] or '', metadata = v[11] or '',
+        scope_filter = v[12] or '', last_used_at = v[13] or ''}
     end
   end
 end

@@ -4,13 +4,14 @@
 -- KEYS[1] = API key hash
 -- KEYS[2] = tenant record hash
 -- Result: ok({hash, status, tenant_id, tenant_status, permissions,
---   expires_at, now}); '' for anything absent. permissions is the stored
---   JSON array ('' for a key stored before keys had permissions); now is
---   Redis TIME in ms, the clock expires_at is compared with.
+--   expires_at, scope_filter, now}); '' for anything absent. permissions is
+--   the stored JSON array ('' for a key stored before keys had permissions),
+--   scope_filter likewise ('' = no narrowing); now is Redis TIME in ms, the
+--   clock expires_at is compared with.
 -- Read only; the hash comparison and the expiry check happen in Go (the
 -- expiry against now, never the client's or cyclesd's clock).
 
-local k = redis.call('HMGET', KEYS[1], 'hash', 'status', 'tenant_id', 'permissions', 'expires_at')
+local k = redis.call('HMGET', KEYS[1], 'hash', 'status', 'tenant_id', 'permissions', 'expires_at', 'scope_filter')
 local ts = redis.call('HGET', KEYS[2], 'status')
 return ok({hash = k[1] or '', status = k[2] or '', tenant_id = k[3] or '', tenant_status = ts or '',
-  permissions = k[4] or '', expires_at = k[5] or '', now = string.format('%.0f', now_ms())})
+  permissions = k[4] or '', expires_at = k[5] or '', scope_filter = k[6] or '', now = string.format('%.0f', now_ms())})

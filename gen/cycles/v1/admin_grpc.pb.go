@@ -27,6 +27,7 @@ const (
 	AdminService_CreateApiKey_FullMethodName   = "/cycles.v1.AdminService/CreateApiKey"
 	AdminService_ListApiKeys_FullMethodName    = "/cycles.v1.AdminService/ListApiKeys"
 	AdminService_RevokeApiKey_FullMethodName   = "/cycles.v1.AdminService/RevokeApiKey"
+	AdminService_UpdateApiKey_FullMethodName   = "/cycles.v1.AdminService/UpdateApiKey"
 	AdminService_CreateBudget_FullMethodName   = "/cycles.v1.AdminService/CreateBudget"
 	AdminService_GetBudget_FullMethodName      = "/cycles.v1.AdminService/GetBudget"
 	AdminService_ListBudgets_FullMethodName    = "/cycles.v1.AdminService/ListBudgets"
@@ -67,6 +68,10 @@ type AdminServiceClient interface {
 	// RevokeApiKey stops a key authenticating: at once on the replica that
 	// handles it, within the key cache TTL (default 5 s) on the others.
 	RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*RevokeApiKeyResponse, error)
+	// UpdateApiKey changes an ACTIVE key's name, description, permissions,
+	// scope filter, expiry or metadata (only the fields given) without
+	// rotating its secret; every replica applies the change within 1 s.
+	UpdateApiKey(ctx context.Context, in *UpdateApiKeyRequest, opts ...grpc.CallOption) (*UpdateApiKeyResponse, error)
 	// CreateBudget opens a ledger for one (scope, unit) with its allocation.
 	// CreateBudget, GetBudget, ListBudgets and FundBudget also take a tenant
 	// API key (as the governance spec opens them), confined to its own tenant.
@@ -171,6 +176,16 @@ func (c *adminServiceClient) RevokeApiKey(ctx context.Context, in *RevokeApiKeyR
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RevokeApiKeyResponse)
 	err := c.cc.Invoke(ctx, AdminService_RevokeApiKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) UpdateApiKey(ctx context.Context, in *UpdateApiKeyRequest, opts ...grpc.CallOption) (*UpdateApiKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateApiKeyResponse)
+	err := c.cc.Invoke(ctx, AdminService_UpdateApiKey_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -287,6 +302,10 @@ type AdminServiceServer interface {
 	// RevokeApiKey stops a key authenticating: at once on the replica that
 	// handles it, within the key cache TTL (default 5 s) on the others.
 	RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*RevokeApiKeyResponse, error)
+	// UpdateApiKey changes an ACTIVE key's name, description, permissions,
+	// scope filter, expiry or metadata (only the fields given) without
+	// rotating its secret; every replica applies the change within 1 s.
+	UpdateApiKey(context.Context, *UpdateApiKeyRequest) (*UpdateApiKeyResponse, error)
 	// CreateBudget opens a ledger for one (scope, unit) with its allocation.
 	// CreateBudget, GetBudget, ListBudgets and FundBudget also take a tenant
 	// API key (as the governance spec opens them), confined to its own tenant.
@@ -340,6 +359,9 @@ func (UnimplementedAdminServiceServer) ListApiKeys(context.Context, *ListApiKeys
 }
 func (UnimplementedAdminServiceServer) RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*RevokeApiKeyResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RevokeApiKey not implemented")
+}
+func (UnimplementedAdminServiceServer) UpdateApiKey(context.Context, *UpdateApiKeyRequest) (*UpdateApiKeyResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UpdateApiKey not implemented")
 }
 func (UnimplementedAdminServiceServer) CreateBudget(context.Context, *CreateBudgetRequest) (*CreateBudgetResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CreateBudget not implemented")
@@ -530,6 +552,24 @@ func _AdminService_RevokeApiKey_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_UpdateApiKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateApiKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).UpdateApiKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_UpdateApiKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).UpdateApiKey(ctx, req.(*UpdateApiKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_CreateBudget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateBudgetRequest)
 	if err := dec(in); err != nil {
@@ -712,6 +752,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeApiKey",
 			Handler:    _AdminService_RevokeApiKey_Handler,
+		},
+		{
+			MethodName: "UpdateApiKey",
+			Handler:    _AdminService_UpdateApiKey_Handler,
 		},
 		{
 			MethodName: "CreateBudget",

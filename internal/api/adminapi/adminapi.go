@@ -51,6 +51,10 @@ func (h *handler) RevokeApiKey(ctx context.Context, r *cyclesv1.RevokeApiKeyRequ
 	return h.svc.RevokeApiKey(ctx, r)
 }
 
+func (h *handler) UpdateApiKey(ctx context.Context, r *cyclesv1.UpdateApiKeyRequest) (*cyclesv1.UpdateApiKeyResponse, error) {
+	return h.svc.UpdateApiKey(ctx, r)
+}
+
 func (h *handler) CreateBudget(ctx context.Context, r *cyclesv1.CreateBudgetRequest) (*cyclesv1.CreateBudgetResponse, error) {
 	return h.svc.CreateBudget(ctx, r)
 }

@@ -16,10 +16,22 @@ import (
 
 type handler struct {
 	cyclesv1.UnimplementedAuthServiceServer
+	v Validator
 }
 
-// New returns the AuthService implementation.
-func New() cyclesv1.AuthServiceServer { return handler{} }
+// Validator judges a presented API key (internal/admin.Service).
+type Validator interface {
+	ValidateApiKey(ctx context.Context, presented string) (*cyclesv1.ValidateResponse, error)
+}
+
+// New returns the AuthService implementation; v answers Validate.
+func New(v Validator) cyclesv1.AuthServiceServer { return handler{v: v} }
+
+// Validate answers whether a presented key authenticates now (admin only,
+// by the access table).
+func (h handler) Validate(ctx context.Context, r *cyclesv1.ValidateRequest) (*cyclesv1.ValidateResponse, error) {
+	return h.v.ValidateApiKey(ctx, r.GetKeySecret())
+}
 
 func (handler) Introspect(ctx context.Context, _ *cyclesv1.IntrospectRequest) (*cyclesv1.IntrospectResponse, error) {
 	return Introspect(ctx)
@@ -40,5 +52,5 @@ func Introspect(ctx context.Context) (*cyclesv1.IntrospectResponse, error) {
 	return &cyclesv1.IntrospectResponse{Authenticated: true, AuthType: "tenant",
 		Permissions:  slices.Clone(p.Permissions),
 		Capabilities: permission.Capabilities(false, p.Permissions),
-		TenantId:     p.Tenant, KeyId: p.KeyID}, nil
+		TenantId:     p.Tenant, KeyId: p.KeyID, ScopeFilter: slices.Clone(p.ScopeFilter)}, nil
 }

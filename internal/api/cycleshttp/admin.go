@@ -295,6 +295,8 @@ type apiKeyOut struct {
 	RevokedAt     string            `json:"revoked_at,omitempty"`
 	RevokedReason string            `json:"revoked_reason,omitempty"`
 	Metadata      map[string]string `json:"metadata,omitempty"`
+	ScopeFilter   []string          `json:"scope_filter,omitempty"`
+	LastUsedAt    string            `json:"last_used_at,omitempty"`
 }
 
 func apiKeyOf(k *cyclesv1.ApiKey, secret string, withStatus bool) *apiKeyOut {
@@ -314,6 +316,8 @@ func apiKeyOf(k *cyclesv1.ApiKey, secret string, withStatus bool) *apiKeyOut {
 		out.RevokedAt = isoTime(k.GetRevokedAtMs())
 		out.RevokedReason = k.GetRevokedReason()
 		out.Metadata = k.GetMetadata()
+		out.ScopeFilter = k.GetScopeFilter()
+		out.LastUsedAt = isoTime(k.GetLastUsedAtMs())
 	}
 	return out
 }
@@ -331,12 +335,8 @@ type apiKeyIn struct {
 func (a *API) createAPIKey(w http.ResponseWriter, r *http.Request) {
 	var in apiKeyIn
 	req, err := decodeInto(a, w, r, &in, func() (*cyclesv1.CreateApiKeyRequest, error) {
-		// Fail closed: a key must never be broader than its creator asked.
-		if len(in.ScopeFilter) > 0 {
-			return nil, apierr.Invalid("scope_filter", "per-key scope filters are not supported yet; use a key per tenant")
-		}
 		out := &cyclesv1.CreateApiKeyRequest{TenantId: in.TenantID, Name: in.Name, Description: in.Description,
-			Permissions: in.Permissions}
+			Permissions: in.Permissions, ScopeFilter: in.ScopeFilter}
 		if in.ExpiresAt != "" {
 			t, err := time.Parse(time.RFC3339Nano, in.ExpiresAt)
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/admin"
 	"github.com/cyclesgo/cycles-go/internal/api/adminapi"
 	"github.com/cyclesgo/cycles-go/internal/api/auditapi"
+	"github.com/cyclesgo/cycles-go/internal/api/authapi"
 	"github.com/cyclesgo/cycles-go/internal/api/cycleshttp"
 	"github.com/cyclesgo/cycles-go/internal/api/eventsapi"
 	"github.com/cyclesgo/cycles-go/internal/api/operatorapi"
@@ -46,13 +47,13 @@ func startFull(t *testing.T) *env {
 	adm := admin.New(ex, admin.Options{Releaser: led})
 	aud := audit.New(ex, audit.Options{})
 	svcs := server.Services{Runtime: runtimeapi.New(led), Admin: adminapi.New(adm), Events: eventsapi.New(events.New(ex, events.Options{})),
-		Audit: auditapi.New(aud), Policy: policyapi.New(policy.New(ex, policy.Options{}))}
+		Audit: auditapi.New(aud), Policy: policyapi.New(policy.New(ex, policy.Options{})), Auth: authapi.New(adm)}
 	srv := server.New(server.Options{Verifier: adm, AdminKey: adminKey, RequestTimeout: 5 * time.Second, Audit: aud}, svcs)
 	t.Cleanup(srv.GRPC.Stop) // its stream workers run until Stop, served or not
 	hs := srv.NewHTTP(server.HTTPOptions{})
 	svcs.Operator = operatorapi.New(bulk.New(ex, adm, aud))
 	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: svcs.Runtime, Admin: svcs.Admin, Events: svcs.Events, Audit: svcs.Audit, Policy: svcs.Policy,
-		Operator: svcs.Operator}))
+		Operator: svcs.Operator, Auth: svcs.Auth}))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +65,7 @@ func startFull(t *testing.T) *env {
 		hs.Shutdown(ctx)
 	})
 	conn := grpctest.Serve(t, srv.GRPC)
-	return &env{t: t, c: c, base: "http://" + lis.Addr().String(), grpc: cyclesv1.NewRuntimeServiceClient(conn)}
+	return &env{t: t, c: c, base: "http://" + lis.Addr().String(), grpc: cyclesv1.NewRuntimeServiceClient(conn), conn: conn}
 }
 
 // The quickstart over HTTP: the admin creates a tenant, a key and a budget,

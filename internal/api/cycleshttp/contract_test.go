@@ -81,6 +81,19 @@ func TestContract(t *testing.T) {
 	e.call("PATCH", "/v1/admin/tenants/"+tenant, "", `{"name":"Acme Inc","metadata":{"team":"x"}}`, as...)
 	k := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"agent"}`, as...).obj(t)
 	key := []string{"X-Cycles-API-Key", k["key_secret"].(string)}
+	// A narrowed key: created with every optional field, changed, validated,
+	// introspected, refused outside its scopes.
+	nk := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"narrow","description":"d","permissions":["reservations:create","balances:read"],`+
+		`"scope_filter":["workspace:prod"],"expires_at":"2999-01-01T00:00:00Z","metadata":{"team":"x"}}`, as...).obj(t)
+	narrow := []string{"X-Cycles-API-Key", nk["key_secret"].(string)}
+	e.call("PATCH", "/v1/admin/api-keys/"+nk["key_id"].(string), "", `{"description":"d2","scope_filter":["workspace:prod","agent:*"]}`, as...)
+	e.call("PATCH", "/v1/admin/api-keys/"+nk["key_id"].(string), "", `{"permissions":["nope"]}`, as...) // 400
+	e.call("PATCH", "/v1/admin/api-keys/"+tenant+"_0123456789abcdef", "", `{"description":"x"}`, as...) // 404
+	e.call("POST", "/v1/auth/validate", "", `{"key_secret":"`+nk["key_secret"].(string)+`"}`, as...)
+	e.call("POST", "/v1/auth/validate", "", `{"key_secret":"cyc_nope"}`, as...) // valid=false
+	e.call("POST", "/v1/auth/validate", "", `{}`, as...)                        // 400
+	e.call("GET", "/v1/auth/introspect", "", "", narrow...)
+	e.call("GET", "/v1/balances?workspace=ops", "", "", narrow...) // 403 scope_filter
 	e.call("POST", "/v1/admin/budgets", "", `{"scope":"`+scope+`","unit":"TOKENS","allocated":{"unit":"TOKENS","amount":1000},"overdraft_limit":{"unit":"TOKENS","amount":100}}`, as...)
 	e.call("POST", "/v1/admin/budgets", "", `{"scope":"`+scope+`/workspace:prod","unit":"TOKENS","allocated":{"unit":"TOKENS","amount":500}}`, as...)
 	e.call("POST", "/v1/admin/budgets/fund?scope="+scope+"&unit=TOKENS", "", `{"operation":"CREDIT","amount":{"unit":"TOKENS","amount":9223372036854774807},"idempotency_key":"f"}`, as...)
@@ -134,6 +147,8 @@ func TestContract(t *testing.T) {
 	e.call("GET", "/v1/admin/api-keys?status=WRONG", "", "", as...) // 400
 	e.call("DELETE", "/v1/admin/api-keys/"+k["key_id"].(string), "", "", as...)
 	e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status=REVOKED", "", "", as...)
+	e.call("PATCH", "/v1/admin/api-keys/"+k["key_id"].(string), "", `{"name":"late"}`, as...)       // 409 revoked
+	e.call("POST", "/v1/auth/validate", "", `{"key_secret":"`+k["key_secret"].(string)+`"}`, as...) // REVOKED
 	e.call("PATCH", "/v1/admin/tenants/"+tenant, "", `{"status":"CLOSED"}`, as...)
 	// The audit trail of this session, and refusals of the listing.
 	if logs, _ := e.call("GET", "/v1/admin/audit/logs?tenant_id="+tenant+"&limit=5", "", "", as...).obj(t)["logs"].([]any); len(logs) != 5 {
@@ -162,7 +177,7 @@ func TestContract(t *testing.T) {
 		codes[x.reply.status] = true
 		check(t, v, x)
 	}
-	for _, want := range []int{200, 201, 400, 401, 404, 409} {
+	for _, want := range []int{200, 201, 400, 401, 403, 404, 409} {
 		if !codes[want] {
 			t.Errorf("the session produced no %d answer to check", want)
 		}

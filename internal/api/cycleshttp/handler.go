@@ -59,6 +59,8 @@ type Options struct {
 	Operator cyclesv1.OperatorServiceServer
 	// ActionKinds is the public action-kind registry (nil: its routes answer 404).
 	ActionKinds cyclesv1.ActionKindServiceServer
+	// Auth serves POST /v1/auth/validate (nil: 404); introspection needs no service.
+	Auth cyclesv1.AuthServiceServer
 	// MaxBodyBytes bounds request bodies (0: DefaultMaxBodyBytes).
 	MaxBodyBytes   int64
 	TracerProvider trace.TracerProvider
@@ -75,6 +77,7 @@ type API struct {
 	aud     cyclesv1.AuditServiceServer
 	op      cyclesv1.OperatorServiceServer
 	kinds   cyclesv1.ActionKindServiceServer
+	auth    cyclesv1.AuthServiceServer
 	maxBody int64
 	mux     *http.ServeMux
 	handler http.Handler
@@ -82,7 +85,7 @@ type API struct {
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
-	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, op: opts.Operator, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
+	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, op: opts.Operator, auth: opts.Auth, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
 	if a.maxBody <= 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -182,6 +185,7 @@ func (a *API) routes() {
 	a.webhookRoutes()
 	a.actionKindRoutes()
 	a.mux.HandleFunc("GET /v1/auth/introspect", a.introspect)
+	a.keyRoutes()
 	a.mux.HandleFunc("/v1/", a.notFound)
 }
 

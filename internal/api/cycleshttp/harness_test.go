@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
@@ -33,6 +34,8 @@ type env struct {
 	c    redis.UniversalClient
 	base string
 	grpc cyclesv1.RuntimeServiceClient
+	// conn reaches every service over gRPC (startFull only).
+	conn grpc.ClientConnInterface
 	// kinds is the public ActionKindService over gRPC.
 	kinds cyclesv1.ActionKindServiceClient
 	// rec, when set, records every exchange (the contract test validates them).

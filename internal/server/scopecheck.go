@@ -1,0 +1,61 @@
+package server
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/scopefilter"
+)
+
+// The scope-filter check: the one place an API key's scope_filter is
+// enforced, for every method and both wires (the HTTP wire runs this chain
+// through Invoke). It runs after validation, so the scope a request names is
+// well formed. What names a scope is internal/scopefilter.Named; a reservation
+// read by id is checked on its answer (scopefilter.Answered), which a read
+// may reveal to no one else.
+
+// scopeDenied is the refusal for a request naming a scope outside the
+// caller's filter; nil for the admin key, keys without a filter, and requests
+// that name no scope.
+func scopeDenied(ctx context.Context, req any) error {
+	p, ok := auth.FromContext(ctx)
+	if !ok || p.Admin || len(p.ScopeFilter) == 0 {
+		return nil
+	}
+	if segs, field, named := scopefilter.Named(p.Tenant, req); named && !scopefilter.Allows(p.ScopeFilter, segs) {
+		return scopefilter.Refusal(field, segs)
+	}
+	return nil
+}
+
+func scopeUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := scopeDenied(ctx, req); err != nil {
+		return nil, err
+	}
+	resp, err := h(ctx, req)
+	if err != nil {
+		return resp, err
+	}
+	if p, ok := auth.FromContext(ctx); ok && !p.Admin && len(p.ScopeFilter) > 0 {
+		if segs, answered := scopefilter.Answered(p.Tenant, resp); answered && !scopefilter.Allows(p.ScopeFilter, segs) {
+			return nil, scopefilter.Refusal("reservation_id", segs)
+		}
+	}
+	return resp, nil
+}
+
+func scopeStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return h(srv, &scopeCheckedStream{ServerStream: ss})
+}
+
+// scopeCheckedStream checks every received message (WatchEvents' request).
+type scopeCheckedStream struct{ grpc.ServerStream }
+
+func (s *scopeCheckedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return scopeDenied(s.Context(), m)
+}

@@ -1,0 +1,59 @@
+package validate
+
+import (
+	"fmt"
+	"strings"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/permission"
+	"github.com/cyclesgo/cycles-go/internal/scopefilter"
+)
+
+func init() {
+	register(func(r *cyclesv1.UpdateApiKeyRequest) error {
+		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
+			return err
+		}
+		if err := keyID("key_id", r.GetKeyId()); err != nil {
+			return err
+		}
+		if err := Text("name", r.GetName(), adminMaxName); err != nil {
+			return err
+		}
+		if err := Text("description", r.GetDescription(), 1024); err != nil {
+			return err
+		}
+		if i, err := permission.Check(r.GetPermissions().GetValues()); err != nil {
+			return invalid(fmt.Sprintf("permissions[%d]", i), "%v", err)
+		}
+		if _, i, err := scopefilter.Check(r.GetTenantId(), r.GetScopeFilter().GetValues()); err != nil {
+			return invalid(fmt.Sprintf("scope_filter[%d]", i), "%v", err)
+		}
+		if r.ExpiresAtMs != nil && r.GetExpiresAtMs() <= 0 {
+			return invalid("expires_at", "must be a time in the future")
+		}
+		return StringMap("metadata", r.GetMetadata().GetValues())
+	})
+	// The key is the question: a malformed one is an answer (valid=false),
+	// so only its size is bounded here.
+	register(func(r *cyclesv1.ValidateRequest) error {
+		if r.GetKeySecret() == "" {
+			return invalid("key_secret", "is required")
+		}
+		if len(r.GetKeySecret()) > 256 {
+			return invalid("key_secret", "is at most 256 characters")
+		}
+		return nil
+	})
+}
+
+// keyID checks an API key's public id: 16 lowercase hex characters.
+func keyID(field, id string) error {
+	if id == "" {
+		return invalid(field, "is required")
+	}
+	if len(id) != adminKeyIDLen || strings.Trim(id, "0123456789abcdef") != "" {
+		return invalid(field, "must be %d lowercase hex characters", adminKeyIDLen)
+	}
+	return nil
+}
