@@ -159,6 +159,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	if arc != nil {
 		defer arc.Close()
 		comp.workers = append(comp.workers, arcWorkers...)
+		comp.archived.store = arc
 	}
 	serverOpts := []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(
 		otelgrpc.WithTracerProvider(tel.Tracer), otelgrpc.WithMeterProvider(tel.Meter)))}

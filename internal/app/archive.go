@@ -49,6 +49,17 @@ func openArchive(ctx context.Context, cfg *config.Config, log *zap.Logger, mp me
 	log.Info("archive ready: schema migrated, day partitions kept, settled reservations, events and audit entries archived",
 		zap.Int("schema_version", v), zap.Duration("retention", cfg.ArchiveRetention),
 		zap.Duration("hot_retention", cfg.HotRetention))
-	log.Warn("archive: reads and replays past -hot-retention are not served from the archive yet (docs/archive.md)")
+	log.Warn("archive: past -hot-retention only GetReservation is served from the archive; listings and commit/release replays are not yet (docs/archive.md)")
 	return st, []func(context.Context) error{m.Run, a.Run}, a.Warnings, nil
+}
+
+// archivedReads answers the ledger's reads past the hot window from the
+// archive; its store is set once the archive is open, before cyclesd serves.
+type archivedReads struct{ store *archive.Store }
+
+func (r *archivedReads) reservation(ctx context.Context, tenant, id string) (map[string]string, bool, error) {
+	if r.store == nil {
+		return nil, false, nil
+	}
+	return archiver.Reader{Store: r.store}.Reservation(ctx, tenant, id)
 }

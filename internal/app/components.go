@@ -47,13 +47,15 @@ type components struct {
 	services      server.Services
 	workers       []func(context.Context) error
 
-	admin   *admin.Service
-	audit   *audit.Service
-	kinds   *actionkind.Registry
-	ledger  *ledger.Ledger
-	sweeper *sweeper.Sweeper
-	feed    *events.Announcer
-	limiter *ratelimit.Limiter
+	admin  *admin.Service
+	audit  *audit.Service
+	kinds  *actionkind.Registry
+	ledger *ledger.Ledger
+	// archived serves reads past the hot window once the archive is open.
+	archived *archivedReads
+	sweeper  *sweeper.Sweeper
+	feed     *events.Announcer
+	limiter  *ratelimit.Limiter
 }
 
 // build wires the domain packages; event streams use streamExec (a separate
@@ -70,8 +72,13 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 	// With an archive every settling script queues the record for the
 	// archiver (internal/archiver) instead of giving it the 30-day TTL.
 	archiving := cfg.ArchiveDSN != ""
-	led := ledger.New(exec, ledger.Options{MeterProvider: mp, EventRetention: cfg.EventRetention,
-		TenantLabel: cfg.MetricsTenantLabel, Archive: archiving, Kinds: kinds})
+	archived := &archivedReads{}
+	lopts := ledger.Options{MeterProvider: mp, EventRetention: cfg.EventRetention,
+		TenantLabel: cfg.MetricsTenantLabel, Archive: archiving, Kinds: kinds}
+	if archiving {
+		lopts.Archived = archived.reservation
+	}
+	led := ledger.New(exec, lopts)
 	adm := admin.New(exec, admin.Options{
 		MeterProvider:  mp,
 		EventRetention: cfg.EventRetention,
@@ -119,6 +126,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 	}
 
 	c := &components{
+		archived:      archived,
 		meterProvider: mp,
 		verifier:      adm,
 		admin:         adm,

@@ -1,6 +1,7 @@
 package archiver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,8 +13,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/proto"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/archive"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
@@ -405,5 +408,56 @@ func TestArchiveStreams(t *testing.T) {
 	}
 	if l := r.c.XLen(r.ctx, tk.Events()).Val(); l != 4 {
 		t.Fatalf("event stream holds %d entries, want all 4 (the archive does not trim it)", l)
+	}
+}
+
+// TestGetPastHotWindow: once a settled reservation is archived and its
+// Redis record gone (the hot window passed), GetReservation answers from
+// the archive with the same bytes as from Redis; an archived EXPIRED one is
+// refused exactly as before; an id never archived stays NOT_FOUND.
+func TestGetPastHotWindow(t *testing.T) {
+	r := newRig(t)
+	const tn = "arc-get"
+	r.tenant(tn)
+	r.led = ledger.New(r.exec, ledger.Options{Archive: true, Archived: Reader{Store: r.store}.Reservation})
+	ids := r.settle(tn, 2)
+	// An expired one: settled by hand the way the sweeper leaves it.
+	expired := ids[1]
+	tk := keys.Tenant(tn)
+	r.c.HSet(r.ctx, tk.Reservation(expired), "state", "EXPIRED", "expired_at", "1790000000000")
+	r.c.HDel(r.ctx, tk.Reservation(expired), "finalized_at")
+	get := func(id string) ([]byte, error) {
+		res, err := r.led.Get(r.ctx, tn, &cyclesv1.GetReservationRequest{ReservationId: id})
+		if err != nil {
+			return nil, err
+		}
+		return proto.MarshalOptions{Deterministic: true}.Marshal(res)
+	}
+	hot, err := get(ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hotErr := get(expired)
+	if !apierr.HasCode(hotErr, apierr.ReservationExpired) {
+		t.Fatalf("expired in Redis: %v", hotErr)
+	}
+	a := r.archiver(ArchiverOptions{})
+	if n, err := a.Once(r.ctx); err != nil || n != 2 {
+		t.Fatalf("archived %d: %v", n, err)
+	}
+	r.c.Del(r.ctx, tk.Reservation(ids[0]), tk.Reservation(expired)) // the hot window passed
+	cold, err := get(ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(hot, cold) {
+		t.Fatalf("from the archive\n%x\nfrom Redis\n%x", cold, hot)
+	}
+	_, coldErr := get(expired)
+	if coldErr == nil || coldErr.Error() != hotErr.Error() {
+		t.Fatalf("expired from the archive: %v, from Redis: %v", coldErr, hotErr)
+	}
+	if _, err := get("r_" + tn + "_0123456789abcdef0123456789abcdef"); !apierr.HasCode(err, apierr.NotFound) {
+		t.Fatalf("never archived: %v", err)
 	}
 }

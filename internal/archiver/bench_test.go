@@ -52,8 +52,8 @@ func benchArchive(b *testing.B, batch int) {
 	ledgertest.SeedBudget(b, c, tn, ledgertest.Budget{Scope: scope, Unit: "USD_MICROCENTS", Allocated: 1 << 40})
 	led := ledger.New(ex, ledger.Options{Archive: true})
 	res, err := led.Reserve(ctx, tn, &cyclesv1.CreateReservationRequest{IdempotencyKey: "bench-reserve-0001",
-		Subject: &cyclesv1.Subject{Workspace: "prod", App: "chatbot", Agent: "a-17"},
-		Action:  &cyclesv1.Action{Kind: "llm.completion", Name: "gpt-4o"},
+		Subject:  &cyclesv1.Subject{Workspace: "prod", App: "chatbot", Agent: "a-17"},
+		Action:   &cyclesv1.Action{Kind: "llm.completion", Name: "gpt-4o"},
 		Estimate: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_USD_MICROCENTS, Amount: 10_000}})
 	if err != nil {
 		b.Fatal(err)

@@ -1,6 +1,7 @@
 package archiver
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -253,4 +254,22 @@ func decodeFields(b []byte) (map[string]string, error) {
 		m[k] = v
 	}
 	return m, nil
+}
+
+// Reader finds archived reservations for the domain packages' reads past
+// the hot window (ledger.Options.Archived).
+type Reader struct{ Store *archive.Store }
+
+// Reservation returns the Redis record fields of an archived reservation
+// of tenant (false: not archived, or its day was dropped).
+func (r Reader) Reservation(ctx context.Context, tenant, id string) (map[string]string, bool, error) {
+	row, ok, err := r.Store.GetReservation(ctx, tenant, id)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	f, err := RecordOf(row)
+	if err != nil {
+		return nil, false, err
+	}
+	return f, true, nil
 }

@@ -59,6 +59,10 @@ type Options struct {
 	// instead of giving it the terminal-retention TTL (finalize in
 	// lua/lib/ledger_reservation.lua). Every replica must agree on it.
 	Archive bool
+	// Archived, when set, finds a reservation past the hot window in the
+	// archive: its Redis record's fields (internal/archiver Reader). Get
+	// then answers from them exactly as from Redis.
+	Archived func(ctx context.Context, tenant, id string) (map[string]string, bool, error)
 	// Kinds classifies a request's action kind for the v0.1.26 risk-class
 	// quotas (nil: the built-in registry without custom kinds).
 	Kinds *actionkind.Registry
@@ -69,8 +73,9 @@ type Ledger struct {
 	exec      *script.Executor
 	retention time.Duration
 	// archive is the settling scripts' archive ARGV: "1" or "".
-	archive string
-	m       counters
+	archive  string
+	archived func(ctx context.Context, tenant, id string) (map[string]string, bool, error)
+	m        counters
 	// newID makes the UUIDv4 of reservation ids (see ids.go) and event ids.
 	newID func() string
 	kinds *actionkind.Registry
@@ -113,6 +118,7 @@ func New(exec *script.Executor, opts Options) *Ledger {
 		exec:      exec,
 		retention: retention,
 		archive:   archive,
+		archived:  opts.Archived,
 		newID:     newUUID,
 		m: counters{
 			created:    telemetry.NewTenantCounter(meter, "cycles.reservations.created", "Live reservations created", opts.TenantLabel),

@@ -137,7 +137,24 @@ func (l *Ledger) Get(ctx context.Context, tenant string, req *cyclesv1.GetReserv
 	var out struct {
 		Rec record `json:"rec"`
 	}
-	if err := l.exec.RunInto(ctx, &out, scriptGet, []string{t.Reservation(req.GetReservationId())}); err != nil {
+	key := []string{t.Reservation(req.GetReservationId())}
+	err := l.exec.RunInto(ctx, &out, scriptGet, key)
+	if l.archived != nil && apierr.HasCode(err, apierr.NotFound) {
+		// Past the hot window: the same script answers from the archived
+		// record's fields, so the answer is the one Redis gave.
+		f, ok, aerr := l.archived(ctx, tenant, req.GetReservationId())
+		if aerr != nil {
+			return nil, fmt.Errorf("get reservation from the archive: %w", aerr)
+		}
+		if ok {
+			args := make([]any, 0, 2*len(f))
+			for k, v := range f {
+				args = append(args, k, v)
+			}
+			err = l.exec.RunInto(ctx, &out, scriptGet, key, args...)
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
 	r, err := out.Rec.proto()
