@@ -54,6 +54,11 @@ func (r budgetRef) key() string { return r.keys.Budget(r.scope, r.unit) }
 // The tenant must exist (TENANT_NOT_FOUND) and be ACTIVE (TENANT_CLOSED,
 // TENANT_SUSPENDED); a duplicate is DUPLICATE_RESOURCE.
 func (s *Service) CreateBudget(ctx context.Context, req *cyclesv1.CreateBudgetRequest) (*cyclesv1.CreateBudgetResponse, error) {
+	tenant, err := ownTenant(ctx, req.GetTenantId())
+	if err != nil {
+		return nil, s.done(ctx, "CreateBudget", err)
+	}
+	req.TenantId = tenant
 	b, err := s.createBudget(ctx, req)
 	if err != nil {
 		return nil, s.done(ctx, "CreateBudget", err)
@@ -87,6 +92,11 @@ func (s *Service) createBudget(ctx context.Context, req *cyclesv1.CreateBudgetRe
 
 // GetBudget reads one budget; unknown is BUDGET_NOT_FOUND.
 func (s *Service) GetBudget(ctx context.Context, req *cyclesv1.GetBudgetRequest) (*cyclesv1.GetBudgetResponse, error) {
+	tenant, err := ownTenant(ctx, req.GetTenantId())
+	if err != nil {
+		return nil, s.done(ctx, "GetBudget", err)
+	}
+	req.TenantId = tenant
 	b, err := s.getBudget(ctx, req)
 	if err != nil {
 		return nil, s.done(ctx, "GetBudget", err)
@@ -112,6 +122,11 @@ func (s *Service) getBudget(ctx context.Context, req *cyclesv1.GetBudgetRequest)
 // base64url-encoded; each call examines at most ListScanBound index entries,
 // so has_more can be true with a short (even empty) page — follow next_cursor.
 func (s *Service) ListBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequest) (*cyclesv1.ListBudgetsResponse, error) {
+	tenant, err := ownTenant(ctx, req.GetTenantId())
+	if err != nil {
+		return nil, s.done(ctx, "ListBudgets", err)
+	}
+	req.TenantId = tenant
 	resp, err := s.listBudgets(ctx, req)
 	if err != nil {
 		return nil, s.done(ctx, "ListBudgets", err)

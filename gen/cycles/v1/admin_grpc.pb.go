@@ -73,6 +73,8 @@ type AdminServiceClient interface {
 	// rotating its secret; every replica applies the change within 1 s.
 	UpdateApiKey(ctx context.Context, in *UpdateApiKeyRequest, opts ...grpc.CallOption) (*UpdateApiKeyResponse, error)
 	// CreateBudget opens a ledger for one (scope, unit) with its allocation.
+	// CreateBudget, GetBudget, ListBudgets and FundBudget also take a tenant
+	// API key (as the governance spec opens them), confined to its own tenant.
 	CreateBudget(ctx context.Context, in *CreateBudgetRequest, opts ...grpc.CallOption) (*CreateBudgetResponse, error)
 	// GetBudget reads one budget's ledger and settings.
 	GetBudget(ctx context.Context, in *GetBudgetRequest, opts ...grpc.CallOption) (*GetBudgetResponse, error)
@@ -305,6 +307,8 @@ type AdminServiceServer interface {
 	// rotating its secret; every replica applies the change within 1 s.
 	UpdateApiKey(context.Context, *UpdateApiKeyRequest) (*UpdateApiKeyResponse, error)
 	// CreateBudget opens a ledger for one (scope, unit) with its allocation.
+	// CreateBudget, GetBudget, ListBudgets and FundBudget also take a tenant
+	// API key (as the governance spec opens them), confined to its own tenant.
 	CreateBudget(context.Context, *CreateBudgetRequest) (*CreateBudgetResponse, error)
 	// GetBudget reads one budget's ledger and settings.
 	GetBudget(context.Context, *GetBudgetRequest) (*GetBudgetResponse, error)

@@ -11,6 +11,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/api/authapi"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/server"
 )
 
@@ -592,6 +593,13 @@ func (a *API) listBudgets(w http.ResponseWriter, r *http.Request) {
 	var err error
 	if req.TenantId == "" {
 		req.TenantId = tenantOfScope(req.ScopePrefix)
+	}
+	if req.TenantId == "" {
+		// A tenant key lists its own tenant's budgets (the key names it; the
+		// chain then proves the key and confines it to that tenant).
+		if k, ok := auth.ParseAPIKey(r.Header.Get("X-Cycles-API-Key")); ok {
+			req.TenantId = k.Tenant
+		}
 	}
 	if s := q.Get("unit"); s != "" {
 		var v int32
