@@ -99,12 +99,12 @@ func TestListBudgetsAcrossTenants(t *testing.T) {
 	wantRefused(t, err, codes.InvalidArgument, apierr.InvalidRequest)
 
 	// 101 budget-less tenants ahead of the rest ("a-" ids sort first).
-	for i := 0; i < budgetListTenantsPerCall+1; i++ {
+	for i := 0; i < walkTenantsPerCall+1; i++ {
 		mustCall(t, e.ctx, &cyclesv1.CreateTenantRequest{TenantId: fmt.Sprintf("a-%03d", i), Name: "empty"}, e.svc.CreateTenant)
 	}
 	first := mustCall(t, e.ctx, &cyclesv1.ListBudgetsRequest{}, e.svc.ListBudgets)
 	if len(first.GetBudgets()) != 0 || !first.GetHasMore() {
-		t.Fatalf("first call after %d empty tenants: %d budgets, has_more %v", budgetListTenantsPerCall, len(first.GetBudgets()), first.GetHasMore())
+		t.Fatalf("first call after %d empty tenants: %d budgets, has_more %v", walkTenantsPerCall, len(first.GetBudgets()), first.GetHasMore())
 	}
 	if n := len(got(&cyclesv1.ListBudgetsRequest{})); n != len(want) {
 		t.Fatalf("after the empty tenants: %d budgets, want %d", n, len(want))

@@ -7,9 +7,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
-	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/keys"
-	"github.com/cyclesgo/cycles-go/internal/sweeper"
 )
 
 // API key listing bounds (admin.proto ListApiKeysRequest).
@@ -111,72 +109,29 @@ func (s *Service) keyPage(ctx context.Context, tenant, after string, limit int, 
 	return res, nil
 }
 
-// keyListTenantsPerCall bounds the tenants one all-tenant ListApiKeys call
-// visits (one script each), so a call's work is bounded however many tenants
-// have no matching key; the page may then be empty with has_more set.
-const keyListTenantsPerCall = 100
-
-// listAllAPIKeys walks the tenant registry (sweeper/tenants, in tenant_id
-// order) and each tenant's keys in turn. Its cursor is "T|K" (continue in
-// tenant T after key K; K empty = T's first key) or "T>" (continue with the
-// tenants after T). A registry id without a tenant record is skipped.
+// listAllAPIKeys walks every tenant's keys (walkTenants), skipping a
+// registry id without a tenant record.
 func (s *Service) listAllAPIKeys(ctx context.Context, f keyFilter, cursor string) (*cyclesv1.ListApiKeysResponse, error) {
-	var queue []string
-	regAfter, after := "", ""
-	if cursor != "" {
-		t, k, inTenant := strings.Cut(cursor, "|")
-		switch {
-		case inTenant && auth.ValidTenantID(t) && (k == "" || isKeyID(k)):
-			queue, regAfter, after = []string{t}, t, k
-		case !inTenant && strings.HasSuffix(cursor, ">") && auth.ValidTenantID(strings.TrimSuffix(cursor, ">")):
-			regAfter = strings.TrimSuffix(cursor, ">")
-		default:
-			return nil, apierr.Invalid("cursor", "is not a cursor of this listing")
-		}
-	}
 	resp := &cyclesv1.ListApiKeysResponse{}
-	next := func(c string) *cyclesv1.ListApiKeysResponse {
-		resp.HasMore, resp.NextCursor = true, base64.RawURLEncoding.EncodeToString([]byte(c))
-		return resp
+	next, err := s.walkTenants(ctx, cursor, f.limit, func(_, m string) bool { return isKeyID(m) },
+		func(ctx context.Context, t, after string, room int) (int, string, bool, error) {
+			page, err := s.keyPage(ctx, t, after, room, f)
+			if ae, ok := apierr.As(err); ok && ae.Code == apierr.TenantNotFound {
+				return 0, "", false, nil
+			}
+			if err != nil {
+				return 0, "", false, err
+			}
+			resp.ApiKeys = append(resp.ApiKeys, page.keys...)
+			return len(page.keys), page.last, page.more, nil
+		})
+	if err != nil {
+		return nil, err
 	}
-	for visited := 0; ; visited++ {
-		if len(queue) == 0 {
-			var page struct {
-				Tenants jsonList[string] `json:"tenants"`
-			}
-			if err := s.exec.RunInto(ctx, &page, sweeper.TenantsScript, []string{keys.Tenants}, regAfter, keyListTenantsPerCall); err != nil {
-				return nil, err
-			}
-			if len(page.Tenants) == 0 {
-				return resp, nil
-			}
-			queue, regAfter = page.Tenants, page.Tenants[len(page.Tenants)-1]
-		}
-		t := queue[0]
-		if visited == keyListTenantsPerCall {
-			return next(t + "|"), nil
-		}
-		queue = queue[1:]
-		page, err := s.keyPage(ctx, t, after, f.limit-len(resp.ApiKeys), f)
-		if ae, ok := apierr.As(err); ok && ae.Code == apierr.TenantNotFound {
-			after = ""
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		resp.ApiKeys = append(resp.ApiKeys, page.keys...)
-		if page.more {
-			if page.last == "" {
-				page.last = after
-			}
-			return next(t + "|" + page.last), nil
-		}
-		after = ""
-		if len(resp.ApiKeys) == f.limit {
-			return next(t + ">"), nil
-		}
+	if next != "" {
+		resp.HasMore, resp.NextCursor = true, base64.RawURLEncoding.EncodeToString([]byte(next))
 	}
+	return resp, nil
 }
 
 // isKeyID: a key id as stored, 16 lowercase hex.

@@ -181,12 +181,12 @@ func TestListApiKeysAcrossTenants(t *testing.T) {
 	wantRefused(t, err, codes.InvalidArgument, apierr.InvalidRequest)
 
 	// 101 key-less tenants ahead of one with a key ("t-" ids sort after "a-").
-	for i := 0; i < keyListTenantsPerCall+1; i++ {
+	for i := 0; i < walkTenantsPerCall+1; i++ {
 		mustCall(t, e.ctx, &cyclesv1.CreateTenantRequest{TenantId: fmt.Sprintf("a-%03d", i), Name: "empty"}, e.svc.CreateTenant)
 	}
 	first := mustCall(t, e.ctx, &cyclesv1.ListApiKeysRequest{}, e.svc.ListApiKeys)
 	if len(first.GetApiKeys()) != 0 || !first.GetHasMore() {
-		t.Fatalf("first call after %d empty tenants: %v", keyListTenantsPerCall, first)
+		t.Fatalf("first call after %d empty tenants: %v", walkTenantsPerCall, first)
 	}
 	if all := e.listAllKeys(&cyclesv1.ListApiKeysRequest{}); len(all) != len(want) {
 		t.Fatalf("after the empty tenants: %d keys, want %d", len(all), len(want))

@@ -1,0 +1,79 @@
+package admin
+
+import (
+	"context"
+	"strings"
+
+	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/sweeper"
+)
+
+// walkTenantsPerCall bounds the tenants one all-tenant listing call visits
+// (one script each), so a call's work is bounded however many tenants have
+// no matching row; the page may then be empty with has_more set.
+const walkTenantsPerCall = 100
+
+// tenantPage appends at most room rows of tenant t that follow the member
+// after ("" = t's first) and reports the last member it consumed and whether
+// more may follow in t.
+type tenantPage func(ctx context.Context, t, after string, room int) (added int, last string, more bool, err error)
+
+// walkTenants is the all-tenant listing of the admin plane (keys, budgets
+// without tenant_id): the tenant registry in tenant_id order (sweeper/tenants,
+// as the sweeper walks it), each tenant's rows in turn through page, until
+// limit rows or walkTenantsPerCall tenants. cursor is the decoded cursor:
+// "T|M" (continue in tenant T after member M; M empty = T's first) or "T>"
+// (continue with the tenants after T); inner says whether M is a member of
+// T's listing. It returns the next cursor, "" when the walk is done.
+func (s *Service) walkTenants(ctx context.Context, cursor string, limit int, inner func(t, m string) bool, page tenantPage) (string, error) {
+	var queue []string
+	regAfter, after := "", ""
+	if cursor != "" {
+		t, m, inTenant := strings.Cut(cursor, "|")
+		switch {
+		case inTenant && auth.ValidTenantID(t) && (m == "" || inner(t, m)):
+			queue, regAfter, after = []string{t}, t, m
+		case !inTenant && strings.HasSuffix(cursor, ">") && auth.ValidTenantID(strings.TrimSuffix(cursor, ">")):
+			regAfter = strings.TrimSuffix(cursor, ">")
+		default:
+			return "", apierr.Invalid("cursor", "is not a cursor of this listing")
+		}
+	}
+	rows := 0
+	for visited := 0; ; visited++ {
+		if len(queue) == 0 {
+			var reg struct {
+				Tenants jsonList[string] `json:"tenants"`
+			}
+			if err := s.exec.RunInto(ctx, &reg, sweeper.TenantsScript, []string{keys.Tenants}, regAfter, walkTenantsPerCall); err != nil {
+				return "", err
+			}
+			if len(reg.Tenants) == 0 {
+				return "", nil
+			}
+			queue, regAfter = reg.Tenants, reg.Tenants[len(reg.Tenants)-1]
+		}
+		t := queue[0]
+		if visited == walkTenantsPerCall {
+			return t + "|" + after, nil
+		}
+		queue = queue[1:]
+		added, last, more, err := page(ctx, t, after, limit-rows)
+		if err != nil {
+			return "", err
+		}
+		rows += added
+		if more {
+			if last == "" {
+				last = after
+			}
+			return t + "|" + last, nil
+		}
+		after = ""
+		if rows == limit {
+			return t + ">", nil
+		}
+	}
+}
