@@ -13,7 +13,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -207,19 +206,5 @@ func pageLimit(requested int32, def, max int) int {
 	return min(limit, max)
 }
 
-// jsonList decodes a JSON array, tolerating the "{}" that Redis cjson
-// produces for an empty Lua table.
-type jsonList[T any] []T
-
-func (l *jsonList[T]) UnmarshalJSON(b []byte) error {
-	if string(b) == "{}" || string(b) == "null" {
-		*l = nil
-		return nil
-	}
-	var v []T
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*l = v
-	return nil
-}
+// jsonList is a script's JSON array (script.LuaArray).
+type jsonList[T any] = script.LuaArray[T]

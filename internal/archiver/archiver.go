@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -375,7 +373,7 @@ func (b queueBatch) lag() time.Duration {
 	if len(b.entries) == 0 {
 		return 0
 	}
-	ms, _, ok := parseQID(b.entries[0].qid)
+	ms, _, ok := script.ParseStreamID(b.entries[0].qid)
 	if !ok {
 		return 0
 	}
@@ -454,24 +452,13 @@ func (a *Archiver) Run(ctx context.Context) error {
 	}
 }
 
-// parseQID splits a stream id "<ms>-<seq>".
-func parseQID(id string) (ms, seq uint64, ok bool) {
-	a, b, found := strings.Cut(id, "-")
-	if !found {
-		return 0, 0, false
-	}
-	ms, err1 := strconv.ParseUint(a, 10, 64)
-	seq, err2 := strconv.ParseUint(b, 10, 64)
-	return ms, seq, err1 == nil && err2 == nil
-}
-
 // after reports whether queue id is past position ("" = the start).
 func after(id, position string) bool {
 	if position == "" {
 		return true
 	}
-	m1, s1, ok1 := parseQID(id)
-	m2, s2, ok2 := parseQID(position)
+	m1, s1, ok1 := script.ParseStreamID(id)
+	m2, s2, ok2 := script.ParseStreamID(position)
 	if !ok1 || !ok2 {
 		return true // a malformed position never hides an entry; rows are idempotent
 	}

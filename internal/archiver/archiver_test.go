@@ -395,7 +395,7 @@ func TestArchiveStreams(t *testing.T) {
 		if err != nil || sid != w.entry || !slices.Equal(pairs, w.values) {
 			t.Fatalf("%s: archived %s %q (%v), want %s %q", w.id, sid, pairs, err, w.entry, w.values)
 		}
-		if ms, _, _ := parseQID(w.entry); at.UnixMilli() != int64(ms) {
+		if ms, _, _ := script.ParseStreamID(w.entry); at.UnixMilli() != int64(ms) {
 			t.Fatalf("%s: occurred_at %v, want the entry's time", w.id, at)
 		}
 	}

@@ -42,7 +42,7 @@ type streamEntry struct {
 // Redis TIME) and, as the body, the whole entry (EncodeEntry), from which
 // the reads render exactly what they render from Redis.
 func EntryOf(tenant, streamID string, pairs []string) (archive.Entry, error) {
-	ms, _, ok := parseQID(streamID)
+	ms, _, ok := script.ParseStreamID(streamID)
 	if !ok || len(pairs)%2 != 0 {
 		return archive.Entry{}, fmt.Errorf("stream entry %q: malformed", streamID)
 	}

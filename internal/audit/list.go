@@ -15,6 +15,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
 )
 
@@ -51,16 +52,6 @@ func (p pos) less(q pos) bool {
 	return p.stream < q.stream
 }
 
-func parseID(id string) (ms, seq uint64, ok bool) {
-	a, b, found := strings.Cut(id, "-")
-	if !found {
-		return 0, 0, false
-	}
-	ms, err1 := strconv.ParseUint(a, 10, 64)
-	seq, err2 := strconv.ParseUint(b, 10, 64)
-	return ms, seq, err1 == nil && err2 == nil
-}
-
 func (p pos) id() string { return fmt.Sprintf("%d-%d", p.ms, p.seq) }
 
 // before is the stream id just before p's id ("" when there is none).
@@ -85,7 +76,7 @@ func parseCursor(c string) (pos, error) {
 		return pos{}, bad
 	}
 	id, stream, ok := strings.Cut(string(raw), " ")
-	ms, seq, okID := parseID(id)
+	ms, seq, okID := script.ParseStreamID(id)
 	if !ok || !okID || (stream != keys.AuditLog && !strings.HasSuffix(stream, ":audit")) {
 		return pos{}, bad
 	}
@@ -266,7 +257,7 @@ func (s *Service) streams(ctx context.Context, tenant string) ([]string, error) 
 		return []string{keys.Tenant(tenant).Audit()}, nil
 	}
 	var page struct {
-		Tenants jsonList[string] `json:"tenants"`
+		Tenants script.LuaArray[string] `json:"tenants"`
 	}
 	if err := s.exec.RunInto(ctx, &page, sweeper.TenantsScript, []string{keys.Tenants}, "", MaxListFanout+1); err != nil {
 		return nil, err
@@ -344,15 +335,15 @@ func (s *Service) scan(ctx context.Context, stream string, m *matcher, after *po
 
 // idLess compares two stream ids numerically.
 func idLess(a, b string) bool {
-	am, as, _ := parseID(a)
-	bm, bs, _ := parseID(b)
+	am, as, _ := script.ParseStreamID(a)
+	bm, bs, _ := script.ParseStreamID(b)
 	return am < bm || am == bm && as < bs
 }
 
 // read runs audit/read: up to n entries of stream, newest first, between the
 // inclusive ids lo and hi.
 func (s *Service) read(ctx context.Context, stream, hi, lo string, n int) ([]entry, error) {
-	var rows jsonList[[]string]
+	var rows script.LuaArray[[]string]
 	if err := s.exec.RunInto(ctx, &rows, ReadScript, []string{stream}, "desc", hi, lo, n); err != nil {
 		return nil, fmt.Errorf("read %s: %w", stream, err)
 	}
@@ -361,7 +352,7 @@ func (s *Service) read(ctx context.Context, stream, hi, lo string, n int) ([]ent
 		if len(r) == 0 {
 			continue
 		}
-		ms, seq, ok := parseID(r[0])
+		ms, seq, ok := script.ParseStreamID(r[0])
 		if !ok {
 			continue
 		}
@@ -390,21 +381,4 @@ func entryOf(e entry) *cyclesv1.AuditLogEntry {
 		}
 	}
 	return out
-}
-
-// jsonList decodes a JSON array, tolerating the "{}" Redis cjson makes of
-// an empty Lua table.
-type jsonList[T any] []T
-
-func (l *jsonList[T]) UnmarshalJSON(b []byte) error {
-	if string(b) == "{}" || string(b) == "null" {
-		*l = nil
-		return nil
-	}
-	var v []T
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*l = v
-	return nil
 }

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
 // The v0.1.26 policy extensions (allow/deny lists, action and risk-class
@@ -37,22 +37,8 @@ type storedQuota struct {
 	Resources   jsonList `json:"resources,omitempty"`
 }
 
-// quotaList is a JSON array of stored quotas that tolerates the "{}" Redis
-// cjson writes for an empty Lua table.
-type quotaList []storedQuota
-
-func (l *quotaList) UnmarshalJSON(b []byte) error {
-	if string(b) == "{}" || string(b) == "null" {
-		*l = nil
-		return nil
-	}
-	var v []storedQuota
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*l = v
-	return nil
-}
+// quotaList is a list of stored quotas as the scripts store and answer it.
+type quotaList = script.LuaArray[storedQuota]
 
 // thresholdBP is threshold_pct (0 = the default 0.80) in basis points.
 func thresholdBP(pct float64) int64 {

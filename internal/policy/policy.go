@@ -374,22 +374,8 @@ func (s *Service) run(ctx context.Context, out any, d *script.Def, keys []string
 	return nil
 }
 
-// jsonList is a JSON array of strings that tolerates the "{}" Redis cjson
-// writes for an empty Lua table.
-type jsonList []string
-
-func (l *jsonList) UnmarshalJSON(b []byte) error {
-	if string(b) == "{}" || string(b) == "null" {
-		*l = nil
-		return nil
-	}
-	var v []string
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*l = v
-	return nil
-}
+// jsonList is a list of strings as the scripts store and answer it.
+type jsonList = script.LuaArray[string]
 
 // proto is the wire form of a stored policy.
 func (p stored) proto() (*cyclesv1.ScopePolicy, error) {

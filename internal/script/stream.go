@@ -3,6 +3,8 @@ package script
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,4 +34,15 @@ func (e *Executor) WaitStream(ctx context.Context, stream, after string, block t
 		}
 	}
 	return "", nil
+}
+
+// ParseStreamID splits a stream entry id "<ms>-<seq>".
+func ParseStreamID(id string) (ms, seq uint64, ok bool) {
+	a, b, found := strings.Cut(id, "-")
+	if !found {
+		return 0, 0, false
+	}
+	ms, err1 := strconv.ParseUint(a, 10, 64)
+	seq, err2 := strconv.ParseUint(b, 10, 64)
+	return ms, seq, err1 == nil && err2 == nil
 }
