@@ -10,6 +10,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/archive"
 	"github.com/cyclesgo/cycles-go/internal/archiver"
 	"github.com/cyclesgo/cycles-go/internal/config"
+	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
@@ -62,4 +63,11 @@ func (r *archivedReads) reservation(ctx context.Context, tenant, id string) (map
 		return nil, false, nil
 	}
 	return archiver.Reader{Store: r.store}.Reservation(ctx, tenant, id)
+}
+
+func (r *archivedReads) reservations(ctx context.Context, tenant string, q ledger.ArchiveQuery) ([]ledger.ArchivedRecord, error) {
+	if r.store == nil {
+		return nil, nil
+	}
+	return archiver.Reader{Store: r.store}.Reservations(ctx, tenant, q)
 }
