@@ -50,7 +50,7 @@ func openArchive(ctx context.Context, cfg *config.Config, log *zap.Logger, mp me
 	log.Info("archive ready: schema migrated, day partitions kept, settled reservations, events and audit entries archived",
 		zap.Int("schema_version", v), zap.Duration("retention", cfg.ArchiveRetention),
 		zap.Duration("hot_retention", cfg.HotRetention))
-	log.Warn("archive: past -hot-retention only GetReservation is served from the archive; listings and commit/release replays are not yet (docs/archive.md)")
+	log.Warn("archive: past -hot-retention GetReservation and ListReservations are served from the archive; event and audit reads and commit/release replays are not yet (docs/archive.md)")
 	return st, []func(context.Context) error{m.Run, a.Run}, a.Warnings, nil
 }
 
