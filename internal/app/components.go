@@ -77,6 +77,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		TenantLabel: cfg.MetricsTenantLabel, Archive: archiving, Kinds: kinds}
 	if archiving {
 		lopts.Archived = archived.reservation
+		lopts.ArchivedList = archived.reservations
 	}
 	led := ledger.New(exec, lopts)
 	adm := admin.New(exec, admin.Options{

@@ -133,29 +133,18 @@ func insertEntries(ctx context.Context, tx pgx.Tx, table, idCol string, rows []E
 // GetReservation returns an archived reservation of a tenant (false: not
 // archived, or its day was dropped past the retention).
 func (s *Store) GetReservation(ctx context.Context, tenant, id string) (Reservation, bool, error) {
-	var r Reservation
-	var state int16
-	var rid [16]byte
-	var idText *string
 	key, whole := encodeID(tenant, id)
-	err := s.pool.QueryRow(ctx, `SELECT tenant_id, rid, reservation_id, settled_at, state, unit, scope_path, estimate,
-		charged, debt_incurred, created_at_ms, expires_at_ms, grace_ms, ext_count, max_ext, policy, idem_key,
-		subject, action, affected, budgeted, metadata, committed_metadata, replay
+	r, err := scanReservation(s.pool.QueryRow(ctx, `SELECT tenant_id, rid, reservation_id, settled_at, state, unit,
+		scope_path, estimate, charged, debt_incurred, created_at_ms, expires_at_ms, grace_ms, ext_count, max_ext,
+		policy, idem_key, subject, action, affected, budgeted, metadata, committed_metadata, replay
 		FROM cycles_reservations WHERE tenant_id = $1 AND rid = $2 AND reservation_id IS NOT DISTINCT FROM $3`,
-		tenant, key, whole).Scan(
-		&r.TenantID, &rid, &idText, &r.SettledAt, &state, &r.Unit, &r.ScopePath, &r.Estimate,
-		&r.Charged, &r.DebtIncurred, &r.CreatedAtMs, &r.ExpiresAtMs, &r.GraceMs, &r.ExtCount, &r.MaxExt,
-		&r.Policy, &r.IdemKey, &r.Subject, &r.Action, &r.Affected, &r.Budgeted, &r.Metadata,
-		&r.CommittedMetadata, &r.Replay)
+		tenant, key, whole))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Reservation{}, false, nil
 	}
 	if err != nil {
 		return Reservation{}, false, fmt.Errorf("archive: get reservation %s: %w", id, err)
 	}
-	r.ReservationID = decodeID(r.TenantID, rid, idText)
-	r.State = State(state)
-	r.SettledAt = r.SettledAt.UTC()
 	return r, true, nil
 }
 

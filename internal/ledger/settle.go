@@ -11,6 +11,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/idempotency"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/scope"
+	"github.com/cyclesgo/cycles-go/internal/scopefilter"
 )
 
 // Commit settles a reservation of the effective tenant with its actual cost:
@@ -34,7 +35,8 @@ func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.Commit
 	res, snap, err := l.runFlat(ctx, scriptCommit,
 		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines(), t.Events()},
 		[]any{rid, scope.UnitKey(req.GetActual().GetUnit()), strconv.FormatInt(req.GetActual().GetAmount(), 10),
-			req.GetIdempotencyKey(), hash, metrics, meta, l.eventContext(ctx), l.archive}, commitExtras, commitFields)
+			req.GetIdempotencyKey(), hash, metrics, meta, l.eventContext(ctx), l.archive,
+			scopefilter.ScriptArg(ctx)}, commitExtras, commitFields)
 	if err != nil {
 		return nil, l.refused(ctx, "commit", err)
 	}
@@ -78,7 +80,7 @@ func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.Relea
 		// script appends the audit entry with the release it records.
 		audit = eventctx.Arg(ctx, l.retention)
 	}
-	args := []any{rid, req.GetIdempotencyKey(), hash, req.GetReason(), audit, l.archive}
+	args := []any{rid, req.GetIdempotencyKey(), hash, req.GetReason(), audit, l.archive, scopefilter.ScriptArg(ctx)}
 	res, snap, err := l.runFlat(ctx, scriptRelease,
 		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines()}, args, nil, releaseFields)
 	if err != nil {
@@ -115,7 +117,7 @@ func (l *Ledger) Extend(ctx context.Context, tenant string, req *cyclesv1.Extend
 	res, snap, err := l.runFlat(ctx, scriptExtend,
 		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines(), t.Expires(),
 			t.Idempotency("extend:"+rid, req.GetIdempotencyKey())},
-		[]any{rid, strconv.FormatInt(req.GetExtendByMs(), 10), req.GetIdempotencyKey(), hash, meta},
+		[]any{rid, strconv.FormatInt(req.GetExtendByMs(), 10), req.GetIdempotencyKey(), hash, meta, scopefilter.ScriptArg(ctx)},
 		extendExtras, extendFields)
 	if err != nil {
 		return nil, l.refused(ctx, "extend", err)

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- ledger/commit: settle a reservation with its actual cost (docs/protocol.md#commit).
--- include: lib/ledger_util.lua lib/idem_hash.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_settle.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua
+-- include: lib/ledger_util.lua lib/idem_hash.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_settle.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua lib/scope_filter.lua
 --
 -- KEYS: 1 tenant prefix   2 tenant record   3 reservation hash
 --       4 deadline index  5 event stream
@@ -12,13 +12,16 @@
 --       9 archive: '1' when an archive is configured (the settled record
 --         joins the tenant's archive queue instead of getting its TTL; see
 --         finalize in lib/ledger_reservation.lua), else '' or absent
+--      10 scope filter of the caller's API key (scopefilter.ScriptArg; ''
+--         none): a reservation outside it is refused before anything else,
+--         replays included
 --       Extra ARGV are ignored (time always comes from Redis TIME).
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), overage ('<A-E or 0>'),
 --             debt ('<debt incurred>'), <commit snapshot fields>})
 --   (lib/ledger_snapshot.lua), rebuilt on replay from the record (charged,
 --   debt_incurred, balance rows cb<i> packed again; records committed before
 --   keep them packed in `cbal` or a `commit_resp` JSON copy).
--- Refusals: INVALID_REQUEST, NOT_FOUND, IDEMPOTENCY_MISMATCH, TENANT_CLOSED,
+-- Refusals: INVALID_REQUEST, NOT_FOUND, FORBIDDEN (scope_filter), IDEMPOTENCY_MISMATCH, TENANT_CLOSED,
 --   RESERVATION_EXPIRED, RESERVATION_FINALIZED, UNIT_MISMATCH, BUDGET_EXCEEDED,
 --   OVERDRAFT_LIMIT_EXCEEDED, AMOUNT_OVERFLOW, INTERNAL_ERROR.
 
@@ -45,6 +48,8 @@ end
 if not any and redis.call('EXISTS', KEYS[3]) == 0 then
   return fail('NOT_FOUND', 'reservation ' .. rid .. ' not found')
 end
+local denied = scope_filter_refusal(ARGV[10], r.scope_path)
+if denied then return denied end
 if r.state == 'COMMITTED' then
   v = redis.call('HMGET', KEYS[3], unpack(COMMITTED_READ))
   for i = 1, #COMMITTED_READ do

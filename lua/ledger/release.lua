@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- ledger/release: return a reservation's whole hold (docs/protocol.md#release).
--- include: lib/ledger_util.lua lib/idem_hash.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_release.lua lib/ledger_snapshot.lua lib/audit.lua
+-- include: lib/ledger_util.lua lib/idem_hash.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_release.lua lib/ledger_snapshot.lua lib/audit.lua lib/scope_filter.lua
 -- No events are emitted on release (REF).
 --
 -- KEYS: 1 tenant prefix   2 tenant record   3 reservation hash   4 deadline index
@@ -12,12 +12,15 @@
 --         '' when not audited
 --       6 archive: '1' when an archive is configured (finalize in
 --         lib/ledger_reservation.lua), else '' or absent
+--       7 scope filter of the caller's API key (scopefilter.ScriptArg; ''
+--         none): a reservation outside it is refused before anything else,
+--         replays included
 --       Extra ARGV are ignored (time always comes from Redis TIME).
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), <release snapshot fields>})
 --   (lib/ledger_snapshot.lua: unit, released, balances), rebuilt on replay
 --   from the record (estimate, balance rows lb<i>; records released before
 --   keep a `release_resp` JSON copy).
--- Refusals: NOT_FOUND, IDEMPOTENCY_MISMATCH, TENANT_CLOSED, RESERVATION_EXPIRED,
+-- Refusals: NOT_FOUND, FORBIDDEN (scope_filter), IDEMPOTENCY_MISMATCH, TENANT_CLOSED, RESERVATION_EXPIRED,
 --   RESERVATION_FINALIZED, AMOUNT_OVERFLOW, INTERNAL_ERROR.
 
 local now = now_ms()
@@ -25,6 +28,8 @@ local rid, idem_key, hash = ARGV[1], ARGV[2], ARGV[3]
 
 local r = hgetall(KEYS[3])
 if next(r) == nil then return fail('NOT_FOUND', 'reservation ' .. rid .. ' not found') end
+local denied = scope_filter_refusal(ARGV[7], r.scope_path)
+if denied then return denied end
 
 if r.state == 'RELEASED' and r.release_key == idem_key then
   if not idem_same(r.release_hash, hash) then
