@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -86,6 +87,14 @@ type Options struct {
 	FeedEventsPerSecond float64
 	MeterProvider       metric.MeterProvider
 	Logger              *zap.Logger
+	// ArchivedStream, when set, reads a stream's entries from the archive
+	// (internal/archiver Reader.Stream): ListEvents then serves the part of
+	// a tenant's log that retention trimmed from Redis from it.
+	ArchivedStream func(ctx context.Context, key string, desc bool, hi, lo string, n int) ([][]string, error)
+	// ArchivedEvent, when set, finds an event no longer in Redis in the
+	// archive (internal/archiver Reader.Event): its stream id, then its
+	// field/value pairs.
+	ArchivedEvent func(ctx context.Context, tenant, id string) ([]string, bool, error)
 }
 
 // Service serves the per-tenant event logs.
@@ -438,13 +447,27 @@ func (s *Service) List(ctx context.Context, p auth.Principal, req *cyclesv1.List
 	if err != nil {
 		return nil, err
 	}
-	if hasCursor && s.lost(pos, w.First, w.Now) {
+	entries, full := []entry(w.Entries), len(w.Entries) == scan
+	if s.opts.ArchivedStream != nil {
+		// Redis keeps the log's newest part; what retention trimmed before
+		// its first entry is read from the archive, so the listing goes on
+		// where Redis's log starts, without a gap or a repeat.
+		older, err := s.archived(ctx, f.tenant, from, to, w.First, scan)
+		if err != nil {
+			return nil, err
+		}
+		if len(older) == scan {
+			entries, full = older, true // the rest waits for the next page
+		} else {
+			entries = append(older, entries...)
+		}
+	} else if hasCursor && s.lost(pos, w.First, w.Now) {
 		return nil, s.expiredErr(ctx, "list")
 	}
 	resp := &cyclesv1.ListEventsResponse{}
 	var last ID
 	consumed := 0
-	for _, e := range w.Entries {
+	for _, e := range entries {
 		if len(resp.Events) == limit {
 			break
 		}
@@ -462,10 +485,53 @@ func (s *Service) List(ctx context.Context, p auth.Principal, req *cyclesv1.List
 		}
 		resp.Events = append(resp.Events, ev)
 	}
-	if consumed < len(w.Entries) || len(w.Entries) == scan {
+	if consumed < len(entries) || full {
 		resp.HasMore = true
 		resp.NextCursor = EncodeCursor(Position{ID: last})
 	}
 	s.delivered.Add(ctx, int64(len(resp.Events)), metric.WithAttributes(attribute.String("rpc", "list")))
 	return resp, nil
+}
+
+// archived reads up to n entries of tenant's log from the archive with ids
+// in [from, to] older than first, the oldest entry Redis holds ("" when
+// the log is empty in Redis: then the whole range).
+func (s *Service) archived(ctx context.Context, tenant, from, to, first string, n int) ([]entry, error) {
+	hi := to
+	if first != "" {
+		fid, err := ParseID(first)
+		if err != nil {
+			return nil, err
+		}
+		if fid == (ID{}) {
+			return nil, nil
+		}
+		b := fid.before()
+		if to == "+" {
+			hi = b.String()
+		} else if tid, err := ParseID(to); err == nil && b.Less(tid) {
+			hi = b.String()
+		}
+	}
+	rows, err := s.opts.ArchivedStream(ctx, keys.Tenant(tenant).Events(), false, hi, from, n)
+	if err != nil {
+		return nil, fmt.Errorf("read events of tenant %s from the archive: %w", tenant, err)
+	}
+	out := make([]entry, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, entryOfRow(r))
+	}
+	return out, nil
+}
+
+// entryOfRow is an entry from a stream id and its field/value pairs.
+func entryOfRow(r []string) entry {
+	e := entry{F: make(map[string]string, len(r)/2)}
+	if len(r) > 0 {
+		e.ID = r[0]
+	}
+	for i := 1; i+1 < len(r); i += 2 {
+		e.F[r[i]] = r[i+1]
+	}
+	return e
 }
