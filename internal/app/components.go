@@ -106,10 +106,12 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		Heartbeat: cfg.EventHeartbeat,
 		// Replay pacing: one tenant's catch-up cannot take the CPU the
 		// other tenants' reserves need (internal/events pace.go).
-		StreamEventsPerSecond: float64(cfg.WatchStreamRate),
-		TenantEventsPerSecond: float64(cfg.WatchTenantRate),
-		MeterProvider:         mp,
-		Logger:                log.Named("events"),
+		StreamEventsPerSecond:     float64(cfg.WatchStreamRate),
+		TenantEventsPerSecond:     float64(cfg.WatchTenantRate),
+		FeedStreamEventsPerSecond: float64(cfg.WatchFeedStreamRate),
+		FeedEventsPerSecond:       float64(cfg.WatchFeedRate),
+		MeterProvider:             mp,
+		Logger:                    log.Named("events"),
 	}
 	aopts := audit.Options{Retention: cfg.AuditRetention, MeterProvider: mp, Logger: log.Named("audit")}
 	if archiving {
