@@ -50,7 +50,6 @@ func openArchive(ctx context.Context, cfg *config.Config, log *zap.Logger, mp me
 	log.Info("archive ready: schema migrated, day partitions kept, settled reservations, events and audit entries archived",
 		zap.Int("schema_version", v), zap.Duration("retention", cfg.ArchiveRetention),
 		zap.Duration("hot_retention", cfg.HotRetention))
-	log.Warn("archive: commit/release replays past -hot-retention are not served from the archive yet (docs/archive.md)")
 	return st, []func(context.Context) error{m.Run, a.Run}, a.Warnings, nil
 }
 

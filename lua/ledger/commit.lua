@@ -15,7 +15,11 @@
 --      10 scope filter of the caller's API key (scopefilter.ScriptArg; ''
 --         none): a reservation outside it is refused before anything else,
 --         replays included
---       Extra ARGV are ignored (time always comes from Redis TIME).
+--   11.. an archived record's field/value pairs (at most 128 pairs), only
+--         when internal/ledger found the hash gone and the reservation in
+--         the PostgreSQL archive: read only when the hash does not exist;
+--         the script then answers a replay from them, or refuses exactly
+--         as for the settled hash, and writes nothing.
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), overage ('<A-E or 0>'),
 --             debt ('<debt incurred>'), <commit snapshot fields>})
 --   (lib/ledger_snapshot.lua), rebuilt on replay from the record (charged,
@@ -45,15 +49,22 @@ local r, any = {}, false
 for i = 1, #COMMIT_READ do
   if v[i] then r[COMMIT_READ[i]] = v[i]; any = true end
 end
+local af
 if not any and redis.call('EXISTS', KEYS[3]) == 0 then
-  return fail('NOT_FOUND', 'reservation ' .. rid .. ' not found')
+  af = archived_fields(11)
+  if af == nil then return fail('NOT_FOUND', 'reservation ' .. rid .. ' not found') end
+  for _, name in ipairs(COMMIT_READ) do r[name] = af[name] end
 end
 local denied = scope_filter_refusal(ARGV[10], r.scope_path)
 if denied then return denied end
 if r.state == 'COMMITTED' then
-  v = redis.call('HMGET', KEYS[3], unpack(COMMITTED_READ))
-  for i = 1, #COMMITTED_READ do
-    if v[i] then r[COMMITTED_READ[i]] = v[i] end
+  if af then
+    for _, name in ipairs(COMMITTED_READ) do r[name] = af[name] end
+  else
+    v = redis.call('HMGET', KEYS[3], unpack(COMMITTED_READ))
+    for i = 1, #COMMITTED_READ do
+      if v[i] then r[COMMITTED_READ[i]] = v[i] end
+    end
   end
 end
 
@@ -69,6 +80,8 @@ if r.state == 'COMMITTED' and r.commit_key == idem_key then
   local packed = r.cbal or nil
   if packed then
     if unpack_balances(packed, budgeted) == nil then packed = nil end
+  elseif af then
+    budgeted, packed = record_replay().packed_rows(af, 'cb', budgeted, false)
   else
     budgeted, packed = record_replay().read_rows(KEYS[3], 'cb', budgeted)
   end
@@ -81,6 +94,7 @@ end
 local code, msg
 r, code, msg = load_reservation(r, KEYS[2])
 if r == nil then return fail(code, msg) end
+if af then return fail('INTERNAL_ERROR', 'archived reservation ' .. rid .. ' is not settled') end
 if not POLICIES[r.policy or ''] then return fail('INTERNAL_ERROR', 'reservation has an invalid overage policy') end
 if unit ~= r.unit then
   return fail('UNIT_MISMATCH', 'actual.unit must be ' .. r.unit, {requested_unit = unit, expected_units = r.unit})

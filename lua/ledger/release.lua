@@ -15,7 +15,11 @@
 --       7 scope filter of the caller's API key (scopefilter.ScriptArg; ''
 --         none): a reservation outside it is refused before anything else,
 --         replays included
---       Extra ARGV are ignored (time always comes from Redis TIME).
+--    8.. an archived record's field/value pairs (at most 128 pairs), only
+--         when internal/ledger found the hash gone and the reservation in
+--         the PostgreSQL archive: read only when the hash does not exist;
+--         the script then answers a replay from them, or refuses exactly
+--         as for the settled hash, and writes nothing.
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), <release snapshot fields>})
 --   (lib/ledger_snapshot.lua: unit, released, balances), rebuilt on replay
 --   from the record (estimate, balance rows lb<i>; records released before
@@ -26,8 +30,11 @@
 local now = now_ms()
 local rid, idem_key, hash = ARGV[1], ARGV[2], ARGV[3]
 
-local r = hgetall(KEYS[3])
-if next(r) == nil then return fail('NOT_FOUND', 'reservation ' .. rid .. ' not found') end
+local r, archived = hgetall(KEYS[3]), false
+if next(r) == nil then
+  r, archived = archived_fields(8), true
+  if r == nil then return fail('NOT_FOUND', 'reservation ' .. rid .. ' not found') end
+end
 local denied = scope_filter_refusal(ARGV[7], r.scope_path)
 if denied then return denied end
 
@@ -50,6 +57,7 @@ end
 local code, msg
 r, code, msg = load_reservation(r, KEYS[2])
 if r == nil then return fail(code, msg) end
+if archived then return fail('INTERNAL_ERROR', 'archived reservation ' .. rid .. ' is not settled') end
 if now > r.n_expires + r.n_grace then
   return fail('RESERVATION_EXPIRED', 'reservation expired at ' .. r.expires_at .. ' (+' .. r.grace_ms .. ' ms grace)')
 end
