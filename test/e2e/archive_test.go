@@ -61,14 +61,19 @@ func TestArchiveGoldensOnTheBinary(t *testing.T) {
 		ids = append(ids, res.GetReservationId())
 	}
 	base := "http://" + httpAddr
-	hdr := []string{"X-Cycles-API-Key", key}
-	http1 := func(method, path, body string) []byte {
+	tenantHdr := []string{"X-Cycles-API-Key", key}
+	var hdr []string
+	http1 := func(method, path, body string, as ...string) []byte {
 		t.Helper()
 		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		req.Header.Set("Content-Type", "application/json")
+		hdr = tenantHdr
+		if len(as) == 2 {
+			hdr = as
+		}
 		req.Header.Set(hdr[0], hdr[1])
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -159,5 +164,17 @@ func TestArchiveGoldensOnTheBinary(t *testing.T) {
 		FromMs: time.Now().Add(-time.Hour).UnixMilli(), ToMs: time.Now().Add(time.Hour).UnixMilli(), ScopeDepth: 1})
 	if err != nil || len(us.GetRows()) != 1 || us.GetRows()[0].GetCommitted() != 420 || us.GetRows()[0].GetReleased() != 500 {
 		t.Fatalf("usage: %v %v", us, err)
+	}
+	from, to := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	b := http1("GET", "/v1/admin/usage?tenant_id="+tn+"&from="+from+"&to="+to+"&bucket=hour&scope_depth=1", "", "X-Admin-API-Key", adminKey)
+	if !bytes.HasPrefix(b, []byte("200 ")) || !bytes.Contains(b, []byte(`"committed":420`)) || !bytes.Contains(b, []byte(`"released":500`)) ||
+		!bytes.Contains(b, []byte(`"scope":"tenant:arch"`)) || !bytes.Contains(b, []byte(`"unit":"TOKENS"`)) {
+		t.Fatalf("HTTP usage: %s", b)
+	}
+	if b := http1("GET", "/v1/admin/usage?tenant_id="+tn+"&from="+from+"&to="+to, ""); bytes.HasPrefix(b, []byte("200 ")) {
+		t.Fatalf("HTTP usage with a tenant key: %s", b)
+	}
+	if b := http1("GET", "/v1/admin/usage?tenant_id="+tn+"&from="+from, "", "X-Admin-API-Key", adminKey); !bytes.HasPrefix(b, []byte("400 ")) || !bytes.Contains(b, []byte("to")) {
+		t.Fatalf("HTTP usage without to: %s", b)
 	}
 }
