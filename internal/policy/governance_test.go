@@ -13,6 +13,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/policy"
 	"github.com/cyclesgo/cycles-go/internal/script"
@@ -561,6 +562,16 @@ func TestQuotaCounters(t *testing.T) {
 	}
 	_, err = call(e.ctx, e.pol.ListActionQuotaCounters, &cyclesv1.ListActionQuotaCountersRequest{TenantId: e.tenant, RunId: strings.Repeat("r", 257)})
 	wantField(t, err, "run_id")
+	// A tenant key lists its own tenant (implied when tenant_id is empty),
+	// never another; the admin key must name one.
+	own := auth.WithPrincipal(context.Background(), auth.Principal{Tenant: e.tenant, KeyID: "k"})
+	if l, err := e.pol.ListActionQuotaCounters(own, &cyclesv1.ListActionQuotaCountersRequest{}); err != nil || len(l.GetCounters()) != 3 {
+		t.Fatalf("own tenant: %v %v", l, err)
+	}
+	_, err = e.pol.ListActionQuotaCounters(own, &cyclesv1.ListActionQuotaCountersRequest{TenantId: "someone-else"})
+	wantCode(t, err, apierr.Forbidden)
+	_, err = e.pol.ListActionQuotaCounters(e.ctx, &cyclesv1.ListActionQuotaCountersRequest{})
+	wantField(t, err, "tenant_id")
 	if got, _, _ := e.try(bot, email, "live"); got != "ALLOW" {
 		t.Fatalf("after the reset: %s", got)
 	}
