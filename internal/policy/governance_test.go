@@ -264,6 +264,18 @@ func TestGovernanceEvaluationOrder(t *testing.T) {
 				{bot, email, "live", []func(*cyclesv1.CreateReservationRequest){host("smtp.b.com")}, "ALLOW", "", false, ""}, // not listed
 				{bot, email, "live", []func(*cyclesv1.CreateReservationRequest){host("smtp.a.com")}, "ACTION_QUOTA_EXCEEDED", "ACTION_QUOTA_EXCEEDED", false, ""},
 			}},
+		{name: "policy_keys the kind does not declare are ignored", policies: []*pol{{ScopePattern: "*", ActionQuotas: []*cyclesv1.ActionQuota{
+			{ActionKind: "message.sms.send", MaxCalls: 1, Window: perRun, HostAllowlist: []string{"smtp.a.com"}},
+			{ActionKind: "acme.unlisted", MaxCalls: 1, Window: perRun, HostAllowlist: []string{"smtp.a.com"}}}}},
+			steps: []step{
+				// message.sms.send declares recipient_domain only: its host is
+				// not matched, so the host-filtered rule never applies.
+				{bot, "message.sms.send", "live", []func(*cyclesv1.CreateReservationRequest){host("smtp.a.com")}, "ALLOW", "", false, ""},
+				{bot, "message.sms.send", "live", []func(*cyclesv1.CreateReservationRequest){host("smtp.a.com")}, "ALLOW", "", false, ""},
+				// An unregistered kind has no spec: every provided key matches.
+				{bot, "acme.unlisted", "live", []func(*cyclesv1.CreateReservationRequest){host("smtp.a.com")}, "ALLOW", "", false, ""},
+				{bot, "acme.unlisted", "live", []func(*cyclesv1.CreateReservationRequest){host("smtp.a.com")}, "ACTION_QUOTA_EXCEEDED", "ACTION_QUOTA_EXCEEDED", false, ""},
+			}},
 		{name: "per_run needs a run_id", policies: []*pol{{ScopePattern: "*", ActionQuotas: []*cyclesv1.ActionQuota{aq(email, 5, perRun)}}},
 			steps: []step{
 				{bot, email, "dry", []func(*cyclesv1.CreateReservationRequest){func(r *cyclesv1.CreateReservationRequest) { r.Subject.Dimensions = nil }},
