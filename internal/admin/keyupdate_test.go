@@ -123,3 +123,47 @@ func TestLastUsedAt(t *testing.T) {
 }
 
 func strPtr(s string) *string { return &s }
+
+// api_key.permissions_changed is appended by the update that changes a
+// key's permissions or scope filter, naming which, and by no other update.
+func TestPermissionsChangedEvent(t *testing.T) {
+	e := newEnv(t)
+	tenant := e.createTenant()
+	k := e.createKey(tenant)
+	id := k.GetApiKey().GetKeyId()
+	for _, c := range []struct {
+		name string
+		req  *cyclesv1.UpdateApiKeyRequest
+		want []string // changed_fields of the event, nil: no event
+	}{
+		{"name only", &cyclesv1.UpdateApiKeyRequest{Name: strPtr("renamed")}, nil},
+		{"permissions", &cyclesv1.UpdateApiKeyRequest{Permissions: &cyclesv1.ApiKeyStrings{Values: []string{"balances:read"}}},
+			[]string{"permissions"}},
+		{"same permissions again", &cyclesv1.UpdateApiKeyRequest{Permissions: &cyclesv1.ApiKeyStrings{Values: []string{"balances:read"}}}, nil},
+		{"both", &cyclesv1.UpdateApiKeyRequest{Permissions: &cyclesv1.ApiKeyStrings{Values: []string{"reservations:list"}},
+			ScopeFilter: &cyclesv1.ApiKeyStrings{Values: []string{"agent:*"}}}, []string{"permissions", "scope_filter"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := len(e.events(tenant))
+			c.req.TenantId, c.req.KeyId = tenant, id
+			mustCall(t, e.ctx, c.req, e.svc.UpdateApiKey)
+			evs := e.events(tenant)[before:]
+			if c.want == nil {
+				if len(evs) != 0 {
+					t.Fatalf("events %v, want none", eventTypes(evs))
+				}
+				return
+			}
+			if len(evs) != 1 || evs[0].Type != "api_key.permissions_changed" {
+				t.Fatalf("events %v, want one api_key.permissions_changed", eventTypes(evs))
+			}
+			var got []string
+			for _, f := range evs[0].Data["changed_fields"].([]any) {
+				got = append(got, f.(string))
+			}
+			if !slices.Equal(got, c.want) || evs[0].Data["key_id"] != id {
+				t.Fatalf("data %v, want changed_fields %v and key_id %s", evs[0].Data, c.want, id)
+			}
+		})
+	}
+}

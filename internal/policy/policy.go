@@ -215,7 +215,7 @@ func (s *Service) CreateScopePolicy(ctx context.Context, req *cyclesv1.CreateSco
 	}
 	t := keys.Tenant(tenant)
 	var out stored
-	if err := s.run(ctx, &out, scriptCreate, []string{t.Record(), t.Policies(), t.Audit()}, string(arg), s.max, eventctx.Arg(ctx, 0)); err != nil {
+	if err := s.run(ctx, &out, scriptCreate, []string{t.Record(), t.Policies(), t.Audit(), t.Events()}, string(arg), s.max, eventctx.Arg(ctx, 0)); err != nil {
 		return nil, err
 	}
 	pb, err := out.proto()
@@ -337,7 +337,7 @@ func (s *Service) UpdateScopePolicy(ctx context.Context, req *cyclesv1.UpdateSco
 	}
 	t := keys.Tenant(req.GetTenantId())
 	var out stored
-	if err := s.run(ctx, &out, scriptUpdate, []string{t.Record(), t.Policies(), t.Audit()}, req.GetPolicyId(), string(arg), eventctx.Arg(ctx, 0)); err != nil {
+	if err := s.run(ctx, &out, scriptUpdate, []string{t.Record(), t.Policies(), t.Audit(), t.Events()}, req.GetPolicyId(), string(arg), eventctx.Arg(ctx, 0)); err != nil {
 		return nil, err
 	}
 	pb, err := out.proto()

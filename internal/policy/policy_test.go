@@ -2,7 +2,10 @@ package policy_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -423,4 +426,40 @@ func TestPolicyMalformedCompiledFailsClosed(t *testing.T) {
 	_, err := e.led.Reserve(e.ctx, e.tenant, &cyclesv1.CreateReservationRequest{IdempotencyKey: "x", Subject: bot,
 		Action: &cyclesv1.Action{Kind: "k", Name: "m"}, Estimate: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: 1}})
 	wantCode(t, err, apierr.InternalError)
+}
+
+// policy.created and policy.updated are appended to the tenant's event
+// stream by the script that writes the policy, naming it (and, on update,
+// the fields the patch replaced).
+func TestPolicyEvents(t *testing.T) {
+	e := newEnv(t)
+	p := e.create(&cyclesv1.CreateScopePolicyRequest{Name: "ev", ScopePattern: "*", Caps: caps1})
+	up := &cyclesv1.UpdateScopePolicyRequest{TenantId: e.tenant, PolicyId: p.GetPolicyId(),
+		Status: cyclesv1.PolicyStatus_POLICY_STATUS_DISABLED, Caps: caps2}
+	must(t, e.pol.UpdateScopePolicy, e.ctx, up)
+	msgs, err := e.rdb.XRange(e.ctx, keys.Tenant(e.tenant).Events(), "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range msgs {
+		if typ, _ := m.Values["type"].(string); strings.HasPrefix(typ, "policy.") {
+			var d struct {
+				PolicyID      string `json:"policy_id"`
+				Name, Status  string
+				ChangedFields []string `json:"changed_fields"`
+			}
+			if err := json.Unmarshal([]byte(m.Values["data"].(string)), &d); err != nil {
+				t.Fatal(err)
+			}
+			if d.PolicyID != p.GetPolicyId() || d.Name != "ev" || m.Values["cat"] != "policy" {
+				t.Fatalf("%s: %v", typ, m.Values)
+			}
+			got = append(got, typ+" "+d.Status+" "+strings.Join(d.ChangedFields, ","))
+		}
+	}
+	want := []string{"policy.created ACTIVE ", "policy.updated DISABLED caps,status"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("policy events %q, want %q", got, want)
+	}
 }

@@ -4,7 +4,8 @@
 -- include: lib/audit.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS[1] = API key hash
--- KEYS[2] = tenant event stream
+-- KEYS[2] = tenant event stream (api_key.permissions_changed when the
+--   permissions or the scope filter change)
 -- ARGV[1] = tenant id
 -- ARGV[2] = key id
 -- ARGV[3] = event context (internal/eventctx.Arg)
@@ -48,6 +49,14 @@ for i = 4, #ARGV - 1, 2 do
     return fail('INVALID_REQUEST', 'expires_at must be in the future', {field = 'expires_at'})
   end
 end
+-- The access fields before the write, to tell which of them change.
+local before = redis.call('HMGET', KEYS[1], 'permissions', 'scope_filter')
+local access = {permissions = before[1] or '', scope_filter = before[2] or ''}
+local changed = {}
+for i = 4, #ARGV - 1, 2 do
+  if access[ARGV[i]] ~= nil and access[ARGV[i]] ~= ARGV[i + 1] then changed[#changed + 1] = ARGV[i] end
+end
+table.sort(changed)
 for i = 4, #ARGV - 1, 2 do
   if ARGV[i + 1] == '' then
     redis.call('HDEL', KEYS[1], ARGV[i])
@@ -56,5 +65,10 @@ for i = 4, #ARGV - 1, 2 do
   end
 end
 redis.call('HSET', KEYS[1], 'updated_at', string.format('%.0f', now))
+if #changed > 0 then
+  event_emitter(KEYS[2], ARGV[3], now)('api_key.permissions_changed', 'api_key', 'tenant:' .. ARGV[1],
+    {key_id = public_id, key_name = redis.call('HGET', KEYS[1], 'name') or '', previous_status = 'ACTIVE',
+     new_status = 'ACTIVE', changed_fields = changed})
+end
 audit_ok_ev(KEYS[2], ARGV[3])
 return ok(hgetall(KEYS[1]))

@@ -102,3 +102,12 @@ local function policy_terms(compiled, scope_path, now)
   if not hit then return nil end
   return t
 end
+
+-- policy_emit appends policy.<what> (created, updated) for stored policy p to
+-- the tenant's event stream; changed is the list of patched field names (nil
+-- on create).
+local function policy_emit(events_key, ectx_json, what, p, changed)
+  if changed ~= nil and next(changed) == nil then changed = nil end
+  event_emitter(events_key, ectx_json, now_ms())('policy.' .. what, 'policy', 'tenant:' .. p.tenant_id,
+    {policy_id = p.policy_id, name = p.name or '', status = p.status or '', changed_fields = changed})
+end

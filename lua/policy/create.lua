@@ -3,6 +3,7 @@
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 --
 -- KEYS: 1 tenant record   2 the tenant's policies hash   3 the tenant's audit stream
+--       4 the tenant's event stream (policy.created)
 -- ARGV: 1 the policy (JSON, every field of internal/policy's stored form but
 --         created_at_ms, which is Redis TIME here)
 --       2 the most policies one tenant may hold
@@ -51,5 +52,6 @@ if compiled == '' then
 else
   redis.call('HSET', KEYS[1], 'pol', compiled)
 end
+policy_emit(KEYS[4], ARGV[3], 'created', p, nil)
 audit_ok_at(KEYS[3], ARGV[3], p.policy_id)
 return ok(p)

@@ -3,6 +3,7 @@
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 --
 -- KEYS: 1 tenant record   2 the tenant's policies hash   3 the tenant's audit stream
+--       4 the tenant's event stream (policy.updated)
 -- ARGV: 1 policy id   2 patch (JSON object: the stored fields to replace,
 --         each already validated by internal/policy; absent = unchanged)
 --       3 event context (internal/eventctx.Arg; carries the audit entry)
@@ -69,5 +70,9 @@ if compiled == '' then
 else
   redis.call('HSET', KEYS[1], 'pol', compiled)
 end
+local changed = {}
+for k in pairs(patch) do changed[#changed + 1] = k end
+table.sort(changed)
+policy_emit(KEYS[4], ARGV[3], 'updated', p, changed)
 audit_ok_at(KEYS[3], ARGV[3])
 return ok(p)

@@ -88,6 +88,12 @@ func apiKeyChanged(ev *cyclesv1.Event) proto.Message {
 	return m
 }
 
+func policyChanged(ev *cyclesv1.Event) proto.Message {
+	m := &cyclesv1.PolicyChanged{}
+	ev.Payload = &cyclesv1.Event_PolicyChanged{PolicyChanged: m}
+	return m
+}
+
 func quarantineResolved(ev *cyclesv1.Event) proto.Message {
 	m := &cyclesv1.QuarantineResolved{}
 	ev.Payload = &cyclesv1.Event_QuarantineResolved{QuarantineResolved: m}
@@ -145,6 +151,9 @@ var eventKinds = []eventKind{
 	{"tenant.ledger_repaired", cyclesv1.EventType_EVENT_TYPE_TENANT_LEDGER_REPAIRED, ledgerRepaired},
 	{"api_key.created", cyclesv1.EventType_EVENT_TYPE_API_KEY_CREATED, apiKeyChanged},
 	{"api_key.revoked", cyclesv1.EventType_EVENT_TYPE_API_KEY_REVOKED, apiKeyChanged},
+	{"api_key.permissions_changed", cyclesv1.EventType_EVENT_TYPE_API_KEY_PERMISSIONS_CHANGED, apiKeyChanged},
+	{"policy.created", cyclesv1.EventType_EVENT_TYPE_POLICY_CREATED, policyChanged},
+	{"policy.updated", cyclesv1.EventType_EVENT_TYPE_POLICY_UPDATED, policyChanged},
 	{"quota.threshold_approaching", cyclesv1.EventType_EVENT_TYPE_QUOTA_THRESHOLD_APPROACHING, quotaThresholdApproaching},
 	{"quota.counter_reset", cyclesv1.EventType_EVENT_TYPE_QUOTA_COUNTER_RESET, quotaCounterReset},
 }
