@@ -190,7 +190,7 @@ func TestOversizeStreamMessageCarriesErrorInfo(t *testing.T) {
 			got := oversize(tc.in)
 			ae, ok := apierr.As(got)
 			if tc.want == "" {
-				if got != tc.in {
+				if got != tc.in { //nolint:errorlint // identity: the very error must come back unchanged
 					t.Fatalf("changed %v into %v", tc.in, got)
 				}
 				return
@@ -226,6 +226,7 @@ func TestRefusalBeforeTheBodyDoesNotDrainIt(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no answer to a refused request with an unread body: %v", err)
 	}
+	defer res.Body.Close()
 	if res.StatusCode != http.StatusUnauthorized || !res.Close {
 		t.Fatalf("got %s, close %v; want 401 and the connection closed", res.Status, res.Close)
 	}
