@@ -184,8 +184,15 @@ func (s *Store) ScriptFlags(ctx context.Context) (bool, error) {
 	if s.Embedded != nil {
 		return false, nil
 	}
+	return Redis7(ctx, s.Client)
+}
+
+// Redis7 reports whether every master behind c runs Redis 7 or later
+// (Functions, FCALL and script flag lines exist there). cyclesd decides with
+// it how it sends scripts; test/redistest, how the suites send them.
+func Redis7(ctx context.Context, c redis.UniversalClient) (bool, error) {
 	var old atomic.Bool
-	err := forEachMaster(ctx, s.Client, func(ctx context.Context, c redis.Cmdable) error {
+	err := forEachMaster(ctx, c, func(ctx context.Context, c redis.Cmdable) error {
 		info, err := c.Info(ctx, "server").Result()
 		if err != nil {
 			return err
