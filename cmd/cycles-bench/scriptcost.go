@@ -36,7 +36,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("scriptcost", flag.ContinueOnError)
 	n := fs.Int("n", 400, "calls per measured operation")
 	useValgrind := fs.Bool("valgrind", true, "run redis-server under callgrind and count instructions")
-	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure (also: reserve-pol10, a reserve on a tenant with 10 scope policies, 5 matching with caps; reserve-pol10-read, the same without caps)")
+	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure (also: reserve-pol10, a reserve on a tenant with 10 scope policies, 5 matching with caps; reserve-pol10-read, the same without caps; reserve-gov5, a reserve on a tenant with an allowlist and 5 action/risk-class quotas that all govern it)")
 	functions := fs.Bool("functions", true, "call the scripts as Redis 7 Functions (FUNCTION LOAD, FCALL), as cyclesd does on Redis 7; false: EVALSHA, as on Redis 6 and the embedded store")
 	keep := fs.String("keep", "", "keep the callgrind dumps (cg.out.N, one per op in order) in this directory for callgrind_annotate")
 	if err := fs.Parse(args); err != nil {
@@ -112,6 +112,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 		how = "FCALL"
 	}
 	fmt.Printf("scriptcost: %d calls per op by %s, redis-server %s (%s)\n", *n, how, addr, meter.unit())
+	govReady := false
 	for _, op := range strings.Split(*ops, ",") {
 		var prepared []string
 		var call func(i int) error
@@ -140,6 +141,20 @@ func scriptcostMain(ctx context.Context, args []string) error {
 				return err
 			}
 			call = func(int) error { _, err := reserveAs("costpolr"); return err }
+		case "reserve-gov5":
+			// v0.1.26 governance on a tenant of its own: an allowlist and 5
+			// quotas that all govern the reserve (checked and counted).
+			// Named twice in -ops (to interleave with reserve), it is set up once.
+			if !govReady {
+				if err := setup("costgov"); err != nil {
+					return err
+				}
+				if err := benchGovernance(ctx, policy.New(exec, policy.Options{}), "costgov"); err != nil {
+					return err
+				}
+				govReady = true
+			}
+			call = func(int) error { _, err := reserveAs("costgov"); return err }
 		case "commit", "release":
 			for i := 0; i < *n; i++ {
 				id, err := reserve()
@@ -176,11 +191,13 @@ func scriptcostMain(ctx context.Context, args []string) error {
 				return err
 			}
 		}
+		cpu0 := processCPU()
 		per, err := meter.measure(ctx, *n, call)
 		if err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
-		fmt.Printf("  %-9s %12.0f %s per call\n", op, per, meter.unit())
+		cpu := float64((processCPU() - cpu0).Microseconds()) / float64(*n)
+		fmt.Printf("  %-18s %12.0f %s per call  %7.1f µs client CPU per call\n", op, per, meter.unit(), cpu)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/archive"
 	"github.com/cyclesgo/cycles-go/internal/archiver"
 	"github.com/cyclesgo/cycles-go/internal/config"
+	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
@@ -49,7 +50,6 @@ func openArchive(ctx context.Context, cfg *config.Config, log *zap.Logger, mp me
 	log.Info("archive ready: schema migrated, day partitions kept, settled reservations, events and audit entries archived",
 		zap.Int("schema_version", v), zap.Duration("retention", cfg.ArchiveRetention),
 		zap.Duration("hot_retention", cfg.HotRetention))
-	log.Warn("archive: past -hot-retention only GetReservation is served from the archive; listings and commit/release replays are not yet (docs/archive.md)")
 	return st, []func(context.Context) error{m.Run, a.Run}, a.Warnings, nil
 }
 
@@ -62,4 +62,25 @@ func (r *archivedReads) reservation(ctx context.Context, tenant, id string) (map
 		return nil, false, nil
 	}
 	return archiver.Reader{Store: r.store}.Reservation(ctx, tenant, id)
+}
+
+func (r *archivedReads) reservations(ctx context.Context, tenant string, q ledger.ArchiveQuery) ([]ledger.ArchivedRecord, error) {
+	if r.store == nil {
+		return nil, nil
+	}
+	return archiver.Reader{Store: r.store}.Reservations(ctx, tenant, q)
+}
+
+func (r *archivedReads) stream(ctx context.Context, key string, desc bool, hi, lo string, n int) ([][]string, error) {
+	if r.store == nil {
+		return nil, nil
+	}
+	return archiver.Reader{Store: r.store}.Stream(ctx, key, desc, hi, lo, n)
+}
+
+func (r *archivedReads) event(ctx context.Context, tenant, id string) ([]string, bool, error) {
+	if r.store == nil {
+		return nil, false, nil
+	}
+	return archiver.Reader{Store: r.store}.Event(ctx, tenant, id)
 }

@@ -77,6 +77,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		TenantLabel: cfg.MetricsTenantLabel, Archive: archiving, Kinds: kinds}
 	if archiving {
 		lopts.Archived = archived.reservation
+		lopts.ArchivedList = archived.reservations
 	}
 	led := ledger.New(exec, lopts)
 	adm := admin.New(exec, admin.Options{
@@ -100,16 +101,25 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		MeterProvider:  mp,
 		Logger:         log.Named("sweeper"),
 	})
-	ev := events.New(streamExec, events.Options{
+	eopts := events.Options{
 		Retention: cfg.EventRetention,
 		Heartbeat: cfg.EventHeartbeat,
 		// Replay pacing: one tenant's catch-up cannot take the CPU the
 		// other tenants' reserves need (internal/events pace.go).
-		StreamEventsPerSecond: float64(cfg.WatchStreamRate),
-		TenantEventsPerSecond: float64(cfg.WatchTenantRate),
-		MeterProvider:         mp,
-		Logger:                log.Named("events"),
-	})
+		StreamEventsPerSecond:     float64(cfg.WatchStreamRate),
+		TenantEventsPerSecond:     float64(cfg.WatchTenantRate),
+		FeedStreamEventsPerSecond: float64(cfg.WatchFeedStreamRate),
+		FeedEventsPerSecond:       float64(cfg.WatchFeedRate),
+		MeterProvider:             mp,
+		Logger:                    log.Named("events"),
+	}
+	aopts := audit.Options{Retention: cfg.AuditRetention, MeterProvider: mp, Logger: log.Named("audit")}
+	if archiving {
+		// Past Redis retention, reads continue from the archive.
+		eopts.ArchivedStream, eopts.ArchivedEvent = archived.stream, archived.event
+		aopts.ArchivedStream = archived.stream
+	}
+	ev := events.New(streamExec, eopts)
 	ops := ledgerops.New(exec, ledgerops.Options{
 		AuditInterval:  cfg.AuditInterval,
 		EventRetention: cfg.EventRetention,
@@ -118,7 +128,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		Logger:         log.Named("ledgerops"),
 	})
 	lim := ratelimit.New(exec, ratelimit.Options{MeterProvider: mp})
-	aud := audit.New(exec, audit.Options{Retention: cfg.AuditRetention, MeterProvider: mp, Logger: log.Named("audit")})
+	aud := audit.New(exec, aopts)
 	// Alert if eviction ever touches limiter (or ledger) keys.
 	evicted := func(ctx context.Context) (int64, error) { return store.EvictedKeys(ctx, exec.Client()) }
 	if _, err := ratelimit.RegisterEvictionMetric(mp, evicted); err != nil {

@@ -49,4 +49,8 @@ func TestGuardAndPacingDefaults(t *testing.T) {
 		t.Errorf("pacing flags default to %d / %d, want %d / %d", cfg.WatchStreamRate, cfg.WatchTenantRate,
 			events.DefaultStreamEventsPerSecond, events.DefaultTenantEventsPerSecond)
 	}
+	if cfg.WatchFeedStreamRate != events.DefaultFeedStreamEventsPerSecond || cfg.WatchFeedRate != events.DefaultFeedEventsPerSecond {
+		t.Errorf("feed pacing flags default to %d / %d, want %d / %d", cfg.WatchFeedStreamRate, cfg.WatchFeedRate,
+			events.DefaultFeedStreamEventsPerSecond, events.DefaultFeedEventsPerSecond)
+	}
 }

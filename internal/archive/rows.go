@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // State is the terminal state of an archived reservation.
@@ -59,7 +60,12 @@ type Entry struct {
 	TenantID   string
 	ID         string
 	OccurredAt time.Time
-	Body       []byte
+	// Seq is the sequence part of the entry's stream id (OccurredAt is its
+	// ms part): the stream's order.
+	Seq int64
+	// Global marks an audit entry of the global audit log.
+	Global bool
+	Body   []byte
 }
 
 // insertReservations writes rows in one statement (column arrays through
@@ -115,15 +121,24 @@ func insertEntries(ctx context.Context, tx pgx.Tx, table, idCol string, rows []E
 	}
 	n := len(rows)
 	tenant, id, at, body := make([]string, n), make([]string, n), make([]time.Time, n), make([][]byte, n)
+	seq, global := make([]int64, n), make([]bool, n)
 	for i, e := range rows {
-		if e.TenantID == "" || e.ID == "" || e.OccurredAt.IsZero() || e.Body == nil {
+		if e.TenantID == "" || e.ID == "" || e.OccurredAt.IsZero() || e.Body == nil || e.Seq < 0 {
 			return 0, fmt.Errorf("archive: %s row %q of tenant %q: missing id, tenant, time or body", table, e.ID, e.TenantID)
 		}
-		tenant[i], id[i], at[i], body[i] = e.TenantID, e.ID, e.OccurredAt, e.Body
+		tenant[i], id[i], at[i], body[i], seq[i], global[i] = e.TenantID, e.ID, e.OccurredAt, e.Body, e.Seq, e.Global
 	}
-	tag, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (tenant_id, %s, occurred_at, body)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bytea[]) ON CONFLICT DO NOTHING`, table, idCol),
-		tenant, id, at, body)
+	var tag pgconn.CommandTag
+	var err error
+	if table == tableAudit {
+		tag, err = tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (tenant_id, %s, occurred_at, body, seq, global)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bytea[], $5::bigint[], $6::boolean[])
+		ON CONFLICT DO NOTHING`, table, idCol), tenant, id, at, body, seq, global)
+	} else {
+		tag, err = tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (tenant_id, %s, occurred_at, body, seq)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bytea[], $5::bigint[])
+		ON CONFLICT DO NOTHING`, table, idCol), tenant, id, at, body, seq)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("archive: insert %s: %w", table, err)
 	}
@@ -133,29 +148,18 @@ func insertEntries(ctx context.Context, tx pgx.Tx, table, idCol string, rows []E
 // GetReservation returns an archived reservation of a tenant (false: not
 // archived, or its day was dropped past the retention).
 func (s *Store) GetReservation(ctx context.Context, tenant, id string) (Reservation, bool, error) {
-	var r Reservation
-	var state int16
-	var rid [16]byte
-	var idText *string
 	key, whole := encodeID(tenant, id)
-	err := s.pool.QueryRow(ctx, `SELECT tenant_id, rid, reservation_id, settled_at, state, unit, scope_path, estimate,
-		charged, debt_incurred, created_at_ms, expires_at_ms, grace_ms, ext_count, max_ext, policy, idem_key,
-		subject, action, affected, budgeted, metadata, committed_metadata, replay
+	r, err := scanReservation(s.pool.QueryRow(ctx, `SELECT tenant_id, rid, reservation_id, settled_at, state, unit,
+		scope_path, estimate, charged, debt_incurred, created_at_ms, expires_at_ms, grace_ms, ext_count, max_ext,
+		policy, idem_key, subject, action, affected, budgeted, metadata, committed_metadata, replay
 		FROM cycles_reservations WHERE tenant_id = $1 AND rid = $2 AND reservation_id IS NOT DISTINCT FROM $3`,
-		tenant, key, whole).Scan(
-		&r.TenantID, &rid, &idText, &r.SettledAt, &state, &r.Unit, &r.ScopePath, &r.Estimate,
-		&r.Charged, &r.DebtIncurred, &r.CreatedAtMs, &r.ExpiresAtMs, &r.GraceMs, &r.ExtCount, &r.MaxExt,
-		&r.Policy, &r.IdemKey, &r.Subject, &r.Action, &r.Affected, &r.Budgeted, &r.Metadata,
-		&r.CommittedMetadata, &r.Replay)
+		tenant, key, whole))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Reservation{}, false, nil
 	}
 	if err != nil {
 		return Reservation{}, false, fmt.Errorf("archive: get reservation %s: %w", id, err)
 	}
-	r.ReservationID = decodeID(r.TenantID, rid, idText)
-	r.State = State(state)
-	r.SettledAt = r.SettledAt.UTC()
 	return r, true, nil
 }
 

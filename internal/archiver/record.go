@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cyclesgo/cycles-go/internal/archive"
+	"github.com/cyclesgo/cycles-go/internal/ledger"
 )
 
 // A reservation record (internal/keys/records.go) becomes one archive row:
@@ -272,4 +273,36 @@ func (r Reader) Reservation(ctx context.Context, tenant, id string) (map[string]
 		return nil, false, err
 	}
 	return f, true, nil
+}
+
+// Reservations pages tenant's archived reservations for a listing
+// (ledger.Options.ArchivedList): each one's Redis record fields, in the
+// query's walk order.
+func (r Reader) Reservations(ctx context.Context, tenant string, q ledger.ArchiveQuery) ([]ledger.ArchivedRecord, error) {
+	aq := archive.ReservationQuery{Tenant: tenant, ByExpiry: q.ByExpiry, Desc: q.Desc, IdemKey: q.IdemKey,
+		Segments: q.Segments, CreatedFrom: q.CreatedFrom, CreatedTo: q.CreatedTo, ExpiresFrom: q.ExpiresFrom,
+		ExpiresTo: q.ExpiresTo, FinalizedFrom: q.FinalizedFrom, FinalizedTo: q.FinalizedTo, Limit: q.Limit}
+	if q.State != "" {
+		st, ok := stateOf[q.State]
+		if !ok {
+			return nil, nil // ACTIVE (or unknown): nothing settled matches
+		}
+		aq.State = st
+	}
+	if q.After != nil {
+		aq.After = &archive.Key{Score: q.After.Score, ID: q.After.ID}
+	}
+	rows, err := r.Store.ListReservations(ctx, aq)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ledger.ArchivedRecord, 0, len(rows))
+	for _, row := range rows {
+		f, err := RecordOf(row)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ledger.ArchivedRecord{ID: row.ReservationID, Fields: f})
+	}
+	return out, nil
 }

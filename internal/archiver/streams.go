@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"time"
 
 	"github.com/cyclesgo/cycles-go/internal/archive"
@@ -42,8 +44,8 @@ type streamEntry struct {
 // Redis TIME) and, as the body, the whole entry (EncodeEntry), from which
 // the reads render exactly what they render from Redis.
 func EntryOf(tenant, streamID string, pairs []string) (archive.Entry, error) {
-	ms, _, ok := script.ParseStreamID(streamID)
-	if !ok || len(pairs)%2 != 0 {
+	ms, seq, ok := script.ParseStreamID(streamID)
+	if !ok || len(pairs)%2 != 0 || seq > math.MaxInt64 {
 		return archive.Entry{}, fmt.Errorf("stream entry %q: malformed", streamID)
 	}
 	id := streamID
@@ -53,7 +55,7 @@ func EntryOf(tenant, streamID string, pairs []string) (archive.Entry, error) {
 			break
 		}
 	}
-	return archive.Entry{TenantID: tenant, ID: id, OccurredAt: time.UnixMilli(int64(ms)).UTC(),
+	return archive.Entry{TenantID: tenant, ID: id, OccurredAt: time.UnixMilli(int64(ms)).UTC(), Seq: int64(seq),
 		Body: EncodeEntry(streamID, pairs)}, nil
 }
 
@@ -158,6 +160,7 @@ func (a *Archiver) drainStream(ctx context.Context, kind streamKind, tenant stri
 			if kind == kindEvents {
 				batch.Events = append(batch.Events, row)
 			} else {
+				row.Global = tenant == ""
 				batch.Audit = append(batch.Audit, row)
 			}
 		}
@@ -172,4 +175,80 @@ func (a *Archiver) drainStream(ctx context.Context, kind streamKind, tenant stri
 		}
 	}
 	return written, nil
+}
+
+// Stream reads archived entries of the Redis stream key (a tenant's
+// events or audit stream, or the global audit log) with ids between lo and
+// hi inclusive ("-", "+": open; "<ms>" or "<ms>-<seq>"), at most n, in
+// stream order (newest first when desc), each as the Redis read scripts
+// return it: the stream id, then the field/value pairs.
+func (r Reader) Stream(ctx context.Context, key string, desc bool, hi, lo string, n int) ([][]string, error) {
+	q := archive.EntryQuery{Desc: desc, Limit: n}
+	switch {
+	case key == keys.AuditLog:
+		q.Audit, q.Global = true, true
+	case strings.HasSuffix(key, ":audit"):
+		q.Audit = true
+		q.Tenant = tenantOfKey(key)
+	case strings.HasSuffix(key, ":events"):
+		q.Tenant = tenantOfKey(key)
+	}
+	if !q.Global && (q.Tenant == "" || (q.Audit && keys.Tenant(q.Tenant).Audit() != key) ||
+		(!q.Audit && keys.Tenant(q.Tenant).Events() != key)) {
+		return nil, fmt.Errorf("archive read: %q is no archived stream", key)
+	}
+	for _, b := range []struct {
+		s    string
+		high bool
+		dst  **archive.StreamID
+	}{{lo, false, &q.Lo}, {hi, true, &q.Hi}} {
+		if b.s == "-" || b.s == "+" {
+			continue
+		}
+		id, err := archive.ParseStreamID(b.s, b.high)
+		if err != nil {
+			return nil, err
+		}
+		*b.dst = &id
+	}
+	es, err := r.Store.ListEntries(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]string, 0, len(es))
+	for _, e := range es {
+		sid, pairs, err := DecodeEntry(e.Body)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, append([]string{sid}, pairs...))
+	}
+	return out, nil
+}
+
+// Event finds an archived event of tenant by its id: the stream id, then
+// the field/value pairs (false: not archived).
+func (r Reader) Event(ctx context.Context, tenant, id string) ([]string, bool, error) {
+	e, ok, err := r.Store.GetEvent(ctx, tenant, id)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	sid, pairs, err := DecodeEntry(e.Body)
+	if err != nil {
+		return nil, false, err
+	}
+	return append([]string{sid}, pairs...), true, nil
+}
+
+// tenantOfKey is the tenant of a tenant key ("<prefix>{t:<tenant>}:<name>").
+func tenantOfKey(key string) string {
+	_, rest, ok := strings.Cut(key, "{t:")
+	if !ok {
+		return ""
+	}
+	t, _, ok := strings.Cut(rest, "}:")
+	if !ok {
+		return ""
+	}
+	return t
 }

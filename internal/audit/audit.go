@@ -90,6 +90,10 @@ type Options struct {
 	MeterProvider metric.MeterProvider
 	// Logger reports entries that could not be written (nil = none).
 	Logger *zap.Logger
+	// ArchivedStream, when set, reads an audit stream's entries from the
+	// archive (internal/archiver Reader.Stream), in audit/read's form:
+	// listings then go on past Redis retention from it.
+	ArchivedStream func(ctx context.Context, key string, desc bool, hi, lo string, n int) ([][]string, error)
 }
 
 // Service writes and lists audit entries.
@@ -98,13 +102,15 @@ type Service struct {
 	retention time.Duration
 	peers     int
 	log       *zap.Logger
+	archived  func(ctx context.Context, key string, desc bool, hi, lo string, n int) ([][]string, error)
 	written   metric.Int64Counter
 	failed    metric.Int64Counter
 }
 
 // New builds the audit service on exec.
 func New(exec *script.Executor, opts Options) *Service {
-	s := &Service{exec: exec, retention: opts.Retention, peers: opts.AuthFailPeers, log: opts.Logger}
+	s := &Service{exec: exec, retention: opts.Retention, peers: opts.AuthFailPeers, log: opts.Logger,
+		archived: opts.ArchivedStream}
 	if s.retention <= 0 {
 		s.retention = DefaultRetention
 	}

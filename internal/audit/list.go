@@ -347,6 +347,26 @@ func (s *Service) read(ctx context.Context, stream, hi, lo string, n int) ([]ent
 	if err := s.exec.RunInto(ctx, &rows, ReadScript, []string{stream}, "desc", hi, lo, n); err != nil {
 		return nil, fmt.Errorf("read %s: %w", stream, err)
 	}
+	if s.archived != nil && len(rows) < n {
+		// Redis keeps the stream's newest part: below what it returned
+		// (or the whole range when it returned nothing) lies only what
+		// retention trimmed, which the archive holds.
+		below := hi
+		if len(rows) > 0 && len(rows[len(rows)-1]) > 0 {
+			ms, seq, ok := script.ParseStreamID(rows[len(rows)-1][0])
+			if !ok {
+				return nil, fmt.Errorf("read %s: stream id %q", stream, rows[len(rows)-1][0])
+			}
+			below = pos{ms: ms, seq: seq}.before()
+		}
+		if below != "" {
+			older, err := s.archived(ctx, stream, true, below, lo, n-len(rows))
+			if err != nil {
+				return nil, fmt.Errorf("read %s from the archive: %w", stream, err)
+			}
+			rows = append(rows, older...)
+		}
+	}
 	out := make([]entry, 0, len(rows))
 	for _, r := range rows {
 		if len(r) == 0 {

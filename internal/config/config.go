@@ -97,8 +97,13 @@ type Config struct {
 	StreamsTotal         int
 	// WatchStreamRate and WatchTenantRate pace WatchEvents reads, in events/s
 	// per stream and per tenant (on one replica); negative: unlimited.
-	WatchStreamRate          int
-	WatchTenantRate          int
+	WatchStreamRate int
+	WatchTenantRate int
+	// WatchFeedStreamRate and WatchFeedRate pace the all-tenant feed (admin
+	// WatchEvents/ListEvents without tenant_id), in events/s per stream and
+	// for every feed stream of one replica together; negative: unlimited.
+	WatchFeedStreamRate      int
+	WatchFeedRate            int
 	StreamRedisPoolSize      int
 	AuthFailBurst            int
 	AuthFailRate             float64
@@ -282,8 +287,10 @@ func define(fs *flag.FlagSet, c *Config, addrs, methodPolicies *string) {
 	dur(&c.MaxConnectionIdle, "max-connection-idle", 5*time.Minute, "close a gRPC connection that carried no RPC for this long")
 	integer(&c.StreamsPerKey, "streams-per-key", 32, "concurrent WatchEvents streams per API key (the admin key counts as one)")
 	integer(&c.StreamsTotal, "streams-total", 2048, "concurrent WatchEvents streams in all")
-	integer(&c.WatchStreamRate, "watch-stream-rate", 2000, "events/s one WatchEvents stream may read (replay pacing; negative: unlimited)")
-	integer(&c.WatchTenantRate, "watch-tenant-rate", 4000, "events/s all of a tenant's WatchEvents streams on this replica may read together (negative: unlimited)")
+	integer(&c.WatchStreamRate, "watch-stream-rate", 500, "events/s one WatchEvents stream may read (replay pacing; negative: unlimited)")
+	integer(&c.WatchTenantRate, "watch-tenant-rate", 1000, "events/s all of a tenant's WatchEvents streams on this replica may read together (negative: unlimited)")
+	integer(&c.WatchFeedStreamRate, "watch-feed-stream-rate", 1000, "events/s one all-tenant feed stream (admin WatchEvents without tenant_id) may read (negative: unlimited)")
+	integer(&c.WatchFeedRate, "watch-feed-rate", 1000, "events/s all the all-tenant feed streams and listings on this replica may read together (negative: unlimited)")
 	integer(&c.StreamRedisPoolSize, "stream-redis-pool-size", 16, "Redis connections per node for stream work (a pool apart from unary RPCs)")
 	integer(&c.AuthFailBurst, "auth-fail-burst", 20, "failed authentications a peer (IPv4 address or IPv6 /64) may make before it is throttled; 0: off (behind an L7 proxy)")
 	fs.Float64Var(&c.AuthFailRate, "auth-fail-rate", 2, "failed authentications per second forgiven per peer")

@@ -127,3 +127,11 @@ func DecodeCursor(field, c string) (Position, error) {
 	}
 	return p, nil
 }
+
+// before is the largest id before id (id must not be 0-0).
+func (id ID) before() ID {
+	if id.Seq == 0 {
+		return ID{MS: id.MS - 1, Seq: math.MaxUint64}
+	}
+	return ID{MS: id.MS, Seq: id.Seq - 1}
+}

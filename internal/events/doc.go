@@ -169,7 +169,7 @@
 // ranges as far as they are retained instead.
 //
 // Slow subscribers. Every watch (per tenant or all tenants) reads ahead of
-// its client into a buffer of SendBuffer messages (default 256) drained by
+// its client into a buffer of SendBuffer messages (default 64) drained by
 // one goroutine that blocks in gRPC flow control when the client does not
 // read. When the buffer stays full for SendStall (default 30 s), the watch
 // ends with RESOURCE_EXHAUSTED, reason SLOW_CONSUMER; the client resumes

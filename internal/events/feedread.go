@@ -30,6 +30,7 @@ const announceDelayBound = time.Hour
 type feedReader struct {
 	s   *Service
 	f   filter
+	sp  *streamPace // the replay budget of this stream (or listing) and of the whole feed on this replica
 	pos FeedPosition
 	// fromStart: the next feed read starts at the oldest retained entry (or
 	// at seekFrom, when set) and is not checked against retention.
@@ -97,7 +98,7 @@ func (r *feedReader) step(ctx context.Context, fn visit) (caughtUp bool, now int
 	// tenant log is its own key, on Cluster often its own shard), then
 	// delivered strictly in feed order: a busy Redis (a sweep in progress)
 	// then costs one wait per prefetchRanges ranges, not one per range.
-	pf := newPrefetcher(ctx, r.s, r.f, ranges)
+	pf := newPrefetcher(ctx, r.s, r.f, r.sp, ranges)
 	defer pf.stop()
 	for i, rg := range ranges {
 		f0 := pf.get(i)
@@ -115,7 +116,7 @@ func (r *feedReader) step(ctx context.Context, fn visit) (caughtUp bool, now int
 			if first {
 				tw, err = f0.w, f0.err
 			} else {
-				tw, err = r.s.r.read(ctx, rg.tenant, start.Next().String(), rg.to.String(), r.s.opts.ReadBatch)
+				tw, err = r.s.readPaced(ctx, r.sp, keys.Tenant(rg.tenant).Events(), start.Next().String(), rg.to.String(), r.s.opts.ReadBatch)
 			}
 			if err != nil {
 				return false, w.Now, err
@@ -198,6 +199,7 @@ type prefetcher struct {
 	cancel context.CancelFunc
 	s      *Service
 	f      filter
+	sp     *streamPace
 	ranges []feedRange
 	slots  []chan fetched
 	next   int
@@ -211,9 +213,9 @@ type fetched struct {
 	convErr error
 }
 
-func newPrefetcher(ctx context.Context, s *Service, f filter, ranges []feedRange) *prefetcher {
+func newPrefetcher(ctx context.Context, s *Service, f filter, sp *streamPace, ranges []feedRange) *prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &prefetcher{ctx: ctx, cancel: cancel, s: s, f: f, ranges: ranges, slots: make([]chan fetched, len(ranges))}
+	p := &prefetcher{ctx: ctx, cancel: cancel, s: s, f: f, sp: sp, ranges: ranges, slots: make([]chan fetched, len(ranges))}
 	for p.next < len(ranges) && p.next < prefetchRanges {
 		p.launch()
 	}
@@ -231,7 +233,7 @@ func (p *prefetcher) launch() {
 		return
 	}
 	go func() {
-		w, err := p.s.r.read(p.ctx, rg.tenant, rg.start.Next().String(), rg.to.String(), p.s.opts.ReadBatch)
+		w, err := p.s.readPaced(p.ctx, p.sp, keys.Tenant(rg.tenant).Events(), rg.start.Next().String(), rg.to.String(), p.s.opts.ReadBatch)
 		f := fetched{w: w, err: err}
 		if err == nil {
 			// Converting here, off the delivering goroutine, spreads the
@@ -297,7 +299,12 @@ func (s *Service) rangeLost(start ID, first string, entry ID, now int64) bool {
 
 // watchAll is Watch over the all-tenant feed.
 func (s *Service) watchAll(ctx context.Context, f filter, req *cyclesv1.WatchEventsRequest, send func(*cyclesv1.WatchEventsResponse) error) error {
-	r := &feedReader{s: s, f: f}
+	// Paced like a tenant stream (pace.go), with the feed's own rates: one
+	// bucket per stream and one for every feed stream and listing on this
+	// replica.
+	sp := s.feedPace.open(allFeed)
+	defer sp.close()
+	r := &feedReader{s: s, f: f, sp: sp}
 	switch req.GetStart() {
 	case cyclesv1.StartPosition_START_POSITION_CURSOR:
 		p, err := DecodeFeedCursor("cursor", req.GetCursor())
@@ -394,7 +401,11 @@ func (s *Service) watchAll(ctx context.Context, f filter, req *cyclesv1.WatchEve
 // listAll is List over the all-tenant feed: at most limit events, scanning at
 // most 4 x limit tenant log entries.
 func (s *Service) listAll(ctx context.Context, f filter, req *cyclesv1.ListEventsRequest, limit int) (*cyclesv1.ListEventsResponse, error) {
-	r := &feedReader{s: s, f: f, fromStart: true}
+	// A listing pays from the feed's shared bucket like a stream, so paging
+	// the feed in a loop replays it no faster than watching it.
+	sp := s.feedPace.open(allFeed)
+	defer sp.close()
+	r := &feedReader{s: s, f: f, sp: sp, fromStart: true}
 	if req.GetCursor() != "" {
 		p, err := DecodeFeedCursor("cursor", req.GetCursor())
 		if err != nil {

@@ -80,7 +80,7 @@ func (s *Service) Get(ctx context.Context, p auth.Principal, req *cyclesv1.GetEv
 			return &cyclesv1.GetEventResponse{Event: ev}, nil
 		}
 		if !out.More || out.Last == "" {
-			return nil, notFound
+			return s.getArchived(ctx, f, id, notFound)
 		}
 		from = "(" + out.Last
 	}
@@ -123,4 +123,29 @@ func isLowerHex(s string) bool {
 		}
 	}
 	return true
+}
+
+// getArchived answers Get for an event no longer in Redis from the archive
+// (the same entry, so the same event), or notFound.
+func (s *Service) getArchived(ctx context.Context, f filter, id string, notFound error) (*cyclesv1.GetEventResponse, error) {
+	if s.opts.ArchivedEvent == nil {
+		return nil, notFound
+	}
+	row, ok, err := s.opts.ArchivedEvent(ctx, f.tenant, id)
+	if err != nil {
+		return nil, fmt.Errorf("find event %s of tenant %s in the archive: %w", id, f.tenant, err)
+	}
+	if !ok {
+		return nil, notFound
+	}
+	e := entryOfRow(row)
+	sid, err := ParseID(e.ID)
+	if err != nil {
+		return nil, err
+	}
+	ev := toEvent(f.tenant, e, sid)
+	if !f.match(ev) {
+		return nil, notFound
+	}
+	return &cyclesv1.GetEventResponse{Event: ev}, nil
 }

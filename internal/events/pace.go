@@ -9,26 +9,58 @@ import (
 // Replay pacing: reading and sending events costs CPU here and in Redis, and
 // a tenant that replays a long log on many streams at once (32 WatchEvents
 // from START_POSITION_EARLIEST over 33k events took cyclesd to 140 % CPU for
-// 28 s) must not slow down the other tenants' reserves. Every event a watch
-// reads is paid for from two token buckets: the stream's own and its
-// tenant's (shared by every stream of that tenant on this replica). A read is
-// paid for a full batch before it runs, and what it did not return is given
-// back; a stream that overdraws either bucket waits until both are paid back
-// before it reads.
-// A live stream at ordinary rates never waits; a catch-up proceeds at the
-// configured rates.
+// 28 s) must not slow down the other tenants' reserves. Every watch read is
+// paced twice:
 //
-// Memory is bounded: a tenant's bucket exists only while the tenant has an
-// open stream on this replica (reference-counted like tails), so there are at
-// most as many as open streams (-streams-total).
+//   - by rate: the events it may return are paid for from two token buckets,
+//     the stream's own and a shared one (its tenant's on this replica; for the
+//     all-tenant feed, every feed stream's on this replica). A read is paid
+//     for a full batch before it runs and what it did not return is given
+//     back; a stream that overdraws either bucket waits until both are paid
+//     back before it reads. A live stream at ordinary rates never waits.
+//   - by concurrency: at most readSlots watch reads are in Redis at once on
+//     this replica. Redis runs one script at a time, so without this bound
+//     the reads of many streams queue in Redis together, however slowly each
+//     stream reads, and a reserve queued behind them waits for all of them
+//     (32 streams x a 256-event read took the other tenant's p99 from 30 ms
+//     to 1.1 s and timed its reserves out). With it a reserve waits for at
+//     most readSlots reads of ReadBatch events.
+//
+// One pacing type serves both kinds of stream: pacer, keyed by tenant for
+// tenant streams and by allFeed for the all-tenant feed.
+//
+// Memory is bounded: a shared bucket exists only while a stream of its key is
+// open on this replica (reference-counted like tails), so there are at most
+// as many as open streams (-streams-total).
 
+// The default rates are what one replica can give a catch-up without moving
+// another tenant's reserve p99 past 2x + 10 ms on a loaded 2-core machine
+// (test/abuse TestReplayDoesNotStarveOtherTenants): an event costs about
+// 0.1 ms of CPU here to decode, convert and send, plus its share of a read
+// script in Redis; at 4,000 events/s per tenant the other tenant's p99 went
+// from 15 ms to 0.1-1 s, at 1,000 it stayed within the bound.
 const (
 	// DefaultStreamEventsPerSecond is a watch stream's read rate (events/s).
-	DefaultStreamEventsPerSecond = 2000
+	DefaultStreamEventsPerSecond = 500
 	// DefaultTenantEventsPerSecond is the read rate of all of a tenant's
 	// watch streams together on one replica (events/s).
-	DefaultTenantEventsPerSecond = 4000
+	DefaultTenantEventsPerSecond = 1000
+	// DefaultFeedStreamEventsPerSecond is an all-tenant feed stream's read
+	// rate (events/s).
+	DefaultFeedStreamEventsPerSecond = 1000
+	// DefaultFeedEventsPerSecond is the read rate of all the all-tenant feed
+	// streams on one replica together (events/s).
+	DefaultFeedEventsPerSecond = 1000
 )
+
+// readSlots is how many watch reads (tenant logs and the all-tenant feed)
+// may be in Redis at once on one replica: a reserve waits behind at most
+// this many.
+const readSlots = 2
+
+// allFeed is the pacer key of the all-tenant feed's shared bucket (no
+// tenant id is empty).
+const allFeed = ""
 
 // bucket is a token bucket that may go into debt: take charges n tokens at
 // once and says how long to wait until the balance is back at zero. Not
@@ -142,6 +174,31 @@ func (s *streamPace) refund(n int) {
 	defer p.mu.Unlock()
 	s.own.give(n)
 	s.tb.b.give(n)
+}
+
+// readPaced is the paced read every watch makes (tenant streams, the
+// all-tenant feed and its listing): it pays for n events from sp (waiting
+// when over a rate), takes one of the replica's read slots, reads up to n
+// entries of stream in [from, to], and gives back what the read did not
+// return. It fails with ctx's error when ctx ends while it waits.
+func (s *Service) readPaced(ctx context.Context, sp *streamPace, stream, from, to string, n int) (window, error) {
+	if d := sp.charge(n); d > 0 {
+		s.paced.Add(ctx, 1)
+		if !wait(ctx, d) {
+			sp.refund(n)
+			return window{}, ctx.Err()
+		}
+	}
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		sp.refund(n)
+		return window{}, ctx.Err()
+	}
+	w, err := s.r.readStream(ctx, stream, from, to, n)
+	<-s.slots
+	sp.refund(n - len(w.Entries))
+	return w, err
 }
 
 // wait sleeps for d unless ctx ends first (false then).

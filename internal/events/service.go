@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
+	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/telemetry"
 )
@@ -22,10 +24,10 @@ import (
 const (
 	DefaultHeartbeat    = 15 * time.Second
 	DefaultPollInterval = 250 * time.Millisecond
-	DefaultReadBatch    = 256
+	DefaultReadBatch    = 64
 	DefaultListLimit    = 50
 	MaxListLimit        = 200
-	DefaultSendBuffer   = 256
+	DefaultSendBuffer   = 64
 	DefaultSendStall    = 30 * time.Second
 	DefaultFeedBlock    = 2 * time.Second
 )
@@ -56,10 +58,11 @@ type Options struct {
 	// its watchers; default 250 ms.
 	PollInterval time.Duration
 	// ReadBatch is the number of entries a watcher reads per call: the bound
-	// of its in-memory buffer; default 256, at most 1000.
+	// of its in-memory buffer and of the Redis time one read takes (pace.go);
+	// default 64, at most 1000.
 	ReadBatch int
 	// SendBuffer is how many messages a watch may have read ahead of its
-	// client; default 256.
+	// client; default 64.
 	SendBuffer int
 	// SendStall is how long a watch waits with a full buffer before it cuts
 	// the client off with SLOW_CONSUMER; default 30 s.
@@ -74,8 +77,24 @@ type Options struct {
 	// WatchEvents streams on this replica together (0 =
 	// DefaultTenantEventsPerSecond; negative = unlimited).
 	TenantEventsPerSecond float64
-	MeterProvider         metric.MeterProvider
-	Logger                *zap.Logger
+	// FeedStreamEventsPerSecond paces the reads of one all-tenant feed
+	// stream (admin WatchEvents without tenant_id; 0 =
+	// DefaultFeedStreamEventsPerSecond; negative = unlimited).
+	FeedStreamEventsPerSecond float64
+	// FeedEventsPerSecond paces the reads of all the all-tenant feed streams
+	// and listings on this replica together (0 = DefaultFeedEventsPerSecond;
+	// negative = unlimited).
+	FeedEventsPerSecond float64
+	MeterProvider       metric.MeterProvider
+	Logger              *zap.Logger
+	// ArchivedStream, when set, reads a stream's entries from the archive
+	// (internal/archiver Reader.Stream): ListEvents then serves the part of
+	// a tenant's log that retention trimmed from Redis from it.
+	ArchivedStream func(ctx context.Context, key string, desc bool, hi, lo string, n int) ([][]string, error)
+	// ArchivedEvent, when set, finds an event no longer in Redis in the
+	// archive (internal/archiver Reader.Event): its stream id, then its
+	// field/value pairs.
+	ArchivedEvent func(ctx context.Context, tenant, id string) ([]string, bool, error)
 }
 
 // Service serves the per-tenant event logs.
@@ -85,7 +104,9 @@ type Service struct {
 	log      *zap.Logger
 	tails    *tails
 	feedTail *feedTail
-	pace     *pacer
+	pace     *pacer        // tenant streams, keyed by tenant
+	feedPace *pacer        // the all-tenant feed, one shared bucket (allFeed)
+	slots    chan struct{} // watch reads in Redis now (readSlots)
 
 	delivered     metric.Int64Counter
 	heartbeats    metric.Int64Counter
@@ -126,6 +147,12 @@ func New(exec *script.Executor, opts Options) *Service {
 	if opts.TenantEventsPerSecond == 0 {
 		opts.TenantEventsPerSecond = DefaultTenantEventsPerSecond
 	}
+	if opts.FeedStreamEventsPerSecond == 0 {
+		opts.FeedStreamEventsPerSecond = DefaultFeedStreamEventsPerSecond
+	}
+	if opts.FeedEventsPerSecond == 0 {
+		opts.FeedEventsPerSecond = DefaultFeedEventsPerSecond
+	}
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -144,8 +171,10 @@ func New(exec *script.Executor, opts Options) *Service {
 		active:        active,
 		cursorExpired: telemetry.MustCounter(m, "cycles.events.cursor_expired", "Reads refused because retention may have trimmed events after the cursor"),
 	}
-	s.paced = telemetry.MustCounter(m, "cycles.events.paced", "Watch reads held back by the per-stream or per-tenant replay rate")
+	s.paced = telemetry.MustCounter(m, "cycles.events.paced", "Watch reads held back by a replay rate (per stream, per tenant, or the all-tenant feed's)")
 	s.pace = newPacer(opts.StreamEventsPerSecond, opts.TenantEventsPerSecond, opts.ReadBatch, time.Now)
+	s.feedPace = newPacer(opts.FeedStreamEventsPerSecond, opts.FeedEventsPerSecond, opts.ReadBatch, time.Now)
+	s.slots = make(chan struct{}, readSlots)
 	s.tails = newTails(s.r, opts.PollInterval, log)
 	s.feedTail = newFeedTail(exec, opts.FeedBlock, log)
 	return s
@@ -299,16 +328,10 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 		if fromStart {
 			from = "-"
 		}
-		if d := sp.charge(s.opts.ReadBatch); d > 0 {
-			// Over the stream's or the tenant's replay rate: wait until
-			// it is paid back before reading more (pace.go), so a catch-up
-			// cannot take the CPU (here and in Redis) other tenants need.
-			s.paced.Add(ctx, 1)
-			if !wait(ctx, d) {
-				return nil
-			}
-		}
-		w, err := s.r.read(ctx, f.tenant, from, "+", s.opts.ReadBatch)
+		// Paced (pace.go): over the stream's or the tenant's replay rate it
+		// waits before reading, so a catch-up cannot take the CPU (here and
+		// in Redis) other tenants need.
+		w, err := s.readPaced(ctx, sp, keys.Tenant(f.tenant).Events(), from, "+", s.opts.ReadBatch)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -321,9 +344,6 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 			return s.expiredErr(ctx, "watch")
 		}
 		fromStart = false
-		// The read was paid for a full batch; what it did not return is
-		// given back (an idle live stream pays nothing).
-		sp.refund(s.opts.ReadBatch - len(w.Entries))
 		for _, e := range w.Entries {
 			id, err := ParseID(e.ID)
 			if err != nil {
@@ -427,13 +447,27 @@ func (s *Service) List(ctx context.Context, p auth.Principal, req *cyclesv1.List
 	if err != nil {
 		return nil, err
 	}
-	if hasCursor && s.lost(pos, w.First, w.Now) {
+	entries, full := []entry(w.Entries), len(w.Entries) == scan
+	if s.opts.ArchivedStream != nil {
+		// Redis keeps the log's newest part; what retention trimmed before
+		// its first entry is read from the archive, so the listing goes on
+		// where Redis's log starts, without a gap or a repeat.
+		older, err := s.archived(ctx, f.tenant, from, to, w.First, scan)
+		if err != nil {
+			return nil, err
+		}
+		if len(older) == scan {
+			entries, full = older, true // the rest waits for the next page
+		} else {
+			entries = append(older, entries...)
+		}
+	} else if hasCursor && s.lost(pos, w.First, w.Now) {
 		return nil, s.expiredErr(ctx, "list")
 	}
 	resp := &cyclesv1.ListEventsResponse{}
 	var last ID
 	consumed := 0
-	for _, e := range w.Entries {
+	for _, e := range entries {
 		if len(resp.Events) == limit {
 			break
 		}
@@ -451,10 +485,53 @@ func (s *Service) List(ctx context.Context, p auth.Principal, req *cyclesv1.List
 		}
 		resp.Events = append(resp.Events, ev)
 	}
-	if consumed < len(w.Entries) || len(w.Entries) == scan {
+	if consumed < len(entries) || full {
 		resp.HasMore = true
 		resp.NextCursor = EncodeCursor(Position{ID: last})
 	}
 	s.delivered.Add(ctx, int64(len(resp.Events)), metric.WithAttributes(attribute.String("rpc", "list")))
 	return resp, nil
+}
+
+// archived reads up to n entries of tenant's log from the archive with ids
+// in [from, to] older than first, the oldest entry Redis holds ("" when
+// the log is empty in Redis: then the whole range).
+func (s *Service) archived(ctx context.Context, tenant, from, to, first string, n int) ([]entry, error) {
+	hi := to
+	if first != "" {
+		fid, err := ParseID(first)
+		if err != nil {
+			return nil, err
+		}
+		if fid == (ID{}) {
+			return nil, nil
+		}
+		b := fid.before()
+		if to == "+" {
+			hi = b.String()
+		} else if tid, err := ParseID(to); err == nil && b.Less(tid) {
+			hi = b.String()
+		}
+	}
+	rows, err := s.opts.ArchivedStream(ctx, keys.Tenant(tenant).Events(), false, hi, from, n)
+	if err != nil {
+		return nil, fmt.Errorf("read events of tenant %s from the archive: %w", tenant, err)
+	}
+	out := make([]entry, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, entryOfRow(r))
+	}
+	return out, nil
+}
+
+// entryOfRow is an entry from a stream id and its field/value pairs.
+func entryOfRow(r []string) entry {
+	e := entry{F: make(map[string]string, len(r)/2)}
+	if len(r) > 0 {
+		e.ID = r[0]
+	}
+	for i := 1; i+1 < len(r); i += 2 {
+		e.F[r[i]] = r[i+1]
+	}
+	return e
 }

@@ -63,6 +63,10 @@ type Options struct {
 	// archive: its Redis record's fields (internal/archiver Reader). Get
 	// then answers from them exactly as from Redis.
 	Archived func(ctx context.Context, tenant, id string) (map[string]string, bool, error)
+	// ArchivedList, when set, pages a tenant's archived reservations
+	// (internal/archiver Reader): ListReservations then merges them with
+	// the Redis walk, in order, each reservation once.
+	ArchivedList func(ctx context.Context, tenant string, q ArchiveQuery) ([]ArchivedRecord, error)
 	// Kinds classifies a request's action kind for the v0.1.26 risk-class
 	// quotas (nil: the built-in registry without custom kinds).
 	Kinds *actionkind.Registry
@@ -75,7 +79,9 @@ type Ledger struct {
 	// archive is the settling scripts' archive ARGV: "1" or "".
 	archive  string
 	archived func(ctx context.Context, tenant, id string) (map[string]string, bool, error)
-	m        counters
+	// archivedList pages archived reservations (nil: listings are Redis's).
+	archivedList func(ctx context.Context, tenant string, q ArchiveQuery) ([]ArchivedRecord, error)
+	m            counters
 	// newID makes the UUIDv4 of reservation ids (see ids.go) and event ids.
 	newID func() string
 	kinds *actionkind.Registry
@@ -114,12 +120,13 @@ func New(exec *script.Executor, opts Options) *Ledger {
 		archive = "1"
 	}
 	return &Ledger{
-		kinds:     kinds,
-		exec:      exec,
-		retention: retention,
-		archive:   archive,
-		archived:  opts.Archived,
-		newID:     newUUID,
+		kinds:        kinds,
+		exec:         exec,
+		retention:    retention,
+		archive:      archive,
+		archived:     opts.Archived,
+		archivedList: opts.ArchivedList,
+		newID:        newUUID,
 		m: counters{
 			created:    telemetry.NewTenantCounter(meter, "cycles.reservations.created", "Live reservations created", opts.TenantLabel),
 			committed:  telemetry.NewTenantCounter(meter, "cycles.reservations.committed", "Reservations committed", opts.TenantLabel),

@@ -232,6 +232,14 @@ func checkTenantFilter(tenant, filter string) error {
 	return nil
 }
 
+// stateFilter is a listing's status filter as the record stores it ("": any).
+func stateFilter(req *cyclesv1.ListReservationsRequest) string {
+	if req.GetStatus() == cyclesv1.ReservationStatus_RESERVATION_STATUS_UNSPECIFIED {
+		return ""
+	}
+	return strings.TrimPrefix(req.GetStatus().String(), "RESERVATION_STATUS_")
+}
+
 // List pages the effective tenant's reservations: docs/protocol.md#reads, with the
 // filters and sorts of runtime.proto. Each call walks at most ScanBudget
 // index entries.
@@ -240,10 +248,7 @@ func (l *Ledger) List(ctx context.Context, tenant string, req *cyclesv1.ListRese
 		return nil, err
 	}
 	t := keys.Tenant(tenant)
-	state := ""
-	if req.GetStatus() != cyclesv1.ReservationStatus_RESERVATION_STATUS_UNSPECIFIED {
-		state = strings.TrimPrefix(req.GetStatus().String(), "RESERVATION_STATUS_")
-	}
+	state := stateFilter(req)
 	segs := segments([6]string{"", req.GetWorkspace(), req.GetApp(), req.GetWorkflow(), req.GetAgent(), req.GetToolset()})
 	byExpiry := req.GetSortBy() == cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_EXPIRES_AT
 	dir := "desc"
@@ -280,6 +285,14 @@ func (l *Ledger) List(ctx context.Context, tenant string, req *cyclesv1.ListRese
 	if to != nil {
 		hi = optMs(to)
 	}
+	limit := int(req.GetLimit())
+	if limit <= 0 {
+		limit = DefaultPageLimit
+	}
+	if l.mergedListing() {
+		w := l.walk(t, tenant, index, dir, lo, hi, string(fj), inc, byExpiry, state, req)
+		return l.listMerged(ctx, w, fh, req.GetCursor(), limit)
+	}
 	cur := listCursor{V: 1, FH: fh}
 	if req.GetCursor() != "" {
 		if err := decodeCursor(req.GetCursor(), &cur); err != nil {
@@ -291,10 +304,6 @@ func (l *Ledger) List(ctx context.Context, tenant string, req *cyclesv1.ListRese
 		if _, err := strconv.ParseInt(cur.S, 10, 64); err != nil || cur.K < 0 {
 			return nil, apierr.Invalid("cursor", "malformed")
 		}
-	}
-	limit := int(req.GetLimit())
-	if limit <= 0 {
-		limit = DefaultPageLimit
 	}
 	out, err := l.listPage(ctx, t, index, dir, lo, hi, cur, limit, string(fj), inc)
 	if err != nil {
@@ -334,6 +343,10 @@ type listPageResult struct {
 	More bool                    `json:"more"`
 	S    string                  `json:"s"`
 	K    num                     `json:"k"`
+	// RS, RK: the position after each row; LID: the last id scanned.
+	RS  script.LuaArray[string] `json:"rs"`
+	RK  script.LuaArray[num]    `json:"rk"`
+	LID string                  `json:"lid"`
 }
 
 func boolArg(b bool) string {

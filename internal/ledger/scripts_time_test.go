@@ -138,7 +138,7 @@ func TestScriptRedisTimeOnly(t *testing.T) {
 		wantCode(t, err, apierr.ReservationExpired)
 		// Inside its window: a "now" in the far future does not expire it.
 		ok := s.mustReserve(rc{Est: "100"})
-		if _, err := s.extend(ok, "1000", "x", bogusFuture); err != nil {
+		if _, err := s.extend(ok, "1000", "x", "", bogusFuture); err != nil { // ARGV 6: no scope filter
 			t.Fatalf("extend with a bogus future ARGV: %v", err)
 		}
 		if _, err := s.commit(ok, "", "10", "c", bogusFuture); err != nil {

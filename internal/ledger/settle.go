@@ -2,15 +2,19 @@ package ledger
 
 import (
 	"context"
+	"fmt"
+	"sort"
 	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/idempotency"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/scope"
+	"github.com/cyclesgo/cycles-go/internal/scopefilter"
 )
 
 // Commit settles a reservation of the effective tenant with its actual cost:
@@ -31,10 +35,15 @@ func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.Commit
 	}
 	t := keys.Tenant(tenant)
 	rid := req.GetReservationId()
-	res, snap, err := l.runFlat(ctx, scriptCommit,
-		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines(), t.Events()},
-		[]any{rid, scope.UnitKey(req.GetActual().GetUnit()), strconv.FormatInt(req.GetActual().GetAmount(), 10),
-			req.GetIdempotencyKey(), hash, metrics, meta, l.eventContext(ctx), l.archive}, commitExtras, commitFields)
+	ks := []string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines(), t.Events()}
+	args := []any{rid, scope.UnitKey(req.GetActual().GetUnit()), strconv.FormatInt(req.GetActual().GetAmount(), 10),
+		req.GetIdempotencyKey(), hash, metrics, meta, l.eventContext(ctx), l.archive, scopefilter.ScriptArg(ctx)}
+	res, snap, err := l.runFlat(ctx, scriptCommit, ks, args, commitExtras, commitFields)
+	if more, ok, aerr := l.archivedArgs(ctx, tenant, rid, err); aerr != nil {
+		return nil, aerr
+	} else if ok {
+		res, snap, err = l.runFlat(ctx, scriptCommit, ks, append(args, more...), commitExtras, commitFields)
+	}
 	if err != nil {
 		return nil, l.refused(ctx, "commit", err)
 	}
@@ -78,9 +87,14 @@ func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.Relea
 		// script appends the audit entry with the release it records.
 		audit = eventctx.Arg(ctx, l.retention)
 	}
-	args := []any{rid, req.GetIdempotencyKey(), hash, req.GetReason(), audit, l.archive}
-	res, snap, err := l.runFlat(ctx, scriptRelease,
-		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines()}, args, nil, releaseFields)
+	args := []any{rid, req.GetIdempotencyKey(), hash, req.GetReason(), audit, l.archive, scopefilter.ScriptArg(ctx)}
+	ks := []string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines()}
+	res, snap, err := l.runFlat(ctx, scriptRelease, ks, args, nil, releaseFields)
+	if more, ok, aerr := l.archivedArgs(ctx, tenant, rid, err); aerr != nil {
+		return nil, aerr
+	} else if ok {
+		res, snap, err = l.runFlat(ctx, scriptRelease, ks, append(args, more...), nil, releaseFields)
+	}
 	if err != nil {
 		return nil, l.refused(ctx, "release", err)
 	}
@@ -115,7 +129,7 @@ func (l *Ledger) Extend(ctx context.Context, tenant string, req *cyclesv1.Extend
 	res, snap, err := l.runFlat(ctx, scriptExtend,
 		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines(), t.Expires(),
 			t.Idempotency("extend:"+rid, req.GetIdempotencyKey())},
-		[]any{rid, strconv.FormatInt(req.GetExtendByMs(), 10), req.GetIdempotencyKey(), hash, meta},
+		[]any{rid, strconv.FormatInt(req.GetExtendByMs(), 10), req.GetIdempotencyKey(), hash, meta, scopefilter.ScriptArg(ctx)},
 		extendExtras, extendFields)
 	if err != nil {
 		return nil, l.refused(ctx, "extend", err)
@@ -221,4 +235,32 @@ func (l *Ledger) ReleaseForTenantClose(ctx context.Context, tenant string, batch
 		l.m.released.Add(ctx, int64(out.Released), attribute.String("reason", "tenant_closed"))
 	}
 	return out.Released, out.Remaining > 0, nil
+}
+
+// archivedArgs: when a commit or release found no record (err NOT_FOUND)
+// and the reservation is in the archive (past the hot window), the
+// archived record's field/value pairs, for the script's second run, which
+// answers a replay from them byte for byte as from the hash, or refuses
+// as it would have, writing nothing (lua/ledger/commit.lua, release.lua).
+func (l *Ledger) archivedArgs(ctx context.Context, tenant, rid string, err error) ([]any, bool, error) {
+	if l.archived == nil || !apierr.HasCode(err, apierr.NotFound) {
+		return nil, false, nil
+	}
+	f, ok, aerr := l.archived(ctx, tenant, rid)
+	if aerr != nil {
+		return nil, false, fmt.Errorf("reservation %s from the archive: %w", rid, aerr)
+	}
+	if !ok {
+		return nil, false, nil
+	}
+	names := make([]string, 0, len(f))
+	for k := range f {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := make([]any, 0, 2*len(f))
+	for _, k := range names {
+		out = append(out, k, f[k])
+	}
+	return out, true, nil
 }

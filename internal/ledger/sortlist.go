@@ -67,17 +67,19 @@ func (l *Ledger) listSorted(ctx context.Context, t keys.Tenant, req *cyclesv1.Li
 		hi = optMs(req.CreatedToMs)
 	}
 	var all []*cyclesv1.Reservation
-	pos := listCursor{V: 1}
+	// With an archive, the walk merges its rows in (each reservation once).
+	w := l.walk(t, string(t), t.Created(), "desc", lo, hi, filters, inc, false, stateFilter(req), req)
+	pos := mergedCursor{V: 3}
 	for walked := 0; ; walked += ScanBudget {
 		if walked >= sortScanLimit {
 			return nil, tooManyToSort(req.GetSortBy())
 		}
-		page, err := l.listPage(ctx, t, t.Created(), "desc", lo, hi, pos, SortWindow+1-len(all), filters, inc)
+		rows, next, more, err := l.mergedPage(ctx, w, pos, SortWindow+1-len(all))
 		if err != nil {
 			return nil, err
 		}
-		for i := range page.Rows {
-			r, err := page.Rows[i].proto()
+		for i := range rows {
+			r, err := rows[i].proto()
 			if err != nil {
 				return nil, err
 			}
@@ -86,10 +88,10 @@ func (l *Ledger) listSorted(ctx context.Context, t keys.Tenant, req *cyclesv1.Li
 		if len(all) > SortWindow {
 			return nil, tooManyToSort(req.GetSortBy())
 		}
-		if !page.More {
+		if !more {
 			break
 		}
-		pos.S, pos.K = page.S, int64(page.K)
+		pos = next
 	}
 	key := sortKey(req.GetSortBy())
 	desc := req.GetSortDir() != cyclesv1.SortDirection_SORT_DIRECTION_ASC

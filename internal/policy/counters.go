@@ -59,9 +59,9 @@ func (s *Service) ListActionQuotaCounters(ctx context.Context, req *cyclesv1.Lis
 	}
 	limit = min(limit, MaxListLimit)
 	var out struct {
-		Items []counterRow `json:"items"`
-		Next  string       `json:"next"`
-		More  bool         `json:"more"`
+		Items script.LuaArray[counterRow] `json:"items"`
+		Next  string                      `json:"next"`
+		More  bool                        `json:"more"`
 	}
 	t := keys.Tenant(req.GetTenantId())
 	if err := s.run(ctx, &out, scriptCounters, []string{t.Record(), t.QuotaCounters()}, req.GetScope(), req.GetActionKind(),

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"sort"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -43,17 +44,17 @@ func includes(body string) []string {
 // "-- include:" header, resolved transitively, each library once, every
 // library after the ones it includes), then its body.
 func compile(prelude, body string) (string, error) {
-	libs, err := resolve(prelude, body)
+	order, err := includeOrder(body)
 	if err != nil {
 		return "", err
 	}
-	return libs + body, nil
+	return prelude + libText(order) + body, nil
 }
 
-// resolve returns the prelude followed by the libraries body includes.
-func resolve(prelude, body string) (string, error) {
-	var b strings.Builder
-	b.WriteString(prelude)
+// includeOrder returns the library files body includes, transitively, each
+// once and after the files it includes.
+func includeOrder(body string) ([]string, error) {
+	var order []string
 	seen := map[string]bool{}
 	var add func(incs []string) error
 	add = func(incs []string) error {
@@ -69,15 +70,26 @@ func resolve(prelude, body string) (string, error) {
 			if err := add(includes(string(lib))); err != nil {
 				return fmt.Errorf("%s: %w", inc, err)
 			}
-			b.Write(lib)
-			b.WriteByte('\n')
+			order = append(order, inc)
 		}
 		return nil
 	}
 	if err := add(includes(body)); err != nil {
-		return "", err
+		return nil, err
 	}
-	return b.String(), nil
+	return order, nil
+}
+
+// libText concatenates the library files, in order (includeOrder checked
+// that each can be read).
+func libText(order []string) string {
+	var b strings.Builder
+	for _, inc := range order {
+		lib, _ := fs.ReadFile(lua.FS, inc)
+		b.Write(lib)
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // splitShebang splits a leading "#!lua ..." flag line off a script body.
@@ -112,8 +124,17 @@ type program struct {
 	plain      *redis.Script
 	flagged    *redis.Script // shebang + src; plain when there is no shebang
 	flaggedSrc string
-	fn         string // function (and library) name for FCALL
-	lib        string // FUNCTION LOAD source of fn
+	fn         string     // function name for FCALL
+	lib        *fnLibrary // the Functions library registering fn
+	body       string     // the script's own text (without libraries)
+	libs       []string   // the libraries it includes, in load order
+}
+
+// fnLibrary is the one Redis 7 Functions library of a compiled script set:
+// every library file defined once, every script registered as a function.
+type fnLibrary struct {
+	name string // library name (FUNCTION LIST / DELETE)
+	src  string // FUNCTION LOAD source
 }
 
 // programs is a compiled script set, read-only once built and shared by
@@ -135,18 +156,18 @@ func compileAll(extra map[string]string) (programs, error) {
 	ps := programs{}
 	add := func(name, text string) error {
 		shebang, body := splitShebang(text)
-		libs, err := resolve(prelude.String(), body)
+		order, err := includeOrder(body)
 		if err != nil {
 			return fmt.Errorf("script %s: %w", name, err)
 		}
-		p := &program{name: name, shebang: shebang, src: libs + body}
+		libs := prelude.String() + libText(order)
+		p := &program{name: name, shebang: shebang, src: libs + body, body: body, libs: order}
 		p.plain = redis.NewScript(p.src)
 		p.flagged, p.flaggedSrc = p.plain, p.src
 		if shebang != "" {
 			p.flaggedSrc = shebang + "\n" + p.src
 			p.flagged = redis.NewScript(p.flaggedSrc)
 		}
-		p.fn, p.lib = library(name, libs, body, shebangFlags(shebang))
 		ps[name] = p
 		return nil
 	}
@@ -171,31 +192,70 @@ func compileAll(extra map[string]string) (programs, error) {
 			return nil, err
 		}
 	}
+	ps.link(prelude.String())
 	return ps, nil
 }
 
-// library builds the Redis 7 Functions library of one script: the same
-// libraries, defined once when the library loads, and the body as the
-// registered function, run per FCALL. The body reads KEYS and ARGV, and some
-// libraries do too: they are chunk locals the function sets first. So is
-// core.lua's per-run state (the last event appended), which must not leak
-// from one call into the next. The name carries a digest of the source, so
-// two versions of cyclesd sharing a Redis (a rolling deploy) call each
-// their own.
-func library(name, libs, body string, flags []string) (fn, src string) {
-	quoted := make([]string, len(flags))
-	for i, f := range flags {
-		quoted[i] = "'" + f + "'"
+// link builds the one Redis 7 Functions library of the set: the prelude
+// and every included library file defined once, when the library loads,
+// then each script's body registered as its own function, run per FCALL.
+// One library instead of one per script: the libraries' text and their
+// compiled closures are held by Redis once, not once per script (issue 24
+// measured 1.48 MB of used_memory_functions for 48 per-script libraries).
+//
+// A body reads KEYS and ARGV, and some libraries do too: they are chunk
+// locals each function sets first. So is core.lua's per-run state (the
+// last event appended), which must not leak from one call into the next.
+// Library files are loaded in one order that puts every file after the
+// files it includes; no two define the same top-level name (a test checks
+// it), so a script sees the same helpers it sees under EVALSHA.
+//
+// The library and function names carry a digest of the whole source, so two
+// versions of cyclesd sharing a Redis (a rolling deploy) call each their
+// own.
+func (ps programs) link(prelude string) {
+	names := make([]string, 0, len(ps))
+	for name := range ps {
+		names = append(names, name)
 	}
-	flagList := strings.Join(quoted, ", ")
-	sum := sha1.Sum([]byte(libs + "\x00" + body + "\x00" + flagList))
-	fn = "cy_" + strings.NewReplacer("/", "_", "-", "_", ".", "_").Replace(name) + "_" + hex.EncodeToString(sum[:6])
+	sort.Strings(names)
+	var order []string
+	seen := map[string]bool{}
+	for _, name := range names {
+		for _, lib := range ps[name].libs {
+			if !seen[lib] {
+				seen[lib] = true
+				order = append(order, lib)
+			}
+		}
+	}
+	defs := prelude + libText(order)
+	h := sha1.New()
+	h.Write([]byte(defs))
+	for _, name := range names {
+		p := ps[name]
+		fmt.Fprintf(h, "\x00%s\x00%s\x00%s", name, p.shebang, p.body)
+	}
+	lib := &fnLibrary{name: libraryPrefix + hex.EncodeToString(h.Sum(nil)[:6])}
 	var b strings.Builder
-	b.WriteString("#!lua name=" + fn + "\nlocal KEYS, ARGV\n")
-	b.WriteString(libs)
-	b.WriteString("\nredis.register_function{function_name = '" + fn + "', flags = {" + flagList + "},\n")
-	b.WriteString("callback = function(keys, argv)\nKEYS, ARGV, emitted_stream, emitted_id = keys, argv, nil, nil\n")
-	b.WriteString(body)
-	b.WriteString("\nend}\n")
-	return fn, b.String()
+	b.WriteString("#!lua name=" + lib.name + "\nlocal KEYS, ARGV\n")
+	b.WriteString(defs)
+	for _, name := range names {
+		p := ps[name]
+		p.fn, p.lib = functionName(lib.name, name), lib
+		quoted := make([]string, 0, 2)
+		for _, f := range shebangFlags(p.shebang) {
+			quoted = append(quoted, "'"+f+"'")
+		}
+		b.WriteString("\nredis.register_function{function_name = '" + p.fn + "', flags = {" + strings.Join(quoted, ", ") + "},\n")
+		b.WriteString("callback = function(keys, argv)\nKEYS, ARGV, emitted_stream, emitted_id = keys, argv, nil, nil\n")
+		b.WriteString(p.body)
+		b.WriteString("\nend}\n")
+	}
+	lib.src = b.String()
+}
+
+// functionName is the FCALL name of script name in library lib.
+func functionName(lib, name string) string {
+	return lib + "_" + strings.NewReplacer("/", "_", "-", "_", ".", "_").Replace(name)
 }

@@ -14,8 +14,9 @@ import (
 // runs the whole compiled source on every call: int64.lua, core.lua and the
 // included libraries define their ~35 closures and tables again each time
 // before the body runs. Redis 7 Functions (WithFunctions) load each script
-// once per master as a library (FUNCTION LOAD): the libraries are defined
-// then, and FCALL runs only the body. Both come from the same Lua text
+// once per master in one library (FUNCTION LOAD; compile.go link): the
+// Lua libraries are defined then, once for all scripts, and FCALL runs
+// only the script's body. Both come from the same Lua text
 // (compile.go). Functions are kept by Redis across FLUSHALL, restarts (RDB,
 // AOF) and failovers (replicated); a missing one ("Function not found":
 // FUNCTION FLUSH, a new empty node) is loaded again and the call retried
@@ -64,11 +65,11 @@ func isMissing(err error) bool {
 	return strings.HasPrefix(msg, "NOSCRIPT") || strings.Contains(msg, "Function not found")
 }
 
-// loadLibrary loads one script's library on every master.
+// loadLibrary loads the library holding p's function on every master.
 func loadLibrary(ctx context.Context, c redis.UniversalClient, p *program) error {
 	return eachMaster(ctx, c, func(ctx context.Context, n redis.Cmdable) error {
-		if err := n.FunctionLoadReplace(ctx, p.lib).Err(); err != nil {
-			return fmt.Errorf("function load %s: %w", p.name, err)
+		if err := n.FunctionLoadReplace(ctx, p.lib.src).Err(); err != nil {
+			return fmt.Errorf("function load %s (for %s): %w", p.lib.name, p.name, err)
 		}
 		return nil
 	})
@@ -82,9 +83,9 @@ const libraryPrefix = "cy_"
 // older cyclesd still running (a rolling deploy) loads its own again on its
 // next call of each.
 func pruneLibraries(ctx context.Context, n redis.Cmdable, ps programs) error {
-	keep := make(map[string]bool, len(ps))
+	keep := make(map[string]bool, 1)
 	for _, p := range ps {
-		keep[p.fn] = true
+		keep[p.lib.name] = true
 	}
 	libs, err := n.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: libraryPrefix + "*"}).Result()
 	if err != nil {

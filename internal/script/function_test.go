@@ -3,11 +3,14 @@ package script
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cyclesgo/cycles-go/lua"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
@@ -31,11 +34,11 @@ func TestEveryScriptLoadsAsFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(libs) != len(ex.Names()) {
-		t.Fatalf("%d libraries loaded, want %d", len(libs), len(ex.Names()))
+	if len(libs) != 1 || len(libs[0].Functions) != len(ex.Names()) {
+		t.Fatalf("%d libraries loaded, want 1 registering the %d scripts", len(libs), len(ex.Names()))
 	}
 	for _, name := range ex.Names() {
-		if p := ex.progs[name]; p.fn == "" || ex.sources[name] != p.lib {
+		if p := ex.progs[name]; p.fn == "" || ex.sources[name] != p.lib.src {
 			t.Fatalf("%s: not sent as a function", name)
 		}
 	}
@@ -123,5 +126,40 @@ func TestFunctionFlagsWhenFull(t *testing.T) {
 	var out struct{ V string }
 	if err := ex.RunInto(ctx, &out, def("test/reader"), key); err != nil || out.V != "1" {
 		t.Fatalf("no-writes on a full Redis: %+v %v", out, err)
+	}
+}
+
+// topLevelName matches a library file's top-level definitions ("local
+// function f", "local a, b =").
+var topLevelName = regexp.MustCompile(`(?m)^local (?:function )?([A-Za-z_][A-Za-z_0-9]*(?:\s*,\s*[A-Za-z_][A-Za-z_0-9]*)*)`)
+
+// The Functions library defines every library file once, in one chunk: a
+// name defined by two files would silently be the later one's for every
+// script, while under EVALSHA a script that includes only the first would
+// get the first. No two files may share a top-level name, and the chunk
+// stays under Lua's 200 locals.
+func TestLibraryFilesShareNoTopLevelName(t *testing.T) {
+	files, err := fs.Glob(lua.FS, "lib/*.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := map[string]string{"KEYS": "the library chunk", "ARGV": "the library chunk"}
+	for _, f := range files {
+		b, err := fs.ReadFile(lua.FS, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range topLevelName.FindAllStringSubmatch(string(b), -1) {
+			for _, name := range strings.Split(m[1], ",") {
+				name = strings.TrimSpace(name)
+				if prev, ok := owner[name]; ok && prev != f {
+					t.Errorf("%s and %s both define %s at top level", prev, f, name)
+				}
+				owner[name] = f
+			}
+		}
+	}
+	if len(owner) >= 200 {
+		t.Errorf("%d top-level locals in the library chunk: Lua allows 200", len(owner))
 	}
 }

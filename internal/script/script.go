@@ -148,7 +148,7 @@ func (e *Executor) prepare() {
 		switch {
 		case e.functions:
 			e.runners[name] = fnRunner{p}
-			e.sources[name] = p.lib
+			e.sources[name] = p.lib.src
 		case e.scriptFlags:
 			e.runners[name] = evalRunner{p.flagged}
 			e.sources[name] = p.flaggedSrc
@@ -195,23 +195,27 @@ func (e *Executor) Client() redis.UniversalClient { return e.client }
 
 // Load sends SCRIPT LOAD for every script (to every master on Cluster), so the
 // first EVALSHA of each script does not pay a NOSCRIPT round trip; with
-// WithFunctions it loads every script's library instead (FUNCTION LOAD
-// REPLACE) and deletes the libraries of other cyclesd versions.
+// WithFunctions it loads the one library of every script instead
+// (FUNCTION LOAD REPLACE) and deletes the libraries of other cyclesd versions.
 func (e *Executor) Load(ctx context.Context) error {
 	return eachMaster(ctx, e.client, func(ctx context.Context, c redis.Cmdable) error {
-		for name, src := range e.sources {
-			var err error
-			if e.functions {
-				err = c.FunctionLoadReplace(ctx, src).Err()
-			} else {
-				err = c.ScriptLoad(ctx, src).Err()
+		if e.functions {
+			loaded := map[*fnLibrary]bool{}
+			for _, p := range e.progs {
+				if loaded[p.lib] {
+					continue
+				}
+				loaded[p.lib] = true
+				if err := c.FunctionLoadReplace(ctx, p.lib.src).Err(); err != nil {
+					return fmt.Errorf("function load %s: %w", p.lib.name, err)
+				}
 			}
-			if err != nil {
+			return pruneLibraries(ctx, c, e.progs)
+		}
+		for name, src := range e.sources {
+			if err := c.ScriptLoad(ctx, src).Err(); err != nil {
 				return fmt.Errorf("script load %s: %w", name, err)
 			}
-		}
-		if e.functions {
-			return pruneLibraries(ctx, c, e.progs)
 		}
 		return nil
 	})

@@ -14,7 +14,9 @@ import (
 // through Invoke). It runs after validation, so the scope a request names is
 // well formed. What names a scope is internal/scopefilter.Named; a reservation
 // read by id is checked on its answer (scopefilter.Answered), which a read
-// may reveal to no one else.
+// may reveal to no one else; a reservation settled by id (commit, release,
+// extend) is checked by the script that settles it, with the filter this step
+// hands down (scopefilter.WithGuard), before that script changes anything.
 
 // scopeDenied is the refusal for a request naming a scope outside the
 // caller's filter; nil for the admin key, keys without a filter, and requests
@@ -34,11 +36,16 @@ func scopeUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.Un
 	if err := scopeDenied(ctx, req); err != nil {
 		return nil, err
 	}
+	p, ok := auth.FromContext(ctx)
+	filtered := ok && !p.Admin && len(p.ScopeFilter) > 0
+	if filtered && scopefilter.NamesReservation(req) {
+		ctx = scopefilter.WithGuard(ctx, p.ScopeFilter)
+	}
 	resp, err := h(ctx, req)
 	if err != nil {
 		return resp, err
 	}
-	if p, ok := auth.FromContext(ctx); ok && !p.Admin && len(p.ScopeFilter) > 0 {
+	if filtered {
 		if segs, answered := scopefilter.Answered(p.Tenant, resp); answered && !scopefilter.Allows(p.ScopeFilter, segs) {
 			return nil, scopefilter.Refusal("reservation_id", segs)
 		}

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- ledger/commit: settle a reservation with its actual cost (docs/protocol.md#commit).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_settle.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua
+-- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_settle.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua lib/scope_filter.lua
 --
 -- KEYS: 1 tenant prefix   2 tenant record   3 reservation hash
 --       4 deadline index  5 event stream
@@ -12,12 +12,19 @@
 --       9 archive: '1' when an archive is configured (the settled record
 --         joins the tenant's archive queue instead of getting its TTL; see
 --         finalize in lib/ledger_reservation.lua), else '' or absent
---       Extra ARGV are ignored (time always comes from Redis TIME).
+--      10 scope filter of the caller's API key (scopefilter.ScriptArg; ''
+--         none): a reservation outside it is refused before anything else,
+--         replays included
+--   11.. an archived record's field/value pairs (at most 128 pairs), only
+--         when internal/ledger found the hash gone and the reservation in
+--         the PostgreSQL archive: read only when the hash does not exist;
+--         the script then answers a replay from them, or refuses exactly
+--         as for the settled hash, and writes nothing.
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), overage ('<A-E or 0>'),
 --             debt ('<debt incurred>'), <commit snapshot fields>})
 --   (lib/ledger_snapshot.lua), rebuilt on replay from the record (charged,
 --   debt_incurred, balance rows cb<i> packed again).
--- Refusals: INVALID_REQUEST, NOT_FOUND, IDEMPOTENCY_MISMATCH, TENANT_CLOSED,
+-- Refusals: INVALID_REQUEST, NOT_FOUND, FORBIDDEN (scope_filter), IDEMPOTENCY_MISMATCH, TENANT_CLOSED,
 --   RESERVATION_EXPIRED, RESERVATION_FINALIZED, UNIT_MISMATCH, BUDGET_EXCEEDED,
 --   OVERDRAFT_LIMIT_EXCEEDED, AMOUNT_OVERFLOW, INTERNAL_ERROR.
 
@@ -41,13 +48,22 @@ local r, any = {}, false
 for i = 1, #COMMIT_READ do
   if v[i] then r[COMMIT_READ[i]] = v[i]; any = true end
 end
+local af
 if not any and redis.call('EXISTS', KEYS[3]) == 0 then
-  return fail('NOT_FOUND', 'reservation ' .. rid .. ' not found')
+  af = archived_fields(11)
+  if af == nil then return fail('NOT_FOUND', 'reservation ' .. rid .. ' not found') end
+  for _, name in ipairs(COMMIT_READ) do r[name] = af[name] end
 end
+local denied = scope_filter_refusal(ARGV[10], r.scope_path)
+if denied then return denied end
 if r.state == 'COMMITTED' then
-  v = redis.call('HMGET', KEYS[3], unpack(COMMITTED_READ))
-  for i = 1, #COMMITTED_READ do
-    if v[i] then r[COMMITTED_READ[i]] = v[i] end
+  if af then
+    for _, name in ipairs(COMMITTED_READ) do r[name] = af[name] end
+  else
+    v = redis.call('HMGET', KEYS[3], unpack(COMMITTED_READ))
+    for i = 1, #COMMITTED_READ do
+      if v[i] then r[COMMITTED_READ[i]] = v[i] end
+    end
   end
 end
 
@@ -57,8 +73,13 @@ if r.state == 'COMMITTED' and r.commit_key == idem_key then
     return fail('IDEMPOTENCY_MISMATCH', 'idempotency key was used with a different commit')
   end
   local out = {'OK', FLAT_V, '', '', 1, '0', '0'}
-  local E = i64_norm(r.estimate or '')
-  local budgeted, packed = record_replay().read_rows(KEYS[3], 'cb', unpack_budgeted(r.budgeted, r.scope_path) or {})
+  local E, budgeted = i64_norm(r.estimate or ''), unpack_budgeted(r.budgeted, r.scope_path) or {}
+  local packed
+  if af then
+    budgeted, packed = record_replay().packed_rows(af, 'cb', budgeted, false)
+  else
+    budgeted, packed = record_replay().read_rows(KEYS[3], 'cb', budgeted)
+  end
   if E == nil or packed == nil or r.charged == nil then
     return fail('INTERNAL_ERROR', 'commit replay unavailable: the reservation record is corrupt')
   end
@@ -68,6 +89,7 @@ end
 local code, msg
 r, code, msg = load_reservation(r, KEYS[2])
 if r == nil then return fail(code, msg) end
+if af then return fail('INTERNAL_ERROR', 'archived reservation ' .. rid .. ' is not settled') end
 if not POLICIES[r.policy or ''] then return fail('INTERNAL_ERROR', 'reservation has an invalid overage policy') end
 if unit ~= r.unit then
   return fail('UNIT_MISMATCH', 'actual.unit must be ' .. r.unit, {requested_unit = unit, expected_units = r.unit})

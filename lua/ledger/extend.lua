@@ -1,5 +1,5 @@
 -- ledger/extend: move an ACTIVE reservation's expiry forward (docs/protocol.md#extend).
--- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua lib/keys.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua lib/keys.lua lib/scope_filter.lua
 -- New expires_at = current expires_at + extend_by_ms; accepted only while
 -- now <= expires_at (no grace) and ext_count < max_ext. No clamp, no events.
 --
@@ -7,11 +7,14 @@
 --       5 expires index    6 idempotency record (endpoint "extend:<reservation id>")
 -- ARGV: 1 reservation id   2 extend_by_ms   3 idempotency key   4 payload hash
 --       5 metadata (JSON or '')
+--       6 scope filter of the caller's API key (scopefilter.ScriptArg; ''
+--         none): a reservation outside it (or one whose record is gone) is
+--         refused before anything else, replays included
 --       Extra ARGV are ignored (time always comes from Redis TIME).
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), rem_ttl ('<ms>'), <extend snapshot fields>})
 --   (lib/ledger_snapshot.lua), from the snapshot the idempotency record keeps
 --   as JSON (`resp`: {status = 'ACTIVE', unit, expires_at_ms, balances, extension_count}).
--- Refusals: INVALID_REQUEST, NOT_FOUND, IDEMPOTENCY_MISMATCH, TENANT_CLOSED,
+-- Refusals: INVALID_REQUEST, NOT_FOUND, FORBIDDEN (scope_filter), IDEMPOTENCY_MISMATCH, TENANT_CLOSED,
 --   RESERVATION_EXPIRED, RESERVATION_FINALIZED, MAX_EXTENSIONS_EXCEEDED, INTERNAL_ERROR.
 
 local now = now_ms()
@@ -19,6 +22,15 @@ local rid, hash = ARGV[1], ARGV[4]
 local by = small_int(ARGV[2])
 if by == nil or by < 1 then
   return fail('INVALID_REQUEST', 'extend_by_ms must be a positive integer', {field = 'extend_by_ms'})
+end
+
+-- A filtered key: the record's scope decides first (fail closed: no record,
+-- no replay).
+if ARGV[6] and ARGV[6] ~= '' then
+  local path = redis.call('HGET', KEYS[3], 'scope_path')
+  if not path then return fail('NOT_FOUND', 'reservation ' .. rid .. ' not found') end
+  local denied = scope_filter_refusal(ARGV[6], path)
+  if denied then return denied end
 end
 
 -- Replay: (tenant, reservation, key) -> stored response; remaining_ttl_ms is

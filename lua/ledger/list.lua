@@ -17,8 +17,12 @@
 --         (times as decimal strings, '' = unset; segs lowercased)
 --       8 boundary score of the cursor ('' on the first page)
 --       9 include reserve metadata ('1' | '0')   10 include commit metadata ('1' | '0')
--- Result: ok({rows = [{<field> = <value>}...], more = bool, s = '<score>', k = '<n>'})
+-- Result: ok({rows = [{<field> = <value>}...], more = bool, s = '<score>', k = '<n>',
+--   rs = ['<score>'...], rk = ['<n>'...], lid = '<id>'})
 --   (s, k) is the position after the last entry scanned; valid when more.
+--   (rs[i], rk[i]) is the position right after rows[i], and lid the id of
+--   the last entry scanned: a listing merged with the archive's rows
+--   resumes after the last row it used and bounds the merge by (s, lid).
 -- Order: by score, ties by reservation id (Redis sorted-set order).
 
 local desc = (ARGV[1] == 'desc')
@@ -62,7 +66,7 @@ local function matches(rec)
   return true
 end
 
-local rows, scanned, stop = {}, 0, false
+local rows, rs, rk, lid, scanned, stop = {}, {}, {}, '', 0, false
 while not stop and scanned < budget and #rows < limit do
   local chunk = math.min(100, budget - scanned)
   local page
@@ -76,6 +80,7 @@ while not stop and scanned < budget and #rows < limit do
     local id, score = page[j], tonumber(page[j + 1])
     scanned = scanned + 1
     if score == cur_s then cur_k = cur_k + 1 else cur_s, cur_k = score, 1 end
+    lid = id
     local key = key_reservation(KEYS[1], id)
     local rec = read_record(key, #RECORD_FIELDS - 2)
     -- rec == nil: the record outlived its retention; its index entry is
@@ -87,6 +92,7 @@ while not stop and scanned < budget and #rows < limit do
         if with_cmeta and m[2] then rec.committed_metadata = m[2] end
       end
       rows[#rows + 1] = rec
+      rs[#rows], rk[#rows] = ms(cur_s), ms(cur_k)
       if #rows >= limit then break end
     end
   end
@@ -104,4 +110,4 @@ if cur_s ~= nil then
   more = #peek > 0
 end
 
-return ok({rows = rows, more = more, s = cur_s and ms(cur_s) or '', k = ms(cur_k)})
+return ok({rows = rows, more = more, s = cur_s and ms(cur_s) or '', k = ms(cur_k), rs = rs, rk = rk, lid = lid})

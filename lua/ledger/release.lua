@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- ledger/release: return a reservation's whole hold (docs/protocol.md#release).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_release.lua lib/ledger_snapshot.lua lib/audit.lua
+-- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_release.lua lib/ledger_snapshot.lua lib/audit.lua lib/scope_filter.lua
 -- No events are emitted on release (REF).
 --
 -- KEYS: 1 tenant prefix   2 tenant record   3 reservation hash   4 deadline index
@@ -12,18 +12,30 @@
 --         '' when not audited
 --       6 archive: '1' when an archive is configured (finalize in
 --         lib/ledger_reservation.lua), else '' or absent
---       Extra ARGV are ignored (time always comes from Redis TIME).
+--       7 scope filter of the caller's API key (scopefilter.ScriptArg; ''
+--         none): a reservation outside it is refused before anything else,
+--         replays included
+--    8.. an archived record's field/value pairs (at most 128 pairs), only
+--         when internal/ledger found the hash gone and the reservation in
+--         the PostgreSQL archive: read only when the hash does not exist;
+--         the script then answers a replay from them, or refuses exactly
+--         as for the settled hash, and writes nothing.
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), <release snapshot fields>})
 --   (lib/ledger_snapshot.lua: unit, released, balances), rebuilt on replay
 --   from the record (estimate, balance rows lb<i>).
--- Refusals: NOT_FOUND, IDEMPOTENCY_MISMATCH, TENANT_CLOSED, RESERVATION_EXPIRED,
+-- Refusals: NOT_FOUND, FORBIDDEN (scope_filter), IDEMPOTENCY_MISMATCH, TENANT_CLOSED, RESERVATION_EXPIRED,
 --   RESERVATION_FINALIZED, AMOUNT_OVERFLOW, INTERNAL_ERROR.
 
 local now = now_ms()
 local rid, idem_key, hash = ARGV[1], ARGV[2], ARGV[3]
 
-local r = hgetall(KEYS[3])
-if next(r) == nil then return fail('NOT_FOUND', 'reservation ' .. rid .. ' not found') end
+local r, archived = hgetall(KEYS[3]), false
+if next(r) == nil then
+  r, archived = archived_fields(8), true
+  if r == nil then return fail('NOT_FOUND', 'reservation ' .. rid .. ' not found') end
+end
+local denied = scope_filter_refusal(ARGV[7], r.scope_path)
+if denied then return denied end
 
 if r.state == 'RELEASED' and r.release_key == idem_key then
   if r.release_hash ~= hash then
@@ -42,6 +54,7 @@ end
 local code, msg
 r, code, msg = load_reservation(r, KEYS[2])
 if r == nil then return fail(code, msg) end
+if archived then return fail('INTERNAL_ERROR', 'archived reservation ' .. rid .. ' is not settled') end
 if now > r.n_expires + r.n_grace then
   return fail('RESERVATION_EXPIRED', 'reservation expired at ' .. r.expires_at .. ' (+' .. r.grace_ms .. ' ms grace)')
 end

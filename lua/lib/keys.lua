@@ -17,6 +17,13 @@ local function key_idem(prefix, endpoint, key) return prefix .. 'idem:' .. endpo
 local function key_event(prefix, id) return prefix .. 'ev:' .. id end
 -- key_archive_queue is the tenant's archive queue: Tenant.ArchiveQueue.
 local function key_archive_queue(prefix) return prefix .. 'archq' end
+-- key_quota_counter is a v0.1.26 action-quota counter: Tenant.QuotaCounter
+-- (counted: the kind, or '__risk__:<class>'; window_key: run id or UTC bucket).
+local function key_quota_counter(prefix, scope_path, counted, window, window_key)
+  return prefix .. 'q:' .. scope_path .. '|' .. counted .. '|' .. window .. '|' .. window_key
+end
+-- key_quota_index is the tenant's counter index: Tenant.QuotaCounters.
+local function key_quota_index(prefix) return prefix .. 'qidx' end
 -- key_index is a tenant index (Tenant.Deadlines 'deadline', Quarantine
 -- 'quarantine', Created 'created', Expires 'expires') or, for 'budgets',
 -- Tenant.Budgets.

@@ -2,6 +2,20 @@
 -- Included by ledger scripts with "-- include: lib/ledger_reservation.lua" (see internal/script).
 -- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/keys.lua lib/record_layout.lua
 
+-- archived_fields reads the field/value pairs of an archived record from
+-- ARGV[from..] (a settled reservation past the hot window, read from the
+-- PostgreSQL archive by internal/archiver): nil when there are none or they
+-- are not pairs (at most 128). A script answering from them only replays or
+-- refuses: the reservation is settled, nothing is written.
+local function archived_fields(from)
+  local n = #ARGV - from + 1
+  if n <= 0 or n % 2 ~= 0 or n > 256 then return nil end
+  local f = {}
+  for i = from, #ARGV, 2 do f[ARGV[i]] = ARGV[i + 1] end
+  if not f.state then return nil end
+  return f
+end
+
 -- load_reservation checks the settlement preconditions shared by commit,
 -- release and extend after the replay check: record, tenant guard (CLOSED
 -- only; settlement of a SUSPENDED tenant proceeds), state.

@@ -2,7 +2,7 @@
 -- scripts (docs/protocol.md#v0126-action-governance): access lists, then
 -- risk-class quotas, then per-kind quotas, all before the budget checks, and
 -- the counter writes of a live ALLOW. Included with "-- include: lib/quota.lua".
--- include: lib/ledger_util.lua
+-- include: lib/ledger_util.lua lib/keys.lua
 --
 -- Counters: one hash per (scope, kind or risk class, window, window key) in
 -- the tenant's slot, derived from the tenant prefix:
@@ -40,20 +40,29 @@ local function quota_date(days)
 end
 
 -- quota_window is a window's key at now ("2026-04-09T14:32", "...T14",
--- "2026-04-09" or the run id) and when its counter key expires (ms).
-local function quota_window(q, now, run_id)
+-- "2026-04-09" or the run id) and when its counter key expires (ms). memo
+-- (one per script run) keeps each calendar window's answer, so five quotas
+-- format the date once per window, not once per quota.
+local function quota_window(q, now, run_id, memo)
   if q.w == 'per_run' then return run_id, now + q.t end
+  local m = memo[q.w]
+  if m then return m[1], m[2] end
   local len = QUOTA_LEN[q.w]
   local start = now - (now % len)
-  local days = math.floor(start / 86400000)
-  local y, m, d = quota_date(days)
-  local key = string.format('%04d-%02d-%02d', y, m, d)
-  local rest = start - days * 86400000
-  if q.w == 'per_hour_tumbling' then
-    key = key .. string.format('T%02d', rest / 3600000)
-  elseif q.w == 'per_minute_tumbling' then
-    key = key .. string.format('T%02d:%02d', math.floor(rest / 3600000), (rest % 3600000) / 60000)
+  local day = memo.day
+  if day == nil then
+    local days = math.floor(now / 86400000)
+    local y, mo, d = quota_date(days)
+    day = string.format('%04d-%02d-%02d', y, mo, d)
+    memo.day, memo.rest = day, now - days * 86400000
   end
+  local key, rest = day, memo.rest
+  if q.w == 'per_hour_tumbling' then
+    key = day .. string.format('T%02d', math.floor(rest / 3600000))
+  elseif q.w == 'per_minute_tumbling' then
+    key = day .. string.format('T%02d:%02d', math.floor(rest / 3600000), math.floor((rest % 3600000) / 60000))
+  end
+  memo[q.w] = {key, start + len + QUOTA_GRACE_MS}
   return key, start + len + QUOTA_GRACE_MS
 end
 
@@ -108,7 +117,7 @@ local function quota_plan(gov, kind, risk, run_id, action_json, scope_path, tena
   -- highest-priority matching policy that has rules for it. The most
   -- restrictive violated rule (least headroom) of the first step that has
   -- one refuses; otherwise every applying counter is counted once.
-  local counts, seen, keys_ = {}, {}, nil
+  local counts, seen, keys_, memo = {}, {}, nil, {}
   local function policy_key(name)
     if keys_ == nil then
       local a = jdecode(action_json)
@@ -137,14 +146,14 @@ local function quota_plan(gov, kind, risk, run_id, action_json, scope_path, tena
           return {code = 'INVALID_REQUEST', field = 'subject.dimensions.run_id',
             msg = 'subject.dimensions.run_id is required: a per_run quota of policy ' .. pol .. ' applies'}
         end
-        local wk, exp = quota_window(q, now, run_id)
+        local wk, exp = quota_window(q, now, run_id, memo)
         local sc = (q.w == 'per_tenant_per_day') and tenant_scope or scope_path
-        local key = prefix .. 'q:' .. sc .. '|' .. (rc and ('__risk__:' .. rc) or kind) .. '|' .. q.w .. '|' .. wk
+        local key = key_quota_counter(prefix, sc, rc and ('__risk__:' .. rc) or kind, q.w, wk)
         local c = seen[key]
         if c == nil then
-          local v = redis.call('HMGET', key, 'n', 'thr')
-          c = {key = key, used = tonumber(v[1] or '0') or 0, thr = v[2], q = q, pol = pol, sc = sc,
-            wk = wk, exp = exp, kind = kind, rc = rc}
+          local v = redis.call('HMGET', key, 'n', 'thr', 'lim', 'pol')
+          c = {key = key, used = tonumber(v[1] or '0') or 0, thr = v[2], same = v[3] == tostring(q.m) and v[4] == pol,
+            q = q, pol = pol, sc = sc, wk = wk, exp = exp, kind = kind, rc = rc}
           seen[key] = c
           counts[#counts + 1] = c
         end
@@ -175,21 +184,25 @@ end
 local function quota_count(counts, now, emit, tenant, prefix)
   local runs = {}
   local idx = nil
+  local now_s = ms(now)
   for _, c in ipairs(counts) do
     local n, q = c.used + 1, c.q
-    local exp_s = ms(c.exp)
     if c.used == 0 then
-      redis.call('HSET', c.key, 'n', n, 'at', ms(now), 'lim', q.m, 'pol', c.pol, 'exp', exp_s, 'sc', c.sc,
+      redis.call('HSET', c.key, 'n', n, 'at', now_s, 'lim', q.m, 'pol', c.pol, 'exp', ms(c.exp), 'sc', c.sc,
         'k', c.rc and '__risk__' or c.kind, 'rc', c.rc or '', 'w', q.w, 'wk', c.wk, 'ttl', q.t)
     elseif q.w == 'per_run' then
-      redis.call('HSET', c.key, 'n', n, 'at', ms(now), 'lim', q.m, 'pol', c.pol, 'exp', exp_s)
+      redis.call('HSET', c.key, 'n', n, 'at', now_s, 'lim', q.m, 'pol', c.pol, 'exp', ms(c.exp))
+    elseif c.same then
+      -- The steady state: limit and policy as recorded, two fields change.
+      redis.call('HSET', c.key, 'n', n, 'at', now_s)
     else
-      redis.call('HSET', c.key, 'n', n, 'at', ms(now), 'lim', q.m, 'pol', c.pol)
+      redis.call('HSET', c.key, 'n', n, 'at', now_s, 'lim', q.m, 'pol', c.pol)
     end
     if c.used == 0 or q.w == 'per_run' then
+      local exp_s = ms(c.exp)
       redis.call('PEXPIREAT', c.key, exp_s)
       if idx == nil then
-        idx = prefix .. 'qidx'
+        idx = key_quota_index(prefix)
         -- Bounded upkeep: index entries whose counters have expired.
         redis.call('ZREMRANGEBYSCORE', idx, '-inf', '(' .. ms(now))
       end

@@ -27,6 +27,7 @@ const (
 var attackers = map[string]func(ctx context.Context, target string){
 	"headers-flood": headersFlood,
 	"watch-flood":   watchFlood,
+	"replay":        replayer,
 }
 
 // runAttacker runs the named attacker against target in a child process
