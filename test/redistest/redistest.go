@@ -26,7 +26,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cyclesgo/cycles-go/internal/store"
+	"github.com/cyclesgo/cycles-go/internal/store/redisinfo"
 )
 
 // Server is one redis-server process.
@@ -283,10 +283,10 @@ func AllModes(tb testing.TB) []Backend {
 }
 
 // functionsCapable reports whether every master behind c runs Redis 7 or
-// later, as cyclesd decides at start (internal/store.Redis7).
+// later, as cyclesd decides at start (internal/store/redisinfo.Redis7).
 func functionsCapable(tb testing.TB, c redis.UniversalClient) bool {
 	tb.Helper()
-	ok, err := store.Redis7(context.Background(), c)
+	ok, err := redisinfo.Redis7(context.Background(), c)
 	if err != nil {
 		tb.Fatalf("redis version: %v", err)
 	}
