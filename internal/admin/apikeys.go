@@ -111,14 +111,18 @@ func (s *Service) storeAPIKey(ctx context.Context, req *cyclesv1.CreateApiKeyReq
 // can put it back (keyCache's generation); other replicas forget it within
 // their cache TTL.
 func (s *Service) RevokeApiKey(ctx context.Context, req *cyclesv1.RevokeApiKeyRequest) (*cyclesv1.RevokeApiKeyResponse, error) {
-	tenant, keyID := req.GetTenantId(), req.GetKeyId()
+	tenant := req.GetTenantId()
+	keyID, err := storedKeyID(tenant, req.GetKeyId())
+	if err != nil {
+		return nil, s.done(ctx, "RevokeApiKey", err)
+	}
 	tk := keys.Tenant(tenant)
 	var out struct {
 		Key        record `json:"key"`
 		RevokedNow bool   `json:"revoked_now"`
 	}
 	s.keys.drop(tenant, keyID)
-	err := s.run(ctx, &out, scriptRevokeAPIKey, []string{tk.APIKey(keyID), tk.Events()}, tenant, keyID, s.eventContext(ctx), req.GetReason())
+	err = s.run(ctx, &out, scriptRevokeAPIKey, []string{tk.APIKey(keyID), tk.Events()}, tenant, keyID, s.eventContext(ctx), req.GetReason())
 	// Drop again after the script, even when it failed: a verification that
 	// read the key before the script committed took its generation snapshot
 	// before this bump, so it cannot cache the key afterwards; dropping is

@@ -56,14 +56,14 @@ func TestCreateApiKeyStoresOnlyTheHash(t *testing.T) {
 	resp := e.createKey(id)
 	k := resp.GetApiKey()
 	pk, ok := auth.ParseAPIKey(resp.GetSecret())
-	if !ok || pk.Tenant != id || pk.KeyID != k.GetKeyId() {
+	if !ok || pk.Tenant != id || pk.KeyID != localKeyID(k.GetKeyId()) {
 		t.Fatalf("secret %q does not parse to the key (%v)", resp.GetSecret(), k)
 	}
 	if k.GetTenantId() != id || k.GetName() != "ci" || k.GetStatus() != cyclesv1.ApiKeyStatus_API_KEY_STATUS_ACTIVE || k.GetCreatedAtMs() == 0 || k.RevokedAtMs != nil {
 		t.Fatalf("key = %v", k)
 	}
 	ctx := context.Background()
-	rec := e.rdb.HGetAll(ctx, keys.Tenant(id).APIKey(k.GetKeyId())).Val()
+	rec := e.rdb.HGetAll(ctx, keys.Tenant(id).APIKey(localKeyID(k.GetKeyId()))).Val()
 	if rec["hash"] != auth.HashSecret(resp.GetSecret()) || rec["status"] != "ACTIVE" || rec["tenant_id"] != id {
 		t.Fatalf("record = %v", rec)
 	}
@@ -73,7 +73,7 @@ func TestCreateApiKeyStoresOnlyTheHash(t *testing.T) {
 			t.Fatalf("key %s contains the secret", key)
 		}
 	}
-	if ids := e.rdb.ZRange(ctx, keys.Tenant(id).APIKeys(), 0, -1).Val(); !reflect.DeepEqual(ids, []string{k.GetKeyId()}) {
+	if ids := e.rdb.ZRange(ctx, keys.Tenant(id).APIKeys(), 0, -1).Val(); !reflect.DeepEqual(ids, []string{localKeyID(k.GetKeyId())}) {
 		t.Fatalf("key index = %v", ids)
 	}
 	evs := e.events(id)
@@ -82,7 +82,7 @@ func TestCreateApiKeyStoresOnlyTheHash(t *testing.T) {
 		t.Fatalf("event = %+v", last)
 	}
 	p, err := e.svc.VerifyAPIKey(ctx, resp.GetSecret())
-	if err != nil || !reflect.DeepEqual(p, auth.Principal{Tenant: id, KeyID: k.GetKeyId(), Permissions: permission.Default}) {
+	if err != nil || !reflect.DeepEqual(p, auth.Principal{Tenant: id, KeyID: localKeyID(k.GetKeyId()), Permissions: permission.Default}) {
 		t.Fatalf("verify = %+v, %v", p, err)
 	}
 	if n := e.metrics.Sum(t, "cycles.admin.api_keys.created"); n != 1 {
@@ -242,7 +242,7 @@ func TestVerifyAPIKeySuspendedAndClosedTenantsStillAuthenticate(t *testing.T) {
 	mustCall(t, e.ctx, &cyclesv1.CloseTenantRequest{TenantId: closed}, e.svc.CloseTenant)
 	for _, k := range []*cyclesv1.CreateApiKeyResponse{sk, ck} {
 		p, err := e.svc.VerifyAPIKey(ctx, k.GetSecret())
-		if err != nil || p.Tenant != k.GetApiKey().GetTenantId() || p.KeyID != k.GetApiKey().GetKeyId() || p.Admin {
+		if err != nil || p.Tenant != k.GetApiKey().GetTenantId() || p.KeyID != localKeyID(k.GetApiKey().GetKeyId()) || p.Admin {
 			t.Fatalf("verify = %+v, %v", p, err)
 		}
 	}
@@ -266,7 +266,7 @@ func TestVerifyAPIKeyCache(t *testing.T) {
 		t.Fatal("first verification must read Redis")
 	}
 	// Remove the record behind the service's back: a hit proves no Redis read.
-	e.rdb.Del(ctx, keys.Tenant(id).APIKey(keyID))
+	e.rdb.Del(ctx, keys.Tenant(id).APIKey(localKeyID(keyID)))
 	clock.advance(4 * time.Second)
 	if _, err := e.svc.VerifyAPIKey(ctx, k.GetSecret()); err != nil {
 		t.Fatalf("within the TTL the cache answers: %v", err)
@@ -325,7 +325,7 @@ func TestVerifyAPIKeyFailsClosedWhenRedisIsDown(t *testing.T) {
 	e := newEnvOn(t, srv.Client(t))
 	id := e.createTenant()
 	k := e.createKey(id)
-	e.svc.keys.drop(id, k.GetApiKey().GetKeyId())
+	e.svc.keys.drop(id, localKeyID(k.GetApiKey().GetKeyId()))
 	srv.Kill()
 	_, err := e.svc.VerifyAPIKey(context.Background(), k.GetSecret())
 	if !apierr.HasCode(err, apierr.Unavailable) {

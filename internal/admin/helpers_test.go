@@ -283,3 +283,12 @@ func (f *fakeReleaser) ReleaseForTenantClose(ctx context.Context, tenant string,
 
 // redisZ is a lex-index member (score 0).
 func redisZ(member string) redis.Z { return redis.Z{Score: 0, Member: member} }
+
+// localKeyID is the id a key is stored under inside its tenant, from the
+// public id answers carry (auth.PublicKeyID); a local id is returned as is.
+func localKeyID(id string) string {
+	if _, local, ok := auth.SplitKeyID(id); ok {
+		return local
+	}
+	return id
+}

@@ -92,11 +92,11 @@ func TestInvalidateKeyMakesEveryReplicaReadRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Remove the record behind the services' backs: only a Redis read sees it.
-	a.rdb.Del(ctx, keys.Tenant(tenant).APIKey(k.GetApiKey().GetKeyId()))
+	a.rdb.Del(ctx, keys.Tenant(tenant).APIKey(localKeyID(k.GetApiKey().GetKeyId())))
 	if _, err := b.svc.VerifyAPIKey(ctx, k.GetSecret()); err != nil {
 		t.Fatalf("before the invalidation b answers from its cache: %v", err)
 	}
-	if err := a.svc.InvalidateKey(ctx, tenant, k.GetApiKey().GetKeyId()); err != nil {
+	if err := a.svc.InvalidateKey(ctx, tenant, localKeyID(k.GetApiKey().GetKeyId())); err != nil {
 		t.Fatal(err)
 	}
 	if !refusedSoon(t, func() error { _, err := b.svc.VerifyAPIKey(ctx, k.GetSecret()); return err }) {
@@ -117,7 +117,7 @@ func TestInvalidationSubscriptionReconnectsAndDropsTheCache(t *testing.T) {
 	}
 	// The key goes away unannounced (as if its invalidation were lost) and
 	// the subscription's connection is killed.
-	b.rdb.Del(ctx, keys.Tenant(tenant).APIKey(k.GetApiKey().GetKeyId()))
+	b.rdb.Del(ctx, keys.Tenant(tenant).APIKey(localKeyID(k.GetApiKey().GetKeyId())))
 	// (On a Cluster the subscription lives on one node: kill on every one.)
 	kill := func(ctx context.Context, c *redis.Client) error {
 		return c.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err()

@@ -31,7 +31,7 @@ func TestKeyPermissionsReachThePrincipal(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			resp := mustCall(t, e.ctx, &cyclesv1.CreateApiKeyRequest{TenantId: id, Name: c.name, Permissions: c.grant}, e.svc.CreateApiKey)
 			if c.legacy {
-				e.rdb.HDel(context.Background(), keys.Tenant(id).APIKey(resp.GetApiKey().GetKeyId()), "permissions")
+				e.rdb.HDel(context.Background(), keys.Tenant(id).APIKey(localKeyID(resp.GetApiKey().GetKeyId())), "permissions")
 			}
 			p, err := e.svc.VerifyAPIKey(context.Background(), resp.GetSecret())
 			if err != nil || !reflect.DeepEqual(p.Permissions, c.want) {
@@ -65,7 +65,7 @@ func TestExpiredKeyIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.rdb.HSet(ctx, keys.Tenant(id).APIKey(resp.GetApiKey().GetKeyId()), "expires_at", strconv.FormatInt(now.UnixMilli(), 10))
+	e.rdb.HSet(ctx, keys.Tenant(id).APIKey(localKeyID(resp.GetApiKey().GetKeyId())), "expires_at", strconv.FormatInt(now.UnixMilli(), 10))
 	other := newEnvOn(t, e.rdb)
 	if _, err := other.svc.VerifyAPIKey(ctx, resp.GetSecret()); !apierr.HasCode(err, apierr.Unauthorized) {
 		t.Fatalf("expired key: %v", err)

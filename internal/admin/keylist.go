@@ -7,6 +7,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 )
 
@@ -43,7 +44,7 @@ type keyFilter struct {
 }
 
 func (s *Service) listAPIKeys(ctx context.Context, req *cyclesv1.ListApiKeysRequest) (*cyclesv1.ListApiKeysResponse, error) {
-	f := keyFilter{limit: pageLimit(req.GetLimit(), DefaultKeyListLimit, MaxKeyListLimit), search: strings.ToLower(req.GetSearch())}
+	f := keyFilter{limit: pageLimit(req.GetLimit(), DefaultKeyListLimit, MaxKeyListLimit), search: keySearch(req.GetSearch())}
 	if st := req.GetStatus(); st != cyclesv1.ApiKeyStatus_API_KEY_STATUS_UNSPECIFIED {
 		f.status = strings.TrimPrefix(st.String(), "API_KEY_STATUS_")
 	}
@@ -145,4 +146,15 @@ func isKeyID(s string) bool {
 		}
 	}
 	return true
+}
+
+// keySearch is the search text of a key listing: a public key id
+// (auth.PublicKeyID, what answers show) searches for its local part, which
+// is what the listing script matches.
+func keySearch(s string) string {
+	s = strings.ToLower(s)
+	if _, local, ok := auth.SplitKeyID(s); ok {
+		return local
+	}
+	return s
 }

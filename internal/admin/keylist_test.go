@@ -85,7 +85,7 @@ func TestListApiKeys(t *testing.T) {
 	if ids := keyIDs(e.listAllKeys(&cyclesv1.ListApiKeysRequest{TenantId: a, Search: "DEPLOY", Limit: 1})); strings.Join(ids, ",") != strings.Join(deploy, ",") {
 		t.Fatalf("search: %v, want %v", ids, deploy)
 	}
-	if ids := keyIDs(e.listAllKeys(&cyclesv1.ListApiKeysRequest{TenantId: a, Search: ids[2][3:11]})); len(ids) != 1 || ids[0] != keyIDs(got)[2] {
+	if ids := keyIDs(e.listAllKeys(&cyclesv1.ListApiKeysRequest{TenantId: a, Search: localKeyID(ids[2])[3:11]})); len(ids) != 1 || ids[0] != keyIDs(got)[2] {
 		t.Fatalf("search by key id: %v", ids)
 	}
 	if l := e.listAllKeys(&cyclesv1.ListApiKeysRequest{TenantId: b}); len(l) != 1 || l[0].GetTenantId() != b {
@@ -97,7 +97,7 @@ func TestListApiKeys(t *testing.T) {
 	var raw struct {
 		Items jsonList[map[string]any] `json:"items"`
 	}
-	if err := e.svc.exec.RunInto(context.Background(), &raw, scriptListAPIKeys, []string{tk.Record(), tk.APIKeys(), tk.APIKey("")},
+	if err := e.svc.exec.RunInto(context.Background(), &raw, scriptListAPIKeys, []string{tk.Record(), tk.APIKeys(), tk.APIKey(localKeyID(""))},
 		a, "", 100, "", "", 100); err != nil {
 		t.Fatal(err)
 	}

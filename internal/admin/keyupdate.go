@@ -22,7 +22,11 @@ var scriptUpdateAPIKey = script.Define("admin/update_api_key")
 // from every replica's verified-key cache (InvalidateKey), so the change
 // governs the key's next call everywhere.
 func (s *Service) UpdateApiKey(ctx context.Context, req *cyclesv1.UpdateApiKeyRequest) (*cyclesv1.UpdateApiKeyResponse, error) {
-	tenant, keyID := req.GetTenantId(), req.GetKeyId()
+	tenant := req.GetTenantId()
+	keyID, err := storedKeyID(tenant, req.GetKeyId())
+	if err != nil {
+		return nil, s.done(ctx, "UpdateApiKey", err)
+	}
 	args, err := keyUpdateArgs(tenant, req)
 	if err != nil {
 		return nil, s.done(ctx, "UpdateApiKey", err)

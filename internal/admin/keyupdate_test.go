@@ -63,7 +63,7 @@ func TestUpdateApiKeyFields(t *testing.T) {
 		len(u.GetMetadata()) != 0 || len(u.GetScopeFilter()) != 0 {
 		t.Fatalf("updated %v", u)
 	}
-	if got := e.rdb.HGet(context.Background(), keys.Tenant(tenant).APIKey(id), "permissions").Val(); got != "[]" {
+	if got := e.rdb.HGet(context.Background(), keys.Tenant(tenant).APIKey(localKeyID(id)), "permissions").Val(); got != "[]" {
 		t.Fatalf("stored permissions %q, want [] (not absent: absent is the legacy set)", got)
 	}
 	if p, err := e.svc.VerifyAPIKey(context.Background(), k.GetSecret()); err != nil || len(p.Permissions) != 0 {
@@ -86,7 +86,7 @@ func TestLastUsedAt(t *testing.T) {
 	})
 	tenant := e.createTenant()
 	k := e.createKey(tenant)
-	hk := keys.Tenant(tenant).APIKey(k.GetApiKey().GetKeyId())
+	hk := keys.Tenant(tenant).APIKey(localKeyID(k.GetApiKey().GetKeyId()))
 	if k.GetApiKey().LastUsedAtMs != nil {
 		t.Fatal("a new key has a last_used_at")
 	}

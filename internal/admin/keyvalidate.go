@@ -43,7 +43,7 @@ func (s *Service) ValidateApiKey(ctx context.Context, presented string) (*cycles
 		out.Reason = "TENANT_" + v.tenantStatus
 	default:
 		out.Valid = true
-		out.KeyId = pk.KeyID
+		out.KeyId = auth.PublicKeyID(pk.Tenant, pk.KeyID)
 		out.Permissions = slices.Clone(v.p.Permissions)
 		out.ScopeFilter = slices.Clone(v.p.ScopeFilter)
 		if v.p.ExpiresAtMs != 0 {

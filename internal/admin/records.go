@@ -8,6 +8,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/scope"
 )
@@ -122,7 +123,7 @@ func apiKeyFromRecord(r record) (*cyclesv1.ApiKey, error) {
 		d.bad("status", r["status"])
 	}
 	k := &cyclesv1.ApiKey{
-		KeyId:       r["key_id"],
+		KeyId:       auth.PublicKeyID(r["tenant_id"], r["key_id"]),
 		TenantId:    r["tenant_id"],
 		Name:        r["name"],
 		Status:      cyclesv1.ApiKeyStatus(st),

@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
@@ -83,4 +85,22 @@ func (r *archivedReads) event(ctx context.Context, tenant, id string) ([]string,
 		return nil, false, nil
 	}
 	return archiver.Reader{Store: r.store}.Event(ctx, tenant, id)
+}
+
+// errArchiveClosed answers a usage report asked before the archive opened.
+var errArchiveClosed = errors.New("the archive is not open")
+
+// Usage and Denials make the archive the usage reports' source.
+func (r *archivedReads) Usage(ctx context.Context, q archive.UsageQuery) ([]archive.UsageRow, error) {
+	if r.store == nil {
+		return nil, errArchiveClosed
+	}
+	return r.store.Usage(ctx, q)
+}
+
+func (r *archivedReads) Denials(ctx context.Context, tenant string, from, to time.Time, fn func(archive.Entry) error) error {
+	if r.store == nil {
+		return errArchiveClosed
+	}
+	return r.store.Denials(ctx, tenant, from, to, fn)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/api/policyapi"
 	"github.com/cyclesgo/cycles-go/internal/api/ratelimitapi"
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
+	"github.com/cyclesgo/cycles-go/internal/api/usageapi"
 	"github.com/cyclesgo/cycles-go/internal/audit"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/bulk"
@@ -37,6 +38,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/internal/store"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
+	"github.com/cyclesgo/cycles-go/internal/usage"
 )
 
 // components are the assembled domain packages and handlers.
@@ -160,6 +162,10 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 			Audit:         auditapi.New(aud),
 			Operator:      operatorapi.New(bulk.New(exec, adm, aud)),
 		},
+	}
+	if archiving {
+		// Usage reports read the archive: without one there are none.
+		c.services.Usage = usageapi.New(usage.New(archived))
 	}
 	if cfg.GuardPolicy != "" || len(cfg.GuardMethodPolicies) > 0 {
 		c.guard = server.RateLimitGuard(lim, ratelimit.GuardConfig{Policy: cfg.GuardPolicy, MethodPolicies: cfg.GuardMethodPolicies})

@@ -126,10 +126,33 @@ func newMatcher(req *cyclesv1.ListAuditLogsRequest) *matcher {
 	return m
 }
 
+// resourceID is an entry's resource id as the API shows it: an API key by
+// its public id (auth.PublicKeyID), like every key answer.
+func resourceID(f map[string]string) string {
+	if f["rt"] == ResourceAPIKey {
+		return auth.PublicKeyID(f["t"], f["rid"])
+	}
+	return f["rid"]
+}
+
+// keyMatches applies the key_id filter: a public id (auth.PublicKeyID, what
+// entries answer with) matches the entry's tenant and local id; a local id
+// alone matches the local id (of the tenant_id filter's tenant, when set).
+func (m *matcher) keyMatches(f map[string]string) bool {
+	want := m.req.GetKeyId()
+	switch {
+	case want == "":
+		return true
+	case auth.IsLocalKeyID(want):
+		return want == f["k"]
+	}
+	return want == auth.PublicKeyID(f["t"], f["k"])
+}
+
 func (m *matcher) match(f map[string]string) bool {
 	r := m.req
 	exact := func(want, got string) bool { return want == "" || want == got }
-	if !exact(r.GetTenantId(), f["t"]) || !exact(r.GetKeyId(), f["k"]) || !exact(r.GetResourceId(), f["rid"]) ||
+	if !exact(r.GetTenantId(), f["t"]) || !m.keyMatches(f) || !exact(r.GetResourceId(), resourceID(f)) ||
 		!exact(r.GetTraceId(), f["tr"]) || !exact(r.GetRequestId(), f["req"]) {
 		return false
 	}
@@ -390,8 +413,8 @@ func entryOf(e entry) *cyclesv1.AuditLogEntry {
 	f := e.f
 	st, _ := strconv.Atoi(f["st"])
 	out := &cyclesv1.AuditLogEntry{
-		LogId: f["id"], TimestampMs: int64(e.at.ms), TenantId: f["t"], KeyId: f["k"], UserAgent: f["ua"],
-		SourceIp: f["ip"], Operation: f["op"], ResourceType: f["rt"], ResourceId: f["rid"],
+		LogId: f["id"], TimestampMs: int64(e.at.ms), TenantId: f["t"], KeyId: auth.PublicKeyID(f["t"], f["k"]), UserAgent: f["ua"],
+		SourceIp: f["ip"], Operation: f["op"], ResourceType: f["rt"], ResourceId: resourceID(f),
 		RequestId: f["req"], TraceId: f["tr"], Status: int32(st), ErrorCode: f["ec"],
 	}
 	if md := f["md"]; md != "" {

@@ -195,7 +195,7 @@ var mutations = map[string]mutation{
 		},
 		func(ctx context.Context, f *fx) (string, string, error) {
 			_, err := f.e.adm.RevokeApiKey(ctx, &cyclesv1.RevokeApiKeyRequest{TenantId: f.tenant, KeyId: "0123456789abcdef"})
-			return f.tenant, "0123456789abcdef", err
+			return f.tenant, f.tenant + "_0123456789abcdef", err
 		}},
 	cyclesv1.AdminService_UpdateApiKey_FullMethodName: {200, apierr.KeyNotFound,
 		func(ctx context.Context, f *fx) (string, string, error) {
@@ -211,7 +211,7 @@ var mutations = map[string]mutation{
 		},
 		func(ctx context.Context, f *fx) (string, string, error) {
 			_, err := f.e.adm.UpdateApiKey(ctx, &cyclesv1.UpdateApiKeyRequest{TenantId: f.tenant, KeyId: "0123456789abcdef", Name: ptr("x")})
-			return f.tenant, "0123456789abcdef", err
+			return f.tenant, f.tenant + "_0123456789abcdef", err
 		}},
 	cyclesv1.AdminService_CreateBudget_FullMethodName: {201, apierr.DuplicateResource,
 		func(ctx context.Context, f *fx) (string, string, error) {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/script"
 )
@@ -76,7 +77,7 @@ func buildEvent(tenant string, e entry) *cyclesv1.Event {
 		TimestampMs: ts,
 		TenantId:    tenant,
 		Scope:       f["scope"],
-		Actor:       &cyclesv1.Actor{Type: f["actor"], KeyId: f["key_id"]},
+		Actor:       &cyclesv1.Actor{Type: f["actor"], KeyId: auth.PublicKeyID(tenant, f["key_id"])},
 		Source:      f["src"],
 		RequestId:   f["req"],
 		TraceId:     f["trace"],

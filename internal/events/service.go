@@ -24,7 +24,7 @@ import (
 const (
 	DefaultHeartbeat    = 15 * time.Second
 	DefaultPollInterval = 250 * time.Millisecond
-	DefaultReadBatch    = 64
+	DefaultReadBatch    = 32
 	DefaultListLimit    = 50
 	MaxListLimit        = 200
 	DefaultSendBuffer   = 64
@@ -59,7 +59,7 @@ type Options struct {
 	PollInterval time.Duration
 	// ReadBatch is the number of entries a watcher reads per call: the bound
 	// of its in-memory buffer and of the Redis time one read takes (pace.go);
-	// default 64, at most 1000.
+	// default 32, at most 1000.
 	ReadBatch int
 	// SendBuffer is how many messages a watch may have read ahead of its
 	// client; default 64.

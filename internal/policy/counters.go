@@ -65,7 +65,7 @@ func (s *Service) ListActionQuotaCounters(ctx context.Context, req *cyclesv1.Lis
 	}
 	t := keys.Tenant(req.GetTenantId())
 	if err := s.run(ctx, &out, scriptCounters, []string{t.Record(), t.QuotaCounters()}, req.GetScope(), req.GetActionKind(),
-		actionkind.WindowName(req.GetWindow()), off, limit); err != nil {
+		actionkind.WindowName(req.GetWindow()), off, limit, req.GetRunId(), boolArg(req.GetIncludeZero())); err != nil {
 		return nil, err
 	}
 	resp := &cyclesv1.ListActionQuotaCountersResponse{HasMore: out.More, Counters: []*cyclesv1.ActionQuotaState{}}
@@ -80,6 +80,14 @@ func (s *Service) ListActionQuotaCounters(ctx context.Context, req *cyclesv1.Lis
 		resp.Counters = append(resp.Counters, st)
 	}
 	return resp, nil
+}
+
+// boolArg is a script flag: "1" or "".
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return ""
 }
 
 // ResetActionQuotaCounter sets one counter to 0 and emits quota.counter_reset.

@@ -538,6 +538,29 @@ func TestQuotaCounters(t *testing.T) {
 	if err != nil || r.GetPreviousUsed() != 2 || r.GetCounter().GetUsed() != 0 {
 		t.Fatalf("reset: %v %v", r, err)
 	}
+	// The filters of the spec's listing: scope (itself and below), run_id
+	// (per_run counters of that run), include_zero (the reset counter).
+	tenantScope := "tenant:" + e.tenant
+	for _, f := range []struct {
+		name string
+		req  *cyclesv1.ListActionQuotaCountersRequest
+		want int
+	}{
+		{"tenant scope and below", &cyclesv1.ListActionQuotaCountersRequest{Scope: tenantScope}, 3},
+		{"workspace and below", &cyclesv1.ListActionQuotaCountersRequest{Scope: tenantScope + "/workspace:prod"}, 3},
+		{"agent only", &cyclesv1.ListActionQuotaCountersRequest{Scope: botScope}, 1},
+		{"a prefix that is not a scope", &cyclesv1.ListActionQuotaCountersRequest{Scope: tenantScope + "/workspace:pro"}, 0},
+		{"run_id", &cyclesv1.ListActionQuotaCountersRequest{RunId: "run-1"}, 1},
+		{"another run_id", &cyclesv1.ListActionQuotaCountersRequest{RunId: "run-2"}, 0},
+		{"include_zero", &cyclesv1.ListActionQuotaCountersRequest{IncludeZero: true}, 4},
+		{"include_zero, run_id", &cyclesv1.ListActionQuotaCountersRequest{IncludeZero: true, RunId: "run-1"}, 2},
+	} {
+		if got := list(f.req).GetCounters(); len(got) != f.want {
+			t.Errorf("%s: %d counters, want %d: %v", f.name, len(got), f.want, got)
+		}
+	}
+	_, err = call(e.ctx, e.pol.ListActionQuotaCounters, &cyclesv1.ListActionQuotaCountersRequest{TenantId: e.tenant, RunId: strings.Repeat("r", 257)})
+	wantField(t, err, "run_id")
 	if got, _, _ := e.try(bot, email, "live"); got != "ALLOW" {
 		t.Fatalf("after the reset: %s", got)
 	}

@@ -360,21 +360,13 @@ type validatingStream struct{ grpc.ServerStream }
 
 func (s *validatingStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
-		return oversize(err)
+		// grpc-go has already written the final status of a receive
+		// error (its serverStream.RecvMsg does, e.g. for a message over
+		// -max-recv-msg-bytes): mapping it here would change nothing
+		// the client sees (docs/limits.md).
+		return err
 	}
 	return validateMessage(m)
-}
-
-// oversize gives grpc-go's own "message larger than max" refusal the
-// ErrorInfo every other refusal has. On a stream the handler's RecvMsg sees
-// it, so it can; a unary message is refused inside grpc-go before any
-// interceptor, and keeps grpc's bare status (docs/limits.md).
-func oversize(err error) error {
-	if st, ok := status.FromError(err); ok && st.Code() == codes.ResourceExhausted &&
-		strings.HasPrefix(st.Message(), "grpc: received message larger than max") {
-		return (&apierr.Error{Code: apierr.LimitExceeded, Message: st.Message()}).With("limit", "recv_msg_bytes")
-	}
-	return err
 }
 
 // validateMessage runs the one validation path on cycles.v1 messages; other

@@ -194,7 +194,9 @@ type Services struct {
 	Policy    cyclesv1.PolicyServiceServer
 	// QuotaCounters is the operator view of the v0.1.26 quota counters.
 	QuotaCounters cyclesv1.QuotaCounterServiceServer
-	Audit         cyclesv1.AuditServiceServer
+	// Usage answers usage reports from the archive (nil without one).
+	Usage cyclesv1.UsageServiceServer
+	Audit cyclesv1.AuditServiceServer
 	// Operator serves the bulk actions.
 	Operator cyclesv1.OperatorServiceServer
 	// ActionKinds is the public action-kind registry (no key).
@@ -296,6 +298,7 @@ func New(opts Options, svcs Services) *Server {
 		{&cyclesv1.OperatorService_ServiceDesc, svcs.Operator},
 		{&cyclesv1.PolicyService_ServiceDesc, svcs.Policy},
 		{&cyclesv1.QuotaCounterService_ServiceDesc, svcs.QuotaCounters},
+		{&cyclesv1.UsageService_ServiceDesc, svcs.Usage},
 		{&cyclesv1.AuditService_ServiceDesc, svcs.Audit},
 		{&cyclesv1.ActionKindService_ServiceDesc, svcs.ActionKinds},
 	} {

@@ -2,9 +2,9 @@ package validate
 
 import (
 	"fmt"
-	"strings"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/scopefilter"
 )
@@ -47,13 +47,16 @@ func init() {
 	})
 }
 
-// keyID checks an API key's public id: 16 lowercase hex characters.
+// keyID checks a key id: the public "<tenant>_<16 lowercase hex>" both
+// wires answer with (auth.PublicKeyID), or its 16 hex alone. A public id of
+// another tenant's key is well formed: the admin plane answers it
+// KEY_NOT_FOUND, like any key the tenant does not hold.
 func keyID(field, id string) error {
 	if id == "" {
 		return invalid(field, "is required")
 	}
-	if len(id) != adminKeyIDLen || strings.Trim(id, "0123456789abcdef") != "" {
-		return invalid(field, "must be %d lowercase hex characters", adminKeyIDLen)
+	if !auth.ValidKeyID(id) {
+		return invalid(field, "must be a key id (<tenant>_<%d lowercase hex>, or the %d hex alone)", adminKeyIDLen, adminKeyIDLen)
 	}
 	return nil
 }

@@ -178,6 +178,9 @@ func init() {
 		if _, ok := cyclesv1.ActionQuotaWindow_name[int32(r.GetWindow())]; !ok {
 			return invalid("window", "unknown window %d", r.GetWindow())
 		}
+		if err := Text("run_id", r.GetRunId(), 256); err != nil {
+			return err
+		}
 		if err := Limit("limit", &r.Limit, 200); err != nil {
 			return err
 		}

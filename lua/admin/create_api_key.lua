@@ -21,6 +21,10 @@
 --   INVALID_REQUEST (expires_at not after the store's clock).
 -- Events: api_key.created (category api_key).
 
+-- Events, refusals and messages name the key by its public id
+-- ("<tenant>_<key id>", auth.PublicKeyID), as both wires do.
+local public_id = ARGV[1] .. '_' .. ARGV[2]
+
 local st = redis.call('HGET', KEYS[1], 'status')
 if not st then
   return fail('TENANT_NOT_FOUND', 'tenant ' .. ARGV[1] .. ' not found', {tenant_id = ARGV[1]})
@@ -29,7 +33,7 @@ if st == 'CLOSED' then
   return fail('TENANT_CLOSED', 'tenant ' .. ARGV[1] .. ' is closed', {tenant_id = ARGV[1]})
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then
-  return fail('DUPLICATE_RESOURCE', 'key id ' .. ARGV[2] .. ' already exists', {key_id = ARGV[2]})
+  return fail('DUPLICATE_RESOURCE', 'key id ' .. public_id .. ' already exists', {key_id = public_id})
 end
 if not string.match(ARGV[4], '^[0-9a-f]+$') or #ARGV[4] ~= 64 then
   return fail('INVALID_REQUEST', 'key hash must be 64 lowercase hex characters', {field = 'hash'})
@@ -49,6 +53,6 @@ redis.call('HSET', KEYS[2], unpack(f))
 redis.call('ZADD', KEYS[3], 0, ARGV[2])
 local emit = event_emitter(KEYS[4], ARGV[5], now)
 emit('api_key.created', 'api_key', 'tenant:' .. ARGV[1],
-  {key_id = ARGV[2], key_name = ARGV[3], new_status = 'ACTIVE'})
+  {key_id = public_id, key_name = ARGV[3], new_status = 'ACTIVE'})
 audit_ok_ev(KEYS[4], ARGV[5])
 return ok(hgetall(KEYS[2]))

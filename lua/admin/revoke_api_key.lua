@@ -15,9 +15,13 @@
 -- Allowed on SUSPENDED and CLOSED tenants: revocation is a safety action.
 -- Events: api_key.revoked (category api_key).
 
+-- Events, refusals and messages name the key by its public id
+-- ("<tenant>_<key id>", auth.PublicKeyID), as both wires do.
+local public_id = ARGV[1] .. '_' .. ARGV[2]
+
 local k = hgetall(KEYS[1])
 if k.status == nil then
-  return fail('KEY_NOT_FOUND', 'API key ' .. ARGV[2] .. ' not found', {key_id = ARGV[2]})
+  return fail('KEY_NOT_FOUND', 'API key ' .. public_id .. ' not found', {key_id = public_id})
 end
 if k.status == 'REVOKED' then
   audit_ok_ev(KEYS[2], ARGV[3])
@@ -28,6 +32,6 @@ redis.call('HSET', KEYS[1], 'status', 'REVOKED', 'revoked_at', string.format('%.
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'revoked_reason', ARGV[4]) end
 local emit = event_emitter(KEYS[2], ARGV[3], now)
 emit('api_key.revoked', 'api_key', 'tenant:' .. ARGV[1],
-  {key_id = ARGV[2], key_name = k.name or '', previous_status = k.status, new_status = 'REVOKED'})
+  {key_id = public_id, key_name = k.name or '', previous_status = k.status, new_status = 'REVOKED'})
 audit_ok_ev(KEYS[2], ARGV[3])
 return ok({key = hgetall(KEYS[1]), revoked_now = true})

@@ -19,16 +19,20 @@
 -- Allowed on SUSPENDED and CLOSED tenants, like revocation: narrowing a key
 -- is a safety action.
 
+-- Events, refusals and messages name the key by its public id
+-- ("<tenant>_<key id>", auth.PublicKeyID), as both wires do.
+local public_id = ARGV[1] .. '_' .. ARGV[2]
+
 local k = redis.call('HMGET', KEYS[1], 'status', 'expires_at')
 if not k[1] then
-  return fail('KEY_NOT_FOUND', 'API key ' .. ARGV[2] .. ' not found', {key_id = ARGV[2]})
+  return fail('KEY_NOT_FOUND', 'API key ' .. public_id .. ' not found', {key_id = public_id})
 end
 local now = now_ms()
 if k[1] ~= 'ACTIVE' then
-  return fail('INVALID_STATE', 'API key ' .. ARGV[2] .. ' is revoked and cannot be changed', {key_id = ARGV[2]})
+  return fail('INVALID_STATE', 'API key ' .. public_id .. ' is revoked and cannot be changed', {key_id = public_id})
 end
 if k[2] and k[2] ~= '' and tonumber(k[2]) <= now then
-  return fail('INVALID_STATE', 'API key ' .. ARGV[2] .. ' has expired and cannot be changed', {key_id = ARGV[2]})
+  return fail('INVALID_STATE', 'API key ' .. public_id .. ' has expired and cannot be changed', {key_id = public_id})
 end
 local allowed = {name = true, description = true, permissions = true, scope_filter = true,
   expires_at = true, metadata = true}

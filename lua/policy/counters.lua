@@ -4,9 +4,11 @@
 -- include: lib/ledger_util.lua
 --
 -- KEYS: 1 tenant record   2 the tenant's counter index (<prefix>qidx)
--- ARGV: 1 scope filter ('' = any)   2 kind filter ('' = any; '__risk__' = the
---       risk-class counters)   3 window filter ('' = any)   4 offset into the
---       live part of the index (the cursor)   5 page size
+-- ARGV: 1 scope filter ('' = any; else the scope and those below it)
+--       2 kind filter ('' = any; '__risk__' = the risk-class counters)
+--       3 window filter ('' = any)   4 offset into the live part of the index
+--       (the cursor)   5 page size   6 run id filter ('' = any; else only
+--       per_run counters of that run)   7 '1' = list counters at 0 too
 -- Result: ok({items = {{scope, kind, risk class, window, window key, used,
 --   limit, policy id, expires at ms, last count ms}, ...}, next = offset,
 --   more = bool}) (every value a string). At most SCAN index entries are
@@ -17,14 +19,21 @@ local SCAN = 1000
 local now = now_ms()
 if redis.call('EXISTS', KEYS[1]) == 0 then return fail('TENANT_NOT_FOUND', 'tenant not found') end
 local off, lim = tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 50
+local scope, below, run, zero = ARGV[1], ARGV[1] .. '/', ARGV[6] or '', ARGV[7] == '1'
+-- in_scope: the filter's scope itself, or a path continuing it with '/'
+-- (so tenant:acme never matches tenant:acme2).
+local function in_scope(sc)
+  return scope == '' or sc == scope or (sc ~= nil and string.sub(sc, 1, #below) == below)
+end
 local ks = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ms(now), '+inf', 'LIMIT', off, SCAN)
 local items, pos, more = {}, off, false
 for i, k in ipairs(ks) do
   if #items == lim then more = true; break end
   pos = off + i
   local v = redis.call('HMGET', k, 'n', 'lim', 'pol', 'at', 'exp', 'sc', 'k', 'rc', 'w', 'wk')
-  if v[1] and (ARGV[1] == '' or v[6] == ARGV[1]) and (ARGV[2] == '' or v[7] == ARGV[2])
-    and (ARGV[3] == '' or v[9] == ARGV[3]) then
+  if v[1] and in_scope(v[6]) and (ARGV[2] == '' or v[7] == ARGV[2])
+    and (ARGV[3] == '' or v[9] == ARGV[3]) and (run == '' or (v[9] == 'per_run' and v[10] == run))
+    and (zero or v[1] ~= '0') then
     items[#items + 1] = {v[6] or '', v[7] or '', v[8] or '', v[9] or '', v[10] or '', v[1], v[2] or '0', v[3] or '',
       v[5] or '0', v[4] or '0'}
   end

@@ -90,14 +90,20 @@ func TestStalledPublicBodiesTimeOut(t *testing.T) {
 // than it was served) is closed, and reads from a connection pause while a
 // write to it is blocked.
 //
-// Known gap (issue 23 stays open for it): on the 2-core machine cyclesd's
-// peak RSS still grows by 70-77 MB under this flood, past the 64 MB bound,
-// even on a quiet box. The closures work (the connection-level metric
-// counts them); what still grows is not yet found. The test is skipped
-// rather than loosened; CYCLES_ABUSE_KNOWN_GAPS=1 runs it.
+// The memory bound holds since cyclesd runs with Go's default GOGC=100:
+// under GOGC=400 the heap was allowed to reach five times its 12-22 MB live
+// size and peak RSS grew by 70-170 MB; now +0 to +22 MB (six attacks at
+// load average 15-22).
+//
+// Known gap (issue 23 stays open for it): the other tenant's reserve p99
+// under this flood is 0.6-1.5 s against 6-37 ms at rest (10-85 reserves in
+// 3 s instead of ~500), on both attempts, in every run at load average
+// 15-22, while cyclesd uses 0.9-1.6 s of CPU in 3 s; where the probe waits
+// is not yet found. The test is skipped rather than loosened;
+// CYCLES_ABUSE_KNOWN_GAPS=1 runs it.
 func TestHeadersFloodNeverRead(t *testing.T) {
 	if os.Getenv("CYCLES_ABUSE_KNOWN_GAPS") == "" {
-		t.Skip("known gap: peak RSS +70-77 MB under the HEADERS flood (bound 64 MB); set CYCLES_ABUSE_KNOWN_GAPS=1 to run")
+		t.Skip("known gap: the other tenant's p99 0.6-1.5 s under the HEADERS flood (bound 2x baseline + 10 ms); set CYCLES_ABUSE_KNOWN_GAPS=1 to run")
 	}
 	d := Start(t)
 	d.UnderAttack(t, Attack{Name: "HEADERS flood, never read", Duration: 3 * time.Second, Run: func(ctx context.Context) {

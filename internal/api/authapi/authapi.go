@@ -52,5 +52,5 @@ func Introspect(ctx context.Context) (*cyclesv1.IntrospectResponse, error) {
 	return &cyclesv1.IntrospectResponse{Authenticated: true, AuthType: "tenant",
 		Permissions:  slices.Clone(p.Permissions),
 		Capabilities: permission.Capabilities(false, p.Permissions),
-		TenantId:     p.Tenant, KeyId: p.KeyID, ScopeFilter: slices.Clone(p.ScopeFilter)}, nil
+		TenantId:     p.Tenant, KeyId: auth.PublicKeyID(p.Tenant, p.KeyID), ScopeFilter: slices.Clone(p.ScopeFilter)}, nil
 }

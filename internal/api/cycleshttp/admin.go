@@ -265,16 +265,15 @@ func (a *API) updateTenant(w http.ResponseWriter, r *http.Request) {
 
 // ---- API keys -----------------------------------------------------------------
 
-// An HTTP key_id is "<tenant>_<key id>": cyclesd locates a key inside its
-// tenant, and the admin spec's revoke path carries only the key id.
-func httpKeyID(tenant, keyID string) string { return tenant + "_" + keyID }
-
+// A key_id is "<tenant>_<16 hex>" on both wires (auth.PublicKeyID, set by
+// the domain answers this wire passes on): the admin spec's key paths carry
+// only the key id, and cyclesd locates a key inside its tenant.
 func splitKeyID(s string) (tenant, keyID string, err error) {
-	i := strings.LastIndexByte(s, '_')
-	if i <= 0 || i == len(s)-1 {
+	tenant, keyID, ok := auth.SplitKeyID(s)
+	if !ok {
 		return "", "", apierr.Invalid("key_id", "is not a cyclesd key id (<tenant>_<16 hex>)")
 	}
-	return s[:i], s[i+1:], nil
+	return tenant, keyID, nil
 }
 
 // neverExpires is expires_at of a key without expiry: the spec requires the
@@ -300,8 +299,8 @@ type apiKeyOut struct {
 }
 
 func apiKeyOf(k *cyclesv1.ApiKey, secret string, withStatus bool) *apiKeyOut {
-	out := &apiKeyOut{KeyID: httpKeyID(k.GetTenantId(), k.GetKeyId()), KeySecret: secret,
-		KeyPrefix: "cyc_" + k.GetTenantId() + "_" + k.GetKeyId(), TenantID: k.GetTenantId(),
+	out := &apiKeyOut{KeyID: k.GetKeyId(), KeySecret: secret,
+		KeyPrefix: "cyc_" + k.GetKeyId(), TenantID: k.GetTenantId(),
 		Permissions: k.GetPermissions(), CreatedAt: isoTime(k.GetCreatedAtMs()), ExpiresAt: neverExpires}
 	if k.ExpiresAtMs != nil {
 		out.ExpiresAt = isoTime(k.GetExpiresAtMs())
@@ -812,9 +811,7 @@ func (a *API) introspect(w http.ResponseWriter, r *http.Request) {
 			out := &introspectOut{Authenticated: in.GetAuthenticated(), AuthType: in.GetAuthType(),
 				Permissions: in.GetPermissions(), Capabilities: in.GetCapabilities(), TenantID: in.GetTenantId(),
 				ScopeFilter: in.GetScopeFilter()}
-			if in.GetKeyId() != "" {
-				out.KeyID = httpKeyID(in.GetTenantId(), in.GetKeyId())
-			}
+			out.KeyID = in.GetKeyId()
 			return out
 		})
 }

@@ -102,9 +102,7 @@ func (a *API) validateAPIKey(w http.ResponseWriter, r *http.Request) {
 			v := resp.(*cyclesv1.ValidateResponse)
 			out := &validateOut{Valid: v.GetValid(), TenantID: v.GetTenantId(), Permissions: v.GetPermissions(),
 				ScopeFilter: v.GetScopeFilter(), Reason: v.GetReason()}
-			if v.GetKeyId() != "" {
-				out.KeyID = httpKeyID(v.GetTenantId(), v.GetKeyId())
-			}
+			out.KeyID = v.GetKeyId()
 			if v.GetValid() {
 				out.ExpiresAt = neverExpires
 				if v.ExpiresAtMs != nil {

@@ -62,7 +62,7 @@ func envelopeOf(e *cyclesv1.Event) eventEnvelopeOut {
 	if act := e.GetActor(); act != nil && act.GetType() != "" {
 		ev.Actor = &actorOut{Type: act.GetType()}
 		if act.GetKeyId() != "" {
-			ev.Actor.KeyID = httpKeyID(e.GetTenantId(), act.GetKeyId())
+			ev.Actor.KeyID = act.GetKeyId()
 		}
 	}
 	return ev

@@ -55,6 +55,8 @@ type Options struct {
 	Policy cyclesv1.PolicyServiceServer
 	// QuotaCounters serves /v1/admin/action-quota-counters (nil: 404).
 	QuotaCounters cyclesv1.QuotaCounterServiceServer
+	// Usage serves /v1/admin/usage (nil, without an archive: 404).
+	Usage cyclesv1.UsageServiceServer
 	// Audit is optional (nil: GET /v1/admin/audit/logs answers 404).
 	Audit cyclesv1.AuditServiceServer
 	// Operator is optional (nil: the bulk-action routes answer 404).
@@ -77,6 +79,7 @@ type API struct {
 	ev      cyclesv1.EventServiceServer
 	pol     cyclesv1.PolicyServiceServer
 	qc      cyclesv1.QuotaCounterServiceServer
+	usage   cyclesv1.UsageServiceServer
 	aud     cyclesv1.AuditServiceServer
 	op      cyclesv1.OperatorServiceServer
 	kinds   cyclesv1.ActionKindServiceServer
@@ -88,7 +91,7 @@ type API struct {
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
-	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, qc: opts.QuotaCounters, op: opts.Operator, auth: opts.Auth, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
+	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, qc: opts.QuotaCounters, usage: opts.Usage, op: opts.Operator, auth: opts.Auth, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
 	if a.maxBody <= 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -183,6 +186,7 @@ func (a *API) routes() {
 	a.adminRoutes()
 	a.policyRoutes()
 	a.quotaCounterRoutes()
+	a.usageRoutes()
 	a.auditRoutes()
 	a.bulkRoutes()
 	a.eventRoutes()

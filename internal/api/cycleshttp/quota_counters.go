@@ -11,7 +11,7 @@ import (
 
 // The v0.1.26 action-quota counters over QuotaCounterService, admin key
 // only: GET /v1/admin/action-quota-counters (tenant_id required; scope,
-// action_kind, window, limit, cursor) and POST
+// action_kind, window, run_id, include_zero, limit, cursor) and POST
 // /v1/admin/action-quota-counters/reset (ActionQuotaCounterResetRequest).
 
 func (a *API) quotaCounterRoutes() {
@@ -59,8 +59,17 @@ type quotaCountersOut struct {
 func (a *API) listQuotaCounters(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	req := &cyclesv1.ListActionQuotaCountersRequest{TenantId: q.Get("tenant_id"), Scope: q.Get("scope"),
-		ActionKind: q.Get("action_kind"), Cursor: q.Get("cursor")}
+		ActionKind: q.Get("action_kind"), Cursor: q.Get("cursor"), RunId: q.Get("run_id")}
 	var err error
+	if s := q.Get("include_zero"); s != "" {
+		switch s {
+		case "true":
+			req.IncludeZero = true
+		case "false":
+		default:
+			err = apierr.Invalid("include_zero", "must be true or false")
+		}
+	}
 	if req.TenantId == "" {
 		err = apierr.Invalid("tenant_id", "is required with the admin key")
 	}

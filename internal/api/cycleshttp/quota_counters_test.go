@@ -37,6 +37,27 @@ func TestQuotaCountersHTTP(t *testing.T) {
 	if r.status != 200 || !strings.Contains(string(r.body), `"previous_used":2`) || !strings.Contains(string(r.body), `"used":0`) {
 		t.Fatalf("reset: %d %s", r.status, r.body)
 	}
+	// The reset counter is at 0: listed only with include_zero; run_id and
+	// scope (the tenant: everything below it) filter.
+	for _, c := range []struct {
+		query  string
+		status int
+		n      int
+	}{
+		{"&run_id=run-abc-123", 200, 0},
+		{"&run_id=run-abc-123&include_zero=true", 200, 1},
+		{"&run_id=other&include_zero=true", 200, 0},
+		{"&include_zero=true&scope=tenant:" + f.tenant, 200, 1},
+		{"&include_zero=yes", 400, 0},
+	} {
+		r := e.call("GET", "/v1/admin/action-quota-counters?tenant_id="+f.tenant+c.query, "", "", as...)
+		if r.status != c.status {
+			t.Fatalf("%s: %d %s", c.query, r.status, r.body)
+		}
+		if cs, _ := r.obj(t)["counters"].([]any); c.status == 200 && len(cs) != c.n {
+			t.Fatalf("%s: %d counters, want %d: %s", c.query, len(cs), c.n, r.body)
+		}
+	}
 	r = e.call("POST", "/v1/admin/action-quota-counters/reset", "", strings.Replace(body, `"tenant_id":"`+f.tenant+`",`, "", 1), as...)
 	if r.status != 400 || !strings.Contains(string(r.body), "tenant_id") {
 		t.Fatalf("reset without tenant_id: %d %s", r.status, r.body)
