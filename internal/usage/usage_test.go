@@ -17,7 +17,9 @@ import (
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
-func tokens(n int64) *cyclesv1.Amount { return &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: n} }
+func tokens(n int64) *cyclesv1.Amount {
+	return &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: n}
+}
 
 // TestUsageEqualsLedger: after reserve, commit (under, at and over the
 // estimate), release and denied traffic is archived, the report's totals
