@@ -255,11 +255,10 @@ func (b *runner) setup(ctx context.Context) (cleanup func(), err error) {
 		// cap the load a handful of bench keys can offer: the bench
 		// measures the ledger, so it turns the guard off; -server-args
 		// "-guard-policy=..." measures with one (a later flag wins).
-		// Likewise the all-tenant feed's replay pacing (1,000 events/s by
-		// default) would make the feed cell measure the pacing, not the
-		// feed: it is off here too.
+		// The all-tenant feed's pacing stays at its defaults: the feed
+		// cell's sweep (100,000 expirations) fits in -watch-feed-burst.
 		args := append([]string{"-listen", cfg.cyclesdAddr, "-http-listen=" + httpListen, "-redis-addrs", cfg.redisAddr, "-admin-key", cfg.adminKey,
-			"-log-format", "json", "-sweeper-interval", "1h", "-guard-policy=", "-watch-feed-stream-rate=-1", "-watch-feed-rate=-1"}, cfg.serverArgs...)
+			"-log-format", "json", "-sweeper-interval", "1h", "-guard-policy="}, cfg.serverArgs...)
 		var p *proc
 		if cfg.profileCell != "" {
 			pport, err := freePort()

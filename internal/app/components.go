@@ -112,6 +112,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		TenantEventsPerSecond:     float64(cfg.WatchTenantRate),
 		FeedStreamEventsPerSecond: float64(cfg.WatchFeedStreamRate),
 		FeedEventsPerSecond:       float64(cfg.WatchFeedRate),
+		FeedBurstEvents:           cfg.WatchFeedBurst,
 		MeterProvider:             mp,
 		Logger:                    log.Named("events"),
 	}

@@ -104,6 +104,7 @@ type Config struct {
 	// for every feed stream of one replica together; negative: unlimited.
 	WatchFeedStreamRate      int
 	WatchFeedRate            int
+	WatchFeedBurst           int
 	StreamRedisPoolSize      int
 	AuthFailBurst            int
 	AuthFailRate             float64
@@ -289,8 +290,9 @@ func define(fs *flag.FlagSet, c *Config, addrs, methodPolicies *string) {
 	integer(&c.StreamsTotal, "streams-total", 2048, "concurrent WatchEvents streams in all")
 	integer(&c.WatchStreamRate, "watch-stream-rate", 500, "events/s one WatchEvents stream may read (replay pacing; negative: unlimited)")
 	integer(&c.WatchTenantRate, "watch-tenant-rate", 1000, "events/s all of a tenant's WatchEvents streams on this replica may read together (negative: unlimited)")
-	integer(&c.WatchFeedStreamRate, "watch-feed-stream-rate", 1000, "events/s one all-tenant feed stream (admin WatchEvents without tenant_id) may read (negative: unlimited)")
-	integer(&c.WatchFeedRate, "watch-feed-rate", 1000, "events/s all the all-tenant feed streams and listings on this replica may read together (negative: unlimited)")
+	integer(&c.WatchFeedStreamRate, "watch-feed-stream-rate", 5000, "events/s one all-tenant feed stream (admin WatchEvents without tenant_id) may read once past -watch-feed-burst (negative: unlimited)")
+	integer(&c.WatchFeedRate, "watch-feed-rate", 5000, "events/s all the all-tenant feed streams and listings on this replica may read together once past -watch-feed-burst (negative: unlimited)")
+	integer(&c.WatchFeedBurst, "watch-feed-burst", 100000, "events an all-tenant feed stream may read before its rates apply (one sweep's expirations reach the operator unpaced)")
 	integer(&c.StreamRedisPoolSize, "stream-redis-pool-size", 16, "Redis connections per node for stream work (a pool apart from unary RPCs)")
 	integer(&c.AuthFailBurst, "auth-fail-burst", 20, "failed authentications a peer (IPv4 address or IPv6 /64) may make before it is throttled; 0: off (behind an L7 proxy)")
 	fs.Float64Var(&c.AuthFailRate, "auth-fail-rate", 2, "failed authentications per second forgiven per peer")

@@ -11,22 +11,25 @@ import (
 // The all-tenant feed is paced like a tenant stream (pace.go): an admin
 // watch without tenant_id that reads past its burst waits before its next
 // read, and so does a listing of the feed, which pays from the same shared
-// feed bucket; with the feed rates unlimited neither waits. The tenant
-// rates are unlimited here, so only the feed's pacing can count.
+// feed bucket; within the burst, or with the feed rates unlimited, neither
+// waits. The tenant rates are unlimited here, so only the feed's pacing can
+// count.
 func TestFeedReplayIsPaced(t *testing.T) {
-	const n = 40 // events, 5 reads of ReadBatch 8 (the stream's burst is one read)
+	const n = 40 // events, 5 reads of ReadBatch 8
 	for _, tc := range []struct {
 		name  string
 		rate  float64
+		burst int
 		paced bool
 	}{
-		{"feed rates set", 1000, true},
-		{"feed rates unlimited", -1, false},
+		{"feed rates set", 1000, 8, true},
+		{"within the feed burst", 1000, 2 * n, false},
+		{"feed rates unlimited", -1, 8, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := redistest.Start(t).Client(t) // a feed of this test's events only
 			r := newReplica(t, c, true, events.Options{ReadBatch: 8,
-				FeedStreamEventsPerSecond: tc.rate, FeedEventsPerSecond: tc.rate,
+				FeedStreamEventsPerSecond: tc.rate, FeedEventsPerSecond: tc.rate, FeedBurstEvents: tc.burst,
 				StreamEventsPerSecond: -1, TenantEventsPerSecond: -1})
 			x := newTenant()
 			seedTenant(t, c, x)

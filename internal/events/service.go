@@ -85,7 +85,11 @@ type Options struct {
 	// and listings on this replica together (0 = DefaultFeedEventsPerSecond;
 	// negative = unlimited).
 	FeedEventsPerSecond float64
-	MeterProvider       metric.MeterProvider
+	// FeedBurstEvents is how many events an all-tenant feed stream may read
+	// before its rates apply (0 = DefaultFeedBurstEvents; at least one
+	// read). See pace.go.
+	FeedBurstEvents int
+	MeterProvider   metric.MeterProvider
 	Logger              *zap.Logger
 	// ArchivedStream, when set, reads a stream's entries from the archive
 	// (internal/archiver Reader.Stream): ListEvents then serves the part of
@@ -153,6 +157,9 @@ func New(exec *script.Executor, opts Options) *Service {
 	if opts.FeedEventsPerSecond == 0 {
 		opts.FeedEventsPerSecond = DefaultFeedEventsPerSecond
 	}
+	if opts.FeedBurstEvents == 0 {
+		opts.FeedBurstEvents = DefaultFeedBurstEvents
+	}
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -173,7 +180,7 @@ func New(exec *script.Executor, opts Options) *Service {
 	}
 	s.paced = telemetry.MustCounter(m, "cycles.events.paced", "Watch reads held back by a replay rate (per stream, per tenant, or the all-tenant feed's)")
 	s.pace = newPacer(opts.StreamEventsPerSecond, opts.TenantEventsPerSecond, opts.ReadBatch, time.Now)
-	s.feedPace = newPacer(opts.FeedStreamEventsPerSecond, opts.FeedEventsPerSecond, opts.ReadBatch, time.Now)
+	s.feedPace = newPacer(opts.FeedStreamEventsPerSecond, opts.FeedEventsPerSecond, max(opts.FeedBurstEvents, opts.ReadBatch), time.Now)
 	s.slots = make(chan struct{}, readSlots)
 	s.tails = newTails(s.r, opts.PollInterval, log)
 	s.feedTail = newFeedTail(exec, opts.FeedBlock, log)

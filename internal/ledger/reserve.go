@@ -113,7 +113,8 @@ func (l *Ledger) Reserve(ctx context.Context, tenant string, req *cyclesv1.Creat
 		mode, rid, d.unit, strconv.FormatInt(req.GetEstimate().GetAmount(), 10), ttl,
 		strconv.FormatInt(grace, 10), scope.PolicyKey(req.GetOveragePolicy()), req.GetIdempotencyKey(),
 		hash, d.Path, d.affected, subj, action, meta, l.eventContext(ctx), observeArg(req.GetObserveMode()),
-		req.GetAction().GetKind(), string(l.kinds.Classify(req.GetAction().GetKind()).Risk), runID(req.GetSubject())},
+		req.GetAction().GetKind(), string(l.kinds.Classify(req.GetAction().GetKind()).Risk), runID(req.GetSubject()),
+		l.kinds.MatchKeys(req.GetAction().GetKind(), req.GetAction().GetPolicyKeys())},
 		reserveExtras, reserveFields)
 	if err != nil {
 		return nil, l.refused(ctx, op, err)
@@ -196,7 +197,8 @@ func (l *Ledger) Decide(ctx context.Context, tenant string, req *cyclesv1.Decide
 	res, snap, err := l.runFlat(ctx, scriptDecide, ks, []any{
 		d.unit, strconv.FormatInt(req.GetEstimate().GetAmount(), 10), req.GetIdempotencyKey(), hash,
 		d.Path, d.affected, subj, action, l.eventContext(ctx),
-		req.GetAction().GetKind(), string(l.kinds.Classify(req.GetAction().GetKind()).Risk), runID(req.GetSubject())},
+		req.GetAction().GetKind(), string(l.kinds.Classify(req.GetAction().GetKind()).Risk), runID(req.GetSubject()),
+		l.kinds.MatchKeys(req.GetAction().GetKind(), req.GetAction().GetPolicyKeys())},
 		decideExtras, decideFields)
 	if err != nil {
 		return nil, l.refused(ctx, "decide", err)

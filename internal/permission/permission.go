@@ -22,6 +22,8 @@ var All = []string{
 	"admin:tenants:read", "admin:tenants:write", "admin:budgets:read", "admin:budgets:write",
 	"admin:policies:read", "admin:policies:write", "admin:apikeys:read", "admin:apikeys:write",
 	"admin:webhooks:read", "admin:webhooks:write", "admin:events:read", "admin:audit:read",
+	// Cycles v0.1.26 (governance extensions): the quota counter listing.
+	"action_quotas:read",
 }
 
 // Default is what a key created without permissions gets (the spec's

@@ -7,6 +7,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/script"
@@ -58,12 +59,19 @@ func (s *Service) ListActionQuotaCounters(ctx context.Context, req *cyclesv1.Lis
 		limit = DefaultListLimit
 	}
 	limit = min(limit, MaxListLimit)
+	tenant, err := auth.OwnTenant(ctx, req.GetTenantId())
+	if err != nil {
+		return nil, err
+	}
+	if tenant == "" {
+		return nil, apierr.Invalid("tenant_id", "is required with the admin key")
+	}
 	var out struct {
 		Items script.LuaArray[counterRow] `json:"items"`
 		Next  string                      `json:"next"`
 		More  bool                        `json:"more"`
 	}
-	t := keys.Tenant(req.GetTenantId())
+	t := keys.Tenant(tenant)
 	if err := s.run(ctx, &out, scriptCounters, []string{t.Record(), t.QuotaCounters()}, req.GetScope(), req.GetActionKind(),
 		actionkind.WindowName(req.GetWindow()), off, limit, req.GetRunId(), boolArg(req.GetIncludeZero())); err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/policy"
 	"github.com/cyclesgo/cycles-go/internal/script"
@@ -262,6 +263,18 @@ func TestGovernanceEvaluationOrder(t *testing.T) {
 				{bot, email, "live", nil, "ALLOW", "", false, ""},                                                            // absent key: rule skipped
 				{bot, email, "live", []func(*cyclesv1.CreateReservationRequest){host("smtp.b.com")}, "ALLOW", "", false, ""}, // not listed
 				{bot, email, "live", []func(*cyclesv1.CreateReservationRequest){host("smtp.a.com")}, "ACTION_QUOTA_EXCEEDED", "ACTION_QUOTA_EXCEEDED", false, ""},
+			}},
+		{name: "policy_keys the kind does not declare are ignored", policies: []*pol{{ScopePattern: "*", ActionQuotas: []*cyclesv1.ActionQuota{
+			{ActionKind: "message.sms.send", MaxCalls: 1, Window: perRun, HostAllowlist: []string{"smtp.a.com"}},
+			{ActionKind: "acme.unlisted", MaxCalls: 1, Window: perRun, HostAllowlist: []string{"smtp.a.com"}}}}},
+			steps: []step{
+				// message.sms.send declares recipient_domain only: its host is
+				// not matched, so the host-filtered rule never applies.
+				{bot, "message.sms.send", "live", []func(*cyclesv1.CreateReservationRequest){host("smtp.a.com")}, "ALLOW", "", false, ""},
+				{bot, "message.sms.send", "live", []func(*cyclesv1.CreateReservationRequest){host("smtp.a.com")}, "ALLOW", "", false, ""},
+				// An unregistered kind has no spec: every provided key matches.
+				{bot, "acme.unlisted", "live", []func(*cyclesv1.CreateReservationRequest){host("smtp.a.com")}, "ALLOW", "", false, ""},
+				{bot, "acme.unlisted", "live", []func(*cyclesv1.CreateReservationRequest){host("smtp.a.com")}, "ACTION_QUOTA_EXCEEDED", "ACTION_QUOTA_EXCEEDED", false, ""},
 			}},
 		{name: "per_run needs a run_id", policies: []*pol{{ScopePattern: "*", ActionQuotas: []*cyclesv1.ActionQuota{aq(email, 5, perRun)}}},
 			steps: []step{
@@ -561,6 +574,16 @@ func TestQuotaCounters(t *testing.T) {
 	}
 	_, err = call(e.ctx, e.pol.ListActionQuotaCounters, &cyclesv1.ListActionQuotaCountersRequest{TenantId: e.tenant, RunId: strings.Repeat("r", 257)})
 	wantField(t, err, "run_id")
+	// A tenant key lists its own tenant (implied when tenant_id is empty),
+	// never another; the admin key must name one.
+	own := auth.WithPrincipal(context.Background(), auth.Principal{Tenant: e.tenant, KeyID: "k"})
+	if l, err := e.pol.ListActionQuotaCounters(own, &cyclesv1.ListActionQuotaCountersRequest{}); err != nil || len(l.GetCounters()) != 3 {
+		t.Fatalf("own tenant: %v %v", l, err)
+	}
+	_, err = e.pol.ListActionQuotaCounters(own, &cyclesv1.ListActionQuotaCountersRequest{TenantId: "someone-else"})
+	wantCode(t, err, apierr.Forbidden)
+	_, err = e.pol.ListActionQuotaCounters(e.ctx, &cyclesv1.ListActionQuotaCountersRequest{})
+	wantField(t, err, "tenant_id")
 	if got, _, _ := e.try(bot, email, "live"); got != "ALLOW" {
 		t.Fatalf("after the reset: %s", got)
 	}

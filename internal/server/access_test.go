@@ -88,7 +88,7 @@ func TestAuthorize(t *testing.T) {
 		{"no permissions", auth.Principal{Tenant: "t"}, false},
 		{"admin:write wildcard does not cover a non-write", auth.Principal{Tenant: "t", Permissions: []string{"admin:write"}}, false},
 	} {
-		err := authorize(c.p, create)
+		err := authorize(context.Background(), c.p, create)
 		if (err == nil) != c.ok {
 			t.Errorf("%s: err = %v", c.name, err)
 		}
@@ -156,9 +156,20 @@ func TestEveryRPCNeedsItsPermission(t *testing.T) {
 				if r.permission == "" {
 					continue
 				}
+				if r.deprecated != "" {
+					// The deprecated permission alone admits, and the answer says so.
+					_, hdr, err := s.Invoke(context.Background(), method, metadata.Pairs(auth.APIKeyHeader, "k:"+r.deprecated), req, reached)
+					if !passed(err) || len(hdr.Get(PermissionDeprecatedHeader)) != 1 || hdr.Get(PermissionDeprecatedHeader)[0] != r.deprecated {
+						t.Errorf("%s with the deprecated %q: %v, header %v", method, r.deprecated, err, hdr)
+					}
+					if _, hdr, _ := s.Invoke(context.Background(), method, metadata.Pairs(auth.APIKeyHeader, "k:"+r.permission), req, reached); len(hdr.Get(PermissionDeprecatedHeader)) != 0 {
+						t.Errorf("%s with %q: deprecation header %v", method, r.permission, hdr)
+					}
+				}
 				var others []string
 				for _, p := range permission.All {
-					if p != r.permission && !permission.Grants([]string{p}, r.permission) {
+					if p != r.permission && !permission.Grants([]string{p}, r.permission) &&
+						(r.deprecated == "" || !permission.Grants([]string{p}, r.deprecated)) {
 						others = append(others, p)
 					}
 				}

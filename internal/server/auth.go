@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -31,7 +33,13 @@ const (
 type rule struct {
 	who        access
 	permission string
+	deprecated string // also admitted, with PermissionDeprecatedHeader
 }
+
+// PermissionDeprecatedHeader names, on an answer, the deprecated permission
+// that admitted the key (Access.deprecated_permission): the key should be
+// re-granted the method's permission. HTTP: X-Cycles-Permission-Deprecated.
+const PermissionDeprecatedHeader = "x-cycles-permission-deprecated"
 
 // IntrospectMethod names the credential introspection (AuthService.Introspect,
 // GET /v1/auth/introspect): any valid key may ask who it is.
@@ -76,7 +84,7 @@ func ruleOf(md protoreflect.MethodDescriptor) rule {
 		return rule{who: accessAdmin}
 	}
 	a, _ := proto.GetExtension(opts, cyclesv1.E_Access).(*cyclesv1.Access)
-	r := rule{permission: a.GetPermission()}
+	r := rule{permission: a.GetPermission(), deprecated: a.GetDeprecatedPermission()}
 	switch a.GetCaller() {
 	case cyclesv1.Caller_CALLER_PUBLIC:
 		r.who = accessNone
@@ -93,12 +101,17 @@ func ruleOf(md protoreflect.MethodDescriptor) rule {
 // authorize refuses an API-key caller whose key lacks the method's
 // permission, with PERMISSION_DENIED naming it. The admin key holds every
 // permission. It runs after authentication on every call, both wires.
-func authorize(p auth.Principal, fullMethod string) error {
+func authorize(ctx context.Context, p auth.Principal, fullMethod string) error {
 	if p.Admin {
 		return nil
 	}
-	need := accessOf(fullMethod).permission
+	r := accessOf(fullMethod)
+	need := r.permission
 	if permission.Grants(p.Permissions, need) {
+		return nil
+	}
+	if r.deprecated != "" && permission.Grants(p.Permissions, r.deprecated) {
+		_ = grpc.SetHeader(ctx, metadata.Pairs(PermissionDeprecatedHeader, r.deprecated))
 		return nil
 	}
 	return &apierr.Error{
@@ -127,7 +140,7 @@ func (a *authenticator) authenticate(ctx context.Context, fullMethod string) (co
 		return ctx, err
 	}
 	if p, ok := auth.FromContext(ctx); ok {
-		return ctx, authorize(p, fullMethod)
+		return ctx, authorize(ctx, p, fullMethod)
 	}
 	return ctx, nil
 }

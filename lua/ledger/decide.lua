@@ -13,6 +13,7 @@
 --       8 action (JSON)   9 event context
 --       10 action kind   11 its risk class ('' = an undeclared custom.* kind)
 --       12 Subject.dimensions.run_id ('' = none)
+--       13 the policy keys quota allowlists may match (as ledger/reserve's ARGV 20)
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), denied (<reason> or ''), <decide snapshot fields>})
 --   (lib/ledger_snapshot.lua), from the snapshot the idempotency record keeps
 --   as JSON (`resp`: {decision, reason_code?, caps?, affected, deny_detail?}).
@@ -69,7 +70,7 @@ end
 local terms, perr = policy_terms(conf.pol, scope_path, now)
 if perr then return fail('INTERNAL_ERROR', perr) end
 local _, refusal = quota_plan(terms and terms.gov, ARGV[10] or '', ARGV[11] or 'side_effect', ARGV[12] or '',
-  ARGV[8], scope_path, scopes[1], now, KEYS[1])
+  ARGV[13] or '', scope_path, scopes[1], now, KEYS[1])
 if refusal then
   if refusal.dd == nil then return fail(refusal.code, refusal.msg, {field = refusal.field}) end
   return deny(refusal.code, refusal.dd)

@@ -19,6 +19,9 @@
 --       16 the request's observe mode ('' | 'DISABLED' | 'OBSERVE' | 'ENFORCE')
 --       17 action kind   18 its risk class ('' = an undeclared custom.* kind)
 --       19 Subject.dimensions.run_id ('' = none)
+--       20 the policy keys quota allowlists may match (JSON object of host,
+--          recipient_domain, resource_type as the kind's spec declares them;
+--          '' = none; actionkind.MatchKeys)
 --       Extra ARGV are ignored (time always comes from Redis TIME).
 -- Observe mode (v0.1.26): the request's mode wins when set, else the
 --   tenant's OBSERVE, else ENFORCE (DISABLED = ENFORCE). OBSERVE evaluates
@@ -181,7 +184,7 @@ end
 local terms, perr = policy_terms(conf.pol, scope_path, now)
 if perr then return fail('INTERNAL_ERROR', perr) end
 local counts, refusal = quota_plan(terms and terms.gov, ARGV[17] or '', ARGV[18] or 'side_effect', ARGV[19] or '',
-  ARGV[13], scope_path, scopes[1], now, KEYS[1])
+  ARGV[20] or '', scope_path, scopes[1], now, KEYS[1])
 if refusal then
   if refusal.dd == nil then return fail(refusal.code, refusal.msg, {field = refusal.field}) end
   if dry then return deny(refusal.code, refusal.dd) end

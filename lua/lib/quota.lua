@@ -83,15 +83,16 @@ end
 -- quota_plan evaluates the governance steps for a call of kind (risk class
 -- risk; '' = an undeclared custom.* kind) at scope_path. gov is
 -- policy_terms' t.gov (nil: no rule matches, nothing to do). run_id is
--- Subject.dimensions.run_id ('' = absent); action_json the request's Action
--- (decoded only when a quota filters on policy_keys).
+-- Subject.dimensions.run_id ('' = absent); keys_json the policy keys the
+-- kind's spec lets quota allowlists match (actionkind.MatchKeys: a small JSON
+-- object, '' = none; decoded only when a quota filters on them).
 -- Returns one of:
 --   nil, nil                      no rule applies
 --   {counts...}, nil              the counters a live ALLOW must count
 --   nil, {code, msg, dd, field}   a refusal: dd set for a DENY
 --                                 (ACTION_KIND_*, ACTION_QUOTA_EXCEEDED), field
 --                                 for an INVALID_REQUEST
-local function quota_plan(gov, kind, risk, run_id, action_json, scope_path, tenant_scope, now, prefix)
+local function quota_plan(gov, kind, risk, run_id, keys_json, scope_path, tenant_scope, now, prefix)
   if gov == nil then return nil, nil end
   if risk == '' then
     return nil, {code = 'INVALID_REQUEST', field = 'action.kind',
@@ -119,10 +120,7 @@ local function quota_plan(gov, kind, risk, run_id, action_json, scope_path, tena
   -- one refuses; otherwise every applying counter is counted once.
   local counts, seen, keys_, memo = {}, {}, nil, {}
   local function policy_key(name)
-    if keys_ == nil then
-      local a = jdecode(action_json)
-      keys_ = (a and type(a.policy_keys) == 'table') and a.policy_keys or {}
-    end
+    if keys_ == nil then keys_ = jdecode(keys_json) or {} end
     local v = keys_[name]
     if type(v) ~= 'string' or v == '' then return nil end
     return v

@@ -30,9 +30,12 @@ const (
 // QuotaCounterService shows operators the live v0.1.26 action-quota counters
 // of a tenant and resets one in an incident (HTTP twins:
 // GET /v1/admin/action-quota-counters,
-// POST /v1/admin/action-quota-counters/reset). Admin key only.
+// POST /v1/admin/action-quota-counters/reset). The listing takes the admin
+// key or a tenant key (its own tenant); the reset is admin only.
 type QuotaCounterServiceClient interface {
-	// ListActionQuotaCounters pages a tenant's live counters.
+	// ListActionQuotaCounters pages a tenant's live counters. A tenant key
+	// needs action_quotas:read (balances:read is accepted, deprecated, as the
+	// v0.1.26 spec requires) and sees only its own tenant.
 	ListActionQuotaCounters(ctx context.Context, in *ListActionQuotaCountersRequest, opts ...grpc.CallOption) (*ListActionQuotaCountersResponse, error)
 	// ResetActionQuotaCounter sets one counter to 0 (NOT_FOUND when no such
 	// live counter) and emits quota.counter_reset.
@@ -74,9 +77,12 @@ func (c *quotaCounterServiceClient) ResetActionQuotaCounter(ctx context.Context,
 // QuotaCounterService shows operators the live v0.1.26 action-quota counters
 // of a tenant and resets one in an incident (HTTP twins:
 // GET /v1/admin/action-quota-counters,
-// POST /v1/admin/action-quota-counters/reset). Admin key only.
+// POST /v1/admin/action-quota-counters/reset). The listing takes the admin
+// key or a tenant key (its own tenant); the reset is admin only.
 type QuotaCounterServiceServer interface {
-	// ListActionQuotaCounters pages a tenant's live counters.
+	// ListActionQuotaCounters pages a tenant's live counters. A tenant key
+	// needs action_quotas:read (balances:read is accepted, deprecated, as the
+	// v0.1.26 spec requires) and sees only its own tenant.
 	ListActionQuotaCounters(context.Context, *ListActionQuotaCountersRequest) (*ListActionQuotaCountersResponse, error)
 	// ResetActionQuotaCounter sets one counter to 0 (NOT_FOUND when no such
 	// live counter) and emits quota.counter_reset.

@@ -241,7 +241,8 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, rt route, req any, d
 	if tenant != "" {
 		h.Set("X-Cycles-Tenant", tenant)
 	}
-	for _, k := range []string{server.RateLimitHeader, server.RateLimitRemainingHeader, server.RateLimitResetHeader, server.RetryAfterHeader} {
+	for _, k := range []string{server.RateLimitHeader, server.RateLimitRemainingHeader, server.RateLimitResetHeader, server.RetryAfterHeader,
+		server.PermissionDeprecatedHeader} {
 		if v := first(hdr, k); v != "" {
 			h.Set(k, v)
 		}

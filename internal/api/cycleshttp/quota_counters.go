@@ -7,10 +7,13 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/auth"
 )
 
-// The v0.1.26 action-quota counters over QuotaCounterService, admin key
-// only: GET /v1/admin/action-quota-counters (tenant_id required; scope,
+// The v0.1.26 action-quota counters over QuotaCounterService: GET (the
+// admin key, or a tenant key with action_quotas:read or the deprecated
+// balances:read, on its own tenant) and POST (admin key only):
+// GET /v1/admin/action-quota-counters (tenant_id required; scope,
 // action_kind, window, run_id, include_zero, limit, cursor) and POST
 // /v1/admin/action-quota-counters/reset (ActionQuotaCounterResetRequest).
 
@@ -71,7 +74,13 @@ func (a *API) listQuotaCounters(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if req.TenantId == "" {
-		err = apierr.Invalid("tenant_id", "is required with the admin key")
+		// A tenant key lists its own tenant's counters (the key names it; the
+		// chain proves the key and the service confines it to that tenant).
+		if k, ok := auth.ParseAPIKey(r.Header.Get("X-Cycles-API-Key")); ok {
+			req.TenantId = k.Tenant
+		} else {
+			err = apierr.Invalid("tenant_id", "is required with the admin key")
+		}
 	}
 	if s := q.Get("window"); s != "" && err == nil {
 		req.Window, err = windowOf("window", s)

@@ -29,8 +29,41 @@ func TestQuotaCountersHTTP(t *testing.T) {
 		c0["window"] != "per_run" || c0["window_key"] != "run-abc-123" || c0["action_kind"] != "message.email.send" {
 		t.Fatalf("counter: %s", r.body)
 	}
-	if r := e.call("GET", "/v1/admin/action-quota-counters?tenant_id="+f.tenant, "", "", "X-Cycles-API-Key", f.secret); r.status != 401 && r.status != 403 {
-		t.Fatalf("tenant key: %d %s", r.status, r.body)
+	// Tenant keys (v0.1.26 PERMISSION MODEL): action_quotas:read, or the
+	// deprecated balances:read with X-Cycles-Permission-Deprecated; own
+	// tenant only (implied when tenant_id is absent); the reset stays admin.
+	key := func(perms string) string {
+		r := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+f.tenant+`","name":"q","permissions":[`+perms+`]}`, as...)
+		if r.status != 201 {
+			t.Fatalf("key %s: %d %s", perms, r.status, r.body)
+		}
+		return r.obj(t)["key_secret"].(string)
+	}
+	quotaKey, otherKey := key(`"action_quotas:read"`), key(`"reservations:create"`)
+	for _, c := range []struct {
+		name, secret, query string
+		status              int
+		deprecated          string
+	}{
+		{"action_quotas:read", quotaKey, "", 200, ""},
+		{"action_quotas:read naming its tenant", quotaKey, "?tenant_id=" + f.tenant, 200, ""},
+		{"balances:read (deprecated)", f.secret, "", 200, "balances:read"},
+		{"neither permission", otherKey, "", 403, ""},
+		{"another tenant", quotaKey, "?tenant_id=someone-else", 403, ""},
+	} {
+		r := e.call("GET", "/v1/admin/action-quota-counters"+c.query, "", "", "X-Cycles-API-Key", c.secret)
+		if r.status != c.status || r.header.Get("X-Cycles-Permission-Deprecated") != c.deprecated {
+			t.Fatalf("%s: %d %q %s", c.name, r.status, r.header.Get("X-Cycles-Permission-Deprecated"), r.body)
+		}
+		if cs, _ := r.obj(t)["counters"].([]any); c.status == 200 && len(cs) != 1 {
+			t.Fatalf("%s: %s", c.name, r.body)
+		}
+	}
+	if r := e.call("POST", "/v1/admin/action-quota-counters/reset", "", `{"tenant_id":"`+f.tenant+`"}`, "X-Cycles-API-Key", quotaKey); r.status != 401 && r.status != 403 {
+		t.Fatalf("reset with a tenant key: %d %s", r.status, r.body)
+	}
+	if r := e.call("GET", "/v1/admin/action-quota-counters", "", "", as...); r.status != 400 {
+		t.Fatalf("admin key without tenant_id: %d %s", r.status, r.body)
 	}
 	body := `{"tenant_id":"` + f.tenant + `","scope":"` + f.agentScope + `","action_kind":"message.email.send","window":"per_run","window_key":"run-abc-123","reason":"test"}`
 	r = e.call("POST", "/v1/admin/action-quota-counters/reset", "", body, as...)
