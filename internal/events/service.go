@@ -90,7 +90,7 @@ type Options struct {
 	// read). See pace.go.
 	FeedBurstEvents int
 	MeterProvider   metric.MeterProvider
-	Logger              *zap.Logger
+	Logger          *zap.Logger
 	// ArchivedStream, when set, reads a stream's entries from the archive
 	// (internal/archiver Reader.Stream): ListEvents then serves the part of
 	// a tenant's log that retention trimmed from Redis from it.
