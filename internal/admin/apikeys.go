@@ -108,8 +108,9 @@ func (s *Service) storeAPIKey(ctx context.Context, req *cyclesv1.CreateApiKeyReq
 // RevokeApiKey revokes a key (idempotent: revoking a REVOKED key returns it
 // unchanged). Unknown is KEY_NOT_FOUND. The local verification cache forgets
 // the key at once, and no verification that read the key before the revoke
-// can put it back (keyCache's generation); other replicas forget it within
-// their cache TTL.
+// can put it back (keyCache's generation); other replicas forget it when the
+// invalidation reaches them over pub/sub (InvalidateKey), or at the latest
+// within their cache TTL if it is lost.
 func (s *Service) RevokeApiKey(ctx context.Context, req *cyclesv1.RevokeApiKeyRequest) (*cyclesv1.RevokeApiKeyResponse, error) {
 	tenant := req.GetTenantId()
 	keyID, err := storedKeyID(tenant, req.GetKeyId())

@@ -91,11 +91,16 @@ func TestListBudgetsAcrossTenants(t *testing.T) {
 	if !reflect.DeepEqual(got(&cyclesv1.ListBudgetsRequest{}), all) {
 		t.Fatal("one default page differs from the paged listing")
 	}
-	// Cursor kinds do not mix; a scope prefix needs its tenant.
+	// Cursor kinds do not mix; a scope prefix without tenant_id lists the
+	// tenant it names, and one that names none is refused.
 	one := mustCall(t, e.ctx, &cyclesv1.ListBudgetsRequest{Limit: 1}, e.svc.ListBudgets)
 	_, err := call(e.ctx, &cyclesv1.ListBudgetsRequest{TenantId: want[0].tenant, Cursor: one.GetNextCursor()}, e.svc.ListBudgets)
 	wantRefused(t, err, codes.InvalidArgument, apierr.InvalidRequest)
-	_, err = call(e.ctx, &cyclesv1.ListBudgetsRequest{ScopePrefix: want[0].scope}, e.svc.ListBudgets)
+	if l := mustCall(t, e.ctx, &cyclesv1.ListBudgetsRequest{ScopePrefix: want[0].scope}, e.svc.ListBudgets); len(l.GetBudgets()) == 0 ||
+		l.GetBudgets()[0].GetTenantId() != want[0].tenant {
+		t.Fatalf("prefix %s without tenant_id listed %v", want[0].scope, l.GetBudgets())
+	}
+	_, err = call(e.ctx, &cyclesv1.ListBudgetsRequest{ScopePrefix: "workspace:w"}, e.svc.ListBudgets)
 	wantRefused(t, err, codes.InvalidArgument, apierr.InvalidRequest)
 
 	// 101 budget-less tenants ahead of the rest ("a-" ids sort first).

@@ -122,7 +122,14 @@ func (s *Service) getBudget(ctx context.Context, req *cyclesv1.GetBudgetRequest)
 // base64url-encoded; each call examines at most ListScanBound index entries,
 // so has_more can be true with a short (even empty) page — follow next_cursor.
 func (s *Service) ListBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequest) (*cyclesv1.ListBudgetsResponse, error) {
-	tenant, err := ownTenant(ctx, req.GetTenantId())
+	// The tenant listed: tenant_id, else the one scope_prefix names, else
+	// (ownTenant) a tenant key's own; the admin key without either lists
+	// every tenant's budgets.
+	named := req.GetTenantId()
+	if named == "" {
+		named = scope.TenantOf(req.GetScopePrefix())
+	}
+	tenant, err := ownTenant(ctx, named)
 	if err != nil {
 		return nil, s.done(ctx, "ListBudgets", err)
 	}

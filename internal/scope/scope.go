@@ -181,3 +181,16 @@ func PolicyKey(p cyclesv1.CommitOveragePolicy) string {
 func ParsePolicy(s string) cyclesv1.CommitOveragePolicy {
 	return cyclesv1.CommitOveragePolicy(cyclesv1.CommitOveragePolicy_value["COMMIT_OVERAGE_POLICY_"+s])
 }
+
+// TenantOf is the tenant a scope path or prefix names in its first segment
+// ("tenant:acme/workspace:eng" names acme); "" when it starts otherwise.
+func TenantOf(path string) string {
+	rest, ok := strings.CutPrefix(path, "tenant:")
+	if !ok {
+		return ""
+	}
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
+}

@@ -222,8 +222,10 @@ func init() {
 			}
 		}
 		if r.GetScopePrefix() != "" {
-			if r.GetTenantId() == "" {
-				return invalid("scope_prefix", "needs tenant_id (a scope prefix names one tenant)")
+			if r.GetTenantId() == "" && scope.TenantOf(r.GetScopePrefix()) == "" {
+				// The prefix names the tenant when tenant_id does not
+				// (AdminService.ListBudgets reads it from there).
+				return invalid("scope_prefix", "needs tenant_id, or must start with tenant:<id>")
 			}
 			if err := AdminScopePath("scope_prefix", r.GetScopePrefix()); err != nil {
 				return err

@@ -66,7 +66,9 @@ type AdminServiceClient interface {
 	// tenant's: public records only, never a secret or its hash.
 	ListApiKeys(ctx context.Context, in *ListApiKeysRequest, opts ...grpc.CallOption) (*ListApiKeysResponse, error)
 	// RevokeApiKey stops a key authenticating: at once on the replica that
-	// handles it, within the key cache TTL (default 5 s) on the others.
+	// handles it, and on every other replica as soon as it hears the
+	// invalidation over Redis pub/sub (within 1 s; only if that message is
+	// lost does a replica wait out its key cache TTL, default 5 s).
 	RevokeApiKey(ctx context.Context, in *RevokeApiKeyRequest, opts ...grpc.CallOption) (*RevokeApiKeyResponse, error)
 	// UpdateApiKey changes an ACTIVE key's name, description, permissions,
 	// scope filter, expiry or metadata (only the fields given) without
@@ -300,7 +302,9 @@ type AdminServiceServer interface {
 	// tenant's: public records only, never a secret or its hash.
 	ListApiKeys(context.Context, *ListApiKeysRequest) (*ListApiKeysResponse, error)
 	// RevokeApiKey stops a key authenticating: at once on the replica that
-	// handles it, within the key cache TTL (default 5 s) on the others.
+	// handles it, and on every other replica as soon as it hears the
+	// invalidation over Redis pub/sub (within 1 s; only if that message is
+	// lost does a replica wait out its key cache TTL, default 5 s).
 	RevokeApiKey(context.Context, *RevokeApiKeyRequest) (*RevokeApiKeyResponse, error)
 	// UpdateApiKey changes an ACTIVE key's name, description, permissions,
 	// scope filter, expiry or metadata (only the fields given) without

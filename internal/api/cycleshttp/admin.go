@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
@@ -12,6 +11,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/api/authapi"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/scope"
 	"github.com/cyclesgo/cycles-go/internal/server"
 )
 
@@ -459,16 +459,7 @@ func ledgerOf(b *cyclesv1.Budget) *ledgerOut {
 }
 
 // tenantOfScope reads the tenant of a canonical scope path ("tenant:<id>/...").
-func tenantOfScope(scope string) string {
-	rest, ok := strings.CutPrefix(scope, "tenant:")
-	if !ok {
-		return ""
-	}
-	if i := strings.IndexByte(rest, '/'); i >= 0 {
-		rest = rest[:i]
-	}
-	return rest
-}
+func tenantOfScope(path string) string { return scope.TenantOf(path) }
 
 // budgetKey reads ?scope=&unit=[&tenant_id=]: the budget a route acts on.
 func budgetKey(q url.Values) (tenant, scope string, unit cyclesv1.Unit, err error) {
@@ -589,17 +580,7 @@ type ledgersOut struct {
 func (a *API) listBudgets(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	req := &cyclesv1.ListBudgetsRequest{TenantId: q.Get("tenant_id"), ScopePrefix: q.Get("scope_prefix"), Cursor: q.Get("cursor")}
-	var err error
-	if req.TenantId == "" {
-		req.TenantId = tenantOfScope(req.ScopePrefix)
-	}
-	if req.TenantId == "" {
-		// A tenant key lists its own tenant's budgets (the key names it; the
-		// chain then proves the key and confines it to that tenant).
-		if k, ok := auth.ParseAPIKey(r.Header.Get("X-Cycles-API-Key")); ok {
-			req.TenantId = k.Tenant
-		}
-	}
+	var err error // the tenant, when tenant_id is absent: AdminService.ListBudgets
 	if s := q.Get("unit"); s != "" {
 		var v int32
 		if v, err = parseEnum("unit", s, unitValues); err == nil {
