@@ -9,6 +9,7 @@ BUF_VERSION                ?= v1.47.2
 PROTOC_GEN_GO_VERSION      ?= v1.36.5
 PROTOC_GEN_GO_GRPC_VERSION ?= v1.5.1
 GRPCURL_VERSION            ?= v1.9.2
+GOLANGCI_LINT_VERSION      ?= v2.15.0
 
 # Test budget: the whole suite must stay well inside CI's limit on 2 cores.
 TEST_TIMEOUT ?= 20m
@@ -51,11 +52,21 @@ fi
 endef
 
 .PHONY: tools
-tools: ## Install buf, protoc-gen-go, protoc-gen-go-grpc and grpcurl (pinned) with go install (first time: minutes, compiling them)
+tools: ## Install buf, protoc-gen-go, protoc-gen-go-grpc, grpcurl and golangci-lint (pinned) with go install (first time: minutes, compiling them)
 	$(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 	$(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+	$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+# golangci-lint from the Go module proxy (no binary download), at the pinned
+# version: installed when missing or when another version is on the PATH.
+.PHONY: golangci-lint
+golangci-lint:
+	@v=$$(golangci-lint version --short 2>/dev/null || true); \
+	if [ "v$$v" != "$(GOLANGCI_LINT_VERSION)" ]; then \
+	  echo "installing golangci-lint $(GOLANGCI_LINT_VERSION) with go install (first time: a few minutes)"; \
+	  $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); fi
 
 .PHONY: generate
 generate: ## Regenerate gen/ from proto/ with local plugins
@@ -71,11 +82,12 @@ descriptors: ## Write internal/contract/cycles.binpb: the descriptor set with so
 	buf build --as-file-descriptor-set -o internal/contract/cycles.binpb
 
 .PHONY: lint
-lint: ## buf lint, gofmt and go vet
+lint: golangci-lint ## buf lint, gofmt, go vet and golangci-lint (.golangci.yml; pinned GOLANGCI_LINT_VERSION)
 	@command -v buf >/dev/null || $(MAKE) tools
 	buf lint
 	@bad=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/')); test -z "$$bad" || { echo "gofmt -w these files:"; echo "$$bad"; exit 1; }
 	$(GO) vet ./...
+	golangci-lint run ./...
 
 .PHONY: check-fresh
 check-fresh: ## Fail when gen/, the descriptor set or go.mod/go.sum differ from what proto/ and the imports produce (regenerates, then git diff)

@@ -28,9 +28,16 @@ import (
 )
 
 func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "cycles-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// run runs one subcommand; main exits only after its deferred calls ran.
+func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	args := os.Args[1:]
 	cmd := "run"
 	if len(args) > 0 && (args[0] == "run" || args[0] == "check" || args[0] == "median" || args[0] == "serve" || args[0] == "feed" || args[0] == "scriptcost") {
 		cmd, args = args[0], args[1:]
@@ -50,8 +57,5 @@ func main() {
 	case "scriptcost":
 		err = scriptcostMain(ctx, args)
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cycles-bench:", err)
-		os.Exit(1)
-	}
+	return err
 }

@@ -49,12 +49,14 @@ func (p *proc) stop(grace time.Duration) {
 		return
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	var err error
 	select {
-	case <-p.done:
+	case err = <-p.done:
 	case <-time.After(grace):
 		_ = p.cmd.Process.Kill()
-		<-p.done
+		err = <-p.done
 	}
+	p.done <- err // kept for exited(), as it keeps it
 }
 
 func (p *proc) exited() error {
@@ -161,7 +163,7 @@ func waitServing(ctx context.Context, addr string, p *proc) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("cyclesd at %s never became SERVING: %v", addr, err)
+			return fmt.Errorf("cyclesd at %s never became SERVING: %w", addr, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

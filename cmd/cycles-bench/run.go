@@ -331,7 +331,7 @@ func (b *runner) cyclesdBinary() (string, error) {
 	b.logf("building cyclesd into %s", bin)
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/cyclesgo/cycles-go/cmd/cyclesd").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("go build cyclesd: %v\n%s", err, out)
+		return "", fmt.Errorf("go build cyclesd: %w\n%s", err, out)
 	}
 	return bin, nil
 }

@@ -144,7 +144,7 @@ func TestFundingArithmeticOnEveryBackend(t *testing.T) {
 	}
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			e := newEnvOn(t, be.Client)
+			e := newEnvFor(t, be)
 			id := e.createTenant()
 			for i, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
@@ -211,7 +211,7 @@ func TestFundingRefusalsWriteNothing(t *testing.T) {
 	maxI := mustInt(t, max)
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			e := newEnvOn(t, be.Client)
+			e := newEnvFor(t, be)
 			id := e.createTenant()
 			n := 0
 			seed := func(st ledgerState) string {
@@ -356,7 +356,7 @@ func TestFundingIdempotency(t *testing.T) {
 func TestScriptsIgnoreClientTime(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			e := newEnvOn(t, be.Client)
+			e := newEnvFor(t, be)
 			ctx := context.Background()
 			id := newTenantID(t)
 			tk := keys.Tenant(id)

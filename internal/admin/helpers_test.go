@@ -21,10 +21,10 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/reqctx"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/internal/validate"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // env is one service on one Redis with its metrics reader.
@@ -42,11 +42,15 @@ func newEnv(t testing.TB, opts ...func(*Options)) *env {
 }
 
 func newEnvOn(t testing.TB, rdb redis.UniversalClient, opts ...func(*Options)) *env {
+	return newEnvFor(t, redistest.Backend{Client: rdb}, opts...)
+}
+
+// newEnvFor builds a service on one leg of redistest.Backends, its scripts
+// sent the way production sends them on that backend.
+func newEnvFor(t testing.TB, be redistest.Backend, opts ...func(*Options)) *env {
 	t.Helper()
-	exec, err := script.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rdb := be.Client
+	exec := scripttest.New(t, be)
 	r := telemetrytest.New()
 	o := Options{MeterProvider: r.Provider}
 	for _, f := range opts {

@@ -13,7 +13,7 @@ import (
 func TestLifecycleOnEveryBackend(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			e := newEnvOn(t, be.Client, func(o *Options) { o.KeyCacheTTL = -1 })
+			e := newEnvFor(t, be, func(o *Options) { o.KeyCacheTTL = -1 })
 			ctx := context.Background()
 			id := e.createTenant()
 			mustCall(t, e.ctx, &cyclesv1.UpdateTenantRequest{TenantId: id, Name: str("x"), Metadata: map[string]string{"a": "1"},

@@ -258,7 +258,6 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		return nil
 	})
 	for _, w := range comp.workers {
-		w := w
 		g.Go(func() error { return w(gctx) })
 	}
 	g.Go(func() error {

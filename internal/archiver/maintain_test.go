@@ -10,6 +10,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/test/pgtest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // TestMaintainerOnce: on every backend, a round makes today's and
@@ -20,10 +21,7 @@ func TestMaintainerOnce(t *testing.T) {
 	const retention = 10 * 24 * time.Hour
 	for _, b := range redistest.Backends(t) {
 		t.Run(b.Name, func(t *testing.T) {
-			ex, err := script.New(b.Client)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ex := scripttest.New(t, b)
 			st, err := archive.Open(ctx, pgtest.SharedDatabase(t))
 			if err != nil {
 				t.Fatal(err)

@@ -153,16 +153,6 @@ func (e *env) entries(rid string) []*cyclesv1.AuditLogEntry {
 	return resp.GetLogs()
 }
 
-// one is the single entry of request rid; anything else fails.
-func (e *env) one(rid string) *cyclesv1.AuditLogEntry {
-	e.t.Helper()
-	got := e.entries(rid)
-	if len(got) != 1 {
-		e.t.Fatalf("request %s: %d audit entries, want 1: %v", rid, len(got), got)
-	}
-	return got[0]
-}
-
 // reply is one HTTP answer.
 type reply struct {
 	status int

@@ -19,10 +19,10 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/audit"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/keys"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/lua"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // The HTTP wire records the same entries (its calls run through the same
@@ -294,10 +294,7 @@ func ptr[T any](v T) *T { return &v }
 func TestAuthRefusalsAggregated(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			ex, err := script.New(be.Client)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ex := scripttest.New(t, be)
 			svc := audit.New(ex, audit.Options{AuthFailPeers: 2})
 			peer := "198.51.100." + strconv.Itoa(len(be.Name))
 			refused := apierr.New(apierr.Unauthorized, "unknown API key")

@@ -171,8 +171,9 @@ func (a *Announcer) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
-			defer cancel()
-			if err := a.Flush(fctx); err != nil {
+			err := a.Flush(fctx)
+			cancel()
+			if err != nil {
 				a.log.Warn("final feed flush failed (the sweeper's reconciliation repairs it)", zap.Error(err))
 			}
 			return nil

@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // Announcements that arrive late, twice or out of order (several replicas,
@@ -23,10 +25,7 @@ func TestAnnounceMakesContiguousRanges(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
-			ex, err := script.New(be.Client)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ex := scripttest.New(t, be)
 			a, b := newTenant(), newTenant()
 			before := feedLen(t, be.Client)
 			for _, step := range []struct{ tenant, id string }{
@@ -74,7 +73,7 @@ func TestAnnounceMakesContiguousRanges(t *testing.T) {
 func feedLen(t *testing.T, c redis.UniversalClient) int {
 	t.Helper()
 	n, err := c.XLen(context.Background(), keys.Feed).Result()
-	if err != nil && err != redis.Nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		t.Fatal(err)
 	}
 	return int(n)
@@ -86,11 +85,8 @@ func TestFeedWatchOnEveryBackend(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
 			m := telemetrytest.New()
-			e := newEnv(t, be.Client, events.Options{MeterProvider: m.Provider})
-			ex, err := script.New(be.Client)
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := newEnvFor(t, be, events.Options{MeterProvider: m.Provider})
+			ex := scripttest.New(t, be)
 			ann := events.NewAnnouncer(ex, events.AnnouncerOptions{})
 			a := newTenant()
 			ctx := testCtx(t)

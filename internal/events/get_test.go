@@ -110,7 +110,7 @@ func TestGetEvent(t *testing.T) {
 func TestGetEventOnEveryBackend(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			e := newEnv(t, be.Client, events.Options{})
+			e := newEnvFor(t, be, events.Options{})
 			a := newTenant()
 			ids, _ := e.appendIDs(a, "dddddddddddd", "tenant", 4100) // three windows
 			for _, i := range []int{0, 2100, 4099} {

@@ -16,9 +16,10 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/events"
 	"github.com/cyclesgo/cycles-go/internal/keys"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
+	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 type env struct {
@@ -30,10 +31,15 @@ type env struct {
 
 func newEnv(t *testing.T, c redis.UniversalClient, opts events.Options) *env {
 	t.Helper()
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return newEnvFor(t, redistest.Backend{Client: c}, opts)
+}
+
+// newEnvFor builds the service on one leg of redistest.Backends, its scripts
+// sent the way production sends them on that backend.
+func newEnvFor(t *testing.T, be redistest.Backend, opts events.Options) *env {
+	t.Helper()
+	c := be.Client
+	ex := scripttest.New(t, be)
 	if opts.PollInterval == 0 {
 		opts.PollInterval = 5 * time.Millisecond
 	}

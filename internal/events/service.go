@@ -401,7 +401,7 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 
 func sendErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return nil
+		return nil //nolint:nilerr // the stream's end was the client's own cancel, not a failure
 	}
 	return err
 }

@@ -421,7 +421,7 @@ func TestReadScriptOnEveryBackend(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
 			m := telemetrytest.New()
-			e := newEnv(t, be.Client, events.Options{MeterProvider: m.Provider})
+			e := newEnvFor(t, be, events.Options{MeterProvider: m.Provider})
 			a := newTenant()
 			ctx := asTenant(testCtx(t), a)
 			list := must[*cyclesv1.ListEventsResponse](t)

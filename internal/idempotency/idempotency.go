@@ -19,9 +19,8 @@ const HashLen = 22
 // (22 characters, never ':'; lua/lib/idem.lua relies on both). 128 bits keep
 // an accidental match of two payloads out of reach (2^-128 per pair; a
 // deliberate one costs ~2^64 hashes and only fools the caller's own key)
-// while every idempotency record stores 42 bytes less than the 64-hex form
-// used before; records holding that form still match (lua/lib/idem.lua
-// idem_same). Callers normalise m first (effective tenant, canonical scope)
+// while every idempotency record stores 42 bytes less than a 64-hex hash
+// would. Callers normalise m first (effective tenant, canonical scope)
 // so requests that mean the same thing hash the same.
 func PayloadHash(m proto.Message) (string, error) {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)

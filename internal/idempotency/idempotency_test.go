@@ -32,9 +32,8 @@ func TestPayloadHash(t *testing.T) {
 }
 
 // The hash is the first 16 bytes of the SHA-256 of the deterministic
-// encoding, so a record holding the former 64-hex hash of the same payload
-// is recognised by its first 32 hex digits (lua/lib/idem.lua idem_same).
-func TestPayloadHashIsThePrefixOfTheFormerHexHash(t *testing.T) {
+// encoding, as documented (docs/design.md#idempotency-records).
+func TestPayloadHashIsTheSHA256Prefix(t *testing.T) {
 	m := &cyclesv1.FundBudgetRequest{TenantId: "t", ScopePath: "tenant:t", Amount: 7, IdempotencyKey: "k"}
 	h, err := PayloadHash(m)
 	if err != nil {

@@ -53,17 +53,14 @@ import (
 //	ImpliedSubject(scope_path)), metadata (JSON, only when set), caps (only
 //	when the answer had caps), affected (JSON array; only when not the scope
 //	path's prefixes), exp0 (the answered expiry, set by the first extend),
-//	extend_metadata (only when set). No id (the key names it).
-//	Earlier layouts also carry id, tenant (unread), budgeted as a JSON array,
-//	rbal/cbal (balance rows "i,remaining,...,over" joined by ';') or
-//	reserve_resp/commit_resp (the answers as JSON); readers accept them.
+//	extend_metadata (only when set). No id (the key names it). This is the
+//	first released layout; no reader knows another.
 //	on commit:  charged, debt_incurred (absent = 0), finalized_at, commit_key,
 //	            commit_hash, cb<i> (the commit answer's balances, as rb<i>),
 //	            committed_metadata (JSON), metrics (JSON), both only when set
 //	on release: finalized_at, release_key, release_hash, release_reason, lb<i>
-//	            (the release answer's balances, as rb<i>; earlier records:
-//	            release_resp, the answer as JSON; none on a tenant-closure
-//	            release, which has no key to replay)
+//	            (the release answer's balances, as rb<i>; none on a
+//	            tenant-closure release, which has no key to replay)
 //	on expiry:  expired_at
 //	quarantine: quarantined_at, quarantine_reason (the id is then in
 //	            Tenant.Quarantine, out of Tenant.Deadlines); once an operator
@@ -97,8 +94,8 @@ func ScopePrefixes(path string) []string {
 
 // BudgetedScopes decodes a reservation's stored budgeted field: one digit per
 // scope, its 1-based position among the prefixes of scopePath ("123"), or a
-// JSON array of scope paths (records written before the compact layout, and
-// operator requeues). "" and "{}" decode to none.
+// JSON array of scope paths (a list the digits cannot say, and operator
+// requeues). "" and "{}" decode to none.
 func BudgetedScopes(stored, scopePath string) ([]string, error) {
 	if stored == "" || stored == "{}" { // "{}": cjson's empty table
 		return nil, nil

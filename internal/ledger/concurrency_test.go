@@ -109,7 +109,6 @@ func TestCommitRacingRelease(t *testing.T) {
 	commits, releases := 0, 0
 	start := make(chan struct{})
 	for _, rid := range rids {
-		rid := rid
 		wg.Add(3)
 		results := make(chan error, 2)
 		go func() {

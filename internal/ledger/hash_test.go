@@ -14,11 +14,9 @@ import (
 
 // The payload hashes are stored in idempotency records: a change of a single
 // byte makes every retry of a request stored before an upgrade a "different
-// payload". These golden values were computed by the first implementation
-// (a deep proto.Clone of the request, the whole SHA-256 as 64 hex); any
-// rewrite must reproduce them. Since hashes were shortened (lua/lib/idem.lua)
-// a hash is the base64url of the digest's first 16 bytes, which is also what
-// lets records holding the 64-hex form still match (idem_same).
+// payload". These golden values pin the hash (the base64url of the first 16
+// bytes of the SHA-256 of the request's deterministic encoding,
+// lua/lib/idem.lua); any rewrite must reproduce them.
 func TestPayloadHashesAreStable(t *testing.T) {
 	i64 := func(v int64) *int64 { return &v }
 	meta, err := structpb.NewStruct(map[string]any{"b": "x", "a": 1.5, "nested": map[string]any{"k": []any{"v", true}}})

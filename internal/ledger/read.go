@@ -16,6 +16,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/scope"
+	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
 const (
@@ -338,14 +339,14 @@ func (l *Ledger) listPage(ctx context.Context, t keys.Tenant, index, dir, lo, hi
 
 // listPageResult is list.lua's reply.
 type listPageResult struct {
-	Rows list[record] `json:"rows"`
-	More bool         `json:"more"`
-	S    string       `json:"s"`
-	K    num          `json:"k"`
+	Rows script.LuaArray[record] `json:"rows"`
+	More bool                    `json:"more"`
+	S    string                  `json:"s"`
+	K    num                     `json:"k"`
 	// RS, RK: the position after each row; LID: the last id scanned.
-	RS  list[string] `json:"rs"`
-	RK  list[num]    `json:"rk"`
-	LID string       `json:"lid"`
+	RS  script.LuaArray[string] `json:"rs"`
+	RK  script.LuaArray[num]    `json:"rk"`
+	LID string                  `json:"lid"`
 }
 
 func boolArg(b bool) string {
@@ -384,9 +385,9 @@ func (l *Ledger) Balances(ctx context.Context, tenant string, req *cyclesv1.GetB
 		limit = DefaultPageLimit
 	}
 	var out struct {
-		Rows list[balanceRow] `json:"rows"`
-		More bool             `json:"more"`
-		Last string           `json:"last"`
+		Rows script.LuaArray[balanceRow] `json:"rows"`
+		More bool                        `json:"more"`
+		Last string                      `json:"last"`
 	}
 	err = l.exec.RunInto(ctx, &out, scriptBalances, []string{t.Prefix(), t.Budgets()},
 		cur.M, strconv.Itoa(limit), strconv.Itoa(ScanBudget), unit, string(sj))

@@ -3,9 +3,6 @@ package ledger_test
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
-	"sort"
-	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -15,69 +12,11 @@ import (
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 )
 
-// balanceRow is a compact balance row field (rb<i>, cb<i>).
-var balanceRow = regexp.MustCompile(`^([rc])b(\d+)$`)
-
-// toPreviousLayout rewrites a reservation record into the layout written
-// before the compact one (docs/design.md#reservation-records): an id field,
-// the subject with its tenant, budgeted as a JSON array (cjson escapes '/'),
-// and the balance rows packed into rbal/cbal as "i,remaining,reserved,spent,
-// allocated,debt,overdraft_limit,over" rows joined by ';'.
-func (e *env) toPreviousLayout(rid string) {
-	e.t.Helper()
-	key := keys.Tenant(e.tenant).Reservation(rid)
-	rec := e.c.HGetAll(ctx, key).Val()
-	set := map[string]string{"id": rid}
-	if _, ok := rec["debt_incurred"]; !ok && rec["state"] == "COMMITTED" {
-		set["debt_incurred"] = "0"
-	}
-	if _, ok := rec["ext_count"]; !ok {
-		set["ext_count"] = "0"
-	}
-	if rec["subject"] == "" {
-		set["subject"] = keys.ImpliedSubject(rec["scope_path"])
-	}
-	scopes, err := keys.BudgetedScopes(rec["budgeted"], rec["scope_path"])
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	j, _ := json.Marshal(scopes)
-	set["budgeted"] = strings.ReplaceAll(string(j), "/", `\/`)
-	packed := map[string][]string{}
-	var del []string
-	var names []string
-	for f := range rec {
-		names = append(names, f)
-	}
-	sort.Strings(names)
-	for _, f := range names {
-		m := balanceRow.FindStringSubmatch(f)
-		if m == nil {
-			continue
-		}
-		v := strings.Split(rec[f], ",")
-		for len(v) < 7 {
-			v = append(v, "0")
-		}
-		packed[m[1]+"bal"] = append(packed[m[1]+"bal"], m[2]+","+strings.Join(v, ","))
-		del = append(del, f)
-	}
-	for f, rows := range packed {
-		set[f] = strings.Join(rows, ";")
-	}
-	if err := e.c.HSet(ctx, key, set).Err(); err != nil {
-		e.t.Fatal(err)
-	}
-	if len(del) > 0 {
-		e.c.HDel(ctx, key, del...)
-	}
-}
-
 // A typical record is listpack-encoded (every value within Redis' default
 // hash-max-listpack-value of 64 bytes) and stores nothing the key or the
-// scope path implies; records in the layout written before are still read,
-// settled and replayed exactly as their compact twins.
-func TestRecordLayoutCompactAndPrevious(t *testing.T) {
+// scope path implies; it is read, settled and replayed from those values
+// alone (the only layout: docs/design.md#reservation-records).
+func TestRecordLayoutCompact(t *testing.T) {
 	e := newEnv(t)
 	for _, s := range []string{"", "workspace:prod", "workspace:prod/agent:a"} {
 		e.budget(ledgertest.Budget{Scope: e.scope(s), Allocated: 1_000_000_000_000})
@@ -92,7 +31,7 @@ func TestRecordLayoutCompactAndPrevious(t *testing.T) {
 
 	// The compact layout.
 	rec := e.c.HGetAll(ctx, key("a")).Val()
-	for _, gone := range []string{"id", "subject", "rbal", "affected", "tenant"} {
+	for _, gone := range []string{"id", "subject", "affected", "tenant"} {
 		if _, ok := rec[gone]; ok {
 			t.Errorf("record stores %s", gone)
 		}
@@ -155,17 +94,11 @@ func TestRecordLayoutCompactAndPrevious(t *testing.T) {
 		fmt.Sprint(g.GetBudgetedScopes()) != fmt.Sprint([]string{e.scope(""), e.scope("workspace:prod"), e.scope("workspace:prod/agent:a")}) {
 		t.Fatalf("compact record read as %v", g)
 	}
-	for _, k := range []string{"a", "b", "c"} {
-		e.toPreviousLayout(rid(k))
-	}
-	if !proto.Equal(get("a"), compactA) {
-		t.Fatalf("previous layout reads as\n%v\nwant\n%v", get("a"), compactA)
-	}
-	sameList("list of previous-layout records", list(), compactAll)
+	sameList("list read twice", list(), compactAll)
 	replayReserve("a")
 
-	// Settling records of the previous layout: commit (and its replays, from
-	// the new rows and from packed cbal), release, extend.
+	// Settling: commit (and its replay, rebuilt from the cb<i> rows),
+	// release, extend.
 	commit, err := e.commit(rid("a"), "ca", 700)
 	if err != nil {
 		t.Fatal(err)
@@ -175,17 +108,9 @@ func TestRecordLayoutCompactAndPrevious(t *testing.T) {
 	if err != nil || !proto.Equal(again, commit) {
 		t.Fatalf("commit replay = %v, %v; want %v", again, err, commit)
 	}
-	e.toPreviousLayout(rid("a"))
-	if _, ok := e.c.HGetAll(ctx, key("a")).Val()["cbal"]; !ok {
-		t.Fatal("no cbal in the previous layout")
-	}
-	again, err = e.commit(rid("a"), "ca", 700)
-	if err != nil || !proto.Equal(again, commit) {
-		t.Fatalf("commit replay (cbal) = %v, %v; want %v", again, err, commit)
-	}
 	replayReserve("a")
 	if !proto.Equal(get("a"), committed) {
-		t.Fatalf("committed previous layout reads as\n%v\nwant\n%v", get("a"), committed)
+		t.Fatalf("committed record reads as\n%v\nwant\n%v", get("a"), committed)
 	}
 	released, err := e.release(rid("b"), "rb")
 	if err != nil {
@@ -200,7 +125,7 @@ func TestRecordLayoutCompactAndPrevious(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec := e.c.HGetAll(ctx, key("d")).Val(); rec["lb3"] == "" || rec["release_resp"] != "" {
+	if rec := e.c.HGetAll(ctx, key("d")).Val(); rec["lb3"] == "" {
 		t.Fatalf("released record = %v", rec)
 	}
 	if enc := e.c.ObjectEncoding(ctx, key("d")).Val(); enc != "listpack" {
@@ -208,11 +133,6 @@ func TestRecordLayoutCompactAndPrevious(t *testing.T) {
 	}
 	if again, err := e.release(rid("d"), "rd"); err != nil || !proto.Equal(again, released) {
 		t.Fatalf("release replay = %v, %v; want %v", again, err, released)
-	}
-	// Released before the compact layout: the stored answer.
-	e.c.HSet(ctx, key("b"), "release_resp", `{"status":"RELEASED","unit":"TOKENS","released":"7","balances":{}}`)
-	if again, err := e.release(rid("b"), "rb"); err != nil || again.GetReleased().GetAmount() != 7 {
-		t.Fatalf("release replay (release_resp) = %v, %v", again, err)
 	}
 	if _, err := e.l.Extend(ctx, e.tenant, &cyclesv1.ExtendReservationRequest{ReservationId: rid("c"), IdempotencyKey: "xc", ExtendByMs: 1000}); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // The script-level suites call lua/ledger/* directly through the executor
@@ -36,10 +37,7 @@ type sx struct {
 func eachBackend(t *testing.T, f func(t *testing.T, s *sx)) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			ex, err := script.New(be.Client)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ex := scripttest.New(t, be)
 			tenant := ledgertest.NewTenantID(t)
 			s := &sx{t: t, c: be.Client, ex: ex, tenant: tenant, tk: keys.Tenant(tenant)}
 			f(t, s)
@@ -375,13 +373,3 @@ func (s *sx) shiftExpiry(rid string, deltaMs int64) {
 }
 
 func (s *sx) events() []string { return ledgertest.EventTypes(s.t, s.c, s.tenant) }
-
-func containsAll(have []string, want ...string) bool {
-	j := strings.Join(have, ",")
-	for _, w := range want {
-		if !strings.Contains(j, w) {
-			return false
-		}
-	}
-	return true
-}

@@ -10,8 +10,7 @@ import (
 // Compact records (docs/design.md#reservation-records): a reservation keeps
 // no stored copy of its reserve or commit answer, yet every replay answers
 // with the original bytes — after an extend, after the commit, with caps and
-// with affected scopes that are not the scope path's prefixes — and a record
-// written before the compaction still replays its stored copy.
+// with affected scopes that are not the scope path's prefixes.
 func TestScriptReplayFromCompactRecords(t *testing.T) {
 	eachBackend(t, func(t *testing.T, s *sx) {
 		s.budget(ledgertest.Budget{Scope: "", Allocated: 100000})
@@ -73,26 +72,6 @@ func TestScriptReplayFromCompactRecords(t *testing.T) {
 			if s.dump() != before {
 				t.Fatalf("%s: a replay wrote something", tc.name)
 			}
-		}
-
-		// A record from before the compaction: its stored copies win.
-		first, err := s.reserve(rc{Key: "old", Est: "100", Scopes: []string{"", "workspace:prod"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rid := first.Snap["reservation_id"].(string)
-		if _, err := s.commit(rid, "", "10", "old-c"); err != nil {
-			t.Fatal(err)
-		}
-		key := s.tk.Reservation(rid)
-		s.c.HSet(ctx, key, "reserve_resp", `{"decision":"ALLOW","reservation_id":"stored-reserve"}`,
-			"commit_resp", `{"status":"COMMITTED","unit":"TOKENS","charged":"7","debt_incurred":"0"}`)
-		s.c.HDel(ctx, key, "rbal", "cbal")
-		if o, err := s.reserve(rc{Key: "old", Est: "100", Scopes: []string{"", "workspace:prod"}}); err != nil || o.Snap["reservation_id"] != "stored-reserve" {
-			t.Fatalf("old-format reserve replay = %+v, %v", o, err)
-		}
-		if o, err := s.commit(rid, "", "10", "old-c"); err != nil || o.Snap["charged"] != "7" {
-			t.Fatalf("old-format commit replay = %+v, %v", o, err)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -199,7 +200,7 @@ func TestScriptFinalized(t *testing.T) {
 		wantCode(t, err, apierr.ReservationFinalized)
 
 		for _, rid := range []string{c, r} {
-			if _, err := s.c.ZScore(ctx, s.tk.Deadlines(), rid).Result(); err != redis.Nil {
+			if _, err := s.c.ZScore(ctx, s.tk.Deadlines(), rid).Result(); !errors.Is(err, redis.Nil) {
 				t.Fatalf("%s still in the deadline index", rid)
 			}
 			ttl, _ := s.c.PTTL(ctx, s.tk.Reservation(rid)).Result()

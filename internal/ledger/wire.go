@@ -48,23 +48,6 @@ func (n *num) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// list is a JSON array that may arrive as "{}" (cjson's empty table).
-type list[T any] []T
-
-func (l *list[T]) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if string(b) == "{}" || string(b) == "null" {
-		*l = nil
-		return nil
-	}
-	var out []T
-	if err := json.Unmarshal(b, &out); err != nil {
-		return err
-	}
-	*l = out
-	return nil
-}
-
 func amount(unit cyclesv1.Unit, v num) *cyclesv1.Amount {
 	return &cyclesv1.Amount{Unit: unit, Amount: int64(v)}
 }

@@ -435,7 +435,7 @@ func TestQuotaExactUnderConcurrency(t *testing.T) {
 			risk bool
 		}{{"kind 40 vs 7", 40, 7, false}, {"kind 5 vs 9", 5, 9, false}, {"risk 30 vs 11", 30, 11, true}} {
 			t.Run(be.Name+"/"+c.name, func(t *testing.T) {
-				e := newEnvOn(t, be.Client)
+				e := newEnvFor(t, be)
 				p := &cyclesv1.CreateScopePolicyRequest{ScopePattern: "*"}
 				if c.risk {
 					p.RiskClassQuotas = []*cyclesv1.RiskClassQuota{{RiskClass: extSide, MaxCalls: int64(c.k), Window: perHour}}

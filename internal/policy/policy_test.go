@@ -18,10 +18,10 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/policy"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/validate"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // env is one tenant with budgets at tenant, workspace:prod and
@@ -39,11 +39,15 @@ type env struct {
 func newEnv(t *testing.T) *env { return newEnvOn(t, redistest.SharedClient(t)) }
 
 func newEnvOn(t *testing.T, rdb redis.UniversalClient) *env {
+	return newEnvFor(t, redistest.Backend{Client: rdb})
+}
+
+// newEnvFor builds the services on one leg of redistest.Backends, their
+// scripts sent the way production sends them on that backend.
+func newEnvFor(t *testing.T, be redistest.Backend) *env {
 	t.Helper()
-	exec, err := script.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rdb := be.Client
+	exec := scripttest.New(t, be)
 	e := &env{t: t, ctx: auth.WithPrincipal(context.Background(), auth.Principal{Admin: true}), rdb: rdb,
 		adm: admin.New(exec, admin.Options{}), led: ledger.New(exec, ledger.Options{}),
 		pol: policy.New(exec, policy.Options{MaxPerTenant: 12}), tenant: ledgertest.NewTenantID(t)}

@@ -19,9 +19,9 @@ return ok({now = now, len = redis.call('XLEN', KEYS[1])})
 `
 
 func TestCoreHelpersOnEveryBackend(t *testing.T) {
-	for _, be := range redistest.Backends(t) {
+	for _, be := range redistest.AllModes(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			ex, err := newWith(be.Client, map[string]string{"test/core": coreProbe})
+			ex, err := newWith(be.Client, map[string]string{"test/core": coreProbe}, modeOf(be)...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -55,9 +55,9 @@ return okf({'OK', FLAT_V, '', '', 1, 'a', '', '9223372036854775807', 2})
 // slots: the hook hears of an emitting run, not of a quiet or refused one,
 // and RunFlat hands back the fields as sent.
 func TestEventHookFlatReply(t *testing.T) {
-	for _, be := range redistest.Backends(t) {
+	for _, be := range redistest.AllModes(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			ex, err := newWith(be.Client, map[string]string{"test/flat": flatProbe})
+			ex, err := newWith(be.Client, map[string]string{"test/flat": flatProbe}, modeOf(be)...)
 			if err != nil {
 				t.Fatal(err)
 			}

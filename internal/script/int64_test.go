@@ -88,9 +88,9 @@ func interesting() []*big.Int {
 }
 
 func TestInt64LibraryMatchesBigInt(t *testing.T) {
-	for _, be := range redistest.Backends(t) {
+	for _, be := range redistest.AllModes(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			ex, err := newWith(be.Client, map[string]string{"test/int64": int64Probe})
+			ex, err := newWith(be.Client, map[string]string{"test/int64": int64Probe}, modeOf(be)...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -69,9 +69,9 @@ func TestLuaKeyLayoutMatchesPkgKeys(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		cases = append(cases, keyParts{oddString(r), oddString(r), oddString(r), oddString(r), oddString(r), oddString(r)})
 	}
-	for _, be := range redistest.Backends(t) {
+	for _, be := range redistest.AllModes(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			ex, err := newWith(be.Client, map[string]string{"test/keys": keysProbe})
+			ex, err := newWith(be.Client, map[string]string{"test/keys": keysProbe}, modeOf(be)...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,3 +12,13 @@ func TestMain(m *testing.M) { redistest.Main(m, redistest.MainOptions{LeakCheck:
 
 // def is the Def of a test script (pipelined, like the per-request scripts).
 func def(name string) *Def { return &Def{name: name, pipelined: true} }
+
+// modeOf is how production sends scripts on be: as Redis 7 Functions on the
+// Functions leg (test/scripttest does the same for the other packages; it
+// cannot serve this one, which it imports).
+func modeOf(be redistest.Backend) []Option {
+	if be.Functions {
+		return []Option{WithFunctions()}
+	}
+	return nil
+}

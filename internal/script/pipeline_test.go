@@ -29,7 +29,7 @@ return ok({})
 
 func pipelineExecutor(t *testing.T, be redistest.Backend, inflight int) *Executor {
 	t.Helper()
-	ex, err := newWith(be.Client, map[string]string{"test/echo": echoProbe, "test/spin": spinProbe})
+	ex, err := newWith(be.Client, map[string]string{"test/echo": echoProbe, "test/spin": spinProbe}, modeOf(be)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func pipelineExecutor(t *testing.T, be redistest.Backend, inflight int) *Executo
 // its own answer, every script ran exactly once, and most calls travelled
 // in pipelines.
 func TestPipelinedCallsGetTheirOwnAnswers(t *testing.T) {
-	for _, be := range redistest.Backends(t) {
+	for _, be := range redistest.AllModes(t) {
 		t.Run(be.Name, func(t *testing.T) {
 			ex := pipelineExecutor(t, be, 2)
 			counter := "cy:{t:pipe-" + be.Name + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "}:n"

@@ -41,9 +41,9 @@ func TestRefundLibrary(t *testing.T) {
 		{name: "underflow allowed", fields: map[string]string{"reserved": "5", "remaining": "10"}, amount: "7", wantRes: "-2", wantR: "17"},
 		{name: "overflow", fields: map[string]string{"reserved": "5", "remaining": max}, amount: "1", problem: "AMOUNT_OVERFLOW", wantRes: "5", wantR: max},
 	}
-	for _, be := range redistest.Backends(t) {
+	for _, be := range redistest.AllModes(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			ex, err := newWith(be.Client, map[string]string{"test/refund": refundProbe})
+			ex, err := newWith(be.Client, map[string]string{"test/refund": refundProbe}, modeOf(be)...)
 			if err != nil {
 				t.Fatal(err)
 			}

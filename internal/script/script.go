@@ -122,12 +122,15 @@ func (e *Executor) Flags(name string) string {
 
 // newWith compiles the embedded scripts plus extra (name -> body), for tests
 // of the Lua libraries.
-func newWith(client redis.UniversalClient, extra map[string]string) (*Executor, error) {
+func newWith(client redis.UniversalClient, extra map[string]string, opts ...Option) (*Executor, error) {
 	ps, err := compileAll(extra)
 	if err != nil {
 		return nil, err
 	}
 	e := newExecutor(client, ps)
+	for _, o := range opts {
+		o(e)
+	}
 	e.prepare()
 	return e, nil
 }
@@ -381,7 +384,7 @@ func decode(name string, res any) ([]any, error) {
 		}
 	}
 	for k, v := range details {
-		ae.With(k, detailString(v))
+		ae = ae.With(k, detailString(v))
 	}
 	return nil, ae
 }

@@ -194,7 +194,8 @@ func TestConnectBodyLimit(t *testing.T) {
 func TestConnectCORS(t *testing.T) {
 	base := startConnect(t, &fakeRuntime{}, 0, "https://app.example")
 	url := base + "/cycles.v1.RuntimeService/GetReservation"
-	preflight := func(origin string) *http.Response {
+	// preflight answers the status and headers (the body is closed here).
+	preflight := func(origin string) (int, http.Header) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodOptions, url, nil)
 		req.Header.Set("Origin", origin)
@@ -205,15 +206,15 @@ func TestConnectCORS(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = res.Body.Close()
-		return res
+		return res.StatusCode, res.Header
 	}
-	res := preflight("https://app.example")
-	if res.StatusCode != http.StatusNoContent || res.Header.Get("Access-Control-Allow-Origin") != "https://app.example" ||
-		!strings.Contains(res.Header.Get("Access-Control-Allow-Headers"), "X-Cycles-Api-Key") {
-		t.Fatalf("allowed preflight: %d %v", res.StatusCode, res.Header)
+	code, h := preflight("https://app.example")
+	if code != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != "https://app.example" ||
+		!strings.Contains(h.Get("Access-Control-Allow-Headers"), "X-Cycles-Api-Key") {
+		t.Fatalf("allowed preflight: %d %v", code, h)
 	}
-	if res := preflight("https://evil.example"); res.Header.Get("Access-Control-Allow-Origin") != "" {
-		t.Fatalf("other origin allowed: %v", res.Header)
+	if _, h := preflight("https://evil.example"); h.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("other origin allowed: %v", h)
 	}
 
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"reservation_id":"budget"}`))

@@ -198,6 +198,7 @@ func TestRefusalBeforeTheBodyDoesNotDrainIt(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no answer to a refused request with an unread body: %v", err)
 	}
+	defer res.Body.Close()
 	if res.StatusCode != http.StatusUnauthorized || !res.Close {
 		t.Fatalf("got %s, close %v; want 401 and the connection closed", res.Status, res.Close)
 	}

@@ -110,7 +110,7 @@ func withRequestID(ctx context.Context) context.Context {
 	// The trace id of the RPC's span (the otelgrpc stats handler honours an
 	// incoming W3C traceparent); a random one when tracing is off, because
 	// the protocol requires every error and event to carry one.
-	traceID := ""
+	var traceID string
 	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 		traceID = sc.TraceID().String()
 	} else {

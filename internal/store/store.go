@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cyclesgo/cycles-go/internal/config"
+	"github.com/cyclesgo/cycles-go/internal/store/redisinfo"
 	"github.com/cyclesgo/cycles-go/internal/tlsconfig"
 )
 
@@ -89,7 +90,7 @@ func (s *Store) Close() error {
 
 // Ping reports whether Redis answers (on Cluster: every master).
 func (s *Store) Ping(ctx context.Context) error {
-	return forEachMaster(ctx, s.Client, func(ctx context.Context, c redis.Cmdable) error { return c.Ping(ctx).Err() })
+	return redisinfo.ForEachMaster(ctx, s.Client, func(ctx context.Context, c redis.Cmdable) error { return c.Ping(ctx).Err() })
 }
 
 // ErrEvictionPolicy is returned when Redis may evict ledger keys.
@@ -114,29 +115,20 @@ func (s *Store) CheckEvictionPolicy(ctx context.Context) error {
 			if ierr != nil {
 				return fmt.Errorf("read maxmemory-policy: %w", err)
 			}
-			res = map[string]string{"maxmemory-policy": infoField(info, "maxmemory_policy")}
+			res = map[string]string{"maxmemory-policy": redisinfo.Field(info, "maxmemory_policy")}
 		}
 		if p := res["maxmemory-policy"]; strings.HasPrefix(p, "allkeys-") {
 			return &ErrEvictionPolicy{Policy: p}
 		}
 		return nil
 	}
-	return forEachMaster(ctx, s.Client, check)
+	return redisinfo.ForEachMaster(ctx, s.Client, check)
 }
 
 // ErrFull is the health probe's answer while Redis is at maxmemory.
 var ErrFull = errors.New("budget store is full: Redis used_memory reached maxmemory (noeviction). " +
 	"New reservations are refused with RESOURCE_EXHAUSTED/STORE_FULL; commit, release, expiry and key revocation keep working (Redis 7). " +
 	"Raise maxmemory, add memory or shards, or shorten -event-retention; health recovers by itself")
-
-// forEachMaster runs f on the single node or on every Cluster master (there
-// concurrently, so f must not write shared state unsynchronised).
-func forEachMaster(ctx context.Context, c redis.UniversalClient, f func(context.Context, redis.Cmdable) error) error {
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return f(ctx, n) })
-	}
-	return f(ctx, c)
-}
 
 // Full reports whether Redis (any master) has reached its maxmemory, where a
 // noeviction Redis refuses writes. The embedded store has no maxmemory.
@@ -145,13 +137,13 @@ func (s *Store) Full(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	var full atomic.Bool
-	err := forEachMaster(ctx, s.Client, func(ctx context.Context, c redis.Cmdable) error {
+	err := redisinfo.ForEachMaster(ctx, s.Client, func(ctx context.Context, c redis.Cmdable) error {
 		info, err := c.Info(ctx, "memory").Result()
 		if err != nil {
 			return err
 		}
-		used, _ := strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
-		max, _ := strconv.ParseInt(infoField(info, "maxmemory"), 10, 64)
+		used, _ := strconv.ParseInt(redisinfo.Field(info, "used_memory"), 10, 64)
+		max, _ := strconv.ParseInt(redisinfo.Field(info, "maxmemory"), 10, 64)
 		if max > 0 && used >= max {
 			full.Store(true)
 		}
@@ -184,26 +176,5 @@ func (s *Store) ScriptFlags(ctx context.Context) (bool, error) {
 	if s.Embedded != nil {
 		return false, nil
 	}
-	var old atomic.Bool
-	err := forEachMaster(ctx, s.Client, func(ctx context.Context, c redis.Cmdable) error {
-		info, err := c.Info(ctx, "server").Result()
-		if err != nil {
-			return err
-		}
-		major, _, _ := strings.Cut(infoField(info, "redis_version"), ".")
-		if n, err := strconv.Atoi(major); err != nil || n < 7 {
-			old.Store(true)
-		}
-		return nil
-	})
-	return !old.Load(), err
-}
-
-func infoField(info, field string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			return v
-		}
-	}
-	return ""
+	return redisinfo.Redis7(ctx, s.Client)
 }

@@ -25,7 +25,7 @@ import (
 func TestC1ExpireRefundsEveryBudgetedScope(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			f := newFixture(t, be.Client)
+			f := newFixtureFor(t, be)
 			now := f.redisNow()
 			sc := f.scopes(3)
 			var budgets []string
@@ -114,7 +114,7 @@ func TestC2ExactInt64Refunds(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
-					f := newFixture(t, be.Client)
+					f := newFixtureFor(t, be)
 					now := f.redisNow()
 					sc := f.scopes(3)
 					var bs []string
@@ -139,7 +139,7 @@ func TestC2ExactInt64Refunds(t *testing.T) {
 				})
 			}
 			t.Run("overflow refused with nothing written", func(t *testing.T) {
-				f := newFixture(t, be.Client)
+				f := newFixtureFor(t, be)
 				now := f.redisNow()
 				sc := f.scopes(3)
 				b0 := f.budget(sc[0], "TOKENS", "1000", "10")
@@ -172,7 +172,7 @@ func TestC2ExactInt64Refunds(t *testing.T) {
 func TestC3FinalizedAreSkipped(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			f := newFixture(t, be.Client)
+			f := newFixtureFor(t, be)
 			now := f.redisNow()
 			sc := f.scopes(2)
 			b0 := f.budget(sc[0], "TOKENS", "1000", "300")
@@ -211,7 +211,7 @@ func TestC3FinalizedAreSkipped(t *testing.T) {
 func TestC4ReRunIsIdempotent(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			f := newFixture(t, be.Client)
+			f := newFixtureFor(t, be)
 			now := f.redisNow()
 			sc := f.scopes(2)
 			b0 := f.budget(sc[0], "TOKENS", "1000", "100")
@@ -328,7 +328,7 @@ func TestC5GraceBoundaryRealClock(t *testing.T) {
 func TestC6NotFoundCleansIndex(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			f := newFixture(t, be.Client)
+			f := newFixtureFor(t, be)
 			now := f.redisNow()
 			f.c.ZAdd(f.ctx, f.k.Deadlines(), redis.Z{Score: float64(now - 1000), Member: "ghost"})
 			r := f.expire(10)
@@ -350,7 +350,7 @@ func TestC6NotFoundCleansIndex(t *testing.T) {
 func TestC7CorruptRecordsAreQuarantined(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			f := newFixture(t, be.Client)
+			f := newFixtureFor(t, be)
 			now := f.redisNow()
 			sc := f.scopes(2)
 			b0 := f.budget(sc[0], "TOKENS", "100000", "10000")
@@ -449,7 +449,7 @@ func TestC8RedisTimeOnly(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
 			for _, bogus := range []string{"99999999999999", "0"} {
-				f := newFixture(t, be.Client)
+				f := newFixtureFor(t, be)
 				t0 := f.redisNow()
 				sc := f.scopes(1)
 				f.budget(sc[0], "TOKENS", "1000", "200")
@@ -479,7 +479,7 @@ func TestC8RedisTimeOnly(t *testing.T) {
 func TestExpireBatchIsBounded(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			f := newFixture(t, be.Client)
+			f := newFixtureFor(t, be)
 			now := f.redisNow()
 			sc := f.scopes(1)
 			b := f.budget(sc[0], "TOKENS", "1000", "25")

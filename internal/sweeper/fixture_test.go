@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"math/big"
 	"strconv"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/script"
+	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // Test fixture: seeds tenants, budgets, reservation records and deadline
@@ -37,11 +40,14 @@ type fixture struct {
 
 func newFixture(t testing.TB, c redis.UniversalClient) *fixture {
 	t.Helper()
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return newFixtureWith(t, c, ex)
+	return newFixtureFor(t, redistest.Backend{Client: c})
+}
+
+// newFixtureFor is a fixture on one leg of redistest.Backends, its scripts
+// sent the way production sends them on that backend.
+func newFixtureFor(t testing.TB, be redistest.Backend) *fixture {
+	t.Helper()
+	return newFixtureWith(t, be.Client, scripttest.New(t, be))
 }
 
 func newFixtureWith(t testing.TB, c redis.UniversalClient, ex *script.Executor) *fixture {
@@ -157,7 +163,7 @@ func (f *fixture) reservationTo(p redis.Cmdable, r resv) {
 		"created_at": itoa(r.CreatedAt), "expires_at": itoa(r.ExpiresAt), "grace_ms": itoa(r.GraceMs),
 		"policy": "ALLOW_IF_AVAILABLE", "max_ext": "10", "ext_count": strconv.Itoa(r.ExtCount),
 		"idem_key": "k-" + r.ID, "subject": `{"tenant":"` + f.tenant + `"}`,
-		"action": `{"kind":"llm.completion","name":"m"}`, "metadata": "{}", "reserve_resp": "{}",
+		"action": `{"kind":"llm.completion","name":"m"}`, "metadata": "{}",
 	}
 	var del []string
 	for k, v := range r.Fields {
@@ -218,7 +224,7 @@ func (f *fixture) tryExpire(batch int, extra ...any) (batchResult, error) {
 func (f *fixture) hget(key, field string) string {
 	f.t.Helper()
 	v, err := f.c.HGet(f.ctx, key, field).Result()
-	if err != nil && err != redis.Nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		f.t.Fatal(err)
 	}
 	return v
@@ -236,7 +242,7 @@ func (f *fixture) hgetall(key string) map[string]string {
 func (f *fixture) inIndex(id string) bool {
 	f.t.Helper()
 	_, err := f.c.ZScore(f.ctx, f.k.Deadlines(), id).Result()
-	if err == redis.Nil {
+	if errors.Is(err, redis.Nil) {
 		return false
 	}
 	if err != nil {

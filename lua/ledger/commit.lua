@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- ledger/commit: settle a reservation with its actual cost (docs/protocol.md#commit).
--- include: lib/ledger_util.lua lib/idem_hash.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_settle.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua lib/scope_filter.lua
+-- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_settle.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua lib/scope_filter.lua
 --
 -- KEYS: 1 tenant prefix   2 tenant record   3 reservation hash
 --       4 deadline index  5 event stream
@@ -23,8 +23,7 @@
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), overage ('<A-E or 0>'),
 --             debt ('<debt incurred>'), <commit snapshot fields>})
 --   (lib/ledger_snapshot.lua), rebuilt on replay from the record (charged,
---   debt_incurred, balance rows cb<i> packed again; records committed before
---   keep them packed in `cbal` or a `commit_resp` JSON copy).
+--   debt_incurred, balance rows cb<i> packed again).
 -- Refusals: INVALID_REQUEST, NOT_FOUND, FORBIDDEN (scope_filter), IDEMPOTENCY_MISMATCH, TENANT_CLOSED,
 --   RESERVATION_EXPIRED, RESERVATION_FINALIZED, UNIT_MISMATCH, BUDGET_EXCEEDED,
 --   OVERDRAFT_LIMIT_EXCEEDED, AMOUNT_OVERFLOW, INTERNAL_ERROR.
@@ -43,7 +42,7 @@ local idem_key, hash = ARGV[4], ARGV[5]
 -- field costing a full scan, so the fields only a committed record has are
 -- read only when it is committed.
 local COMMIT_READ = {'state', 'unit', 'estimate', 'budgeted', 'expires_at', 'grace_ms', 'policy', 'scope_path'}
-local COMMITTED_READ = {'commit_key', 'commit_hash', 'commit_resp', 'charged', 'debt_incurred', 'cbal'}
+local COMMITTED_READ = {'commit_key', 'commit_hash', 'charged', 'debt_incurred'}
 local v = redis.call('HMGET', KEYS[3], unpack(COMMIT_READ))
 local r, any = {}, false
 for i = 1, #COMMIT_READ do
@@ -70,17 +69,13 @@ end
 
 -- Replay: same key on a committed reservation.
 if r.state == 'COMMITTED' and r.commit_key == idem_key then
-  if not idem_same(r.commit_hash, hash) then
+  if r.commit_hash ~= hash then
     return fail('IDEMPOTENCY_MISMATCH', 'idempotency key was used with a different commit')
   end
   local out = {'OK', FLAT_V, '', '', 1, '0', '0'}
-  local old = jdecode(r.commit_resp)
-  if old then return okf(commit_reply_of(out, old)) end
   local E, budgeted = i64_norm(r.estimate or ''), unpack_budgeted(r.budgeted, r.scope_path) or {}
-  local packed = r.cbal or nil
-  if packed then
-    if unpack_balances(packed, budgeted) == nil then packed = nil end
-  elseif af then
+  local packed
+  if af then
     budgeted, packed = record_replay().packed_rows(af, 'cb', budgeted, false)
   else
     budgeted, packed = record_replay().read_rows(KEYS[3], 'cb', budgeted)

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- ledger/release: return a reservation's whole hold (docs/protocol.md#release).
--- include: lib/ledger_util.lua lib/idem_hash.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_release.lua lib/ledger_snapshot.lua lib/audit.lua lib/scope_filter.lua
+-- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_release.lua lib/ledger_snapshot.lua lib/audit.lua lib/scope_filter.lua
 -- No events are emitted on release (REF).
 --
 -- KEYS: 1 tenant prefix   2 tenant record   3 reservation hash   4 deadline index
@@ -22,8 +22,7 @@
 --         as for the settled hash, and writes nothing.
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), <release snapshot fields>})
 --   (lib/ledger_snapshot.lua: unit, released, balances), rebuilt on replay
---   from the record (estimate, balance rows lb<i>; records released before
---   keep a `release_resp` JSON copy).
+--   from the record (estimate, balance rows lb<i>).
 -- Refusals: NOT_FOUND, FORBIDDEN (scope_filter), IDEMPOTENCY_MISMATCH, TENANT_CLOSED, RESERVATION_EXPIRED,
 --   RESERVATION_FINALIZED, AMOUNT_OVERFLOW, INTERNAL_ERROR.
 
@@ -39,11 +38,9 @@ local denied = scope_filter_refusal(ARGV[7], r.scope_path)
 if denied then return denied end
 
 if r.state == 'RELEASED' and r.release_key == idem_key then
-  if not idem_same(r.release_hash, hash) then
+  if r.release_hash ~= hash then
     return fail('IDEMPOTENCY_MISMATCH', 'idempotency key was used with a different release')
   end
-  local old = jdecode(r.release_resp)
-  if old then return okf(release_reply_of({'OK', FLAT_V, '', '', 1}, old)) end
   local E = i64_norm(r.estimate or '')
   local paths, packed = record_replay().packed_rows(r, 'lb', unpack_budgeted(r.budgeted, r.scope_path) or {}, true)
   if E == nil or packed == nil or r.unit == nil then

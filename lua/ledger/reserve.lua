@@ -32,10 +32,8 @@
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), rem_ttl ('<ms>', live only, else ''),
 --             denied (<reason>, dry-run or observed DENY only, else ''), <reserve snapshot fields>})
 --   (lib/ledger_snapshot.lua). A live reserve's replay rebuilds the fields from
---   the record (balance rows rb<i>, packed again; records written before keep
---   them packed in `rbal` or a `reserve_resp` JSON copy); a dry run keeps them
---   in the idempotency record (`f`, the snapshot fields as a JSON array; before
---   that `resp`, a JSON object).
+--   the record (balance rows rb<i>, packed again); a dry run keeps them in the
+--   idempotency record (the snapshot fields as a JSON array).
 -- Governance (v0.1.26, lib/quota.lua): the matching policies' access lists,
 --   risk-class quotas and per-kind quotas are evaluated after the tenant
 --   guard and before the budgets; a live ALLOW counts the quota counters in
@@ -75,50 +73,31 @@ if refusal then return refusal end
 if rec then
   if rec.id then
     local rkey = key_reservation(KEYS[1], rec.id)
-    local r = redis.call('HMGET', rkey, 'state', 'reserve_resp', 'id', 'estimate', 'unit',
-      'expires_at', 'exp0', 'scope_path', 'affected', 'caps', 'rbal', 'budgeted', 'grace_ms', 'policy')
-    local out, exp = {'OK', FLAT_V, '', '', 1, '', ''}, r[7] or r[6]
-    local done = false
-    if r[2] then
-      -- A record written before records were compacted: its stored copy.
-      local old = jdecode(r[2])
-      if old then
-        exp = old.expires_at_ms
-        reserve_reply_of(out, old)
-        done = true
-      end
-    elseif r[8] and r[12] then
-      -- Balance rows rb<i> packed again (records written before: packed in `rbal`).
-      local budgeted, packed = unpack_budgeted(r[12], r[8]) or {}, r[11] or nil
-      if packed then
-        if unpack_balances(packed, budgeted) == nil then packed = nil end
-      else
-        budgeted, packed = record_replay().read_rows(rkey, 'rb', budgeted)
-      end
-      if packed and packed ~= '' then
-        reserve_reply(out, r[3] or rec.id, r[4], r[5], r[7] or r[6], r[8], jdecode(r[9]), r[10] or nil, budgeted, packed,
-          r[13], r[14])
-        done = true
-      end
+    local r = redis.call('HMGET', rkey, 'state', 'id', 'estimate', 'unit',
+      'expires_at', 'exp0', 'scope_path', 'affected', 'caps', 'budgeted', 'grace_ms', 'policy')
+    local out, exp = {'OK', FLAT_V, '', '', 1, '', ''}, r[6] or r[5]
+    -- Balance rows rb<i> packed again.
+    local budgeted, packed
+    if r[7] and r[10] then
+      budgeted, packed = record_replay().read_rows(rkey, 'rb', unpack_budgeted(r[10], r[7]) or {})
     end
-    if not done then
+    if not packed or packed == '' then
       return fail('INTERNAL_ERROR', 'replay unavailable for this idempotency key; the reservation record is gone')
     end
+    reserve_reply(out, r[2] or rec.id, r[3], r[4], exp, r[7], jdecode(r[8]), r[9] or nil, budgeted, packed, r[11], r[12])
     local rem = 0
     if r[1] == 'ACTIVE' then rem = math.max(0, (tonumber(exp) or 0) - now) end
     out[6] = ms(rem)
     return okf(out)
   end
-  -- A dry run's record holds its snapshot fields as a JSON array (records
-  -- written before flat replies: the answer as a JSON object).
+  -- A dry run's record holds its snapshot fields as a JSON array.
   local out = {'OK', FLAT_V, '', '', 1, '', ''}
   local stored = jdecode(rec.resp)
-  if stored == nil then return fail('INTERNAL_ERROR', 'idempotency record is malformed') end
-  if string.sub(rec.resp, 1, 1) == '[' then
-    for i = 1, #stored do out[7 + i] = stored[i] end
-    return okf(out)
+  if stored == nil or string.sub(rec.resp, 1, 1) ~= '[' then
+    return fail('INTERNAL_ERROR', 'idempotency record is malformed')
   end
-  return okf(reserve_reply_of(out, stored))
+  for i = 1, #stored do out[7 + i] = stored[i] end
+  return okf(out)
 end
 
 -- The emitter decodes the event context; most reserves emit nothing, so it is

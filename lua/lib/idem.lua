@@ -9,11 +9,8 @@
 --   kind 'p': body is that id without the id prefix its caller names
 --             (reservation ids repeat the tenant the key already names)
 -- The payload hash is internal/idempotency.PayloadHash (22 characters, never ':').
--- Records written before this format are JSON objects {"h": <64 hex>, and
--- "rid"/"id" (an id) or "resp"/"r" (the answer)}; they are still read, and
--- their hash matches a new one when its first 32 hex digits do (idem_same).
+-- This is the only layout: the project was never released before it.
 -- Library functions take keys and values as parameters (no KEYS/ARGV reads).
--- include: lib/idem_hash.lua
 
 -- idem_check reads the record at key for a call with payload hash `hash`.
 -- Returns nil when there is none; {id = ...} or {resp = ...} when it was made
@@ -24,14 +21,7 @@ local function idem_check(key, hash, mismatch_msg, details, id_prefix)
   local v = redis.call('GET', key)
   if not v then return nil end
   local kind, rec, same = string.sub(v, 1, 1), nil, false
-  if kind == '{' then
-    local good, old = pcall(cjson.decode, v)
-    if good and type(old) == 'table' and type(old.h) == 'string' then
-      local id, resp = old.rid or old.id, old.resp or old.r
-      if type(id) == 'string' then rec = {id = id} elseif type(resp) == 'string' then rec = {resp = resp} end
-      same = idem_same(old.h, hash)
-    end
-  elseif kind == 'j' or kind == 'i' or kind == 'p' then
+  if kind == 'j' or kind == 'i' or kind == 'p' then
     local n = #hash
     same = string.sub(v, 2, n + 1) == hash and string.sub(v, n + 2, n + 2) == ':'
     local body = string.sub(v, n + 3)

@@ -16,8 +16,7 @@
 -- On the wire it is packed (every reply element costs Redis ~1k instructions):
 -- the count of scope paths, the paths, then one string of rows
 -- "i,remaining,reserved,spent,allocated,debt,overdraft_limit,over" joined by
--- ';', i the row's path index (1-based) -- earlier records' rbal/cbal
--- format; a reserve or commit builds it from the values of the record's
+-- ';', i the row's path index (1-based); a reserve or commit builds it from the values of the record's
 -- balance rows rb<i>/cb<i> (lib/record_layout.lua compact_row), a replay
 -- packs those rows again (record_replay().read_rows). A list of affected scopes
 -- is its count and values; count 0 means "the scope path's prefixes"
@@ -97,78 +96,27 @@ local function push_rows(out, rows)
   push_packed(out, paths, table.concat(packed, ';'))
 end
 
--- unpack_balances is the inverse of pack_balances (a flat balance list); nil
--- when malformed.
-local function unpack_balances(s, paths)
-  if s == nil or s == false then return nil end
-  local out = {}
-  for row in string.gmatch(s, '[^;]+') do
-    local n = #out
-    local k = 0
-    for v in string.gmatch(row, '[^,]+') do
-      k = k + 1
-      if k > 8 then return nil end
-      out[n + k] = v
-    end
-    local path = paths[tonumber(out[n + 1]) or 0]
-    if k ~= 8 or path == nil then return nil end
-    out[n + 1] = path
-  end
-  return out
-end
-
 -- reserve_reply appends a live reservation's snapshot fields (strings as
 -- stored; scopes nil when they are the scope path's prefixes, caps nil when
--- none; the balances packed as rbal with the budgeted paths it indexes).
-local function reserve_reply(out, rid, E, unit, expires_at, scope_path, scopes, caps, budgeted, rbal, grace, policy)
+-- none; the balance rows packed, with the budgeted paths they index).
+local function reserve_reply(out, rid, E, unit, expires_at, scope_path, scopes, caps, budgeted, rows, grace, policy)
   local n = #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4] = '0', caps and 'ALLOW_WITH_CAPS' or 'ALLOW', '', rid
   out[n + 5], out[n + 6], out[n + 7], out[n + 8] = E, unit, expires_at, scope_path
   out[n + 9], out[n + 10], out[n + 11] = grace, policy, caps or ''
   push_list(out, scopes or {})
-  push_packed(out, budgeted, rbal)
-  return out
-end
-
--- reserve_reply_of appends the snapshot fields of a reserve answer kept as
--- a JSON object (dry runs and records written before the flat replies).
-local function reserve_reply_of(out, s)
-  local n = #out
-  out[n + 1], out[n + 2], out[n + 3] = s.dry and '1' or '0', s.decision or '', s.reason_code or ''
-  out[n + 4], out[n + 5], out[n + 6] = s.reservation_id or '', s.reserved or '', s.unit or ''
-  out[n + 7], out[n + 8], out[n + 9] = s.expires_at_ms or '', s.scope_path or '', s.grace_ms or ''
-  out[n + 10], out[n + 11] = s.policy or '', s.caps or ''
-  push_list(out, s.affected or {})
-  push_rows(out, s.balances)
+  push_packed(out, budgeted, rows)
   return out
 end
 
 -- commit_reply appends a commit's snapshot fields (strings as stored; the
--- balances packed as cbal with the budgeted paths it indexes).
-local function commit_reply(out, unit, charged, budgeted, cbal, debt, E)
+-- balance rows packed, with the budgeted paths they index).
+local function commit_reply(out, unit, charged, budgeted, rows, debt, E)
   local released = ''
   if charged ~= E and i64_cmp(charged, E) < 0 then released = i64_sub(E, charged) end
   local n = #out
   out[n + 1], out[n + 2], out[n + 3], out[n + 4] = unit, charged, released, debt
-  push_packed(out, budgeted, cbal)
-  return out
-end
-
--- commit_reply_of appends the snapshot fields of a commit answer kept as a
--- JSON object (records committed before the flat replies).
-local function commit_reply_of(out, s)
-  local n = #out
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = s.unit or '', s.charged or '', s.released or '', s.debt_incurred or ''
-  push_rows(out, s.balances)
-  return out
-end
-
--- release_reply_of appends a release's snapshot fields from its JSON object
--- ({status, unit, released, balances}, as the record keeps it).
-local function release_reply_of(out, s)
-  local n = #out
-  out[n + 1], out[n + 2] = s.unit or '', s.released or ''
-  push_rows(out, s.balances)
+  push_packed(out, budgeted, rows)
   return out
 end
 

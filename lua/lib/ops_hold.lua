@@ -207,8 +207,7 @@ end
 
 -- HIDDEN_FIELDS are record fields an operator view leaves out (replay
 -- snapshots and payload hashes: large, and not what a hold is).
-local HIDDEN_FIELDS = {reserve_resp = true, commit_resp = true, release_resp = true,
-  rbal = true, cbal = true, commit_hash = true, release_hash = true}
+local HIDDEN_FIELDS = {commit_hash = true, release_hash = true}
 
 -- quarantine_row is the operator view of one record: its fields as stored
 -- (minus HIDDEN_FIELDS) and, when estimate, unit and scopes parse, what it
@@ -220,15 +219,16 @@ local function quarantine_row(prefix, id)
   if #reply == 0 then return nil end
   local fields = {}
   for i = 1, #reply, 2 do
-    -- Balance rows (rb<i>, cb<i>, lb<i>) are replay data like rbal/cbal.
+    -- Balance rows (rb<i>, cb<i>, lb<i>) are replay data.
     if not HIDDEN_FIELDS[reply[i]] and not string.find(reply[i], '^[rcl]b%d+$') then
       fields[reply[i]] = reply[i + 1]
     end
   end
   local h = read_hold(prefix, id)
   parse_hold(h)
-  -- The compact layout, shown as the earlier one (docs/design.md#reservation-records):
-  -- the id and the budgeted scopes as a JSON array.
+  -- The operator view names the id and spells the budgeted scopes out as a
+  -- JSON array (the record leaves the id out and packs the scopes as digits:
+  -- docs/design.md#reservation-records).
   fields.id = fields.id or id
   if h.scopes and fields.budgeted and string.find(fields.budgeted, '^%d+$') then
     fields.budgeted = cjson.encode(h.scopes)

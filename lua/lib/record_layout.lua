@@ -2,8 +2,8 @@
 -- (docs/design.md#reservation-records, internal/keys/records.go), written and read
 -- by ledger, sweeper and operator scripts alike. Every value of a typical
 -- record fits Redis' default hash-max-listpack-value (64 bytes), so the
--- record hash stays listpack-encoded. Readers also accept the layout of
--- records written before (JSON arrays, packed `rbal`/`cbal`).
+-- record hash stays listpack-encoded. This is the first and only layout:
+-- the project was never released with another.
 -- Included with "-- include: lib/record_layout.lua" (see internal/script).
 
 -- scope_prefixes derives the affected scopes of a scope path (its cumulative
@@ -44,9 +44,9 @@ local function pack_budgeted(paths, prefixes)
 end
 
 -- unpack_budgeted is the inverse of pack_budgeted: the list of scope paths,
--- or nil when malformed. JSON (an array: records written before the compact
--- layout, operator requeues) is decoded as such, for the callers' own
--- checks; digits index the prefixes of scope_path.
+-- or nil when malformed. JSON (an array pack_budgeted could not pack, or an
+-- operator requeue's list) is decoded as such, for the callers' own checks;
+-- digits index the prefixes of scope_path.
 local function unpack_budgeted(s, scope_path)
   if type(s) ~= 'string' or s == '' then return nil end
   local c = string.byte(s, 1)

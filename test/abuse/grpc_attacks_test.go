@@ -2,6 +2,7 @@ package abuse
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -201,7 +202,7 @@ func watchFlood(ctx context.Context, target string) {
 			if err != nil {
 				break
 			}
-			if err := h.data(id, grpcFrame(0, nil), true); err != nil && err != errStreamReset {
+			if err := h.data(id, grpcFrame(0, nil), true); err != nil && !errors.Is(err, errStreamReset) {
 				break
 			}
 		}

@@ -28,7 +28,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -450,11 +449,4 @@ func (d *Daemon) attackOnce(t *testing.T, a Attack) (f Figures, hard, latency []
 		latency = append(latency, fmt.Sprintf("%d health checks failed, first: %v", len(f.HealthFailures), f.HealthFailures[0]))
 	}
 	return f, hard, latency
-}
-
-// errClosed reports whether err means the peer closed or reset the
-// connection (what a bounded server does to an abusive client).
-func errClosed(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		strings.Contains(fmt.Sprint(err), "connection reset")
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -150,7 +151,7 @@ func TestSilentSocketsAreClosed(t *testing.T) {
 	for err == nil {
 		_, err = c.Read(make([]byte, 64))
 	}
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 		t.Fatal("the daemon held a silent socket for 30 s")
 	}
 	t.Logf("silent socket closed after %v (%v)", time.Since(start).Round(time.Millisecond), err)

@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 		teardown := func() { _ = os.RemoveAll(dir) }
 		binary = filepath.Join(dir, "cyclesd")
 		if out, err := exec.Command("go", "build", "-o", binary, "github.com/cyclesgo/cycles-go/cmd/cyclesd").CombinedOutput(); err != nil {
-			return teardown, fmt.Errorf("build cyclesd: %v\n%s", err, out)
+			return teardown, fmt.Errorf("build cyclesd: %w\n%s", err, out)
 		}
 		return teardown, nil
 	}})

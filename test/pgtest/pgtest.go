@@ -219,12 +219,12 @@ func (s *Server) waitReady(timeout time.Duration) error {
 		select {
 		case <-s.waited:
 			log, _ := os.ReadFile(s.LogPath())
-			return fmt.Errorf("postgres on port %d exited: %v\n%s", s.Port, err, log)
+			return fmt.Errorf("postgres on port %d exited: %w\n%s", s.Port, err, log)
 		default:
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(s.LogPath())
-			return fmt.Errorf("postgres on port %d not ready: %v\n%s", s.Port, err, log)
+			return fmt.Errorf("postgres on port %d not ready: %w\n%s", s.Port, err, log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -105,7 +106,10 @@ func (c *Cluster) waitOK(timeout time.Duration) error {
 			}
 			if time.Now().After(deadline) {
 				_ = cl.Close()
-				return fmt.Errorf("cluster node %s not ok: %v %s", m.Addr, err, info)
+				if err == nil {
+					err = errors.New("cluster_state is not ok")
+				}
+				return fmt.Errorf("cluster node %s not ok: %w %s", m.Addr, err, info)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -2,7 +2,12 @@
 // redis-server processes (own free port, own temp dir, killed with the test
 // binary) and the embedded in-process store used by dev mode.
 //
-// Suites that must hold on every backend iterate Backends(t).
+// Suites that must hold on every backend iterate Backends(t): the shared real
+// backend in the production mode (Redis 7 Functions, FCALL) and the embedded
+// store (EVALSHA, as dev mode). The choice: FCALL is the default real-Redis
+// leg, so the domain suites run the code production runs without doubling
+// make test; the EVALSHA path on real Redis (Redis 6 deployments) is kept
+// where it differs, in the script executor's own suites (AllModes).
 package redistest
 
 import (
@@ -20,6 +25,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cyclesgo/cycles-go/internal/store/redisinfo"
 )
 
 // Server is one redis-server process.
@@ -110,7 +117,7 @@ func (s *Server) waitReady(timeout time.Duration) error {
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
-			return fmt.Errorf("redis-server on %s not ready: %v\n%s", s.Addr, err, log)
+			return fmt.Errorf("redis-server on %s not ready: %w\n%s", s.Addr, err, log)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -239,14 +246,51 @@ func Embedded(tb testing.TB) *redis.Client {
 type Backend struct {
 	Name   string
 	Client redis.UniversalClient
+	// Functions says the suite runs its scripts as Redis 7 Functions
+	// (script.WithFunctions: FUNCTION LOAD, then FCALL), the way cyclesd
+	// runs on Redis 7; false, through EVALSHA, the way it runs on the
+	// embedded store and Redis 6. test/scripttest builds an executor in the
+	// backend's mode.
+	Functions bool
 }
 
-// Backends returns the shared real backend and a fresh embedded store.
+// Backends returns the legs every domain suite runs: the shared real
+// backend (a redis-server, or the Cluster with CYCLES_TEST_REDIS=cluster)
+// in the production mode, FCALL when every master runs Redis 7 or later,
+// and a fresh embedded store (EVALSHA, as dev mode runs). The EVALSHA path on
+// real Redis (Redis 6 deployments) is covered where it differs from FCALL,
+// by the script package's own suites over AllModes; doubling every domain
+// suite for it would add minutes to make test for no new path.
 func Backends(tb testing.TB) []Backend {
+	tb.Helper()
+	real := SharedClient(tb)
 	return []Backend{
-		{Name: "redis", Client: SharedClient(tb)},
+		{Name: "redis", Client: real, Functions: functionsCapable(tb, real)},
 		{Name: "embedded", Client: Embedded(tb)},
 	}
+}
+
+// AllModes is Backends plus the real backend through EVALSHA: the legs of
+// the suites of the script executor itself, whose two ways of sending a
+// script both serve production (Redis 7 and Redis 6).
+func AllModes(tb testing.TB) []Backend {
+	tb.Helper()
+	bs := Backends(tb)
+	if !bs[0].Functions {
+		return bs
+	}
+	return append(bs, Backend{Name: "redis-evalsha", Client: bs[0].Client})
+}
+
+// functionsCapable reports whether every master behind c runs Redis 7 or
+// later, as cyclesd decides at start (internal/store/redisinfo.Redis7).
+func functionsCapable(tb testing.TB, c redis.UniversalClient) bool {
+	tb.Helper()
+	ok, err := redisinfo.Redis7(context.Background(), c)
+	if err != nil {
+		tb.Fatalf("redis version: %v", err)
+	}
+	return ok
 }
 
 func infoField(info, field string) string {

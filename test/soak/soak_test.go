@@ -5,6 +5,7 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -383,7 +384,7 @@ func checkKeys(t *testing.T, rc *redis.Client, tn keys.Tenant, ops, reserves int
 					st[j] = pipe.HGet(ctx, k, "state")
 				}
 			}
-			if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 				t.Fatal(err)
 			}
 			for j, k := range chunk {

@@ -2,8 +2,6 @@ package opsapi_test
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"sort"
 	"strconv"
@@ -33,6 +31,7 @@ import (
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // env is one cyclesd behind the production interceptor chain: the runtime
@@ -56,11 +55,15 @@ func newEnvOn(t *testing.T, c redis.UniversalClient) *env {
 }
 
 func newEnvWith(t *testing.T, c redis.UniversalClient, opts ledgerops.Options) *env {
+	return newEnvFor(t, redistest.Backend{Client: c}, opts)
+}
+
+// newEnvFor builds the services on one leg of redistest.Backends, their
+// scripts sent the way production sends them on that backend.
+func newEnvFor(t *testing.T, be redistest.Backend, opts ledgerops.Options) *env {
 	t.Helper()
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := be.Client
+	ex := scripttest.New(t, be)
 	mr := telemetrytest.New()
 	sw := sweeper.New(ex, sweeper.Options{MeterProvider: mr.Provider})
 	opts.MeterProvider = mr.Provider
@@ -217,7 +220,7 @@ func (e *env) eventsOf(typ string) []map[string]string {
 // and the embedded store of dev mode.
 func TestIncidentsAuditRepairResolve(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
-		t.Run(be.Name, func(t *testing.T) { incidents(t, newEnvOn(t, be.Client)) })
+		t.Run(be.Name, func(t *testing.T) { incidents(t, newEnvFor(t, be, ledgerops.Options{AuditRate: 1000})) })
 	}
 }
 
@@ -319,13 +322,6 @@ func incidents(t *testing.T, e *env) {
 	if err != nil || !again.GetReplay() || !equal(changes(again.GetChanges()), wantFix) {
 		t.Fatalf("replay %v %v", again, err)
 	}
-	// The same replay from a record in the format written before
-	// lua/lib/idem.lua (JSON with a 64-hex payload hash).
-	legacyIdem(t, e.c, keys.Tenant(e.tenant).Idempotency("repair", "fix-1"))
-	again, err = e.ops.RepairTenant(admin(), req)
-	if err != nil || !again.GetReplay() || !equal(changes(again.GetChanges()), wantFix) {
-		t.Fatalf("replay of a legacy record %v %v", again, err)
-	}
 	if got := e.untouchable(); got != untouchable {
 		t.Fatalf("repair wrote allocated, spent or debt:\n%s\nvs\n%s", untouchable, got)
 	}
@@ -388,10 +384,6 @@ func incidents(t *testing.T, e *env) {
 	}
 	if again, err := e.ops.ResolveQuarantined(admin(), resolve); err != nil || !again.GetReplay() || again.GetOutcome() != "RELEASED" {
 		t.Fatalf("resolve replay %v %v", again, err)
-	}
-	legacyIdem(t, e.c, keys.Tenant(e.tenant).Idempotency("resolve", "res-1"))
-	if again, err := e.ops.ResolveQuarantined(admin(), resolve); err != nil || !again.GetReplay() || again.GetOutcome() != "RELEASED" {
-		t.Fatalf("resolve replay of a legacy record %v %v", again, err)
 	}
 	other := &cyclesv1.ResolveQuarantinedRequest{TenantId: e.tenant, ReservationId: r1, IdempotencyKey: "res-1",
 		Outcome: &cyclesv1.ResolveQuarantinedRequest_ExpireWithoutRefund{ExpireWithoutRefund: &cyclesv1.ExpireWithoutRefund{}}}
@@ -543,21 +535,3 @@ func releaseReq(e *env, id, scope string, amount int64) *cyclesv1.ResolveQuarant
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// legacyIdem rewrites the answer record at key ("j<hash>:<answer>",
-// lua/lib/idem.lua) into the JSON form written before it: {"h": the 64-hex
-// payload hash (its first 16 bytes are the short hash's), "r": answer}.
-func legacyIdem(t *testing.T, c redis.UniversalClient, key string) {
-	t.Helper()
-	ctx := context.Background()
-	raw := c.Get(ctx, key).Val()
-	hash, resp, found := strings.Cut(strings.TrimPrefix(raw, "j"), ":")
-	b, err := base64.RawURLEncoding.DecodeString(hash)
-	if !strings.HasPrefix(raw, "j") || !found || err != nil {
-		t.Fatalf("idempotency record %s = %q", key, raw)
-	}
-	legacy, _ := json.Marshal(map[string]string{"h": hex.EncodeToString(b) + strings.Repeat("0", 32), "r": resp})
-	if err := c.Set(ctx, key, legacy, time.Hour).Err(); err != nil {
-		t.Fatal(err)
-	}
-}

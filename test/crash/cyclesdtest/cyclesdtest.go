@@ -39,7 +39,7 @@ func Build(dir string) (string, error) {
 	bin := filepath.Join(dir, "cyclesd")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/cyclesgo/cycles-go/cmd/cyclesd").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("build cyclesd: %v\n%s", err, out)
+		return "", fmt.Errorf("build cyclesd: %w\n%s", err, out)
 	}
 	return bin, nil
 }
@@ -135,7 +135,7 @@ func (d *Daemon) Kill() {
 		return
 	}
 	_ = cmd.Process.Kill()
-	<-done
+	<-done //nolint:errcheck // killed on purpose: its exit status says nothing
 }
 
 // Restart starts a new process on the same addresses (after Kill).
