@@ -60,9 +60,13 @@ func TestEveryEventTypeIsProducedAndTyped(t *testing.T) {
 	}
 	// v0.1.26 quotas: the first call of a kind capped at 1 per hour crosses
 	// the default 80 % threshold (released: the hold plays no part below).
-	must(cyclesv1.NewPolicyServiceClient(conn).CreateScopePolicy(ctx, &cyclesv1.CreateScopePolicyRequest{TenantId: tenant,
+	policies := cyclesv1.NewPolicyServiceClient(conn)
+	pol, err := policies.CreateScopePolicy(ctx, &cyclesv1.CreateScopePolicyRequest{TenantId: tenant,
 		Name: "mail", ScopePattern: "*", ActionQuotas: []*cyclesv1.ActionQuota{{ActionKind: "message.email.send", MaxCalls: 1,
-			Window: cyclesv1.ActionQuotaWindow_ACTION_QUOTA_WINDOW_PER_HOUR_TUMBLING}}}))
+			Window: cyclesv1.ActionQuotaWindow_ACTION_QUOTA_WINDOW_PER_HOUR_TUMBLING}}})
+	must(pol, err)
+	must(policies.UpdateScopePolicy(ctx, &cyclesv1.UpdateScopePolicyRequest{TenantId: tenant, PolicyId: pol.GetPolicy().GetPolicyId(),
+		Description: ptr("mail quota")}))
 	mail, err := runtime.CreateReservation(agent, &cyclesv1.CreateReservationRequest{IdempotencyKey: "mail-1",
 		Subject: &cyclesv1.Subject{Workspace: "w"}, Action: &cyclesv1.Action{Kind: "message.email.send", Name: "m"},
 		Estimate: &cyclesv1.Amount{Unit: tok, Amount: 1}})
@@ -113,6 +117,8 @@ func TestEveryEventTypeIsProducedAndTyped(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	reserve("r-open", 5, nil)
+	must(admin.UpdateApiKey(ctx, &cyclesv1.UpdateApiKeyRequest{TenantId: tenant, KeyId: key.GetApiKey().GetKeyId(),
+		Permissions: &cyclesv1.ApiKeyStrings{Values: []string{"reservations:create", "reservations:commit", "reservations:release", "events:read", "balances:read"}}}))
 	must(admin.RevokeApiKey(ctx, &cyclesv1.RevokeApiKeyRequest{TenantId: tenant, KeyId: key.GetApiKey().GetKeyId()}))
 	must(admin.CloseTenant(context.WithoutCancel(ctx), &cyclesv1.CloseTenantRequest{TenantId: tenant}))
 
@@ -180,6 +186,14 @@ func TestEveryEventTypeIsProducedAndTyped(t *testing.T) {
 	}
 	if p := first(cyclesv1.EventType_EVENT_TYPE_API_KEY_REVOKED).GetApiKeyChanged(); p.GetNewStatus() != cyclesv1.ApiKeyStatus_API_KEY_STATUS_REVOKED {
 		t.Errorf("api_key.revoked: %v", p)
+	}
+	if p := first(cyclesv1.EventType_EVENT_TYPE_API_KEY_PERMISSIONS_CHANGED).GetApiKeyChanged(); p.GetKeyId() != key.GetApiKey().GetKeyId() ||
+		p.GetNewStatus() != cyclesv1.ApiKeyStatus_API_KEY_STATUS_ACTIVE || len(p.GetChangedFields()) != 1 || p.GetChangedFields()[0] != "permissions" {
+		t.Errorf("api_key.permissions_changed: %v", p)
+	}
+	if p := first(cyclesv1.EventType_EVENT_TYPE_POLICY_UPDATED).GetPolicyChanged(); p.GetPolicyId() != pol.GetPolicy().GetPolicyId() ||
+		p.GetName() != "mail" || len(p.GetChangedFields()) != 1 || p.GetChangedFields()[0] != "description" {
+		t.Errorf("policy.updated: %v", p)
 	}
 
 	// The typed filter selects exactly those types, on List and Watch.
