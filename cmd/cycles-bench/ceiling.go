@@ -17,6 +17,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/scope"
 	"github.com/cyclesgo/cycles-go/internal/script"
+	"github.com/cyclesgo/cycles-go/internal/store/redisinfo"
 )
 
 const ceilingScript = "ledger/reserve"
@@ -98,7 +99,7 @@ func (c *ceilingCaller) reserveTTL(ctx context.Context, id string, ttl, grace in
 // redisMajor is the major version of the Redis at c (0 if unknown).
 func redisMajor(ctx context.Context, c *redis.Client) int {
 	info, _ := c.Info(ctx, "server").Result()
-	v, _, _ := strings.Cut(infoField(info, "redis_version"), ".")
+	v, _, _ := strings.Cut(redisinfo.Field(info, "redis_version"), ".")
 	n, _ := strconv.Atoi(strings.TrimSpace(v))
 	return n
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/bench"
 	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/store/redisinfo"
 )
 
 // memoryWorkers is the concurrency of the memory phase (throughput is not
@@ -41,12 +42,12 @@ func (b *runner) runMemory(ctx context.Context, n int) (*bench.Memory, bench.Led
 		if err != nil {
 			return 0, err
 		}
-		n, err := strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
+		n, err := strconv.ParseInt(redisinfo.Field(info, "used_memory"), 10, 64)
 		if err != nil {
 			return 0, err
 		}
 		for _, f := range []string{"mem_clients_normal", "mem_clients_slaves"} {
-			if v, err := strconv.ParseInt(infoField(info, f), 10, 64); err == nil {
+			if v, err := strconv.ParseInt(redisinfo.Field(info, f), 10, 64); err == nil {
 				n -= v
 			}
 		}

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/cyclesgo/cycles-go/internal/store/redisinfo"
 )
 
 // proc is a child process the tool started (redis-server or cyclesd). It
@@ -233,8 +235,8 @@ func ioStats(c *redis.Client) (commands, reads int64) {
 	if err != nil {
 		return 0, 0
 	}
-	commands, _ = strconv.ParseInt(infoField(info, "total_commands_processed"), 10, 64)
-	reads, _ = strconv.ParseInt(infoField(info, "total_reads_processed"), 10, 64)
+	commands, _ = strconv.ParseInt(redisinfo.Field(info, "total_commands_processed"), 10, 64)
+	reads, _ = strconv.ParseInt(redisinfo.Field(info, "total_reads_processed"), 10, 64)
 	return commands, reads
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/bench"
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/store/redisinfo"
 )
 
 type config struct {
@@ -349,17 +350,8 @@ func localRedisPID(ctx context.Context, addr string) int {
 	if err != nil {
 		return 0
 	}
-	pid, _ := strconv.Atoi(infoField(info, "process_id"))
+	pid, _ := strconv.Atoi(redisinfo.Field(info, "process_id"))
 	return pid
-}
-
-func infoField(info, field string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 func newRunID() string {
@@ -604,7 +596,7 @@ func machine(ctx context.Context, redisAddr string) bench.Machine {
 	c := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer c.Close()
 	if info, err := c.Info(ctx, "server").Result(); err == nil {
-		m.Redis = infoField(info, "redis_version")
+		m.Redis = redisinfo.Field(info, "redis_version")
 	}
 	return m
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cyclesgo/cycles-go/internal/store/redisinfo"
 )
 
 // How a script call reaches Redis.
@@ -67,7 +69,7 @@ func isMissing(err error) bool {
 
 // loadLibrary loads the library holding p's function on every master.
 func loadLibrary(ctx context.Context, c redis.UniversalClient, p *program) error {
-	return eachMaster(ctx, c, func(ctx context.Context, n redis.Cmdable) error {
+	return redisinfo.ForEachMaster(ctx, c, func(ctx context.Context, n redis.Cmdable) error {
 		if err := n.FunctionLoadReplace(ctx, p.lib.src).Err(); err != nil {
 			return fmt.Errorf("function load %s (for %s): %w", p.lib.name, p.name, err)
 		}
@@ -99,12 +101,4 @@ func pruneLibraries(ctx context.Context, n redis.Cmdable, ps programs) error {
 		}
 	}
 	return nil
-}
-
-// eachMaster runs f on the single node or on every Cluster master.
-func eachMaster(ctx context.Context, c redis.UniversalClient, f func(context.Context, redis.Cmdable) error) error {
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return f(ctx, n) })
-	}
-	return f(ctx, c)
 }

@@ -30,6 +30,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/store/redisinfo"
 )
 
 // Executor runs the embedded scripts against one Redis deployment (single node,
@@ -198,7 +199,7 @@ func (e *Executor) Client() redis.UniversalClient { return e.client }
 // WithFunctions it loads the one library of every script instead
 // (FUNCTION LOAD REPLACE) and deletes the libraries of other cyclesd versions.
 func (e *Executor) Load(ctx context.Context) error {
-	return eachMaster(ctx, e.client, func(ctx context.Context, c redis.Cmdable) error {
+	return redisinfo.ForEachMaster(ctx, e.client, func(ctx context.Context, c redis.Cmdable) error {
 		if e.functions {
 			loaded := map[*fnLibrary]bool{}
 			for _, p := range e.progs {

@@ -292,28 +292,3 @@ func functionsCapable(tb testing.TB, c redis.UniversalClient) bool {
 	}
 	return ok
 }
-
-func infoField(info, field string) string {
-	for _, line := range splitLines(info) {
-		if len(line) > len(field) && line[:len(field)] == field && line[len(field)] == ':' {
-			return line[len(field)+1:]
-		}
-	}
-	return ""
-}
-
-func splitLines(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\n' {
-			line := s[start:i]
-			if len(line) > 0 && line[len(line)-1] == '\r' {
-				line = line[:len(line)-1]
-			}
-			out = append(out, line)
-			start = i + 1
-		}
-	}
-	return append(out, s[start:])
-}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cyclesgo/cycles-go/internal/store/redisinfo"
 )
 
 // Sentinel is a master, one replica and one sentinel watching them.
@@ -60,7 +62,7 @@ func (s *Sentinel) waitReplicaSynced(tb testing.TB) {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		info, _ := c.Info(context.Background(), "replication").Result()
-		if infoField(info, "master_link_status") == "up" {
+		if redisinfo.Field(info, "master_link_status") == "up" {
 			return
 		}
 		if time.Now().After(deadline) {
