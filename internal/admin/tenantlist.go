@@ -61,13 +61,10 @@ func (s *Service) listTenants(ctx context.Context, req *cyclesv1.ListTenantsRequ
 	if filtered {
 		scan = tenantFilterScan * limit
 	}
-	var page struct {
-		Tenants jsonList[string] `json:"tenants"`
-	}
-	if err := s.exec.RunInto(ctx, &page, sweeper.TenantsScript, []string{keys.Tenants}, after, scan); err != nil {
+	ids, err := sweeper.TenantPage(ctx, s.exec, after, scan)
+	if err != nil {
 		return nil, err
 	}
-	ids := page.Tenants
 	tenants := make([]*cyclesv1.Tenant, len(ids)) // nil: no record
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(tenantReadConcurrency)

@@ -53,14 +53,11 @@ var notYetBound = map[string]bool{
 	"ops/quarantine_list":      true,
 	"ops/quarantine_resolve":   true,
 	"ops/repair":               true,
-	"ops/sweeper_control":      true,
 	"policy/counter_reset":     true,
 	"policy/counters":          true,
 	"policy/create":            true,
 	"policy/get":               true,
 	"policy/update":            true,
-	"sweeper/expire_batch":     true,
-	"sweeper/tenants":          true,
 }
 
 // Every script is declared with a typed binding (script.Bind) whose KEYS

@@ -279,17 +279,15 @@ func (s *Service) streams(ctx context.Context, tenant string) ([]string, error) 
 		}
 		return []string{keys.Tenant(tenant).Audit()}, nil
 	}
-	var page struct {
-		Tenants script.LuaArray[string] `json:"tenants"`
-	}
-	if err := s.exec.RunInto(ctx, &page, sweeper.TenantsScript, []string{keys.Tenants}, "", MaxListFanout+1); err != nil {
+	tenants, err := sweeper.TenantPage(ctx, s.exec, "", MaxListFanout+1)
+	if err != nil {
 		return nil, err
 	}
-	if len(page.Tenants) > MaxListFanout {
+	if len(tenants) > MaxListFanout {
 		return nil, apierr.Invalid("tenant_id", "is required on a server with more than %d tenants", MaxListFanout)
 	}
 	out := []string{keys.AuditLog}
-	for _, t := range page.Tenants {
+	for _, t := range tenants {
 		out = append(out, keys.Tenant(t).Audit())
 	}
 	return out, nil
