@@ -365,7 +365,7 @@ func idLess(a, b string) bool {
 // inclusive ids lo and hi.
 func (s *Service) read(ctx context.Context, stream, hi, lo string, n int) ([]entry, error) {
 	var rows script.LuaArray[[]string]
-	if err := s.exec.RunInto(ctx, &rows, ReadScript, []string{stream}, "desc", hi, lo, n); err != nil {
+	if err := scriptRead.RunInto(ctx, s.exec, &rows, streamKeys{stream}, readArgs{"desc", hi, lo, n}); err != nil {
 		return nil, fmt.Errorf("read %s: %w", stream, err)
 	}
 	if s.archived != nil && len(rows) < n {
