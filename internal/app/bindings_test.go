@@ -9,23 +9,6 @@ import (
 // notYetBound lists the scripts still called by position while the domain
 // packages move to typed bindings, package by package; it only shrinks.
 var notYetBound = map[string]bool{
-	"admin/close_tenant":       true,
-	"admin/create_api_key":     true,
-	"admin/create_budget":      true,
-	"admin/create_tenant":      true,
-	"admin/fund_budget":        true,
-	"admin/get_budget":         true,
-	"admin/get_tenant":         true,
-	"admin/list_api_keys":      true,
-	"admin/list_budgets":       true,
-	"admin/register_tenant":    true,
-	"admin/revoke_api_key":     true,
-	"admin/set_budget_status":  true,
-	"admin/touch_api_key":      true,
-	"admin/update_api_key":     true,
-	"admin/update_budget":      true,
-	"admin/update_tenant":      true,
-	"admin/verify_api_key":     true,
 	"ledger/balances":          true,
 	"ledger/commit":            true,
 	"ledger/decide":            true,
