@@ -20,11 +20,6 @@ var notYetBound = map[string]bool{
 	"ledger/release":           true,
 	"ledger/release_for_close": true,
 	"ledger/reserve":           true,
-	"policy/counter_reset":     true,
-	"policy/counters":          true,
-	"policy/create":            true,
-	"policy/get":               true,
-	"policy/update":            true,
 }
 
 // Every script is declared with a typed binding (script.Bind) whose KEYS

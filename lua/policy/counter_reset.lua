@@ -2,9 +2,13 @@
 -- (docs/protocol.md#v0126-action-governance; layout in lib/quota.lua).
 -- include: lib/ledger_util.lua
 --
--- KEYS: 1 tenant record   2 the counter   3 the tenant's counter index
---       4 the tenant's event stream
--- ARGV: 1 event context (internal/eventctx.Arg)   2 reason   3 tenant id
+-- KEYS: 1 tenant_record
+--       2 counter          the counter
+--       3 counter_index    the tenant's counter index
+--       4 event_stream     the tenant's event stream
+-- ARGV: 1 event_ctx        event context (internal/eventctx.Arg)
+--       2 reason
+--       3 tenant_id
 -- A calendar counter keeps its TTL; a per_run counter's TTL is refreshed.
 -- The threshold alert re-arms. Reservations holding counts are untouched
 -- (their later give-back never takes the counter below 0). Emits
