@@ -29,7 +29,8 @@ func (a *API) actionKindRoutes() []endpoint {
 	}
 	return []endpoint{
 		cached(on(a, "GET /v1/action-kinds", cyclesv1.ActionKindService_ListActionKinds_FullMethodName,
-			via(a.kinds, cyclesv1.ActionKindServiceServer.ListActionKinds), nil, actionKindsOf,
+			via(a.kinds, cyclesv1.ActionKindServiceServer.ListActionKinds), nil,
+			shaped[*cyclesv1.ListActionKindsResponse](shapeOf("version", "kinds", "next_cursor?", "has_more").with("kinds", item(actionKindOf))),
 			query(q("cursor"), q("risk_class").with(riskParam), q("deprecated"), q("limit").with(kindLimit)))),
 		cached(on(a, "GET /v1/action-kinds/{kind}", cyclesv1.ActionKindService_GetActionKind_FullMethodName,
 			via(a.kinds, cyclesv1.ActionKindServiceServer.GetActionKind), nil,
@@ -59,15 +60,6 @@ func notModified(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-func actionKindsOf(p *cyclesv1.ListActionKindsResponse) *actionKindsOut {
-	out := &actionKindsOut{Version: p.GetVersion(), Kinds: make([]*actionKindOut, len(p.GetKinds())),
-		NextCursor: p.GetNextCursor(), HasMore: p.GetHasMore()}
-	for i, k := range p.GetKinds() {
-		out.Kinds[i] = actionKindOf(k)
-	}
-	return out
-}
-
 func riskParam(name, s string) (protoreflect.Value, error) {
 	c, ok := actionkind.ParseRisk(s)
 	if !ok {
@@ -82,14 +74,6 @@ func kindLimit(name, s string) (protoreflect.Value, error) {
 		return protoreflect.Value{}, apierr.Invalid(name, "must be 1..%d", actionkind.MaxPageSize)
 	}
 	return protoreflect.ValueOfInt32(int32(n)), nil
-}
-
-// actionKindsOut is the protocol's ActionKindRegistry.
-type actionKindsOut struct {
-	Version    string           `json:"version"`
-	Kinds      []*actionKindOut `json:"kinds"`
-	NextCursor string           `json:"next_cursor,omitempty"`
-	HasMore    bool             `json:"has_more"`
 }
 
 // actionKindOut is the protocol's ActionKind.

@@ -49,6 +49,8 @@ func (a *API) adminRoutes() []endpoint {
 	adm, offAdmin := a.adm, off("the admin service is not enabled on this server")
 	keyList := query(q("tenant_id"), q("search"), q("cursor"), q("limit"))
 	budgetKey := query(qf("scope", "scope_path").must(), q("unit").must(), q("tenant_id"))
+	keysPage := shaped[*cyclesv1.ListApiKeysResponse](page("keys=api_keys",
+		item(func(k *cyclesv1.ApiKey) *apiKeyOut { return apiKeyOf(k, "", true) })))
 	return []endpoint{
 		on(a, "POST /v1/admin/tenants", cyclesv1.AdminService_CreateTenant_FullMethodName,
 			via(adm, cyclesv1.AdminServiceServer.CreateTenant), jsonBody((*tenantIn).fillCreate),
@@ -57,7 +59,8 @@ func (a *API) adminRoutes() []endpoint {
 		// sort_by and sort_dir are ignored (the spec lets a server ignore
 		// them), as is observe_mode (a v0.1.26 extension).
 		on(a, "GET /v1/admin/tenants", cyclesv1.AdminService_ListTenants_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.ListTenants), nil, tenantsOf, offAdmin,
+			via(adm, cyclesv1.AdminServiceServer.ListTenants), nil,
+			shaped[*cyclesv1.ListTenantsResponse](page("tenants", item(tenantOf))), offAdmin,
 			query(refused("parent_tenant_id", "search", "tenant hierarchies are not supported by cyclesd"),
 				q("search"), q("cursor"), q("status"), q("limit"))),
 		on(a, "GET /v1/admin/tenants/{tenant_id}", cyclesv1.AdminService_GetTenant_FullMethodName,
@@ -76,14 +79,14 @@ func (a *API) adminRoutes() []endpoint {
 		// expires_at on), so it answers an empty list once the tenant is known.
 		byQuery("GET /v1/admin/api-keys", "status", "EXPIRED",
 			on(a, "GET /v1/admin/api-keys", cyclesv1.AdminService_ListApiKeys_FullMethodName,
-				via(adm, cyclesv1.AdminServiceServer.ListApiKeys), nil, apiKeysOf, offAdmin, keyList, query(q("status"))),
+				via(adm, cyclesv1.AdminServiceServer.ListApiKeys), nil, keysPage, offAdmin, keyList, query(q("status"))),
 			on(a, "GET /v1/admin/api-keys", cyclesv1.AdminService_ListApiKeys_FullMethodName,
 				func(ctx context.Context, req *cyclesv1.ListApiKeysRequest) (*cyclesv1.ListApiKeysResponse, error) {
 					if _, err := adm.ListApiKeys(ctx, req); err != nil {
 						return nil, err
 					}
 					return &cyclesv1.ListApiKeysResponse{}, nil
-				}, nil, apiKeysOf, offAdmin, keyList)),
+				}, nil, keysPage, offAdmin, keyList)),
 		on(a, "DELETE /v1/admin/api-keys/{key_id}", cyclesv1.AdminService_RevokeApiKey_FullMethodName,
 			via(adm, cyclesv1.AdminServiceServer.RevokeApiKey), keyPath[*cyclesv1.RevokeApiKeyRequest](nil),
 			func(p *cyclesv1.RevokeApiKeyResponse) *apiKeyOut { return apiKeyOf(p.GetApiKey(), "", true) }, offAdmin),
@@ -92,7 +95,8 @@ func (a *API) adminRoutes() []endpoint {
 			func(p *cyclesv1.CreateBudgetResponse) *ledgerOut { return ledgerOf(p.GetBudget()) }, created, offAdmin),
 		// Without tenant_id, AdminService.ListBudgets walks every tenant.
 		on(a, "GET /v1/admin/budgets", cyclesv1.AdminService_ListBudgets_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.ListBudgets), nil, ledgersOf, offAdmin,
+			via(adm, cyclesv1.AdminServiceServer.ListBudgets), nil,
+			shaped[*cyclesv1.ListBudgetsResponse](page("ledgers=budgets", item(ledgerOf))), offAdmin,
 			query(q("tenant_id"), q("scope_prefix"), q("cursor"), q("unit"), q("limit"))),
 		on(a, "GET /v1/admin/budgets/lookup", cyclesv1.AdminService_GetBudget_FullMethodName,
 			via(adm, cyclesv1.AdminServiceServer.GetBudget), scoped[*cyclesv1.GetBudgetRequest](nil),
@@ -209,20 +213,6 @@ func (t *tenantIn) fillCreate(out *cyclesv1.CreateTenantRequest) error {
 	}
 	out.DefaultReservationTtlMs, out.MaxReservationTtlMs, out.MaxReservationExtensions = t.DefaultReservationTTLMs, t.MaxReservationTTLMs, t.MaxReservationExtensions
 	return nil
-}
-
-type tenantsOut struct {
-	Tenants    []*tenantOut `json:"tenants"`
-	NextCursor string       `json:"next_cursor,omitempty"`
-	HasMore    bool         `json:"has_more"`
-}
-
-func tenantsOf(l *cyclesv1.ListTenantsResponse) *tenantsOut {
-	out := &tenantsOut{Tenants: make([]*tenantOut, 0, len(l.GetTenants())), NextCursor: l.GetNextCursor(), HasMore: l.GetHasMore()}
-	for _, t := range l.GetTenants() {
-		out.Tenants = append(out.Tenants, tenantOf(t))
-	}
-	return out
 }
 
 // updateTenantRoute is PATCH /v1/admin/tenants/{tenant_id}: the given fields
@@ -406,20 +396,6 @@ func keyLabels(field string, m map[string]any) (map[string]string, error) {
 	return out, nil
 }
 
-type apiKeysOut struct {
-	Keys       []*apiKeyOut `json:"keys"`
-	NextCursor string       `json:"next_cursor,omitempty"`
-	HasMore    bool         `json:"has_more"`
-}
-
-func apiKeysOf(l *cyclesv1.ListApiKeysResponse) *apiKeysOut {
-	out := &apiKeysOut{Keys: make([]*apiKeyOut, 0, len(l.GetApiKeys())), NextCursor: l.GetNextCursor(), HasMore: l.GetHasMore()}
-	for _, k := range l.GetApiKeys() {
-		out.Keys = append(out.Keys, apiKeyOf(k, "", true))
-	}
-	return out
-}
-
 // keyPath reads the {key_id} path parameter into the request's tenant_id
 // and key_id, then runs read (if any).
 func keyPath[Req interface {
@@ -573,20 +549,6 @@ func (in *budgetIn) fill(out *cyclesv1.CreateBudgetRequest) error {
 		out.TenantId = scope.TenantOf(in.Scope)
 	}
 	return nil
-}
-
-type ledgersOut struct {
-	Ledgers    []*ledgerOut `json:"ledgers"`
-	NextCursor string       `json:"next_cursor,omitempty"`
-	HasMore    bool         `json:"has_more"`
-}
-
-func ledgersOf(l *cyclesv1.ListBudgetsResponse) *ledgersOut {
-	out := &ledgersOut{Ledgers: make([]*ledgerOut, 0, len(l.GetBudgets())), NextCursor: l.GetNextCursor(), HasMore: l.GetHasMore()}
-	for _, b := range l.GetBudgets() {
-		out.Ledgers = append(out.Ledgers, ledgerOf(b))
-	}
-	return out
 }
 
 type budgetUpdateIn struct {

@@ -17,7 +17,7 @@ func (a *API) auditRoutes() []endpoint {
 		// offered (the spec lets a server ignore sort_by); an ascending order
 		// is refused rather than silently reversed.
 		on(a, "GET /v1/admin/audit/logs", cyclesv1.AuditService_ListAuditLogs_FullMethodName,
-			via(a.aud, cyclesv1.AuditServiceServer.ListAuditLogs), nil, auditListOf,
+			via(a.aud, cyclesv1.AuditServiceServer.ListAuditLogs), nil, shaped[*cyclesv1.ListAuditLogsResponse](auditPage),
 			off("the audit trail is not enabled on this server"),
 			query(q("tenant_id"), q("key_id"), q("resource_id"), q("search"), q("trace_id"), q("request_id"), q("cursor"),
 				qf("operation", "operations"), qf("resource_type", "resource_types"), qf("error_code", "error_codes"),
@@ -26,45 +26,13 @@ func (a *API) auditRoutes() []endpoint {
 	}
 }
 
+// auditPage is the protocol's AuditLogListResponse: the proto's shape.
+var auditPage = page("logs", nil).nest("logs", shapeOf("log_id", "timestamp", "tenant_id", "key_id?", "user_agent?", "source_ip?",
+	"operation", "resource_type?", "resource_id?", "request_id?", "trace_id?", "status", "error_code?", "metadata?"))
+
 func newestFirst(name, s string) (protoreflect.Value, error) {
 	if d := strings.ToLower(s); d != "desc" {
 		return protoreflect.Value{}, apierr.Invalid(name, "only desc (newest first) is supported")
 	}
 	return protoreflect.Value{}, nil
-}
-
-// auditEntryOut is the protocol's AuditLogEntry.
-type auditEntryOut struct {
-	LogID        string            `json:"log_id"`
-	Timestamp    string            `json:"timestamp"`
-	TenantID     string            `json:"tenant_id"`
-	KeyID        string            `json:"key_id,omitempty"`
-	UserAgent    string            `json:"user_agent,omitempty"`
-	SourceIP     string            `json:"source_ip,omitempty"`
-	Operation    string            `json:"operation"`
-	ResourceType string            `json:"resource_type,omitempty"`
-	ResourceID   string            `json:"resource_id,omitempty"`
-	RequestID    string            `json:"request_id,omitempty"`
-	TraceID      string            `json:"trace_id,omitempty"`
-	Status       int32             `json:"status"`
-	ErrorCode    string            `json:"error_code,omitempty"`
-	Metadata     map[string]string `json:"metadata,omitempty"`
-}
-
-type auditListOut struct {
-	Logs       []*auditEntryOut `json:"logs"`
-	NextCursor string           `json:"next_cursor,omitempty"`
-	HasMore    bool             `json:"has_more"`
-}
-
-func auditListOf(l *cyclesv1.ListAuditLogsResponse) *auditListOut {
-	out := &auditListOut{Logs: make([]*auditEntryOut, 0, len(l.GetLogs())), NextCursor: l.GetNextCursor(), HasMore: l.GetHasMore()}
-	for _, e := range l.GetLogs() {
-		out.Logs = append(out.Logs, &auditEntryOut{LogID: e.GetLogId(), Timestamp: isoTime(e.GetTimestampMs()),
-			TenantID: e.GetTenantId(), KeyID: e.GetKeyId(), UserAgent: e.GetUserAgent(), SourceIP: e.GetSourceIp(),
-			Operation: e.GetOperation(), ResourceType: e.GetResourceType(), ResourceID: e.GetResourceId(),
-			RequestID: e.GetRequestId(), TraceID: e.GetTraceId(), Status: e.GetStatus(), ErrorCode: e.GetErrorCode(),
-			Metadata: e.GetMetadata()})
-	}
-	return out
 }

@@ -18,11 +18,12 @@ func (a *API) eventRoutes() []endpoint {
 	filters := query(qf("scope", "scope_prefix"), q("cursor"), qf("event_type", "event_types"), qf("category", "categories"),
 		refused("correlation_id", "cursor", "cyclesd events carry no correlation id; filter by event_type, scope or time"),
 		qf("from", "from_ms"), qf("to", "to_ms"), q("limit"))
+	eventPage := shaped[*cyclesv1.ListEventsResponse](page("events", item(envelopeOf)))
 	return []endpoint{
 		on(a, "GET /v1/events", cyclesv1.EventService_ListEvents_FullMethodName,
-			keyOnly(false, via(ev, cyclesv1.EventServiceServer.ListEvents)), check(eventWindow), eventListOf, offEvents, filters),
+			keyOnly(false, via(ev, cyclesv1.EventServiceServer.ListEvents)), check(eventWindow), eventPage, offEvents, filters),
 		on(a, "GET /v1/admin/events", cyclesv1.EventService_ListEvents_FullMethodName,
-			keyOnly(true, via(ev, cyclesv1.EventServiceServer.ListEvents)), check(eventWindow), eventListOf, offEvents, filters,
+			keyOnly(true, via(ev, cyclesv1.EventServiceServer.ListEvents)), check(eventWindow), eventPage, offEvents, filters,
 			query(q("tenant_id"))),
 		// The event id names its tenant, so no tenant_id is needed (an optional
 		// tenant_id still reads events written before ids named their tenant;
@@ -73,20 +74,6 @@ type eventEnvelopeOut struct {
 	Data      map[string]any `json:"data,omitempty"`
 	RequestID string         `json:"request_id,omitempty"`
 	TraceID   string         `json:"trace_id,omitempty"`
-}
-
-type eventListOut struct {
-	Events     []eventEnvelopeOut `json:"events"`
-	NextCursor string             `json:"next_cursor,omitempty"`
-	HasMore    bool               `json:"has_more"`
-}
-
-func eventListOf(l *cyclesv1.ListEventsResponse) *eventListOut {
-	out := &eventListOut{Events: make([]eventEnvelopeOut, 0, len(l.GetEvents())), NextCursor: l.GetNextCursor(), HasMore: l.GetHasMore()}
-	for _, e := range l.GetEvents() {
-		out.Events = append(out.Events, envelopeOf(e))
-	}
-	return out
 }
 
 // envelopeOf is the protocol's Event envelope of one event.

@@ -9,7 +9,13 @@
 // process (server.Invoke): auth, the rate-limit guard, validation
 // (internal/validate), idempotency and the ledger are the very path gRPC calls
 // take. This package only translates JSON and maps errors onto HTTP statuses.
-// docs/http-api.md lists the wire rules and what is and is not served.
+//
+// Routes are declared in a table, one declaration each (route.go): pattern,
+// gRPC method, path and query parameters bound to proto fields by name, body
+// wire type, answer encoder and success status, all served by one generic
+// handler. Answers that follow the proto are written from declared shapes
+// (shape.go); hand-written wire types remain only where the spec's shape
+// differs. docs/http-api.md lists the wire rules and what is and is not served.
 package cycleshttp
 
 import (

@@ -28,7 +28,8 @@ func (a *API) policyRoutes() []endpoint {
 		// (has_action_quotas, references_action_kind) are ignored, as the spec
 		// allows a server without those extensions.
 		on(a, "GET /v1/admin/policies", cyclesv1.PolicyService_ListScopePolicies_FullMethodName,
-			via(pol, cyclesv1.PolicyServiceServer.ListScopePolicies), check(tenantRequired), policiesOf, offPolicy,
+			via(pol, cyclesv1.PolicyServiceServer.ListScopePolicies), check(tenantRequired),
+			shaped[*cyclesv1.ListScopePoliciesResponse](page("policies", item(policyOutOf))), offPolicy,
 			query(q("tenant_id"), q("scope_pattern"), q("cursor"), q("status"), q("limit"))),
 		on(a, "GET /v1/admin/policies/{policy_id}", cyclesv1.PolicyService_GetScopePolicy_FullMethodName,
 			via(pol, cyclesv1.PolicyServiceServer.GetScopePolicy), tenantFrom[*cyclesv1.GetScopePolicyRequest]("policy_id", policy.TenantOf, nil),
@@ -203,20 +204,6 @@ func (in *policyIn) fillCreate(out *cyclesv1.CreateScopePolicyRequest) error {
 		out.EffectiveUntilMs = *until
 	}
 	return in.governanceIn.create(out)
-}
-
-type policiesOut struct {
-	Policies   []*policyOut `json:"policies"`
-	NextCursor string       `json:"next_cursor,omitempty"`
-	HasMore    bool         `json:"has_more"`
-}
-
-func policiesOf(l *cyclesv1.ListScopePoliciesResponse) *policiesOut {
-	out := &policiesOut{Policies: make([]*policyOut, 0, len(l.GetPolicies())), NextCursor: l.GetNextCursor(), HasMore: l.GetHasMore()}
-	for _, p := range l.GetPolicies() {
-		out.Policies = append(out.Policies, policyOutOf(p))
-	}
-	return out
 }
 
 // fillUpdate: the policy (tenant, id) comes from the path and query.

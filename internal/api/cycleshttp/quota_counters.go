@@ -22,7 +22,8 @@ func (a *API) quotaCounterRoutes() []endpoint {
 	qc, offQC := a.qc, off("the quota counter service is not enabled on this server")
 	return []endpoint{
 		on(a, "GET /v1/admin/action-quota-counters", cyclesv1.QuotaCounterService_ListActionQuotaCounters_FullMethodName,
-			via(qc, cyclesv1.QuotaCounterServiceServer.ListActionQuotaCounters), keyTenant, quotaCountersOf, offQC,
+			via(qc, cyclesv1.QuotaCounterServiceServer.ListActionQuotaCounters), keyTenant,
+			shaped[*cyclesv1.ListActionQuotaCountersResponse](page("counters", item(quotaStateOf))), offQC,
 			query(q("tenant_id"), q("scope"), q("action_kind"), q("cursor"), q("run_id"), q("include_zero"),
 				q("window").with(func(name, s string) (protoreflect.Value, error) {
 					w, err := windowOf(name, s)
@@ -30,9 +31,7 @@ func (a *API) quotaCounterRoutes() []endpoint {
 				}), q("limit"))),
 		on(a, "POST /v1/admin/action-quota-counters/reset", cyclesv1.QuotaCounterService_ResetActionQuotaCounter_FullMethodName,
 			via(qc, cyclesv1.QuotaCounterServiceServer.ResetActionQuotaCounter), jsonBody((*quotaResetIn).fill),
-			func(rr *cyclesv1.ResetActionQuotaCounterResponse) *quotaResetOut {
-				return &quotaResetOut{Counter: quotaStateOf(rr.GetCounter()), PreviousUsed: rr.GetPreviousUsed()}
-			}, offQC),
+			shaped[*cyclesv1.ResetActionQuotaCounterResponse](shapeOf("counter", "previous_used").with("counter", item(quotaStateOf))), offQC),
 	}
 }
 
@@ -73,20 +72,6 @@ func quotaStateOf(s *cyclesv1.ActionQuotaState) *quotaStateOut {
 		LastIncrementedAt: isoTime(s.GetLastIncrementedAtMs())}
 }
 
-type quotaCountersOut struct {
-	Counters   []*quotaStateOut `json:"counters"`
-	NextCursor string           `json:"next_cursor,omitempty"`
-	HasMore    bool             `json:"has_more"`
-}
-
-func quotaCountersOf(l *cyclesv1.ListActionQuotaCountersResponse) *quotaCountersOut {
-	out := &quotaCountersOut{Counters: make([]*quotaStateOut, 0, len(l.GetCounters())), NextCursor: l.GetNextCursor(), HasMore: l.GetHasMore()}
-	for _, c := range l.GetCounters() {
-		out.Counters = append(out.Counters, quotaStateOf(c))
-	}
-	return out
-}
-
 type quotaResetIn struct {
 	TenantID   string `json:"tenant_id"`
 	Scope      string `json:"scope"`
@@ -95,11 +80,6 @@ type quotaResetIn struct {
 	Window     string `json:"window"`
 	WindowKey  string `json:"window_key"`
 	Reason     string `json:"reason"`
-}
-
-type quotaResetOut struct {
-	Counter      *quotaStateOut `json:"counter"`
-	PreviousUsed int64          `json:"previous_used"`
 }
 
 func (in *quotaResetIn) fill(out *cyclesv1.ResetActionQuotaCounterRequest) error {

@@ -51,14 +51,16 @@ func (a *API) runtimeRoutes() []endpoint {
 					return nil, err
 				}
 				return rt.ListReservations(ctx, req)
-			}, check(listChecks), listOf, dual,
+			}, check(listChecks),
+			shaped[*cyclesv1.ListReservationsResponse](page("reservations", item(reservationOf))), dual,
 			query(q("idempotency_key"), q("tenant"), q("workspace"), q("app"), q("workflow"), q("agent"), q("toolset"),
 				q("cursor"), q("status"), q("include"), q("limit"),
 				qf("from", "created_from_ms"), qf("to", "created_to_ms"), qf("expires_from", "expires_from_ms"),
 				qf("expires_to", "expires_to_ms"), qf("finalized_from", "finalized_from_ms"), qf("finalized_to", "finalized_to_ms"),
 				q("sort_by").with(sortByParam), q("sort_dir").with(sortDirParam))),
 		on(a, "GET /v1/balances", cyclesv1.RuntimeService_GetBalances_FullMethodName,
-			via(rt, cyclesv1.RuntimeServiceServer.GetBalances), nil, balancesRespOf,
+			via(rt, cyclesv1.RuntimeServiceServer.GetBalances), nil,
+			shaped[*cyclesv1.GetBalancesResponse](page("balances", item(balanceOf))),
 			query(q("tenant"), q("workspace"), q("app"), q("workflow"), q("agent"), q("toolset"), q("cursor"),
 				q("include_children"), q("unit"), q("limit"))),
 	}
