@@ -153,15 +153,7 @@ func (l *Ledger) Extend(ctx context.Context, tenant string, req *cyclesv1.Extend
 
 // CreateEvent debits an actual cost directly: docs/protocol.md#direct-debits-createevent.
 func (l *Ledger) CreateEvent(ctx context.Context, tenant string, req *cyclesv1.CreateEventRequest) (*cyclesv1.CreateEventResponse, error) {
-	d, err := derive(tenant, req.GetSubject(), req.GetActual().GetUnit())
-	if err != nil {
-		return nil, err
-	}
-	hash, err := eventHash(tenant, req)
-	if err != nil {
-		return nil, err
-	}
-	subj, action, meta, err := requestJSON(tenant, req.GetSubject(), req.GetAction(), req.GetMetadata())
+	d, err := l.newCreating(tenant, req)
 	if err != nil {
 		return nil, err
 	}
@@ -178,8 +170,8 @@ func (l *Ledger) CreateEvent(ctx context.Context, tenant string, req *cyclesv1.C
 	ks := append([]string{t.Prefix(), t.Record(), t.Budgets(), t.Event(eid),
 		t.Idempotency("event", req.GetIdempotencyKey()), t.Events()}, d.budgetKeys...)
 	res, snap, err := l.runFlat(ctx, scriptEvent, ks, []any{
-		eid, d.unit, strconv.FormatInt(req.GetActual().GetAmount(), 10), scope.PolicyKey(req.GetOveragePolicy()),
-		req.GetIdempotencyKey(), hash, d.Path, d.affected, subj, action, metrics, meta, clientTime,
+		eid, d.unit, strconv.FormatInt(req.GetActual().GetAmount(), 10), d.overage,
+		req.GetIdempotencyKey(), d.hash, d.Path, d.affected, d.subject, d.action, metrics, d.metadata, clientTime,
 		l.eventContext(ctx)}, eventExtras, eventFields)
 	if err != nil {
 		return nil, l.refused(ctx, "event", err)
