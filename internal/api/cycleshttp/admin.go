@@ -30,7 +30,6 @@ var (
 	tenantStatusNames  = enumNames(cyclesv1.TenantStatus_name, "TENANT_STATUS_")
 	tenantStatusValues = enumValues(tenantStatusNames)
 	keyStatusNames     = enumNames(cyclesv1.ApiKeyStatus_name, "API_KEY_STATUS_")
-	keyStatusValues    = enumValues(keyStatusNames)
 	budgetStatusNames  = enumNames(cyclesv1.BudgetStatus_name, "BUDGET_STATUS_")
 	fundingNames       = enumNames(cyclesv1.FundingOperation_name, "FUNDING_OPERATION_")
 	fundingValues      = enumValues(fundingNames)

@@ -38,7 +38,6 @@ type member struct {
 	wire  string
 	field protoreflect.Name
 	omit  bool
-	iso   bool
 	// A message member is written by each (a hand-written type) or in sub.
 	each func(protoreflect.Message) any
 	sub  *shape
