@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/script"
 )
@@ -65,9 +66,7 @@ func (s *Service) Audit(ctx context.Context, req *cyclesv1.AuditTenantRequest) (
 		return nil, err
 	}
 	max := int(req.GetMaxDiscrepancies())
-	if max <= 0 {
-		max = 1000
-	}
+	defaults.Set(&max, 1000)
 	resp := &cyclesv1.AuditTenantResponse{TenantId: req.GetTenantId(), Stats: r.stats, Discrepancies: r.found}
 	if len(r.found) > max {
 		resp.Discrepancies, resp.Truncated = r.found[:max], true

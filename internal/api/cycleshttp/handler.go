@@ -38,6 +38,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/reqctx"
 	"github.com/cyclesgo/cycles-go/internal/server"
 )
@@ -98,9 +99,7 @@ type API struct {
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
 	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, qc: opts.QuotaCounters, usage: opts.Usage, op: opts.Operator, auth: opts.Auth, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
-	if a.maxBody <= 0 {
-		a.maxBody = DefaultMaxBodyBytes
-	}
+	defaults.Set(&a.maxBody, DefaultMaxBodyBytes)
 	a.routes()
 	var otelOpts []otelhttp.Option
 	if opts.TracerProvider != nil {
