@@ -60,6 +60,7 @@ type counterResetKeys struct {
 	Counter string `lua:"counter"`
 	Index   string `lua:"counter_index"`
 	Events  string `lua:"event_stream"`
+	Audit   string `lua:"audit_stream"`
 }
 
 type counterResetArgs struct {
