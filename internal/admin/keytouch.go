@@ -10,7 +10,6 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
-
 // KeyTouchInterval is how often at most a key's last_used_at is written.
 const KeyTouchInterval = time.Minute
 
