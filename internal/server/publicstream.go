@@ -183,6 +183,9 @@ func (s *streamGate) tap(ctx context.Context, info *tap.Info) (context.Context, 
 	if gc == nil {
 		return s.authn.tap(ctx, info)
 	}
+	if gc.condemned() {
+		return ctx, condemnedErr
+	}
 	var err error
 	if accessOf(info.FullMethodName).who == accessNone {
 		var limit string
