@@ -11,9 +11,9 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/stats"
-	"google.golang.org/grpc/status"
+
+	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
 
 // Connection guard (docs/limits.md, "Connections"). grpc-go bounds streams,
@@ -33,13 +33,14 @@ import (
 //     connection (reason write_stall);
 //   - a connection that has had RefusedStreamsPerConn streams refused before
 //     their body (pre-auth tap, public-stream limits) within one second, and
-//     more refused than served in all, is closed at once (reason
-//     refused_streams): a HEADERS flood. Closing the socket under grpc-go
-//     (rather than a graceful GOAWAY, which keeps reading) ends the reader at
-//     its next read; until then the frames grpc-go had already buffered are
-//     refused by the tap without any work (condemnedErr), and a connection
-//     with more refused than served streams is read 1 KiB at a time
-//     (suspectReadBytes), so that buffer is small;
+//     more refused than served in all, is condemned (reason
+//     refused_streams): a HEADERS flood. It is not read from again, and its
+//     socket is closed under grpc-go condemnGrace later (a graceful GOAWAY
+//     would keep reading), so the answers already written reach an honest
+//     client that is merely using a wrong key. The frames grpc-go had
+//     already buffered are refused by the tap with a prebuilt answer
+//     (condemnedErr), and a connection with more refused than served streams
+//     is read 1 KiB at a time (suspectReadBytes), so that buffer is small;
 //   - a peer (IPv4 address or IPv6 /64) whose connections were closed for
 //     refused streams FloodClosuresPerPeer times, each within
 //     FloodPeerCooldown of the previous, has its new connections closed at
@@ -117,7 +118,7 @@ func (g *connGuard) Close() error {
 }
 
 func (g *connGuard) track(c net.Conn) *guardedConn {
-	gc := &guardedConn{Conn: c, g: g, accepted: g.now()}
+	gc := &guardedConn{Conn: c, g: g, accepted: g.now(), gone: make(chan struct{})}
 	gc.lastUse.Store(gc.accepted.UnixNano())
 	g.mu.Lock()
 	g.conns[gc] = struct{}{}
@@ -191,6 +192,10 @@ type guardedConn struct {
 
 	closeOnce sync.Once
 	closed    atomic.Bool
+	// condemnedFlag: no more reads; the socket closes condemnGrace later.
+	// gone is closed with the socket.
+	condemnedFlag atomic.Bool
+	gone          chan struct{}
 }
 
 // stallPause is how long a write may be blocked before reads pause.
@@ -210,6 +215,12 @@ func (c *guardedConn) Read(p []byte) (int, error) {
 		// requests from it.
 		c.wmu.Lock()
 		c.wmu.Unlock() //nolint:staticcheck // waiting for the writer, nothing to guard
+	}
+	if c.condemnedFlag.Load() {
+		// Nothing more is taken from a condemned connection: grpc-go's
+		// reader waits here until the socket closes.
+		<-c.gone
+		return 0, net.ErrClosed
 	}
 	if len(p) > suspectReadBytes && c.refused.Load() > c.streams.Load() {
 		p = p[:suspectReadBytes]
@@ -234,6 +245,9 @@ func (c *guardedConn) Close() error {
 	err := c.Conn.Close()
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
+		if c.gone != nil {
+			close(c.gone)
+		}
 		c.firstStream.Stop()
 		c.g.mu.Lock()
 		delete(c.g.conns, c)
@@ -282,20 +296,42 @@ func (c *guardedConn) streamRefused() {
 	c.windowN++
 	burst := c.windowN >= c.g.lim.RefusedStreamsPerConn
 	c.rmu.Unlock()
-	if burst && n > c.streams.Load() && !c.closed.Load() {
+	if burst && n > c.streams.Load() && !c.condemned() {
 		c.g.flood.closed(peerKeyOf(c.Conn.RemoteAddr()), now)
-		c.closeFor("refused_streams")
+		c.condemn("refused_streams")
 	}
 }
 
-// condemned reports whether the guard has closed the connection: grpc-go may
-// still be parsing frames it had buffered, and those deserve no work.
-func (c *guardedConn) condemned() bool { return c.closed.Load() }
+// condemnGrace is how long a condemned connection stays open, unread, so
+// that the answers already queued for it can still be written.
+const condemnGrace = 200 * time.Millisecond
 
-// condemnedErr is the tap's answer to a stream parsed from a connection the
-// guard has already closed: built once (no ErrorInfo to marshal, nothing
-// counted), and never delivered, since the socket is gone.
-var condemnedErr = status.Error(codes.Unavailable, "connection closed by a limit")
+// condemn stops reading from the connection now, closes it condemnGrace
+// later, and counts the closure.
+func (c *guardedConn) condemn(reason string) {
+	if c.closed.Load() || c.condemnedFlag.Swap(true) {
+		return
+	}
+	c.g.count(reason)
+	time.AfterFunc(condemnGrace, func() { _ = c.Close() })
+}
+
+// condemned reports whether the guard has condemned or closed the
+// connection: grpc-go may still be parsing frames it had buffered, and those
+// deserve no work.
+func (c *guardedConn) condemned() bool { return c.condemnedFlag.Load() || c.closed.Load() }
+
+// condemnedErr is the tap's answer to a stream parsed from a condemned
+// connection: built once (grpc-go only marshals it), counted in
+// cycles.rpc.preauth_refusals{reason="condemned_conn"} (condemnedRefusal)
+// but not against the connection or its peer.
+var condemnedErr = (&apierr.Error{
+	Code:    apierr.LimitExceeded,
+	Message: "too many streams refused on this connection; it is being closed",
+	Details: map[string]string{"limit": "refused_streams_per_conn"},
+}).Status("", "").Err()
+
+var condemnedRefusal = metric.WithAttributes(attribute.String("reason", "condemned_conn"))
 
 // ---- peers that flood ------------------------------------------------------
 

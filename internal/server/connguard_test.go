@@ -115,15 +115,17 @@ func TestConnGuardClosesAConnectionOfRefusals(t *testing.T) {
 				c.streamRefused()
 				now = now.Add(tc.every)
 			}
-			if c.closed.Load() != tc.closed {
-				t.Fatalf("closed = %v, want %v", c.closed.Load(), tc.closed)
+			if c.condemned() != tc.closed {
+				t.Fatalf("condemned = %v, want %v", c.condemned(), tc.closed)
 			}
 			if tc.closed {
 				closures++
-				// What grpc-go still parses from its buffer gets the
-				// prebuilt answer, at no cost and uncounted.
-				if !c.condemned() {
-					t.Fatal("a closed connection is not condemned")
+				// Not read from again, and closed after the grace.
+				if n, err := c.Read(make([]byte, 16)); n != 0 || !errors.Is(err, net.ErrClosed) {
+					t.Fatalf("read from a condemned connection: %d, %v", n, err)
+				}
+				if !c.closed.Load() {
+					t.Fatal("a condemned connection was not closed")
 				}
 			}
 		})
@@ -156,8 +158,8 @@ func TestConnGuardClosesAFloodingPeerAtAccept(t *testing.T) {
 				for range 4 {
 					c.streamRefused()
 				}
-				if !c.closed.Load() {
-					t.Fatal("flooding connection not closed")
+				if !c.condemned() {
+					t.Fatal("flooding connection not condemned")
 				}
 				clock.Add(int64(5 * time.Second))
 			}
@@ -254,11 +256,11 @@ func TestConnGuardReadsASuspectConnectionSlowly(t *testing.T) {
 }
 
 // The tap refuses a stream parsed from a condemned connection with the
-// prebuilt answer, counting nothing (the socket is already gone).
+// prebuilt answer, counted as a refusal but not against the connection.
 func TestTapOnACondemnedConnection(t *testing.T) {
 	g, _ := newTestGuard(t, Limits{})
 	gc := dialAccept(t, g)
-	gc.closeFor("refused_streams")
+	gc.condemn("refused_streams")
 	m := telemetrytest.New()
 	gate := &streamGate{authn: &authenticator{peers: newPeerGuard(PreAuthLimits{}, time.Now),
 		preauthRefusals: telemetry.MustCounter(telemetry.Meter(m.Provider, "test"), "cycles.rpc.preauth_refusals", "test")}}
@@ -267,8 +269,8 @@ func TestTapOnACondemnedConnection(t *testing.T) {
 	if _, err := gate.tap(ctx, &tap.Info{FullMethodName: "/cycles.v1.RuntimeService/CreateReservation"}); !errors.Is(err, condemnedErr) {
 		t.Fatalf("tap on a condemned connection: %v, want the prebuilt refusal", err)
 	}
-	if n := m.Sum(t, "cycles.rpc.preauth_refusals"); n != 0 || gc.refused.Load() != refused {
-		t.Fatalf("counted %d refusals, refused %d -> %d; want nothing counted", n, refused, gc.refused.Load())
+	if n := m.Sum(t, "cycles.rpc.preauth_refusals", attribute.String("reason", "condemned_conn")); n != 1 || gc.refused.Load() != refused {
+		t.Fatalf("counted %d condemned_conn refusals, the connection's refused %d -> %d; want 1 and unchanged", n, refused, gc.refused.Load())
 	}
 }
 

@@ -184,6 +184,9 @@ func (s *streamGate) tap(ctx context.Context, info *tap.Info) (context.Context, 
 		return s.authn.tap(ctx, info)
 	}
 	if gc.condemned() {
+		if r := s.authn.preauthRefusals; r != nil {
+			r.Add(context.WithoutCancel(ctx), 1, condemnedRefusal)
+		}
 		return ctx, condemnedErr
 	}
 	var err error
