@@ -8,6 +8,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/script"
@@ -55,9 +56,7 @@ func (s *Service) ListActionQuotaCounters(ctx context.Context, req *cyclesv1.Lis
 		off = v
 	}
 	limit := int(req.GetLimit())
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
+	defaults.Set(&limit, DefaultListLimit)
 	limit = min(limit, MaxListLimit)
 	tenant, err := auth.OwnTenant(ctx, req.GetTenantId())
 	if err != nil {
@@ -98,7 +97,8 @@ func boolArg(b bool) string {
 	return ""
 }
 
-// ResetActionQuotaCounter sets one counter to 0 and emits quota.counter_reset.
+// ResetActionQuotaCounter sets one counter to 0, emits quota.counter_reset
+// and appends the call's audit entry, all in one script run.
 func (s *Service) ResetActionQuotaCounter(ctx context.Context, req *cyclesv1.ResetActionQuotaCounterRequest) (*cyclesv1.ResetActionQuotaCounterResponse, error) {
 	counted := req.GetActionKind()
 	if counted == actionkind.RiskCounter {
@@ -110,7 +110,7 @@ func (s *Service) ResetActionQuotaCounter(ctx context.Context, req *cyclesv1.Res
 		Previous string     `json:"previous"`
 	}
 	ks := []string{t.Record(), t.QuotaCounter(req.GetScope(), counted, actionkind.WindowName(req.GetWindow()), req.GetWindowKey()),
-		t.QuotaCounters(), t.Events()}
+		t.QuotaCounters(), t.Events(), t.Audit()}
 	if err := s.run(ctx, &out, scriptCounterReset, ks, eventctx.Arg(ctx, 0), req.GetReason(), req.GetTenantId()); err != nil {
 		return nil, err
 	}
