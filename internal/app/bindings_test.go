@@ -9,16 +9,7 @@ import (
 // notYetBound lists the scripts still called by position while the domain
 // packages move to typed bindings, package by package; it only shrinks.
 var notYetBound = map[string]bool{
-	"ledger/balances":          true,
-	"ledger/commit":            true,
 	"ledger/decide":            true,
-	"ledger/event":             true,
-	"ledger/exists":            true,
-	"ledger/extend":            true,
-	"ledger/get":               true,
-	"ledger/list":              true,
-	"ledger/release":           true,
-	"ledger/release_for_close": true,
 	"ledger/reserve":           true,
 }
 
