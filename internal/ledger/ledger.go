@@ -25,13 +25,6 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/telemetry"
 )
 
-// The ledger's scripts (lua/ledger/<name>.lua; the others, with their KEYS
-// and ARGV, in scripts.go).
-var (
-	scriptReserve = script.Define("ledger/reserve", script.Pipelined)
-	scriptDecide  = script.Define("ledger/decide", script.Pipelined)
-)
-
 // DefaultGraceMs is the grace period when a reserve does not set one.
 const DefaultGraceMs = 5000
 

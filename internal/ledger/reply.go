@@ -134,16 +134,6 @@ func runFlat[K, A any](ctx context.Context, l *Ledger, sc *script.Script[K, A], 
 	return readFlat(sc.Def, reply, extras, fields)
 }
 
-// runFlatDef is runFlat for the scripts still called by position.
-func (l *Ledger) runFlat(ctx context.Context, name *script.Def, keys []string, args []any,
-	extras func(flat, *result), fields func(flat, *snapshot)) (*result, *snapshot, error) {
-	reply, err := l.exec.RunFlat(ctx, name, keys, args...)
-	if err != nil {
-		return nil, nil, err
-	}
-	return readFlat(name, reply, extras, fields)
-}
-
 // readFlat reads a mutation's flat reply: the replay flag, the script's
 // extras (read by extras) and snapshot fields (read by fields).
 func readFlat(name *script.Def, reply []any, extras func(flat, *result), fields func(flat, *snapshot)) (*result, *snapshot, error) {

@@ -7,6 +7,8 @@ import "github.com/cyclesgo/cycles-go/internal/script"
 // ones are small and bounded and may share a pipeline; listings and the
 // tenant-close batches run on their own.
 var (
+	scriptReserve         = script.Bind[reserveKeys, reserveArgs]("ledger/reserve", script.Pipelined)
+	scriptDecide          = script.Bind[decideKeys, decideArgs]("ledger/decide", script.Pipelined)
 	scriptCommit          = script.Bind[commitKeys, commitArgs]("ledger/commit", script.Pipelined)
 	scriptRelease         = script.Bind[releaseKeys, releaseArgs]("ledger/release", script.Pipelined)
 	scriptExtend          = script.Bind[extendKeys, extendArgs]("ledger/extend", script.Pipelined)
@@ -17,6 +19,67 @@ var (
 	scriptBalances        = script.Bind[balancesKeys, balancesArgs]("ledger/balances")
 	scriptReleaseForClose = script.Bind[releaseForCloseKeys, releaseForCloseArgs]("ledger/release_for_close")
 )
+
+type reserveKeys struct {
+	Prefix      string   `lua:"tenant_prefix"`
+	Record      string   `lua:"tenant_record"`
+	Budgets     string   `lua:"budget_index"`
+	Reservation string   `lua:"reservation"`
+	Deadlines   string   `lua:"deadlines"`
+	Created     string   `lua:"created_index"`
+	Expires     string   `lua:"expires_index"`
+	Idem        string   `lua:"idem_record"`
+	Events      string   `lua:"event_stream"`
+	Budget      []string `lua:"budgets"` // each affected scope's budget hash
+}
+
+type reserveArgs struct {
+	Mode           string `lua:"mode"` // live | dry
+	ID             string `lua:"reservation_id"`
+	Unit           string `lua:"unit"`
+	Estimate       int64  `lua:"estimate"`
+	TTLms          string `lua:"ttl_ms"` // decimal, "" = tenant default
+	GraceMs        int64  `lua:"grace_ms"`
+	Overage        string `lua:"overage_policy"`
+	IdempotencyKey string `lua:"idempotency_key"`
+	PayloadHash    string `lua:"payload_hash"`
+	ScopePath      string `lua:"scope_path"`
+	Affected       string `lua:"affected"` // JSON array
+	Subject        string `lua:"subject"`  // JSON, "" = implied by the path
+	Action         string `lua:"action"`   // JSON
+	Metadata       string `lua:"metadata"` // JSON or ""
+	EventCtx       string `lua:"event_ctx"`
+	ObserveMode    string `lua:"observe_mode"`
+	ActionKind     string `lua:"action_kind"`
+	RiskClass      string `lua:"risk_class"`
+	RunID          string `lua:"run_id"`
+	PolicyKeys     string `lua:"policy_keys"` // JSON object or ""
+}
+
+type decideKeys struct {
+	Prefix  string   `lua:"tenant_prefix"`
+	Record  string   `lua:"tenant_record"`
+	Budgets string   `lua:"budget_index"`
+	Idem    string   `lua:"idem_record"`
+	Events  string   `lua:"event_stream"`
+	Budget  []string `lua:"budgets"`
+}
+
+type decideArgs struct {
+	Unit           string `lua:"unit"`
+	Estimate       int64  `lua:"estimate"`
+	IdempotencyKey string `lua:"idempotency_key"`
+	PayloadHash    string `lua:"payload_hash"`
+	ScopePath      string `lua:"scope_path"`
+	Affected       string `lua:"affected"`
+	Subject        string `lua:"subject"`
+	Action         string `lua:"action"`
+	EventCtx       string `lua:"event_ctx"`
+	ActionKind     string `lua:"action_kind"`
+	RiskClass      string `lua:"risk_class"`
+	RunID          string `lua:"run_id"`
+	PolicyKeys     string `lua:"policy_keys"`
+}
 
 type reservationKeys struct {
 	Reservation string `lua:"reservation"`
