@@ -32,7 +32,7 @@
 --       16 observe_mode     the request's ('' | 'DISABLED' | 'OBSERVE' | 'ENFORCE')
 --       17 action_kind
 --       18 risk_class       the kind's ('' = an undeclared custom.* kind)
---       19 run_idx          Subject.dimensions.run_id ('' = none)
+--       19 run_id           Subject.dimensions.run_id ('' = none)
 --       20 policy_keys      the keys quota allowlists may match (JSON object of
 --                           host, recipient_domain, resource_type as the kind's
 --                           spec declares them; '' = none; actionkind.MatchKeys).
