@@ -61,6 +61,8 @@ type Options struct {
 	Audit cyclesv1.AuditServiceServer
 	// Operator is optional (nil: the bulk-action routes answer 404).
 	Operator cyclesv1.OperatorServiceServer
+	// Overview serves GET /v1/admin/overview (nil: 404).
+	Overview cyclesv1.OverviewServiceServer
 	// ActionKinds is the public action-kind registry (nil: its routes answer 404).
 	ActionKinds cyclesv1.ActionKindServiceServer
 	// Auth serves POST /v1/auth/validate (nil: 404); introspection needs no service.
@@ -82,6 +84,7 @@ type API struct {
 	usage   cyclesv1.UsageServiceServer
 	aud     cyclesv1.AuditServiceServer
 	op      cyclesv1.OperatorServiceServer
+	ov      cyclesv1.OverviewServiceServer
 	kinds   cyclesv1.ActionKindServiceServer
 	auth    cyclesv1.AuthServiceServer
 	maxBody int64
@@ -91,7 +94,7 @@ type API struct {
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
-	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, qc: opts.QuotaCounters, usage: opts.Usage, op: opts.Operator, auth: opts.Auth, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
+	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, qc: opts.QuotaCounters, usage: opts.Usage, op: opts.Operator, ov: opts.Overview, auth: opts.Auth, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
 	if a.maxBody <= 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
@@ -189,6 +192,7 @@ func (a *API) routes() {
 	a.usageRoutes()
 	a.auditRoutes()
 	a.bulkRoutes()
+	a.overviewRoutes()
 	a.eventRoutes()
 	a.webhookRoutes()
 	a.actionKindRoutes()
