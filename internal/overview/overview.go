@@ -20,6 +20,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/events"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/scope"
@@ -41,6 +42,8 @@ const (
 	topN = 10
 	// registryPage is the tenants read per registry call.
 	registryPage = 100
+	// maxWindow is the longest window the tenant script accepts.
+	maxWindow = 7 * 24 * time.Hour
 	// perScript bounds what one tenant script reads (its own range check).
 	perScript = 10000
 )
@@ -66,18 +69,11 @@ type Service struct {
 
 // New returns the overview service on exec.
 func New(exec *script.Executor, opts Options) *Service {
-	if opts.Window <= 0 {
-		opts.Window = DefaultWindow
-	}
-	if opts.MaxTenants <= 0 {
-		opts.MaxTenants = DefaultMaxTenants
-	}
-	if opts.MaxBudgets <= 0 {
-		opts.MaxBudgets = DefaultMaxBudgets
-	}
-	if opts.MaxEvents <= 0 {
-		opts.MaxEvents = DefaultMaxEvents
-	}
+	defaults.Set(&opts.Window, DefaultWindow)
+	defaults.Cap(&opts.Window, maxWindow)
+	defaults.Set(&opts.MaxTenants, DefaultMaxTenants)
+	defaults.Set(&opts.MaxBudgets, DefaultMaxBudgets)
+	defaults.Set(&opts.MaxEvents, DefaultMaxEvents)
 	return &Service{exec: exec, opts: opts}
 }
 

@@ -16,7 +16,6 @@ var (
 	unitValues    = enumValues(unitNames)
 	decisionNames = enumNames(cyclesv1.Decision_name, "DECISION_")
 	statusNames   = enumNames(cyclesv1.ReservationStatus_name, "RESERVATION_STATUS_")
-	statusValues  = enumValues(statusNames)
 	policyNames   = enumNames(cyclesv1.CommitOveragePolicy_name, "COMMIT_OVERAGE_POLICY_")
 	policyValues  = enumValues(policyNames)
 )

@@ -1,9 +1,6 @@
 package cycleshttp
 
 import (
-	"context"
-	"net/http"
-
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 )
 
@@ -13,8 +10,12 @@ import (
 // extension field coverage says how much the bounded walk read
 // (docs/protocol.md#admin-overview).
 
-func (a *API) overviewRoutes() {
-	a.mux.HandleFunc("GET /v1/admin/overview", a.getOverview)
+func (a *API) overviewRoutes() []endpoint {
+	return []endpoint{
+		on(a, "GET /v1/admin/overview", cyclesv1.OverviewService_GetOverview_FullMethodName,
+			via(a.ov, cyclesv1.OverviewServiceServer.GetOverview), nil, overviewOf,
+			off("the admin overview is not enabled on this server")),
+	}
 }
 
 type tenantCountsOut struct {
@@ -85,19 +86,6 @@ type overviewOut struct {
 	RecentExpiries        []eventEnvelopeOut  `json:"recent_expiries"`
 	RecentDenialsByReason map[string]int64    `json:"recent_denials_by_reason"`
 	Coverage              coverageOut         `json:"coverage"`
-}
-
-func (a *API) getOverview(w http.ResponseWriter, r *http.Request) {
-	if a.ov == nil {
-		a.notServed(w, r, "the admin overview is not enabled on this server")
-		return
-	}
-	a.serve(w, r, route{cyclesv1.OverviewService_GetOverview_FullMethodName, adminPlane, http.StatusOK},
-		&cyclesv1.GetOverviewRequest{}, nil,
-		func(ctx context.Context, req any) (any, error) {
-			return a.ov.GetOverview(ctx, req.(*cyclesv1.GetOverviewRequest))
-		},
-		func(resp any) any { return overviewOf(resp.(*cyclesv1.GetOverviewResponse)) })
 }
 
 func overviewOf(o *cyclesv1.GetOverviewResponse) *overviewOut {
