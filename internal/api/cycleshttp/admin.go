@@ -27,11 +27,11 @@ import (
 // docs/http-api.md.
 
 var (
-	tenantStatusNames  = enumNames(cyclesv1.TenantStatus_name, "TENANT_STATUS_")
+	tenantStatusNames  = enumNames(cyclesv1.TenantStatus(0).Descriptor())
 	tenantStatusValues = enumValues(tenantStatusNames)
-	keyStatusNames     = enumNames(cyclesv1.ApiKeyStatus_name, "API_KEY_STATUS_")
-	budgetStatusNames  = enumNames(cyclesv1.BudgetStatus_name, "BUDGET_STATUS_")
-	fundingNames       = enumNames(cyclesv1.FundingOperation_name, "FUNDING_OPERATION_")
+	keyStatusNames     = enumNames(cyclesv1.ApiKeyStatus(0).Descriptor())
+	budgetStatusNames  = enumNames(cyclesv1.BudgetStatus(0).Descriptor())
+	fundingNames       = enumNames(cyclesv1.FundingOperation(0).Descriptor())
 	fundingValues      = enumValues(fundingNames)
 )
 

@@ -13,7 +13,7 @@ import (
 // and POST /v1/admin/budgets/bulk-action.
 
 var (
-	tenantBulkNames  = enumNames(cyclesv1.TenantBulkAction_name, "TENANT_BULK_ACTION_")
+	tenantBulkNames  = enumNames(cyclesv1.TenantBulkAction(0).Descriptor())
 	tenantBulkValues = enumValues(tenantBulkNames)
 	budgetStatusVals = enumValues(budgetStatusNames)
 )

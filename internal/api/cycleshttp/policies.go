@@ -14,7 +14,7 @@ import (
 // policy id when tenant_id is not in the query (docs/http-api.md).
 
 var (
-	policyStatusNames  = enumNames(cyclesv1.PolicyStatus_name, "POLICY_STATUS_")
+	policyStatusNames  = enumNames(cyclesv1.PolicyStatus(0).Descriptor())
 	policyStatusValues = enumValues(policyStatusNames)
 )
 

@@ -234,7 +234,7 @@ func bindParams(r *http.Request, m protoreflect.Message, ps []param) error {
 func parserOf(fd protoreflect.FieldDescriptor) func(name, s string) (protoreflect.Value, error) {
 	switch fd.Kind() {
 	case protoreflect.EnumKind:
-		values := enumValuesOf(fd.Enum())
+		values := enumValues(enumNames(fd.Enum()))
 		return func(name, s string) (protoreflect.Value, error) {
 			v, err := parseEnum(name, s, values)
 			return protoreflect.ValueOfEnum(protoreflect.EnumNumber(v)), err
@@ -274,18 +274,6 @@ func parserOf(fd protoreflect.FieldDescriptor) func(name, s string) (protoreflec
 		}
 	}
 	return func(_, s string) (protoreflect.Value, error) { return protoreflect.ValueOfString(s), nil }
-}
-
-// enumValuesOf is an enum's wire spelling: each value's name without the
-// prefix its UNSPECIFIED value carries ("UNIT_TOKENS" is "TOKENS").
-func enumValuesOf(ed protoreflect.EnumDescriptor) map[string]int32 {
-	vs := ed.Values()
-	prefix := strings.TrimSuffix(string(vs.ByNumber(0).Name()), "UNSPECIFIED")
-	out := make(map[string]int32, vs.Len())
-	for i := 1; i < vs.Len(); i++ {
-		out[strings.TrimPrefix(string(vs.Get(i).Name()), prefix)] = int32(vs.Get(i).Number())
-	}
-	return out
 }
 
 // listParam is an explode=false list parameter: comma-separated values,

@@ -206,16 +206,12 @@ func writeString(buf *bytes.Buffer, s string) {
 	buf.Write(b)
 }
 
-// enumName is v's wire name: its name without the prefix of the enum's
-// UNSPECIFIED value; "" for UNSPECIFIED or a number the enum does not know.
+// enumName is v's wire name (enumNames); "" for UNSPECIFIED or a number
+// the enum does not know.
 func enumName(ed protoreflect.EnumDescriptor, v protoreflect.EnumNumber) string {
-	if v == 0 {
-		return ""
-	}
 	vd := ed.Values().ByNumber(v)
-	if vd == nil {
+	if v == 0 || vd == nil {
 		return ""
 	}
-	prefix := strings.TrimSuffix(string(ed.Values().ByNumber(0).Name()), "UNSPECIFIED")
-	return strings.TrimPrefix(string(vd.Name()), prefix)
+	return strings.TrimPrefix(string(vd.Name()), enumPrefix(ed))
 }

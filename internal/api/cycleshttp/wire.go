@@ -240,18 +240,36 @@ func valueOf(v any) (*structpb.Value, error) {
 	}
 }
 
-func (r *reserveIn) fill(out *cyclesv1.CreateReservationRequest) error {
-	var err error
-	if out.Subject, err = r.Subject.proto(); err != nil {
-		return err
+// creating holds what the creating bodies (reserve, decide, event) share.
+type creating struct {
+	subject  *cyclesv1.Subject
+	action   *cyclesv1.Action
+	amount   *cyclesv1.Amount
+	metadata *structpb.Struct
+}
+
+// creatingOf reads the shared members: subject, action, the amount under
+// field, metadata.
+func creatingOf(s *subjectIn, a *actionIn, field string, amt *amountIn, meta map[string]any) (c creating, err error) {
+	if c.subject, err = s.proto(); err != nil {
+		return c, err
 	}
-	if out.Estimate, err = r.Estimate.proto("estimate"); err != nil {
+	if c.amount, err = amt.proto(field); err != nil {
+		return c, err
+	}
+	if c.metadata, err = structOf("metadata", meta); err != nil {
+		return c, err
+	}
+	c.action = a.proto()
+	return c, nil
+}
+
+func (r *reserveIn) fill(out *cyclesv1.CreateReservationRequest) error {
+	c, err := creatingOf(r.Subject, r.Action, "estimate", r.Estimate, r.Metadata)
+	if err != nil {
 		return err
 	}
 	if out.OveragePolicy, err = policyOf("overage_policy", r.OveragePolicy); err != nil {
-		return err
-	}
-	if out.Metadata, err = structOf("metadata", r.Metadata); err != nil {
 		return err
 	}
 	if r.ObserveMode != nil {
@@ -261,24 +279,15 @@ func (r *reserveIn) fill(out *cyclesv1.CreateReservationRequest) error {
 		}
 		out.ObserveMode = m
 	}
-	out.IdempotencyKey, out.Action, out.TtlMs, out.GracePeriodMs = r.IdempotencyKey, r.Action.proto(), r.TTLMs, r.GracePeriodMs
-	out.DryRun = r.DryRun != nil && *r.DryRun
+	out.IdempotencyKey, out.Subject, out.Action, out.Estimate, out.Metadata = r.IdempotencyKey, c.subject, c.action, c.amount, c.metadata
+	out.TtlMs, out.GracePeriodMs, out.DryRun = r.TTLMs, r.GracePeriodMs, r.DryRun != nil && *r.DryRun
 	return nil
 }
 
 func (r *decideIn) fill(out *cyclesv1.DecideRequest) error {
-	var err error
-	if out.Subject, err = r.Subject.proto(); err != nil {
-		return err
-	}
-	if out.Estimate, err = r.Estimate.proto("estimate"); err != nil {
-		return err
-	}
-	if out.Metadata, err = structOf("metadata", r.Metadata); err != nil {
-		return err
-	}
-	out.IdempotencyKey, out.Action = r.IdempotencyKey, r.Action.proto()
-	return nil
+	c, err := creatingOf(r.Subject, r.Action, "estimate", r.Estimate, r.Metadata)
+	out.IdempotencyKey, out.Subject, out.Action, out.Estimate, out.Metadata = r.IdempotencyKey, c.subject, c.action, c.amount, c.metadata
+	return err
 }
 
 // fill: the reservation id comes from the path.
@@ -315,11 +324,8 @@ func (r *extendIn) fill(out *cyclesv1.ExtendReservationRequest) error {
 }
 
 func (r *eventIn) fill(out *cyclesv1.CreateEventRequest) error {
-	var err error
-	if out.Subject, err = r.Subject.proto(); err != nil {
-		return err
-	}
-	if out.Actual, err = r.Actual.proto("actual"); err != nil {
+	c, err := creatingOf(r.Subject, r.Action, "actual", r.Actual, r.Metadata)
+	if err != nil {
 		return err
 	}
 	if out.OveragePolicy, err = policyOf("overage_policy", r.OveragePolicy); err != nil {
@@ -328,12 +334,10 @@ func (r *eventIn) fill(out *cyclesv1.CreateEventRequest) error {
 	if out.Metrics, err = r.Metrics.proto("metrics"); err != nil {
 		return err
 	}
-	if out.Metadata, err = structOf("metadata", r.Metadata); err != nil {
-		return err
-	}
 	if r.ClientTimeMs != nil && *r.ClientTimeMs < 0 {
 		return apierr.Invalid("client_time_ms", "must be >= 0")
 	}
-	out.IdempotencyKey, out.Action, out.ClientTimeMs = r.IdempotencyKey, r.Action.proto(), r.ClientTimeMs
+	out.IdempotencyKey, out.Subject, out.Action, out.Actual, out.Metadata = r.IdempotencyKey, c.subject, c.action, c.amount, c.metadata
+	out.ClientTimeMs = r.ClientTimeMs
 	return nil
 }
