@@ -10,6 +10,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/idempotency"
 	"github.com/cyclesgo/cycles-go/internal/keys"
@@ -205,12 +206,8 @@ func (l *Ledger) CreateEvent(ctx context.Context, tenant string, req *cyclesv1.C
 // quarantined instead, so the loop always terminates. The tenant record must
 // be CLOSED (else INVALID_STATE).
 func (l *Ledger) ReleaseForTenantClose(ctx context.Context, tenant string, batch int) (released int, more bool, err error) {
-	if batch <= 0 {
-		batch = 100
-	}
-	if batch > 1000 {
-		batch = 1000
-	}
+	defaults.Set(&batch, 100)
+	defaults.Cap(&batch, 1000)
 	t := keys.Tenant(tenant)
 	var out struct {
 		Released    int `json:"released"`

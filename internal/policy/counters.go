@@ -8,6 +8,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/script"
@@ -55,9 +56,7 @@ func (s *Service) ListActionQuotaCounters(ctx context.Context, req *cyclesv1.Lis
 		off = v
 	}
 	limit := int(req.GetLimit())
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
+	defaults.Set(&limit, DefaultListLimit)
 	limit = min(limit, MaxListLimit)
 	tenant, err := auth.OwnTenant(ctx, req.GetTenantId())
 	if err != nil {
