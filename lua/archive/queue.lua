@@ -3,18 +3,18 @@
 -- records they name, for the archiver to copy to PostgreSQL
 -- (internal/archiver). Reads only; archive/done trims once they are stored.
 --
--- KEYS: 1 tenant prefix "cy:{t:<tenant>}:" (records derived: key_reservation)
---       2 archive queue cy:{t:<tenant>}:archq (stream: one entry {id} per
---         settled reservation, appended by the settling script)
--- ARGV: 1 batch size 1..1000
---       2 optional: a queue entry id; only entries after it are returned
---         (the archiver reads the next batch while PostgreSQL stores the
---         one before, which is still queued); absent or '': from the oldest
+-- KEYS: 1 tenant_prefix   "cy:{t:<tenant>}:" (records derived: key_reservation)
+--       2 archive_queue   cy:{t:<tenant>}:archq (stream: one entry {id} per
+--                         settled reservation, appended by the settling script)
+-- ARGV: 1 batch_size      1..1000
+--       2 after           a queue entry id: only entries after it are returned
+--                         (the archiver reads the next batch while PostgreSQL
+--                         stores the one before, still queued); '': from the oldest
 -- Result okf({'OK', FLAT_V, '', '', now_ms, pending (XLEN), n, then n times:
 --   queue entry id, reservation id, field count k, k field/value pairs
 --   (the record's HGETALL; k = 0 when the record is gone)}). Flat, so
 --   every value reaches Go byte for byte.
--- Refusals: INVALID_REQUEST (batch size, start).
+-- Refusals: INVALID_REQUEST (batch size, after).
 -- include: lib/keys.lua
 
 local n = tonumber(ARGV[1])
@@ -24,7 +24,7 @@ end
 local start = '-'
 if ARGV[2] and ARGV[2] ~= '' then
   if not string.match(ARGV[2], '^%d+%-%d+$') then
-    return fail('INVALID_REQUEST', 'start must be a stream id')
+    return fail('INVALID_REQUEST', 'after must be a stream id')
   end
   start = '(' .. ARGV[2]
 end
