@@ -19,11 +19,6 @@ import (
 // counters, and the reset of one. The counters themselves are written by the
 // reserve script (lua/lib/quota.lua).
 
-var (
-	scriptCounters     = script.Define("policy/counters")
-	scriptCounterReset = script.Define("policy/counter_reset")
-)
-
 // counterRow is a counter as the scripts answer it: scope, kind, risk class,
 // window, window key, used, limit, policy id, expires at, last count.
 type counterRow [10]string
@@ -71,8 +66,9 @@ func (s *Service) ListActionQuotaCounters(ctx context.Context, req *cyclesv1.Lis
 		More  bool                        `json:"more"`
 	}
 	t := keys.Tenant(tenant)
-	if err := s.run(ctx, &out, scriptCounters, []string{t.Record(), t.QuotaCounters()}, req.GetScope(), req.GetActionKind(),
-		actionkind.WindowName(req.GetWindow()), off, limit, req.GetRunId(), boolArg(req.GetIncludeZero())); err != nil {
+	if err := run(ctx, s, &out, scriptCounters, countersKeys{t.Record(), t.QuotaCounters()},
+		countersArgs{req.GetScope(), req.GetActionKind(), actionkind.WindowName(req.GetWindow()), off, limit,
+			req.GetRunId(), boolArg(req.GetIncludeZero())}); err != nil {
 		return nil, err
 	}
 	resp := &cyclesv1.ListActionQuotaCountersResponse{HasMore: out.More, Counters: []*cyclesv1.ActionQuotaState{}}
@@ -109,9 +105,9 @@ func (s *Service) ResetActionQuotaCounter(ctx context.Context, req *cyclesv1.Res
 		State    counterRow `json:"state"`
 		Previous string     `json:"previous"`
 	}
-	ks := []string{t.Record(), t.QuotaCounter(req.GetScope(), counted, actionkind.WindowName(req.GetWindow()), req.GetWindowKey()),
+	ks := counterResetKeys{t.Record(), t.QuotaCounter(req.GetScope(), counted, actionkind.WindowName(req.GetWindow()), req.GetWindowKey()),
 		t.QuotaCounters(), t.Events(), t.Audit()}
-	if err := s.run(ctx, &out, scriptCounterReset, ks, eventctx.Arg(ctx, 0), req.GetReason(), req.GetTenantId()); err != nil {
+	if err := run(ctx, s, &out, scriptCounterReset, ks, counterResetArgs{eventctx.Arg(ctx, 0), req.GetReason(), req.GetTenantId()}); err != nil {
 		return nil, err
 	}
 	st, err := out.State.proto()

@@ -4,10 +4,14 @@
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua);
 -- a refusal's entry is appended by the audit step after the call.
 --
--- KEYS: 1 tenant record   2 the counter   3 the tenant's counter index
---       4 the tenant's event stream   5 the tenant's audit stream
--- ARGV: 1 event context (internal/eventctx.Arg; carries the audit entry)
---       2 reason   3 tenant id
+-- KEYS: 1 tenant_record
+--       2 counter          the counter
+--       3 counter_index    the tenant's counter index
+--       4 event_stream     the tenant's event stream
+--       5 audit_stream     the tenant's audit stream
+-- ARGV: 1 event_ctx        event context (internal/eventctx.Arg; carries the audit entry)
+--       2 reason
+--       3 tenant_id
 -- A calendar counter keeps its TTL; a per_run counter's TTL is refreshed.
 -- The threshold alert re-arms. Reservations holding counts are untouched
 -- (their later give-back never takes the counter below 0). Emits
