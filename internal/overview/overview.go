@@ -49,9 +49,31 @@ const (
 )
 
 var (
-	scriptRegistry = script.Define("overview/registry")
-	scriptTenant   = script.Define("overview/tenant")
+	scriptRegistry = script.Bind[registryKeys, registryArgs]("overview/registry")
+	scriptTenant   = script.Bind[tenantKeys, tenantArgs]("overview/tenant")
 )
+
+type registryKeys struct {
+	Tenants string `lua:"tenants"`
+}
+
+type registryArgs struct {
+	After    string `lua:"after"`
+	PageSize int    `lua:"page_size"`
+}
+
+type tenantKeys struct {
+	Prefix  string `lua:"tenant_prefix"`
+	Record  string `lua:"tenant_record"`
+	Budgets string `lua:"budget_index"`
+	Events  string `lua:"event_stream"`
+}
+
+type tenantArgs struct {
+	WindowMs   int64 `lua:"window_ms"`
+	MaxBudgets int   `lua:"max_budgets"`
+	MaxEvents  int   `lua:"max_events"`
+}
 
 // Options configure a Service; zero values take the defaults.
 type Options struct {
@@ -127,7 +149,7 @@ func (s *Service) Get(ctx context.Context) (*cyclesv1.GetOverviewResponse, error
 walk:
 	for {
 		var reg registry
-		if err := s.exec.RunInto(ctx, &reg, scriptRegistry, []string{keys.Tenants}, after, registryPage); err != nil {
+		if err := scriptRegistry.RunInto(ctx, s.exec, &reg, registryKeys{keys.Tenants}, registryArgs{after, registryPage}); err != nil {
 			return nil, fmt.Errorf("overview: read the tenant registry: %w", err)
 		}
 		resp.AsOfMs = max(resp.AsOfMs, reg.Now)
@@ -172,8 +194,8 @@ walk:
 func (s *Service) tenant(ctx context.Context, t string, budgets, evs int) (part, error) {
 	tk := keys.Tenant(t)
 	var p part
-	err := s.exec.RunInto(ctx, &p, scriptTenant, []string{tk.Prefix(), tk.Record(), tk.Budgets(), tk.Events()},
-		s.opts.Window.Milliseconds(), min(max(budgets, 0), perScript), min(max(evs, 0), perScript))
+	err := scriptTenant.RunInto(ctx, s.exec, &p, tenantKeys{tk.Prefix(), tk.Record(), tk.Budgets(), tk.Events()},
+		tenantArgs{s.opts.Window.Milliseconds(), min(max(budgets, 0), perScript), min(max(evs, 0), perScript)})
 	if err != nil {
 		return part{}, fmt.Errorf("overview: read tenant %s: %w", t, err)
 	}
