@@ -2,7 +2,7 @@
 -- scripts (docs/protocol.md#v0126-action-governance): access lists, then
 -- risk-class quotas, then per-kind quotas, all before the budget checks, and
 -- the counter writes of a live ALLOW. Included with "-- include: lib/quota.lua".
--- include: lib/ledger_util.lua lib/keys.lua
+-- include: lib/ledger_util.lua lib/keys.lua lib/policy.lua
 --
 -- Counters: one hash per (scope, kind or risk class, window, window key) in
 -- the tenant's slot, derived from the tenant prefix:
@@ -80,9 +80,36 @@ local function quota_deny(v)
       limit = v.q.m, scope = v.sc, policy_id = v.pol}}
 end
 
+-- quota_entries parses a compiled pk:/pr: value (lib/policy.lua): a list of
+-- {policy line number, mark, quota text} in evaluation order.
+local function quota_entries(v)
+  local e = {}
+  if v == nil or v == '' then return e end
+  for ln, mark, qs in string.gmatch(v, '(%d+)\t(%a?)([^\n]*)\n') do e[#e + 1] = {tonumber(ln), mark, qs} end
+  return e
+end
+
+-- quota_rules is the quotas of a compiled quota text ('\t<quota>'...): {w =
+-- window, m = max_calls, t = per_run TTL ms, b = threshold basis points,
+-- h / r / y = host / recipient domain / resource type allowlist sets or nil}.
+local function quota_rules(qs)
+  local out = {}
+  for w, m, t, b, f in string.gmatch(qs, '\t(%a),(%d+),(%d+),(%d+),?([^\t]*)') do
+    local q = {w = POLICY_WNAME[w], m = tonumber(m), ms = m, t = tonumber(t), b = tonumber(b)}
+    if f ~= '' then
+      local fl = jdecode(f) or {}
+      q.h, q.r, q.y = policy_set(fl.h), policy_set(fl.r), policy_set(fl.y)
+    end
+    out[#out + 1] = q
+  end
+  return out
+end
+
 -- quota_plan evaluates the governance steps for a call of kind (risk class
--- risk; '' = an undeclared custom.* kind) at scope_path. gov is
--- policy_terms' t.gov (nil: no rule matches, nothing to do). run_id is
+-- risk; '' = an undeclared custom.* kind) at scope_path. terms is
+-- policy_terms' answer (nil: no policy matches, nothing to do); pk and pr
+-- the tenant record's compiled rules of the kind and of the risk class
+-- (tenant_conf's conf.pk, conf.pr). run_id is
 -- Subject.dimensions.run_id ('' = absent); keys_json the policy keys the
 -- kind's spec lets quota allowlists match (actionkind.MatchKeys: a small JSON
 -- object, '' = none; decoded only when a quota filters on them).
@@ -92,21 +119,27 @@ end
 --   nil, {code, msg, dd, field}   a refusal: dd set for a DENY
 --                                 (ACTION_KIND_*, ACTION_QUOTA_EXCEEDED), field
 --                                 for an INVALID_REQUEST
-local function quota_plan(gov, kind, risk, run_id, keys_json, scope_path, tenant_scope, now, prefix)
+local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_path, tenant_scope, now, prefix)
+  local gov = terms and terms.gov
   if gov == nil then return nil, nil end
   if risk == '' then
     return nil, {code = 'INVALID_REQUEST', field = 'action.kind',
       msg = kind .. ' is not a declared custom action kind (declare it with -custom-action-kinds)'}
   end
+  local kinds = quota_entries(pk)
   -- Step 1: the access lists of the highest-priority matching policy that has any.
   for _, g in ipairs(gov) do
-    if g.a or g.d then
-      if g.d and g.d[kind] then
+    if string.find(g.f, '[AD]') then
+      local mark = ''
+      for _, e in ipairs(kinds) do
+        if e[1] == g.i then mark = e[2]; break end
+      end
+      if mark == 'd' then
         return nil, {code = 'ACTION_KIND_DENIED', msg = kind .. ' is denied by policy ' .. g.id,
           dd = {reason_code = 'ACTION_KIND_DENIED', blocked_by_policy = g.id, blocked_by_scope = scope_path,
             suggested_fix = 'Remove ' .. kind .. ' from denied_action_kinds of policy ' .. g.id}}
       end
-      if g.a and not g.a[kind] then
+      if string.find(g.f, 'A', 1, true) and mark ~= 'a' then
         return nil, {code = 'ACTION_KIND_NOT_ALLOWED', msg = kind .. ' is not in the allowlist of policy ' .. g.id,
           dd = {reason_code = 'ACTION_KIND_NOT_ALLOWED', blocked_by_policy = g.id, blocked_by_scope = scope_path,
             suggested_fix = 'Add ' .. kind .. ' to allowed_action_kinds of policy ' .. g.id}}
@@ -114,10 +147,6 @@ local function quota_plan(gov, kind, risk, run_id, keys_json, scope_path, tenant
       break
     end
   end
-  -- Steps 2 and 3: the risk-class rules, then the kind's rules, each from the
-  -- highest-priority matching policy that has rules for it. The most
-  -- restrictive violated rule (least headroom) of the first step that has
-  -- one refuses; otherwise every applying counter is counted once.
   local counts, seen, keys_, memo = {}, {}, nil, {}
   local function policy_key(name)
     if keys_ == nil then keys_ = jdecode(keys_json) or {} end
@@ -131,10 +160,13 @@ local function quota_plan(gov, kind, risk, run_id, keys_json, scope_path, tenant
     if q.y and not q.y[policy_key('resource_type') or false] then return false end
     return true
   end
-  local function step(field, name, rc)
+  -- step: the quotas of the highest-priority matching policy with quotas
+  -- among entries (quota_entries), counted as rc's or the kind's.
+  local function step(entries, rc)
     local rules, pol = nil, nil
-    for _, g in ipairs(gov) do
-      if g[field] and g[field][name] then rules, pol = g[field][name], g.id; break end
+    for _, e in ipairs(entries) do
+      local g = terms.gline[e[1]]
+      if g and e[3] ~= '' then rules, pol = quota_rules(e[3]), g.id; break end
     end
     if rules == nil then return nil end
     local worst = nil
@@ -150,7 +182,7 @@ local function quota_plan(gov, kind, risk, run_id, keys_json, scope_path, tenant
         local c = seen[key]
         if c == nil then
           local v = redis.call('HMGET', key, 'n', 'thr', 'lim', 'pol')
-          c = {key = key, used = tonumber(v[1] or '0') or 0, thr = v[2], same = v[3] == tostring(q.m) and v[4] == pol,
+          c = {key = key, used = tonumber(v[1] or '0') or 0, thr = v[2], same = v[3] == q.ms and v[4] == pol,
             q = q, pol = pol, sc = sc, wk = wk, exp = exp, kind = kind, rc = rc}
           seen[key] = c
           counts[#counts + 1] = c
@@ -167,7 +199,7 @@ local function quota_plan(gov, kind, risk, run_id, keys_json, scope_path, tenant
     end
     return nil
   end
-  local refusal = step('rq', risk, risk) or step('aq', kind, nil)
+  local refusal = step(quota_entries(pr), risk) or step(kinds, nil)
   if refusal then return nil, refusal end
   if #counts == 0 then return nil, nil end
   return counts, nil
