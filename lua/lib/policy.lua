@@ -22,7 +22,9 @@
 --               <policy line number> TAB <mark> [TAB <quota>]... LF
 --             mark 'a' (in the allowlist), 'd' (in the denylist) or '';
 --             quota '<window code>,<max_calls>,<per_run TTL ms>,<threshold
---             basis points>[,<filters JSON>]' (window codes POLICY_WCODE;
+--             basis points>,<threshold count>[,<filters JSON>]' (window
+--             codes POLICY_WCODE; threshold count: the least count at or
+--             past the threshold;
 --             filters {h, r, y}: the host / recipient domain / resource type
 --             allowlists). A reserve reads only the two fields of its kind.
 --   pkf       the pk:/pr: field names written, LF-separated (the next
@@ -67,7 +69,11 @@ local function policy_rules(p, i, rules)
     if type(l[1]) == 'table' then
       for _, q in ipairs(l[1]) do
         quotas = true
-        local c = POLICY_WCODE[q.window] .. ',' .. string.format('%d,%d,%d', q.max_calls, q.ttl_ms or 0, q.threshold_bp or 8000)
+        -- tn: the count that reaches the threshold (the least n with
+        -- n * 10000 >= max_calls * basis points), so the hot path compares counts.
+        local bp = q.threshold_bp or 8000
+        local c = POLICY_WCODE[q.window] .. ',' .. string.format('%d,%d,%d,%d', q.max_calls, q.ttl_ms or 0, bp,
+          math.ceil(q.max_calls * bp / 10000))
         local f = {}
         for _, x in ipairs({{'h', q.hosts}, {'r', q.domains}, {'y', q.resources}}) do
           if type(x[2]) == 'table' and next(x[2]) ~= nil then f[x[1]] = x[2] end

@@ -4,23 +4,33 @@
 -- the counter writes of a live ALLOW. Included with "-- include: lib/quota.lua".
 -- include: lib/ledger_util.lua lib/keys.lua lib/policy.lua
 --
--- Counters: one hash per (scope, kind or risk class, window, window key) in
--- the tenant's slot, derived from the tenant prefix:
---   <prefix>q:<scope>|<kind or __risk__:<class>>|<window>|<window key>
--- fields n (calls counted), lim, pol (the quota's max_calls and policy at the
--- last count), at (Redis TIME of the last count, ms), exp (when the key
--- expires, ms), thr ('1' once quota.threshold_approaching was emitted) and,
--- written with the first count, sc, k, rc, w, wk (what the key names, for
--- the operator listing) and ttl (per_run: the TTL a reset refreshes).
--- <prefix>qidx is a sorted set of the
--- tenant's counter keys (score: exp) that the listing walks.
--- Calendar windows: the key names the UTC bucket of Redis TIME, and expires
--- QUOTA_GRACE_MS after the bucket ends (the key's TTL never defines the
--- window). per_run: the key names the run_id and its TTL (the quota's
--- per_run_counter_ttl_ms) is refreshed on every count.
+-- Counters live in the tenant's hash slot, named from the tenant prefix.
+-- Calendar windows (per_minute, per_hour, per_day, per_tenant_per_day): one
+-- hash per tenant and UTC day of Redis TIME (key_quota_day:
+-- <prefix>qd:<day number>), so one HMGET reads and one HSET writes every
+-- calendar counter a call touches. A counter is the field
+--   <scope>|<counted>|<window code>      (counted: the kind, or
+--                                         __risk__:<class>; POLICY_WCODE)
+-- holding '<bucket>:<n>:<thr>:<at>:<limit>:<policy id>': bucket is the
+-- window instance (Redis TIME ms / the window's length, a number, so no date
+-- is formatted on the hot path), n the calls counted in it, thr '1' once
+-- quota.threshold_approaching was emitted for it, at the Redis TIME of the
+-- last count (ms), limit and policy those of that count. A value of an
+-- earlier bucket reads as 0 (the window rolled over) and is overwritten by
+-- the next count. Every window divides the UTC day, so a bucket never spans
+-- two day hashes. Field '_' holds when the hash expires (the day's end plus
+-- QUOTA_GRACE_MS): it is written, with PEXPIREAT and the index entry, by the
+-- first count of the day only. A counter is live while its bucket's end plus
+-- QUOTA_GRACE_MS is ahead (the listing and the reset skip the others).
+-- per_run: one hash per counter (key_quota_counter: <prefix>q:<scope>|
+-- <counted>|per_run|<run id>) with fields n, lim, pol, at, exp, thr and,
+-- written with the first count, sc, k, rc, w, wk, ttl (what the key names,
+-- for the listing; ttl the quota's per_run_counter_ttl_ms, refreshed with
+-- every count: the key expires that long after the run's last call).
+-- <prefix>qidx is a sorted set of the tenant's day hashes and per_run
+-- counters (score: expiry) that the listing walks.
 
-local QUOTA_LEN = {per_minute_tumbling = 60000, per_hour_tumbling = 3600000, per_day_tumbling = 86400000,
-  per_tenant_per_day = 86400000}
+local QUOTA_LEN = {m = 60000, h = 3600000, d = 86400000, t = 86400000}
 local QUOTA_GRACE_MS = 60000
 
 -- quota_date is the UTC civil date of a day number since 1970-01-01 (the
@@ -39,31 +49,26 @@ local function quota_date(days)
   return y, m, d
 end
 
--- quota_window is a window's key at now ("2026-04-09T14:32", "...T14",
--- "2026-04-09" or the run id) and when its counter key expires (ms). memo
--- (one per script run) keeps each calendar window's answer, so five quotas
--- format the date once per window, not once per quota.
-local function quota_window(q, now, run_id, memo)
-  if q.w == 'per_run' then return run_id, now + q.t end
-  local m = memo[q.w]
-  if m then return m[1], m[2] end
-  local len = QUOTA_LEN[q.w]
-  local start = now - (now % len)
-  local day = memo.day
-  if day == nil then
-    local days = math.floor(now / 86400000)
-    local y, mo, d = quota_date(days)
-    day = string.format('%04d-%02d-%02d', y, mo, d)
-    memo.day, memo.rest = day, now - days * 86400000
+-- quota_wkey is the spec's window key of calendar bucket b (a number) of
+-- window code w: "2026-04-09T14:32", "2026-04-09T14" or "2026-04-09".
+local function quota_wkey(w, b)
+  local ms_ = b * QUOTA_LEN[w]
+  local days = math.floor(ms_ / 86400000)
+  local y, mo, d = quota_date(days)
+  local key = string.format('%04d-%02d-%02d', y, mo, d)
+  local rest = ms_ - days * 86400000
+  if w == 'h' then
+    key = key .. string.format('T%02d', math.floor(rest / 3600000))
+  elseif w == 'm' then
+    key = key .. string.format('T%02d:%02d', math.floor(rest / 3600000), math.floor((rest % 3600000) / 60000))
   end
-  local key, rest = day, memo.rest
-  if q.w == 'per_hour_tumbling' then
-    key = day .. string.format('T%02d', math.floor(rest / 3600000))
-  elseif q.w == 'per_minute_tumbling' then
-    key = day .. string.format('T%02d:%02d', math.floor(rest / 3600000), math.floor((rest % 3600000) / 60000))
-  end
-  memo[q.w] = {key, start + len + QUOTA_GRACE_MS}
-  return key, start + len + QUOTA_GRACE_MS
+  return key
+end
+
+-- quota_field_parse reads a calendar counter value: bucket, n, thr, at,
+-- limit, policy id (strings); nil when malformed.
+local function quota_field_parse(v)
+  return string.match(v, '^(%d+):(%d+):(1?):(%d*):(%d*):(.*)$')
 end
 
 -- quota_deny is the DenyDetail of an ACTION_QUOTA_EXCEEDED.
@@ -89,20 +94,64 @@ local function quota_entries(v)
   return e
 end
 
--- quota_rules is the quotas of a compiled quota text ('\t<quota>'...): {w =
--- window, m = max_calls, t = per_run TTL ms, b = threshold basis points,
--- h / r / y = host / recipient domain / resource type allowlist sets or nil}.
+-- quota_rules is the quotas of a compiled quota text ('\t<quota>'...): {c =
+-- window code, m = max_calls, ms = the same as a string, tn = the count
+-- that reaches the threshold, x = '<per_run TTL ms>,<threshold basis
+-- points>[,<filters JSON>]' (read only when needed: quota_extra)}.
 local function quota_rules(qs)
   local out = {}
-  for w, m, t, b, f in string.gmatch(qs, '\t(%a),(%d+),(%d+),(%d+),?([^\t]*)') do
-    local q = {w = POLICY_WNAME[w], m = tonumber(m), ms = m, t = tonumber(t), b = tonumber(b)}
-    if f ~= '' then
-      local fl = jdecode(f) or {}
-      q.h, q.r, q.y = policy_set(fl.h), policy_set(fl.r), policy_set(fl.y)
-    end
-    out[#out + 1] = q
+  for w, m, tn, x in string.gmatch(qs, '\t(%a),(%d+),(%d+),([^\t]*)') do
+    out[#out + 1] = {c = w, m = tonumber(m), ms = m, tn = tonumber(tn), x = x}
   end
   return out
+end
+
+-- quota_extra fills in quota q's per_run TTL (t, ms string), threshold
+-- basis points (b, string) and allowlist sets (h / r / y: host / recipient
+-- domain / resource type, nil = any).
+local function quota_extra(q)
+  if q.b then return q end
+  local t, b, f = string.match(q.x, '^(%d+),(%d+),?(.*)$')
+  q.t, q.b = t, b
+  if f ~= '' then
+    local fl = jdecode(f) or {}
+    q.h, q.r, q.y = policy_set(fl.h), policy_set(fl.r), policy_set(fl.y)
+  end
+  return q
+end
+
+-- quota_applies: quota q applies to a call with policy keys keys_json (its
+-- allowlists, when it has any, name the call's host / recipient domain /
+-- resource type); memo keeps the decoded keys for the call.
+local function quota_applies(q, keys_json, memo)
+  if #q.x < 6 or not string.find(q.x, '{', 1, true) then return true end
+  quota_extra(q)
+  if memo.keys == nil then memo.keys = jdecode(keys_json) or {} end
+  local function key(name)
+    local v = memo.keys[name]
+    if type(v) ~= 'string' or v == '' then return false end
+    return v
+  end
+  if q.h and not q.h[key('host')] then return false end
+  if q.r and not q.r[key('recipient_domain')] then return false end
+  if q.y and not q.y[key('resource_type')] then return false end
+  return true
+end
+
+-- quota_pick: the applying quotas of the highest-priority matching policy
+-- (terms.gline) with quotas among entries (quota_entries), and its id.
+local function quota_pick(entries, gline, keys_json, memo)
+  for _, e in ipairs(entries) do
+    local g = gline[e[1]]
+    if g and e[3] ~= '' then
+      local rules = quota_rules(e[3])
+      for i = #rules, 1, -1 do
+        if not quota_applies(rules[i], keys_json, memo) then table.remove(rules, i) end
+      end
+      return rules, g.id
+    end
+  end
+  return nil
 end
 
 -- quota_plan evaluates the governance steps for a call of kind (risk class
@@ -116,6 +165,7 @@ end
 -- Returns one of:
 --   nil, nil                      no rule applies
 --   {counts...}, nil              the counters a live ALLOW must count
+--                                 (quota_count)
 --   nil, {code, msg, dd, field}   a refusal: dd set for a DENY
 --                                 (ACTION_KIND_*, ACTION_QUOTA_EXCEEDED), field
 --                                 for an INVALID_REQUEST
@@ -129,7 +179,7 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   local kinds = quota_entries(pk)
   -- Step 1: the access lists of the highest-priority matching policy that has any.
   for _, g in ipairs(gov) do
-    if string.find(g.f, '[AD]') then
+    if g.f ~= 'Q' then
       local mark = ''
       for _, e in ipairs(kinds) do
         if e[1] == g.i then mark = e[2]; break end
@@ -139,7 +189,7 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
           dd = {reason_code = 'ACTION_KIND_DENIED', blocked_by_policy = g.id, blocked_by_scope = scope_path,
             suggested_fix = 'Remove ' .. kind .. ' from denied_action_kinds of policy ' .. g.id}}
       end
-      if string.find(g.f, 'A', 1, true) and mark ~= 'a' then
+      if mark ~= 'a' and string.find(g.f, 'A', 1, true) then
         return nil, {code = 'ACTION_KIND_NOT_ALLOWED', msg = kind .. ' is not in the allowlist of policy ' .. g.id,
           dd = {reason_code = 'ACTION_KIND_NOT_ALLOWED', blocked_by_policy = g.id, blocked_by_scope = scope_path,
             suggested_fix = 'Add ' .. kind .. ' to allowed_action_kinds of policy ' .. g.id}}
@@ -147,107 +197,162 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
       break
     end
   end
-  local counts, seen, keys_, memo = {}, {}, nil, {}
-  local function policy_key(name)
-    if keys_ == nil then keys_ = jdecode(keys_json) or {} end
-    local v = keys_[name]
-    if type(v) ~= 'string' or v == '' then return nil end
-    return v
-  end
-  local function applies(q)
-    if q.h and not q.h[policy_key('host') or false] then return false end
-    if q.r and not q.r[policy_key('recipient_domain') or false] then return false end
-    if q.y and not q.y[policy_key('resource_type') or false] then return false end
-    return true
-  end
-  -- step: the quotas of the highest-priority matching policy with quotas
-  -- among entries (quota_entries), counted as rc's or the kind's.
-  local function step(entries, rc)
-    local rules, pol = nil, nil
-    for _, e in ipairs(entries) do
-      local g = terms.gline[e[1]]
-      if g and e[3] ~= '' then rules, pol = quota_rules(e[3]), g.id; break end
+  -- Steps 2 and 3: the risk-class rules, then the kind's rules, each from the
+  -- highest-priority matching policy that has rules for it. The most
+  -- restrictive violated rule (least headroom) of the first step that has
+  -- one refuses; otherwise every applying counter is counted once.
+  local memo = {}
+  local steps = {}
+  local rrules, rpol = quota_pick(quota_entries(pr), terms.gline, keys_json, memo)
+  if rrules then steps[#steps + 1] = {rrules, rpol, risk, '__risk__:' .. risk} end
+  local krules, kpol = quota_pick(kinds, terms.gline, keys_json, memo)
+  if krules then steps[#steps + 1] = {krules, kpol, nil, kind} end
+  if #steps == 0 then return nil, nil end
+  -- The counter of every applying rule (cs[step][rule]): calendar ones read
+  -- by one HMGET of the day hash, per_run ones by one HMGET each. Nothing is
+  -- written here.
+  local counts, seen, fields, buckets, cs = {}, {}, {'_'}, {}, {}
+  local sp_ = scope_path .. '|'
+  for si, st in ipairs(steps) do
+    local pol, csi = st[2], {}
+    cs[si] = csi
+    for qi, q in ipairs(st[1]) do
+      local tday = q.c == 't'
+      local sc = tday and tenant_scope or scope_path
+      local id
+      if q.c == 'r' then
+        id = (run_id ~= '') and key_quota_counter(prefix, sc, st[4], 'per_run', run_id) or nil
+      else
+        id = (tday and (tenant_scope .. '|') or sp_) .. st[4] .. '|' .. q.c
+      end
+      local c = id and seen[id]
+      if id and c == nil then
+        c = {used = 0, q = q, pol = pol, sc = sc, kind = kind, rc = st[3]}
+        seen[id] = c
+        counts[#counts + 1] = c
+        if q.c == 'r' then
+          c.key, c.wk = id, run_id
+          local v = redis.call('HMGET', id, 'n', 'thr')
+          c.used, c.thr = tonumber(v[1] or '0') or 0, v[2]
+        else
+          -- The window instance's bucket, as a string once per window.
+          local b = buckets[q.c]
+          if b == nil then
+            b = string.format('%d', math.floor(now / QUOTA_LEN[q.c]))
+            buckets[q.c] = b
+          end
+          c.field, c.bucket = id, b
+          fields[#fields + 1] = id
+        end
+      end
+      csi[qi] = c or false
     end
-    if rules == nil then return nil end
+  end
+  if #fields > 1 then
+    local day = buckets.d or buckets.t or string.format('%d', math.floor(now / 86400000))
+    local dkey = key_quota_day(prefix, day)
+    local v = redis.call('HMGET', dkey, unpack(fields))
+    counts.day, counts.dkey, counts.dnew = day, dkey, not v[1]
+    for i = 2, #fields do
+      local raw = v[i]
+      if raw then
+        local c = seen[fields[i]]
+        local b, n, thr = string.match(raw, '^(%d+):(%d+):(1?):')
+        if b == c.bucket then c.used, c.thr = tonumber(n), thr end
+      end
+    end
+  end
+  -- Evaluate in step order (a refusal of the risk-class step comes first).
+  for si, st in ipairs(steps) do
     local worst = nil
-    for _, q in ipairs(rules) do
-      if applies(q) then
-        if q.w == 'per_run' and run_id == '' then
-          return {code = 'INVALID_REQUEST', field = 'subject.dimensions.run_id',
-            msg = 'subject.dimensions.run_id is required: a per_run quota of policy ' .. pol .. ' applies'}
-        end
-        local wk, exp = quota_window(q, now, run_id, memo)
-        local sc = (q.w == 'per_tenant_per_day') and tenant_scope or scope_path
-        local key = key_quota_counter(prefix, sc, rc and ('__risk__:' .. rc) or kind, q.w, wk)
-        local c = seen[key]
-        if c == nil then
-          local v = redis.call('HMGET', key, 'n', 'thr', 'lim', 'pol')
-          c = {key = key, used = tonumber(v[1] or '0') or 0, thr = v[2], same = v[3] == q.ms and v[4] == pol,
-            q = q, pol = pol, sc = sc, wk = wk, exp = exp, kind = kind, rc = rc}
-          seen[key] = c
-          counts[#counts + 1] = c
-        end
-        if c.used >= q.m and (worst == nil or q.m - c.used < worst.q.m - worst.used) then
-          worst = {q = q, used = c.used, pol = pol, sc = sc, wk = wk, kind = kind, rc = rc}
-        end
+    for qi, q in ipairs(st[1]) do
+      local c = cs[si][qi]
+      if not c then
+        return nil, {code = 'INVALID_REQUEST', field = 'subject.dimensions.run_id',
+          msg = 'subject.dimensions.run_id is required: a per_run quota of policy ' .. st[2] .. ' applies'}
+      end
+      if c.used >= q.m and (worst == nil or q.m - c.used < worst.q.m - worst.used) then
+        worst = {q = q, used = c.used, pol = st[2], sc = c.sc, kind = kind, rc = st[3],
+          wk = c.wk or quota_wkey(q.c, tonumber(c.bucket))}
       end
     end
     if worst then
-      local what = rc and ('risk-class quota ' .. rc) or ('action quota ' .. kind)
-      return {code = 'ACTION_QUOTA_EXCEEDED', dd = quota_deny(worst),
+      local what = st[3] and ('risk-class quota ' .. st[3]) or ('action quota ' .. kind)
+      worst.q.w = POLICY_WNAME[worst.q.c]
+      return nil, {code = 'ACTION_QUOTA_EXCEEDED', dd = quota_deny(worst),
         msg = what .. ' ' .. worst.q.w .. ' limit ' .. worst.q.m .. ' reached at ' .. worst.sc}
     end
-    return nil
   end
-  local refusal = step(quota_entries(pr), risk) or step(kinds, nil)
-  if refusal then return nil, refusal end
   if #counts == 0 then return nil, nil end
   return counts, nil
 end
 
--- quota_count writes the counts of a live ALLOW (every counter +1, TTLs as
--- above, the index) and returns the keys of the per_run counters (the
--- reservation keeps them: release and expiry give those calls back, see
--- quota_refund in lib/refund.lua).
+-- quota_crossed emits quota.threshold_approaching for counter c reaching n.
+local function quota_crossed(emit, tenant, c, n, wk)
+  local q = quota_extra(c.q)
+  emit('quota.threshold_approaching', 'policy', c.sc, {
+    tenant_id = tenant, scope = c.sc, action_kind = c.rc and '__risk__' or c.kind, risk_class = c.rc, window = POLICY_WNAME[q.c],
+    window_key = wk, used = n, limit = q.m, threshold_pct = tonumber(q.b) / 10000, policy_id = c.pol,
+  })
+end
+
+-- quota_count writes the counts of a live ALLOW (every counter +1; the
+-- calendar ones in one HSET of the day hash, whose expiry and index entry
+-- are written by the day's first count only; per_run ones with their TTL
+-- refreshed) and returns the keys of the per_run counters (the reservation
+-- keeps them: release and expiry give those calls back, see quota_refund in
+-- lib/refund.lua).
 -- emit is the script's emitter: a count reaching a quota's threshold emits
 -- quota.threshold_approaching (category policy) once per window instance.
 local function quota_count(counts, now, emit, tenant, prefix)
-  local runs = {}
+  local runs, set = {}, {}
   local idx = nil
   local now_s = ms(now)
+  local function index(key, exp_s)
+    if idx == nil then
+      idx = key_quota_index(prefix)
+      -- Bounded upkeep: index entries whose counters have expired.
+      redis.call('ZREMRANGEBYSCORE', idx, '-inf', '(' .. now_s)
+    end
+    redis.call('ZADD', idx, exp_s, key)
+  end
   for _, c in ipairs(counts) do
     local n, q = c.used + 1, c.q
-    if c.used == 0 then
-      redis.call('HSET', c.key, 'n', n, 'at', now_s, 'lim', q.m, 'pol', c.pol, 'exp', ms(c.exp), 'sc', c.sc,
-        'k', c.rc and '__risk__' or c.kind, 'rc', c.rc or '', 'w', q.w, 'wk', c.wk, 'ttl', q.t)
-    elseif q.w == 'per_run' then
-      redis.call('HSET', c.key, 'n', n, 'at', now_s, 'lim', q.m, 'pol', c.pol, 'exp', ms(c.exp))
-    elseif c.same then
-      -- The steady state: limit and policy as recorded, two fields change.
-      redis.call('HSET', c.key, 'n', n, 'at', now_s)
+    -- The crossing, once per window instance: thr marks it emitted (a count
+    -- given back and taken again does not alert twice).
+    local crossed = (not c.thr or c.thr == '') and c.used < q.tn and n >= q.tn
+    if c.field then
+      set[#set + 1] = c.field
+      set[#set + 1] = c.bucket .. ':' .. n .. ':' .. ((crossed or c.thr == '1') and '1' or '') .. ':' .. now_s .. ':' ..
+        q.ms .. ':' .. c.pol
+      if crossed then quota_crossed(emit, tenant, c, n, quota_wkey(q.c, tonumber(c.bucket))) end
     else
-      redis.call('HSET', c.key, 'n', n, 'at', now_s, 'lim', q.m, 'pol', c.pol)
-    end
-    if c.used == 0 or q.w == 'per_run' then
-      local exp_s = ms(c.exp)
-      redis.call('PEXPIREAT', c.key, exp_s)
-      if idx == nil then
-        idx = key_quota_index(prefix)
-        -- Bounded upkeep: index entries whose counters have expired.
-        redis.call('ZREMRANGEBYSCORE', idx, '-inf', '(' .. ms(now))
+      quota_extra(q)
+      local exp_s = ms(now + tonumber(q.t))
+      if c.used == 0 then
+        redis.call('HSET', c.key, 'n', n, 'at', now_s, 'lim', q.ms, 'pol', c.pol, 'exp', exp_s, 'sc', c.sc,
+          'k', c.rc and '__risk__' or c.kind, 'rc', c.rc or '', 'w', 'per_run', 'wk', c.wk, 'ttl', q.t)
+      else
+        redis.call('HSET', c.key, 'n', n, 'at', now_s, 'lim', q.ms, 'pol', c.pol, 'exp', exp_s)
       end
-      redis.call('ZADD', idx, exp_s, c.key)
+      redis.call('PEXPIREAT', c.key, exp_s)
+      index(c.key, exp_s)
+      runs[#runs + 1] = c.key
+      if crossed then
+        redis.call('HSET', c.key, 'thr', '1')
+        quota_crossed(emit, tenant, c, n, c.wk)
+      end
     end
-    if q.w == 'per_run' then runs[#runs + 1] = c.key end
-    -- The crossing, once per window instance: `thr` marks it emitted (a
-    -- count given back and taken again does not alert twice).
-    local at = q.m * q.b
-    if not c.thr and c.used * 10000 < at and n * 10000 >= at then
-      redis.call('HSET', c.key, 'thr', '1')
-      emit('quota.threshold_approaching', 'policy', c.sc, {
-        tenant_id = tenant, scope = c.sc, action_kind = c.rc and '__risk__' or c.kind, risk_class = c.rc, window = q.w,
-        window_key = c.wk, used = n, limit = q.m, threshold_pct = q.b / 10000, policy_id = c.pol,
-      })
+  end
+  if #set > 0 then
+    if counts.dnew then
+      local exp_s = ms((counts.day + 1) * 86400000 + QUOTA_GRACE_MS)
+      set[#set + 1], set[#set + 2] = '_', exp_s
+      redis.call('HSET', counts.dkey, unpack(set))
+      redis.call('PEXPIREAT', counts.dkey, exp_s)
+      index(counts.dkey, exp_s)
+    else
+      redis.call('HSET', counts.dkey, unpack(set))
     end
   end
   return runs
