@@ -21,8 +21,8 @@
 --             names it, in evaluation order,
 --               <policy line number> TAB <mark> [TAB <quota>]... LF
 --             mark 'a' (in the allowlist), 'd' (in the denylist) or '';
---             quota '<window code>,<max_calls>,<per_run TTL ms>,<threshold
---             basis points>,<threshold count>[,<filters JSON>]' (window
+--             quota '<window code>,<max_calls>,<threshold count>,<per_run
+--             TTL ms>,<threshold basis points>[,<filters JSON>]' (window
 --             codes POLICY_WCODE; threshold count: the least count at or
 --             past the threshold;
 --             filters {h, r, y}: the host / recipient domain / resource type
@@ -72,8 +72,8 @@ local function policy_rules(p, i, rules)
         -- tn: the count that reaches the threshold (the least n with
         -- n * 10000 >= max_calls * basis points), so the hot path compares counts.
         local bp = q.threshold_bp or 8000
-        local c = POLICY_WCODE[q.window] .. ',' .. string.format('%d,%d,%d,%d', q.max_calls, q.ttl_ms or 0, bp,
-          math.ceil(q.max_calls * bp / 10000))
+        local c = POLICY_WCODE[q.window] .. ',' .. string.format('%d,%d,%d,%d', q.max_calls,
+          math.ceil(q.max_calls * bp / 10000), q.ttl_ms or 0, bp)
         local f = {}
         for _, x in ipairs({{'h', q.hosts}, {'r', q.domains}, {'y', q.resources}}) do
           if type(x[2]) == 'table' and next(x[2]) ~= nil then f[x[1]] = x[2] end
@@ -166,10 +166,10 @@ local function policy_line(t, rest, i, now)
     elseif tag == 'g' then
       local flags, id = string.match(v, '^(%u+):(.+)$')
       if flags == nil then return nil, POLICY_BAD end
-      local g = {i = i, id = id, f = flags}
+      local g = {i = string.format('%d', i), id = id, f = flags}
       if t.gov == nil then t.gov, t.gline = {}, {} end
       t.gov[#t.gov + 1] = g
-      t.gline[i] = g
+      t.gline[g.i] = g
     elseif tag == 'c' then
       if t.caps == nil then t.caps = v end
     elseif tag == 'o' then
@@ -192,8 +192,8 @@ end
 -- none matches (the fast path: no policy), else a table {caps, overage,
 -- default_ttl, max_ttl, max_ext, gov, gline} with absent fields nil (gov:
 -- the matching policies with v0.1.26 rules, highest priority first, each
--- {i = line number, id = policy id, f = flags}; gline: the same by line
--- number, what lib/quota.lua reads the pk:/pr: lines against); nil and a
+-- {i = line number (a string), id = policy id, f = flags}; gline: the same
+-- by line number, what lib/quota.lua reads the pk:/pr: lines against); nil and a
 -- message when the table is malformed (the caller fails closed).
 -- Cost: a line that does not match costs two plain finds, a cut and the
 -- pattern match (no JSON, no number parsing); only matching lines are read

@@ -85,73 +85,58 @@ local function quota_deny(v)
       limit = v.q.m, scope = v.sc, policy_id = v.pol}}
 end
 
--- quota_entries parses a compiled pk:/pr: value (lib/policy.lua): a list of
--- {policy line number, mark, quota text} in evaluation order.
-local function quota_entries(v)
-  local e = {}
-  if v == nil or v == '' then return e end
-  for ln, mark, qs in string.gmatch(v, '(%d+)\t(%a?)([^\n]*)\n') do e[#e + 1] = {tonumber(ln), mark, qs} end
-  return e
-end
+-- The plan of a call (quota_plan, quota_count) keeps its rules and counters
+-- in two flat arrays, not a table each (a reserve's allocations feed the Lua
+-- collector, a large part of its cost):
+--   rules, RS slots per rule: window code, max_calls (number), max_calls
+--     (string), threshold count (number), extra ('<per_run TTL ms>,<threshold
+--     basis points>[,<filters JSON>]', read only when needed), step (1 the
+--     risk class's, 2 the kind's), counter (its slot base in counters, false
+--     = a per_run rule without a run id), scope;
+--   counters, CS slots per counter: id (the day hash field, or the per_run
+--     counter's key), bucket (string; false for per_run), used (number), thr,
+--     the slot base of the first rule counting it.
+local RS, CS = 8, 5
 
--- quota_rules is the quotas of a compiled quota text ('\t<quota>'...): {c =
--- window code, m = max_calls, ms = the same as a string, tn = the count
--- that reaches the threshold, x = '<per_run TTL ms>,<threshold basis
--- points>[,<filters JSON>]' (read only when needed: quota_extra)}.
-local function quota_rules(qs)
-  local out = {}
-  for w, m, tn, x in string.gmatch(qs, '\t(%a),(%d+),(%d+),([^\t]*)') do
-    out[#out + 1] = {c = w, m = tonumber(m), ms = m, tn = tonumber(tn), x = x}
-  end
-  return out
-end
-
--- quota_extra fills in quota q's per_run TTL (t, ms string), threshold
--- basis points (b, string) and allowlist sets (h / r / y: host / recipient
--- domain / resource type, nil = any).
-local function quota_extra(q)
-  if q.b then return q end
-  local t, b, f = string.match(q.x, '^(%d+),(%d+),?(.*)$')
-  q.t, q.b = t, b
-  if f ~= '' then
-    local fl = jdecode(f) or {}
-    q.h, q.r, q.y = policy_set(fl.h), policy_set(fl.r), policy_set(fl.y)
-  end
-  return q
-end
-
--- quota_applies: quota q applies to a call with policy keys keys_json (its
--- allowlists, when it has any, name the call's host / recipient domain /
--- resource type); memo keeps the decoded keys for the call.
-local function quota_applies(q, keys_json, memo)
-  if #q.x < 6 or not string.find(q.x, '{', 1, true) then return true end
-  quota_extra(q)
-  if memo.keys == nil then memo.keys = jdecode(keys_json) or {} end
-  local function key(name)
-    local v = memo.keys[name]
-    if type(v) ~= 'string' or v == '' then return false end
-    return v
-  end
-  if q.h and not q.h[key('host')] then return false end
-  if q.r and not q.r[key('recipient_domain')] then return false end
-  if q.y and not q.y[key('resource_type')] then return false end
-  return true
-end
-
--- quota_pick: the applying quotas of the highest-priority matching policy
--- (terms.gline) with quotas among entries (quota_entries), and its id.
-local function quota_pick(entries, gline, keys_json, memo)
-  for _, e in ipairs(entries) do
-    local g = gline[e[1]]
-    if g and e[3] ~= '' then
-      local rules = quota_rules(e[3])
-      for i = #rules, 1, -1 do
-        if not quota_applies(rules[i], keys_json, memo) then table.remove(rules, i) end
+-- quota_pick appends to rules the applying quotas of the highest-priority
+-- matching policy (gline: policy_terms' terms.gline) with quotas in the
+-- compiled pk:/pr: value v, as step st; returns that policy's id (nil: none).
+-- memo keeps the call's decoded policy keys (keys_json) for quotas with
+-- allowlists.
+local function quota_pick(rules, v, st, gline, keys_json, memo)
+  if v == nil or v == '' then return nil end
+  for ln, qs in string.gmatch(v, '(%d+)\t%a?([^\n]*)\n') do
+    local g = gline[ln]
+    if g and qs ~= '' then
+      for c, m, tn, x in string.gmatch(qs, '\t(%a),(%d+),(%d+),([^\t]*)') do
+        local ok_ = true
+        if string.find(x, '{', 1, true) then
+          -- Allowlists: the call's host / recipient domain / resource type
+          -- must be named.
+          local f = jdecode(string.match(x, '^%d+,%d+,(.*)$')) or {}
+          if memo.keys == nil then memo.keys = jdecode(keys_json) or {} end
+          for _, a in ipairs({{'h', 'host'}, {'r', 'recipient_domain'}, {'y', 'resource_type'}}) do
+            local set = policy_set(f[a[1]])
+            local val = memo.keys[a[2]]
+            if type(val) ~= 'string' or val == '' then val = false end
+            if set and not set[val] then ok_ = false end
+          end
+        end
+        if ok_ then
+          local n = #rules
+          rules[n + 1], rules[n + 2], rules[n + 3], rules[n + 4] = c, tonumber(m), m, tonumber(tn)
+          rules[n + 5], rules[n + 6], rules[n + 7], rules[n + 8] = x, st, false, false
+        end
       end
-      return rules, g.id
+      return g.id
     end
   end
   return nil
+end
+
+-- quota_extra is a rule's per_run TTL ms and threshold basis points (strings).
+local function quota_extra(rules, r)
+  return string.match(rules[r + 4], '^(%d+),(%d+)')
 end
 
 -- quota_plan evaluates the governance steps for a call of kind (risk class
@@ -164,7 +149,7 @@ end
 -- object, '' = none; decoded only when a quota filters on them).
 -- Returns one of:
 --   nil, nil                      no rule applies
---   {counts...}, nil              the counters a live ALLOW must count
+--   plan, nil                     the counters a live ALLOW must count
 --                                 (quota_count)
 --   nil, {code, msg, dd, field}   a refusal: dd set for a DENY
 --                                 (ACTION_KIND_*, ACTION_QUOTA_EXCEEDED), field
@@ -176,14 +161,11 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
     return nil, {code = 'INVALID_REQUEST', field = 'action.kind',
       msg = kind .. ' is not a declared custom action kind (declare it with -custom-action-kinds)'}
   end
-  local kinds = quota_entries(pk)
   -- Step 1: the access lists of the highest-priority matching policy that has any.
   for _, g in ipairs(gov) do
     if g.f ~= 'Q' then
-      local mark = ''
-      for _, e in ipairs(kinds) do
-        if e[1] == g.i then mark = e[2]; break end
-      end
+      local mark = pk ~= '' and string.match(pk, '^' .. g.i .. '\t(%a?)') or nil
+      if mark == nil and pk ~= '' then mark = string.match(pk, '\n' .. g.i .. '\t(%a?)') end
       if mark == 'd' then
         return nil, {code = 'ACTION_KIND_DENIED', msg = kind .. ' is denied by policy ' .. g.id,
           dd = {reason_code = 'ACTION_KIND_DENIED', blocked_by_policy = g.id, blocked_by_scope = scope_path,
@@ -201,113 +183,123 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   -- highest-priority matching policy that has rules for it. The most
   -- restrictive violated rule (least headroom) of the first step that has
   -- one refuses; otherwise every applying counter is counted once.
-  local memo = {}
-  local steps = {}
-  local rrules, rpol = quota_pick(quota_entries(pr), terms.gline, keys_json, memo)
-  if rrules then steps[#steps + 1] = {rrules, rpol, risk, '__risk__:' .. risk} end
-  local krules, kpol = quota_pick(kinds, terms.gline, keys_json, memo)
-  if krules then steps[#steps + 1] = {krules, kpol, nil, kind} end
-  if #steps == 0 then return nil, nil end
-  -- The counter of every applying rule (cs[step][rule]): calendar ones read
-  -- by one HMGET of the day hash, per_run ones by one HMGET each. Nothing is
-  -- written here.
-  local counts, seen, fields, buckets, cs = {}, {}, {'_'}, {}, {}
-  local sp_ = scope_path .. '|'
-  for si, st in ipairs(steps) do
-    local pol, csi = st[2], {}
-    cs[si] = csi
-    for qi, q in ipairs(st[1]) do
-      local tday = q.c == 't'
-      local sc = tday and tenant_scope or scope_path
-      local id
-      if q.c == 'r' then
-        id = (run_id ~= '') and key_quota_counter(prefix, sc, st[4], 'per_run', run_id) or nil
+  local rules, memo = {}, {}
+  local pols = {quota_pick(rules, pr, 1, terms.gline, keys_json, memo), false}
+  pols[2] = quota_pick(rules, pk, 2, terms.gline, keys_json, memo) or false
+  if #rules == 0 then return nil, nil end
+  -- The counter of every applying rule: calendar ones read by one HMGET of
+  -- the day hash, per_run ones by one HMGET each. Nothing is written here.
+  local counters, fields = {}, {'_'}
+  local counted = {'__risk__:' .. risk, kind}
+  local sp_, bm, bh, bd = scope_path .. '|', nil, nil, nil
+  for r = 1, #rules, RS do
+    local c, st = rules[r], rules[r + 5]
+    local sc = (c == 't') and tenant_scope or scope_path
+    rules[r + 7] = sc
+    local id, b = nil, false
+    if c == 'r' then
+      if run_id ~= '' then id = key_quota_counter(prefix, sc, counted[st], 'per_run', run_id) end
+    else
+      id = ((c == 't') and (tenant_scope .. '|') or sp_) .. counted[st] .. '|' .. c
+      -- The window instance's bucket, as a string once per window.
+      if c == 'm' then
+        bm = bm or string.format('%d', math.floor(now / 60000)); b = bm
+      elseif c == 'h' then
+        bh = bh or string.format('%d', math.floor(now / 3600000)); b = bh
       else
-        id = (tday and (tenant_scope .. '|') or sp_) .. st[4] .. '|' .. q.c
+        bd = bd or string.format('%d', math.floor(now / 86400000)); b = bd
       end
-      local c = id and seen[id]
-      if id and c == nil then
-        c = {used = 0, q = q, pol = pol, sc = sc, kind = kind, rc = st[3]}
-        seen[id] = c
-        counts[#counts + 1] = c
-        if q.c == 'r' then
-          c.key, c.wk = id, run_id
-          local v = redis.call('HMGET', id, 'n', 'thr')
-          c.used, c.thr = tonumber(v[1] or '0') or 0, v[2]
-        else
-          -- The window instance's bucket, as a string once per window.
-          local b = buckets[q.c]
-          if b == nil then
-            b = string.format('%d', math.floor(now / QUOTA_LEN[q.c]))
-            buckets[q.c] = b
-          end
-          c.field, c.bucket = id, b
+    end
+    if id then
+      local j = nil
+      for k = 1, #counters, CS do
+        if counters[k] == id then j = k; break end
+      end
+      if j == nil then
+        j = #counters + 1
+        counters[j], counters[j + 1], counters[j + 2], counters[j + 3], counters[j + 4] = id, b, 0, false, r
+        if b then
           fields[#fields + 1] = id
+        else
+          local v = redis.call('HMGET', id, 'n', 'thr')
+          counters[j + 2], counters[j + 3] = tonumber(v[1] or '0') or 0, v[2]
         end
       end
-      csi[qi] = c or false
+      rules[r + 6] = j
     end
   end
+  local plan = {rules = rules, counters = counters, pols = pols, kind = kind, risk = risk, run = run_id}
   if #fields > 1 then
-    local day = buckets.d or buckets.t or string.format('%d', math.floor(now / 86400000))
-    local dkey = key_quota_day(prefix, day)
-    local v = redis.call('HMGET', dkey, unpack(fields))
-    counts.day, counts.dkey, counts.dnew = day, dkey, not v[1]
+    local day = bd or string.format('%d', math.floor(now / 86400000))
+    plan.day, plan.dkey = day, key_quota_day(prefix, day)
+    local v = redis.call('HMGET', plan.dkey, unpack(fields))
+    plan.dnew = not v[1]
+    local j = 1
     for i = 2, #fields do
+      while counters[j + 1] == false do j = j + CS end
       local raw = v[i]
       if raw then
-        local c = seen[fields[i]]
         local b, n, thr = string.match(raw, '^(%d+):(%d+):(1?):')
-        if b == c.bucket then c.used, c.thr = tonumber(n), thr end
+        if b == counters[j + 1] then counters[j + 2], counters[j + 3] = tonumber(n), thr end
       end
+      j = j + CS
     end
   end
   -- Evaluate in step order (a refusal of the risk-class step comes first).
-  for si, st in ipairs(steps) do
-    local worst = nil
-    for qi, q in ipairs(st[1]) do
-      local c = cs[si][qi]
-      if not c then
-        return nil, {code = 'INVALID_REQUEST', field = 'subject.dimensions.run_id',
-          msg = 'subject.dimensions.run_id is required: a per_run quota of policy ' .. st[2] .. ' applies'}
-      end
-      if c.used >= q.m and (worst == nil or q.m - c.used < worst.q.m - worst.used) then
-        worst = {q = q, used = c.used, pol = st[2], sc = c.sc, kind = kind, rc = st[3],
-          wk = c.wk or quota_wkey(q.c, tonumber(c.bucket))}
+  for st = 1, 2 do
+    local worst, wu = nil, 0
+    for r = 1, #rules, RS do
+      if rules[r + 5] == st then
+        local j = rules[r + 6]
+        if not j then
+          return nil, {code = 'INVALID_REQUEST', field = 'subject.dimensions.run_id',
+            msg = 'subject.dimensions.run_id is required: a per_run quota of policy ' .. pols[st] .. ' applies'}
+        end
+        local used, m = counters[j + 2], rules[r + 1]
+        if used >= m and (worst == nil or m - used < rules[worst + 1] - wu) then worst, wu = r, used end
       end
     end
     if worst then
-      local what = st[3] and ('risk-class quota ' .. st[3]) or ('action quota ' .. kind)
-      worst.q.w = POLICY_WNAME[worst.q.c]
-      return nil, {code = 'ACTION_QUOTA_EXCEEDED', dd = quota_deny(worst),
-        msg = what .. ' ' .. worst.q.w .. ' limit ' .. worst.q.m .. ' reached at ' .. worst.sc}
+      local c, j, rc = rules[worst], rules[worst + 6], (st == 1) and risk or nil
+      local w = POLICY_WNAME[c]
+      local v = {q = {w = w, m = rules[worst + 1]}, used = wu, pol = pols[st], sc = rules[worst + 7], kind = kind, rc = rc,
+        wk = (c == 'r') and run_id or quota_wkey(c, tonumber(counters[j + 1]))}
+      local what = rc and ('risk-class quota ' .. rc) or ('action quota ' .. kind)
+      return nil, {code = 'ACTION_QUOTA_EXCEEDED', dd = quota_deny(v),
+        msg = what .. ' ' .. w .. ' limit ' .. v.q.m .. ' reached at ' .. v.sc}
     end
   end
-  if #counts == 0 then return nil, nil end
-  return counts, nil
+  if #counters == 0 then return nil, nil end
+  return plan, nil
 end
 
--- quota_crossed emits quota.threshold_approaching for counter c reaching n.
-local function quota_crossed(emit, tenant, c, n, wk)
-  local q = quota_extra(c.q)
-  emit('quota.threshold_approaching', 'policy', c.sc, {
-    tenant_id = tenant, scope = c.sc, action_kind = c.rc and '__risk__' or c.kind, risk_class = c.rc, window = POLICY_WNAME[q.c],
-    window_key = wk, used = n, limit = q.m, threshold_pct = tonumber(q.b) / 10000, policy_id = c.pol,
+-- quota_crossed emits quota.threshold_approaching for the counter of rule r
+-- reaching n.
+local function quota_crossed(emit, tenant, plan, r, n, wk)
+  local rules = plan.rules
+  local c, st = rules[r], rules[r + 5]
+  local _, bp = quota_extra(rules, r)
+  emit('quota.threshold_approaching', 'policy', rules[r + 7], {
+    tenant_id = tenant, scope = rules[r + 7], action_kind = (st == 1) and '__risk__' or plan.kind,
+    risk_class = (st == 1) and plan.risk or nil, window = POLICY_WNAME[c], window_key = wk, used = n,
+    limit = rules[r + 1], threshold_pct = tonumber(bp) / 10000, policy_id = plan.pols[st],
   })
 end
 
--- quota_count writes the counts of a live ALLOW (every counter +1; the
--- calendar ones in one HSET of the day hash, whose expiry and index entry
--- are written by the day's first count only; per_run ones with their TTL
--- refreshed) and returns the keys of the per_run counters (the reservation
--- keeps them: release and expiry give those calls back, see quota_refund in
--- lib/refund.lua).
+-- quota_count writes the counts of a live ALLOW (every counter of plan +1;
+-- the calendar ones in one HSET of the day hash, whose expiry and index
+-- entry are written by the day's first count only; per_run ones with their
+-- TTL refreshed) and returns the keys of the per_run counters (the
+-- reservation keeps them: release and expiry give those calls back, see
+-- quota_refund in lib/refund.lua). A counter's limit and policy are those of
+-- the first rule counting it.
 -- emit is the script's emitter: a count reaching a quota's threshold emits
 -- quota.threshold_approaching (category policy) once per window instance.
-local function quota_count(counts, now, emit, tenant, prefix)
+local function quota_count(plan, now, emit, tenant, prefix)
   local runs, set = {}, {}
   local idx = nil
   local now_s = ms(now)
+  local rules, counters = plan.rules, plan.counters
   local function index(key, exp_s)
     if idx == nil then
       idx = key_quota_index(prefix)
@@ -316,43 +308,47 @@ local function quota_count(counts, now, emit, tenant, prefix)
     end
     redis.call('ZADD', idx, exp_s, key)
   end
-  for _, c in ipairs(counts) do
-    local n, q = c.used + 1, c.q
+  for j = 1, #counters, CS do
+    local id, b, used, thr, r = counters[j], counters[j + 1], counters[j + 2], counters[j + 3], counters[j + 4]
+    local n, st = used + 1, rules[r + 5]
+    local pol = plan.pols[st]
     -- The crossing, once per window instance: thr marks it emitted (a count
     -- given back and taken again does not alert twice).
-    local crossed = (not c.thr or c.thr == '') and c.used < q.tn and n >= q.tn
-    if c.field then
-      set[#set + 1] = c.field
-      set[#set + 1] = c.bucket .. ':' .. n .. ':' .. ((crossed or c.thr == '1') and '1' or '') .. ':' .. now_s .. ':' ..
-        q.ms .. ':' .. c.pol
-      if crossed then quota_crossed(emit, tenant, c, n, quota_wkey(q.c, tonumber(c.bucket))) end
+    local tn = rules[r + 3]
+    local crossed = (not thr or thr == '') and used < tn and n >= tn
+    if b then
+      set[#set + 1] = id
+      set[#set + 1] = b .. ':' .. n .. ':' .. ((crossed or thr == '1') and '1' or '') .. ':' .. now_s .. ':' ..
+        rules[r + 2] .. ':' .. pol
+      if crossed then quota_crossed(emit, tenant, plan, r, n, quota_wkey(rules[r], tonumber(b))) end
     else
-      quota_extra(q)
-      local exp_s = ms(now + tonumber(q.t))
-      if c.used == 0 then
-        redis.call('HSET', c.key, 'n', n, 'at', now_s, 'lim', q.ms, 'pol', c.pol, 'exp', exp_s, 'sc', c.sc,
-          'k', c.rc and '__risk__' or c.kind, 'rc', c.rc or '', 'w', 'per_run', 'wk', c.wk, 'ttl', q.t)
+      local ttl = quota_extra(rules, r)
+      local exp_s = ms(now + tonumber(ttl))
+      if used == 0 then
+        redis.call('HSET', id, 'n', n, 'at', now_s, 'lim', rules[r + 2], 'pol', pol, 'exp', exp_s, 'sc', rules[r + 7],
+          'k', (st == 1) and '__risk__' or plan.kind, 'rc', (st == 1) and plan.risk or '', 'w', 'per_run', 'wk', plan.run,
+          'ttl', ttl)
       else
-        redis.call('HSET', c.key, 'n', n, 'at', now_s, 'lim', q.ms, 'pol', c.pol, 'exp', exp_s)
+        redis.call('HSET', id, 'n', n, 'at', now_s, 'lim', rules[r + 2], 'pol', pol, 'exp', exp_s)
       end
-      redis.call('PEXPIREAT', c.key, exp_s)
-      index(c.key, exp_s)
-      runs[#runs + 1] = c.key
+      redis.call('PEXPIREAT', id, exp_s)
+      index(id, exp_s)
+      runs[#runs + 1] = id
       if crossed then
-        redis.call('HSET', c.key, 'thr', '1')
-        quota_crossed(emit, tenant, c, n, c.wk)
+        redis.call('HSET', id, 'thr', '1')
+        quota_crossed(emit, tenant, plan, r, n, plan.run)
       end
     end
   end
   if #set > 0 then
-    if counts.dnew then
-      local exp_s = ms((counts.day + 1) * 86400000 + QUOTA_GRACE_MS)
+    if plan.dnew then
+      local exp_s = ms((tonumber(plan.day) + 1) * 86400000 + QUOTA_GRACE_MS)
       set[#set + 1], set[#set + 2] = '_', exp_s
-      redis.call('HSET', counts.dkey, unpack(set))
-      redis.call('PEXPIREAT', counts.dkey, exp_s)
-      index(counts.dkey, exp_s)
+      redis.call('HSET', plan.dkey, unpack(set))
+      redis.call('PEXPIREAT', plan.dkey, exp_s)
+      index(plan.dkey, exp_s)
     else
-      redis.call('HSET', counts.dkey, unpack(set))
+      redis.call('HSET', plan.dkey, unpack(set))
     end
   end
   return runs
