@@ -21,6 +21,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/telemetry"
@@ -112,9 +113,7 @@ func New(exec *script.Executor, opts Options) *Service {
 		ttl = DefaultKeyCacheTTL
 	}
 	size := opts.KeyCacheSize
-	if size <= 0 {
-		size = DefaultKeyCacheSize
-	}
+	defaults.Set(&size, DefaultKeyCacheSize)
 	negTTL := opts.KeyNegativeCacheTTL
 	if negTTL == 0 {
 		negTTL = DefaultKeyNegativeCacheTTL

@@ -53,16 +53,24 @@ func refusedSoon(t *testing.T, verify func() error) bool {
 	return false
 }
 
+// twoReplicas is two admin services on one Redis, each trusting its key
+// cache for an hour, b listening for invalidations, and a key of a new
+// tenant made on a.
+func twoReplicas(t *testing.T) (a, b *env, tenant string, k *cyclesv1.CreateApiKeyResponse) {
+	t.Helper()
+	long := func(o *Options) { o.KeyCacheTTL = time.Hour }
+	a = newEnv(t, long)
+	b = newEnvOn(t, a.rdb, long)
+	b.watching(t)
+	tenant = a.createTenant()
+	return a, b, tenant, a.createKey(tenant)
+}
+
 // A revocation on one replica reaches another replica's cache through
 // pub/sub, although that replica would trust its cache for an hour.
 func TestRevocationReachesOtherReplicas(t *testing.T) {
-	long := func(o *Options) { o.KeyCacheTTL = time.Hour }
-	a := newEnv(t, long)
-	b := newEnvOn(t, a.rdb, long)
-	b.watching(t)
+	a, b, tenant, k := twoReplicas(t)
 	ctx := context.Background()
-	tenant := a.createTenant()
-	k := a.createKey(tenant)
 	if _, err := b.svc.VerifyAPIKey(ctx, k.GetSecret()); err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +89,8 @@ func TestRevocationReachesOtherReplicas(t *testing.T) {
 // InvalidateKey (for any key change, not only revocation) drops the key on
 // every replica: the next verification reads Redis again.
 func TestInvalidateKeyMakesEveryReplicaReadRedis(t *testing.T) {
-	long := func(o *Options) { o.KeyCacheTTL = time.Hour }
-	a := newEnv(t, long)
-	b := newEnvOn(t, a.rdb, long)
-	b.watching(t)
+	a, b, tenant, k := twoReplicas(t)
 	ctx := context.Background()
-	tenant := a.createTenant()
-	k := a.createKey(tenant)
 	if _, err := b.svc.VerifyAPIKey(ctx, k.GetSecret()); err != nil {
 		t.Fatal(err)
 	}

@@ -14,13 +14,8 @@ import (
 // once (its next verification after the invalidation), although that replica
 // would trust its cache for an hour.
 func TestPermissionChangeReachesOtherReplicas(t *testing.T) {
-	long := func(o *Options) { o.KeyCacheTTL = time.Hour }
-	a := newEnv(t, long)
-	b := newEnvOn(t, a.rdb, long)
-	b.watching(t)
+	a, b, tenant, k := twoReplicas(t)
 	ctx := context.Background()
-	tenant := a.createTenant()
-	k := a.createKey(tenant)
 	p, err := b.svc.VerifyAPIKey(ctx, k.GetSecret())
 	if err != nil || !slices.Contains(p.Permissions, "reservations:create") {
 		t.Fatalf("before: %v %v", p, err)

@@ -46,7 +46,7 @@ var ErrQuery = errors.New("archive: bad reservation query")
 
 // idExpr is the reservation id as text, ordered bytewise (COLLATE "C"),
 // the way Redis orders equal scores.
-const idExpr = `coalesce(reservation_id, 'r_' || tenant_id || '_' || replace(rid::text, '-', '')) COLLATE "C"`
+const idExpr = `(CASE WHEN reservation_id = '' THEN 'r_' || tenant_id || '_' || replace(rid::text, '-', '') ELSE reservation_id END) COLLATE "C"`
 
 // ListReservations returns one page of q's matching archived reservations
 // in walk order. The tenant leads every condition (its index; one Citus
@@ -104,7 +104,7 @@ func (s *Store) ListReservations(ctx context.Context, q ReservationQuery) ([]Res
 	}
 	sql := `SELECT tenant_id, rid, reservation_id, settled_at, state, unit, scope_path, estimate,
 		charged, debt_incurred, created_at_ms, expires_at_ms, grace_ms, ext_count, max_ext, policy, idem_key,
-		subject, action, affected, budgeted, metadata, committed_metadata, replay
+		subject, action, affected, budgeted, metadata, committed_metadata, replay, action_kind, action_name
 		FROM cycles_reservations WHERE ` + strings.Join(where, " AND ") +
 		fmt.Sprintf(" ORDER BY %s %s, %s %s LIMIT %d", score, dir, idExpr, dir, q.Limit)
 	rows, err := s.pool.Query(ctx, sql, args...)
@@ -135,13 +135,20 @@ func scanReservation(row scanner) (Reservation, error) {
 	var r Reservation
 	var state int16
 	var rid [16]byte
-	var idText *string
-	err := row.Scan(&r.TenantID, &rid, &idText, &r.SettledAt, &state, &r.Unit, &r.ScopePath, &r.Estimate,
+	var idText string
+	var policy, unit int16
+	err := row.Scan(&r.TenantID, &rid, &idText, &r.SettledAt, &state, &unit, &r.ScopePath, &r.Estimate,
 		&r.Charged, &r.DebtIncurred, &r.CreatedAtMs, &r.ExpiresAtMs, &r.GraceMs, &r.ExtCount, &r.MaxExt,
-		&r.Policy, &r.IdemKey, &r.Subject, &r.Action, &r.Affected, &r.Budgeted, &r.Metadata,
-		&r.CommittedMetadata, &r.Replay)
+		&policy, &r.IdemKey, &r.Subject, &r.Action, &r.Affected, &r.Budgeted, &r.Metadata,
+		&r.CommittedMetadata, &r.Replay, &r.ActionKind, &r.ActionName)
 	if err != nil {
 		return Reservation{}, err
+	}
+	if r.Policy, err = policyCodes.name(policy); err != nil {
+		return Reservation{}, fmt.Errorf("policy: %w", err)
+	}
+	if r.Unit, err = unitCodes.name(unit); err != nil {
+		return Reservation{}, fmt.Errorf("unit: %w", err)
 	}
 	r.ReservationID = decodeID(r.TenantID, rid, idText)
 	r.State = State(state)

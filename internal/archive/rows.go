@@ -30,22 +30,28 @@ type Reservation struct {
 	ReservationID string
 	// SettledAt is finalized_at (committed, released) or expired_at, from
 	// Redis TIME; it picks the day partition.
-	SettledAt         time.Time
-	State             State
-	Unit              string
-	ScopePath         string
-	Estimate          int64
-	Charged           *int64
-	DebtIncurred      int64
-	CreatedAtMs       int64
-	ExpiresAtMs       int64
-	GraceMs           int64
-	ExtCount          int32
-	MaxExt            int32
-	Policy            string
-	IdemKey           string
-	Subject           string
+	SettledAt    time.Time
+	State        State
+	Unit         string
+	ScopePath    string
+	Estimate     int64
+	Charged      *int64
+	DebtIncurred int64
+	CreatedAtMs  int64
+	ExpiresAtMs  int64
+	GraceMs      int32
+	ExtCount     int16
+	MaxExt       int16
+	// Policy is "" or one of the names PolicyCode knows (a smallint column).
+	Policy  string
+	IdemKey string
+	Subject string
+	// Action is the action JSON when ActionKind is "": ActionKind and
+	// ActionName hold the action {"kind":K,"name":N} split (ActionOf
+	// renders it back).
 	Action            string
+	ActionKind        string
+	ActionName        string
 	Affected          string
 	Budgeted          string
 	Metadata          string
@@ -76,16 +82,19 @@ func insertReservations(ctx context.Context, tx pgx.Tx, rows []Reservation) (int
 	}
 	n := len(rows)
 	var (
-		tenant, unit, scope, policy, idem, subject, action = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		rid                                                = make([][16]byte, n)
-		id                                                 = make([]*string, n)
-		affected, budgeted, meta, cmeta                    = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		settled                                            = make([]time.Time, n)
-		state                                              = make([]int16, n)
-		estimate, debt, created, expires, grace            = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-		charged                                            = make([]*int64, n)
-		ext, maxExt                                        = make([]int32, n), make([]int32, n)
-		replay                                             = make([][]byte, n)
+		tenant, scope, idem, subject, action = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		kind, name                           = make([]string, n), make([]string, n)
+		policy, unit                         = make([]int16, n), make([]int16, n)
+		rid                                  = make([][16]byte, n)
+		id                                   = make([]string, n)
+		affected, budgeted, meta, cmeta      = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		settled                              = make([]time.Time, n)
+		state                                = make([]int16, n)
+		estimate, debt, created, expires     = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		charged                              = make([]*int64, n)
+		grace                                = make([]int32, n)
+		ext, maxExt                          = make([]int16, n), make([]int16, n)
+		replay                               = make([][]byte, n)
 	)
 	for i, r := range rows {
 		if r.TenantID == "" || r.ReservationID == "" || r.SettledAt.IsZero() {
@@ -93,21 +102,30 @@ func insertReservations(ctx context.Context, tx pgx.Tx, rows []Reservation) (int
 		}
 		rid[i], id[i] = encodeID(r.TenantID, r.ReservationID)
 		tenant[i], settled[i], state[i] = r.TenantID, r.SettledAt, int16(r.State)
-		unit[i], scope[i], estimate[i], charged[i], debt[i] = r.Unit, r.ScopePath, r.Estimate, r.Charged, r.DebtIncurred
+		var ok bool
+		if unit[i], ok = UnitCode(r.Unit); !ok {
+			return 0, fmt.Errorf("archive: reservation %q of tenant %q: unit %q has no code", r.ReservationID, r.TenantID, r.Unit)
+		}
+		scope[i], estimate[i], charged[i], debt[i] = r.ScopePath, r.Estimate, r.Charged, r.DebtIncurred
 		created[i], expires[i], grace[i], ext[i], maxExt[i] = r.CreatedAtMs, r.ExpiresAtMs, r.GraceMs, r.ExtCount, r.MaxExt
-		policy[i], idem[i], subject[i], action[i] = r.Policy, r.IdemKey, r.Subject, r.Action
+		code, ok := PolicyCode(r.Policy)
+		if !ok {
+			return 0, fmt.Errorf("archive: reservation %q of tenant %q: policy %q has no code", r.ReservationID, r.TenantID, r.Policy)
+		}
+		policy[i], idem[i], subject[i], action[i], kind[i], name[i] = code, r.IdemKey, r.Subject, r.Action, r.ActionKind, r.ActionName
 		affected[i], budgeted[i], meta[i], cmeta[i], replay[i] = r.Affected, r.Budgeted, r.Metadata, r.CommittedMetadata, r.Replay
 	}
 	tag, err := tx.Exec(ctx, `INSERT INTO cycles_reservations (tenant_id, rid, reservation_id, settled_at, state, unit,
 		scope_path, estimate, charged, debt_incurred, created_at_ms, expires_at_ms, grace_ms, ext_count, max_ext,
-		policy, idem_key, subject, action, affected, budgeted, metadata, committed_metadata, replay)
-		SELECT * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::timestamptz[], $5::smallint[], $6::text[],
-		$7::text[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[],
-		$14::integer[], $15::integer[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[],
-		$21::text[], $22::text[], $23::text[], $24::bytea[])
+		policy, idem_key, subject, action, affected, budgeted, metadata, committed_metadata, replay, action_kind,
+		action_name)
+		SELECT * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::timestamptz[], $5::smallint[], $6::smallint[],
+		$7::text[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::integer[],
+		$14::smallint[], $15::smallint[], $16::smallint[], $17::text[], $18::text[], $19::text[], $20::text[],
+		$21::text[], $22::text[], $23::text[], $24::bytea[], $25::text[], $26::text[])
 		ON CONFLICT DO NOTHING`,
 		tenant, rid, id, settled, state, unit, scope, estimate, charged, debt, created, expires, grace, ext, maxExt,
-		policy, idem, subject, action, affected, budgeted, meta, cmeta, replay)
+		policy, idem, subject, action, affected, budgeted, meta, cmeta, replay, kind, name)
 	if err != nil {
 		return 0, fmt.Errorf("archive: insert reservations: %w", err)
 	}
@@ -151,8 +169,8 @@ func (s *Store) GetReservation(ctx context.Context, tenant, id string) (Reservat
 	key, whole := encodeID(tenant, id)
 	r, err := scanReservation(s.pool.QueryRow(ctx, `SELECT tenant_id, rid, reservation_id, settled_at, state, unit,
 		scope_path, estimate, charged, debt_incurred, created_at_ms, expires_at_ms, grace_ms, ext_count, max_ext,
-		policy, idem_key, subject, action, affected, budgeted, metadata, committed_metadata, replay
-		FROM cycles_reservations WHERE tenant_id = $1 AND rid = $2 AND reservation_id IS NOT DISTINCT FROM $3`,
+		policy, idem_key, subject, action, affected, budgeted, metadata, committed_metadata, replay, action_kind,
+		action_name FROM cycles_reservations WHERE tenant_id = $1 AND rid = $2 AND reservation_id = $3`,
 		tenant, key, whole))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Reservation{}, false, nil
@@ -164,21 +182,67 @@ func (s *Store) GetReservation(ctx context.Context, tenant, id string) (Reservat
 }
 
 // encodeID keys a reservation id: the canonical r_<tenant>_<32 hex> by its
-// 128 random bits (whole: nil), any other id by its MD5, kept whole.
-func encodeID(tenant, id string) (key [16]byte, whole *string) {
+// 128 random bits (whole: ""), any other id by its MD5, kept whole.
+func encodeID(tenant, id string) (key [16]byte, whole string) {
 	prefix := "r_" + tenant + "_"
 	if rest, ok := strings.CutPrefix(id, prefix); ok && len(rest) == 32 && strings.ToLower(rest) == rest {
 		if _, err := hex.Decode(key[:], []byte(rest)); err == nil {
-			return key, nil
+			return key, ""
 		}
 	}
-	return md5.Sum([]byte(id)), &id
+	return md5.Sum([]byte(id)), id
 }
 
 // decodeID is encodeID's inverse.
-func decodeID(tenant string, key [16]byte, whole *string) string {
-	if whole != nil {
-		return *whole
+func decodeID(tenant string, key [16]byte, whole string) string {
+	if whole != "" {
+		return whole
 	}
 	return "r_" + tenant + "_" + hex.EncodeToString(key[:])
+}
+
+// codes map the names a smallint column stands for (a lookup table in the
+// schema names them for analysts); "" (absent) is 0.
+type codes map[string]int16
+
+// policyCodes are the policy column's codes (cycles_policies).
+var policyCodes = codes{"": 0, "REJECT": 1, "ALLOW_IF_AVAILABLE": 2, "ALLOW_WITH_OVERDRAFT": 3}
+
+// unitCodes are the unit column's codes (cycles_units), the numbers of the
+// cycles.v1.Unit enum.
+var unitCodes = codes{"": 0, "USD_MICROCENTS": 1, "TOKENS": 2, "CREDITS": 3, "RISK_POINTS": 4}
+
+func (c codes) name(code int16) (string, error) {
+	for name, v := range c {
+		if v == code {
+			return name, nil
+		}
+	}
+	return "", fmt.Errorf("code %d", code)
+}
+
+// sqlName is a SQL expression naming col's code, for queries that group or
+// order by the name.
+func (c codes) sqlName(col string) string {
+	var b strings.Builder
+	b.WriteString("(CASE " + col)
+	for name, v := range c {
+		fmt.Fprintf(&b, " WHEN %d THEN '%s'", v, name)
+	}
+	b.WriteString(" END)")
+	return b.String()
+}
+
+// PolicyCode is the policy column's code for a resolved overage policy
+// (false: the column cannot hold it).
+func PolicyCode(p string) (int16, bool) {
+	c, ok := policyCodes[p]
+	return c, ok
+}
+
+// UnitCode is the unit column's code for a unit name (false: the column
+// cannot hold it).
+func UnitCode(u string) (int16, bool) {
+	c, ok := unitCodes[u]
+	return c, ok
 }

@@ -63,16 +63,20 @@ func (s *Store) Usage(ctx context.Context, q UsageQuery) ([]UsageRow, error) {
 			len(q.ScopePrefix)+1, arg(q.ScopePrefix+"/"))
 	}
 	if q.Unit != "" {
-		where += " AND unit = " + arg(q.Unit)
+		code, ok := UnitCode(q.Unit)
+		if !ok {
+			return nil, nil // no row has a unit the column cannot hold
+		}
+		where += " AND unit = " + arg(code)
 	}
-	sql := fmt.Sprintf(`SELECT date_trunc('%s', settled_at AT TIME ZONE 'UTC') AS bucket, %s AS scope, unit,
+	sql := fmt.Sprintf(`SELECT date_trunc('%s', settled_at AT TIME ZONE 'UTC') AS bucket, %s AS scope, %s AS unit,
 		coalesce(sum(estimate), 0)::text,
 		coalesce(sum(charged) FILTER (WHERE state = 1), 0)::text,
 		coalesce(sum(estimate) FILTER (WHERE state = 2), 0)::text,
 		coalesce(sum(estimate) FILTER (WHERE state = 3), 0)::text,
 		coalesce(sum(debt_incurred), 0)::text,
 		count(*), count(*) FILTER (WHERE state = 1), count(*) FILTER (WHERE state = 2), count(*) FILTER (WHERE state = 3)
-		FROM cycles_reservations WHERE %s GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, width, scope, where)
+		FROM cycles_reservations WHERE %s GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, width, scope, unitCodes.sqlName("unit"), where)
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("archive: usage: %w", err)

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cyclesgo/cycles-go/internal/archive"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
@@ -96,27 +97,13 @@ type Stats struct {
 
 // New returns an archiver of exec's tenants into store.
 func New(exec *script.Executor, store *archive.Store, o ArchiverOptions) (*Archiver, error) {
-	if o.HotRetention <= 0 {
-		o.HotRetention = DefaultHotRetention
-	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = DefaultBatchSize
-	}
-	if o.BatchSize > MaxBatchSize {
-		o.BatchSize = MaxBatchSize
-	}
-	if o.Pause <= 0 {
-		o.Pause = DefaultPause
-	}
-	if o.LeaseTTL <= 0 {
-		o.LeaseTTL = DefaultLeaseTTL
-	}
-	if o.LagWarning <= 0 {
-		o.LagWarning = DefaultLagWarning
-	}
-	if o.TenantPage <= 0 {
-		o.TenantPage = sweeper.DefaultTenantPage
-	}
+	defaults.Set(&o.HotRetention, DefaultHotRetention)
+	defaults.Set(&o.BatchSize, DefaultBatchSize)
+	defaults.Cap(&o.BatchSize, MaxBatchSize)
+	defaults.Set(&o.Pause, DefaultPause)
+	defaults.Set(&o.LeaseTTL, DefaultLeaseTTL)
+	defaults.Set(&o.LagWarning, DefaultLagWarning)
+	defaults.Set(&o.TenantPage, sweeper.DefaultTenantPage)
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}

@@ -2,7 +2,11 @@ package archiver
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
+	"maps"
+	"strconv"
 	"testing"
 	"time"
 
@@ -22,7 +26,8 @@ import (
 // BenchmarkArchive measures the end-to-end archive rate: b.N x 1,000
 // settled reservations queued in Redis (a backlog, as after a PostgreSQL
 // outage: clones of one record committed through the ledger on a 4-level
-// scope) are drained by one round (Redis read, PostgreSQL write with the
+// scope, with random ids and per-record times, keys and hashes) are
+// drained by one round (Redis read, PostgreSQL write with the
 // position, Redis PEXPIRE and queue trim), at batches of 500 (the
 // default) and 1,000.
 // It reports rows/s and PostgreSQL bytes per archived reservation (table
@@ -66,11 +71,25 @@ func benchArchive(b *testing.B, batch int) {
 	model := c.HGetAll(ctx, tk.Reservation(res.GetReservationId())).Val()
 	c.Del(ctx, tk.ArchiveQueue(), tk.Reservation(res.GetReservationId()))
 	n := b.N * 1000
+	created, _ := strconv.ParseInt(model["created_at"], 10, 64)
 	for lo := 0; lo < n; lo += 1000 {
 		p := c.Pipeline()
 		for i := lo; i < lo+1000; i++ {
-			id := fmt.Sprintf("r_acme_%032x", i)
-			p.HSet(ctx, tk.Reservation(id), model)
+			// Random ids and times, keys and hashes that differ per record,
+			// as real traffic gives them: the indexes neither compress
+			// repeated keys nor get sequential inserts they would not get.
+			var rnd [16]byte
+			_, _ = rand.Read(rnd[:])
+			id := fmt.Sprintf("r_acme_%x", rnd)
+			at := created + int64(i)/3
+			rec := maps.Clone(model)
+			rec["created_at"] = strconv.FormatInt(at, 10)
+			rec["expires_at"] = strconv.FormatInt(at+60_000, 10)
+			rec["finalized_at"] = strconv.FormatInt(at+1_500, 10)
+			rec["idem_key"] = fmt.Sprintf("bench-reserve-%08d", i)
+			rec["commit_key"] = fmt.Sprintf("bench-commit-%08d", i)
+			rec["commit_hash"] = base64.RawURLEncoding.EncodeToString(rnd[:])
+			p.HSet(ctx, tk.Reservation(id), rec)
 			p.XAdd(ctx, &redis.XAddArgs{Stream: tk.ArchiveQueue(), Values: []string{"id", id}})
 		}
 		if _, err := p.Exec(ctx); err != nil {

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cyclesgo/cycles-go/internal/archive"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
@@ -35,9 +36,7 @@ type Maintainer struct {
 
 // NewMaintainer returns the upkeep of store, on exec's Redis clock.
 func NewMaintainer(exec *script.Executor, store *archive.Store, o Options) *Maintainer {
-	if o.Interval <= 0 {
-		o.Interval = DefaultInterval
-	}
+	defaults.Set(&o.Interval, DefaultInterval)
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}

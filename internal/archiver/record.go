@@ -2,6 +2,7 @@ package archiver
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -40,12 +41,9 @@ var textColumns = []struct {
 	field string
 	col   func(*archive.Reservation) *string
 }{
-	{"unit", func(r *archive.Reservation) *string { return &r.Unit }},
 	{"scope_path", func(r *archive.Reservation) *string { return &r.ScopePath }},
-	{"policy", func(r *archive.Reservation) *string { return &r.Policy }},
 	{"idem_key", func(r *archive.Reservation) *string { return &r.IdemKey }},
 	{"subject", func(r *archive.Reservation) *string { return &r.Subject }},
-	{"action", func(r *archive.Reservation) *string { return &r.Action }},
 	{"affected", func(r *archive.Reservation) *string { return &r.Affected }},
 	{"budgeted", func(r *archive.Reservation) *string { return &r.Budgeted }},
 	{"metadata", func(r *archive.Reservation) *string { return &r.Metadata }},
@@ -70,20 +68,25 @@ var intColumns = []struct {
 		func(r *archive.Reservation) int64 { return r.CreatedAtMs }},
 	{"expires_at", false, func(r *archive.Reservation, v int64) bool { r.ExpiresAtMs = v; return true },
 		func(r *archive.Reservation) int64 { return r.ExpiresAtMs }},
-	{"grace_ms", false, func(r *archive.Reservation, v int64) bool { r.GraceMs = v; return true },
-		func(r *archive.Reservation) int64 { return r.GraceMs }},
-	{"ext_count", true, func(r *archive.Reservation, v int64) bool {
+	{"grace_ms", false, func(r *archive.Reservation, v int64) bool {
 		if int64(int32(v)) != v {
 			return false
 		}
-		r.ExtCount = int32(v)
+		r.GraceMs = int32(v)
+		return true
+	}, func(r *archive.Reservation) int64 { return int64(r.GraceMs) }},
+	{"ext_count", true, func(r *archive.Reservation, v int64) bool {
+		if int64(int16(v)) != v {
+			return false
+		}
+		r.ExtCount = int16(v)
 		return true
 	}, func(r *archive.Reservation) int64 { return int64(r.ExtCount) }},
 	{"max_ext", false, func(r *archive.Reservation, v int64) bool {
-		if int64(int32(v)) != v {
+		if int64(int16(v)) != v {
 			return false
 		}
-		r.MaxExt = int32(v)
+		r.MaxExt = int16(v)
 		return true
 	}, func(r *archive.Reservation) int64 { return int64(r.MaxExt) }},
 }
@@ -125,6 +128,27 @@ func RowOf(tenant, id string, f map[string]string, archivedAt time.Time) (archiv
 		if v, ok := rest[c.field]; ok && v != "" && pgText(v) {
 			*c.col(&r) = v
 			delete(rest, c.field)
+		}
+	}
+	if v, ok := rest["policy"]; ok && v != "" {
+		if _, ok := archive.PolicyCode(v); ok {
+			r.Policy = v
+			delete(rest, "policy")
+		}
+	}
+	if v, ok := rest["unit"]; ok && v != "" {
+		if _, ok := archive.UnitCode(v); ok {
+			r.Unit = v
+			delete(rest, "unit")
+		}
+	}
+	if v, ok := rest["action"]; ok && v != "" {
+		if kind, name, ok := splitAction(v); ok {
+			r.ActionKind, r.ActionName = kind, name
+			delete(rest, "action")
+		} else if pgText(v) {
+			r.Action = v
+			delete(rest, "action")
 		}
 	}
 	for _, c := range intColumns {
@@ -185,6 +209,17 @@ func RecordOf(r archive.Reservation) (map[string]string, error) {
 			f[c.field] = v
 		}
 	}
+	if r.Policy != "" {
+		f["policy"] = r.Policy
+	}
+	if r.Unit != "" {
+		f["unit"] = r.Unit
+	}
+	if r.ActionKind != "" {
+		f["action"] = joinAction(r.ActionKind, r.ActionName)
+	} else if r.Action != "" {
+		f["action"] = r.Action
+	}
 	for _, c := range intColumns {
 		v := c.get(&r)
 		if absent[c.field] || (c.zeroAbsent && v == 0) {
@@ -207,52 +242,230 @@ func RecordOf(r archive.Reservation) (map[string]string, error) {
 // pgText reports whether PostgreSQL's text type stores v unchanged.
 func pgText(v string) bool { return utf8.ValidString(v) && !strings.Contains(v, "\x00") }
 
-// encodeFields packs fields as (uvarint length, bytes) pairs in key order:
-// binary-safe, unlike JSON (which would replace invalid UTF-8). nil when
-// there are none.
+// splitAction splits the action JSON {"kind":K,"name":N} (as the ledger
+// writes it for an action without tags) into K and N when joinAction
+// renders it back byte for byte: neither needs escaping, K is not empty.
+func splitAction(v string) (kind, name string, ok bool) {
+	body, ok := strings.CutPrefix(v, `{"kind":"`)
+	if !ok {
+		return "", "", false
+	}
+	body, ok = strings.CutSuffix(body, `"}`)
+	if !ok {
+		return "", "", false
+	}
+	kind, name, ok = strings.Cut(body, `","name":"`)
+	if !ok || kind == "" || !plainJSON(kind) || !plainJSON(name) || joinAction(kind, name) != v {
+		return "", "", false
+	}
+	return kind, name, true
+}
+
+// joinAction is splitAction's inverse.
+func joinAction(kind, name string) string { return `{"kind":"` + kind + `","name":"` + name + `"}` }
+
+// plainJSON reports whether s is printable ASCII a JSON string holds
+// without escapes (no quote, no backslash).
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// The replay bytes (the record fields no column holds) are written in a
+// compact form, version 2: a 0x00 byte (the first byte of the version 1
+// form, (uvarint length, bytes) pairs in key order, is the length of a
+// field name, never 0), then per field in key order one tag byte (value
+// form << 6 | name code; code 0: the name follows as uvarint length and
+// bytes) and the value:
+//
+//   - formRaw: uvarint length, bytes;
+//   - formInts: a canonical comma-separated int64 list (the balance rows
+//     rb<i>, cb<i>, lb<i>): uvarint count, then each as a zigzag varint;
+//   - formB64: unpadded base64url (the stored request hashes): uvarint
+//     length, the decoded bytes.
+//
+// A value is only written in a short form when decoding gives it back byte
+// for byte; decodeFields reads both versions.
+const (
+	formRaw  = 0
+	formInts = 1
+	formB64  = 2
+	v2Marker = 0x00
+)
+
+// fieldNames are the name codes 1..63 of the compact form: the record fields
+// that stay in the replay bytes of typical records. Append only: stored
+// rows carry these codes.
+var fieldNames = func() []string {
+	names := []string{"", absentKey, "commit_key", "commit_hash", "release_key", "release_hash",
+		"release_reason", "metrics", "exp0", "extend_metadata", "caps", "quarantined_at", "quarantine_reason",
+		"quarantine_resolution", "expired_at", "finalized_at", "charged"}
+	for _, p := range []string{"rb", "cb", "lb"} {
+		for i := 1; i <= 9; i++ {
+			names = append(names, p+strconv.Itoa(i))
+		}
+	}
+	return names
+}()
+
+var fieldCode = func() map[string]byte {
+	m := make(map[string]byte, len(fieldNames))
+	for i, n := range fieldNames[1:] {
+		m[n] = byte(i + 1)
+	}
+	return m
+}()
+
+// encodeFields packs fields in the compact form (binary-safe, unlike JSON,
+// which would replace invalid UTF-8). nil when there are none.
 func encodeFields(m map[string]string) []byte {
 	if len(m) == 0 {
 		return nil
 	}
 	ks := make([]string, 0, len(m))
-	n := 0
+	n := 1
 	for k, v := range m {
 		ks = append(ks, k)
-		n += len(k) + len(v) + 2*binary.MaxVarintLen32
+		n += len(k) + len(v) + 1 + 2*binary.MaxVarintLen32
 	}
 	sort.Strings(ks)
-	out := make([]byte, 0, n)
+	out := make([]byte, 1, n)
+	out[0] = v2Marker
 	for _, k := range ks {
-		out = binary.AppendUvarint(out, uint64(len(k)))
-		out = append(out, k...)
-		out = binary.AppendUvarint(out, uint64(len(m[k])))
-		out = append(out, m[k]...)
+		v := m[k]
+		form, payload := formRaw, []byte(nil)
+		if ints, ok := intList(v); ok {
+			form = formInts
+			payload = binary.AppendUvarint(payload, uint64(len(ints)))
+			for _, x := range ints {
+				payload = binary.AppendVarint(payload, x)
+			}
+		} else if raw, err := base64.RawURLEncoding.DecodeString(v); err == nil && len(raw) > 0 &&
+			base64.RawURLEncoding.EncodeToString(raw) == v {
+			form = formB64
+			payload = binary.AppendUvarint(payload, uint64(len(raw)))
+			payload = append(payload, raw...)
+		} else {
+			payload = binary.AppendUvarint(payload, uint64(len(v)))
+			payload = append(payload, v...)
+		}
+		code := fieldCode[k]
+		out = append(out, byte(form<<6)|code)
+		if code == 0 {
+			out = binary.AppendUvarint(out, uint64(len(k)))
+			out = append(out, k...)
+		}
+		out = append(out, payload...)
 	}
 	return out
 }
 
-// decodeFields is encodeFields' inverse.
+// intList parses v as comma-separated int64s written canonically (false
+// when FormatInt would not give v back).
+func intList(v string) ([]int64, bool) {
+	if v == "" {
+		return nil, false
+	}
+	parts := strings.Split(v, ",")
+	out := make([]int64, len(parts))
+	for i, p := range parts {
+		x, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || strconv.FormatInt(x, 10) != p {
+			return nil, false
+		}
+		out[i] = x
+	}
+	return out, true
+}
+
+// decodeFields is encodeFields' inverse (either version).
 func decodeFields(b []byte) (map[string]string, error) {
 	m := map[string]string{}
-	next := func() (string, error) {
+	uvarint := func() (uint64, error) {
 		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)-k) {
+		if k <= 0 {
+			return 0, errors.New("truncated")
+		}
+		b = b[k:]
+		return n, nil
+	}
+	bytesN := func() (string, error) {
+		n, err := uvarint()
+		if err != nil || n > uint64(len(b)) {
 			return "", errors.New("truncated")
 		}
-		s := string(b[k : k+int(n)])
-		b = b[k+int(n):]
+		s := string(b[:n])
+		b = b[n:]
 		return s, nil
 	}
+	if len(b) == 0 || b[0] != v2Marker {
+		for len(b) > 0 { // version 1
+			k, err := bytesN()
+			if err != nil {
+				return nil, err
+			}
+			v, err := bytesN()
+			if err != nil {
+				return nil, err
+			}
+			m[k] = v
+		}
+		return m, nil
+	}
+	b = b[1:]
 	for len(b) > 0 {
-		k, err := next()
-		if err != nil {
-			return nil, err
+		tag := b[0]
+		b = b[1:]
+		code, form := int(tag&0x3f), int(tag>>6)
+		var k string
+		if code == 0 {
+			var err error
+			if k, err = bytesN(); err != nil {
+				return nil, err
+			}
+		} else if code < len(fieldNames) {
+			k = fieldNames[code]
+		} else {
+			return nil, fmt.Errorf("field code %d", code)
 		}
-		v, err := next()
-		if err != nil {
-			return nil, err
+		switch form {
+		case formRaw:
+			v, err := bytesN()
+			if err != nil {
+				return nil, err
+			}
+			m[k] = v
+		case formInts:
+			n, err := uvarint()
+			if err != nil || n == 0 || n > uint64(len(b)) {
+				return nil, errors.New("truncated int list")
+			}
+			var sb []byte
+			for i := uint64(0); i < n; i++ {
+				x, w := binary.Varint(b)
+				if w <= 0 {
+					return nil, errors.New("truncated int list")
+				}
+				b = b[w:]
+				if i > 0 {
+					sb = append(sb, ',')
+				}
+				sb = strconv.AppendInt(sb, x, 10)
+			}
+			m[k] = string(sb)
+		case formB64:
+			v, err := bytesN()
+			if err != nil {
+				return nil, err
+			}
+			m[k] = base64.RawURLEncoding.EncodeToString([]byte(v))
+		default:
+			return nil, fmt.Errorf("value form %d", form)
 		}
-		m[k] = v
 	}
 	return m, nil
 }

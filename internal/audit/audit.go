@@ -38,6 +38,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/reqctx"
@@ -111,12 +112,8 @@ type Service struct {
 func New(exec *script.Executor, opts Options) *Service {
 	s := &Service{exec: exec, retention: opts.Retention, peers: opts.AuthFailPeers, log: opts.Logger,
 		archived: opts.ArchivedStream}
-	if s.retention <= 0 {
-		s.retention = DefaultRetention
-	}
-	if s.peers <= 0 {
-		s.peers = DefaultAuthFailPeers
-	}
+	defaults.Set(&s.retention, DefaultRetention)
+	defaults.Set(&s.peers, DefaultAuthFailPeers)
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}

@@ -54,6 +54,7 @@ type env struct {
 	aud  cyclesv1.AuditServiceClient
 	op   cyclesv1.OperatorServiceClient
 	pol  cyclesv1.PolicyServiceClient
+	qc   cyclesv1.QuotaCounterServiceClient
 	base string
 }
 
@@ -92,7 +93,9 @@ func startWith(t testing.TB, c redis.UniversalClient, opts audit.Options, audite
 		Audit:   auditapi.New(aud),
 	}
 	svcs.Operator = operatorapi.New(bulk.New(ex, adm, aud))
-	svcs.Policy = policyapi.New(policy.New(ex, policy.Options{}))
+	pols := policy.New(ex, policy.Options{})
+	svcs.Policy = policyapi.New(pols)
+	svcs.QuotaCounters = policyapi.NewQuotaCounters(pols)
 	so := server.Options{Verifier: grpctest.Verifier{}, AdminKey: grpctest.AdminKey, RequestTimeout: 5 * time.Second}
 	if audited {
 		so.Audit = aud
@@ -126,7 +129,8 @@ func startWith(t testing.TB, c redis.UniversalClient, opts audit.Options, audite
 	})
 	return &env{t: t, c: c, svc: aud, adm: cyclesv1.NewAdminServiceClient(conn), ops: cyclesv1.NewOpsServiceClient(conn),
 		rt: cyclesv1.NewRuntimeServiceClient(conn), aud: cyclesv1.NewAuditServiceClient(conn),
-		op: cyclesv1.NewOperatorServiceClient(conn), pol: cyclesv1.NewPolicyServiceClient(conn), base: "http://" + hlis.Addr().String()}
+		op: cyclesv1.NewOperatorServiceClient(conn), pol: cyclesv1.NewPolicyServiceClient(conn),
+		qc: cyclesv1.NewQuotaCounterServiceClient(conn), base: "http://" + hlis.Addr().String()}
 }
 
 // admin is a context calling with the admin key and request id rid.

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
 )
 
@@ -23,6 +24,9 @@ const (
 	ResourcePolicy = "policy"
 	// ResourceBulk is a bulk action's own entry (resource id "bulk-action").
 	ResourceBulk = "bulk_action"
+	// ResourceQuotaCounter is one v0.1.26 action-quota counter (resource id:
+	// its key fields "<scope>|<action_kind>[:<risk class>]|<window>|<window_key>").
+	ResourceQuotaCounter = "action_quota_counter"
 )
 
 // operation is how one audited RPC is recorded.
@@ -70,6 +74,8 @@ var operations = map[string]operation{
 
 	cyclesv1.PolicyService_CreateScopePolicy_FullMethodName: {"createPolicy", ResourcePolicy, http.StatusCreated, true},
 	cyclesv1.PolicyService_UpdateScopePolicy_FullMethodName: {"updatePolicy", ResourcePolicy, http.StatusOK, true},
+
+	cyclesv1.QuotaCounterService_ResetActionQuotaCounter_FullMethodName: {"resetActionQuotaCounter", ResourceQuotaCounter, http.StatusOK, true},
 
 	onBehalfRelease: {"releaseReservation", ResourceReservation, http.StatusOK, true},
 
@@ -124,6 +130,14 @@ func target(resource string, req any) (tenant, id string) {
 		id = str("policy_id") // a create's id is set by its script
 	case ResourceConfig:
 		id = "sweeper"
+	case ResourceQuotaCounter:
+		if q, ok := m.(*cyclesv1.ResetActionQuotaCounterRequest); ok {
+			kind := q.GetActionKind()
+			if kind == actionkind.RiskCounter {
+				kind += ":" + string(actionkind.RiskOf(q.GetRiskClass()))
+			}
+			id = q.GetScope() + "|" + kind + "|" + actionkind.WindowName(q.GetWindow()) + "|" + q.GetWindowKey()
+		}
 	case ResourceBulk:
 		id = "bulk-action"
 		if f := r.Descriptor().Fields().ByName("filter"); f != nil && f.Kind() == protoreflect.MessageKind && r.Has(f) {

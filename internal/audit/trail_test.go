@@ -335,6 +335,32 @@ var mutations = map[string]mutation{
 			_, err := f.e.ops.RepairTenant(ctx, &cyclesv1.RepairTenantRequest{TenantId: f.tenant, Apply: true})
 			return f.tenant, f.tenant, err
 		}},
+	cyclesv1.QuotaCounterService_ResetActionQuotaCounter_FullMethodName: {200, apierr.NotFound,
+		func(ctx context.Context, f *fx) (string, string, error) {
+			scope := f.scope("")
+			f.counter(scope, "run-1")
+			_, err := f.e.qc.ResetActionQuotaCounter(ctx, &cyclesv1.ResetActionQuotaCounterRequest{TenantId: f.tenant, Scope: scope,
+				ActionKind: "message.email.send", Window: cyclesv1.ActionQuotaWindow_ACTION_QUOTA_WINDOW_PER_RUN, WindowKey: "run-1", Reason: "test"})
+			return f.tenant, scope + "|message.email.send|per_run|run-1", err
+		},
+		func(ctx context.Context, f *fx) (string, string, error) {
+			scope := f.scope("")
+			_, err := f.e.qc.ResetActionQuotaCounter(ctx, &cyclesv1.ResetActionQuotaCounterRequest{TenantId: f.tenant, Scope: scope,
+				ActionKind: "message.email.send", Window: cyclesv1.ActionQuotaWindow_ACTION_QUOTA_WINDOW_PER_RUN, WindowKey: "run-none", Reason: "test"})
+			return f.tenant, scope + "|message.email.send|per_run|run-none", err
+		}},
+}
+
+// counter writes a live per_run counter of message.email.send at 2 of 5 on
+// scope, as the reserve script leaves one (lua/lib/quota.lua).
+func (f *fx) counter(scope, run string) {
+	f.e.t.Helper()
+	k := keys.Tenant(f.tenant).QuotaCounter(scope, "message.email.send", "per_run", run)
+	exp := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	if err := f.e.c.HSet(context.Background(), k, "n", "2", "lim", "5", "pol", "pol_x", "at", "1", "exp", exp, "sc", scope,
+		"k", "message.email.send", "rc", "", "w", "per_run", "wk", run, "ttl", "3600000").Err(); err != nil {
+		f.e.t.Fatal(err)
+	}
 }
 
 // reads are the admin and ops RPCs that change nothing (not audited).
@@ -344,6 +370,7 @@ var reads = map[string]bool{
 	cyclesv1.AdminService_ListBudgets_FullMethodName: true, cyclesv1.OpsService_GetSweeperStatus_FullMethodName: true,
 	cyclesv1.OpsService_ListQuarantined_FullMethodName: true, cyclesv1.OpsService_AuditTenant_FullMethodName: true,
 	cyclesv1.PolicyService_GetScopePolicy_FullMethodName: true, cyclesv1.PolicyService_ListScopePolicies_FullMethodName: true,
+	cyclesv1.QuotaCounterService_ListActionQuotaCounters_FullMethodName: true,
 }
 
 var traceRe = regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -360,6 +387,7 @@ func TestEveryMutationIsAudited(t *testing.T) {
 		{cyclesv1.OpsService_ServiceDesc.ServiceName, methodsOf(cyclesv1.OpsService_ServiceDesc.Methods)},
 		{cyclesv1.PolicyService_ServiceDesc.ServiceName, methodsOf(cyclesv1.PolicyService_ServiceDesc.Methods)},
 		{cyclesv1.OperatorService_ServiceDesc.ServiceName, methodsOf(cyclesv1.OperatorService_ServiceDesc.Methods)},
+		{cyclesv1.QuotaCounterService_ServiceDesc.ServiceName, methodsOf(cyclesv1.QuotaCounterService_ServiceDesc.Methods)},
 	} {
 		for _, m := range sd.methods {
 			full := "/" + sd.name + "/" + m

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/reqctx"
 )
 
@@ -77,9 +78,7 @@ func AuditFrom(ctx context.Context) *Audit {
 // context: actor from the principal (system when there is none), request and
 // trace ids, and a fresh random id base.
 func Arg(ctx context.Context, retention time.Duration) string {
-	if retention <= 0 {
-		retention = DefaultRetention
-	}
+	defaults.Set(&retention, DefaultRetention)
 	var b [7]byte
 	_, _ = rand.Read(b[:])
 	e := Emission{Base: hex.EncodeToString(b[:]), RetentionMs: retention.Milliseconds(), Actor: "system",

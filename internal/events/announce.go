@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/script"
@@ -60,9 +61,7 @@ type AnnouncerOptions struct {
 
 // NewAnnouncer builds an Announcer; Run flushes it.
 func NewAnnouncer(exec *script.Executor, opts AnnouncerOptions) *Announcer {
-	if opts.Retention <= 0 {
-		opts.Retention = eventctx.DefaultRetention
-	}
+	defaults.Set(&opts.Retention, eventctx.DefaultRetention)
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()

@@ -14,6 +14,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/script"
@@ -121,30 +122,14 @@ type Service struct {
 
 // New builds the service.
 func New(exec *script.Executor, opts Options) *Service {
-	if opts.Retention <= 0 {
-		opts.Retention = eventctx.DefaultRetention
-	}
-	if opts.Heartbeat <= 0 {
-		opts.Heartbeat = DefaultHeartbeat
-	}
-	if opts.PollInterval <= 0 {
-		opts.PollInterval = DefaultPollInterval
-	}
-	if opts.ReadBatch <= 0 {
-		opts.ReadBatch = DefaultReadBatch
-	}
-	if opts.ReadBatch > maxRead {
-		opts.ReadBatch = maxRead
-	}
-	if opts.SendBuffer <= 0 {
-		opts.SendBuffer = DefaultSendBuffer
-	}
-	if opts.SendStall <= 0 {
-		opts.SendStall = DefaultSendStall
-	}
-	if opts.FeedBlock <= 0 {
-		opts.FeedBlock = DefaultFeedBlock
-	}
+	defaults.Set(&opts.Retention, eventctx.DefaultRetention)
+	defaults.Set(&opts.Heartbeat, DefaultHeartbeat)
+	defaults.Set(&opts.PollInterval, DefaultPollInterval)
+	defaults.Set(&opts.ReadBatch, DefaultReadBatch)
+	defaults.Cap(&opts.ReadBatch, maxRead)
+	defaults.Set(&opts.SendBuffer, DefaultSendBuffer)
+	defaults.Set(&opts.SendStall, DefaultSendStall)
+	defaults.Set(&opts.FeedBlock, DefaultFeedBlock)
 	if opts.StreamEventsPerSecond == 0 {
 		opts.StreamEventsPerSecond = DefaultStreamEventsPerSecond
 	}
@@ -415,12 +400,8 @@ func (s *Service) List(ctx context.Context, p auth.Principal, req *cyclesv1.List
 		return nil, err
 	}
 	limit := int(req.GetLimit())
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
-	if limit > MaxListLimit {
-		limit = MaxListLimit
-	}
+	defaults.Set(&limit, DefaultListLimit)
+	defaults.Cap(&limit, MaxListLimit)
 	if f.tenant == "" {
 		return s.listAll(ctx, f, req, limit)
 	}

@@ -27,7 +27,7 @@ func BenchmarkDerive(b *testing.B) {
 	subj := &cyclesv1.Subject{Tenant: "acme", Workspace: "prod", App: "chat", Agent: "planner"}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := derive("acme", subj, cyclesv1.Unit_UNIT_TOKENS); err != nil {
+		if _, _, err := derive("acme", subj, cyclesv1.Unit_UNIT_TOKENS, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

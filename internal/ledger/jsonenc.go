@@ -1,8 +1,12 @@
 package ledger
 
 import (
+	"fmt"
 	"sort"
 	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 )
@@ -14,6 +18,40 @@ import (
 // value: unpopulated fields omitted, map keys sorted. Anything unusual
 // (invalid UTF-8) goes to protojson, which then reports the error.
 // TestDirectJSONMatchesProtojson holds them to the same values.
+
+// jsonOut is the encoding of the JSON that records keep.
+var jsonOut = protojson.MarshalOptions{UseProtoNames: true}
+
+// storedJSON is the stored JSON of a creating request's subject (already
+// tenant-filled), action and metadata: the three every creating script
+// records.
+func storedJSON(subj *cyclesv1.Subject, action *cyclesv1.Action, meta proto.Message) (s, a, m string, err error) {
+	if s, err = jsonOf(subj); err != nil {
+		return "", "", "", err
+	}
+	if a, err = jsonOf(action); err != nil {
+		return "", "", "", err
+	}
+	if m, err = jsonOf(meta); err != nil {
+		return "", "", "", err
+	}
+	return s, a, m, nil
+}
+
+// jsonOf encodes a message for storage in a record ("" for nil).
+func jsonOf(m proto.Message) (string, error) {
+	if m == nil || !m.ProtoReflect().IsValid() {
+		return "", nil
+	}
+	if s, ok := fastJSONOf(m); ok {
+		return s, nil
+	}
+	b, err := jsonOut.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("encode %T: %w", m, err)
+	}
+	return string(b), nil
+}
 
 func fastJSONOf(m any) (string, bool) {
 	switch v := m.(type) {

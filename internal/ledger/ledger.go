@@ -19,6 +19,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/telemetry"
@@ -107,9 +108,7 @@ type counters struct {
 func New(exec *script.Executor, opts Options) *Ledger {
 	meter := telemetry.Meter(opts.MeterProvider, "ledger")
 	retention := opts.EventRetention
-	if retention <= 0 {
-		retention = eventctx.DefaultRetention
-	}
+	defaults.Set(&retention, eventctx.DefaultRetention)
 	kinds := opts.Kinds
 	if kinds == nil {
 		// The built-in registry cannot fail to build (no custom kinds).

@@ -14,6 +14,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/scope"
 	"github.com/cyclesgo/cycles-go/internal/script"
@@ -286,9 +287,7 @@ func (l *Ledger) List(ctx context.Context, tenant string, req *cyclesv1.ListRese
 		hi = optMs(to)
 	}
 	limit := int(req.GetLimit())
-	if limit <= 0 {
-		limit = DefaultPageLimit
-	}
+	defaults.Set(&limit, DefaultPageLimit)
 	if l.mergedListing() {
 		w := l.walk(t, tenant, index, dir, lo, hi, string(fj), inc, byExpiry, state, req)
 		return l.listMerged(ctx, w, fh, req.GetCursor(), limit)
@@ -381,9 +380,7 @@ func (l *Ledger) Balances(ctx context.Context, tenant string, req *cyclesv1.GetB
 		}
 	}
 	limit := int(req.GetLimit())
-	if limit <= 0 {
-		limit = DefaultPageLimit
-	}
+	defaults.Set(&limit, DefaultPageLimit)
 	var out struct {
 		Rows script.LuaArray[balanceRow] `json:"rows"`
 		More bool                        `json:"more"`

@@ -10,6 +10,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/idempotency"
 	"github.com/cyclesgo/cycles-go/internal/keys"
@@ -153,15 +154,7 @@ func (l *Ledger) Extend(ctx context.Context, tenant string, req *cyclesv1.Extend
 
 // CreateEvent debits an actual cost directly: docs/protocol.md#direct-debits-createevent.
 func (l *Ledger) CreateEvent(ctx context.Context, tenant string, req *cyclesv1.CreateEventRequest) (*cyclesv1.CreateEventResponse, error) {
-	d, err := derive(tenant, req.GetSubject(), req.GetActual().GetUnit())
-	if err != nil {
-		return nil, err
-	}
-	hash, err := eventHash(tenant, req)
-	if err != nil {
-		return nil, err
-	}
-	subj, action, meta, err := requestJSON(tenant, req.GetSubject(), req.GetAction(), req.GetMetadata())
+	d, err := l.newCreating(tenant, req)
 	if err != nil {
 		return nil, err
 	}
@@ -178,8 +171,8 @@ func (l *Ledger) CreateEvent(ctx context.Context, tenant string, req *cyclesv1.C
 	ks := append([]string{t.Prefix(), t.Record(), t.Budgets(), t.Event(eid),
 		t.Idempotency("event", req.GetIdempotencyKey()), t.Events()}, d.budgetKeys...)
 	res, snap, err := l.runFlat(ctx, scriptEvent, ks, []any{
-		eid, d.unit, strconv.FormatInt(req.GetActual().GetAmount(), 10), scope.PolicyKey(req.GetOveragePolicy()),
-		req.GetIdempotencyKey(), hash, d.Path, d.affected, subj, action, metrics, meta, clientTime,
+		eid, d.unit, strconv.FormatInt(req.GetActual().GetAmount(), 10), d.overage,
+		req.GetIdempotencyKey(), d.hash, d.Path, d.affected, d.subject, d.action, metrics, d.metadata, clientTime,
 		l.eventContext(ctx)}, eventExtras, eventFields)
 	if err != nil {
 		return nil, l.refused(ctx, "event", err)
@@ -213,12 +206,8 @@ func (l *Ledger) CreateEvent(ctx context.Context, tenant string, req *cyclesv1.C
 // quarantined instead, so the loop always terminates. The tenant record must
 // be CLOSED (else INVALID_STATE).
 func (l *Ledger) ReleaseForTenantClose(ctx context.Context, tenant string, batch int) (released int, more bool, err error) {
-	if batch <= 0 {
-		batch = 100
-	}
-	if batch > 1000 {
-		batch = 1000
-	}
+	defaults.Set(&batch, 100)
+	defaults.Cap(&batch, 1000)
 	t := keys.Tenant(tenant)
 	var out struct {
 		Released    int `json:"released"`

@@ -8,6 +8,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 )
 
@@ -106,9 +107,7 @@ func (l *Ledger) listSorted(ctx context.Context, t keys.Tenant, req *cyclesv1.Li
 		return c
 	})
 	limit := int(req.GetLimit())
-	if limit <= 0 {
-		limit = DefaultPageLimit
-	}
+	defaults.Set(&limit, DefaultPageLimit)
 	start := min(cur.Off, len(all))
 	end := min(start+limit, len(all))
 	resp := &cyclesv1.ListReservationsResponse{Reservations: all[start:end]}

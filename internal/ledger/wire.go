@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
@@ -97,39 +96,6 @@ func parseCaps(s string) (*cyclesv1.Caps, error) {
 		return nil, apierr.New(apierr.InternalError, "budget caps are malformed: %v", err)
 	}
 	return &c, nil
-}
-
-var jsonOut = protojson.MarshalOptions{UseProtoNames: true}
-
-// requestJSON is the stored JSON of a request's subject (with the effective
-// tenant injected), action and metadata — the three every creating script
-// records.
-func requestJSON(tenant string, subj *cyclesv1.Subject, action *cyclesv1.Action, meta proto.Message) (s, a, m string, err error) {
-	if s, err = jsonOf(withTenant(subj, tenant)); err != nil {
-		return "", "", "", err
-	}
-	if a, err = jsonOf(action); err != nil {
-		return "", "", "", err
-	}
-	if m, err = jsonOf(meta); err != nil {
-		return "", "", "", err
-	}
-	return s, a, m, nil
-}
-
-// jsonOf encodes a message for storage in a record ("" for nil).
-func jsonOf(m proto.Message) (string, error) {
-	if m == nil || !m.ProtoReflect().IsValid() {
-		return "", nil
-	}
-	if s, ok := fastJSONOf(m); ok {
-		return s, nil
-	}
-	b, err := jsonOut.Marshal(m)
-	if err != nil {
-		return "", fmt.Errorf("encode %T: %w", m, err)
-	}
-	return string(b), nil
 }
 
 // structOf decodes stored metadata ("" = none).

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/script"
 )
@@ -51,6 +52,19 @@ type report struct {
 
 func (r *report) add(d *cyclesv1.AuditDiscrepancy) { r.found = append(r.found, d) }
 
+// addOnce adds f unless seen holds it already or, with an archive, it is a
+// settled record without a TTL: such a record has none until the archiver
+// stored it (internal/archiver), and giving it one could drop it unarchived.
+// It reports whether f was added.
+func (r *report) addOnce(f finding, seen map[string]bool, archive bool) bool {
+	if seen[f.Kind+"|"+f.ID] || (archive && f.Kind == KindTerminalNoTTL) {
+		return false
+	}
+	seen[f.Kind+"|"+f.ID] = true
+	r.addFinding(f)
+	return true
+}
+
 func (r *report) addFinding(f finding) {
 	r.add(&cyclesv1.AuditDiscrepancy{Kind: f.Kind, ReservationId: f.ID, ScopePath: f.Scope, Unit: f.Unit,
 		Message: f.Msg, Evidence: evidence(f.Ev), Repairable: f.Fix})
@@ -65,9 +79,7 @@ func (s *Service) Audit(ctx context.Context, req *cyclesv1.AuditTenantRequest) (
 		return nil, err
 	}
 	max := int(req.GetMaxDiscrepancies())
-	if max <= 0 {
-		max = 1000
-	}
+	defaults.Set(&max, 1000)
 	resp := &cyclesv1.AuditTenantResponse{TenantId: req.GetTenantId(), Stats: r.stats, Discrepancies: r.found}
 	if len(r.found) > max {
 		resp.Discrepancies, resp.Truncated = r.found[:max], true
@@ -238,18 +250,7 @@ func (s *Service) recordsPass(ctx context.Context, prefix string, r *report) (he
 			r.stats.Active += page.Active
 			r.stats.Quarantined += page.Quarantined
 			for _, f := range page.Rows {
-				if seen[f.Kind+"|"+f.ID] {
-					continue
-				}
-				if s.opts.Archive && f.Kind == KindTerminalNoTTL {
-					// With an archive a settled record has no TTL until
-					// the archiver stored it (internal/archiver); giving
-					// it one here could drop it unarchived.
-					continue
-				}
-				seen[f.Kind+"|"+f.ID] = true
-				r.addFinding(f)
-				if f.Kind == KindActiveNotIndexed || f.Kind == KindQuarantineNotIndexed {
+				if r.addOnce(f, seen, s.opts.Archive) && (f.Kind == KindActiveNotIndexed || f.Kind == KindQuarantineNotIndexed) {
 					r.extra = append(r.extra, f.ID)
 				}
 			}
@@ -283,17 +284,7 @@ func (s *Service) indexPasses(ctx context.Context, prefix string, r *report) err
 				r.stats.DeadlineEntries += page.Entries
 			}
 			for _, f := range page.Rows {
-				if seen[f.Kind+"|"+f.ID] {
-					continue
-				}
-				if s.opts.Archive && f.Kind == KindTerminalNoTTL {
-					// With an archive a settled record has no TTL until
-					// the archiver stored it (internal/archiver); giving
-					// it one here could drop it unarchived.
-					continue
-				}
-				seen[f.Kind+"|"+f.ID] = true
-				r.addFinding(f)
+				r.addOnce(f, seen, s.opts.Archive)
 			}
 			if page.Done || page.Next == cur {
 				break

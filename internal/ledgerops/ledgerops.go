@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
@@ -90,21 +91,13 @@ type Service struct {
 
 // New builds a Service.
 func New(exec *script.Executor, opts Options) *Service {
-	if opts.HoldsLimit <= 0 {
-		opts.HoldsLimit = DefaultHoldsLimit
-	}
+	defaults.Set(&opts.HoldsLimit, DefaultHoldsLimit)
 	if opts.PageSize <= 0 || opts.PageSize > 1000 {
 		opts.PageSize = DefaultPageSize
 	}
-	if opts.AuditRate <= 0 {
-		opts.AuditRate = DefaultAuditRate
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
-	if opts.EventRetention <= 0 {
-		opts.EventRetention = eventctx.DefaultRetention
-	}
+	defaults.Set(&opts.AuditRate, DefaultAuditRate)
+	defaults.Set(&opts.Timeout, DefaultTimeout)
+	defaults.Set(&opts.EventRetention, eventctx.DefaultRetention)
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()

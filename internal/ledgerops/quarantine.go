@@ -10,11 +10,11 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-
-	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"google.golang.org/protobuf/proto"
 
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/idempotency"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/scope"
@@ -84,12 +84,8 @@ func (q quarantineRow) proto(tenant string) *cyclesv1.QuarantinedReservation {
 // or (tenant_id empty) of every tenant in registry order.
 func (s *Service) ListQuarantined(ctx context.Context, req *cyclesv1.ListQuarantinedRequest) (*cyclesv1.ListQuarantinedResponse, error) {
 	size := int(req.GetPageSize())
-	if size <= 0 {
-		size = DefaultListPage
-	}
-	if size > MaxListPage {
-		size = MaxListPage
-	}
+	defaults.Set(&size, DefaultListPage)
+	defaults.Cap(&size, MaxListPage)
 	var tok listToken
 	if req.GetPageToken() != "" {
 		var err error

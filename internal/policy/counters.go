@@ -10,6 +10,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/script"
@@ -56,9 +57,7 @@ func (s *Service) ListActionQuotaCounters(ctx context.Context, req *cyclesv1.Lis
 		off = c
 	}
 	limit := int(req.GetLimit())
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
+	defaults.Set(&limit, DefaultListLimit)
 	limit = min(limit, MaxListLimit)
 	tenant, err := auth.OwnTenant(ctx, req.GetTenantId())
 	if err != nil {
@@ -149,7 +148,8 @@ func boolArg(b bool) string {
 	return ""
 }
 
-// ResetActionQuotaCounter sets one counter to 0 and emits quota.counter_reset.
+// ResetActionQuotaCounter sets one counter to 0, emits quota.counter_reset
+// and appends the call's audit entry, all in one script run.
 func (s *Service) ResetActionQuotaCounter(ctx context.Context, req *cyclesv1.ResetActionQuotaCounterRequest) (*cyclesv1.ResetActionQuotaCounterResponse, error) {
 	counted := req.GetActionKind()
 	if counted == actionkind.RiskCounter {
@@ -166,7 +166,7 @@ func (s *Service) ResetActionQuotaCounter(ctx context.Context, req *cyclesv1.Res
 		// that does not exist (after its tenant check).
 		key, field, bucket = t.QuotaDay("none"), "-", "-"
 	}
-	ks := []string{t.Record(), key, t.QuotaCounters(), t.Events()}
+	ks := []string{t.Record(), key, t.QuotaCounters(), t.Events(), t.Audit()}
 	if err := s.run(ctx, &out, scriptCounterReset, ks, eventctx.Arg(ctx, 0), req.GetReason(), req.GetTenantId(),
 		field, bucket); err != nil {
 		return nil, err

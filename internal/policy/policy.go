@@ -22,6 +22,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/admin"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/scope"
@@ -62,9 +63,7 @@ type Service struct {
 
 // New builds the service on exec.
 func New(exec *script.Executor, opts Options) *Service {
-	if opts.MaxPerTenant <= 0 {
-		opts.MaxPerTenant = MaxPerTenant
-	}
+	defaults.Set(&opts.MaxPerTenant, MaxPerTenant)
 	return &Service{exec: exec, max: opts.MaxPerTenant, kinds: opts.Kinds}
 }
 
@@ -264,9 +263,7 @@ func (s *Service) ListScopePolicies(ctx context.Context, req *cyclesv1.ListScope
 	}
 	sort.Slice(items, func(i, j int) bool { return items[i].PolicyID < items[j].PolicyID })
 	limit := int(req.GetLimit())
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
+	defaults.Set(&limit, DefaultListLimit)
 	limit = min(limit, MaxListLimit)
 	resp := &cyclesv1.ListScopePoliciesResponse{}
 	for _, it := range items {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 )
 
 // Publish sends msg on a Redis pub/sub channel (every replica listening with
@@ -50,9 +52,7 @@ const pingEvery = 2 * time.Second
 // ctx ends.
 func (e *Executor) Listen(ctx context.Context, channel string, l Listener) error {
 	retry := l.Retry
-	if retry <= 0 {
-		retry = 200 * time.Millisecond
-	}
+	defaults.Set(&retry, 200*time.Millisecond)
 	ps := e.client.Subscribe(ctx, channel)
 	stop := make(chan struct{})
 	defer close(stop)

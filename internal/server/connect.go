@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 )
 
 // MountConnect serves every registered cycles.v1 service over the Connect
@@ -35,9 +36,7 @@ import (
 // origins allowed to call cross-origin (exact match, or "*"); none: no CORS
 // headers, so only same-origin pages and non-browser clients can call.
 func (h *HTTPServer) MountConnect(maxBody int64, corsOrigins ...string) error {
-	if maxBody <= 0 {
-		maxBody = h.opts.MaxBodyBytes
-	}
+	defaults.Set(&maxBody, h.opts.MaxBodyBytes)
 	var services []*vanguard.Service
 	var paths []string
 	for _, name := range h.core.names {

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/reqctx"
 
 	"go.uber.org/zap"
@@ -78,27 +79,13 @@ type HTTPServer struct {
 // probe as gRPC health (WatchHealth on s).
 func (s *Server) NewHTTP(opts HTTPOptions) *HTTPServer {
 	def := DefaultHTTPOptions()
-	if opts.ReadHeaderTimeout <= 0 {
-		opts.ReadHeaderTimeout = def.ReadHeaderTimeout
-	}
-	if opts.IdleTimeout <= 0 {
-		opts.IdleTimeout = def.IdleTimeout
-	}
-	if opts.MaxHeaderBytes <= 0 {
-		opts.MaxHeaderBytes = def.MaxHeaderBytes
-	}
-	if opts.MaxConnections <= 0 {
-		opts.MaxConnections = def.MaxConnections
-	}
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = def.MaxBodyBytes
-	}
-	if opts.BodyTimeout <= 0 {
-		opts.BodyTimeout = def.BodyTimeout
-	}
-	if opts.MinBodyRate <= 0 {
-		opts.MinBodyRate = def.MinBodyRate
-	}
+	defaults.Set(&opts.ReadHeaderTimeout, def.ReadHeaderTimeout)
+	defaults.Set(&opts.IdleTimeout, def.IdleTimeout)
+	defaults.Set(&opts.MaxHeaderBytes, def.MaxHeaderBytes)
+	defaults.Set(&opts.MaxConnections, def.MaxConnections)
+	defaults.Set(&opts.MaxBodyBytes, def.MaxBodyBytes)
+	defaults.Set(&opts.BodyTimeout, def.BodyTimeout)
+	defaults.Set(&opts.MinBodyRate, def.MinBodyRate)
 	log := opts.Logger
 	if log == nil {
 		log = s.log

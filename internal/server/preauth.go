@@ -15,6 +15,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/reqctx"
 )
 
@@ -67,18 +68,10 @@ func (l PreAuthLimits) withDefaults() PreAuthLimits {
 	if l.AuthFailBurst == 0 {
 		l.AuthFailBurst = 20
 	}
-	if l.AuthFailRate <= 0 {
-		l.AuthFailRate = 2
-	}
-	if l.UnverifiedPerFailingPeer <= 0 {
-		l.UnverifiedPerFailingPeer = 4
-	}
-	if l.UnverifiedKeysPerPeer <= 0 {
-		l.UnverifiedKeysPerPeer = 8
-	}
-	if l.MaxPeers <= 0 {
-		l.MaxPeers = 1 << 16
-	}
+	defaults.Set(&l.AuthFailRate, 2)
+	defaults.Set(&l.UnverifiedPerFailingPeer, 4)
+	defaults.Set(&l.UnverifiedKeysPerPeer, 8)
+	defaults.Set(&l.MaxPeers, 1<<16)
 	return l
 }
 

@@ -22,6 +22,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/telemetry"
 )
 
@@ -126,12 +127,8 @@ func DefaultLimits() Limits {
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits()
-	if l.MaxRecvMsgBytes <= 0 {
-		l.MaxRecvMsgBytes = d.MaxRecvMsgBytes
-	}
-	if l.MaxRuntimeRecvBytes <= 0 {
-		l.MaxRuntimeRecvBytes = d.MaxRuntimeRecvBytes
-	}
+	defaults.Set(&l.MaxRecvMsgBytes, d.MaxRecvMsgBytes)
+	defaults.Set(&l.MaxRuntimeRecvBytes, d.MaxRuntimeRecvBytes)
 	if l.MaxConcurrentStreams == 0 {
 		l.MaxConcurrentStreams = d.MaxConcurrentStreams
 	}
@@ -141,43 +138,19 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxConnections == 0 {
 		l.MaxConnections = d.MaxConnections
 	}
-	if l.HandshakeTimeout <= 0 {
-		l.HandshakeTimeout = d.HandshakeTimeout
-	}
-	if l.MaxConnectionIdle <= 0 {
-		l.MaxConnectionIdle = d.MaxConnectionIdle
-	}
-	if l.StreamsPerKey <= 0 {
-		l.StreamsPerKey = d.StreamsPerKey
-	}
-	if l.StreamsTotal <= 0 {
-		l.StreamsTotal = d.StreamsTotal
-	}
+	defaults.Set(&l.HandshakeTimeout, d.HandshakeTimeout)
+	defaults.Set(&l.MaxConnectionIdle, d.MaxConnectionIdle)
+	defaults.Set(&l.StreamsPerKey, d.StreamsPerKey)
+	defaults.Set(&l.StreamsTotal, d.StreamsTotal)
 	l.PreAuth = l.PreAuth.withDefaults()
-	if l.FirstStreamTimeout <= 0 {
-		l.FirstStreamTimeout = d.FirstStreamTimeout
-	}
-	if l.WriteStallTimeout <= 0 {
-		l.WriteStallTimeout = d.WriteStallTimeout
-	}
-	if l.RefusedStreamsPerConn <= 0 {
-		l.RefusedStreamsPerConn = d.RefusedStreamsPerConn
-	}
-	if l.PublicStreamsPerConn <= 0 {
-		l.PublicStreamsPerConn = d.PublicStreamsPerConn
-	}
-	if l.PublicStreamsTotal <= 0 {
-		l.PublicStreamsTotal = d.PublicStreamsTotal
-	}
-	if l.PublicAwaitingPerConn <= 0 {
-		l.PublicAwaitingPerConn = d.PublicAwaitingPerConn
-	}
-	if l.PublicAwaitingTotal <= 0 {
-		l.PublicAwaitingTotal = d.PublicAwaitingTotal
-	}
-	if l.PublicRecvTimeout <= 0 {
-		l.PublicRecvTimeout = d.PublicRecvTimeout
-	}
+	defaults.Set(&l.FirstStreamTimeout, d.FirstStreamTimeout)
+	defaults.Set(&l.WriteStallTimeout, d.WriteStallTimeout)
+	defaults.Set(&l.RefusedStreamsPerConn, d.RefusedStreamsPerConn)
+	defaults.Set(&l.PublicStreamsPerConn, d.PublicStreamsPerConn)
+	defaults.Set(&l.PublicStreamsTotal, d.PublicStreamsTotal)
+	defaults.Set(&l.PublicAwaitingPerConn, d.PublicAwaitingPerConn)
+	defaults.Set(&l.PublicAwaitingTotal, d.PublicAwaitingTotal)
+	defaults.Set(&l.PublicRecvTimeout, d.PublicRecvTimeout)
 	return l
 }
 

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/reqctx"
@@ -134,27 +135,13 @@ type Sweeper struct {
 
 // New builds a Sweeper; it does not start it.
 func New(exec *script.Executor, opts Options) *Sweeper {
-	if opts.Interval <= 0 {
-		opts.Interval = DefaultInterval
-	}
-	if opts.BatchSize <= 0 {
-		opts.BatchSize = DefaultBatchSize
-	}
-	if opts.BatchSize > MaxBatchSize {
-		opts.BatchSize = MaxBatchSize
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = DefaultWorkers
-	}
-	if opts.TenantPage <= 0 {
-		opts.TenantPage = DefaultTenantPage
-	}
-	if opts.EventRetention <= 0 {
-		opts.EventRetention = eventctx.DefaultRetention
-	}
-	if opts.ReconcileInterval <= 0 {
-		opts.ReconcileInterval = DefaultReconcileInterval
-	}
+	defaults.Set(&opts.Interval, DefaultInterval)
+	defaults.Set(&opts.BatchSize, DefaultBatchSize)
+	defaults.Cap(&opts.BatchSize, MaxBatchSize)
+	defaults.Set(&opts.Workers, DefaultWorkers)
+	defaults.Set(&opts.TenantPage, DefaultTenantPage)
+	defaults.Set(&opts.EventRetention, eventctx.DefaultRetention)
+	defaults.Set(&opts.ReconcileInterval, DefaultReconcileInterval)
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()

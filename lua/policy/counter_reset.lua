@@ -1,11 +1,14 @@
 -- policy/counter_reset: set one v0.1.26 action-quota counter to 0
 -- (docs/protocol.md#v0126-action-governance; layout in lib/quota.lua).
--- include: lib/ledger_util.lua lib/quota.lua
+-- include: lib/ledger_util.lua lib/quota.lua lib/audit.lua
+-- Audit: on success, the call's audit entry in the same run (lib/audit.lua);
+-- a refusal's entry is appended by the audit step after the call.
 --
 -- KEYS: 1 tenant record   2 the counter: a per_run counter's hash, or the
 --       day hash holding a calendar counter   3 the tenant's counter index
---       4 the tenant's event stream
--- ARGV: 1 event context (internal/eventctx.Arg)   2 reason   3 tenant id
+--       4 the tenant's event stream   5 the tenant's audit stream
+-- ARGV: 1 event context (internal/eventctx.Arg; carries the audit entry)
+--       2 reason   3 tenant id
 --       4 the calendar counter's field in the day hash ('' = per_run)
 --       5 its window instance (bucket, decimal; calendar only)
 -- A calendar counter keeps its expiry; a per_run counter's TTL is refreshed.
@@ -57,5 +60,6 @@ emit('quota.counter_reset', 'policy', v[6] or '', {
   window_key = v[10], previous_used = tonumber(prev), limit = tonumber(v[2] or ''), actor_id = ctx.key_id ~= '' and ctx.key_id or ctx.actor,
   reason = ARGV[2], policy_id = v[3],
 })
+audit_ok_at(KEYS[5], ARGV[1])
 return ok({state = {v[6] or '', v[7] or '', v[8] or '', v[9] or '', v[10] or '', '0', v[2] or '0', v[3] or '', exp, v[4] or '0'},
   previous = prev})

@@ -1,11 +1,11 @@
 package cycleshttp
 
 import (
-	"context"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
@@ -23,12 +23,29 @@ const actionKindsPrefix = "/v1/action-kinds"
 // with its version (custom kinds are not published).
 const registryETag = `"cycles-action-kinds-` + actionkind.Version + `"`
 
-func (a *API) actionKindRoutes() {
+func (a *API) actionKindRoutes() []endpoint {
 	if a.kinds == nil {
-		return
+		return nil
 	}
-	a.mux.HandleFunc("GET /v1/action-kinds", a.listActionKinds)
-	a.mux.HandleFunc("GET /v1/action-kinds/{kind}", a.getActionKind)
+	return []endpoint{
+		cached(on(a, "GET /v1/action-kinds", cyclesv1.ActionKindService_ListActionKinds_FullMethodName,
+			via(a.kinds, cyclesv1.ActionKindServiceServer.ListActionKinds), nil,
+			shaped[*cyclesv1.ListActionKindsResponse](shapeOf("version", "kinds", "next_cursor?", "has_more").with("kinds", item(actionKindOf))),
+			query(q("cursor"), q("risk_class").with(riskParam), q("deprecated"), q("limit").with(kindLimit)))),
+		cached(on(a, "GET /v1/action-kinds/{kind}", cyclesv1.ActionKindService_GetActionKind_FullMethodName,
+			via(a.kinds, cyclesv1.ActionKindServiceServer.GetActionKind), nil,
+			func(p *cyclesv1.GetActionKindResponse) *actionKindOut { return actionKindOf(p.GetKind()) })),
+	}
+}
+
+// cached answers 304 before the route runs when the client holds the
+// current registry.
+func cached(e endpoint) endpoint {
+	return endpoint{pattern: e.pattern, h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !notModified(w, r) {
+			e.h.ServeHTTP(w, r)
+		}
+	})}
 }
 
 // notModified answers 304 when the client holds the current registry.
@@ -43,71 +60,20 @@ func notModified(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-func (a *API) listActionKinds(w http.ResponseWriter, r *http.Request) {
-	if notModified(w, r) {
-		return
+func riskParam(name, s string) (protoreflect.Value, error) {
+	c, ok := actionkind.ParseRisk(s)
+	if !ok {
+		return protoreflect.Value{}, apierr.Invalid(name, "must be read_only, local_mutation, side_effect, external_side_effect or high_risk")
 	}
-	req, err := actionKindsRequest(r.URL.Query())
-	a.serve(w, r, route{cyclesv1.ActionKindService_ListActionKinds_FullMethodName, runtimePlane, http.StatusOK}, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.kinds.ListActionKinds(ctx, req.(*cyclesv1.ListActionKindsRequest))
-		},
-		func(resp any) any {
-			p := resp.(*cyclesv1.ListActionKindsResponse)
-			out := &actionKindsOut{Version: p.GetVersion(), Kinds: make([]*actionKindOut, len(p.GetKinds())),
-				NextCursor: p.GetNextCursor(), HasMore: p.GetHasMore()}
-			for i, k := range p.GetKinds() {
-				out.Kinds[i] = actionKindOf(k)
-			}
-			return out
-		})
+	return protoreflect.ValueOfEnum(c.Proto().Number()), nil
 }
 
-func (a *API) getActionKind(w http.ResponseWriter, r *http.Request) {
-	if notModified(w, r) {
-		return
+func kindLimit(name, s string) (protoreflect.Value, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > actionkind.MaxPageSize {
+		return protoreflect.Value{}, apierr.Invalid(name, "must be 1..%d", actionkind.MaxPageSize)
 	}
-	req := &cyclesv1.GetActionKindRequest{Kind: r.PathValue("kind")}
-	a.serve(w, r, route{cyclesv1.ActionKindService_GetActionKind_FullMethodName, runtimePlane, http.StatusOK}, req, nil,
-		func(ctx context.Context, req any) (any, error) {
-			return a.kinds.GetActionKind(ctx, req.(*cyclesv1.GetActionKindRequest))
-		},
-		func(resp any) any { return actionKindOf(resp.(*cyclesv1.GetActionKindResponse).GetKind()) })
-}
-
-// actionKindsRequest reads the list's query: risk_class, deprecated, cursor, limit.
-func actionKindsRequest(q url.Values) (*cyclesv1.ListActionKindsRequest, error) {
-	req := &cyclesv1.ListActionKindsRequest{Cursor: q.Get("cursor")}
-	if s := q.Get("risk_class"); s != "" {
-		c, ok := actionkind.ParseRisk(s)
-		if !ok {
-			return nil, apierr.Invalid("risk_class", "must be read_only, local_mutation, side_effect, external_side_effect or high_risk")
-		}
-		req.RiskClass = c.Proto()
-	}
-	if s := q.Get("deprecated"); s != "" {
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			return nil, apierr.Invalid("deprecated", "must be true or false")
-		}
-		req.Deprecated = b
-	}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > actionkind.MaxPageSize {
-			return nil, apierr.Invalid("limit", "must be 1..%d", actionkind.MaxPageSize)
-		}
-		req.Limit = int32(n)
-	}
-	return req, nil
-}
-
-// actionKindsOut is the protocol's ActionKindRegistry.
-type actionKindsOut struct {
-	Version    string           `json:"version"`
-	Kinds      []*actionKindOut `json:"kinds"`
-	NextCursor string           `json:"next_cursor,omitempty"`
-	HasMore    bool             `json:"has_more"`
+	return protoreflect.ValueOfInt32(int32(n)), nil
 }
 
 // actionKindOut is the protocol's ActionKind.

@@ -1,10 +1,15 @@
 package cycleshttp
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
-	"net/url"
 	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
@@ -22,12 +27,11 @@ import (
 // docs/http-api.md.
 
 var (
-	tenantStatusNames  = enumNames(cyclesv1.TenantStatus_name, "TENANT_STATUS_")
+	tenantStatusNames  = enumNames(cyclesv1.TenantStatus(0).Descriptor())
 	tenantStatusValues = enumValues(tenantStatusNames)
-	keyStatusNames     = enumNames(cyclesv1.ApiKeyStatus_name, "API_KEY_STATUS_")
-	keyStatusValues    = enumValues(keyStatusNames)
-	budgetStatusNames  = enumNames(cyclesv1.BudgetStatus_name, "BUDGET_STATUS_")
-	fundingNames       = enumNames(cyclesv1.FundingOperation_name, "FUNDING_OPERATION_")
+	keyStatusNames     = enumNames(cyclesv1.ApiKeyStatus(0).Descriptor())
+	budgetStatusNames  = enumNames(cyclesv1.BudgetStatus(0).Descriptor())
+	fundingNames       = enumNames(cyclesv1.FundingOperation(0).Descriptor())
 	fundingValues      = enumValues(fundingNames)
 )
 
@@ -38,32 +42,97 @@ func isoTime(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
-func (a *API) adminRoutes() {
-	a.mux.HandleFunc("POST /v1/admin/tenants", a.createTenant)
-	a.mux.HandleFunc("GET /v1/admin/tenants", a.listTenants)
-	a.mux.HandleFunc("GET /v1/admin/tenants/{tenant_id}", a.getTenant)
-	a.mux.HandleFunc("PATCH /v1/admin/tenants/{tenant_id}", a.updateTenant)
-	a.mux.HandleFunc("POST /v1/admin/api-keys", a.createAPIKey)
-	a.mux.HandleFunc("GET /v1/admin/api-keys", a.listAPIKeys)
-	a.mux.HandleFunc("DELETE /v1/admin/api-keys/{key_id}", a.revokeAPIKey)
-	a.mux.HandleFunc("POST /v1/admin/budgets", a.createBudget)
-	a.mux.HandleFunc("GET /v1/admin/budgets", a.listBudgets)
-	a.mux.HandleFunc("PATCH /v1/admin/budgets", a.updateBudget)
-	a.mux.HandleFunc("GET /v1/admin/budgets/lookup", a.lookupBudget)
-	a.mux.HandleFunc("POST /v1/admin/budgets/fund", a.fundBudget)
-	a.mux.HandleFunc("POST /v1/admin/budgets/freeze", a.freezeBudget)
-	a.mux.HandleFunc("POST /v1/admin/budgets/unfreeze", a.unfreezeBudget)
-	a.mux.HandleFunc("POST /v1/admin/budgets/close", a.closeBudget)
+// adminRoutes are the admin plane's routes over AdminService (and
+// AuthService's introspection).
+func (a *API) adminRoutes() []endpoint {
+	adm, offAdmin := a.adm, off("the admin service is not enabled on this server")
+	keyList := query(q("tenant_id"), q("search"), q("cursor"), q("limit"))
+	budgetKey := query(qf("scope", "scope_path").must(), q("unit").must(), q("tenant_id"))
+	keysPage := shaped[*cyclesv1.ListApiKeysResponse](page("keys=api_keys",
+		item(func(k *cyclesv1.ApiKey) *apiKeyOut { return apiKeyOf(k, "", true) })))
+	return []endpoint{
+		on(a, "POST /v1/admin/tenants", cyclesv1.AdminService_CreateTenant_FullMethodName,
+			via(adm, cyclesv1.AdminServiceServer.CreateTenant), jsonBody((*tenantIn).fillCreate),
+			func(p *cyclesv1.CreateTenantResponse) *tenantOut { return tenantOf(p.GetTenant()) }, created, offAdmin),
+		// GET /v1/admin/tenants: the order is always tenant_id ascending, so
+		// sort_by and sort_dir are ignored (the spec lets a server ignore
+		// them), as is observe_mode (a v0.1.26 extension).
+		on(a, "GET /v1/admin/tenants", cyclesv1.AdminService_ListTenants_FullMethodName,
+			via(adm, cyclesv1.AdminServiceServer.ListTenants), nil,
+			shaped[*cyclesv1.ListTenantsResponse](page("tenants", item(tenantOf))), offAdmin,
+			query(refused("parent_tenant_id", "search", "tenant hierarchies are not supported by cyclesd"),
+				q("search"), q("cursor"), q("status"), q("limit"))),
+		on(a, "GET /v1/admin/tenants/{tenant_id}", cyclesv1.AdminService_GetTenant_FullMethodName,
+			via(adm, cyclesv1.AdminServiceServer.GetTenant), nil,
+			func(p *cyclesv1.GetTenantResponse) *tenantOut { return tenantOf(p.GetTenant()) }, offAdmin),
+		a.updateTenantRoute(),
+		on(a, "POST /v1/admin/api-keys", cyclesv1.AdminService_CreateApiKey_FullMethodName,
+			via(adm, cyclesv1.AdminServiceServer.CreateApiKey), jsonBody((*apiKeyIn).fill),
+			func(k *cyclesv1.CreateApiKeyResponse) *apiKeyOut {
+				return apiKeyOf(k.GetApiKey(), k.GetSecret(), false)
+			}, created, offAdmin),
+		// GET /v1/admin/api-keys: without tenant_id it lists every tenant's
+		// keys (tenant_id, then key id order); sort_by and sort_dir are
+		// ignored. status EXPIRED matches nothing: an expired key keeps its
+		// stored status ACTIVE (it is refused at authentication from its
+		// expires_at on), so it answers an empty list once the tenant is known.
+		byQuery("GET /v1/admin/api-keys", "status", "EXPIRED",
+			on(a, "GET /v1/admin/api-keys", cyclesv1.AdminService_ListApiKeys_FullMethodName,
+				via(adm, cyclesv1.AdminServiceServer.ListApiKeys), nil, keysPage, offAdmin, keyList, query(q("status"))),
+			on(a, "GET /v1/admin/api-keys", cyclesv1.AdminService_ListApiKeys_FullMethodName,
+				func(ctx context.Context, req *cyclesv1.ListApiKeysRequest) (*cyclesv1.ListApiKeysResponse, error) {
+					if _, err := adm.ListApiKeys(ctx, req); err != nil {
+						return nil, err
+					}
+					return &cyclesv1.ListApiKeysResponse{}, nil
+				}, nil, keysPage, offAdmin, keyList)),
+		on(a, "DELETE /v1/admin/api-keys/{key_id}", cyclesv1.AdminService_RevokeApiKey_FullMethodName,
+			via(adm, cyclesv1.AdminServiceServer.RevokeApiKey), keyPath[*cyclesv1.RevokeApiKeyRequest](nil),
+			func(p *cyclesv1.RevokeApiKeyResponse) *apiKeyOut { return apiKeyOf(p.GetApiKey(), "", true) }, offAdmin),
+		on(a, "POST /v1/admin/budgets", cyclesv1.AdminService_CreateBudget_FullMethodName,
+			via(adm, cyclesv1.AdminServiceServer.CreateBudget), jsonBody((*budgetIn).fill),
+			func(p *cyclesv1.CreateBudgetResponse) *ledgerOut { return ledgerOf(p.GetBudget()) }, created, offAdmin),
+		// Without tenant_id, AdminService.ListBudgets walks every tenant.
+		on(a, "GET /v1/admin/budgets", cyclesv1.AdminService_ListBudgets_FullMethodName,
+			via(adm, cyclesv1.AdminServiceServer.ListBudgets), nil,
+			shaped[*cyclesv1.ListBudgetsResponse](page("ledgers=budgets", item(ledgerOf))), offAdmin,
+			query(q("tenant_id"), q("scope_prefix"), q("cursor"), q("unit"), q("limit"))),
+		on(a, "GET /v1/admin/budgets/lookup", cyclesv1.AdminService_GetBudget_FullMethodName,
+			via(adm, cyclesv1.AdminServiceServer.GetBudget), scoped[*cyclesv1.GetBudgetRequest](nil),
+			func(p *cyclesv1.GetBudgetResponse) *ledgerOut { return ledgerOf(p.GetBudget()) }, offAdmin, budgetKey),
+		on(a, "PATCH /v1/admin/budgets", cyclesv1.AdminService_UpdateBudget_FullMethodName,
+			via(adm, cyclesv1.AdminServiceServer.UpdateBudget), scoped(jsonBody((*budgetUpdateIn).fill)),
+			func(p *cyclesv1.UpdateBudgetResponse) *ledgerOut { return ledgerOf(p.GetBudget()) }, offAdmin, budgetKey),
+		on(a, "POST /v1/admin/budgets/fund", cyclesv1.AdminService_FundBudget_FullMethodName,
+			via(adm, cyclesv1.AdminServiceServer.FundBudget), scoped(jsonBody((*fundIn).fill)), fundOf, offAdmin, budgetKey),
+		on(a, "POST /v1/admin/budgets/freeze", cyclesv1.AdminService_FreezeBudget_FullMethodName,
+			via(adm, cyclesv1.AdminServiceServer.FreezeBudget), scoped(transition[*cyclesv1.FreezeBudgetRequest]),
+			func(p *cyclesv1.FreezeBudgetResponse) *ledgerOut { return ledgerOf(p.GetBudget()) }, offAdmin, budgetKey),
+		on(a, "POST /v1/admin/budgets/unfreeze", cyclesv1.AdminService_UnfreezeBudget_FullMethodName,
+			via(adm, cyclesv1.AdminServiceServer.UnfreezeBudget), scoped(transition[*cyclesv1.UnfreezeBudgetRequest]),
+			func(p *cyclesv1.UnfreezeBudgetResponse) *ledgerOut { return ledgerOf(p.GetBudget()) }, offAdmin, budgetKey),
+		on(a, "POST /v1/admin/budgets/close", cyclesv1.AdminService_CloseBudget_FullMethodName,
+			via(adm, cyclesv1.AdminServiceServer.CloseBudget), scoped(transition[*cyclesv1.CloseBudgetRequest]),
+			func(p *cyclesv1.CloseBudgetResponse) *ledgerOut { return ledgerOf(p.GetBudget()) }, offAdmin, budgetKey),
+		// Introspection answers who the credential is (AuthService.Introspect):
+		// the admin ("*") or a tenant key with its permissions and capabilities.
+		on(a, "GET /v1/auth/introspect", server.IntrospectMethod,
+			func(ctx context.Context, _ *cyclesv1.IntrospectRequest) (*cyclesv1.IntrospectResponse, error) {
+				return authapi.Introspect(ctx)
+			}, nil, introspectOf),
+	}
 }
 
-// admin runs one AdminService call.
-func (a *API) admin(w http.ResponseWriter, r *http.Request, method string, ok int, req any, decodeErr error,
-	call func(ctx context.Context, req any) (any, error), render func(resp any) any) {
-	if a.adm == nil {
-		a.notServed(w, r, "the admin service is not enabled on this server")
-		return
-	}
-	a.serve(w, r, route{method, adminPlane, ok}, req, decodeErr, call, render)
+// byQuery serves pattern with alt when query parameter name is value, else
+// with main: one path whose meaning a parameter changes.
+func byQuery(pattern, name, value string, main, alt endpoint) endpoint {
+	return endpoint{pattern: pattern, h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get(name) == value {
+			alt.h.ServeHTTP(w, r)
+			return
+		}
+		main.h.ServeHTTP(w, r)
+	})}
 }
 
 // ---- tenants ------------------------------------------------------------------
@@ -122,145 +191,101 @@ func (t *tenantIn) unsupported() error {
 	return nil
 }
 
-func (a *API) createTenant(w http.ResponseWriter, r *http.Request) {
-	var in tenantIn
-	req, err := decodeInto(a, w, r, &in, func() (*cyclesv1.CreateTenantRequest, error) {
-		if err := in.unsupported(); err != nil {
-			return nil, err
+func (t *tenantIn) fillCreate(out *cyclesv1.CreateTenantRequest) error {
+	if err := t.unsupported(); err != nil {
+		return err
+	}
+	if t.Status != nil {
+		return apierr.Invalid("status", "unknown field")
+	}
+	// A new tenant enforces (the spec's default); OBSERVE is set by PATCH.
+	if t.ObserveMode != nil && *t.ObserveMode != "ENFORCE" && *t.ObserveMode != "DISABLED" {
+		return apierr.Invalid("observe_mode", "a new tenant enforces; set OBSERVE with PATCH /v1/admin/tenants/{tenant_id}")
+	}
+	pol, err := policyOf("default_commit_overage_policy", t.DefaultCommitOveragePolicy)
+	if err != nil {
+		return err
+	}
+	out.TenantId, out.DefaultCommitOveragePolicy, out.Metadata = t.TenantID, pol, t.Metadata
+	if t.Name != nil {
+		out.Name = *t.Name
+	}
+	out.DefaultReservationTtlMs, out.MaxReservationTtlMs, out.MaxReservationExtensions = t.DefaultReservationTTLMs, t.MaxReservationTTLMs, t.MaxReservationExtensions
+	return nil
+}
+
+// updateTenantRoute is PATCH /v1/admin/tenants/{tenant_id}: the given fields
+// change; status CLOSED runs the close cascade (AdminService.CloseTenant) and
+// must come alone. It is two routes on one path, told apart by the body.
+func (a *API) updateTenantRoute() endpoint {
+	const pattern = "PATCH /v1/admin/tenants/{tenant_id}"
+	adm, offAdmin := a.adm, off("the admin service is not enabled on this server")
+	tenant := func(p interface{ GetTenant() *cyclesv1.Tenant }) *tenantOut { return tenantOf(p.GetTenant()) }
+	update := on(a, pattern, cyclesv1.AdminService_UpdateTenant_FullMethodName,
+		via(adm, cyclesv1.AdminServiceServer.UpdateTenant), jsonBody((*tenantIn).fillUpdate),
+		func(p *cyclesv1.UpdateTenantResponse) *tenantOut { return tenant(p) }, offAdmin)
+	closing := on(a, pattern, cyclesv1.AdminService_CloseTenant_FullMethodName,
+		via(adm, cyclesv1.AdminServiceServer.CloseTenant), jsonBody((*tenantIn).fillClose),
+		func(p *cyclesv1.CloseTenantResponse) *tenantOut { return tenant(p) }, offAdmin)
+	return endpoint{pattern: pattern, h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Peek at the body (bounded; decodeJSON still refuses an oversize one).
+		body, err := io.ReadAll(io.LimitReader(r.Body, a.maxBody+1))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var peek struct {
+			Status string `json:"status"`
 		}
-		if in.Status != nil {
-			return nil, apierr.Invalid("status", "unknown field")
+		if err == nil && json.Unmarshal(body, &peek) == nil && peek.Status == "CLOSED" {
+			closing.h.ServeHTTP(w, r)
+			return
 		}
-		// A new tenant enforces (the spec's default); OBSERVE is set by PATCH.
-		if in.ObserveMode != nil && *in.ObserveMode != "ENFORCE" && *in.ObserveMode != "DISABLED" {
-			return nil, apierr.Invalid("observe_mode", "a new tenant enforces; set OBSERVE with PATCH /v1/admin/tenants/{tenant_id}")
+		update.h.ServeHTTP(w, r)
+	})}
+}
+
+func (t *tenantIn) fillUpdate(up *cyclesv1.UpdateTenantRequest) error {
+	if err := t.unsupported(); err != nil {
+		return err
+	}
+	if t.TenantID != "" {
+		return apierr.Invalid("tenant_id", "unknown field")
+	}
+	up.Name, up.DefaultReservationTtlMs, up.MaxReservationTtlMs, up.MaxReservationExtensions, up.Metadata = t.Name,
+		t.DefaultReservationTTLMs, t.MaxReservationTTLMs, t.MaxReservationExtensions, t.Metadata
+	pol, err := policyOf("default_commit_overage_policy", t.DefaultCommitOveragePolicy)
+	if err != nil {
+		return err
+	}
+	up.DefaultCommitOveragePolicy = pol
+	if t.ObserveMode != nil {
+		m, ok := actionkind.ParseObserveMode(*t.ObserveMode)
+		if !ok {
+			return apierr.Invalid("observe_mode", "must be DISABLED, OBSERVE or ENFORCE")
 		}
-		pol, err := policyOf("default_commit_overage_policy", in.DefaultCommitOveragePolicy)
+		up.ObserveMode = m
+	}
+	if t.Status != nil {
+		v, err := parseEnum("status", *t.Status, tenantStatusValues)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		name := ""
-		if in.Name != nil {
-			name = *in.Name
-		}
-		return &cyclesv1.CreateTenantRequest{TenantId: in.TenantID, Name: name, DefaultCommitOveragePolicy: pol,
-			DefaultReservationTtlMs: in.DefaultReservationTTLMs, MaxReservationTtlMs: in.MaxReservationTTLMs,
-			MaxReservationExtensions: in.MaxReservationExtensions, Metadata: in.Metadata}, nil
-	})
-	a.admin(w, r, cyclesv1.AdminService_CreateTenant_FullMethodName, http.StatusCreated, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.adm.CreateTenant(ctx, req.(*cyclesv1.CreateTenantRequest))
-		},
-		func(resp any) any { return tenantOf(resp.(*cyclesv1.CreateTenantResponse).GetTenant()) })
+		up.Status = cyclesv1.TenantStatus(v)
+	}
+	return nil
 }
 
-func (a *API) getTenant(w http.ResponseWriter, r *http.Request) {
-	req := &cyclesv1.GetTenantRequest{TenantId: r.PathValue("tenant_id")}
-	a.admin(w, r, cyclesv1.AdminService_GetTenant_FullMethodName, http.StatusOK, req, nil,
-		func(ctx context.Context, req any) (any, error) {
-			return a.adm.GetTenant(ctx, req.(*cyclesv1.GetTenantRequest))
-		},
-		func(resp any) any { return tenantOf(resp.(*cyclesv1.GetTenantResponse).GetTenant()) })
-}
-
-type tenantsOut struct {
-	Tenants    []*tenantOut `json:"tenants"`
-	NextCursor string       `json:"next_cursor,omitempty"`
-	HasMore    bool         `json:"has_more"`
-}
-
-// listTenants serves GET /v1/admin/tenants over AdminService.ListTenants:
-// status, search, limit and cursor are served; the order is always tenant_id
-// ascending, so sort_by and sort_dir are ignored (the spec lets a server
-// ignore them), as is observe_mode (a v0.1.26 extension). parent_tenant_id is
-// refused: cyclesd has no tenant hierarchy.
-func (a *API) listTenants(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	req := &cyclesv1.ListTenantsRequest{Search: q.Get("search"), Cursor: q.Get("cursor")}
-	var err error
-	if q.Get("parent_tenant_id") != "" {
-		err = apierr.Invalid("parent_tenant_id", "tenant hierarchies are not supported by cyclesd")
+// fillClose: closing a tenant must be the only change in its request.
+func (t *tenantIn) fillClose(_ *cyclesv1.CloseTenantRequest) error {
+	if err := t.unsupported(); err != nil {
+		return err
 	}
-	if s := q.Get("status"); s != "" && err == nil {
-		var v int32
-		if v, err = parseEnum("status", s, tenantStatusValues); err == nil {
-			req.Status = cyclesv1.TenantStatus(v)
-		}
+	if t.TenantID != "" {
+		return apierr.Invalid("tenant_id", "unknown field")
 	}
-	if err == nil {
-		req.Limit, err = limitParam(q)
+	if t.Name != nil || t.Metadata != nil || t.DefaultCommitOveragePolicy != nil || t.DefaultReservationTTLMs != nil ||
+		t.MaxReservationTTLMs != nil || t.MaxReservationExtensions != nil || t.ObserveMode != nil {
+		return apierr.Invalid("status", "closing a tenant must be the only change in its request")
 	}
-	a.admin(w, r, cyclesv1.AdminService_ListTenants_FullMethodName, http.StatusOK, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.adm.ListTenants(ctx, req.(*cyclesv1.ListTenantsRequest))
-		},
-		func(resp any) any {
-			l := resp.(*cyclesv1.ListTenantsResponse)
-			out := &tenantsOut{Tenants: make([]*tenantOut, 0, len(l.GetTenants())), NextCursor: l.GetNextCursor(), HasMore: l.GetHasMore()}
-			for _, t := range l.GetTenants() {
-				out.Tenants = append(out.Tenants, tenantOf(t))
-			}
-			return out
-		})
-}
-
-// updateTenant is PATCH: the given fields change; status CLOSED runs the
-// close cascade (CloseTenant) and must come alone.
-func (a *API) updateTenant(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("tenant_id")
-	var in tenantIn
-	closing := false
-	req, err := decodeInto(a, w, r, &in, func() (any, error) {
-		if err := in.unsupported(); err != nil {
-			return nil, err
-		}
-		if in.TenantID != "" {
-			return nil, apierr.Invalid("tenant_id", "unknown field")
-		}
-		up := &cyclesv1.UpdateTenantRequest{TenantId: id, Name: in.Name, DefaultReservationTtlMs: in.DefaultReservationTTLMs,
-			MaxReservationTtlMs: in.MaxReservationTTLMs, MaxReservationExtensions: in.MaxReservationExtensions, Metadata: in.Metadata}
-		pol, err := policyOf("default_commit_overage_policy", in.DefaultCommitOveragePolicy)
-		if err != nil {
-			return nil, err
-		}
-		up.DefaultCommitOveragePolicy = pol
-		if in.ObserveMode != nil {
-			m, ok := actionkind.ParseObserveMode(*in.ObserveMode)
-			if !ok {
-				return nil, apierr.Invalid("observe_mode", "must be DISABLED, OBSERVE or ENFORCE")
-			}
-			up.ObserveMode = m
-		}
-		if in.Status != nil {
-			v, err := parseEnum("status", *in.Status, tenantStatusValues)
-			if err != nil {
-				return nil, err
-			}
-			if cyclesv1.TenantStatus(v) == cyclesv1.TenantStatus_TENANT_STATUS_CLOSED {
-				if in.Name != nil || in.Metadata != nil || in.DefaultCommitOveragePolicy != nil || in.DefaultReservationTTLMs != nil ||
-					in.MaxReservationTTLMs != nil || in.MaxReservationExtensions != nil || in.ObserveMode != nil {
-					return nil, apierr.Invalid("status", "closing a tenant must be the only change in its request")
-				}
-				closing = true
-				return &cyclesv1.CloseTenantRequest{TenantId: id}, nil
-			}
-			up.Status = cyclesv1.TenantStatus(v)
-		}
-		return up, nil
-	})
-	if closing {
-		a.admin(w, r, cyclesv1.AdminService_CloseTenant_FullMethodName, http.StatusOK, req, err,
-			func(ctx context.Context, req any) (any, error) {
-				return a.adm.CloseTenant(ctx, req.(*cyclesv1.CloseTenantRequest))
-			},
-			func(resp any) any { return tenantOf(resp.(*cyclesv1.CloseTenantResponse).GetTenant()) })
-		return
-	}
-	a.admin(w, r, cyclesv1.AdminService_UpdateTenant_FullMethodName, http.StatusOK, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.adm.UpdateTenant(ctx, req.(*cyclesv1.UpdateTenantRequest))
-		},
-		func(resp any) any { return tenantOf(resp.(*cyclesv1.UpdateTenantResponse).GetTenant()) })
+	return nil
 }
 
 // ---- API keys -----------------------------------------------------------------
@@ -331,97 +356,65 @@ type apiKeyIn struct {
 	Metadata    map[string]any `json:"metadata"`
 }
 
-func (a *API) createAPIKey(w http.ResponseWriter, r *http.Request) {
-	var in apiKeyIn
-	req, err := decodeInto(a, w, r, &in, func() (*cyclesv1.CreateApiKeyRequest, error) {
-		out := &cyclesv1.CreateApiKeyRequest{TenantId: in.TenantID, Name: in.Name, Description: in.Description,
-			Permissions: in.Permissions, ScopeFilter: in.ScopeFilter}
-		if in.ExpiresAt != "" {
-			t, err := time.Parse(time.RFC3339Nano, in.ExpiresAt)
-			if err != nil {
-				return nil, apierr.Invalid("expires_at", "must be an RFC 3339 date-time")
-			}
-			ms := t.UnixMilli()
-			out.ExpiresAtMs = &ms
-		}
-		if len(in.Metadata) > 0 {
-			out.Metadata = make(map[string]string, len(in.Metadata))
-			for k, v := range in.Metadata {
-				sv, ok := v.(string)
-				if !ok {
-					return nil, apierr.Invalid("metadata."+k, "cyclesd key metadata values are strings")
-				}
-				out.Metadata[k] = sv
-			}
-		}
-		return out, nil
-	})
-	a.admin(w, r, cyclesv1.AdminService_CreateApiKey_FullMethodName, http.StatusCreated, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.adm.CreateApiKey(ctx, req.(*cyclesv1.CreateApiKeyRequest))
-		},
-		func(resp any) any {
-			k := resp.(*cyclesv1.CreateApiKeyResponse)
-			return apiKeyOf(k.GetApiKey(), k.GetSecret(), false)
-		})
-}
-
-type apiKeysOut struct {
-	Keys       []*apiKeyOut `json:"keys"`
-	NextCursor string       `json:"next_cursor,omitempty"`
-	HasMore    bool         `json:"has_more"`
-}
-
-// listAPIKeys serves GET /v1/admin/api-keys over AdminService.ListApiKeys.
-// Without tenant_id it lists every tenant's keys (tenant_id, then key id
-// order); status, search, limit and cursor are served; sort_by and sort_dir
-// are ignored (the spec lets a server ignore them). status EXPIRED matches
-// nothing: an expired key keeps its stored status ACTIVE (it is refused at
-// authentication from its expires_at on), so listing by EXPIRED is not served.
-func (a *API) listAPIKeys(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	req := &cyclesv1.ListApiKeysRequest{TenantId: q.Get("tenant_id"), Search: q.Get("search"), Cursor: q.Get("cursor")}
+func (in *apiKeyIn) fill(out *cyclesv1.CreateApiKeyRequest) error {
+	out.TenantId, out.Name, out.Description, out.Permissions, out.ScopeFilter = in.TenantID, in.Name, in.Description, in.Permissions, in.ScopeFilter
 	var err error
-	expired := false
-	if s := q.Get("status"); s != "" && err == nil {
-		if s == "EXPIRED" {
-			expired = true
-		} else {
-			var v int32
-			if v, err = parseEnum("status", s, keyStatusValues); err == nil {
-				req.Status = cyclesv1.ApiKeyStatus(v)
-			}
+	if in.ExpiresAt != "" {
+		if out.ExpiresAtMs, err = dateTimeMs("expires_at", in.ExpiresAt); err != nil {
+			return err
 		}
 	}
-	if err == nil {
-		req.Limit, err = limitParam(q)
+	if len(in.Metadata) > 0 {
+		if out.Metadata, err = keyLabels("metadata", in.Metadata); err != nil {
+			return err
+		}
 	}
-	a.admin(w, r, cyclesv1.AdminService_ListApiKeys_FullMethodName, http.StatusOK, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			l, err := a.adm.ListApiKeys(ctx, req.(*cyclesv1.ListApiKeysRequest))
-			if err == nil && expired {
-				l = &cyclesv1.ListApiKeysResponse{} // the tenant exists; none of its keys has expired
-			}
-			return l, err
-		},
-		func(resp any) any {
-			l := resp.(*cyclesv1.ListApiKeysResponse)
-			out := &apiKeysOut{Keys: make([]*apiKeyOut, 0, len(l.GetApiKeys())), NextCursor: l.GetNextCursor(), HasMore: l.GetHasMore()}
-			for _, k := range l.GetApiKeys() {
-				out.Keys = append(out.Keys, apiKeyOf(k, "", true))
-			}
-			return out
-		})
+	return nil
 }
 
-func (a *API) revokeAPIKey(w http.ResponseWriter, r *http.Request) {
-	tenant, keyID, err := splitKeyID(r.PathValue("key_id"))
-	req := &cyclesv1.RevokeApiKeyRequest{TenantId: tenant, KeyId: keyID}
-	a.admin(w, r, cyclesv1.AdminService_RevokeApiKey_FullMethodName, http.StatusOK, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.adm.RevokeApiKey(ctx, req.(*cyclesv1.RevokeApiKeyRequest))
-		},
-		func(resp any) any { return apiKeyOf(resp.(*cyclesv1.RevokeApiKeyResponse).GetApiKey(), "", true) })
+// dateTimeMs reads an RFC 3339 date-time body field as epoch milliseconds.
+func dateTimeMs(field, s string) (*int64, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return nil, apierr.Invalid(field, "must be an RFC 3339 date-time")
+	}
+	ms := t.UnixMilli()
+	return &ms, nil
+}
+
+// keyLabels reads a key's metadata: string values only.
+func keyLabels(field string, m map[string]any) (map[string]string, error) {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		sv, ok := v.(string)
+		if !ok {
+			return nil, apierr.Invalid(field+"."+k, "cyclesd key metadata values are strings")
+		}
+		out[k] = sv
+	}
+	return out, nil
+}
+
+// keyPath reads the {key_id} path parameter into the request's tenant_id
+// and key_id, then runs read (if any).
+func keyPath[Req interface {
+	proto.Message
+	GetKeyId() string
+}](read func(*API, http.ResponseWriter, *http.Request, Req) error) func(*API, http.ResponseWriter, *http.Request, Req) error {
+	return func(a *API, w http.ResponseWriter, r *http.Request, req Req) error {
+		tenant, keyID, err := splitKeyID(r.PathValue("key_id"))
+		if err != nil {
+			return err
+		}
+		m := req.ProtoReflect()
+		fields := m.Descriptor().Fields()
+		m.Set(fields.ByName("tenant_id"), protoreflect.ValueOfString(tenant))
+		m.Set(fields.ByName("key_id"), protoreflect.ValueOfString(keyID))
+		if read == nil {
+			return nil
+		}
+		return read(a, w, r, req)
+	}
 }
 
 // ---- budgets ------------------------------------------------------------------
@@ -458,28 +451,27 @@ func ledgerOf(b *cyclesv1.Budget) *ledgerOut {
 	}
 }
 
-// tenantOfScope reads the tenant of a canonical scope path ("tenant:<id>/...").
-func tenantOfScope(path string) string { return scope.TenantOf(path) }
+// scoped: a budget route's tenant_id defaults to the tenant its scope
+// (?scope=, "tenant:<id>/...") names; then read runs (if any).
+func scoped[Req proto.Message](read func(*API, http.ResponseWriter, *http.Request, Req) error) func(*API, http.ResponseWriter, *http.Request, Req) error {
+	return tenantFrom("scope_path", scope.TenantOf, read)
+}
 
-// budgetKey reads ?scope=&unit=[&tenant_id=]: the budget a route acts on.
-func budgetKey(q url.Values) (tenant, scope string, unit cyclesv1.Unit, err error) {
-	scope = q.Get("scope")
-	if scope == "" {
-		return "", "", 0, apierr.Invalid("scope", "query parameter is required")
+// tenantFrom defaults the request's tenant_id to the tenant field's value
+// names (of), then runs read (if any).
+func tenantFrom[Req proto.Message](field protoreflect.Name, of func(string) string,
+	read func(*API, http.ResponseWriter, *http.Request, Req) error) func(*API, http.ResponseWriter, *http.Request, Req) error {
+	return func(a *API, w http.ResponseWriter, r *http.Request, req Req) error {
+		m := req.ProtoReflect()
+		fields := m.Descriptor().Fields()
+		if tenant := fields.ByName("tenant_id"); m.Get(tenant).String() == "" {
+			m.Set(tenant, protoreflect.ValueOfString(of(m.Get(fields.ByName(field)).String())))
+		}
+		if read == nil {
+			return nil
+		}
+		return read(a, w, r, req)
 	}
-	u := q.Get("unit")
-	if u == "" {
-		return "", "", 0, apierr.Invalid("unit", "query parameter is required")
-	}
-	v, err := parseEnum("unit", u, unitValues)
-	if err != nil {
-		return "", "", 0, err
-	}
-	tenant = q.Get("tenant_id")
-	if tenant == "" {
-		tenant = tenantOfScope(scope)
-	}
-	return tenant, scope, cyclesv1.Unit(v), nil
 }
 
 func stringMap(field string, m map[string]any) (map[string]string, error) {
@@ -522,96 +514,40 @@ func unitAmount(field string, a *amountIn, unit cyclesv1.Unit) (int64, error) {
 	return p.GetAmount(), nil
 }
 
-func (a *API) createBudget(w http.ResponseWriter, r *http.Request) {
-	var in budgetIn
-	req, err := decodeInto(a, w, r, &in, func() (*cyclesv1.CreateBudgetRequest, error) {
-		if in.RolloverPolicy != "" && in.RolloverPolicy != "NONE" {
-			return nil, apierr.Invalid("rollover_policy", "only NONE is supported")
-		}
-		if in.PeriodStart != "" || in.PeriodEnd != "" {
-			return nil, apierr.Invalid("period_start", "budget periods are not supported; use fund RESET_SPENT at a period boundary")
-		}
-		v, err := parseEnum("unit", in.Unit, unitValues)
-		if err != nil {
-			return nil, err
-		}
-		unit := cyclesv1.Unit(v)
-		if in.Allocated == nil {
-			return nil, apierr.Invalid("allocated", "is required")
-		}
-		alloc, err := unitAmount("allocated", in.Allocated, unit)
-		if err != nil {
-			return nil, err
-		}
-		var limit int64
-		if in.OverdraftLimit != nil {
-			if limit, err = unitAmount("overdraft_limit", in.OverdraftLimit, unit); err != nil {
-				return nil, err
-			}
-		}
-		pol, err := policyOf("commit_overage_policy", in.CommitOveragePolicy)
-		if err != nil {
-			return nil, err
-		}
-		meta, err := stringMap("metadata", in.Metadata)
-		if err != nil {
-			return nil, err
-		}
-		tenant := in.TenantID
-		if tenant == "" {
-			tenant = tenantOfScope(in.Scope)
-		}
-		return &cyclesv1.CreateBudgetRequest{TenantId: tenant, ScopePath: in.Scope, Unit: unit, Allocated: alloc,
-			OverdraftLimit: limit, CommitOveragePolicy: pol, Metadata: meta}, nil
-	})
-	a.admin(w, r, cyclesv1.AdminService_CreateBudget_FullMethodName, http.StatusCreated, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.adm.CreateBudget(ctx, req.(*cyclesv1.CreateBudgetRequest))
-		},
-		func(resp any) any { return ledgerOf(resp.(*cyclesv1.CreateBudgetResponse).GetBudget()) })
-}
-
-type ledgersOut struct {
-	Ledgers    []*ledgerOut `json:"ledgers"`
-	NextCursor string       `json:"next_cursor,omitempty"`
-	HasMore    bool         `json:"has_more"`
-}
-
-func (a *API) listBudgets(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	req := &cyclesv1.ListBudgetsRequest{TenantId: q.Get("tenant_id"), ScopePrefix: q.Get("scope_prefix"), Cursor: q.Get("cursor")}
-	var err error // the tenant, when tenant_id is absent: AdminService.ListBudgets
-	if s := q.Get("unit"); s != "" {
-		var v int32
-		if v, err = parseEnum("unit", s, unitValues); err == nil {
-			req.Unit = cyclesv1.Unit(v)
+func (in *budgetIn) fill(out *cyclesv1.CreateBudgetRequest) error {
+	if in.RolloverPolicy != "" && in.RolloverPolicy != "NONE" {
+		return apierr.Invalid("rollover_policy", "only NONE is supported")
+	}
+	if in.PeriodStart != "" || in.PeriodEnd != "" {
+		return apierr.Invalid("period_start", "budget periods are not supported; use fund RESET_SPENT at a period boundary")
+	}
+	v, err := parseEnum("unit", in.Unit, unitValues)
+	if err != nil {
+		return err
+	}
+	unit := cyclesv1.Unit(v)
+	if in.Allocated == nil {
+		return apierr.Invalid("allocated", "is required")
+	}
+	if out.Allocated, err = unitAmount("allocated", in.Allocated, unit); err != nil {
+		return err
+	}
+	if in.OverdraftLimit != nil {
+		if out.OverdraftLimit, err = unitAmount("overdraft_limit", in.OverdraftLimit, unit); err != nil {
+			return err
 		}
 	}
-	if err == nil {
-		req.Limit, err = limitParam(q)
+	if out.CommitOveragePolicy, err = policyOf("commit_overage_policy", in.CommitOveragePolicy); err != nil {
+		return err
 	}
-	a.admin(w, r, cyclesv1.AdminService_ListBudgets_FullMethodName, http.StatusOK, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.adm.ListBudgets(ctx, req.(*cyclesv1.ListBudgetsRequest))
-		},
-		func(resp any) any {
-			l := resp.(*cyclesv1.ListBudgetsResponse)
-			out := &ledgersOut{Ledgers: make([]*ledgerOut, 0, len(l.GetBudgets())), NextCursor: l.GetNextCursor(), HasMore: l.GetHasMore()}
-			for _, b := range l.GetBudgets() {
-				out.Ledgers = append(out.Ledgers, ledgerOf(b))
-			}
-			return out
-		})
-}
-
-func (a *API) lookupBudget(w http.ResponseWriter, r *http.Request) {
-	tenant, scope, unit, err := budgetKey(r.URL.Query())
-	req := &cyclesv1.GetBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: unit}
-	a.admin(w, r, cyclesv1.AdminService_GetBudget_FullMethodName, http.StatusOK, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.adm.GetBudget(ctx, req.(*cyclesv1.GetBudgetRequest))
-		},
-		func(resp any) any { return ledgerOf(resp.(*cyclesv1.GetBudgetResponse).GetBudget()) })
+	if out.Metadata, err = stringMap("metadata", in.Metadata); err != nil {
+		return err
+	}
+	out.TenantId, out.ScopePath, out.Unit = in.TenantID, in.Scope, unit
+	if out.TenantId == "" {
+		out.TenantId = scope.TenantOf(in.Scope)
+	}
+	return nil
 }
 
 type budgetUpdateIn struct {
@@ -620,36 +556,21 @@ type budgetUpdateIn struct {
 	Metadata            map[string]any `json:"metadata"`
 }
 
-func (a *API) updateBudget(w http.ResponseWriter, r *http.Request) {
-	tenant, scope, unit, err := budgetKey(r.URL.Query())
-	var req any
-	if err == nil {
-		var in budgetUpdateIn
-		req, err = decodeInto(a, w, r, &in, func() (*cyclesv1.UpdateBudgetRequest, error) {
-			up := &cyclesv1.UpdateBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: unit}
-			if in.OverdraftLimit != nil {
-				n, err := unitAmount("overdraft_limit", in.OverdraftLimit, unit)
-				if err != nil {
-					return nil, err
-				}
-				up.OverdraftLimit = &n
-			}
-			pol, err := policyOf("commit_overage_policy", in.CommitOveragePolicy)
-			if err != nil {
-				return nil, err
-			}
-			up.CommitOveragePolicy = pol
-			if up.Metadata, err = stringMap("metadata", in.Metadata); err != nil {
-				return nil, err
-			}
-			return up, nil
-		})
+// fill: the budget (tenant, scope, unit) comes from the query.
+func (in *budgetUpdateIn) fill(up *cyclesv1.UpdateBudgetRequest) error {
+	if in.OverdraftLimit != nil {
+		n, err := unitAmount("overdraft_limit", in.OverdraftLimit, up.Unit)
+		if err != nil {
+			return err
+		}
+		up.OverdraftLimit = &n
 	}
-	a.admin(w, r, cyclesv1.AdminService_UpdateBudget_FullMethodName, http.StatusOK, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.adm.UpdateBudget(ctx, req.(*cyclesv1.UpdateBudgetRequest))
-		},
-		func(resp any) any { return ledgerOf(resp.(*cyclesv1.UpdateBudgetResponse).GetBudget()) })
+	var err error
+	if up.CommitOveragePolicy, err = policyOf("commit_overage_policy", in.CommitOveragePolicy); err != nil {
+		return err
+	}
+	up.Metadata, err = stringMap("metadata", in.Metadata)
+	return err
 }
 
 type fundIn struct {
@@ -674,49 +595,37 @@ type fundOut struct {
 	Timestamp         string    `json:"timestamp,omitempty"`
 }
 
-func (a *API) fundBudget(w http.ResponseWriter, r *http.Request) {
-	tenant, scope, unit, err := budgetKey(r.URL.Query())
-	var req any
-	if err == nil {
-		var in fundIn
-		req, err = decodeInto(a, w, r, &in, func() (*cyclesv1.FundBudgetRequest, error) {
-			op, err := parseEnum("operation", in.Operation, fundingValues)
-			if err != nil {
-				return nil, err
-			}
-			if in.Amount == nil {
-				return nil, apierr.Invalid("amount", "is required")
-			}
-			amt, err := unitAmount("amount", in.Amount, unit)
-			if err != nil {
-				return nil, err
-			}
-			f := &cyclesv1.FundBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: unit, Operation: cyclesv1.FundingOperation(op),
-				Amount: amt, Reason: in.Reason, IdempotencyKey: in.IdempotencyKey}
-			if in.Spent != nil {
-				s, err := unitAmount("spent", in.Spent, unit)
-				if err != nil {
-					return nil, err
-				}
-				f.Spent = &s
-			}
-			return f, nil
-		})
+// fill: the budget (tenant, scope, unit) comes from the query.
+func (in *fundIn) fill(f *cyclesv1.FundBudgetRequest) error {
+	op, err := parseEnum("operation", in.Operation, fundingValues)
+	if err != nil {
+		return err
 	}
-	a.admin(w, r, cyclesv1.AdminService_FundBudget_FullMethodName, http.StatusOK, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.adm.FundBudget(ctx, req.(*cyclesv1.FundBudgetRequest))
-		},
-		func(resp any) any {
-			f := resp.(*cyclesv1.FundBudgetResponse)
-			u := unitName(f.GetBudget().GetUnit())
-			amt := func(n int64) amountOut { return amountOut{Unit: u, Amount: n} }
-			return &fundOut{Operation: fundingNames[int32(f.GetOperation())],
-				PreviousAllocated: amt(f.GetPreviousAllocated()), NewAllocated: amt(f.GetNewAllocated()),
-				PreviousRemaining: amt(f.GetPreviousRemaining()), NewRemaining: amt(f.GetNewRemaining()),
-				PreviousDebt: amt(f.GetPreviousDebt()), NewDebt: amt(f.GetNewDebt()),
-				PreviousSpent: amt(f.GetPreviousSpent()), NewSpent: amt(f.GetNewSpent()), Timestamp: isoTime(f.GetTimestampMs())}
-		})
+	if in.Amount == nil {
+		return apierr.Invalid("amount", "is required")
+	}
+	if f.Amount, err = unitAmount("amount", in.Amount, f.Unit); err != nil {
+		return err
+	}
+	f.Operation, f.Reason, f.IdempotencyKey = cyclesv1.FundingOperation(op), in.Reason, in.IdempotencyKey
+	if in.Spent != nil {
+		s, err := unitAmount("spent", in.Spent, f.Unit)
+		if err != nil {
+			return err
+		}
+		f.Spent = &s
+	}
+	return nil
+}
+
+func fundOf(f *cyclesv1.FundBudgetResponse) *fundOut {
+	u := unitName(f.GetBudget().GetUnit())
+	amt := func(n int64) amountOut { return amountOut{Unit: u, Amount: n} }
+	return &fundOut{Operation: fundingNames[int32(f.GetOperation())],
+		PreviousAllocated: amt(f.GetPreviousAllocated()), NewAllocated: amt(f.GetNewAllocated()),
+		PreviousRemaining: amt(f.GetPreviousRemaining()), NewRemaining: amt(f.GetNewRemaining()),
+		PreviousDebt: amt(f.GetPreviousDebt()), NewDebt: amt(f.GetNewDebt()),
+		PreviousSpent: amt(f.GetPreviousSpent()), NewSpent: amt(f.GetNewSpent()), Timestamp: isoTime(f.GetTimestampMs())}
 }
 
 type transitionIn struct {
@@ -724,49 +633,19 @@ type transitionIn struct {
 	Metadata map[string]any `json:"metadata"`
 }
 
-// transition reads ?scope=&unit= and the optional {reason, metadata} body.
-func (a *API) transition(w http.ResponseWriter, r *http.Request) (tenant, scope string, unit cyclesv1.Unit, reason string, err error) {
-	if tenant, scope, unit, err = budgetKey(r.URL.Query()); err != nil {
-		return
-	}
+// transition reads a budget transition's optional {reason, metadata} body
+// into the request's reason (metadata is accepted and not kept).
+func transition[Req proto.Message](a *API, w http.ResponseWriter, r *http.Request, req Req) error {
 	if r.ContentLength == 0 {
-		return
+		return nil
 	}
 	var in transitionIn
-	if err = a.decodeJSON(w, r, &in); err != nil {
-		return
+	if err := a.decodeJSON(w, r, &in); err != nil {
+		return err
 	}
-	return tenant, scope, unit, in.Reason, nil
-}
-
-func (a *API) freezeBudget(w http.ResponseWriter, r *http.Request) {
-	tenant, scope, unit, reason, err := a.transition(w, r)
-	req := &cyclesv1.FreezeBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: unit, Reason: reason}
-	a.admin(w, r, cyclesv1.AdminService_FreezeBudget_FullMethodName, http.StatusOK, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.adm.FreezeBudget(ctx, req.(*cyclesv1.FreezeBudgetRequest))
-		},
-		func(resp any) any { return ledgerOf(resp.(*cyclesv1.FreezeBudgetResponse).GetBudget()) })
-}
-
-func (a *API) unfreezeBudget(w http.ResponseWriter, r *http.Request) {
-	tenant, scope, unit, reason, err := a.transition(w, r)
-	req := &cyclesv1.UnfreezeBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: unit, Reason: reason}
-	a.admin(w, r, cyclesv1.AdminService_UnfreezeBudget_FullMethodName, http.StatusOK, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.adm.UnfreezeBudget(ctx, req.(*cyclesv1.UnfreezeBudgetRequest))
-		},
-		func(resp any) any { return ledgerOf(resp.(*cyclesv1.UnfreezeBudgetResponse).GetBudget()) })
-}
-
-func (a *API) closeBudget(w http.ResponseWriter, r *http.Request) {
-	tenant, scope, unit, reason, err := a.transition(w, r)
-	req := &cyclesv1.CloseBudgetRequest{TenantId: tenant, ScopePath: scope, Unit: unit, Reason: reason}
-	a.admin(w, r, cyclesv1.AdminService_CloseBudget_FullMethodName, http.StatusOK, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.adm.CloseBudget(ctx, req.(*cyclesv1.CloseBudgetRequest))
-		},
-		func(resp any) any { return ledgerOf(resp.(*cyclesv1.CloseBudgetResponse).GetBudget()) })
+	m := req.ProtoReflect()
+	m.Set(m.Descriptor().Fields().ByName("reason"), protoreflect.ValueOfString(in.Reason))
+	return nil
 }
 
 // ---- introspection ---------------------------------------------------------------
@@ -782,19 +661,10 @@ type introspectOut struct {
 	KeyID string `json:"key_id,omitempty"`
 }
 
-// introspect answers who the credential is (AuthService.Introspect): the
-// admin ("*") or a tenant key with its permissions and capabilities.
-func (a *API) introspect(w http.ResponseWriter, r *http.Request) {
-	a.serve(w, r, route{server.IntrospectMethod, adminPlane, http.StatusOK}, &cyclesv1.IntrospectRequest{}, nil,
-		func(ctx context.Context, _ any) (any, error) { return authapi.Introspect(ctx) },
-		func(resp any) any {
-			in := resp.(*cyclesv1.IntrospectResponse)
-			out := &introspectOut{Authenticated: in.GetAuthenticated(), AuthType: in.GetAuthType(),
-				Permissions: in.GetPermissions(), Capabilities: in.GetCapabilities(), TenantID: in.GetTenantId(),
-				ScopeFilter: in.GetScopeFilter()}
-			out.KeyID = in.GetKeyId()
-			return out
-		})
+func introspectOf(in *cyclesv1.IntrospectResponse) *introspectOut {
+	return &introspectOut{Authenticated: in.GetAuthenticated(), AuthType: in.GetAuthType(),
+		Permissions: in.GetPermissions(), Capabilities: in.GetCapabilities(), TenantID: in.GetTenantId(),
+		ScopeFilter: in.GetScopeFilter(), KeyID: in.GetKeyId()}
 }
 
 // notServed answers a JSON 404 for protocol endpoints cyclesd does not serve.

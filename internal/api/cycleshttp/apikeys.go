@@ -1,20 +1,22 @@
 package cycleshttp
 
 import (
-	"context"
-	"net/http"
-	"time"
-
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
 
 // API-key routes beyond create/list/revoke (admin.go): the partial update
 // (AdminService.UpdateApiKey) and key validation (AuthService.Validate).
 
-func (a *API) keyRoutes() {
-	a.mux.HandleFunc("PATCH /v1/admin/api-keys/{key_id}", a.updateAPIKey)
-	a.mux.HandleFunc("POST /v1/auth/validate", a.validateAPIKey)
+func (a *API) keyRoutes() []endpoint {
+	return []endpoint{
+		on(a, "PATCH /v1/admin/api-keys/{key_id}", cyclesv1.AdminService_UpdateApiKey_FullMethodName,
+			via(a.adm, cyclesv1.AdminServiceServer.UpdateApiKey), keyPath(jsonBody((*apiKeyPatch).fill)),
+			func(p *cyclesv1.UpdateApiKeyResponse) *apiKeyOut { return apiKeyOf(p.GetApiKey(), "", true) },
+			off("the admin service is not enabled on this server")),
+		on(a, "POST /v1/auth/validate", cyclesv1.AuthService_Validate_FullMethodName,
+			via(a.auth, cyclesv1.AuthServiceServer.Validate), jsonBody((*validateIn).fill), validateOf,
+			off("key validation is not enabled on this server")),
+	}
 }
 
 // apiKeyPatch is the PATCH body: a field absent (or null) is left as it is.
@@ -29,45 +31,28 @@ type apiKeyPatch struct {
 	Metadata    *map[string]any `json:"metadata"`
 }
 
-func (a *API) updateAPIKey(w http.ResponseWriter, r *http.Request) {
-	tenant, keyID, err := splitKeyID(r.PathValue("key_id"))
-	var in apiKeyPatch
-	var req any = &cyclesv1.UpdateApiKeyRequest{TenantId: tenant, KeyId: keyID}
-	if err == nil {
-		req, err = decodeInto(a, w, r, &in, func() (*cyclesv1.UpdateApiKeyRequest, error) {
-			out := &cyclesv1.UpdateApiKeyRequest{TenantId: tenant, KeyId: keyID, Name: in.Name, Description: in.Description}
-			if in.Permissions != nil {
-				out.Permissions = &cyclesv1.ApiKeyStrings{Values: *in.Permissions}
-			}
-			if in.ScopeFilter != nil {
-				out.ScopeFilter = &cyclesv1.ApiKeyStrings{Values: *in.ScopeFilter}
-			}
-			if in.ExpiresAt != nil {
-				t, err := time.Parse(time.RFC3339Nano, *in.ExpiresAt)
-				if err != nil {
-					return nil, apierr.Invalid("expires_at", "must be an RFC 3339 date-time")
-				}
-				ms := t.UnixMilli()
-				out.ExpiresAtMs = &ms
-			}
-			if in.Metadata != nil {
-				out.Metadata = &cyclesv1.ApiKeyLabels{Values: make(map[string]string, len(*in.Metadata))}
-				for k, v := range *in.Metadata {
-					sv, ok := v.(string)
-					if !ok {
-						return nil, apierr.Invalid("metadata."+k, "cyclesd key metadata values are strings")
-					}
-					out.Metadata.Values[k] = sv
-				}
-			}
-			return out, nil
-		})
+// fill: the key (tenant, key id) comes from the path.
+func (in *apiKeyPatch) fill(out *cyclesv1.UpdateApiKeyRequest) error {
+	out.Name, out.Description = in.Name, in.Description
+	if in.Permissions != nil {
+		out.Permissions = &cyclesv1.ApiKeyStrings{Values: *in.Permissions}
 	}
-	a.admin(w, r, cyclesv1.AdminService_UpdateApiKey_FullMethodName, http.StatusOK, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.adm.UpdateApiKey(ctx, req.(*cyclesv1.UpdateApiKeyRequest))
-		},
-		func(resp any) any { return apiKeyOf(resp.(*cyclesv1.UpdateApiKeyResponse).GetApiKey(), "", true) })
+	if in.ScopeFilter != nil {
+		out.ScopeFilter = &cyclesv1.ApiKeyStrings{Values: *in.ScopeFilter}
+	}
+	var err error
+	if in.ExpiresAt != nil {
+		if out.ExpiresAtMs, err = dateTimeMs("expires_at", *in.ExpiresAt); err != nil {
+			return err
+		}
+	}
+	if in.Metadata != nil {
+		out.Metadata = &cyclesv1.ApiKeyLabels{}
+		if out.Metadata.Values, err = keyLabels("metadata", *in.Metadata); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type validateIn struct {
@@ -85,33 +70,22 @@ type validateOut struct {
 	Reason      string   `json:"reason,omitempty"`
 }
 
-func (a *API) validateAPIKey(w http.ResponseWriter, r *http.Request) {
-	if a.auth == nil {
-		a.notServed(w, r, "key validation is not enabled on this server")
-		return
+func (in *validateIn) fill(out *cyclesv1.ValidateRequest) error {
+	out.KeySecret = in.KeySecret
+	return nil
+}
+
+func validateOf(v *cyclesv1.ValidateResponse) *validateOut {
+	out := &validateOut{Valid: v.GetValid(), TenantID: v.GetTenantId(), KeyID: v.GetKeyId(), Permissions: v.GetPermissions(),
+		ScopeFilter: v.GetScopeFilter(), Reason: v.GetReason()}
+	if v.GetValid() {
+		out.ExpiresAt = neverExpires
+		if v.ExpiresAtMs != nil {
+			out.ExpiresAt = isoTime(v.GetExpiresAtMs())
+		}
+		if out.Permissions == nil {
+			out.Permissions = []string{}
+		}
 	}
-	var in validateIn
-	req, err := decodeInto(a, w, r, &in, func() (*cyclesv1.ValidateRequest, error) {
-		return &cyclesv1.ValidateRequest{KeySecret: in.KeySecret}, nil
-	})
-	a.serve(w, r, route{cyclesv1.AuthService_Validate_FullMethodName, adminPlane, http.StatusOK}, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.auth.Validate(ctx, req.(*cyclesv1.ValidateRequest))
-		},
-		func(resp any) any {
-			v := resp.(*cyclesv1.ValidateResponse)
-			out := &validateOut{Valid: v.GetValid(), TenantID: v.GetTenantId(), Permissions: v.GetPermissions(),
-				ScopeFilter: v.GetScopeFilter(), Reason: v.GetReason()}
-			out.KeyID = v.GetKeyId()
-			if v.GetValid() {
-				out.ExpiresAt = neverExpires
-				if v.ExpiresAtMs != nil {
-					out.ExpiresAt = isoTime(v.GetExpiresAtMs())
-				}
-				if out.Permissions == nil {
-					out.Permissions = []string{}
-				}
-			}
-			return out
-		})
+	return out
 }

@@ -1,9 +1,9 @@
 package cycleshttp
 
 import (
-	"context"
 	"encoding/json"
-	"net/http"
+
+	"google.golang.org/protobuf/proto"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
@@ -13,14 +13,37 @@ import (
 // and POST /v1/admin/budgets/bulk-action.
 
 var (
-	tenantBulkNames  = enumNames(cyclesv1.TenantBulkAction_name, "TENANT_BULK_ACTION_")
+	tenantBulkNames  = enumNames(cyclesv1.TenantBulkAction(0).Descriptor())
 	tenantBulkValues = enumValues(tenantBulkNames)
 	budgetStatusVals = enumValues(budgetStatusNames)
 )
 
-func (a *API) bulkRoutes() {
-	a.mux.HandleFunc("POST /v1/admin/tenants/bulk-action", a.bulkTenants)
-	a.mux.HandleFunc("POST /v1/admin/budgets/bulk-action", a.bulkBudgets)
+func (a *API) bulkRoutes() []endpoint {
+	op, offBulk := a.op, off("bulk actions are not enabled on this server")
+	return []endpoint{
+		on(a, "POST /v1/admin/tenants/bulk-action", cyclesv1.OperatorService_BulkActionTenants_FullMethodName,
+			via(op, cyclesv1.OperatorServiceServer.BulkActionTenants), jsonBody(built((*tenantBulkIn).proto)),
+			func(b *cyclesv1.BulkActionTenantsResponse) *bulkOut {
+				return bulkOf(tenantBulkNames[int32(b.GetAction())], b)
+			}, offBulk),
+		on(a, "POST /v1/admin/budgets/bulk-action", cyclesv1.OperatorService_BulkActionBudgets_FullMethodName,
+			via(op, cyclesv1.OperatorServiceServer.BulkActionBudgets), jsonBody(built((*budgetBulkIn).proto)),
+			func(b *cyclesv1.BulkActionBudgetsResponse) *bulkOut {
+				return bulkOf(fundingNames[int32(b.GetAction())], b)
+			}, offBulk),
+	}
+}
+
+// built adapts a wire type that builds its whole request.
+func built[In any, Req proto.Message](build func(*In) (Req, error)) func(*In, Req) error {
+	return func(in *In, req Req) error {
+		p, err := build(in)
+		if err != nil {
+			return err
+		}
+		proto.Merge(req, p)
+		return nil
+	}
 }
 
 type tenantBulkIn struct {
@@ -150,38 +173,16 @@ func rowsOf(rs []*cyclesv1.BulkRowOutcome) []*bulkRowOut {
 	return out
 }
 
-func (a *API) bulkTenants(w http.ResponseWriter, r *http.Request) {
-	if a.op == nil {
-		a.notServed(w, r, "bulk actions are not enabled on this server")
-		return
-	}
-	var in tenantBulkIn
-	req, err := decodeInto(a, w, r, &in, in.proto)
-	a.serve(w, r, route{cyclesv1.OperatorService_BulkActionTenants_FullMethodName, adminPlane, http.StatusOK}, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.op.BulkActionTenants(ctx, req.(*cyclesv1.BulkActionTenantsRequest))
-		},
-		func(resp any) any {
-			b := resp.(*cyclesv1.BulkActionTenantsResponse)
-			return &bulkOut{Action: tenantBulkNames[int32(b.GetAction())], TotalMatched: b.GetTotalMatched(), Succeeded: rowsOf(b.GetSucceeded()),
-				Failed: rowsOf(b.GetFailed()), Skipped: rowsOf(b.GetSkipped()), IdempotencyKey: b.GetIdempotencyKey()}
-		})
+// bulkResult is what both bulk answers share.
+type bulkResult interface {
+	GetTotalMatched() int64
+	GetSucceeded() []*cyclesv1.BulkRowOutcome
+	GetFailed() []*cyclesv1.BulkRowOutcome
+	GetSkipped() []*cyclesv1.BulkRowOutcome
+	GetIdempotencyKey() string
 }
 
-func (a *API) bulkBudgets(w http.ResponseWriter, r *http.Request) {
-	if a.op == nil {
-		a.notServed(w, r, "bulk actions are not enabled on this server")
-		return
-	}
-	var in budgetBulkIn
-	req, err := decodeInto(a, w, r, &in, in.proto)
-	a.serve(w, r, route{cyclesv1.OperatorService_BulkActionBudgets_FullMethodName, adminPlane, http.StatusOK}, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.op.BulkActionBudgets(ctx, req.(*cyclesv1.BulkActionBudgetsRequest))
-		},
-		func(resp any) any {
-			b := resp.(*cyclesv1.BulkActionBudgetsResponse)
-			return &bulkOut{Action: fundingNames[int32(b.GetAction())], TotalMatched: b.GetTotalMatched(), Succeeded: rowsOf(b.GetSucceeded()),
-				Failed: rowsOf(b.GetFailed()), Skipped: rowsOf(b.GetSkipped()), IdempotencyKey: b.GetIdempotencyKey()}
-		})
+func bulkOf(action string, b bulkResult) *bulkOut {
+	return &bulkOut{Action: action, TotalMatched: b.GetTotalMatched(), Succeeded: rowsOf(b.GetSucceeded()),
+		Failed: rowsOf(b.GetFailed()), Skipped: rowsOf(b.GetSkipped()), IdempotencyKey: b.GetIdempotencyKey()}
 }

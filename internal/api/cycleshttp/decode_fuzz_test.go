@@ -6,8 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/validate"
 )
@@ -29,10 +28,10 @@ func FuzzReserveBody(f *testing.F) {
 	a := &API{maxBody: 4096}
 	f.Fuzz(func(t *testing.T, body string) {
 		r := httptest.NewRequest(http.MethodPost, "/v1/reservations", strings.NewReader(body))
-		var in reserveIn
-		req, err := decodeInto(a, httptest.NewRecorder(), r, &in, in.proto)
+		req := &cyclesv1.CreateReservationRequest{}
+		err := jsonBody((*reserveIn).fill)(a, httptest.NewRecorder(), r, req)
 		if err == nil {
-			err = validate.Message(req.(proto.Message))
+			err = validate.Message(req)
 		}
 		if err == nil {
 			return

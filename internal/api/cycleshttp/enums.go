@@ -3,6 +3,8 @@ package cycleshttp
 import (
 	"strings"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
@@ -12,22 +14,28 @@ import (
 // INVALID_REQUEST naming the field, never a silent default.
 
 var (
-	unitNames     = enumNames(cyclesv1.Unit_name, "UNIT_")
+	unitNames     = enumNames(cyclesv1.Unit(0).Descriptor())
 	unitValues    = enumValues(unitNames)
-	decisionNames = enumNames(cyclesv1.Decision_name, "DECISION_")
-	statusNames   = enumNames(cyclesv1.ReservationStatus_name, "RESERVATION_STATUS_")
-	statusValues  = enumValues(statusNames)
-	policyNames   = enumNames(cyclesv1.CommitOveragePolicy_name, "COMMIT_OVERAGE_POLICY_")
+	decisionNames = enumNames(cyclesv1.Decision(0).Descriptor())
+	statusNames   = enumNames(cyclesv1.ReservationStatus(0).Descriptor())
+	policyNames   = enumNames(cyclesv1.CommitOveragePolicy(0).Descriptor())
 	policyValues  = enumValues(policyNames)
 )
 
-func enumNames(protoNames map[int32]string, prefix string) map[int32]string {
-	out := make(map[int32]string, len(protoNames))
-	for v, n := range protoNames {
-		if v == 0 {
-			continue // UNSPECIFIED has no wire spelling
+// enumPrefix is the prefix of an enum's value names: its UNSPECIFIED value's
+// name without "UNSPECIFIED" ("UNIT_" of UNIT_UNSPECIFIED).
+func enumPrefix(ed protoreflect.EnumDescriptor) string {
+	return strings.TrimSuffix(string(ed.Values().ByNumber(0).Name()), "UNSPECIFIED")
+}
+
+// enumNames is an enum's wire spelling by number (UNSPECIFIED has none).
+func enumNames(ed protoreflect.EnumDescriptor) map[int32]string {
+	vs, prefix := ed.Values(), enumPrefix(ed)
+	out := make(map[int32]string, vs.Len())
+	for i := range vs.Len() {
+		if v := vs.Get(i); v.Number() != 0 {
+			out[int32(v.Number())] = strings.TrimPrefix(string(v.Name()), prefix)
 		}
-		out[v] = strings.TrimPrefix(n, prefix)
 	}
 	return out
 }

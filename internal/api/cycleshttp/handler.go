@@ -9,7 +9,13 @@
 // process (server.Invoke): auth, the rate-limit guard, validation
 // (internal/validate), idempotency and the ledger are the very path gRPC calls
 // take. This package only translates JSON and maps errors onto HTTP statuses.
-// docs/http-api.md lists the wire rules and what is and is not served.
+//
+// Routes are declared in a table, one declaration each (route.go): pattern,
+// gRPC method, path and query parameters bound to proto fields by name, body
+// wire type, answer encoder and success status, all served by one generic
+// handler. Answers that follow the proto are written from declared shapes
+// (shape.go); hand-written wire types remain only where the spec's shape
+// differs. docs/http-api.md lists the wire rules and what is and is not served.
 package cycleshttp
 
 import (
@@ -32,6 +38,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/reqctx"
 	"github.com/cyclesgo/cycles-go/internal/server"
 )
@@ -92,9 +99,7 @@ type API struct {
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
 	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, qc: opts.QuotaCounters, usage: opts.Usage, op: opts.Operator, auth: opts.Auth, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
-	if a.maxBody <= 0 {
-		a.maxBody = DefaultMaxBodyBytes
-	}
+	defaults.Set(&a.maxBody, DefaultMaxBodyBytes)
 	a.routes()
 	var otelOpts []otelhttp.Option
 	if opts.TracerProvider != nil {
@@ -174,46 +179,27 @@ func (a *API) preAuth(next http.Handler) http.Handler {
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
 
 func (a *API) routes() {
-	a.mux.HandleFunc("POST /v1/reservations", a.createReservation)
-	a.mux.HandleFunc("GET /v1/reservations", a.listReservations)
-	a.mux.HandleFunc("GET /v1/reservations/{reservation_id}", a.getReservation)
-	a.mux.HandleFunc("POST /v1/reservations/{reservation_id}/commit", a.commitReservation)
-	a.mux.HandleFunc("POST /v1/reservations/{reservation_id}/release", a.releaseReservation)
-	a.mux.HandleFunc("POST /v1/reservations/{reservation_id}/extend", a.extendReservation)
-	a.mux.HandleFunc("POST /v1/decide", a.decide)
-	a.mux.HandleFunc("POST /v1/events", a.createEvent)
-	a.mux.HandleFunc("GET /v1/balances", a.getBalances)
-	a.adminRoutes()
-	a.policyRoutes()
-	a.quotaCounterRoutes()
-	a.usageRoutes()
-	a.auditRoutes()
-	a.bulkRoutes()
-	a.eventRoutes()
+	for _, table := range [][]endpoint{a.runtimeRoutes(), a.adminRoutes(), a.keyRoutes(), a.policyRoutes(), a.quotaCounterRoutes(),
+		a.usageRoutes(), a.auditRoutes(), a.bulkRoutes(), a.eventRoutes(), a.actionKindRoutes()} {
+		for _, e := range table {
+			a.mux.Handle(e.pattern, e.h)
+		}
+	}
 	a.webhookRoutes()
-	a.actionKindRoutes()
-	a.mux.HandleFunc("GET /v1/auth/introspect", a.introspect)
-	a.keyRoutes()
 	a.mux.HandleFunc("/v1/", a.notFound)
 }
 
 // ---- the one call path ---------------------------------------------------------
-
-// route is one HTTP route's binding to its gRPC method.
-type route struct {
-	method string // full gRPC method name (auth rule, guard, logs)
-	plane  plane
-	ok     int // success status
-}
 
 // decodeFailed stands in for the request when the body could not be decoded:
 // the chain still authenticates first (401 before 400, as the protocol
 // orders it), then the handler returns the decode error.
 type decodeFailed struct{}
 
-// serve runs one request: req (or decodeErr) through the chain into call,
-// then render's body with rt.ok, or the protocol's error body.
-func (a *API) serve(w http.ResponseWriter, r *http.Request, rt route, req any, decodeErr error,
+// serve runs one request: req (or decodeErr) through the chain as method
+// into call, then render's body with status ok, or the protocol's error body
+// in plane p's vocabulary.
+func (a *API) serve(w http.ResponseWriter, r *http.Request, method string, p plane, ok int, req any, decodeErr error,
 	call func(ctx context.Context, req any) (any, error), render func(resp any) any) {
 	var tenant string
 	if decodeErr != nil {
@@ -221,7 +207,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, rt route, req any, d
 	}
 	// The chain's one log line per call says which wire it came from.
 	ctx := logging.InjectFields(r.Context(), logging.Fields{"transport", "http", "http.route", r.Pattern})
-	resp, hdr, err := a.inv.Invoke(ctx, rt.method, metadataOf(r), req, func(ctx context.Context, req any) (any, error) {
+	resp, hdr, err := a.inv.Invoke(ctx, method, metadataOf(r), req, func(ctx context.Context, req any) (any, error) {
 		if p, ok := auth.FromContext(ctx); ok {
 			tenant = p.Tenant
 		}
@@ -248,7 +234,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, rt route, req any, d
 		}
 	}
 	if err != nil {
-		code, body, extra := errorOf(err, rt.plane, requestID, traceID)
+		code, body, extra := errorOf(err, p, requestID, traceID)
 		for k, v := range extra {
 			if h.Get(k) == "" {
 				h.Set(k, v)
@@ -258,11 +244,11 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, rt route, req any, d
 		return
 	}
 	if resp == nil { // a handler answering nothing is a bug, not a 200
-		code, body, _ := errorOf(apierr.New(apierr.InternalError, "internal error").Status(requestID, traceID).Err(), rt.plane, requestID, traceID)
+		code, body, _ := errorOf(apierr.New(apierr.InternalError, "internal error").Status(requestID, traceID).Err(), p, requestID, traceID)
 		writeJSON(w, code, body)
 		return
 	}
-	writeJSON(w, rt.ok, render(resp))
+	writeJSON(w, ok, render(resp))
 }
 
 func first(md metadata.MD, k string) string {

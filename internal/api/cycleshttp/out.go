@@ -52,20 +52,27 @@ func balancesOf(in []*cyclesv1.Balance) []balanceOut {
 	}
 	out := make([]balanceOut, len(in))
 	for i, b := range in {
-		unit := unitName(b.GetRemaining().GetUnit())
-		out[i] = balanceOut{
-			Scope:          b.GetScope(),
-			ScopePath:      b.GetScopePath(),
-			Remaining:      amountOut{Unit: unit, Amount: b.GetRemaining().GetAmount()},
-			Reserved:       amountOut{Unit: unit, Amount: b.GetReserved().GetAmount()},
-			Spent:          amountOut{Unit: unit, Amount: b.GetSpent().GetAmount()},
-			Allocated:      amountOut{Unit: unit, Amount: b.GetAllocated().GetAmount()},
-			Debt:           nonZero(b.GetDebt()),
-			OverdraftLimit: nonZero(b.GetOverdraftLimit()),
-			IsOverLimit:    b.GetIsOverLimit(),
-		}
+		out[i] = balanceOf(b)
 	}
 	return out
+}
+
+// balanceOf is hand-written: every amount carries the unit of remaining,
+// and debt and overdraft_limit are omitted when zero (not when unset), as
+// the reference server writes them.
+func balanceOf(b *cyclesv1.Balance) balanceOut {
+	unit := unitName(b.GetRemaining().GetUnit())
+	return balanceOut{
+		Scope:          b.GetScope(),
+		ScopePath:      b.GetScopePath(),
+		Remaining:      amountOut{Unit: unit, Amount: b.GetRemaining().GetAmount()},
+		Reserved:       amountOut{Unit: unit, Amount: b.GetReserved().GetAmount()},
+		Spent:          amountOut{Unit: unit, Amount: b.GetSpent().GetAmount()},
+		Allocated:      amountOut{Unit: unit, Amount: b.GetAllocated().GetAmount()},
+		Debt:           nonZero(b.GetDebt()),
+		OverdraftLimit: nonZero(b.GetOverdraftLimit()),
+		IsOverLimit:    b.GetIsOverLimit(),
+	}
 }
 
 type capsOut struct {
@@ -283,32 +290,4 @@ func mapOf(s *structpb.Struct) map[string]any {
 		return nil
 	}
 	return s.AsMap()
-}
-
-type listOut struct {
-	Reservations []reservationOut `json:"reservations"`
-	NextCursor   string           `json:"next_cursor,omitempty"`
-	HasMore      bool             `json:"has_more"`
-}
-
-func listOf(r *cyclesv1.ListReservationsResponse) *listOut {
-	out := &listOut{Reservations: make([]reservationOut, 0, len(r.GetReservations())), NextCursor: r.GetNextCursor(), HasMore: r.GetHasMore()}
-	for _, x := range r.GetReservations() {
-		out.Reservations = append(out.Reservations, reservationOf(x))
-	}
-	return out
-}
-
-type balancesOut struct {
-	Balances   []balanceOut `json:"balances"`
-	NextCursor string       `json:"next_cursor,omitempty"`
-	HasMore    bool         `json:"has_more"`
-}
-
-func balancesRespOf(r *cyclesv1.GetBalancesResponse) *balancesOut {
-	b := balancesOf(r.GetBalances())
-	if b == nil {
-		b = []balanceOut{}
-	}
-	return &balancesOut{Balances: b, NextCursor: r.GetNextCursor(), HasMore: r.GetHasMore()}
 }

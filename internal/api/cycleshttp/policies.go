@@ -1,8 +1,6 @@
 package cycleshttp
 
 import (
-	"context"
-	"net/http"
 	"time"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
@@ -16,24 +14,37 @@ import (
 // policy id when tenant_id is not in the query (docs/http-api.md).
 
 var (
-	policyStatusNames  = enumNames(cyclesv1.PolicyStatus_name, "POLICY_STATUS_")
+	policyStatusNames  = enumNames(cyclesv1.PolicyStatus(0).Descriptor())
 	policyStatusValues = enumValues(policyStatusNames)
 )
 
-func (a *API) policyRoutes() {
-	a.mux.HandleFunc("POST /v1/admin/policies", a.createPolicy)
-	a.mux.HandleFunc("GET /v1/admin/policies", a.listPolicies)
-	a.mux.HandleFunc("GET /v1/admin/policies/{policy_id}", a.getPolicy)
-	a.mux.HandleFunc("PATCH /v1/admin/policies/{policy_id}", a.updatePolicy)
+func (a *API) policyRoutes() []endpoint {
+	pol, offPolicy := a.pol, off("the policy service is not enabled on this server")
+	return []endpoint{
+		on(a, "POST /v1/admin/policies", cyclesv1.PolicyService_CreateScopePolicy_FullMethodName,
+			via(pol, cyclesv1.PolicyServiceServer.CreateScopePolicy), jsonBody((*policyIn).fillCreate),
+			func(p *cyclesv1.CreateScopePolicyResponse) *policyOut { return policyOutOf(p.GetPolicy()) }, created, offPolicy),
+		// tenant_id is required (admin key); the v0.1.26 filters
+		// (has_action_quotas, references_action_kind) are ignored, as the spec
+		// allows a server without those extensions.
+		on(a, "GET /v1/admin/policies", cyclesv1.PolicyService_ListScopePolicies_FullMethodName,
+			via(pol, cyclesv1.PolicyServiceServer.ListScopePolicies), check(tenantRequired),
+			shaped[*cyclesv1.ListScopePoliciesResponse](page("policies", item(policyOutOf))), offPolicy,
+			query(q("tenant_id"), q("scope_pattern"), q("cursor"), q("status"), q("limit"))),
+		on(a, "GET /v1/admin/policies/{policy_id}", cyclesv1.PolicyService_GetScopePolicy_FullMethodName,
+			via(pol, cyclesv1.PolicyServiceServer.GetScopePolicy), tenantFrom[*cyclesv1.GetScopePolicyRequest]("policy_id", policy.TenantOf, nil),
+			func(p *cyclesv1.GetScopePolicyResponse) *policyOut { return policyOutOf(p.GetPolicy()) }, offPolicy, query(q("tenant_id"))),
+		on(a, "PATCH /v1/admin/policies/{policy_id}", cyclesv1.PolicyService_UpdateScopePolicy_FullMethodName,
+			via(pol, cyclesv1.PolicyServiceServer.UpdateScopePolicy), tenantFrom("policy_id", policy.TenantOf, jsonBody((*policyIn).fillUpdate)),
+			func(p *cyclesv1.UpdateScopePolicyResponse) *policyOut { return policyOutOf(p.GetPolicy()) }, offPolicy, query(q("tenant_id"))),
+	}
 }
 
-func (a *API) policyCall(w http.ResponseWriter, r *http.Request, method string, ok int, req any, decodeErr error,
-	call func(ctx context.Context, req any) (any, error), render func(resp any) any) {
-	if a.pol == nil {
-		a.notServed(w, r, "the policy service is not enabled on this server")
-		return
+func tenantRequired(req *cyclesv1.ListScopePoliciesRequest) error {
+	if req.TenantId == "" {
+		return apierr.Invalid("tenant_id", "is required with the admin key")
 	}
-	a.serve(w, r, route{method, adminPlane, ok}, req, decodeErr, call, render)
+	return nil
 }
 
 type ttlOverrideJSON struct {
@@ -167,129 +178,48 @@ func (in *policyIn) terms() (pol cyclesv1.CommitOveragePolicy, st cyclesv1.Polic
 	return
 }
 
-func (a *API) createPolicy(w http.ResponseWriter, r *http.Request) {
-	var in policyIn
-	req, err := decodeInto(a, w, r, &in, func() (*cyclesv1.CreateScopePolicyRequest, error) {
-		if in.TenantID == "" {
-			return nil, apierr.Invalid("tenant_id", "is required with the admin key")
-		}
-		pol, st, from, until, err := in.terms()
-		if err != nil {
-			return nil, err
-		}
-		out := &cyclesv1.CreateScopePolicyRequest{TenantId: in.TenantID, ScopePattern: in.ScopePattern,
-			Caps: in.Caps.proto(), CommitOveragePolicy: pol, ReservationTtlOverride: in.ReservationTTLOverride.proto(),
-			RateLimits: in.RateLimits.proto(), Status: st}
-		if in.Name != nil {
-			out.Name = *in.Name
-		}
-		if in.Description != nil {
-			out.Description = *in.Description
-		}
-		if in.Priority != nil {
-			out.Priority = *in.Priority
-		}
-		if from != nil {
-			out.EffectiveFromMs = *from
-		}
-		if until != nil {
-			out.EffectiveUntilMs = *until
-		}
-		if err := in.governanceIn.create(out); err != nil {
-			return nil, err
-		}
-		return out, nil
-	})
-	a.policyCall(w, r, cyclesv1.PolicyService_CreateScopePolicy_FullMethodName, http.StatusCreated, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.pol.CreateScopePolicy(ctx, req.(*cyclesv1.CreateScopePolicyRequest))
-		},
-		func(resp any) any { return policyOutOf(resp.(*cyclesv1.CreateScopePolicyResponse).GetPolicy()) })
-}
-
-type policiesOut struct {
-	Policies   []*policyOut `json:"policies"`
-	NextCursor string       `json:"next_cursor,omitempty"`
-	HasMore    bool         `json:"has_more"`
-}
-
-// listPolicies serves GET /v1/admin/policies: tenant_id is required (admin
-// key); scope_pattern, status, limit and cursor filter and page. The v0.1.26
-// filters (has_action_quotas, references_action_kind) are ignored, as the
-// spec allows a server without those extensions.
-func (a *API) listPolicies(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	req := &cyclesv1.ListScopePoliciesRequest{TenantId: q.Get("tenant_id"), ScopePattern: q.Get("scope_pattern"), Cursor: q.Get("cursor")}
-	var err error
-	if req.TenantId == "" {
-		err = apierr.Invalid("tenant_id", "is required with the admin key")
+func (in *policyIn) fillCreate(out *cyclesv1.CreateScopePolicyRequest) error {
+	if in.TenantID == "" {
+		return apierr.Invalid("tenant_id", "is required with the admin key")
 	}
-	if s := q.Get("status"); s != "" && err == nil {
-		var v int32
-		if v, err = parseEnum("status", s, policyStatusValues); err == nil {
-			req.Status = cyclesv1.PolicyStatus(v)
-		}
+	pol, st, from, until, err := in.terms()
+	if err != nil {
+		return err
 	}
-	if err == nil {
-		req.Limit, err = limitParam(q)
+	out.TenantId, out.ScopePattern, out.Caps, out.CommitOveragePolicy = in.TenantID, in.ScopePattern, in.Caps.proto(), pol
+	out.ReservationTtlOverride, out.RateLimits, out.Status = in.ReservationTTLOverride.proto(), in.RateLimits.proto(), st
+	if in.Name != nil {
+		out.Name = *in.Name
 	}
-	a.policyCall(w, r, cyclesv1.PolicyService_ListScopePolicies_FullMethodName, http.StatusOK, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.pol.ListScopePolicies(ctx, req.(*cyclesv1.ListScopePoliciesRequest))
-		},
-		func(resp any) any {
-			l := resp.(*cyclesv1.ListScopePoliciesResponse)
-			out := &policiesOut{Policies: make([]*policyOut, 0, len(l.GetPolicies())), NextCursor: l.GetNextCursor(), HasMore: l.GetHasMore()}
-			for _, p := range l.GetPolicies() {
-				out.Policies = append(out.Policies, policyOutOf(p))
-			}
-			return out
-		})
+	if in.Description != nil {
+		out.Description = *in.Description
+	}
+	if in.Priority != nil {
+		out.Priority = *in.Priority
+	}
+	if from != nil {
+		out.EffectiveFromMs = *from
+	}
+	if until != nil {
+		out.EffectiveUntilMs = *until
+	}
+	return in.governanceIn.create(out)
 }
 
-// policyTenant is the tenant of a policy route: the tenant_id query
-// parameter, else the tenant the id names.
-func policyTenant(r *http.Request) string {
-	if t := r.URL.Query().Get("tenant_id"); t != "" {
-		return t
+// fillUpdate: the policy (tenant, id) comes from the path and query.
+func (in *policyIn) fillUpdate(out *cyclesv1.UpdateScopePolicyRequest) error {
+	if in.TenantID != "" {
+		return apierr.Invalid("tenant_id", "is not part of an update: the policy id names the tenant")
 	}
-	return policy.TenantOf(r.PathValue("policy_id"))
-}
-
-func (a *API) getPolicy(w http.ResponseWriter, r *http.Request) {
-	req := &cyclesv1.GetScopePolicyRequest{TenantId: policyTenant(r), PolicyId: r.PathValue("policy_id")}
-	a.policyCall(w, r, cyclesv1.PolicyService_GetScopePolicy_FullMethodName, http.StatusOK, req, nil,
-		func(ctx context.Context, req any) (any, error) {
-			return a.pol.GetScopePolicy(ctx, req.(*cyclesv1.GetScopePolicyRequest))
-		},
-		func(resp any) any { return policyOutOf(resp.(*cyclesv1.GetScopePolicyResponse).GetPolicy()) })
-}
-
-func (a *API) updatePolicy(w http.ResponseWriter, r *http.Request) {
-	var in policyIn
-	req, err := decodeInto(a, w, r, &in, func() (*cyclesv1.UpdateScopePolicyRequest, error) {
-		if in.TenantID != "" {
-			return nil, apierr.Invalid("tenant_id", "is not part of an update: the policy id names the tenant")
-		}
-		if in.ScopePattern != "" {
-			return nil, apierr.Invalid("scope_pattern", "cannot be changed; create a new policy")
-		}
-		pol, st, from, until, err := in.terms()
-		if err != nil {
-			return nil, err
-		}
-		out := &cyclesv1.UpdateScopePolicyRequest{TenantId: policyTenant(r), PolicyId: r.PathValue("policy_id"),
-			Name: in.Name, Description: in.Description, Priority: in.Priority, Caps: in.Caps.proto(),
-			CommitOveragePolicy: pol, ReservationTtlOverride: in.ReservationTTLOverride.proto(),
-			RateLimits: in.RateLimits.proto(), Status: st, EffectiveFromMs: from, EffectiveUntilMs: until}
-		if err := in.governanceIn.update(out); err != nil {
-			return nil, err
-		}
-		return out, nil
-	})
-	a.policyCall(w, r, cyclesv1.PolicyService_UpdateScopePolicy_FullMethodName, http.StatusOK, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.pol.UpdateScopePolicy(ctx, req.(*cyclesv1.UpdateScopePolicyRequest))
-		},
-		func(resp any) any { return policyOutOf(resp.(*cyclesv1.UpdateScopePolicyResponse).GetPolicy()) })
+	if in.ScopePattern != "" {
+		return apierr.Invalid("scope_pattern", "cannot be changed; create a new policy")
+	}
+	pol, st, from, until, err := in.terms()
+	if err != nil {
+		return err
+	}
+	out.Name, out.Description, out.Priority, out.Caps, out.CommitOveragePolicy = in.Name, in.Description, in.Priority, in.Caps.proto(), pol
+	out.ReservationTtlOverride, out.RateLimits, out.Status = in.ReservationTTLOverride.proto(), in.RateLimits.proto(), st
+	out.EffectiveFromMs, out.EffectiveUntilMs = from, until
+	return in.governanceIn.update(out)
 }

@@ -1,8 +1,9 @@
 package cycleshttp
 
 import (
-	"context"
 	"net/http"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
@@ -17,18 +18,36 @@ import (
 // action_kind, window, run_id, include_zero, limit, cursor) and POST
 // /v1/admin/action-quota-counters/reset (ActionQuotaCounterResetRequest).
 
-func (a *API) quotaCounterRoutes() {
-	a.mux.HandleFunc("GET /v1/admin/action-quota-counters", a.listQuotaCounters)
-	a.mux.HandleFunc("POST /v1/admin/action-quota-counters/reset", a.resetQuotaCounter)
+func (a *API) quotaCounterRoutes() []endpoint {
+	qc, offQC := a.qc, off("the quota counter service is not enabled on this server")
+	return []endpoint{
+		on(a, "GET /v1/admin/action-quota-counters", cyclesv1.QuotaCounterService_ListActionQuotaCounters_FullMethodName,
+			via(qc, cyclesv1.QuotaCounterServiceServer.ListActionQuotaCounters), keyTenant,
+			shaped[*cyclesv1.ListActionQuotaCountersResponse](page("counters", item(quotaStateOf))), offQC,
+			query(q("tenant_id"), q("scope"), q("action_kind"), q("cursor"), q("run_id"), q("include_zero"),
+				q("window").with(func(name, s string) (protoreflect.Value, error) {
+					w, err := windowOf(name, s)
+					return protoreflect.ValueOfEnum(w.Number()), err
+				}), q("limit"))),
+		on(a, "POST /v1/admin/action-quota-counters/reset", cyclesv1.QuotaCounterService_ResetActionQuotaCounter_FullMethodName,
+			via(qc, cyclesv1.QuotaCounterServiceServer.ResetActionQuotaCounter), jsonBody((*quotaResetIn).fill),
+			shaped[*cyclesv1.ResetActionQuotaCounterResponse](shapeOf("counter", "previous_used").with("counter", item(quotaStateOf))), offQC),
+	}
 }
 
-func (a *API) quotaCounterCall(w http.ResponseWriter, r *http.Request, method string, req any, decodeErr error,
-	call func(ctx context.Context, req any) (any, error), render func(resp any) any) {
-	if a.qc == nil {
-		a.notServed(w, r, "the quota counter service is not enabled on this server")
-		return
+// keyTenant: without tenant_id, a tenant key lists its own tenant's counters
+// (the key names it; the chain proves the key and the service confines it to
+// that tenant); the admin key must name the tenant.
+func keyTenant(_ *API, _ http.ResponseWriter, r *http.Request, req *cyclesv1.ListActionQuotaCountersRequest) error {
+	if req.TenantId != "" {
+		return nil
 	}
-	a.serve(w, r, route{method, adminPlane, http.StatusOK}, req, decodeErr, call, render)
+	k, ok := auth.ParseAPIKey(r.Header.Get("X-Cycles-API-Key"))
+	if !ok {
+		return apierr.Invalid("tenant_id", "is required with the admin key")
+	}
+	req.TenantId = k.Tenant
+	return nil
 }
 
 type quotaStateOut struct {
@@ -53,55 +72,6 @@ func quotaStateOf(s *cyclesv1.ActionQuotaState) *quotaStateOut {
 		LastIncrementedAt: isoTime(s.GetLastIncrementedAtMs())}
 }
 
-type quotaCountersOut struct {
-	Counters   []*quotaStateOut `json:"counters"`
-	NextCursor string           `json:"next_cursor,omitempty"`
-	HasMore    bool             `json:"has_more"`
-}
-
-func (a *API) listQuotaCounters(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	req := &cyclesv1.ListActionQuotaCountersRequest{TenantId: q.Get("tenant_id"), Scope: q.Get("scope"),
-		ActionKind: q.Get("action_kind"), Cursor: q.Get("cursor"), RunId: q.Get("run_id")}
-	var err error
-	if s := q.Get("include_zero"); s != "" {
-		switch s {
-		case "true":
-			req.IncludeZero = true
-		case "false":
-		default:
-			err = apierr.Invalid("include_zero", "must be true or false")
-		}
-	}
-	if req.TenantId == "" {
-		// A tenant key lists its own tenant's counters (the key names it; the
-		// chain proves the key and the service confines it to that tenant).
-		if k, ok := auth.ParseAPIKey(r.Header.Get("X-Cycles-API-Key")); ok {
-			req.TenantId = k.Tenant
-		} else {
-			err = apierr.Invalid("tenant_id", "is required with the admin key")
-		}
-	}
-	if s := q.Get("window"); s != "" && err == nil {
-		req.Window, err = windowOf("window", s)
-	}
-	if err == nil {
-		req.Limit, err = limitParam(q)
-	}
-	a.quotaCounterCall(w, r, cyclesv1.QuotaCounterService_ListActionQuotaCounters_FullMethodName, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.qc.ListActionQuotaCounters(ctx, req.(*cyclesv1.ListActionQuotaCountersRequest))
-		},
-		func(resp any) any {
-			l := resp.(*cyclesv1.ListActionQuotaCountersResponse)
-			out := &quotaCountersOut{Counters: make([]*quotaStateOut, 0, len(l.GetCounters())), NextCursor: l.GetNextCursor(), HasMore: l.GetHasMore()}
-			for _, c := range l.GetCounters() {
-				out.Counters = append(out.Counters, quotaStateOf(c))
-			}
-			return out
-		})
-}
-
 type quotaResetIn struct {
 	TenantID   string `json:"tenant_id"`
 	Scope      string `json:"scope"`
@@ -112,38 +82,21 @@ type quotaResetIn struct {
 	Reason     string `json:"reason"`
 }
 
-type quotaResetOut struct {
-	Counter      *quotaStateOut `json:"counter"`
-	PreviousUsed int64          `json:"previous_used"`
-}
-
-func (a *API) resetQuotaCounter(w http.ResponseWriter, r *http.Request) {
-	var in quotaResetIn
-	req, err := decodeInto(a, w, r, &in, func() (*cyclesv1.ResetActionQuotaCounterRequest, error) {
-		out := &cyclesv1.ResetActionQuotaCounterRequest{TenantId: in.TenantID, Scope: in.Scope, ActionKind: in.ActionKind,
-			WindowKey: in.WindowKey, Reason: in.Reason}
-		if in.RiskClass != "" {
-			rc, ok := actionkind.ParseRisk(in.RiskClass)
-			if !ok {
-				return nil, apierr.Invalid("risk_class", "unknown risk class %q", in.RiskClass)
-			}
-			out.RiskClass = rc.Proto()
+func (in *quotaResetIn) fill(out *cyclesv1.ResetActionQuotaCounterRequest) error {
+	out.TenantId, out.Scope, out.ActionKind, out.WindowKey, out.Reason = in.TenantID, in.Scope, in.ActionKind, in.WindowKey, in.Reason
+	if in.RiskClass != "" {
+		rc, ok := actionkind.ParseRisk(in.RiskClass)
+		if !ok {
+			return apierr.Invalid("risk_class", "unknown risk class %q", in.RiskClass)
 		}
-		if in.Window != "" {
-			wd, err := windowOf("window", in.Window)
-			if err != nil {
-				return nil, err
-			}
-			out.Window = wd
+		out.RiskClass = rc.Proto()
+	}
+	if in.Window != "" {
+		wd, err := windowOf("window", in.Window)
+		if err != nil {
+			return err
 		}
-		return out, nil
-	})
-	a.quotaCounterCall(w, r, cyclesv1.QuotaCounterService_ResetActionQuotaCounter_FullMethodName, req, err,
-		func(ctx context.Context, req any) (any, error) {
-			return a.qc.ResetActionQuotaCounter(ctx, req.(*cyclesv1.ResetActionQuotaCounterRequest))
-		},
-		func(resp any) any {
-			rr := resp.(*cyclesv1.ResetActionQuotaCounterResponse)
-			return &quotaResetOut{Counter: quotaStateOf(rr.GetCounter()), PreviousUsed: rr.GetPreviousUsed()}
-		})
+		out.Window = wd
+	}
+	return nil
 }

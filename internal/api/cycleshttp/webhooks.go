@@ -68,11 +68,11 @@ func (a *API) webhookAnswer(admin bool, answer func(*http.Request) (any, error))
 }
 
 func (a *API) webhookServe(w http.ResponseWriter, r *http.Request, admin bool, decodeErr error, answer func() (any, error)) {
-	rt := route{cyclesv1.EventService_ListEvents_FullMethodName, runtimePlane, http.StatusOK}
+	p := runtimePlane
 	if admin {
-		rt.plane = adminPlane
+		p = adminPlane
 	}
-	a.serve(w, r, rt, &cyclesv1.ListEventsRequest{}, decodeErr,
+	a.serve(w, r, cyclesv1.EventService_ListEvents_FullMethodName, p, http.StatusOK, &cyclesv1.ListEventsRequest{}, decodeErr,
 		func(ctx context.Context, _ any) (any, error) {
 			if p, _ := auth.FromContext(ctx); admin && !p.Admin {
 				return nil, apierr.New(apierr.Unauthorized, "this endpoint needs the admin key (X-Admin-API-Key)")

@@ -157,9 +157,6 @@ func (s *subjectIn) proto() (*cyclesv1.Subject, error) {
 	return out, nil
 }
 
-// hasPolicyKeys: the request sent v0.1.26 policy_keys (it speaks v0.1.26).
-func (a *actionIn) hasPolicyKeys() bool { return a != nil && a.PolicyKeys != nil }
-
 func (a *actionIn) proto() *cyclesv1.Action {
 	if a == nil {
 		return nil
@@ -243,110 +240,104 @@ func valueOf(v any) (*structpb.Value, error) {
 	}
 }
 
-func (r *reserveIn) proto() (*cyclesv1.CreateReservationRequest, error) {
-	subj, err := r.Subject.proto()
-	if err != nil {
-		return nil, err
+// creating holds what the creating bodies (reserve, decide, event) share.
+type creating struct {
+	subject  *cyclesv1.Subject
+	action   *cyclesv1.Action
+	amount   *cyclesv1.Amount
+	metadata *structpb.Struct
+}
+
+// creatingOf reads the shared members: subject, action, the amount under
+// field, metadata.
+func creatingOf(s *subjectIn, a *actionIn, field string, amt *amountIn, meta map[string]any) (c creating, err error) {
+	if c.subject, err = s.proto(); err != nil {
+		return c, err
 	}
-	est, err := r.Estimate.proto("estimate")
-	if err != nil {
-		return nil, err
+	if c.amount, err = amt.proto(field); err != nil {
+		return c, err
 	}
-	pol, err := policyOf("overage_policy", r.OveragePolicy)
-	if err != nil {
-		return nil, err
+	if c.metadata, err = structOf("metadata", meta); err != nil {
+		return c, err
 	}
-	meta, err := structOf("metadata", r.Metadata)
+	c.action = a.proto()
+	return c, nil
+}
+
+func (r *reserveIn) fill(out *cyclesv1.CreateReservationRequest) error {
+	c, err := creatingOf(r.Subject, r.Action, "estimate", r.Estimate, r.Metadata)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var observe cyclesv1.ObserveMode
+	if out.OveragePolicy, err = policyOf("overage_policy", r.OveragePolicy); err != nil {
+		return err
+	}
 	if r.ObserveMode != nil {
 		m, ok := actionkind.ParseObserveMode(*r.ObserveMode)
 		if !ok {
-			return nil, apierr.Invalid("observe_mode", "must be DISABLED, OBSERVE or ENFORCE")
+			return apierr.Invalid("observe_mode", "must be DISABLED, OBSERVE or ENFORCE")
 		}
-		observe = m
+		out.ObserveMode = m
 	}
-	return &cyclesv1.CreateReservationRequest{IdempotencyKey: r.IdempotencyKey, Subject: subj, Action: r.Action.proto(),
-		Estimate: est, TtlMs: r.TTLMs, GracePeriodMs: r.GracePeriodMs, OveragePolicy: pol,
-		DryRun: r.DryRun != nil && *r.DryRun, Metadata: meta, ObserveMode: observe}, nil
+	out.IdempotencyKey, out.Subject, out.Action, out.Estimate, out.Metadata = r.IdempotencyKey, c.subject, c.action, c.amount, c.metadata
+	out.TtlMs, out.GracePeriodMs, out.DryRun = r.TTLMs, r.GracePeriodMs, r.DryRun != nil && *r.DryRun
+	return nil
 }
 
-func (r *decideIn) proto() (*cyclesv1.DecideRequest, error) {
-	subj, err := r.Subject.proto()
-	if err != nil {
-		return nil, err
-	}
-	est, err := r.Estimate.proto("estimate")
-	if err != nil {
-		return nil, err
-	}
-	meta, err := structOf("metadata", r.Metadata)
-	if err != nil {
-		return nil, err
-	}
-	return &cyclesv1.DecideRequest{IdempotencyKey: r.IdempotencyKey, Subject: subj, Action: r.Action.proto(),
-		Estimate: est, Metadata: meta}, nil
+func (r *decideIn) fill(out *cyclesv1.DecideRequest) error {
+	c, err := creatingOf(r.Subject, r.Action, "estimate", r.Estimate, r.Metadata)
+	out.IdempotencyKey, out.Subject, out.Action, out.Estimate, out.Metadata = r.IdempotencyKey, c.subject, c.action, c.amount, c.metadata
+	return err
 }
 
-func (r *commitIn) proto(id string) (*cyclesv1.CommitReservationRequest, error) {
-	act, err := r.Actual.proto("actual")
-	if err != nil {
-		return nil, err
+// fill: the reservation id comes from the path.
+func (r *commitIn) fill(out *cyclesv1.CommitReservationRequest) error {
+	var err error
+	if out.Actual, err = r.Actual.proto("actual"); err != nil {
+		return err
 	}
-	met, err := r.Metrics.proto("metrics")
-	if err != nil {
-		return nil, err
+	if out.Metrics, err = r.Metrics.proto("metrics"); err != nil {
+		return err
 	}
-	meta, err := structOf("metadata", r.Metadata)
-	if err != nil {
-		return nil, err
+	if out.Metadata, err = structOf("metadata", r.Metadata); err != nil {
+		return err
 	}
-	return &cyclesv1.CommitReservationRequest{ReservationId: id, IdempotencyKey: r.IdempotencyKey, Actual: act,
-		Metrics: met, Metadata: meta}, nil
+	out.IdempotencyKey = r.IdempotencyKey
+	return nil
 }
 
-func (r *releaseIn) proto(id string) (*cyclesv1.ReleaseReservationRequest, error) {
-	return &cyclesv1.ReleaseReservationRequest{ReservationId: id, IdempotencyKey: r.IdempotencyKey, Reason: r.Reason}, nil
+func (r *releaseIn) fill(out *cyclesv1.ReleaseReservationRequest) error {
+	out.IdempotencyKey, out.Reason = r.IdempotencyKey, r.Reason
+	return nil
 }
 
-func (r *extendIn) proto(id string) (*cyclesv1.ExtendReservationRequest, error) {
+func (r *extendIn) fill(out *cyclesv1.ExtendReservationRequest) error {
 	if r.ExtendByMs == nil {
-		return nil, apierr.Invalid("extend_by_ms", "is required")
+		return apierr.Invalid("extend_by_ms", "is required")
 	}
-	meta, err := structOf("metadata", r.Metadata)
-	if err != nil {
-		return nil, err
+	var err error
+	if out.Metadata, err = structOf("metadata", r.Metadata); err != nil {
+		return err
 	}
-	return &cyclesv1.ExtendReservationRequest{ReservationId: id, IdempotencyKey: r.IdempotencyKey,
-		ExtendByMs: *r.ExtendByMs, Metadata: meta}, nil
+	out.IdempotencyKey, out.ExtendByMs = r.IdempotencyKey, *r.ExtendByMs
+	return nil
 }
 
-func (r *eventIn) proto() (*cyclesv1.CreateEventRequest, error) {
-	subj, err := r.Subject.proto()
+func (r *eventIn) fill(out *cyclesv1.CreateEventRequest) error {
+	c, err := creatingOf(r.Subject, r.Action, "actual", r.Actual, r.Metadata)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	act, err := r.Actual.proto("actual")
-	if err != nil {
-		return nil, err
+	if out.OveragePolicy, err = policyOf("overage_policy", r.OveragePolicy); err != nil {
+		return err
 	}
-	pol, err := policyOf("overage_policy", r.OveragePolicy)
-	if err != nil {
-		return nil, err
-	}
-	met, err := r.Metrics.proto("metrics")
-	if err != nil {
-		return nil, err
-	}
-	meta, err := structOf("metadata", r.Metadata)
-	if err != nil {
-		return nil, err
+	if out.Metrics, err = r.Metrics.proto("metrics"); err != nil {
+		return err
 	}
 	if r.ClientTimeMs != nil && *r.ClientTimeMs < 0 {
-		return nil, apierr.Invalid("client_time_ms", "must be >= 0")
+		return apierr.Invalid("client_time_ms", "must be >= 0")
 	}
-	return &cyclesv1.CreateEventRequest{IdempotencyKey: r.IdempotencyKey, Subject: subj, Action: r.Action.proto(),
-		Actual: act, OveragePolicy: pol, Metrics: met, ClientTimeMs: r.ClientTimeMs, Metadata: meta}, nil
+	out.IdempotencyKey, out.Subject, out.Action, out.Actual, out.Metadata = r.IdempotencyKey, c.subject, c.action, c.amount, c.metadata
+	out.ClientTimeMs = r.ClientTimeMs
+	return nil
 }

@@ -27,28 +27,70 @@ func New() *Reader {
 // name over the data points whose attributes include every attrs pair.
 func (r *Reader) Sum(tb testing.TB, name string, attrs ...attribute.KeyValue) int64 {
 	tb.Helper()
+	var total int64
+	for _, dp := range points(tb, r, name, "an int64 sum", func(d metricdata.Aggregation) ([]metricdata.DataPoint[int64], bool) {
+		s, ok := d.(metricdata.Sum[int64])
+		return s.DataPoints, ok
+	}, attrs) {
+		total += dp.Value
+	}
+	return total
+}
+
+// Gauge returns the last value of the Int64 gauge named name at the data
+// point whose attributes include every attrs pair, and whether there is one.
+func (r *Reader) Gauge(tb testing.TB, name string, attrs ...attribute.KeyValue) (int64, bool) {
+	tb.Helper()
+	return first(points(tb, r, name, "an int64 gauge", func(d metricdata.Aggregation) ([]metricdata.DataPoint[int64], bool) {
+		g, ok := d.(metricdata.Gauge[int64])
+		return g.DataPoints, ok
+	}, attrs))
+}
+
+// FloatGauge is Gauge for a Float64 gauge.
+func (r *Reader) FloatGauge(tb testing.TB, name string, attrs ...attribute.KeyValue) (float64, bool) {
+	tb.Helper()
+	return first(points(tb, r, name, "a float64 gauge", func(d metricdata.Aggregation) ([]metricdata.DataPoint[float64], bool) {
+		g, ok := d.(metricdata.Gauge[float64])
+		return g.DataPoints, ok
+	}, attrs))
+}
+
+// points collects r and returns the data points of the metric named name
+// whose attributes include every attrs pair; of picks them out of the
+// metric's data, and a metric of another kind (of answers false) fails tb.
+func points[N int64 | float64](tb testing.TB, r *Reader, name, kind string,
+	of func(metricdata.Aggregation) ([]metricdata.DataPoint[N], bool), attrs []attribute.KeyValue) []metricdata.DataPoint[N] {
+	tb.Helper()
 	var rm metricdata.ResourceMetrics
 	if err := r.reader.Collect(context.Background(), &rm); err != nil {
 		tb.Fatalf("collect metrics: %v", err)
 	}
-	var total int64
+	var out []metricdata.DataPoint[N]
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			if m.Name != name {
 				continue
 			}
-			sum, ok := m.Data.(metricdata.Sum[int64])
+			dps, ok := of(m.Data)
 			if !ok {
-				tb.Fatalf("metric %s is %T, not an int64 sum", name, m.Data)
+				tb.Fatalf("metric %s is %T, not %s", name, m.Data, kind)
 			}
-			for _, dp := range sum.DataPoints {
+			for _, dp := range dps {
 				if matches(dp.Attributes, attrs) {
-					total += dp.Value
+					out = append(out, dp)
 				}
 			}
 		}
 	}
-	return total
+	return out
+}
+
+func first[N int64 | float64](dps []metricdata.DataPoint[N]) (N, bool) {
+	if len(dps) == 0 {
+		return 0, false
+	}
+	return dps[0].Value, true
 }
 
 func matches(set attribute.Set, want []attribute.KeyValue) bool {
@@ -59,57 +101,4 @@ func matches(set attribute.Set, want []attribute.KeyValue) bool {
 		}
 	}
 	return true
-}
-
-// Gauge returns the last value of the Int64 gauge named name at the data
-// point whose attributes include every attrs pair, and whether there is one.
-func (r *Reader) Gauge(tb testing.TB, name string, attrs ...attribute.KeyValue) (int64, bool) {
-	tb.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := r.reader.Collect(context.Background(), &rm); err != nil {
-		tb.Fatalf("collect metrics: %v", err)
-	}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
-			}
-			g, ok := m.Data.(metricdata.Gauge[int64])
-			if !ok {
-				tb.Fatalf("metric %s is %T, not an int64 gauge", name, m.Data)
-			}
-			for _, dp := range g.DataPoints {
-				if matches(dp.Attributes, attrs) {
-					return dp.Value, true
-				}
-			}
-		}
-	}
-	return 0, false
-}
-
-// FloatGauge is Gauge for a Float64 gauge.
-func (r *Reader) FloatGauge(tb testing.TB, name string, attrs ...attribute.KeyValue) (float64, bool) {
-	tb.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := r.reader.Collect(context.Background(), &rm); err != nil {
-		tb.Fatalf("collect metrics: %v", err)
-	}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != name {
-				continue
-			}
-			g, ok := m.Data.(metricdata.Gauge[float64])
-			if !ok {
-				tb.Fatalf("metric %s is %T, not a float64 gauge", name, m.Data)
-			}
-			for _, dp := range g.DataPoints {
-				if matches(dp.Attributes, attrs) {
-					return dp.Value, true
-				}
-			}
-		}
-	}
-	return 0, false
 }

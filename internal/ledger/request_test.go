@@ -73,7 +73,7 @@ func TestPayloadHashesAreStable(t *testing.T) {
 	}
 }
 
-// The canonical copies in hash.go list the fields of these messages: a new
+// The canonical copies in request.go list the fields of these messages: a new
 // field must be added there, or it would silently drop out of the hash.
 func TestPayloadHashCopiesEveryField(t *testing.T) {
 	for m, n := range map[proto.Message]int{
@@ -82,7 +82,7 @@ func TestPayloadHashCopiesEveryField(t *testing.T) {
 	} {
 		d := m.ProtoReflect().Descriptor()
 		if got := d.Fields().Len(); got != n {
-			t.Errorf("%s has %d fields, hash.go copies %d: copy the new ones and update this count", d.FullName(), got, n)
+			t.Errorf("%s has %d fields, request.go copies %d: copy the new ones and update this count", d.FullName(), got, n)
 		}
 	}
 }
@@ -141,4 +141,18 @@ func BenchmarkReserveHash(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// The payload hash of each creating request, as newCreating computes it.
+
+func reserveHash(tenant string, req *cyclesv1.CreateReservationRequest) (string, error) {
+	return idempotency.PayloadHash(reserveCanonical(req, withTenant(req.GetSubject(), tenant)))
+}
+
+func decideHash(tenant string, req *cyclesv1.DecideRequest) (string, error) {
+	return idempotency.PayloadHash(decideCanonical(req, withTenant(req.GetSubject(), tenant)))
+}
+
+func eventHash(tenant string, req *cyclesv1.CreateEventRequest) (string, error) {
+	return idempotency.PayloadHash(eventCanonical(req, withTenant(req.GetSubject(), tenant)))
 }

@@ -1,0 +1,24 @@
+// Package defaults fills an options struct's unset settings, one line per
+// setting, so every package's New reads the same way: a setting left at zero
+// (or set below it, which no setting here means) takes its default, and a
+// bounded one is capped.
+package defaults
+
+// number is what a setting can be: a count, a size, a rate or a duration.
+type number interface {
+	~int | ~int32 | ~int64 | ~uint32 | ~uint64 | ~float64
+}
+
+// Set gives *v the value def when *v is zero or negative.
+func Set[T number](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// Cap lowers *v to limit when it is above it.
+func Cap[T number](v *T, limit T) {
+	if *v > limit {
+		*v = limit
+	}
+}
