@@ -156,33 +156,13 @@ func (s *Service) eventContext(ctx context.Context) string {
 	return eventctx.Arg(ctx, s.retention)
 }
 
-// The admin scripts (lua/admin/<name>.lua). Only the API-key check runs
-// per request; the rest are operator calls, each on its own.
-var (
-	scriptCloseTenant     = script.Define("admin/close_tenant")
-	scriptCreateAPIKey    = script.Define("admin/create_api_key")
-	scriptCreateBudget    = script.Define("admin/create_budget")
-	scriptCreateTenant    = script.Define("admin/create_tenant")
-	scriptFundBudget      = script.Define("admin/fund_budget")
-	scriptGetBudget       = script.Define("admin/get_budget")
-	scriptGetTenant       = script.Define("admin/get_tenant")
-	scriptListAPIKeys     = script.Define("admin/list_api_keys")
-	scriptListBudgets     = script.Define("admin/list_budgets")
-	scriptRegisterTenant  = script.Define("admin/register_tenant")
-	scriptRevokeAPIKey    = script.Define("admin/revoke_api_key")
-	scriptSetBudgetStatus = script.Define("admin/set_budget_status")
-	scriptUpdateBudget    = script.Define("admin/update_budget")
-	scriptUpdateTenant    = script.Define("admin/update_tenant")
-	scriptVerifyAPIKey    = script.Define("admin/verify_api_key", script.Pipelined)
-)
-
-// run executes one admin script and decodes its result into out.
-func (s *Service) run(ctx context.Context, out any, d *script.Def, keys []string, args ...any) error {
-	if err := s.exec.RunInto(ctx, out, d, keys, args...); err != nil {
+// run executes one admin script (scripts.go) and decodes its result into out.
+func run[K, A any](ctx context.Context, s *Service, out any, sc *script.Script[K, A], k K, a A) error {
+	if err := sc.RunInto(ctx, s.exec, out, k, a); err != nil {
 		if _, ok := apierr.As(err); ok {
 			return err
 		}
-		return fmt.Errorf("%s: %w", d, err)
+		return fmt.Errorf("%s: %w", sc.Def, err)
 	}
 	return nil
 }

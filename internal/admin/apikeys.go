@@ -17,6 +17,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/scopefilter"
+	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
 // CreateApiKey makes a key for the tenant and returns its secret once; only
@@ -87,10 +88,10 @@ func (s *Service) storeAPIKey(ctx context.Context, req *cyclesv1.CreateApiKeyReq
 		meta = string(b)
 	}
 	var rec record
-	err = s.run(ctx, &rec, scriptCreateAPIKey,
-		[]string{tk.Record(), tk.APIKey(parsed.KeyID), tk.APIKeys(), tk.Events()},
-		tenant, parsed.KeyID, req.GetName(), auth.HashSecret(full), s.eventContext(ctx),
-		string(permsJSON), expires, req.GetDescription(), meta, filterJSON)
+	err = run(ctx, s, &rec, scriptCreateAPIKey,
+		createKeyKeys{tk.Record(), tk.APIKey(parsed.KeyID), tk.APIKeys(), tk.Events()},
+		createKeyArgs{tenant, parsed.KeyID, req.GetName(), auth.HashSecret(full), s.eventContext(ctx),
+			string(permsJSON), expires, req.GetDescription(), meta, filterJSON})
 	// Forget an earlier refusal of this very key (ImportApiKey of a key that
 	// was presented before it existed).
 	s.keys.created(auth.HashSecret(full))
@@ -123,7 +124,8 @@ func (s *Service) RevokeApiKey(ctx context.Context, req *cyclesv1.RevokeApiKeyRe
 		RevokedNow bool   `json:"revoked_now"`
 	}
 	s.keys.drop(tenant, keyID)
-	err = s.run(ctx, &out, scriptRevokeAPIKey, []string{tk.APIKey(keyID), tk.Events()}, tenant, keyID, s.eventContext(ctx), req.GetReason())
+	err = run(ctx, s, &out, scriptRevokeAPIKey, keyEventKeys{tk.APIKey(keyID), tk.Events()},
+		revokeKeyArgs{tenant, keyID, s.eventContext(ctx), req.GetReason()})
 	// Drop again after the script, even when it failed: a verification that
 	// read the key before the script committed took its generation snapshot
 	// before this bump, so it cannot cache the key afterwards; dropping is
@@ -225,7 +227,7 @@ func (s *Service) readKey(ctx context.Context, pk auth.ParsedKey, hash string) (
 		ScopeFilter  string `json:"scope_filter"`
 		Now          string `json:"now"`
 	}
-	if err := s.run(ctx, &out, scriptVerifyAPIKey, []string{tk.APIKey(pk.KeyID), tk.Record()}); err != nil {
+	if err := run(ctx, s, &out, scriptVerifyAPIKey, verifyKeyKeys{tk.APIKey(pk.KeyID), tk.Record()}, script.None{}); err != nil {
 		return keyVerdict{}, err
 	}
 	perms, expiresAt, now, err := keyGrants(out.Permissions, out.ExpiresAt, out.Now)

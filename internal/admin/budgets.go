@@ -79,11 +79,11 @@ func (s *Service) createBudget(ctx context.Context, req *cyclesv1.CreateBudgetRe
 		}
 	}
 	var rec record
-	err = s.run(ctx, &rec, scriptCreateBudget,
-		[]string{ref.keys.Record(), ref.key(), ref.keys.Budgets(), ref.keys.Events()},
-		ref.tenant, ref.scope, ref.unit, req.GetAllocated(), req.GetOverdraftLimit(),
-		scope.PolicyKey(req.GetCommitOveragePolicy()), caps, metadataJSON(req.GetMetadata()),
-		s.eventContext(ctx))
+	err = run(ctx, s, &rec, scriptCreateBudget,
+		createBudgetKeys{ref.keys.Record(), ref.key(), ref.keys.Budgets(), ref.keys.Events()},
+		createBudgetArgs{ref.tenant, ref.scope, ref.unit, req.GetAllocated(), req.GetOverdraftLimit(),
+			scope.PolicyKey(req.GetCommitOveragePolicy()), caps, metadataJSON(req.GetMetadata()),
+			s.eventContext(ctx)})
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (s *Service) getBudget(ctx context.Context, req *cyclesv1.GetBudgetRequest)
 		return nil, err
 	}
 	var rec record
-	if err := s.run(ctx, &rec, scriptGetBudget, []string{ref.key()}, ref.scope, ref.unit); err != nil {
+	if err := run(ctx, s, &rec, scriptGetBudget, budgetKeys{ref.key()}, budgetIDArgs{ref.scope, ref.unit}); err != nil {
 		return nil, err
 	}
 	return budgetFromRecord(ref.tenant, rec.withIdentity(ref.scope, ref.unit))
@@ -201,9 +201,9 @@ func (s *Service) budgetPage(ctx context.Context, tenant, prefix, unit, after st
 		return nil, err
 	}
 	tk := keys.Tenant(tenant)
-	args := []any{unit, limit, ListScanBound}
+	args := listBudgetsArgs{Unit: unit, PageSize: limit, Scan: ListScanBound, Ranges: make([]string, 0, 2*len(ranges))}
 	for _, r := range ranges {
-		args = append(args, r[0], r[1])
+		args.Ranges = append(args.Ranges, r[0], r[1])
 	}
 	var out struct {
 		Items jsonList[struct {
@@ -213,7 +213,7 @@ func (s *Service) budgetPage(ctx context.Context, tenant, prefix, unit, after st
 		Last string `json:"last"`
 		More bool   `json:"more"`
 	}
-	if err := s.run(ctx, &out, scriptListBudgets, []string{tk.Prefix(), tk.Budgets()}, args...); err != nil {
+	if err := run(ctx, s, &out, scriptListBudgets, listBudgetsKeys{tk.Prefix(), tk.Budgets()}, args); err != nil {
 		return nil, err
 	}
 	page := &budgetPageResult{last: out.Last, more: out.More}
@@ -304,8 +304,8 @@ func (s *Service) updateBudget(ctx context.Context, req *cyclesv1.UpdateBudgetRe
 		return nil, fmt.Errorf("encode budget patch: %w", err)
 	}
 	var rec record
-	err = s.run(ctx, &rec, scriptUpdateBudget, []string{ref.keys.Record(), ref.key(), ref.keys.Events()},
-		ref.scope, ref.unit, string(patch), s.eventContext(ctx))
+	err = run(ctx, s, &rec, scriptUpdateBudget, budgetChangeKeys{ref.keys.Record(), ref.key(), ref.keys.Events()},
+		budgetPatchArgs{ref.scope, ref.unit, string(patch), s.eventContext(ctx)})
 	if err != nil {
 		return nil, err
 	}
@@ -348,8 +348,8 @@ func (s *Service) setStatus(ctx context.Context, target, tenant, path string, un
 		return nil, err
 	}
 	var rec record
-	err = s.run(ctx, &rec, scriptSetBudgetStatus, []string{ref.keys.Record(), ref.key(), ref.keys.Events()},
-		ref.scope, ref.unit, reason, s.eventContext(ctx), target)
+	err = run(ctx, s, &rec, scriptSetBudgetStatus, budgetChangeKeys{ref.keys.Record(), ref.key(), ref.keys.Events()},
+		budgetStatusArgs{ref.scope, ref.unit, reason, s.eventContext(ctx), target})
 	if err != nil {
 		return nil, err
 	}

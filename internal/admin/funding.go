@@ -98,10 +98,10 @@ func (s *Service) fundBudget(ctx context.Context, req *cyclesv1.FundBudgetReques
 		spent = strconv.FormatInt(req.GetSpent(), 10)
 	}
 	var out fundingResult
-	err = s.run(ctx, &out, scriptFundBudget,
-		[]string{ref.keys.Record(), ref.key(), ref.keys.Idempotency("fund", req.GetIdempotencyKey()), ref.keys.Events()},
-		op, req.GetAmount(), spent, req.GetReason(), hash, FundingReplayWindow.Milliseconds(),
-		ref.scope, ref.unit, s.eventContext(ctx))
+	err = run(ctx, s, &out, scriptFundBudget,
+		fundKeys{ref.keys.Record(), ref.key(), ref.keys.Idempotency("fund", req.GetIdempotencyKey()), ref.keys.Events()},
+		fundArgs{op, req.GetAmount(), spent, req.GetReason(), hash, FundingReplayWindow.Milliseconds(),
+			ref.scope, ref.unit, s.eventContext(ctx)})
 	if err != nil {
 		return nil, false, err
 	}

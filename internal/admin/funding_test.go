@@ -363,7 +363,7 @@ func TestScriptsIgnoreClientTime(t *testing.T) {
 			start := be.Client.Time(ctx).Val().UnixMilli()
 			var rec record
 			const bogus = "1000"
-			if err := e.svc.run(ctx, &rec, scriptCreateTenant, []string{tk.Record(), tk.Events()},
+			if err := e.svc.exec.RunInto(ctx, &rec, scriptCreateTenant.Def, []string{tk.Record(), tk.Events()},
 				id, "n", "REJECT", 60000, 0, 10, "{}", e.svc.eventContext(e.ctx), bogus); err != nil {
 				t.Fatal(err)
 			}
@@ -374,7 +374,7 @@ func TestScriptsIgnoreClientTime(t *testing.T) {
 			}
 			sp := e.seedBudget(id, "", ledgerState{allocated: "1"})
 			var out fundingResult
-			if err := e.svc.run(ctx, &out, scriptFundBudget,
+			if err := e.svc.exec.RunInto(ctx, &out, scriptFundBudget.Def,
 				[]string{tk.Record(), tk.Budget(sp, "TOKENS"), tk.Idempotency("fund", "tm"), tk.Events()},
 				"CREDIT", 1, "", "", "hash", 60000, sp, "TOKENS", e.svc.eventContext(e.ctx), bogus); err != nil {
 				t.Fatal(err)

@@ -95,8 +95,8 @@ func (s *Service) keyPage(ctx context.Context, tenant, after string, limit int, 
 		Last  string           `json:"last"`
 		More  bool             `json:"more"`
 	}
-	if err := s.run(ctx, &out, scriptListAPIKeys, []string{tk.Record(), tk.APIKeys(), tk.APIKey("")},
-		tenant, after, limit, f.status, f.search, scan); err != nil {
+	if err := run(ctx, s, &out, scriptListAPIKeys, listKeysKeys{tk.Record(), tk.APIKeys(), tk.APIKey("")},
+		listKeysArgs{tenant, after, limit, f.status, f.search, scan}); err != nil {
 		return keyPageResult{}, err
 	}
 	res := keyPageResult{last: out.Last, more: out.More}

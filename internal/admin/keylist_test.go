@@ -97,7 +97,7 @@ func TestListApiKeys(t *testing.T) {
 	var raw struct {
 		Items jsonList[map[string]any] `json:"items"`
 	}
-	if err := e.svc.exec.RunInto(context.Background(), &raw, scriptListAPIKeys, []string{tk.Record(), tk.APIKeys(), tk.APIKey(localKeyID(""))},
+	if err := e.svc.exec.RunInto(context.Background(), &raw, scriptListAPIKeys.Def, []string{tk.Record(), tk.APIKeys(), tk.APIKey(localKeyID(""))},
 		a, "", 100, "", "", 100); err != nil {
 		t.Fatal(err)
 	}

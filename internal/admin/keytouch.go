@@ -10,8 +10,6 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
-var scriptTouchAPIKey = script.Define("admin/touch_api_key")
-
 // KeyTouchInterval is how often at most a key's last_used_at is written.
 const KeyTouchInterval = time.Minute
 
@@ -69,7 +67,7 @@ func (s *Service) RunKeyTouches(ctx context.Context) error {
 				continue
 			}
 			var wrote bool
-			_ = s.run(ctx, &wrote, scriptTouchAPIKey, []string{keys.Tenant(id[:i]).APIKey(id[i+1:])})
+			_ = run(ctx, s, &wrote, scriptTouchAPIKey, apiKeyKeys{keys.Tenant(id[:i]).APIKey(id[i+1:])}, script.None{})
 		}
 	}
 }

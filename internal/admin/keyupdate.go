@@ -11,10 +11,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/scopefilter"
-	"github.com/cyclesgo/cycles-go/internal/script"
 )
-
-var scriptUpdateAPIKey = script.Define("admin/update_api_key")
 
 // UpdateApiKey changes the fields req sets on an ACTIVE key, in one script
 // that also writes the call's audit entry. Unknown is KEY_NOT_FOUND; a
@@ -34,8 +31,8 @@ func (s *Service) UpdateApiKey(ctx context.Context, req *cyclesv1.UpdateApiKeyRe
 	tk := keys.Tenant(tenant)
 	var rec record
 	s.keys.drop(tenant, keyID)
-	err = s.run(ctx, &rec, scriptUpdateAPIKey, []string{tk.APIKey(keyID), tk.Events()},
-		append([]any{tenant, keyID, s.eventContext(ctx)}, args...)...)
+	err = run(ctx, s, &rec, scriptUpdateAPIKey, keyEventKeys{tk.APIKey(keyID), tk.Events()},
+		updateKeyArgs{tenant, keyID, s.eventContext(ctx), args})
 	// As in RevokeApiKey: drop again after the script and tell the other
 	// replicas, even if the script failed (it may have committed).
 	_ = s.InvalidateKey(context.WithoutCancel(ctx), tenant, keyID)

@@ -105,7 +105,7 @@ func TestLastUsedAt(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wrote bool
-	if err := e.svc.run(context.Background(), &wrote, scriptTouchAPIKey, []string{hk}); err != nil || wrote {
+	if err := e.svc.exec.RunInto(context.Background(), &wrote, scriptTouchAPIKey.Def, []string{hk}); err != nil || wrote {
 		t.Fatalf("a second touch within the minute wrote: %v %v", wrote, err)
 	}
 	if got := e.rdb.HGet(context.Background(), hk, "last_used_at").Val(); got != first {

@@ -61,20 +61,17 @@ func (s *Service) listTenants(ctx context.Context, req *cyclesv1.ListTenantsRequ
 	if filtered {
 		scan = tenantFilterScan * limit
 	}
-	var page struct {
-		Tenants jsonList[string] `json:"tenants"`
-	}
-	if err := s.exec.RunInto(ctx, &page, sweeper.TenantsScript, []string{keys.Tenants}, after, scan); err != nil {
+	ids, err := sweeper.TenantPage(ctx, s.exec, after, scan)
+	if err != nil {
 		return nil, err
 	}
-	ids := page.Tenants
 	tenants := make([]*cyclesv1.Tenant, len(ids)) // nil: no record
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(tenantReadConcurrency)
 	for i, id := range ids {
 		g.Go(func() error {
 			var rec record
-			if err := s.run(gctx, &rec, scriptGetTenant, []string{keys.Tenant(id).Record()}, id); err != nil {
+			if err := run(gctx, s, &rec, scriptGetTenant, recordKeys{keys.Tenant(id).Record()}, tenantIDArgs{id}); err != nil {
 				if ae, ok := apierr.As(err); ok && ae.Code == apierr.TenantNotFound {
 					return nil
 				}

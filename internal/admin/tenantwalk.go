@@ -6,7 +6,6 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
-	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
 )
 
@@ -44,16 +43,14 @@ func (s *Service) walkTenants(ctx context.Context, cursor string, limit int, inn
 	rows := 0
 	for visited := 0; ; visited++ {
 		if len(queue) == 0 {
-			var reg struct {
-				Tenants jsonList[string] `json:"tenants"`
-			}
-			if err := s.exec.RunInto(ctx, &reg, sweeper.TenantsScript, []string{keys.Tenants}, regAfter, walkTenantsPerCall); err != nil {
+			reg, err := sweeper.TenantPage(ctx, s.exec, regAfter, walkTenantsPerCall)
+			if err != nil {
 				return "", err
 			}
-			if len(reg.Tenants) == 0 {
+			if len(reg) == 0 {
 				return "", nil
 			}
-			queue, regAfter = reg.Tenants, reg.Tenants[len(reg.Tenants)-1]
+			queue, regAfter = reg, reg[len(reg)-1]
 		}
 		t := queue[0]
 		if visited == walkTenantsPerCall {

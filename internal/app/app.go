@@ -281,16 +281,23 @@ func limits(cfg *config.Config) server.Limits {
 	if burst == 0 {
 		burst = -1 // off
 	}
+	floodPeers := cfg.FloodClosuresPerPeer
+	if floodPeers == 0 {
+		floodPeers = -1 // off
+	}
 	return server.Limits{
-		MaxRecvMsgBytes:      cfg.MaxRecvMsgBytes,
-		MaxRuntimeRecvBytes:  cfg.MaxRuntimeRecvBytes,
-		MaxConcurrentStreams: uint32(cfg.MaxConcurrentStreams),
-		MaxHeaderListBytes:   uint32(cfg.MaxHeaderListBytes),
-		MaxConnections:       cfg.MaxConnections,
-		HandshakeTimeout:     cfg.HandshakeTimeout,
-		MaxConnectionIdle:    cfg.MaxConnectionIdle,
-		StreamsPerKey:        cfg.StreamsPerKey,
-		StreamsTotal:         cfg.StreamsTotal,
+		MaxRecvMsgBytes:       cfg.MaxRecvMsgBytes,
+		MaxRuntimeRecvBytes:   cfg.MaxRuntimeRecvBytes,
+		MaxConcurrentStreams:  uint32(cfg.MaxConcurrentStreams),
+		MaxHeaderListBytes:    uint32(cfg.MaxHeaderListBytes),
+		MaxConnections:        cfg.MaxConnections,
+		RefusedStreamsPerConn: cfg.RefusedStreamsPerConn,
+		FloodClosuresPerPeer:  floodPeers,
+		FloodPeerCooldown:     cfg.FloodPeerCooldown,
+		HandshakeTimeout:      cfg.HandshakeTimeout,
+		MaxConnectionIdle:     cfg.MaxConnectionIdle,
+		StreamsPerKey:         cfg.StreamsPerKey,
+		StreamsTotal:          cfg.StreamsTotal,
 		PreAuth: server.PreAuthLimits{
 			AuthFailBurst:            burst,
 			AuthFailRate:             cfg.AuthFailRate,

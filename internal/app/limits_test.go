@@ -20,9 +20,10 @@ func TestLimitFlagDefaultsAreTheServerDefaults(t *testing.T) {
 	}
 	got, want := limits(cfg), server.DefaultLimits()
 	got.PreAuth.MaxPeers = want.PreAuth.MaxPeers // no flag: the server's default applies
-	// The connection guard and public-stream limits have no flags either
+	// The connection guard's timeouts and the public-stream limits have no
+	// flags either
 	// (docs/limits.md lists them as fixed).
-	got.FirstStreamTimeout, got.WriteStallTimeout, got.RefusedStreamsPerConn = want.FirstStreamTimeout, want.WriteStallTimeout, want.RefusedStreamsPerConn
+	got.FirstStreamTimeout, got.WriteStallTimeout = want.FirstStreamTimeout, want.WriteStallTimeout
 	got.PublicStreamsPerConn, got.PublicStreamsTotal = want.PublicStreamsPerConn, want.PublicStreamsTotal
 	got.PublicAwaitingPerConn, got.PublicAwaitingTotal, got.PublicRecvTimeout = want.PublicAwaitingPerConn, want.PublicAwaitingTotal, want.PublicRecvTimeout
 	if !reflect.DeepEqual(got, want) {

@@ -21,10 +21,35 @@ import (
 )
 
 var (
-	scriptLease = script.Define("archive/lease")
-	scriptQueue = script.Define("archive/queue")
-	scriptDone  = script.Define("archive/done")
+	scriptLease = script.Bind[leaseKeys, leaseArgs]("archive/lease")
+	scriptQueue = script.Bind[queueKeys, batchArgs]("archive/queue")
+	scriptDone  = script.Bind[queueKeys, doneArgs]("archive/done")
 )
+
+type leaseKeys struct {
+	Lease string `lua:"lease"`
+	Fence string `lua:"fence"`
+}
+
+type leaseArgs struct {
+	Op    string `lua:"op"` // acquire | release
+	Owner string `lua:"owner"`
+	TTLms int64  `lua:"ttl_ms"` // acquire only
+}
+
+type queueKeys struct {
+	Prefix string `lua:"tenant_prefix"`
+	Queue  string `lua:"archive_queue"`
+}
+
+type batchArgs struct {
+	BatchSize int `lua:"batch_size"`
+}
+
+type doneArgs struct {
+	HotRetentionMs int64    `lua:"hot_retention_ms"`
+	Pairs          []string `lua:"entry_pairs"` // queue entry id, reservation id, ...
+}
 
 // Defaults of ArchiverOptions.
 const (
@@ -170,8 +195,8 @@ func (a *Archiver) lease(ctx context.Context) (int64, error) {
 		Held  bool  `json:"held"`
 		Fence int64 `json:"fence"`
 	}
-	if err := a.exec.RunInto(ctx, &r, scriptLease, []string{keys.ArchiveLease, keys.ArchiveFence},
-		"acquire", a.owner, a.opts.LeaseTTL.Milliseconds()); err != nil {
+	if err := scriptLease.RunInto(ctx, a.exec, &r, leaseKeys{keys.ArchiveLease, keys.ArchiveFence},
+		leaseArgs{"acquire", a.owner, a.opts.LeaseTTL.Milliseconds()}); err != nil {
 		return 0, fmt.Errorf("archive lease: %w", err)
 	}
 	if !r.Held {
@@ -184,7 +209,7 @@ func (a *Archiver) lease(ctx context.Context) (int64, error) {
 // at once instead of after LeaseTTL.
 func (a *Archiver) Release(ctx context.Context) error {
 	var r struct{}
-	return a.exec.RunInto(ctx, &r, scriptLease, []string{keys.ArchiveLease, keys.ArchiveFence}, "release", a.owner)
+	return scriptLease.RunInto(ctx, a.exec, &r, leaseKeys{keys.ArchiveLease, keys.ArchiveFence}, leaseArgs{Op: "release", Owner: a.owner})
 }
 
 // Once runs one round if this replica holds (or takes) the lease: every
@@ -368,7 +393,7 @@ func (b queueBatch) lag() time.Duration {
 }
 
 func (a *Archiver) read(ctx context.Context, t keys.Tenant) (queueBatch, error) {
-	res, err := a.exec.RunFlat(ctx, scriptQueue, []string{t.Prefix(), t.ArchiveQueue()}, a.opts.BatchSize)
+	res, err := scriptQueue.RunFlat(ctx, a.exec, queueKeys{t.Prefix(), t.ArchiveQueue()}, batchArgs{a.opts.BatchSize})
 	if err != nil {
 		return queueBatch{}, fmt.Errorf("archive queue of %s: %w", t, err)
 	}
@@ -395,17 +420,17 @@ func (a *Archiver) read(ctx context.Context, t keys.Tenant) (queueBatch, error) 
 // done starts the hot-window TTL of the archived records and trims their
 // queue entries (only after the PostgreSQL commit).
 func (a *Archiver) done(ctx context.Context, t keys.Tenant, entries []queued) error {
-	args := make([]any, 0, 1+2*len(entries))
-	args = append(args, a.opts.HotRetention.Milliseconds())
+	pairs := make([]string, 0, 2*len(entries))
 	for _, e := range entries {
 		rid := e.rid
 		if len(e.fields) == 0 {
 			rid = ""
 		}
-		args = append(args, e.qid, rid)
+		pairs = append(pairs, e.qid, rid)
 	}
 	var r struct{}
-	if err := a.exec.RunInto(ctx, &r, scriptDone, []string{t.Prefix(), t.ArchiveQueue()}, args...); err != nil {
+	if err := scriptDone.RunInto(ctx, a.exec, &r, queueKeys{t.Prefix(), t.ArchiveQueue()},
+		doneArgs{a.opts.HotRetention.Milliseconds(), pairs}); err != nil {
 		return fmt.Errorf("archive done of %s: %w", t, err)
 	}
 	return nil

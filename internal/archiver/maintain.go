@@ -12,7 +12,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
-var scriptClock = script.Define("archive/clock")
+var scriptClock = script.Bind[script.None, script.None]("archive/clock")
 
 // DefaultInterval is the pause between upkeep rounds: partitions are made a
 // day ahead, so an hour leaves ample room for a PostgreSQL outage.
@@ -48,7 +48,7 @@ func (m *Maintainer) Now(ctx context.Context) (time.Time, error) {
 	var r struct {
 		NowMs int64 `json:"now_ms"`
 	}
-	if err := m.exec.RunInto(ctx, &r, scriptClock, nil); err != nil {
+	if err := scriptClock.RunInto(ctx, m.exec, &r, script.None{}, script.None{}); err != nil {
 		return time.Time{}, fmt.Errorf("archive clock: %w", err)
 	}
 	return time.UnixMilli(r.NowMs).UTC(), nil

@@ -14,7 +14,16 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
-var scriptStream = script.Define("archive/stream")
+var scriptStream = script.Bind[streamKeys, streamArgs]("archive/stream")
+
+type streamKeys struct {
+	Stream string `lua:"stream"`
+}
+
+type streamArgs struct {
+	Position  string `lua:"position"`
+	BatchSize int    `lua:"batch_size"`
+}
 
 // GlobalAuditTenant is the tenant_id of the archived entries of the global
 // audit log (operations that concern no tenant) when an entry names none.
@@ -95,7 +104,7 @@ func DecodeEntry(b []byte) (streamID string, pairs []string, err error) {
 
 // readStream reads up to BatchSize entries of key after position.
 func (a *Archiver) readStream(ctx context.Context, key, position string) ([]streamEntry, error) {
-	res, err := a.exec.RunFlat(ctx, scriptStream, []string{key}, position, a.opts.BatchSize)
+	res, err := scriptStream.RunFlat(ctx, a.exec, streamKeys{key}, streamArgs{position, a.opts.BatchSize})
 	if err != nil {
 		return nil, fmt.Errorf("archive read %s: %w", key, err)
 	}

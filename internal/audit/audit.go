@@ -72,13 +72,39 @@ const (
 
 // The audit scripts (lua/audit/<name>.lua).
 var (
-	scriptAppend      = script.Define("audit/append")
-	scriptAuthRefused = script.Define("audit/auth_refused")
-	// ReadScript reads one page of an audit stream in time order (asc or
-	// desc) from an inclusive id bound: the listing's reader, and the one an
-	// archiver resumes with.
-	ReadScript = script.Define("audit/read")
+	scriptAppend      = script.Bind[streamKeys, appendArgs]("audit/append")
+	scriptAuthRefused = script.Bind[authRefusedKeys, authRefusedArgs]("audit/auth_refused")
+	// scriptRead reads one page of an audit stream in time order (asc or
+	// desc) from an inclusive id bound: the listing's reader.
+	scriptRead = script.Bind[streamKeys, readArgs]("audit/read")
 )
+
+// streamKeys are the KEYS of the scripts on one audit stream.
+type streamKeys struct {
+	Stream string `lua:"audit_stream"`
+}
+
+type appendArgs struct {
+	EventCtx string `lua:"event_ctx"` // carries the entry (argOf)
+}
+
+type authRefusedKeys struct {
+	Log            string `lua:"audit_log"`
+	AuthFailPrefix string `lua:"authfail_prefix"`
+}
+
+type authRefusedArgs struct {
+	EventCtx string `lua:"event_ctx"`
+	Peer     string `lua:"peer"`
+	MaxPeers int    `lua:"max_peers"`
+}
+
+type readArgs struct {
+	Order  string `lua:"order"` // desc | asc
+	Newest string `lua:"newest"`
+	Oldest string `lua:"oldest"`
+	Count  int    `lua:"count"`
+}
 
 // Options configure a Service.
 type Options struct {
@@ -227,7 +253,7 @@ func (s *Service) append(ctx context.Context, kind, stream string, a *eventctx.A
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	arg := argOf(ctx, a)
-	if err := s.exec.RunInto(ctx, nil, scriptAppend, []string{stream}, arg); err != nil {
+	if err := scriptAppend.RunInto(ctx, s.exec, nil, streamKeys{stream}, appendArgs{arg}); err != nil {
 		s.failed.Add(ctx, 1, metric.WithAttributes(attribute.String("kind", kind)))
 		s.log.Warn("audit entry not written", zap.String("operation", a.Operation), zap.Error(err))
 		return
@@ -264,8 +290,8 @@ func (s *Service) AuthRefused(ctx context.Context, peerKey string, err error) {
 	var out struct {
 		Recorded bool `json:"recorded"`
 	}
-	if err := s.exec.RunInto(ctx, &out, scriptAuthRefused, []string{keys.AuditLog, keys.AuthFailPrefix},
-		argOf(ctx, a), peerKey, s.peers); err != nil {
+	if err := scriptAuthRefused.RunInto(ctx, s.exec, &out, authRefusedKeys{keys.AuditLog, keys.AuthFailPrefix},
+		authRefusedArgs{argOf(ctx, a), peerKey, s.peers}); err != nil {
 		s.failed.Add(ctx, 1, metric.WithAttributes(attribute.String("kind", "auth")))
 		s.log.Warn("refused authentication not counted", zap.Error(err))
 		return

@@ -279,17 +279,15 @@ func (s *Service) streams(ctx context.Context, tenant string) ([]string, error) 
 		}
 		return []string{keys.Tenant(tenant).Audit()}, nil
 	}
-	var page struct {
-		Tenants script.LuaArray[string] `json:"tenants"`
-	}
-	if err := s.exec.RunInto(ctx, &page, sweeper.TenantsScript, []string{keys.Tenants}, "", MaxListFanout+1); err != nil {
+	tenants, err := sweeper.TenantPage(ctx, s.exec, "", MaxListFanout+1)
+	if err != nil {
 		return nil, err
 	}
-	if len(page.Tenants) > MaxListFanout {
+	if len(tenants) > MaxListFanout {
 		return nil, apierr.Invalid("tenant_id", "is required on a server with more than %d tenants", MaxListFanout)
 	}
 	out := []string{keys.AuditLog}
-	for _, t := range page.Tenants {
+	for _, t := range tenants {
 		out = append(out, keys.Tenant(t).Audit())
 	}
 	return out, nil
@@ -367,7 +365,7 @@ func idLess(a, b string) bool {
 // inclusive ids lo and hi.
 func (s *Service) read(ctx context.Context, stream, hi, lo string, n int) ([]entry, error) {
 	var rows script.LuaArray[[]string]
-	if err := s.exec.RunInto(ctx, &rows, ReadScript, []string{stream}, "desc", hi, lo, n); err != nil {
+	if err := scriptRead.RunInto(ctx, s.exec, &rows, streamKeys{stream}, readArgs{"desc", hi, lo, n}); err != nil {
 		return nil, fmt.Errorf("read %s: %w", stream, err)
 	}
 	if s.archived != nil && len(rows) < n {

@@ -44,7 +44,18 @@ const (
 // Skip reason of rows already in the target state.
 const alreadyInTarget = "ALREADY_IN_TARGET_STATE"
 
-var scriptRemember = script.Define("bulk/remember")
+var scriptRemember = script.Bind[rememberKeys, rememberArgs]("bulk/remember")
+
+type rememberKeys struct {
+	Record string `lua:"record"`
+}
+
+type rememberArgs struct {
+	Mode        string `lua:"mode"` // get | put
+	PayloadHash string `lua:"payload_hash"`
+	Answer      string `lua:"answer"`      // put only
+	LifetimeMs  int64  `lua:"lifetime_ms"` // put only
+}
 
 // Service runs bulk actions.
 type Service struct {
@@ -63,7 +74,7 @@ func (s *Service) recall(ctx context.Context, key, hash string, out proto.Messag
 	var rec struct {
 		Resp string `json:"resp"`
 	}
-	if err := s.exec.RunInto(ctx, &rec, scriptRemember, []string{key}, "get", hash); err != nil {
+	if err := scriptRemember.RunInto(ctx, s.exec, &rec, rememberKeys{key}, rememberArgs{Mode: "get", PayloadHash: hash}); err != nil {
 		return false, err
 	}
 	if rec.Resp == "" {
@@ -85,7 +96,8 @@ func (s *Service) remember(ctx context.Context, key, hash string, resp proto.Mes
 	var rec struct {
 		Resp string `json:"resp"`
 	}
-	if err := s.exec.RunInto(ctx, &rec, scriptRemember, []string{key}, "put", hash, string(b), ReplayWindow.Milliseconds()); err != nil {
+	if err := scriptRemember.RunInto(ctx, s.exec, &rec, rememberKeys{key},
+		rememberArgs{"put", hash, string(b), ReplayWindow.Milliseconds()}); err != nil {
 		return err
 	}
 	if rec.Resp != string(b) {

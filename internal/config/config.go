@@ -89,12 +89,17 @@ type Config struct {
 	MaxConcurrentStreams int
 	MaxHeaderListBytes   int
 	MaxConnections       int
-	HTTPMaxConnections   int
-	HTTPMaxBodyBytes     int
-	HandshakeTimeout     time.Duration
-	MaxConnectionIdle    time.Duration
-	StreamsPerKey        int
-	StreamsTotal         int
+	// RefusedStreamsPerConn, FloodClosuresPerPeer (0: off) and
+	// FloodPeerCooldown are the HEADERS-flood guard of the gRPC listener.
+	RefusedStreamsPerConn int
+	FloodClosuresPerPeer  int
+	FloodPeerCooldown     time.Duration
+	HTTPMaxConnections    int
+	HTTPMaxBodyBytes      int
+	HandshakeTimeout      time.Duration
+	MaxConnectionIdle     time.Duration
+	StreamsPerKey         int
+	StreamsTotal          int
 	// WatchStreamRate and WatchTenantRate pace WatchEvents reads, in events/s
 	// per stream and per tenant (on one replica); negative: unlimited.
 	WatchStreamRate int
@@ -282,6 +287,9 @@ func define(fs *flag.FlagSet, c *Config, addrs, methodPolicies *string) {
 	integer(&c.MaxConcurrentStreams, "max-concurrent-streams", 256, "RPCs in flight per gRPC connection (HTTP/2 MAX_CONCURRENT_STREAMS)")
 	integer(&c.MaxHeaderListBytes, "max-header-list-bytes", 16<<10, "largest request metadata (headers) of one gRPC call")
 	integer(&c.MaxConnections, "max-connections", 1024, "open connections on the gRPC listener")
+	integer(&c.RefusedStreamsPerConn, "refused-streams-per-conn", 16, "streams refused before their body (no or bad credentials, public-stream limits) within 1 s that close a gRPC connection at once, when it has had more refused than served")
+	integer(&c.FloodClosuresPerPeer, "flood-closures-per-peer", 2, "connections of one peer (IPv4 address or IPv6 /64) closed by -refused-streams-per-conn, each within -flood-peer-cooldown of the previous, after which its new connections are closed at accept; 0: off (behind an L7 proxy)")
+	dur(&c.FloodPeerCooldown, "flood-peer-cooldown", 10*time.Second, "how long a flooding peer's new gRPC connections are closed at accept after its last closure")
 	integer(&c.HTTPMaxConnections, "http-max-connections", 1024, "open connections on the HTTP listener")
 	integer(&c.HTTPMaxBodyBytes, "http-max-body-bytes", 1<<20, "largest HTTP request body")
 	dur(&c.HandshakeTimeout, "handshake-timeout", 5*time.Second, "a connection must finish TLS and the HTTP/2 preface within this")
@@ -335,6 +343,7 @@ func (c *Config) validate() error {
 		{"max-recv-msg-bytes", c.MaxRecvMsgBytes}, {"max-runtime-recv-bytes", c.MaxRuntimeRecvBytes},
 		{"max-concurrent-streams", c.MaxConcurrentStreams}, {"max-header-list-bytes", c.MaxHeaderListBytes},
 		{"max-connections", c.MaxConnections}, {"http-max-connections", c.HTTPMaxConnections},
+		{"refused-streams-per-conn", c.RefusedStreamsPerConn},
 		{"http-max-body-bytes", c.HTTPMaxBodyBytes}, {"streams-per-key", c.StreamsPerKey},
 		{"streams-total", c.StreamsTotal}, {"stream-redis-pool-size", c.StreamRedisPoolSize},
 		{"unverified-per-failing-peer", c.UnverifiedPerFailingPeer}, {"unverified-keys-per-peer", c.UnverifiedKeysPerPeer},
@@ -348,6 +357,9 @@ func (c *Config) validate() error {
 	}
 	if c.AuthFailRate <= 0 || c.HandshakeTimeout <= 0 || c.MaxConnectionIdle <= 0 {
 		return fmt.Errorf("auth-fail-rate, handshake-timeout and max-connection-idle must be positive")
+	}
+	if c.FloodClosuresPerPeer < 0 || c.FloodPeerCooldown <= 0 {
+		return fmt.Errorf("flood-closures-per-peer must be 0 (off) or positive, and flood-peer-cooldown positive")
 	}
 	if c.ArchiveRetention < 48*time.Hour {
 		return fmt.Errorf("archive-retention must be at least 48h (whole days are dropped)")

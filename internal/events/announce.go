@@ -3,7 +3,6 @@ package events
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -18,7 +17,17 @@ import (
 )
 
 // scriptAnnounce updates the all-tenant feed (lua/events/announce.lua).
-var scriptAnnounce = script.Define("events/announce")
+var scriptAnnounce = script.Bind[announceKeys, announceArgs]("events/announce")
+
+type announceKeys struct {
+	Log   string `lua:"feed_log"`
+	Marks string `lua:"feed_marks"`
+}
+
+type announceArgs struct {
+	RetentionMs int64    `lua:"retention_ms"`
+	Pairs       []string `lua:"tenant_event_pairs"` // tenant id, stream id, ...
+}
 
 // maxAnnouncePairs bounds one announce script call (lua/events/announce.lua).
 const maxAnnouncePairs = 500
@@ -236,16 +245,16 @@ func (a *Announcer) Flush(ctx context.Context) error {
 }
 
 func (a *Announcer) append(ctx context.Context, tenants []string, ids map[string]ID) error {
-	args := make([]any, 0, 1+2*len(tenants))
-	args = append(args, strconv.FormatInt(a.retention.Milliseconds(), 10))
+	pairs := make([]string, 0, 2*len(tenants))
 	for _, t := range tenants {
-		args = append(args, t, ids[t].String())
+		pairs = append(pairs, t, ids[t].String())
 	}
 	var res struct {
 		Appended int64                   `json:"appended"`
 		Marks    script.LuaArray[string] `json:"marks"`
 	}
-	if err := a.exec.RunInto(ctx, &res, scriptAnnounce, []string{keys.Feed, keys.FeedMarks}, args...); err != nil {
+	if err := scriptAnnounce.RunInto(ctx, a.exec, &res, announceKeys{keys.Feed, keys.FeedMarks},
+		announceArgs{RetentionMs: a.retention.Milliseconds(), Pairs: pairs}); err != nil {
 		return fmt.Errorf("announce %d tenants to the event feed: %w", len(tenants), err)
 	}
 	a.announced.Add(ctx, res.Appended)

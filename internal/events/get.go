@@ -13,7 +13,18 @@ import (
 )
 
 // scriptFind looks for one event id in a window of a stream (lua/events/find.lua).
-var scriptFind = script.Define("events/find")
+var scriptFind = script.Bind[streamKeys, findArgs]("events/find")
+
+// streamKeys are the KEYS of the scripts that read one event stream.
+type streamKeys struct {
+	Stream string `lua:"event_stream"`
+}
+
+type findArgs struct {
+	ID     string `lua:"event_id"`
+	From   string `lua:"from"`
+	Window int64  `lua:"window"`
+}
 
 // findWindow is how many entries one events/find call examines: large enough
 // that a search costs few round trips, small enough that one call stays a
@@ -65,7 +76,7 @@ func (s *Service) Get(ctx context.Context, p auth.Principal, req *cyclesv1.GetEv
 	from := "+"
 	for {
 		var out found
-		if err := s.r.exec.RunInto(ctx, &out, scriptFind, []string{stream}, id, from, findWindow); err != nil {
+		if err := scriptFind.RunInto(ctx, s.r.exec, &out, streamKeys{stream}, findArgs{id, from, findWindow}); err != nil {
 			return nil, fmt.Errorf("find event %s of tenant %s: %w", id, f.tenant, err)
 		}
 		if out.Found != nil {

@@ -15,7 +15,13 @@ import (
 )
 
 // scriptRead reads one window of a tenant's stream (lua/events/read.lua).
-var scriptRead = script.Define("events/read")
+var scriptRead = script.Bind[streamKeys, readArgs]("events/read")
+
+type readArgs struct {
+	From  string `lua:"from"`
+	To    string `lua:"to"`
+	Count int    `lua:"count"`
+}
 
 // maxRead is the read script's own bound on entries per call.
 const maxRead = 1000
@@ -49,7 +55,7 @@ func (r reader) readStream(ctx context.Context, stream, from, to string, n int) 
 		n = maxRead
 	}
 	var w window
-	if err := r.exec.RunInto(ctx, &w, scriptRead, []string{stream}, from, to, n); err != nil {
+	if err := scriptRead.RunInto(ctx, r.exec, &w, streamKeys{stream}, readArgs{from, to, n}); err != nil {
 		return window{}, fmt.Errorf("read %s: %w", stream, err)
 	}
 	return w, nil

@@ -227,7 +227,7 @@ func (s *Service) recordsPass(ctx context.Context, prefix string, r *report) (he
 			Uncertain    luaMap[bool]             `json:"uncertain"`
 			AllUncertain bool                     `json:"all_uncertain"`
 		}
-		if err := s.runPage(ctx, &page, scriptAuditRecords, prefix, cur.Member, cur.Score, s.opts.PageSize); err != nil {
+		if err := scriptAuditRecords.RunInto(ctx, s.exec, &page, prefixKeys{prefix}, zpageArgs{cur.Member, cur.Score, s.opts.PageSize}); err != nil {
 			return held, err
 		}
 		for m, v := range page.Holds {
@@ -277,7 +277,8 @@ func (s *Service) indexPasses(ctx context.Context, prefix string, r *report) err
 				Done    bool                     `json:"done"`
 				Entries int64                    `json:"entries"`
 			}
-			if err := s.runPage(ctx, &page, scriptAuditIndex, prefix, which, cur.Member, cur.Score, s.opts.PageSize); err != nil {
+			if err := scriptAuditIndex.RunInto(ctx, s.exec, &page, prefixKeys{prefix},
+				indexPageArgs{which, cur.Member, cur.Score, s.opts.PageSize}); err != nil {
 				return fmt.Errorf("%s index: %w", which, err)
 			}
 			if which == "deadline" {
@@ -317,7 +318,7 @@ func (s *Service) budgetsPass(ctx context.Context, prefix string, r *report) (ma
 			}] `json:"rows"`
 			Done bool `json:"done"`
 		}
-		if err := s.runPage(ctx, &page, scriptAuditBudgets, prefix, after, s.opts.PageSize); err != nil {
+		if err := scriptAuditBudgets.RunInto(ctx, s.exec, &page, prefixKeys{prefix}, budgetPageArgs{after, s.opts.PageSize}); err != nil {
 			return nil, nil, err
 		}
 		for _, b := range page.Rows {
@@ -389,12 +390,8 @@ func (s *Service) holds(ctx context.Context, prefix string, extra, members []str
 	var h holdsResult
 	x, _ := json.Marshal(nonNil(extra))
 	m, _ := json.Marshal(nonNil(members))
-	err := s.exec.RunInto(ctx, &h, scriptHolds, []string{prefix}, s.opts.HoldsLimit, string(x), string(m))
+	err := scriptHolds.RunInto(ctx, s.exec, &h, prefixKeys{prefix}, holdsArgs{s.opts.HoldsLimit, string(x), string(m)})
 	return h, err
-}
-
-func (s *Service) runPage(ctx context.Context, out any, d *script.Def, prefix string, args ...any) error {
-	return s.exec.RunInto(ctx, out, d, []string{prefix}, args...)
 }
 
 func nonNil(s []string) []string {

@@ -20,14 +20,72 @@ import (
 // The operator scripts (lua/ops/): audits, repair and quarantine, each call
 // on its own.
 var (
-	scriptAuditBudgets      = script.Define("ops/audit_budgets")
-	scriptAuditIndex        = script.Define("ops/audit_index")
-	scriptAuditRecords      = script.Define("ops/audit_records")
-	scriptHolds             = script.Define("ops/holds")
-	scriptQuarantineList    = script.Define("ops/quarantine_list")
-	scriptQuarantineResolve = script.Define("ops/quarantine_resolve")
-	scriptRepair            = script.Define("ops/repair")
+	scriptAuditBudgets      = script.Bind[prefixKeys, budgetPageArgs]("ops/audit_budgets")
+	scriptAuditIndex        = script.Bind[prefixKeys, indexPageArgs]("ops/audit_index")
+	scriptAuditRecords      = script.Bind[prefixKeys, zpageArgs]("ops/audit_records")
+	scriptHolds             = script.Bind[prefixKeys, holdsArgs]("ops/holds")
+	scriptQuarantineList    = script.Bind[prefixKeys, zpageArgs]("ops/quarantine_list")
+	scriptQuarantineResolve = script.Bind[settleKeys, resolveArgs]("ops/quarantine_resolve")
+	scriptRepair            = script.Bind[settleKeys, repairArgs]("ops/repair")
 )
+
+// prefixKeys are the KEYS of the scripts that derive every key from the
+// tenant's prefix.
+type prefixKeys struct {
+	Prefix string `lua:"tenant_prefix"`
+}
+
+// zpageArgs page an index by (member, score) cursor.
+type zpageArgs struct {
+	Member   string `lua:"cursor_member"`
+	Score    string `lua:"cursor_score"`
+	PageSize int    `lua:"page_size"`
+}
+
+type indexPageArgs struct {
+	Index    string `lua:"index"` // deadline | quarantine
+	Member   string `lua:"cursor_member"`
+	Score    string `lua:"cursor_score"`
+	PageSize int    `lua:"page_size"`
+}
+
+type budgetPageArgs struct {
+	After    string `lua:"after"`
+	PageSize int    `lua:"page_size"`
+}
+
+type holdsArgs struct {
+	Limit    int    `lua:"limit"`
+	ExtraIDs string `lua:"extra_ids"` // JSON array
+	Members  string `lua:"members"`   // JSON array
+}
+
+// settleKeys are the KEYS of the operator's writes.
+type settleKeys struct {
+	Prefix string `lua:"tenant_prefix"`
+	Idem   string `lua:"idem_record"`
+	Events string `lua:"event_stream"`
+}
+
+type resolveArgs struct {
+	ID             string `lua:"reservation_id"`
+	Outcome        string `lua:"outcome"`
+	Resolution     string `lua:"resolution"` // JSON
+	Reason         string `lua:"reason"`
+	PayloadHash    string `lua:"payload_hash"`
+	IdemLifetimeMs int64  `lua:"idem_lifetime_ms"`
+	EventCtx       string `lua:"event_ctx"`
+	Archive        string `lua:"archive"` // "1" or ""
+}
+
+type repairArgs struct {
+	Plan           string `lua:"plan"` // JSON
+	Apply          bool   `lua:"apply"`
+	PayloadHash    string `lua:"payload_hash"`
+	IdemLifetimeMs int64  `lua:"idem_lifetime_ms"`
+	EventCtx       string `lua:"event_ctx"`
+	HoldsLimit     int    `lua:"holds_limit"`
+}
 
 // Defaults of Options.
 const (

@@ -107,7 +107,8 @@ func (s *Service) ListQuarantined(ctx context.Context, req *cyclesv1.ListQuarant
 				Done bool                           `json:"done"`
 			}
 			n := size - len(resp.Reservations)
-			if err := s.exec.RunInto(ctx, &out, scriptQuarantineList, []string{keys.Tenant(tenant).Prefix()}, c.Member, c.Score, n); err != nil {
+			if err := scriptQuarantineList.RunInto(ctx, s.exec, &out, prefixKeys{keys.Tenant(tenant).Prefix()},
+				zpageArgs{c.Member, c.Score, n}); err != nil {
 				return nil, fmt.Errorf("list quarantined of %s: %w", tenant, err)
 			}
 			for _, r := range out.Rows {
@@ -239,10 +240,10 @@ func (s *Service) Resolve(ctx context.Context, req *cyclesv1.ResolveQuarantinedR
 	}
 	t := keys.Tenant(req.GetTenantId())
 	var out resolveResult
-	if err := s.exec.RunInto(ctx, &out, scriptQuarantineResolve,
-		[]string{t.Prefix(), t.Idempotency("resolve", req.GetIdempotencyKey()), t.Events()},
-		req.GetReservationId(), outcome, string(raw), req.GetReason(), hash, ReplayWindow.Milliseconds(), s.eventContext(ctx),
-		s.archive()); err != nil {
+	if err := scriptQuarantineResolve.RunInto(ctx, s.exec, &out,
+		settleKeys{t.Prefix(), t.Idempotency("resolve", req.GetIdempotencyKey()), t.Events()},
+		resolveArgs{req.GetReservationId(), outcome, string(raw), req.GetReason(), hash, ReplayWindow.Milliseconds(),
+			s.eventContext(ctx), s.archive()}); err != nil {
 		return nil, err
 	}
 	if !out.Replay {

@@ -72,15 +72,13 @@ func (s *Service) Repair(ctx context.Context, req *cyclesv1.RepairTenantRequest)
 		return nil, fmt.Errorf("encode repair plan: %w", err)
 	}
 	t := keys.Tenant(tenant)
-	apply := "0"
 	idem := t.Idempotency("repair", "dry-run")
 	if req.GetApply() {
-		apply = "1"
 		idem = t.Idempotency("repair", req.GetIdempotencyKey())
 	}
 	var out repairResult
-	if err := s.exec.RunInto(ctx, &out, scriptRepair, []string{t.Prefix(), idem, t.Events()},
-		string(raw), apply, hash, ReplayWindow.Milliseconds(), s.eventContext(ctx), s.opts.HoldsLimit); err != nil {
+	if err := scriptRepair.RunInto(ctx, s.exec, &out, settleKeys{t.Prefix(), idem, t.Events()},
+		repairArgs{string(raw), req.GetApply(), hash, ReplayWindow.Milliseconds(), s.eventContext(ctx), s.opts.HoldsLimit}); err != nil {
 		return nil, fmt.Errorf("repair %s: %w", tenant, err)
 	}
 	resp := &cyclesv1.RepairTenantResponse{Applied: req.GetApply(), Replay: out.Replay}

@@ -21,11 +21,6 @@ import (
 // counters, and the reset of one. The counters themselves are written by the
 // reserve script (lua/lib/quota.lua).
 
-var (
-	scriptCounters     = script.Define("policy/counters")
-	scriptCounterReset = script.Define("policy/counter_reset")
-)
-
 // counterRow is a counter as the scripts answer it: scope, kind, risk class,
 // window, window key, used, limit, policy id, expires at, last count.
 type counterRow [10]string
@@ -72,8 +67,9 @@ func (s *Service) ListActionQuotaCounters(ctx context.Context, req *cyclesv1.Lis
 		More  bool                        `json:"more"`
 	}
 	t := keys.Tenant(tenant)
-	if err := s.run(ctx, &out, scriptCounters, []string{t.Record(), t.QuotaCounters()}, req.GetScope(), req.GetActionKind(),
-		actionkind.WindowName(req.GetWindow()), off, limit, req.GetRunId(), boolArg(req.GetIncludeZero())); err != nil {
+	if err := run(ctx, s, &out, scriptCounters, countersKeys{t.Record(), t.QuotaCounters()},
+		countersArgs{req.GetScope(), req.GetActionKind(), actionkind.WindowName(req.GetWindow()), off, limit,
+			req.GetRunId(), boolArg(req.GetIncludeZero())}); err != nil {
 		return nil, err
 	}
 	resp := &cyclesv1.ListActionQuotaCountersResponse{HasMore: out.More, Counters: []*cyclesv1.ActionQuotaState{}}
@@ -166,9 +162,9 @@ func (s *Service) ResetActionQuotaCounter(ctx context.Context, req *cyclesv1.Res
 		// that does not exist (after its tenant check).
 		key, field, bucket = t.QuotaDay("none"), "-", "-"
 	}
-	ks := []string{t.Record(), key, t.QuotaCounters(), t.Events(), t.Audit()}
-	if err := s.run(ctx, &out, scriptCounterReset, ks, eventctx.Arg(ctx, 0), req.GetReason(), req.GetTenantId(),
-		field, bucket); err != nil {
+	ks := counterResetKeys{t.Record(), key, t.QuotaCounters(), t.Events(), t.Audit()}
+	if err := run(ctx, s, &out, scriptCounterReset, ks, counterResetArgs{eventctx.Arg(ctx, 0), req.GetReason(), req.GetTenantId(),
+		field, bucket}); err != nil {
 		return nil, err
 	}
 	st, err := out.State.proto()

@@ -39,12 +39,6 @@ const (
 	MaxListLimit     = 200
 )
 
-var (
-	scriptCreate = script.Define("policy/create")
-	scriptUpdate = script.Define("policy/update")
-	scriptGet    = script.Define("policy/get")
-)
-
 // Options configure a Service.
 type Options struct {
 	// MaxPerTenant bounds one tenant's policies (0 = MaxPerTenant).
@@ -214,7 +208,8 @@ func (s *Service) CreateScopePolicy(ctx context.Context, req *cyclesv1.CreateSco
 	}
 	t := keys.Tenant(tenant)
 	var out stored
-	if err := s.run(ctx, &out, scriptCreate, []string{t.Record(), t.Policies(), t.Audit(), t.Events()}, string(arg), s.max, eventctx.Arg(ctx, 0)); err != nil {
+	if err := run(ctx, s, &out, scriptCreate, policyKeys{t.Record(), t.Policies(), t.Audit(), t.Events()},
+		createArgs{string(arg), s.max, eventctx.Arg(ctx, 0)}); err != nil {
 		return nil, err
 	}
 	pb, err := out.proto()
@@ -334,7 +329,8 @@ func (s *Service) UpdateScopePolicy(ctx context.Context, req *cyclesv1.UpdateSco
 	}
 	t := keys.Tenant(req.GetTenantId())
 	var out stored
-	if err := s.run(ctx, &out, scriptUpdate, []string{t.Record(), t.Policies(), t.Audit(), t.Events()}, req.GetPolicyId(), string(arg), eventctx.Arg(ctx, 0)); err != nil {
+	if err := run(ctx, s, &out, scriptUpdate, policyKeys{t.Record(), t.Policies(), t.Audit(), t.Events()},
+		updateArgs{req.GetPolicyId(), string(arg), eventctx.Arg(ctx, 0)}); err != nil {
 		return nil, err
 	}
 	pb, err := out.proto()
@@ -349,7 +345,7 @@ func (s *Service) read(ctx context.Context, tenant, id string) ([]stored, error)
 	var out struct {
 		Items jsonList `json:"items"`
 	}
-	if err := s.run(ctx, &out, scriptGet, []string{keys.Tenant(tenant).Policies()}, id); err != nil {
+	if err := run(ctx, s, &out, scriptGet, policiesKeys{keys.Tenant(tenant).Policies()}, getArgs{id}); err != nil {
 		return nil, err
 	}
 	items := make([]stored, len(out.Items))
@@ -361,12 +357,12 @@ func (s *Service) read(ctx context.Context, tenant, id string) ([]stored, error)
 	return items, nil
 }
 
-func (s *Service) run(ctx context.Context, out any, d *script.Def, keys []string, args ...any) error {
-	if err := s.exec.RunInto(ctx, out, d, keys, args...); err != nil {
+func run[K, A any](ctx context.Context, s *Service, out any, sc *script.Script[K, A], k K, a A) error {
+	if err := sc.RunInto(ctx, s.exec, out, k, a); err != nil {
 		if _, ok := apierr.As(err); ok {
 			return err
 		}
-		return fmt.Errorf("%s: %w", d, err)
+		return fmt.Errorf("%s: %w", sc.Def, err)
 	}
 	return nil
 }

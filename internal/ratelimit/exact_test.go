@@ -94,7 +94,7 @@ func TestClientTimeIsIgnored(t *testing.T) {
 	ctx := context.Background()
 	rk := StateKey(uniq("p"), "k")
 	bogus := strconv.FormatInt(t0.UnixMilli()+1e9, 10)
-	raw, err := e.exec.RunFlat(ctx, scriptSlidingLog, []string{rk}, "5", "1000", "1", "0", "1100", bogus, bogus)
+	raw, err := e.exec.RunFlat(ctx, scriptSlidingLog.Def, []string{rk}, "5", "1000", "1", "0", "1100", bogus, bogus)
 	if err != nil {
 		t.Fatal(err)
 	}

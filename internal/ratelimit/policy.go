@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,11 +18,27 @@ import (
 
 // The policy store's scripts (lua/ratelimit/policy_*.lua).
 var (
-	scriptPolicyPut    = script.Define("ratelimit/policy_put")
-	scriptPolicyDelete = script.Define("ratelimit/policy_delete")
-	scriptPolicyGet    = script.Define("ratelimit/policy_get")
-	scriptPolicyList   = script.Define("ratelimit/policy_list")
+	scriptPolicyPut    = script.Bind[policiesKeys, policyPutArgs]("ratelimit/policy_put")
+	scriptPolicyDelete = script.Bind[policiesKeys, policyNameArgs]("ratelimit/policy_delete")
+	scriptPolicyGet    = script.Bind[policiesKeys, policyNameArgs]("ratelimit/policy_get")
+	scriptPolicyList   = script.Bind[policiesKeys, script.None]("ratelimit/policy_list")
 )
+
+// policiesKeys are the policy scripts' KEYS: the policy hash.
+type policiesKeys struct {
+	Policies string `lua:"policies"`
+}
+
+type policyNameArgs struct {
+	Name string `lua:"name"`
+}
+
+type policyPutArgs struct {
+	Name   string `lua:"name"`
+	Policy string `lua:"policy"` // JSON
+	Mode   string `lua:"mode"`   // create | update
+	Max    int    `lua:"max_policies"`
+}
 
 // MaxPolicies bounds the policy table, so listing it is one bounded read.
 const MaxPolicies = 1000
@@ -158,8 +173,8 @@ func (l *Limiter) putPolicy(ctx context.Context, p Policy, mode string) (Policy,
 	if err != nil {
 		return Policy{}, err
 	}
-	if err := l.exec.RunInto(ctx, nil, scriptPolicyPut, []string{keys.RateLimitPolicies},
-		p.Name, body, mode, strconv.Itoa(MaxPolicies)); err != nil {
+	if err := scriptPolicyPut.RunInto(ctx, l.exec, nil, policiesKeys{keys.RateLimitPolicies},
+		policyPutArgs{p.Name, body, mode, MaxPolicies}); err != nil {
 		return Policy{}, err
 	}
 	l.cache.put(p.Name, p, true, time.Now().Add(l.opts.PolicyCacheTTL))
@@ -173,7 +188,7 @@ func (l *Limiter) DeletePolicy(ctx context.Context, name string) error {
 	if err := validate.RateLimitPolicyName("name", name); err != nil {
 		return err
 	}
-	if err := l.exec.RunInto(ctx, nil, scriptPolicyDelete, []string{keys.RateLimitPolicies}, name); err != nil {
+	if err := scriptPolicyDelete.RunInto(ctx, l.exec, nil, policiesKeys{keys.RateLimitPolicies}, policyNameArgs{name}); err != nil {
 		return err
 	}
 	l.cache.forget(name)
@@ -186,7 +201,7 @@ func (l *Limiter) GetPolicy(ctx context.Context, name string) (Policy, error) {
 	if err := validate.RateLimitPolicyName("name", name); err != nil {
 		return Policy{}, err
 	}
-	raw, err := l.exec.Run(ctx, scriptPolicyGet, []string{keys.RateLimitPolicies}, name)
+	raw, err := scriptPolicyGet.Run(ctx, l.exec, policiesKeys{keys.RateLimitPolicies}, policyNameArgs{name})
 	if err != nil {
 		return Policy{}, err
 	}
@@ -195,7 +210,7 @@ func (l *Limiter) GetPolicy(ctx context.Context, name string) (Policy, error) {
 
 // ListPolicies returns every policy, sorted by name.
 func (l *Limiter) ListPolicies(ctx context.Context) ([]Policy, error) {
-	raw, err := l.exec.Run(ctx, scriptPolicyList, []string{keys.RateLimitPolicies})
+	raw, err := scriptPolicyList.Run(ctx, l.exec, policiesKeys{keys.RateLimitPolicies}, script.None{})
 	if err != nil {
 		return nil, err
 	}

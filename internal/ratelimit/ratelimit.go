@@ -119,19 +119,41 @@ func CallerKey(ctx context.Context, key string) (string, error) {
 // The checks' scripts (lua/ratelimit/), one per algorithm, plus the
 // operator's inspection; all small, bounded and per request.
 var (
-	scriptSlidingLog    = script.Define("ratelimit/sliding_log", script.Pipelined)
-	scriptSlidingWindow = script.Define("ratelimit/sliding_window", script.Pipelined)
-	scriptTokenBucket   = script.Define("ratelimit/token_bucket", script.Pipelined)
-	scriptPackedLog     = script.Define("ratelimit/packed_log", script.Pipelined)
-	scriptInspect       = script.Define("ratelimit/inspect", script.Pipelined)
+	scriptSlidingLog    = script.Bind[stateKeys, logArgs]("ratelimit/sliding_log", script.Pipelined)
+	scriptSlidingWindow = script.Bind[stateKeys, checkArgs]("ratelimit/sliding_window", script.Pipelined)
+	scriptTokenBucket   = script.Bind[stateKeys, checkArgs]("ratelimit/token_bucket", script.Pipelined)
+	scriptPackedLog     = script.Bind[stateKeys, checkArgs]("ratelimit/packed_log", script.Pipelined)
+	scriptInspect       = script.Bind[stateKeys, inspectArgs]("ratelimit/inspect", script.Pipelined)
 )
 
-var scriptOf = map[Algorithm]*script.Def{
-	SlidingLog:    scriptSlidingLog,
-	CappedLog:     scriptSlidingLog, // with its cap as ARGV[6]
-	SlidingWindow: scriptSlidingWindow,
-	TokenBucket:   scriptTokenBucket,
-	PackedLog:     scriptPackedLog,
+// stateKeys are the KEYS of the check and inspect scripts: one state key.
+type stateKeys struct {
+	State string `lua:"state_key"`
+}
+
+// checkArgs are the ARGV of every check script.
+type checkArgs struct {
+	Limit    int64 `lua:"limit"`
+	WindowMs int64 `lua:"window_ms"`
+	Hits     int64 `lua:"hits"`
+	Shadow   bool  `lua:"shadow"`
+	TTLms    int64 `lua:"ttl_ms"`
+}
+
+// logArgs are SLIDING_LOG's: checkArgs and the cap (CAPPED_LOG; 0 = none).
+type logArgs struct {
+	Limit    int64 `lua:"limit"`
+	WindowMs int64 `lua:"window_ms"`
+	Hits     int64 `lua:"hits"`
+	Shadow   bool  `lua:"shadow"`
+	TTLms    int64 `lua:"ttl_ms"`
+	Cap      int64 `lua:"cap"`
+}
+
+type inspectArgs struct {
+	Algorithm string `lua:"algorithm"`
+	Limit     int64  `lua:"limit"`
+	WindowMs  int64  `lua:"window_ms"`
 }
 
 // Check counts hits (>= 1) against key under the named policy and decides.
@@ -169,22 +191,33 @@ func (l *Limiter) Check(ctx context.Context, policy, key string, hits int64) (De
 
 // run executes the policy's script on the state key.
 func (l *Limiter) run(ctx context.Context, p Policy, key string, hits int64) (Decision, error) {
-	shadow := "0"
-	if p.Shadow {
-		shadow = "1"
-	}
-	// int64 arguments go on the wire as their decimal text, as the strings
-	// did, without a string per argument.
-	args := make([]any, 5, 6)
-	args[0], args[1], args[2], args[3], args[4] = p.Limit, p.WindowMs, hits, shadow, p.TTL().Milliseconds()
-	if p.Algorithm == CappedLog {
-		args = append(args, p.Cap)
-	}
-	name, ok := scriptOf[p.Algorithm]
-	if !ok {
+	k := stateKeys{StateKey(p.Name, key)}
+	a := checkArgs{Limit: p.Limit, WindowMs: p.WindowMs, Hits: hits, Shadow: p.Shadow, TTLms: p.TTL().Milliseconds()}
+	var (
+		name  string
+		reply []any
+		err   error
+	)
+	switch p.Algorithm {
+	case SlidingLog, CappedLog:
+		la := logArgs{Limit: a.Limit, WindowMs: a.WindowMs, Hits: a.Hits, Shadow: a.Shadow, TTLms: a.TTLms}
+		if p.Algorithm == CappedLog {
+			la.Cap = p.Cap
+		}
+		name = scriptSlidingLog.Name()
+		reply, err = scriptSlidingLog.RunFlat(ctx, l.exec, k, la)
+	case SlidingWindow:
+		name = scriptSlidingWindow.Name()
+		reply, err = scriptSlidingWindow.RunFlat(ctx, l.exec, k, a)
+	case TokenBucket:
+		name = scriptTokenBucket.Name()
+		reply, err = scriptTokenBucket.RunFlat(ctx, l.exec, k, a)
+	case PackedLog:
+		name = scriptPackedLog.Name()
+		reply, err = scriptPackedLog.RunFlat(ctx, l.exec, k, a)
+	default:
 		return Decision{}, apierr.New(apierr.InternalError, "policy %s: unknown algorithm %d", p.Name, p.Algorithm)
 	}
-	reply, err := l.exec.RunFlat(ctx, name, []string{StateKey(p.Name, key)}, args...)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -237,8 +270,8 @@ func (l *Limiter) Inspect(ctx context.Context, policy, key string) (Inspection, 
 		Encoding string `json:"encoding"`
 		TTL      int64  `json:"ttl_ms"`
 	}
-	if err := l.exec.RunInto(ctx, &r, scriptInspect, []string{rk}, AlgorithmName(p.Algorithm),
-		strconv.FormatInt(p.Limit, 10), strconv.FormatInt(p.WindowMs, 10)); err != nil {
+	if err := scriptInspect.RunInto(ctx, l.exec, &r, stateKeys{rk},
+		inspectArgs{AlgorithmName(p.Algorithm), p.Limit, p.WindowMs}); err != nil {
 		return Inspection{}, err
 	}
 	l.m.inspections.Add(ctx, 1, metric.WithAttributes(attribute.String("policy", p.Name)))

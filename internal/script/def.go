@@ -20,6 +20,11 @@ type Def struct {
 	// pipelined: concurrent calls may share a pipeline (pipeline.go).
 	pipelined bool
 	span      string
+	// keyNames and argNames are the binding's KEYS and ARGV names in
+	// order, a variadic tail's as "<name>.." (bind.go); nil without a
+	// binding (Define alone).
+	keyNames, argNames []string
+	bound              bool
 }
 
 // Name is the script's path under lua/ without ".lua", e.g. "ledger/reserve".

@@ -7,10 +7,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"google.golang.org/grpc/tap"
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/telemetry"
@@ -86,15 +89,21 @@ func TestConnGuardEvictsTheIdlestAtTheLimit(t *testing.T) {
 }
 
 func TestConnGuardClosesAConnectionOfRefusals(t *testing.T) {
-	g, m := newTestGuard(t, Limits{RefusedStreamsPerConn: 8})
+	g, m := newTestGuard(t, Limits{RefusedStreamsPerConn: 8, FloodClosuresPerPeer: -1})
+	now := time.Now()
+	g.now = func() time.Time { return now }
+	closures := 0
 	for _, tc := range []struct {
 		name            string
 		served, refused int
+		every           time.Duration // between two refusals
 		closed          bool
 	}{
-		{"refusals under the limit", 0, 7, false},
-		{"refusals at the limit", 0, 8, true},
-		{"more served than refused", 20, 8, false},
+		{"refusals under the limit", 0, 7, 0, false},
+		{"refusals at the limit", 0, 8, 0, true},
+		{"at the limit in a second", 0, 8, 100 * time.Millisecond, true},
+		{"more served than refused", 20, 8, 0, false},
+		{"refusals spread over more than a second", 0, 12, 200 * time.Millisecond, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dialAccept(t, g)
@@ -104,14 +113,164 @@ func TestConnGuardClosesAConnectionOfRefusals(t *testing.T) {
 			}
 			for range tc.refused {
 				c.streamRefused()
+				now = now.Add(tc.every)
 			}
-			if c.closed.Load() != tc.closed {
-				t.Fatalf("closed = %v, want %v", c.closed.Load(), tc.closed)
+			if c.condemned() != tc.closed {
+				t.Fatalf("condemned = %v, want %v", c.condemned(), tc.closed)
+			}
+			if tc.closed {
+				closures++
+				// Not read from again, and closed after the grace.
+				if n, err := c.Read(make([]byte, 16)); n != 0 || !errors.Is(err, net.ErrClosed) {
+					t.Fatalf("read from a condemned connection: %d, %v", n, err)
+				}
+				if !c.closed.Load() {
+					t.Fatal("a condemned connection was not closed")
+				}
 			}
 		})
 	}
-	if n := m.Sum(t, "cycles.conn.limit_closures", attribute.String("reason", "refused_streams")); n != 1 {
-		t.Fatalf("refused_streams = %d, want 1", n)
+	if n := m.Sum(t, "cycles.conn.limit_closures", attribute.String("reason", "refused_streams")); n != int64(closures) {
+		t.Fatalf("refused_streams = %d, want %d", n, closures)
+	}
+}
+
+// A peer whose connections were closed for refused streams twice has its
+// next connections closed at accept, until the cool-down has passed; with
+// per-peer tracking off, never.
+func TestConnGuardClosesAFloodingPeerAtAccept(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		perPeer int
+		banned  bool
+	}{
+		{"tracked", 2, true},
+		{"off", -1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, m := newTestGuard(t, Limits{RefusedStreamsPerConn: 4, FloodClosuresPerPeer: tc.perPeer, FloodPeerCooldown: 10 * time.Second})
+			// Accept reads the clock on its own goroutine.
+			var clock atomic.Int64
+			clock.Store(time.Now().UnixNano())
+			g.now = func() time.Time { return time.Unix(0, clock.Load()) }
+			for range 2 {
+				c := dialAccept(t, g)
+				for range 4 {
+					c.streamRefused()
+				}
+				if !c.condemned() {
+					t.Fatal("flooding connection not condemned")
+				}
+				clock.Add(int64(5 * time.Second))
+			}
+			// The next connection arrives while the peer is cooling down; the
+			// one after it once the cool-down has passed.
+			early, err := net.Dial("tcp", g.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer early.Close()
+			accepted := make(chan net.Conn, 1)
+			go func() {
+				sc, _ := g.Accept()
+				accepted <- sc
+			}()
+			if tc.banned {
+				// The early connection is closed by the guard; Accept goes on
+				// waiting.
+				_ = early.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if _, err := early.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatalf("a connection from a peer in its cool-down was not closed at accept: %v", err)
+				}
+				clock.Add(int64(11 * time.Second))
+				later, err := net.Dial("tcp", g.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer later.Close()
+			}
+			sc := <-accepted
+			if sc == nil {
+				t.Fatal("nothing accepted")
+			}
+			_ = sc.Close()
+			want := int64(0)
+			if tc.banned {
+				want = 1
+			}
+			if n := m.Sum(t, "cycles.conn.limit_closures", attribute.String("reason", "flood_peer")); n != want {
+				t.Fatalf("flood_peer = %d, want %d", n, want)
+			}
+		})
+	}
+}
+
+// A connection with more streams refused than served is read a little at a
+// time, so that grpc-go has little buffered to parse once the guard closes
+// it; a clean connection is read in full.
+func TestConnGuardReadsASuspectConnectionSlowly(t *testing.T) {
+	g, _ := newTestGuard(t, Limits{})
+	for _, tc := range []struct {
+		name    string
+		refused int
+		max     int
+	}{
+		{"clean", 0, 8 << 10},
+		{"suspect", 1, suspectReadBytes},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", g.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			sc, err := g.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sc.Close()
+			gc := sc.(*guardedConn)
+			for range tc.refused {
+				gc.streamRefused()
+			}
+			if _, err := c.Write(make([]byte, 8<<10)); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 32<<10)
+			got := 0
+			for got < 8<<10 {
+				n, err := gc.Read(buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n > tc.max {
+					t.Fatalf("one read took %d bytes, want at most %d", n, tc.max)
+				}
+				got += n
+			}
+			if tc.refused == 0 && got != 8<<10 {
+				t.Fatalf("read %d bytes", got)
+			}
+		})
+	}
+}
+
+// The tap refuses a stream parsed from a condemned connection with the
+// prebuilt answer, counted as a refusal but not against the connection.
+func TestTapOnACondemnedConnection(t *testing.T) {
+	g, _ := newTestGuard(t, Limits{})
+	gc := dialAccept(t, g)
+	gc.condemn("refused_streams")
+	m := telemetrytest.New()
+	gate := &streamGate{authn: &authenticator{peers: newPeerGuard(PreAuthLimits{}, time.Now),
+		preauthRefusals: telemetry.MustCounter(telemetry.Meter(m.Provider, "test"), "cycles.rpc.preauth_refusals", "test")}}
+	ctx := context.WithValue(context.Background(), connKey{}, gc)
+	refused := gc.refused.Load()
+	if _, err := gate.tap(ctx, &tap.Info{FullMethodName: "/cycles.v1.RuntimeService/CreateReservation"}); !errors.Is(err, condemnedErr) {
+		t.Fatalf("tap on a condemned connection: %v, want the prebuilt refusal", err)
+	}
+	if n := m.Sum(t, "cycles.rpc.preauth_refusals", attribute.String("reason", "condemned_conn")); n != 1 || gc.refused.Load() != refused {
+		t.Fatalf("counted %d condemned_conn refusals, the connection's refused %d -> %d; want 1 and unchanged", n, refused, gc.refused.Load())
 	}
 }
 

@@ -111,7 +111,10 @@ func bigGet(n int) *cyclesv1.GetReservationRequest {
 }
 
 func TestPreAuthRefusesBeforeTheBodyIsRead(t *testing.T) {
-	e := startLimited(t, Limits{PreAuth: PreAuthLimits{AuthFailBurst: 5, AuthFailRate: 1e-9}}, Services{})
+	// 40 refusals in a row on one connection: the connection guard would
+	// close it at the 16th (TestConnGuardClosesAConnectionOfRefusals); this
+	// test is about each refusal's answer.
+	e := startLimited(t, Limits{PreAuth: PreAuthLimits{AuthFailBurst: 5, AuthFailRate: 1e-9}, RefusedStreamsPerConn: 1000}, Services{})
 	rt := cyclesv1.NewRuntimeServiceClient(e.conn)
 	adm := cyclesv1.NewAdminServiceClient(e.conn)
 	body := bigGet(512 << 10)

@@ -183,6 +183,12 @@ func (s *streamGate) tap(ctx context.Context, info *tap.Info) (context.Context, 
 	if gc == nil {
 		return s.authn.tap(ctx, info)
 	}
+	if gc.condemned() {
+		if r := s.authn.preauthRefusals; r != nil {
+			r.Add(context.WithoutCancel(ctx), 1, condemnedRefusal)
+		}
+		return ctx, condemnedErr
+	}
 	var err error
 	if accessOf(info.FullMethodName).who == accessNone {
 		var limit string

@@ -85,10 +85,17 @@ type Limits struct {
 	// connection that starts no RPC in time (preface-only); WriteStallTimeout
 	// closes one whose peer leaves a write of ours blocked that long;
 	// RefusedStreamsPerConn closes one with that many streams refused before
-	// their body, when they outnumber its served ones.
+	// their body within a second, when its refused streams outnumber its
+	// served ones. A peer that had FloodClosuresPerPeer connections closed
+	// that way, each within FloodPeerCooldown of the previous, has its new
+	// connections closed at accept until FloodPeerCooldown has passed since
+	// the last (negative FloodClosuresPerPeer: no per-peer tracking, for
+	// deployments behind an L7 proxy).
 	FirstStreamTimeout    time.Duration
 	WriteStallTimeout     time.Duration
 	RefusedStreamsPerConn int
+	FloodClosuresPerPeer  int
+	FloodPeerCooldown     time.Duration
 
 	// Public methods (publicstream.go): health and reflection streams open
 	// per connection and in all, those still waiting for their request
@@ -116,7 +123,9 @@ func DefaultLimits() Limits {
 		PreAuth:               PreAuthLimits{}.withDefaults(),
 		FirstStreamTimeout:    10 * time.Second,
 		WriteStallTimeout:     10 * time.Second,
-		RefusedStreamsPerConn: 64,
+		RefusedStreamsPerConn: 16,
+		FloodClosuresPerPeer:  2,
+		FloodPeerCooldown:     10 * time.Second,
 		PublicStreamsPerConn:  16,
 		PublicStreamsTotal:    1024,
 		PublicAwaitingPerConn: 4,
@@ -146,6 +155,11 @@ func (l Limits) withDefaults() Limits {
 	defaults.Set(&l.FirstStreamTimeout, d.FirstStreamTimeout)
 	defaults.Set(&l.WriteStallTimeout, d.WriteStallTimeout)
 	defaults.Set(&l.RefusedStreamsPerConn, d.RefusedStreamsPerConn)
+	// Negative FloodClosuresPerPeer is "off", so only zero takes the default.
+	if l.FloodClosuresPerPeer == 0 {
+		l.FloodClosuresPerPeer = d.FloodClosuresPerPeer
+	}
+	defaults.Set(&l.FloodPeerCooldown, d.FloodPeerCooldown)
 	defaults.Set(&l.PublicStreamsPerConn, d.PublicStreamsPerConn)
 	defaults.Set(&l.PublicStreamsTotal, d.PublicStreamsTotal)
 	defaults.Set(&l.PublicAwaitingPerConn, d.PublicAwaitingPerConn)
@@ -256,7 +270,7 @@ func New(opts Options, svcs Services) *Server {
 	g := grpc.NewServer(serverOpts...)
 	s := &Server{GRPC: g, Health: health.NewServer(), log: log, unary: unary, limits: lim, authn: authn, conns: conns, meter: meter,
 		closures: telemetry.MustCounter(meter, "cycles.conn.limit_closures",
-			"Connections closed by a connection-level limit (attribute reason: idle_evicted, no_stream, write_stall, refused_streams, http_unread_body)")}
+			"Connections closed by a connection-level limit (attribute reason: idle_evicted, no_stream, write_stall, refused_streams, flood_peer, http_unread_body)")}
 	// Each service the caller provides (a nil interface is left out).
 	for _, svc := range []struct {
 		desc *grpc.ServiceDesc

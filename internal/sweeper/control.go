@@ -21,7 +21,7 @@ type Pause struct {
 
 func (s *Sweeper) control(ctx context.Context, op, reason string) (Pause, error) {
 	var p Pause
-	if err := s.exec.RunInto(ctx, &p, scriptSweepControl, []string{keys.SweeperControl}, op, reason); err != nil {
+	if err := scriptSweepControl.RunInto(ctx, s.exec, &p, controlKeys{keys.SweeperControl}, controlArgs{op, reason}); err != nil {
 		return p, fmt.Errorf("sweeper control %s: %w", op, err)
 	}
 	return p, nil

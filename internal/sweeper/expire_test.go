@@ -507,7 +507,7 @@ func TestExpireRefusesBadArguments(t *testing.T) {
 		}
 	}
 	var r batchResult
-	err := f.ex.RunInto(f.ctx, &r, scriptExpireBatch, []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events()}, 10, "not json")
+	err := f.ex.RunInto(f.ctx, &r, scriptExpireBatch.Def, []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events()}, 10, "not json")
 	if !apierr.HasCode(err, apierr.InvalidRequest) {
 		t.Fatalf("bad event context: %v", err)
 	}

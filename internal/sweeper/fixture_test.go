@@ -217,7 +217,7 @@ func (f *fixture) expire(batch int, extra ...any) batchResult {
 func (f *fixture) tryExpire(batch int, extra ...any) (batchResult, error) {
 	args := append([]any{batch, eventctx.Arg(context.Background(), eventctx.DefaultRetention)}, extra...)
 	var r batchResult
-	err := f.ex.RunInto(f.ctx, &r, scriptExpireBatch, []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events()}, args...)
+	err := f.ex.RunInto(f.ctx, &r, scriptExpireBatch.Def, []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events()}, args...)
 	return r, err
 }
 

@@ -287,34 +287,77 @@ func (s *Sweeper) walkTenants(ctx context.Context, visit func(string) bool) erro
 	return nil
 }
 
-// The sweeper's scripts (lua/sweeper/). TenantsScript reads one page of the
-// global tenant registry; the operator service pages tenants with it too.
+// The sweeper's scripts (lua/sweeper/). scriptTenants reads one page of the
+// global tenant registry (TenantPage); the operator service pages tenants
+// with it too.
 var (
-	TenantsScript      = script.Define("sweeper/tenants")
-	scriptExpireBatch  = script.Define("sweeper/expire_batch")
-	scriptSweepControl = script.Define("ops/sweeper_control")
+	scriptTenants      = script.Bind[tenantsKeys, tenantsArgs]("sweeper/tenants")
+	scriptExpireBatch  = script.Bind[expireKeys, expireArgs]("sweeper/expire_batch")
+	scriptSweepControl = script.Bind[controlKeys, controlArgs]("ops/sweeper_control")
 )
+
+type tenantsKeys struct {
+	Tenants string `lua:"tenants"`
+}
+
+type tenantsArgs struct {
+	After    string `lua:"after"`
+	PageSize int    `lua:"page_size"`
+}
+
+type expireKeys struct {
+	Prefix    string `lua:"tenant_prefix"`
+	Deadlines string `lua:"deadlines"`
+	Events    string `lua:"event_stream"`
+}
+
+type expireArgs struct {
+	BatchSize int    `lua:"batch_size"`
+	EventCtx  string `lua:"event_ctx"`
+	Tail      string `lua:"tail"`       // "tail" or ""
+	MustExist string `lua:"must_exist"` // "tenant" or ""
+	Archive   string `lua:"archive"`    // "1" or ""
+}
+
+type controlKeys struct {
+	Control string `lua:"control"`
+}
+
+type controlArgs struct {
+	Op     string `lua:"op"`
+	Reason string `lua:"reason"`
+}
+
+// TenantPage reads up to pageSize registered tenant ids after `after` (""
+// = from the first), in lex order; a shorter page is the last one.
+func TenantPage(ctx context.Context, exec *script.Executor, after string, pageSize int) ([]string, error) {
+	var page struct {
+		Tenants script.LuaArray[string] `json:"tenants"`
+	}
+	if err := scriptTenants.RunInto(ctx, exec, &page, tenantsKeys{keys.Tenants}, tenantsArgs{after, pageSize}); err != nil {
+		return nil, err
+	}
+	return page.Tenants, nil
+}
 
 // WalkTenants calls visit for every registered tenant after `after` (""
 // = from the first), reading the registry pageSize names at a time, until
 // visit returns false. The operator service walks tenants with it too.
 func WalkTenants(ctx context.Context, exec *script.Executor, after string, pageSize int, visit func(string) bool) error {
 	for {
-		var page struct {
-			Tenants script.LuaArray[string] `json:"tenants"`
-		}
-		if err := exec.RunInto(ctx, &page, TenantsScript, []string{keys.Tenants}, after, pageSize); err != nil {
+		page, err := TenantPage(ctx, exec, after, pageSize)
+		if err != nil {
 			return fmt.Errorf("read tenant registry after %q: %w", after, err)
 		}
-		for _, t := range page.Tenants {
+		for _, t := range page {
 			if !visit(t) {
 				return nil
 			}
 		}
-		if len(page.Tenants) < pageSize {
+		if len(page) < pageSize {
 			return nil
 		}
-		after = page.Tenants[len(page.Tenants)-1]
+		after = page[len(page)-1]
 	}
 }
 
@@ -378,8 +421,8 @@ func (s *Sweeper) batch(ctx context.Context, tenant string, tail, mustExist bool
 	if s.opts.Archive {
 		archive = "1"
 	}
-	args := []any{s.opts.BatchSize, s.eventContext(), tailArg, tenantArg, archive}
-	err := s.exec.RunInto(ctx, &r, scriptExpireBatch, []string{t.Prefix(), t.Deadlines(), t.Events()}, args...)
+	err := scriptExpireBatch.RunInto(ctx, s.exec, &r, expireKeys{t.Prefix(), t.Deadlines(), t.Events()},
+		expireArgs{s.opts.BatchSize, s.eventContext(), tailArg, tenantArg, archive})
 	s.batches.Add(ctx, 1)
 	if err != nil {
 		s.errs.Add(ctx, 1, metric.WithAttributes(attribute.String("script", "expire_batch")))

@@ -3,10 +3,10 @@
 --
 -- include: lib/audit.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
--- KEYS[1] = tenant record hash
--- KEYS[2] = tenant event stream
--- ARGV[1] = tenant id
--- ARGV[2] = event context (internal/eventctx.Arg)
+-- KEYS: 1 tenant_record     tenant record hash
+--       2 event_stream      tenant event stream
+-- ARGV: 1 tenant_id         tenant id
+--       2 event_ctx         event context (internal/eventctx.Arg)
 -- Result: ok({tenant = <tenant hash after>, closed_now = bool})
 --   Closing a CLOSED tenant changes nothing (closed_now = false, no event).
 -- Refusals: TENANT_NOT_FOUND.

@@ -2,20 +2,20 @@
 --
 -- include: lib/audit.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
--- KEYS[1] = tenant record hash
--- KEYS[2] = API key hash (cy:{t:T}:apikey:<key_id>)
--- KEYS[3] = the tenant's key index (cy:{t:T}:apikeys, lex zset, score 0)
--- KEYS[4] = tenant event stream
--- ARGV[1] = tenant id
--- ARGV[2] = key id (16 lowercase hex)
--- ARGV[3] = name
--- ARGV[4] = hex SHA-256 of the full presented key
--- ARGV[5] = event context (internal/eventctx.Arg)
--- ARGV[6] = permissions (JSON array of Permission values, checked in Go)
--- ARGV[7] = expires_at ms ('' = never)
--- ARGV[8] = description ('' = none)
--- ARGV[9] = metadata (JSON object, '' = none)
--- ARGV[10] = scope filter (JSON array of canonical patterns, checked in Go; '' = none)
+-- KEYS: 1 tenant_record     tenant record hash
+--       2 api_key           API key hash (cy:{t:T}:apikey:<key_id>)
+--       3 key_index         the tenant's key index (cy:{t:T}:apikeys, lex zset, score 0)
+--       4 event_stream      tenant event stream
+-- ARGV: 1 tenant_id         tenant id
+--       2 key_id            key id (16 lowercase hex)
+--       3 name              name
+--       4 key_hash          hex SHA-256 of the full presented key
+--       5 event_ctx         event context (internal/eventctx.Arg)
+--       6 permissions       permissions (JSON array of Permission values, checked in Go)
+--       7 expires_at_ms     expires_at ms ('' = never)
+--       8 description       description ('' = none)
+--       9 metadata          metadata (JSON object, '' = none)
+--       10 scope_filter     scope filter (JSON array of canonical patterns, checked in Go; '' = none)
 -- Result: ok(<API key hash after the write>)
 -- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, DUPLICATE_RESOURCE (key id taken),
 --   INVALID_REQUEST (expires_at not after the store's clock).

@@ -2,19 +2,19 @@
 --
 -- include: lib/audit.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
--- KEYS[1] = tenant record hash
--- KEYS[2] = budget hash (cy:{t:T}:b:<scope_path>:<UNIT>)
--- KEYS[3] = the tenant's budget index (cy:{t:T}:budgets, members "<scope_path>|<UNIT>")
--- KEYS[4] = tenant event stream
--- ARGV[1] = tenant id
--- ARGV[2] = canonical scope path
--- ARGV[3] = unit (USD_MICROCENTS|TOKENS|CREDITS|RISK_POINTS)
--- ARGV[4] = allocated (decimal int64 >= 0)
--- ARGV[5] = overdraft limit (decimal int64 >= 0)
--- ARGV[6] = commit overage policy ('' = none)
--- ARGV[7] = caps (JSON, '' = none)
--- ARGV[8] = metadata (JSON object of strings)
--- ARGV[9] = event context (internal/eventctx.Arg)
+-- KEYS: 1 tenant_record             tenant record hash
+--       2 budget                    budget hash (cy:{t:T}:b:<scope_path>:<UNIT>)
+--       3 budget_index              the tenant's budget index (cy:{t:T}:budgets, members "<scope_path>|<UNIT>")
+--       4 event_stream              tenant event stream
+-- ARGV: 1 tenant_id                 tenant id
+--       2 scope_path                canonical scope path
+--       3 unit                      unit (USD_MICROCENTS|TOKENS|CREDITS|RISK_POINTS)
+--       4 allocated                 allocated (decimal int64 >= 0)
+--       5 overdraft_limit           overdraft limit (decimal int64 >= 0)
+--       6 commit_overage_policy     commit overage policy ('' = none)
+--       7 caps                      caps (JSON, '' = none)
+--       8 metadata                  metadata (JSON object of strings)
+--       9 event_ctx                 event context (internal/eventctx.Arg)
 -- Result: ok(<budget hash after the write>)
 -- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, TENANT_SUSPENDED, DUPLICATE_RESOURCE,
 --   INVALID_REQUEST, INTERNAL_ERROR (malformed tenant status).

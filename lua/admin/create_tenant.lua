@@ -2,16 +2,16 @@
 --
 -- include: lib/audit.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
--- KEYS[1] = tenant record hash (cy:{t:T}:tenant)
--- KEYS[2] = tenant event stream (cy:{t:T}:events)
--- ARGV[1] = tenant id
--- ARGV[2] = name
--- ARGV[3] = default overage policy (REJECT|ALLOW_IF_AVAILABLE|ALLOW_WITH_OVERDRAFT)
--- ARGV[4] = default reservation ttl ms (decimal)
--- ARGV[5] = max reservation ttl ms (decimal, 0 = no cap)
--- ARGV[6] = max reservation extensions (decimal)
--- ARGV[7] = metadata (JSON object of strings)
--- ARGV[8] = event context (internal/eventctx.Arg)
+-- KEYS: 1 tenant_record      tenant record hash (cy:{t:T}:tenant)
+--       2 event_stream       tenant event stream (cy:{t:T}:events)
+-- ARGV: 1 tenant_id          tenant id
+--       2 name               name
+--       3 default_policy     default overage policy (REJECT|ALLOW_IF_AVAILABLE|ALLOW_WITH_OVERDRAFT)
+--       4 default_ttl_ms     default reservation ttl ms (decimal)
+--       5 max_ttl_ms         max reservation ttl ms (decimal, 0 = no cap)
+--       6 max_extensions     max reservation extensions (decimal)
+--       7 metadata           metadata (JSON object of strings)
+--       8 event_ctx          event context (internal/eventctx.Arg)
 -- Result: ok(<tenant hash after the write>)
 -- Refusals: DUPLICATE_RESOURCE (record exists), INVALID_REQUEST (malformed ARGV).
 -- created_at/updated_at come from Redis TIME; extra ARGV are ignored.

@@ -3,19 +3,19 @@
 -- include: lib/idem.lua lib/audit.lua
 --
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
--- KEYS[1] = tenant record hash
--- KEYS[2] = budget hash
--- KEYS[3] = idempotency record (cy:{t:T}:idem:fund:<idempotency_key>)
--- KEYS[4] = tenant event stream
--- ARGV[1] = operation: CREDIT|DEBIT|RESET|RESET_SPENT|REPAY_DEBT
--- ARGV[2] = amount (decimal int64 >= 0)
--- ARGV[3] = spent override for RESET_SPENT (decimal int64 >= 0; '' = not given -> 0)
--- ARGV[4] = reason (event data only)
--- ARGV[5] = payload hash (internal/idempotency.PayloadHash of the canonical request)
--- ARGV[6] = idempotency record lifetime in ms
--- ARGV[7] = canonical scope path
--- ARGV[8] = unit
--- ARGV[9] = event context (internal/eventctx.Arg)
+-- KEYS: 1 tenant_record        tenant record hash
+--       2 budget               budget hash
+--       3 idem_record          idempotency record (cy:{t:T}:idem:fund:<idempotency_key>)
+--       4 event_stream         tenant event stream
+-- ARGV: 1 operation            operation: CREDIT|DEBIT|RESET|RESET_SPENT|REPAY_DEBT
+--       2 amount               amount (decimal int64 >= 0)
+--       3 spent                spent override for RESET_SPENT (decimal int64 >= 0; '' = not given -> 0)
+--       4 reason               reason (event data only)
+--       5 payload_hash         payload hash (internal/idempotency.PayloadHash of the canonical request)
+--       6 idem_lifetime_ms     idempotency record lifetime in ms
+--       7 scope_path           canonical scope path
+--       8 unit                 unit
+--       9 event_ctx            event context (internal/eventctx.Arg)
 -- Result: {"replay":bool,"resp":R} where R = {operation, timestamp_ms,
 --   previous = {allocated, remaining, debt, spent, reserved}, new = {same},
 --   budget = <budget hash after>} (amounts as decimal strings).

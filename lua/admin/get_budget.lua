@@ -1,8 +1,9 @@
 #!lua flags=no-writes
 -- admin/get_budget: read one budget hash.
 --
--- KEYS[1] = budget hash
--- ARGV[1] = scope path, ARGV[2] = unit (for the refusal)
+-- KEYS: 1 budget       budget hash
+-- ARGV: 1 scope_path   for the refusal
+--       2 unit         for the refusal
 -- Result: ok(<budget hash>)
 -- Refusals: BUDGET_NOT_FOUND.
 

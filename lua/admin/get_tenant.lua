@@ -1,8 +1,8 @@
 #!lua flags=no-writes
 -- admin/get_tenant: read a tenant record.
 --
--- KEYS[1] = tenant record hash
--- ARGV[1] = tenant id (for the refusal message)
+-- KEYS: 1 tenant_record     tenant record hash
+-- ARGV: 1 tenant_id         tenant id (for the refusal message)
 -- Result: ok(<tenant hash>)
 -- Refusals: TENANT_NOT_FOUND.
 

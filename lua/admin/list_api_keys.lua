@@ -2,17 +2,17 @@
 -- admin/list_api_keys: one page of a tenant's API keys in key id (lex) order,
 -- public fields only: the stored hash never leaves Redis.
 --
--- KEYS[1] = tenant record hash
--- KEYS[2] = the tenant's key index (cy:{t:T}:apikeys, lex zset, score 0)
--- KEYS[3] = the key hash prefix "cy:{t:T}:apikey:"; a key's hash is
---           KEYS[3] .. <key_id> (same slot)
--- ARGV[1] = tenant id (for the refusal message)
--- ARGV[2] = the last key id of the previous page ('' for the first page)
--- ARGV[3] = page size, 1..100
--- ARGV[4] = status filter ('' = any, else ACTIVE or REVOKED)
--- ARGV[5] = search text, lowercase ('' = none): kept when the key id or the
---           lowercased name contains it (plain substring, no patterns)
--- ARGV[6] = at most this many index entries are examined (bounds the work)
+-- KEYS: 1 tenant_record     tenant record hash
+--       2 key_index         the tenant's key index (cy:{t:T}:apikeys, lex zset, score 0)
+--       3 key_prefix        the key hash prefix "cy:{t:T}:apikey:"; a key's hash is
+--                           KEYS[3] .. <key_id> (same slot)
+-- ARGV: 1 tenant_id         tenant id (for the refusal message)
+--       2 after             the last key id of the previous page ('' for the first page)
+--       3 page_size         page size, 1..100
+--       4 status            status filter ('' = any, else ACTIVE or REVOKED)
+--       5 search            search text, lowercase ('' = none): kept when the key id or the
+--                           lowercased name contains it (plain substring, no patterns)
+--       6 scan              at most this many index entries are examined (bounds the work)
 -- Result: ok({items = [{key_id, tenant_id, name, status, created_at,
 --             revoked_at, revoked_reason, permissions, expires_at,
 --             description, metadata, scope_filter, last_used_at}, ...], last = <last key id examined, '' if none>,

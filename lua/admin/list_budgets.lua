@@ -2,14 +2,15 @@
 -- admin/list_budgets: one page of a tenant's budgets in index (lex) order.
 -- include: lib/keys.lua
 --
--- KEYS[1] = the tenant's key prefix "cy:{t:T}:"; budget keys are derived from
---           it as KEYS[1] .. "b:" .. <scope_path> .. ":" .. <UNIT> (same slot)
--- KEYS[2] = the tenant's budget index (members "<scope_path>|<UNIT>", score 0)
--- ARGV[1] = unit filter ('' = every unit)
--- ARGV[2] = page size (1..200)
--- ARGV[3] = at most this many index entries are examined (bounds the work)
--- ARGV[4], ARGV[5], ... = ZRANGEBYLEX (min, max) pairs, walked in order; the
---           caller builds them from the scope prefix and the cursor.
+-- KEYS: 1 tenant_prefix   the tenant's key prefix "cy:{t:T}:"; budget keys are
+--                         derived from it as KEYS[1] .. "b:" .. <scope_path> ..
+--                         ":" .. <UNIT> (same slot)
+--       2 budget_index    the tenant's budget index (members "<scope_path>|<UNIT>", score 0)
+-- ARGV: 1 unit            unit filter ('' = every unit)
+--       2 page_size       1..200
+--       3 scan            at most this many index entries are examined (bounds the work)
+--       4.. ranges        ZRANGEBYLEX (min, max) pairs, walked in order; the
+--                         caller builds them from the scope prefix and the cursor
 -- Result: ok({items = [{m = member, b = <budget hash>}, ...],
 --             last = <last index member consumed, '' if none>, more = bool})
 --   The next page starts after `last`. `more` is true when another matching

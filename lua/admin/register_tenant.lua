@@ -1,7 +1,7 @@
 -- admin/register_tenant: add a tenant id to the global tenant registry.
 --
--- KEYS[1] = cy:tenants (global registry zset, members lex-ordered, score 0)
--- ARGV[1] = tenant id
+-- KEYS: 1 tenants       cy:tenants (global registry zset, members lex-ordered, score 0)
+-- ARGV: 1 tenant_id     tenant id
 -- Result: ok({added = 0|1})
 --
 -- Runs BEFORE admin/create_tenant and in its own script because the registry is

@@ -3,12 +3,12 @@
 --
 -- include: lib/audit.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
--- KEYS[1] = API key hash
--- KEYS[2] = tenant event stream
--- ARGV[1] = tenant id
--- ARGV[2] = key id
--- ARGV[3] = event context (internal/eventctx.Arg)
--- ARGV[4] = reason ('' = none; recorded as revoked_reason)
+-- KEYS: 1 api_key          API key hash
+--       2 event_stream     tenant event stream
+-- ARGV: 1 tenant_id        tenant id
+--       2 key_id           key id
+--       3 event_ctx        event context (internal/eventctx.Arg)
+--       4 reason           reason ('' = none; recorded as revoked_reason)
 -- Result: ok({key = <API key hash after>, revoked_now = bool})
 --   Revoking a REVOKED key changes nothing (revoked_now = false, no event).
 -- Refusals: KEY_NOT_FOUND.

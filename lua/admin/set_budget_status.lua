@@ -8,14 +8,14 @@
 --
 -- include: lib/audit.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
--- KEYS[1] = tenant record hash
--- KEYS[2] = budget hash
--- KEYS[3] = tenant event stream
--- ARGV[1] = canonical scope path
--- ARGV[2] = unit
--- ARGV[3] = reason (event data only)
--- ARGV[4] = event context (internal/eventctx.Arg)
--- ARGV[5] = target status: FROZEN | ACTIVE | CLOSED
+-- KEYS: 1 tenant_record     tenant record hash
+--       2 budget            budget hash
+--       3 event_stream      tenant event stream
+-- ARGV: 1 scope_path        canonical scope path
+--       2 unit              unit
+--       3 reason            reason (event data only)
+--       4 event_ctx         event context (internal/eventctx.Arg)
+--       5 status            target status: FROZEN | ACTIVE | CLOSED
 -- Result: ok(<budget hash after>)
 -- Refusals: TENANT_CLOSED, BUDGET_NOT_FOUND; freeze: BUDGET_FROZEN (already
 --   frozen), BUDGET_CLOSED; unfreeze: INVALID_STATE (not FROZEN; details.status

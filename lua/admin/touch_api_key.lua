@@ -3,7 +3,8 @@
 -- Runs off the request path (internal/admin keytouch.go), never inside a
 -- ledger script.
 --
--- KEYS[1] = API key hash
+-- KEYS: 1 api_key     API key hash
+-- ARGV: none
 -- Result: ok(true) when written, ok(false) when the key is gone or was
 --   touched less than a minute ago (by Redis TIME).
 -- Refusals: none.

@@ -3,16 +3,16 @@
 --
 -- include: lib/audit.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
--- KEYS[1] = API key hash
--- KEYS[2] = tenant event stream (api_key.permissions_changed when the
---   permissions or the scope filter change)
--- ARGV[1] = tenant id
--- ARGV[2] = key id
--- ARGV[3] = event context (internal/eventctx.Arg)
--- ARGV[4..] = field, value pairs to write, checked and encoded in Go: name,
---   description, permissions (JSON array), scope_filter (JSON array),
---   expires_at (ms), metadata (JSON object); '' removes the field. At most
---   the six fields.
+-- KEYS: 1 api_key           API key hash
+--       2 event_stream      tenant event stream (api_key.permissions_changed when the
+--                           permissions or the scope filter change)
+-- ARGV: 1 tenant_id         tenant id
+--       2 key_id            key id
+--       3 event_ctx         event context (internal/eventctx.Arg)
+--       4.. field_pairs     field, value pairs to write, checked and encoded in Go: name,
+--                           description, permissions (JSON array), scope_filter (JSON array),
+--                           expires_at (ms), metadata (JSON object); '' removes the field. At most
+--                           the six fields.
 -- Result: ok(<API key hash after the write>)
 -- Refusals: KEY_NOT_FOUND; INVALID_STATE (REVOKED, or expired by the store's
 --   clock: such a key cannot be changed); INVALID_REQUEST (an unknown field,

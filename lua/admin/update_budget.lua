@@ -4,16 +4,16 @@
 --
 -- include: lib/audit.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
--- KEYS[1] = tenant record hash
--- KEYS[2] = budget hash
--- KEYS[3] = tenant event stream
--- ARGV[1] = canonical scope path
--- ARGV[2] = unit
--- ARGV[3] = patch (JSON object; absent members are left unchanged):
---           {overdraft_limit (decimal string), commit_overage_policy,
---            caps (JSON text), clear_caps (bool), metadata (object of strings),
---            replace_metadata (bool)}
--- ARGV[4] = event context (internal/eventctx.Arg)
+-- KEYS: 1 tenant_record     tenant record hash
+--       2 budget            budget hash
+--       3 event_stream      tenant event stream
+-- ARGV: 1 scope_path        canonical scope path
+--       2 unit              unit
+--       3 patch             patch (JSON object; absent members are left unchanged):
+--                           {overdraft_limit (decimal string), commit_overage_policy,
+--                           caps (JSON text), clear_caps (bool), metadata (object of strings),
+--                           replace_metadata (bool)}
+--       4 event_ctx         event context (internal/eventctx.Arg)
 -- Result: ok(<budget hash after>)
 -- Refusals: TENANT_CLOSED, BUDGET_NOT_FOUND, BUDGET_CLOSED, INVALID_REQUEST,
 --   INTERNAL_ERROR (malformed stored values). Nothing is written when nothing changes.

@@ -3,15 +3,15 @@
 --
 -- include: lib/audit.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
--- KEYS[1] = tenant record hash
--- KEYS[2] = tenant event stream
--- ARGV[1] = tenant id
--- ARGV[2] = patch (JSON object; absent members are left unchanged):
---           {name, default_policy, default_ttl_ms, max_ttl_ms, max_extensions
---            (decimal strings), status (ACTIVE|SUSPENDED), metadata (object of
---            strings), replace_metadata (bool: metadata replaces instead of merging),
---            observe_mode (DISABLED|OBSERVE|ENFORCE; v0.1.26, absent in a record = ENFORCE)}
--- ARGV[3] = event context (internal/eventctx.Arg)
+-- KEYS: 1 tenant_record     tenant record hash
+--       2 event_stream      tenant event stream
+-- ARGV: 1 tenant_id         tenant id
+--       2 patch             patch (JSON object; absent members are left unchanged):
+--                           {name, default_policy, default_ttl_ms, max_ttl_ms, max_extensions
+--                           (decimal strings), status (ACTIVE|SUSPENDED), metadata (object of
+--                           strings), replace_metadata (bool: metadata replaces instead of merging),
+--                           observe_mode (DISABLED|OBSERVE|ENFORCE; v0.1.26, absent in a record = ENFORCE)}
+--       3 event_ctx         event context (internal/eventctx.Arg)
 -- Result: ok(<tenant hash after the update>)
 -- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, INVALID_REQUEST, INTERNAL_ERROR
 -- (malformed stored metadata). Nothing is written when nothing changes.

@@ -1,8 +1,9 @@
 #!lua flags=no-writes
 -- admin/verify_api_key: read what authentication needs, in one round trip.
 --
--- KEYS[1] = API key hash
--- KEYS[2] = tenant record hash
+-- KEYS: 1 api_key           API key hash
+--       2 tenant_record     tenant record hash
+-- ARGV: none
 -- Result: ok({hash, status, tenant_id, tenant_status, permissions,
 --   expires_at, scope_filter, now}); '' for anything absent. permissions is
 --   the stored JSON array ('' for a key stored before keys had permissions),

@@ -3,8 +3,8 @@
 -- days to create ahead, which whole days are past -archive-retention), so
 -- the archive follows the ledger's one clock, not a replica's.
 --
--- KEYS none
--- ARGV none
+-- KEYS: none
+-- ARGV: none
 -- Result ok({now_ms}) Redis TIME in ms. No refusals.
 
 return ok({now_ms = now_ms()})

@@ -4,11 +4,12 @@
 -- finished twice (a replica that crashed before it learnt of the commit)
 -- only sets the same TTL again.
 --
--- KEYS: 1 tenant prefix "cy:{t:<tenant>}:" (records derived: key_reservation)
---       2 archive queue cy:{t:<tenant>}:archq
--- ARGV: 1 hot retention ms (-hot-retention; 1000..2^53)
---       2.. pairs: queue entry id, reservation id ('' when the entry named
---           no record: only the entry is removed); at most 1000 pairs
+-- KEYS: 1 tenant_prefix      "cy:{t:<tenant>}:" (records derived: key_reservation)
+--       2 archive_queue      cy:{t:<tenant>}:archq
+-- ARGV: 1 hot_retention_ms   -hot-retention; 1000..2^53
+--       2.. entry_pairs      queue entry id, reservation id ('' when the entry
+--                            named no record: only the entry is removed); at
+--                            most 1000 pairs
 -- Result ok({expiring = records given the TTL, removed = queue entries
 --   removed}).
 -- Refusals: INVALID_REQUEST (retention, odd or too many pairs).

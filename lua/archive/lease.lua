@@ -4,10 +4,11 @@
 -- stream last recorded (internal/archive Write), so a replica whose lease
 -- lapsed mid-batch cannot write behind its successor.
 --
--- KEYS: 1 lease hash cy:{archive}:lease {owner, fence} (PEXPIRE ttl)
---       2 fence counter cy:{archive}:fence (no TTL: never goes back)
--- ARGV: 1 'acquire' (take or renew) | 'release' (give up, if held)
---       2 owner: the replica's random id   3 ttl ms (acquire; 1000..600000)
+-- KEYS: 1 lease    hash cy:{archive}:lease {owner, fence} (PEXPIRE ttl)
+--       2 fence    counter cy:{archive}:fence (no TTL: never goes back)
+-- ARGV: 1 op       'acquire' (take or renew) | 'release' (give up, if held)
+--       2 owner    the replica's random id
+--       3 ttl_ms   acquire only; 1000..600000
 -- Result ok({held, fence, owner}): held is true when ARGV[2] holds the lease
 --   (fence its token); else owner/fence name the holder ('' / 0 when none,
 --   after a release).

@@ -3,10 +3,10 @@
 -- records they name, for the archiver to copy to PostgreSQL
 -- (internal/archiver). Reads only; archive/done trims once they are stored.
 --
--- KEYS: 1 tenant prefix "cy:{t:<tenant>}:" (records derived: key_reservation)
---       2 archive queue cy:{t:<tenant>}:archq (stream: one entry {id} per
---         settled reservation, appended by the settling script)
--- ARGV: 1 batch size 1..1000
+-- KEYS: 1 tenant_prefix   "cy:{t:<tenant>}:" (records derived: key_reservation)
+--       2 archive_queue   cy:{t:<tenant>}:archq (stream: one entry {id} per
+--                         settled reservation, appended by the settling script)
+-- ARGV: 1 batch_size      1..1000
 -- Result okf({'OK', FLAT_V, '', '', now_ms, pending (XLEN), n, then n times:
 --   queue entry id, reservation id, field count k, k field/value pairs
 --   (the record's HGETALL; k = 0 when the record is gone)}). Flat, so

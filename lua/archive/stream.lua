@@ -3,10 +3,10 @@
 -- archive's position, oldest first, for the archiver to copy to PostgreSQL
 -- (internal/archiver). Reads only: the streams keep their own retention.
 --
--- KEYS: 1 the stream: a tenant's cy:{t:<tenant>}:events or
---         cy:{t:<tenant>}:audit, or the global audit log cy:{audit}:log
--- ARGV: 1 position: the last entry id archived ('' = from the start)
---       2 batch size 1..1000
+-- KEYS: 1 stream       a tenant's cy:{t:<tenant>}:events or cy:{t:<tenant>}:audit,
+--                      or the global audit log cy:{audit}:log
+-- ARGV: 1 position     the last entry id archived ('' = from the start)
+--       2 batch_size   1..1000
 -- Result okf({'OK', FLAT_V, '', '', now_ms, n, then n times: entry id,
 --   field count k, k field/value pairs in stream order}). Flat, so every
 --   value reaches Go byte for byte.

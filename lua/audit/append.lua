@@ -3,8 +3,8 @@
 -- is not one script (sweeper controls and sweeps).
 -- include: lib/audit.lua
 --
--- KEYS[1] = audit stream (cy:{t:T}:audit, or cy:{audit}:log)
--- ARGV[1] = event context with its audit member (internal/eventctx.Arg)
+-- KEYS: 1 audit_stream     audit stream (cy:{t:T}:audit, or cy:{audit}:log)
+-- ARGV: 1 event_ctx        event context with its audit member (internal/eventctx.Arg)
 -- Result: ok({id = <stream id of the entry>})
 -- Refusals: INVALID_REQUEST (no audit member).
 

@@ -7,12 +7,12 @@
 -- fields and, per peer, a handful of entries.
 -- include: lib/audit.lua
 --
--- KEYS[1] = cy:{audit}:log
--- KEYS[2] = cy:{audit}:authfail: (the minute's hash is KEYS[2] .. <unix
---           minute>: same hash tag, same slot; it expires after 2 minutes)
--- ARGV[1] = event context with its audit member (internal/eventctx.Arg)
--- ARGV[2] = peer (IPv4 address or IPv6 /64)
--- ARGV[3] = most peers counted separately per minute (>= 1)
+-- KEYS: 1 audit_log           cy:{audit}:log
+--       2 authfail_prefix     cy:{audit}:authfail: (the minute's hash is KEYS[2] .. <unix
+--                             minute>: same hash tag, same slot; it expires after 2 minutes)
+-- ARGV: 1 event_ctx           event context with its audit member (internal/eventctx.Arg)
+--       2 peer                peer (IPv4 address or IPv6 /64)
+--       3 max_peers           most peers counted separately per minute (>= 1)
 -- Result: ok({count = <refusals of the peer this minute>, recorded = bool})
 -- Refusals: INVALID_REQUEST (no audit member, bad bound).
 

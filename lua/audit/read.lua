@@ -2,11 +2,11 @@
 -- audit/read: one page of an audit stream, in either order (the listing reads
 -- newest first; an archiver reads oldest first and resumes after the last id).
 --
--- KEYS[1] = audit stream
--- ARGV[1] = 'desc' (newest first) | 'asc' (oldest first)
--- ARGV[2] = the newest id to return, inclusive ('+' = no bound)
--- ARGV[3] = the oldest id to return, inclusive ('-' = no bound)
--- ARGV[4] = most entries, 1..1000
+-- KEYS: 1 audit_stream     audit stream
+-- ARGV: 1 order            'desc' (newest first) | 'asc' (oldest first)
+--       2 newest           the newest id to return, inclusive ('+' = no bound)
+--       3 oldest           the oldest id to return, inclusive ('-' = no bound)
+--       4 count            most entries, 1..1000
 -- Result: ok([[<id>, <field>, <value>, ...], ...]) in the asked order
 -- Refusals: INVALID_REQUEST (bad order or count).
 

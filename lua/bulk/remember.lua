@@ -2,11 +2,11 @@
 -- kept for the replay window (lib/idem.lua's record format).
 -- include: lib/idem.lua
 --
--- KEYS[1] = the record (cy:{bulk}:tenants:<key>, or cy:{t:T}:idem:bulk:<key>)
--- ARGV[1] = 'get' | 'put'
--- ARGV[2] = payload hash (internal/idempotency.PayloadHash of the request)
--- ARGV[3] = the answer (JSON; put only)
--- ARGV[4] = record lifetime in ms (put only)
+-- KEYS: 1 record           the record (cy:{bulk}:tenants:<key>, or cy:{t:T}:idem:bulk:<key>)
+-- ARGV: 1 mode             'get' | 'put'
+--       2 payload_hash     payload hash (internal/idempotency.PayloadHash of the request)
+--       3 answer           the answer (JSON; put only)
+--       4 lifetime_ms      record lifetime in ms (put only)
 -- Result: ok({resp = <the stored answer, '' when none>}). A put under a key
 --   already holding an answer for the same payload returns that answer and
 --   writes nothing (a concurrent twin stored first).

@@ -1,11 +1,11 @@
 -- events/announce: put "tenant T has events up to id X" into the all-tenant
 -- feed as exact, contiguous ranges (internal/events/doc.go, "The all-tenant feed").
 --
--- KEYS[1] cy:{feed}:log   (stream of {t, from, to})
--- KEYS[2] cy:{feed}:marks (hash tenant -> last stream id already in the feed)
--- ARGV[1] retention in ms (the feed is trimmed like the tenant streams)
--- ARGV[2], ARGV[3], ... pairs: tenant id, an id of that tenant's event stream
---         (an entry that exists there; 'ms-seq')
+-- KEYS: 1 feed_log        cy:{feed}:log (stream of {t, from, to})
+--       2 feed_marks      cy:{feed}:marks (hash tenant -> last stream id already in the feed)
+-- ARGV: 1 retention_ms    the feed is trimmed like the tenant streams
+--       2.. tenant_event_pairs  tenant id, an id of that tenant's event stream
+--                         (an entry that exists there; 'ms-seq')
 --
 -- For each pair whose id is after the tenant's mark M: XADD {t, from = M,
 -- to = id} and set the mark to id. Every event of a tenant therefore lies in

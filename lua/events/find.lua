@@ -2,11 +2,11 @@
 -- events/find: look for one event id in a window of a tenant's event stream,
 -- newest first (read only).
 --
--- KEYS[1] cy:{t:<tenant>}:events (stream appended by emit_event in lib/core.lua)
--- ARGV[1] the event id sought (the entry's 'id' field, lib/core.lua event_id)
--- ARGV[2] the newest stream id to examine: '+' for the newest entry, or
---         '(' .. <id> to continue below an id already examined
--- ARGV[3] maximum entries to examine, 1..5000
+-- KEYS: 1 event_stream  cy:{t:<tenant>}:events (appended by emit_event in lib/core.lua)
+-- ARGV: 1 event_id      the event id sought (the entry's 'id' field, lib/core.lua event_id)
+--       2 from          the newest stream id to examine: '+' for the newest entry,
+--                       or '(' .. <id> to continue below an id already examined
+--       3 window        maximum entries to examine, 1..5000
 --
 -- Result ok({now, found = {id, f = {field = value, ...}} or absent,
 --            last = id of the oldest entry examined ('' when none),

@@ -1,11 +1,11 @@
 #!lua flags=no-writes
 -- events/read: one window of a tenant's event stream (read only).
 --
--- KEYS[1] cy:{t:<tenant>}:events (stream appended by emit_event in lib/core.lua)
--- ARGV[1] first id to return, inclusive ('-' for the oldest retained entry);
---         the caller passes the successor of its cursor
--- ARGV[2] last id to return, inclusive ('+' for the newest)
--- ARGV[3] maximum entries, 1..1000
+-- KEYS: 1 event_stream  cy:{t:<tenant>}:events (appended by emit_event in lib/core.lua)
+-- ARGV: 1 from          first id to return, inclusive ('-' for the oldest retained
+--                       entry); the caller passes the successor of its cursor
+--       2 to            last id to return, inclusive ('+' for the newest)
+--       3 count         maximum entries, 1..1000
 --
 -- Result ok({now, first, last, entries = [{id, f = {field = value, ...}}, ...]})
 --   now:   Redis TIME in ms (the caller's only clock)

@@ -2,10 +2,11 @@
 -- ops/audit_budgets: read one page of a tenant's budgets for the audit (read-only).
 -- include: lib/keys.lua
 --
--- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; the budgets index (prefix ..
---         "budgets", members "<scope_path>|<UNIT>") and the budget hashes
---         (prefix .. "b:<scope_path>:<UNIT>") are derived from it
--- ARGV[1] cursor: last member seen ('' = start), ARGV[2] page size 1..1000
+-- KEYS: 1 tenant_prefix   "cy:{t:<tenant>}:"; the budgets index (prefix ..
+--                         "budgets", members "<scope_path>|<UNIT>") and the budget
+--                         hashes (prefix .. "b:<scope_path>:<UNIT>") are derived from it
+-- ARGV: 1 after           cursor: last member seen ('' = start)
+--       2 page_size       1..1000
 -- Result ok({rows = [{m, exists, f = {allocated, remaining, reserved, spent, debt}}], done})
 --   f holds the stored strings; a missing field is absent. The caller checks
 --   the values (internal/ledgerops), so the arithmetic lives in one place.

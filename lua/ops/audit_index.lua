@@ -2,10 +2,12 @@
 -- ops/audit_index: audit one page of a tenant's deadline or quarantine index (read-only).
 -- include: lib/ops_hold.lua
 --
--- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; the index (prefix .. "r:deadline"
---         or "r:quarantine") and the records are derived from it
--- ARGV[1] 'deadline' | 'quarantine'
--- ARGV[2] cursor member ('' = start), ARGV[3] cursor score, ARGV[4] page size 1..1000
+-- KEYS: 1 tenant_prefix   "cy:{t:<tenant>}:"; the index (prefix .. "r:deadline"
+--                         or "r:quarantine") and the records are derived from it
+-- ARGV: 1 index           'deadline' | 'quarantine'
+--       2 cursor_member   '' = start
+--       3 cursor_score
+--       4 page_size       1..1000
 -- Result ok({rows = [{kind, id, msg, ev, fix}], next = {member, score}, done, entries})
 -- Kinds: INDEX_ORPHAN (deadline entry without a record; fix: ZREM),
 --   INDEX_FINALIZED (deadline entry of a terminal record; fix: ZREM),

@@ -2,10 +2,13 @@
 -- ops/audit_records: audit one page of a tenant's reservation records (read-only).
 -- include: lib/ops_hold.lua
 --
--- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; the created index (prefix ..
---         "r:created"), the deadline index ("r:deadline"), the quarantine index
---         ("r:quarantine") and the records ("r:<id>") are derived from it
--- ARGV[1] cursor member ('' = start), ARGV[2] cursor score, ARGV[3] page size 1..1000
+-- KEYS: 1 tenant_prefix   "cy:{t:<tenant>}:"; the created index (prefix ..
+--                         "r:created"), the deadline index ("r:deadline"), the
+--                         quarantine index ("r:quarantine") and the records
+--                         ("r:<id>") are derived from it
+-- ARGV: 1 cursor_member   '' = start
+--       2 cursor_score
+--       3 page_size       1..1000
 -- Refusals: INVALID_REQUEST; TENANT_NOT_FOUND (first page: the tenant has no record)
 -- Result ok({rows = [{kind, id, msg, ev = {...}, fix}], next = {member, score},
 --            done, records, active, quarantined,

@@ -3,11 +3,12 @@
 -- read in one script so both come from one instant (read-only).
 -- include: lib/ops_hold.lua
 --
--- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; the indexes, records and budget
---         hashes are derived from it
--- ARGV[1] limit: most reservation ids to read (bounded work)
--- ARGV[2] JSON array of extra ids (ACTIVE records outside both indexes)
--- ARGV[3] JSON array of budget members "<scope_path>|<UNIT>" whose reserved to return
+-- KEYS: 1 tenant_prefix   "cy:{t:<tenant>}:"; the indexes, records and budget
+--                         hashes are derived from it
+-- ARGV: 1 limit           most reservation ids to read (bounded work)
+--       2 extra_ids       JSON array of extra ids (ACTIVE records outside both indexes)
+--       3 members         JSON array of budget members "<scope_path>|<UNIT>"
+--                         whose reserved to return
 -- Result ok({over_limit, sums = {member -> E}, uncertain = {member -> true},
 --   quarantined = {member -> id}, all_uncertain, active, reserved = {member -> stored string}})
 

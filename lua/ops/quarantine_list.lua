@@ -2,9 +2,12 @@
 -- ops/quarantine_list: one page of a tenant's quarantined reservations (read-only).
 -- include: lib/ops_hold.lua
 --
--- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; the quarantine index (prefix ..
---         "r:quarantine", id -> quarantined_at) and the records are derived from it
--- ARGV[1] cursor member ('' = start), ARGV[2] cursor score, ARGV[3] page size 1..500
+-- KEYS: 1 tenant_prefix   "cy:{t:<tenant>}:"; the quarantine index (prefix ..
+--                         "r:quarantine", id -> quarantined_at) and the records
+--                         are derived from it
+-- ARGV: 1 cursor_member   '' = start
+--       2 cursor_score
+--       3 page_size       1..500
 -- Result ok({rows = [{id, reason, at, fields, holds = [{scope, unit, amount, reserved}]}],
 --            next = {member, score}, done})
 -- A quarantined record is flagged and not terminal (ACTIVE, or an invalid

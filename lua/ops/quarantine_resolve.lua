@@ -3,20 +3,24 @@
 -- include: lib/ops_hold.lua lib/ops_idem.lua lib/refund.lua lib/audit.lua
 --
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
--- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; the record, indexes and budget
---         hashes are derived from it
--- KEYS[2] idempotency record cy:{t:<tenant>}:idem:resolve:<key>
--- KEYS[3] event stream cy:{t:<tenant>}:events
--- ARGV[1] reservation id
--- ARGV[2] outcome: 'release' | 'expire' | 'requeue'
--- ARGV[3] JSON arguments: release {amounts = [{scope, amount}]} (amounts as
---         decimal strings); requeue {estimate, unit, budgeted = [..],
---         expires_at, grace_ms} (each optional; strings); expire {}
--- ARGV[4] operator's reason, ARGV[5] payload hash, ARGV[6] idempotency
---         lifetime ms, ARGV[7] event context (internal/eventctx.Arg)
--- ARGV[8] optional: '1' when an archive is configured: a released or
---         expired record joins the tenant's archive queue (key_archive_queue)
---         instead of getting its 30-day TTL; the archiver sets it once archived
+-- KEYS: 1 tenant_prefix    "cy:{t:<tenant>}:"; the record, indexes and budget
+--                          hashes are derived from it
+--       2 idem_record      cy:{t:<tenant>}:idem:resolve:<key>
+--       3 event_stream     cy:{t:<tenant>}:events
+-- ARGV: 1 reservation_id
+--       2 outcome          'release' | 'expire' | 'requeue'
+--       3 resolution       JSON arguments: release {amounts = [{scope, amount}]}
+--                          (amounts as decimal strings); requeue {estimate, unit,
+--                          budgeted = [..], expires_at, grace_ms} (each optional;
+--                          strings); expire {}
+--       4 reason           the operator's reason
+--       5 payload_hash
+--       6 idem_lifetime_ms
+--       7 event_ctx        event context (internal/eventctx.Arg)
+--       8 archive          '1' when an archive is configured ('' or absent: not):
+--                          a released or expired record joins the tenant's archive
+--                          queue (key_archive_queue) instead of getting its 30-day
+--                          TTL; the archiver sets it once archived
 -- Result {"replay":bool,"resp":{outcome, row (lib quarantine_row), budgets = [{scope, unit, f}]}}
 -- Refusals, all before the first write: IDEMPOTENCY_MISMATCH, NOT_FOUND (no
 --   record), INVALID_STATE (not quarantined, or already settled), BUDGET_NOT_FOUND,

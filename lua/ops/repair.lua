@@ -3,16 +3,19 @@
 -- include: lib/ops_hold.lua lib/ops_idem.lua lib/audit.lua
 --
 -- Audit: on an applied repair, the call's audit entry in the same run (lib/audit.lua).
--- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; indexes, records and budget hashes
---         are derived from it
--- KEYS[2] idempotency record cy:{t:<tenant>}:idem:repair:<key> (apply only)
--- KEYS[3] event stream cy:{t:<tenant>}:events
--- ARGV[1] plan JSON (candidates found by the audit; every one is re-checked here):
---         {scope = root scope, orphans, finalized, unindexed, rescore, q_unindexed,
---          q_stale, no_ttl = [ids], budgets = ["<scope_path>|<UNIT>"]}
--- ARGV[2] '1' = apply, '0' = dry run (no write at all)
--- ARGV[3] payload hash, ARGV[4] idempotency record lifetime ms (apply only)
--- ARGV[5] event context (internal/eventctx.Arg), ARGV[6] holds limit
+-- KEYS: 1 tenant_prefix    "cy:{t:<tenant>}:"; indexes, records and budget hashes
+--                          are derived from it
+--       2 idem_record      cy:{t:<tenant>}:idem:repair:<key> (apply only)
+--       3 event_stream     cy:{t:<tenant>}:events
+-- ARGV: 1 plan             JSON (candidates found by the audit; every one is
+--                          re-checked here): {scope = root scope, orphans,
+--                          finalized, unindexed, rescore, q_unindexed, q_stale,
+--                          no_ttl = [ids], budgets = ["<scope_path>|<UNIT>"]}
+--       2 apply            '1' = apply, '0' = dry run (no write at all)
+--       3 payload_hash     apply only
+--       4 idem_lifetime_ms apply only
+--       5 event_ctx        event context (internal/eventctx.Arg)
+--       6 holds_limit
 -- Refusals: INVALID_REQUEST; TENANT_NOT_FOUND (the tenant has no record: no
 --   repair, and no idempotency record, is written)
 -- Result ok({replay, applied, changes = [{kind, action, id, scope, unit, before, after}],

@@ -2,9 +2,9 @@
 -- every replica (OpsService.PauseSweeper/ResumeSweeper; the background loop
 -- reads it before each sweep).
 --
--- KEYS[1] cy:ops:sweeper (hash: paused_at, reason)
--- ARGV[1] 'get' | 'pause' | 'resume'
--- ARGV[2] reason (pause only, at most 256 bytes; validated by the caller)
+-- KEYS: 1 control   cy:ops:sweeper (hash: paused_at, reason)
+-- ARGV: 1 op        'get' | 'pause' | 'resume'
+--       2 reason    pause only, at most 256 bytes; validated by the caller
 -- Result ok({paused, paused_at, reason, was_paused}); paused_at is Redis TIME
 --   in ms (0 when not paused). A repeated pause keeps the first paused_at and
 --   updates the reason.

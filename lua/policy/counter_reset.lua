@@ -4,13 +4,17 @@
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua);
 -- a refusal's entry is appended by the audit step after the call.
 --
--- KEYS: 1 tenant record   2 the counter: a per_run counter's hash, or the
---       day hash holding a calendar counter   3 the tenant's counter index
---       4 the tenant's event stream   5 the tenant's audit stream
--- ARGV: 1 event context (internal/eventctx.Arg; carries the audit entry)
---       2 reason   3 tenant id
---       4 the calendar counter's field in the day hash ('' = per_run)
---       5 its window instance (bucket, decimal; calendar only)
+-- KEYS: 1 tenant_record
+--       2 counter          the counter: a per_run counter's hash, or the day
+--                          hash holding a calendar counter (lib/quota.lua)
+--       3 counter_index    the tenant's counter index
+--       4 event_stream     the tenant's event stream
+--       5 audit_stream     the tenant's audit stream
+-- ARGV: 1 event_ctx        event context (internal/eventctx.Arg; carries the audit entry)
+--       2 reason
+--       3 tenant_id
+--       4 field            the calendar counter's field in the day hash ('' = per_run)
+--       5 bucket           its window instance (decimal; calendar only)
 -- A calendar counter keeps its expiry; a per_run counter's TTL is refreshed.
 -- The threshold alert re-arms. Reservations holding counts are untouched
 -- (their later give-back never takes the counter below 0). Emits

@@ -3,13 +3,16 @@
 -- (docs/protocol.md#v0126-action-governance; layout in lib/quota.lua). Reads only.
 -- include: lib/ledger_util.lua lib/quota.lua
 --
--- KEYS: 1 tenant record   2 the tenant's counter index (<prefix>qidx)
--- ARGV: 1 scope filter ('' = any; else the scope and those below it)
---       2 kind filter ('' = any; '__risk__' = the risk-class counters)
---       3 window filter ('' = any)   4 the cursor: '<offset into the live
---       part of the index>' or '<offset>:<fields of that day hash already
---       walked>'   5 page size   6 run id filter ('' = any; else only
---       per_run counters of that run)   7 '1' = list counters at 0 too
+-- KEYS: 1 tenant_record
+--       2 counter_index    the tenant's counter index (<prefix>qidx)
+-- ARGV: 1 scope            scope filter ('' = any; else the scope and those below it)
+--       2 kind             kind filter ('' = any; '__risk__' = the risk-class counters)
+--       3 window           window filter ('' = any)
+--       4 cursor           '<offset into the live part of the index>' or
+--                          '<offset>:<fields of that day hash already walked>'
+--       5 page_size
+--       6 run_id           run id filter ('' = any; else only per_run counters of that run)
+--       7 include_zero     '1' = list counters at 0 too
 -- Result: ok({items = {{scope, kind, risk class, window, window key, used,
 --   limit, policy id, expires at ms, last count ms}, ...}, next = cursor,
 --   more = bool}) (every value a string). At most SCAN index entries are

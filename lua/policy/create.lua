@@ -2,12 +2,14 @@
 -- include: lib/ledger_util.lua lib/policy.lua lib/audit.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 --
--- KEYS: 1 tenant record   2 the tenant's policies hash   3 the tenant's audit stream
---       4 the tenant's event stream (policy.created)
--- ARGV: 1 the policy (JSON, every field of internal/policy's stored form but
---         created_at_ms, which is Redis TIME here)
---       2 the most policies one tenant may hold
---       3 event context (internal/eventctx.Arg; carries the audit entry)
+-- KEYS: 1 tenant_record
+--       2 policies         the tenant's policies hash
+--       3 audit_stream     the tenant's audit stream
+--       4 event_stream     the tenant's event stream (policy.created)
+-- ARGV: 1 policy           JSON, every field of internal/policy's stored form but
+--                          created_at_ms, which is Redis TIME here
+--       2 max_policies     the most policies one tenant may hold
+--       3 event_ctx        event context (internal/eventctx.Arg; carries the audit entry)
 -- Result: ok(<the policy as stored>)
 -- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, DUPLICATE_RESOURCE (a policy of
 --   that name or id exists), LIMIT_EXCEEDED (the tenant holds the most

@@ -1,8 +1,8 @@
 #!lua flags=no-writes
 -- policy/get: read one scope policy, or every policy of a tenant.
 --
--- KEYS: 1 the tenant's policies hash
--- ARGV: 1 policy id ('' = all of them; a tenant holds a bounded number)
+-- KEYS: 1 policies    the tenant's policies hash
+-- ARGV: 1 policy_id   '' = all of them (a tenant holds a bounded number)
 -- Result: ok({<policy JSON>, ...}) (the stored strings, decoded by internal/policy)
 -- Refusals: NOT_FOUND (a named policy that does not exist).
 

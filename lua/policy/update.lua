@@ -2,11 +2,14 @@
 -- include: lib/ledger_util.lua lib/policy.lua lib/audit.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 --
--- KEYS: 1 tenant record   2 the tenant's policies hash   3 the tenant's audit stream
---       4 the tenant's event stream (policy.updated)
--- ARGV: 1 policy id   2 patch (JSON object: the stored fields to replace,
---         each already validated by internal/policy; absent = unchanged)
---       3 event context (internal/eventctx.Arg; carries the audit entry)
+-- KEYS: 1 tenant_record
+--       2 policies         the tenant's policies hash
+--       3 audit_stream     the tenant's audit stream
+--       4 event_stream     the tenant's event stream (policy.updated)
+-- ARGV: 1 policy_id
+--       2 patch            JSON object: the stored fields to replace, each already
+--                          validated by internal/policy; absent = unchanged
+--       3 event_ctx        event context (internal/eventctx.Arg; carries the audit entry)
 -- Result: ok(<the policy as stored after the change>)
 -- Refusals: NOT_FOUND (no such policy), TENANT_CLOSED, DUPLICATE_RESOURCE (the
 --   new name is taken), INVALID_REQUEST (the effective window would end before

@@ -2,10 +2,10 @@
 -- ratelimit/inspect: an operator's view of one rate-limit key (read-only).
 -- include: lib/ratelimit.lua
 --
--- KEYS[1]  state key cy:rl:{<policy>:<key>}
--- ARGV[1]  algorithm: SLIDING_LOG | CAPPED_LOG | SLIDING_WINDOW | TOKEN_BUCKET | PACKED_LOG
--- ARGV[2]  limit
--- ARGV[3]  window_ms
+-- KEYS: 1 state_key    state key cy:rl:{<policy>:<key>}
+-- ARGV: 1 algorithm    SLIDING_LOG | CAPPED_LOG | SLIDING_WINDOW | TOKEN_BUCKET | PACKED_LOG
+--       2 limit
+--       3 window_ms
 -- Result   ok({type, count, memory_usage_bytes, encoding, ttl_ms, now})
 --          type is Redis's TYPE ('none' when absent); count is the live usage
 --          the algorithm would see now (0 when the key holds another

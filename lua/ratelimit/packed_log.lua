@@ -2,17 +2,17 @@
 -- of the last `limit` hit timestamps, packed in one string.
 -- include: lib/ratelimit.lua
 --
--- KEYS[1]  state key cy:rl:{<policy>:<key>}: string
+-- KEYS: 1 state_key    state key cy:rl:{<policy>:<key>}: string
 --            bytes 0..24   header: 'P', then four 6-byte big-endian integers:
 --                          N (slots = limit), W (hits ever written),
 --                          L (hint: oldest live write index), newest time (ms)
 --            bytes 25..    N slots of 6 bytes: slot (i mod N) holds the time of
 --                          write i; zero bytes = never written (always dead)
--- ARGV[1]  limit (1..100000)
--- ARGV[2]  window_ms
--- ARGV[3]  hits (1..limit)
--- ARGV[4]  shadow: '1' decides and counts but never denies
--- ARGV[5]  ttl_ms = window + slack
+-- ARGV: 1 limit        (1..100000)
+--       2 window_ms
+--       3 hits         (1..limit)
+--       4 shadow       '1' decides and counts but never denies
+--       5 ttl_ms       = window + slack
 -- Result   decision(allowed, shadow_denied, count, remaining, limit, reset_after_ms,
 --              retry_after_ms, now) (lib/ratelimit.lua: a flat reply)
 -- Refusal  INVALID_REQUEST (malformed arguments, hits > limit), before any write.

@@ -1,8 +1,8 @@
 -- ratelimit/policy_delete: delete one rate-limit policy. Its keys' state is
 -- not scanned for (no SCAN in scripts); it expires within window + slack.
 --
--- KEYS[1]  cy:rl:policies
--- ARGV[1]  policy name
+-- KEYS: 1 policies     cy:rl:policies
+-- ARGV: 1 name         policy name
 -- Result   ok({deleted = true})
 -- Refusal  POLICY_NOT_FOUND (nothing changed)
 

@@ -1,8 +1,8 @@
 #!lua flags=no-writes
 -- ratelimit/policy_get: read one rate-limit policy.
 --
--- KEYS[1]  cy:rl:policies
--- ARGV[1]  policy name
+-- KEYS: 1 policies     cy:rl:policies
+-- ARGV: 1 name         policy name
 -- Result   {'OK', <the stored policy JSON>}
 -- Refusal  POLICY_NOT_FOUND
 

@@ -1,12 +1,12 @@
 -- ratelimit/policy_put: create or replace one rate-limit policy.
 --
--- KEYS[1]  cy:rl:policies (hash: policy name -> policy JSON)
--- ARGV[1]  policy name
--- ARGV[2]  policy JSON {name, algorithm, limit, window_ms, cap, slack_ms, shadow}
+-- KEYS: 1 policies     cy:rl:policies (hash: policy name -> policy JSON)
+-- ARGV: 1 name         policy name
+--       2 policy       JSON {name, algorithm, limit, window_ms, cap, slack_ms, shadow}
 --          (validated and defaulted by internal/ratelimit; re-checked here)
--- ARGV[3]  'create' (refused when the name exists) or 'update' (refused when
+--       3 mode         'create' (refused when the name exists) or 'update' (refused when
 --          it does not)
--- ARGV[4]  maximum number of policies
+--       4 max_policies maximum number of policies
 -- Result   ok({created = bool})
 -- Refusal  DUPLICATE_RESOURCE, POLICY_NOT_FOUND, INVALID_REQUEST; before any write.
 

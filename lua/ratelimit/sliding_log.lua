@@ -2,13 +2,13 @@
 -- and CAPPED_LOG, the same log trimmed to the newest `cap` members.
 -- include: lib/ratelimit.lua
 --
--- KEYS[1]  state key cy:rl:{<policy>:<key>}: zset, member -> request time (ms)
--- ARGV[1]  limit (hits per window, 1..100000)
--- ARGV[2]  window_ms
--- ARGV[3]  hits (cost of this request, 1..limit)
--- ARGV[4]  shadow: '1' decides and counts but never denies
--- ARGV[5]  ttl_ms = window + slack (slack >= 10% of the window)
--- ARGV[6]  cap (CAPPED_LOG: >= limit; absent or 0: uncapped SLIDING_LOG)
+-- KEYS: 1 state_key    state key cy:rl:{<policy>:<key>}: zset, member -> request time (ms)
+-- ARGV: 1 limit        (hits per window, 1..100000)
+--       2 window_ms
+--       3 hits         (cost of this request, 1..limit)
+--       4 shadow       '1' decides and counts but never denies
+--       5 ttl_ms       = window + slack (slack >= 10% of the window)
+--       6 cap          (CAPPED_LOG: >= limit; absent or 0: uncapped SLIDING_LOG)
 -- Result   decision(allowed, shadow_denied, count, remaining, limit, reset_after_ms,
 --              retry_after_ms, now) (lib/ratelimit.lua: a flat reply)   count = live hits after this decision
 --                                      (at most cap when capped)

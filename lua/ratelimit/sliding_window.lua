@@ -2,13 +2,13 @@
 -- weighted by overlap. O(1) memory and work per key.
 -- include: lib/ratelimit.lua
 --
--- KEYS[1]  state key cy:rl:{<policy>:<key>}: hash sw = current window index
+-- KEYS: 1 state_key    state key cy:rl:{<policy>:<key>}: hash sw = current window index
 --          (floor(now / window)), c = hits in it, p = hits in the previous one
--- ARGV[1]  limit (1..1e8)
--- ARGV[2]  window_ms (1..86400000)
--- ARGV[3]  hits (1..limit)
--- ARGV[4]  shadow: '1' decides and counts but never denies
--- ARGV[5]  ttl_ms = 2 x window + slack (the previous window's count is read
+-- ARGV: 1 limit        (1..1e8)
+--       2 window_ms    (1..86400000)
+--       3 hits         (1..limit)
+--       4 shadow       '1' decides and counts but never denies
+--       5 ttl_ms       = 2 x window + slack (the previous window's count is read
 --          during the whole next window)
 -- Result   decision(allowed, shadow_denied, count, remaining, limit, reset_after_ms,
 --              retry_after_ms, now) (lib/ratelimit.lua: a flat reply)   count = floor(estimate) after the decision

@@ -1,13 +1,13 @@
 -- ratelimit/token_bucket: TOKEN_BUCKET, burst-tolerant, O(1), two fields.
 -- include: lib/ratelimit.lua
 --
--- KEYS[1]  state key cy:rl:{<policy>:<key>}: hash t = tokens x window (integer
+-- KEYS: 1 state_key    state key cy:rl:{<policy>:<key>}: hash t = tokens x window (integer
 --          "units", so refill is exact), ts = time of t (ms)
--- ARGV[1]  limit = bucket capacity, refilled at limit tokens per window (1..1e8)
--- ARGV[2]  window_ms (1..86400000)
--- ARGV[3]  hits = tokens this request takes (1..limit)
--- ARGV[4]  shadow: '1' decides and counts but never denies
--- ARGV[5]  ttl_ms = window + slack (an empty bucket is full again after one
+-- ARGV: 1 limit        = bucket capacity, refilled at limit tokens per window (1..1e8)
+--       2 window_ms    (1..86400000)
+--       3 hits         = tokens this request takes (1..limit)
+--       4 shadow       '1' decides and counts but never denies
+--       5 ttl_ms       = window + slack (an empty bucket is full again after one
 --          window, so an expired key and a full bucket are the same state)
 -- Result   decision(allowed, shadow_denied, count, remaining, limit, reset_after_ms,
 --              retry_after_ms, now) (lib/ratelimit.lua: a flat reply)   count = tokens in use = limit - remaining

@@ -3,24 +3,27 @@
 -- atomic call (docs/protocol.md#expiry, docs/design.md#the-sweeper).
 -- include: lib/refund.lua lib/keys.lua lib/record_layout.lua
 --
--- KEYS[1] tenant prefix "cy:{t:<tenant>}:"; reservation and budget keys are
---         derived from it (prefix .. "r:" .. id, prefix .. "b:" .. scope .. ":" .. unit),
---         so every key stays in the tenant's Cluster slot; so is the
---         quarantine index prefix .. "r:quarantine" (zset: id -> quarantined_at)
--- KEYS[2] deadline index cy:{t:<tenant>}:r:deadline (zset: ACTIVE id -> expires_at + grace_ms)
--- KEYS[3] event stream   cy:{t:<tenant>}:events
--- ARGV[1] batch size N, 1..10000
--- ARGV[2] event context JSON (internal/eventctx.Arg: base, retention_ms, actor, trace_id, ...)
--- ARGV[3] optional: 'tail' also returns the stream's newest id (the feed's
---         reconciliation, internal/events/doc.go); anything else is ignored
--- ARGV[4] optional: 'tenant' refuses TENANT_NOT_FOUND when the tenant has no
---         record (an operator's SweepTenant; the background sweep walks the
---         registry and skips the check)
--- ARGV[5] optional: '1' when an archive is configured: an expired record
---         gets no TTL but joins the tenant's archive queue
---         (key_archive_queue), the archiver setting its TTL once archived.
---         Any further ARGV is ignored: the only clock is Redis TIME, read
---         once here.
+-- KEYS: 1 tenant_prefix   "cy:{t:<tenant>}:"; reservation and budget keys are
+--                         derived from it (prefix .. "r:" .. id, prefix .. "b:" ..
+--                         scope .. ":" .. unit), so every key stays in the
+--                         tenant's Cluster slot; so is the quarantine index
+--                         prefix .. "r:quarantine" (zset: id -> quarantined_at)
+--       2 deadlines       cy:{t:<tenant>}:r:deadline (zset: ACTIVE id -> expires_at + grace_ms)
+--       3 event_stream    cy:{t:<tenant>}:events
+-- ARGV: 1 batch_size      N, 1..10000
+--       2 event_ctx       event context JSON (internal/eventctx.Arg: base,
+--                         retention_ms, actor, trace_id, ...)
+--       3 tail            'tail' also returns the stream's newest id (the feed's
+--                         reconciliation, internal/events/doc.go); anything else
+--                         (or absent) is ignored
+--       4 must_exist      'tenant' refuses TENANT_NOT_FOUND when the tenant has
+--                         no record (an operator's SweepTenant; the background
+--                         sweep walks the registry and skips the check)
+--       5 archive         '1' when an archive is configured: an expired record
+--                         gets no TTL but joins the tenant's archive queue
+--                         (key_archive_queue), the archiver setting its TTL once
+--                         archived. Any further ARGV is ignored: the only clock
+--                         is Redis TIME, read once here.
 --
 -- Result ok({now, due_before, due, expired, skipped, in_grace, not_found, quarantined,
 --            q = [{id, reason}], tail})

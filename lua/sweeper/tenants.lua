@@ -1,9 +1,9 @@
 #!lua flags=no-writes
 -- sweeper/tenants: one page of the global tenant registry, in lex order.
 --
--- KEYS[1] cy:tenants (zset of tenant ids, all scores 0)
--- ARGV[1] the last tenant id of the previous page ('' for the first page)
--- ARGV[2] page size, 1..10000
+-- KEYS: 1 tenants     cy:tenants (zset of tenant ids, all scores 0)
+-- ARGV: 1 after       the last tenant id of the previous page ('' for the first page)
+--       2 page_size   1..10000
 --
 -- Result ok({tenants = [id, ...]}) (encodes as {} when empty). A page shorter
 -- than the page size is the last one. The cursor is a member, not an offset,

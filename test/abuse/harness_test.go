@@ -312,13 +312,28 @@ type Figures struct {
 	CPU                 time.Duration // cyclesd's CPU time during the attack
 	BaseP99, AttackP99  time.Duration
 	Probes              int
-	ProbeErrors         []error
-	HealthFailures      []error
-	Attempts            int // how many times the attack ran (2: the latency bound got its second attempt)
+	// BaseCPU and BaseProbes are cyclesd's CPU time and the probe's reserves
+	// during the baseline just before the attack (see AttackCPU).
+	BaseCPU        time.Duration
+	BaseProbes     int
+	ProbeErrors    []error
+	HealthFailures []error
+	Attempts       int // how many times the attack ran (2: the latency bound got its second attempt)
 }
 
 // GrowthKB is the peak RSS growth during the attack.
 func (f Figures) GrowthKB() int64 { return f.PeakKB - f.RSSBeforeKB }
+
+// AttackCPU estimates the CPU time the attack itself cost cyclesd: its CPU
+// during the attack less the probe's reserves at the CPU each cost at rest
+// (idle work such as health probes counts with the probe). Unlike latency,
+// it hardly depends on what else the machine runs.
+func (f Figures) AttackCPU() time.Duration {
+	if f.BaseProbes == 0 {
+		return f.CPU
+	}
+	return f.CPU - f.BaseCPU*time.Duration(f.Probes)/time.Duration(f.BaseProbes)
+}
 
 // UnderAttack runs a.Run for a.Duration while probing, asserts the bounds
 // and returns the figures. Tenant "probe" is the other tenant. Its baseline
@@ -368,9 +383,13 @@ func (d *Daemon) attackOnce(t *testing.T, a Attack) (f Figures, hard, latency []
 			t.Fatalf("probe tenant at rest: %v", err)
 		}
 	}
+	var baseCPU time.Duration
+	var baseProbes int
 	baseline := func() time.Duration {
 		bctx, bcancel := context.WithTimeout(context.Background(), baselineFor)
+		cpu0 := cpuTime(d.PID())
 		baseLat, baseErrs := b.probe(bctx)
+		baseCPU, baseProbes = cpuTime(d.PID())-cpu0, len(baseLat)
 		bcancel()
 		if len(baseErrs) > 0 {
 			t.Fatalf("probe tenant at rest: %v", baseErrs[0])
@@ -378,11 +397,16 @@ func (d *Daemon) attackOnce(t *testing.T, a Attack) (f Figures, hard, latency []
 		return p99(baseLat)
 	}
 	f = Figures{BaseP99: baseline(), RSSBeforeKB: d.RSSKB(t)}
+	f.BaseCPU, f.BaseProbes = baseCPU, baseProbes
 	hwm := d.resetPeak()
 	cpu0 := cpuTime(d.PID())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	if addr := os.Getenv(pprofEnv); addr != "" {
+		wg.Add(1)
+		go func() { defer wg.Done(); d.cpuProfile(t, addr, a) }()
+	}
 	wg.Add(1)
 	go func() { defer wg.Done(); a.Run(ctx) }()
 	var lat []time.Duration
@@ -431,9 +455,9 @@ func (d *Daemon) attackOnce(t *testing.T, a Attack) (f Figures, hard, latency []
 	f.AttackP99 = p99(lat)
 	f.BaseP99 = max(f.BaseP99, baseline())
 
-	t.Logf("FIGURES %s: rss %d MB -> peak %d MB (+%d MB); cyclesd CPU %v in %v; probe tenant p99 %v at rest, %v under attack (%d reserves, %d errors); %d health failures",
-		a.Name, f.RSSBeforeKB>>10, f.PeakKB>>10, f.GrowthKB()>>10, f.CPU, a.Duration, f.BaseP99.Round(10*time.Microsecond), f.AttackP99.Round(10*time.Microsecond),
-		f.Probes, len(f.ProbeErrors), len(f.HealthFailures))
+	t.Logf("FIGURES %s: rss %d MB -> peak %d MB (+%d MB); cyclesd CPU %v in %v (%v beyond the probe's); probe tenant p99 %v at rest, %v under attack (%d reserves, %d errors); %d health failures; load average %s",
+		a.Name, f.RSSBeforeKB>>10, f.PeakKB>>10, f.GrowthKB()>>10, f.CPU, a.Duration, f.AttackCPU(), f.BaseP99.Round(10*time.Microsecond), f.AttackP99.Round(10*time.Microsecond),
+		f.Probes, len(f.ProbeErrors), len(f.HealthFailures), loadAverage())
 	if f.GrowthKB() >= MaxRSSGrowthKB {
 		hard = append(hard, fmt.Sprintf("peak RSS grew by %d MB (limit %d MB)", f.GrowthKB()>>10, MaxRSSGrowthKB>>10))
 	}
@@ -449,4 +473,42 @@ func (d *Daemon) attackOnce(t *testing.T, a Attack) (f Figures, hard, latency []
 		latency = append(latency, fmt.Sprintf("%d health checks failed, first: %v", len(f.HealthFailures), f.HealthFailures[0]))
 	}
 	return f, hard, latency
+}
+
+// loadAverage is the machine's 1-minute load average (the latency bounds
+// depend on it; "?" where /proc has none).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
+}
+
+// pprofEnv names the address of a /debug/pprof endpoint served by the binary
+// under test (for example CYCLES_ABUSE_BINARY running `cycles-bench serve
+// -pprof-addr ...`): each attack then writes a CPU profile of cyclesd during
+// the attack to $TMPDIR/<attack>-<n>.cpu.pprof, named in the log.
+const pprofEnv = "CYCLES_ABUSE_PPROF"
+
+// cpuProfile fetches a CPU profile for the attack's duration.
+func (d *Daemon) cpuProfile(t *testing.T, addr string, a Attack) {
+	secs := max(1, int(a.Duration/time.Second))
+	res, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs))
+	if err != nil {
+		t.Logf("cpu profile: %v", err)
+		return
+	}
+	defer res.Body.Close()
+	f, err := os.CreateTemp(os.Getenv("CYCLES_ABUSE_PPROF_DIR"), strings.NewReplacer(" ", "-", ",", "", "/", "-").Replace(a.Name)+"-*.cpu.pprof")
+	if err != nil {
+		t.Logf("cpu profile: %v", err)
+		return
+	}
+	defer f.Close()
+	if _, err := io.Copy(f, res.Body); err != nil {
+		t.Logf("cpu profile: %v", err)
+		return
+	}
+	t.Logf("cpu profile of cyclesd during %s: %s", a.Name, f.Name())
 }
