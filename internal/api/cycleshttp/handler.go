@@ -25,6 +25,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -305,6 +306,10 @@ func (a *API) decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error 
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(dst); err != nil {
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			typ.Field = wirePath(reflect.TypeOf(dst), typ.Field)
+		}
 		return jsonError(err, a.maxBody)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
@@ -314,6 +319,28 @@ func (a *API) decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error 
 		return apierr.Invalid("body", "has data after the JSON object")
 	}
 	return strictKeys(body, dst)
+}
+
+// wirePath is a decode error's field path as the wire spells it:
+// encoding/json names an embedded struct by its Go type name in the path
+// (policyIn's "governanceIn.allowed_action_kinds"), a level the wire does not
+// have.
+func wirePath(t reflect.Type, path string) string {
+	var out []string
+	for _, seg := range strings.Split(path, ".") {
+		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map) {
+			t = t.Elem()
+		}
+		if t != nil && t.Kind() == reflect.Struct {
+			if f, ok := t.FieldByName(seg); ok && f.Anonymous {
+				t = f.Type
+				continue
+			}
+			t = jsonFields(t)[seg]
+		}
+		out = append(out, seg)
+	}
+	return strings.Join(out, ".")
 }
 
 func jsonError(err error, limit int64) error {

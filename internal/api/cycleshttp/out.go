@@ -75,7 +75,8 @@ func balanceOf(b *cyclesv1.Balance) balanceOut {
 	}
 }
 
-type capsOut struct {
+// capsJSON is the protocol's Caps, both ways (a policy body carries it too).
+type capsJSON struct {
 	MaxTokens         *int64   `json:"max_tokens,omitempty"`
 	MaxStepsRemaining *int64   `json:"max_steps_remaining,omitempty"`
 	ToolAllowlist     []string `json:"tool_allowlist,omitempty"`
@@ -83,11 +84,11 @@ type capsOut struct {
 	CooldownMs        *int64   `json:"cooldown_ms,omitempty"`
 }
 
-func capsOf(c *cyclesv1.Caps) *capsOut {
+func capsOf(c *cyclesv1.Caps) *capsJSON {
 	if c == nil {
 		return nil
 	}
-	return &capsOut{MaxTokens: c.MaxTokens, MaxStepsRemaining: c.MaxStepsRemaining,
+	return &capsJSON{MaxTokens: c.MaxTokens, MaxStepsRemaining: c.MaxStepsRemaining,
 		ToolAllowlist: c.GetToolAllowlist(), ToolDenylist: c.GetToolDenylist(), CooldownMs: c.CooldownMs}
 }
 
@@ -107,7 +108,7 @@ type reserveOut struct {
 	RemainingTTLMs *int64       `json:"remaining_ttl_ms,omitempty"`
 	ScopePath      string       `json:"scope_path,omitempty"`
 	AffectedScopes []string     `json:"affected_scopes"`
-	Caps           *capsOut     `json:"caps,omitempty"`
+	Caps           *capsJSON    `json:"caps,omitempty"`
 	Balances       []balanceOut `json:"balances,omitempty"`
 	ReasonCode     string       `json:"reason_code,omitempty"`
 	RetryAfterMs   *int64       `json:"retry_after_ms,omitempty"`
@@ -149,11 +150,11 @@ func reserveOf(r *cyclesv1.CreateReservationResponse) *reserveOut {
 }
 
 type decideOut struct {
-	Decision       string   `json:"decision"`
-	Caps           *capsOut `json:"caps,omitempty"`
-	ReasonCode     string   `json:"reason_code,omitempty"`
-	RetryAfterMs   *int64   `json:"retry_after_ms,omitempty"`
-	AffectedScopes []string `json:"affected_scopes,omitempty"`
+	Decision       string    `json:"decision"`
+	Caps           *capsJSON `json:"caps,omitempty"`
+	ReasonCode     string    `json:"reason_code,omitempty"`
+	RetryAfterMs   *int64    `json:"retry_after_ms,omitempty"`
+	AffectedScopes []string  `json:"affected_scopes,omitempty"`
 	// DenyDetail (v0.1.26) only when showDenyDetail says so.
 	DenyDetail *actionkind.DenyDetailJSON `json:"deny_detail,omitempty"`
 }

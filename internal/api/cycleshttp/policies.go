@@ -58,15 +58,7 @@ type rateLimitsJSON struct {
 	MaxCommitsPerMinute      *int32 `json:"max_commits_per_minute,omitempty"`
 }
 
-type capsIn struct {
-	MaxTokens         *int64   `json:"max_tokens"`
-	MaxStepsRemaining *int64   `json:"max_steps_remaining"`
-	ToolAllowlist     []string `json:"tool_allowlist"`
-	ToolDenylist      []string `json:"tool_denylist"`
-	CooldownMs        *int64   `json:"cooldown_ms"`
-}
-
-func (c *capsIn) proto() *cyclesv1.Caps {
+func (c *capsJSON) proto() *cyclesv1.Caps {
 	if c == nil {
 		return nil
 	}
@@ -94,7 +86,7 @@ type policyOut struct {
 	Description            string           `json:"description,omitempty"`
 	ScopePattern           string           `json:"scope_pattern"`
 	Priority               int32            `json:"priority"`
-	Caps                   *capsOut         `json:"caps,omitempty"`
+	Caps                   *capsJSON        `json:"caps,omitempty"`
 	CommitOveragePolicy    string           `json:"commit_overage_policy,omitempty"`
 	ReservationTTLOverride *ttlOverrideJSON `json:"reservation_ttl_override,omitempty"`
 	RateLimits             *rateLimitsJSON  `json:"rate_limits,omitempty"`
@@ -153,7 +145,7 @@ type policyIn struct {
 	Description            *string          `json:"description"`
 	ScopePattern           string           `json:"scope_pattern"`
 	Priority               *int32           `json:"priority"`
-	Caps                   *capsIn          `json:"caps"`
+	Caps                   *capsJSON        `json:"caps"`
 	CommitOveragePolicy    *string          `json:"commit_overage_policy"`
 	ReservationTTLOverride *ttlOverrideJSON `json:"reservation_ttl_override"`
 	RateLimits             *rateLimitsJSON  `json:"rate_limits"`
