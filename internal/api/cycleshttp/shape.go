@@ -96,8 +96,11 @@ func page(items string, each func(protoreflect.Message) any) *shape {
 	return s
 }
 
-// shaped is a route encoder writing the answer in shape s.
+// shaped is a route encoder writing the answer in shape s. A shape naming
+// no field of its message panics here, when the route table is built.
 func shaped[Resp proto.Message](s *shape) func(Resp) json.RawMessage {
+	var zero Resp
+	s.check(zero.ProtoReflect().Descriptor())
 	return func(resp Resp) json.RawMessage {
 		var buf bytes.Buffer
 		s.write(&buf, resp.ProtoReflect())
@@ -105,18 +108,33 @@ func shaped[Resp proto.Message](s *shape) func(Resp) json.RawMessage {
 	}
 }
 
+// fieldOf is the field member mb reads, and whether it is an instant
+// written as an ISO date-time (member "x" from int64 field "x_ms").
+func (mb member) fieldOf(md protoreflect.MessageDescriptor) (protoreflect.FieldDescriptor, bool) {
+	fields := md.Fields()
+	if fd := fields.ByName(mb.field); fd != nil {
+		return fd, false
+	}
+	if fd := fields.ByName(mb.field + "_ms"); fd != nil && fd.Kind() == protoreflect.Int64Kind {
+		return fd, true
+	}
+	panic("cycleshttp: " + string(md.FullName()) + " has no field " + string(mb.field))
+}
+
+// check walks s (and its nested shapes) against md.
+func (s *shape) check(md protoreflect.MessageDescriptor) {
+	for _, mb := range s.members {
+		if fd, _ := mb.fieldOf(md); mb.sub != nil {
+			mb.sub.check(fd.Message())
+		}
+	}
+}
+
 func (s *shape) write(buf *bytes.Buffer, m protoreflect.Message) {
-	fields := m.Descriptor().Fields()
 	buf.WriteByte('{')
 	first := true
 	for _, mb := range s.members {
-		fd, iso := fields.ByName(mb.field), false
-		if fd == nil && !strings.HasSuffix(string(mb.field), "_ms") {
-			fd, iso = fields.ByName(mb.field+"_ms"), true
-		}
-		if fd == nil {
-			panic("cycleshttp: " + string(m.Descriptor().FullName()) + " has no field " + string(mb.field))
-		}
+		fd, iso := mb.fieldOf(m.Descriptor())
 		v := m.Get(fd)
 		empty := !m.Has(fd) || (iso && v.Int() == 0)
 		if mb.omit && empty {

@@ -1,6 +1,7 @@
 package cycleshttp
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -44,13 +45,27 @@ func TestShapeWireRules(t *testing.T) {
 	}
 }
 
-// TestShapeUnknownFieldPanicsAtFirstUse: a shape naming no field of its
-// message is a programming error, found by the first test that writes it.
-func TestShapeUnknownFieldPanicsAtFirstUse(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Fatal("no panic for a shape member that names no field")
-		}
-	}()
-	shaped[*cyclesv1.UsageRow](shapeOf("nope"))(&cyclesv1.UsageRow{})
+// TestDeclarationsNamingNoFieldPanic: a shape member, a nested shape's
+// member or a route parameter naming no field of its message is a
+// programming error, found when the table is built (every test builds it).
+func TestDeclarationsNamingNoFieldPanic(t *testing.T) {
+	for name, declare := range map[string]func(){
+		"shape member": func() { shaped[*cyclesv1.UsageRow](shapeOf("nope")) },
+		"nested member": func() {
+			shaped[*cyclesv1.ListAuditLogsResponse](page("logs", nil).nest("logs", shapeOf("nope")))
+		},
+		"query parameter": func() {
+			on(&API{}, "GET /x", "/m", func(context.Context, *cyclesv1.UsageRow) (*cyclesv1.UsageRow, error) { return nil, nil },
+				nil, func(*cyclesv1.UsageRow) any { return nil }, query(q("nope")))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("no panic for a declaration that names no field")
+				}
+			}()
+			declare()
+		})
+	}
 }
