@@ -39,8 +39,9 @@ import (
 //     would keep reading), so the answers already written reach an honest
 //     client that is merely using a wrong key. The frames grpc-go had
 //     already buffered are refused by the tap with a prebuilt answer
-//     (condemnedErr), and a connection with more refused than served streams
-//     is read 1 KiB at a time (suspectReadBytes), so that buffer is small;
+//     (condemnedErr), and a connection without more served than refused
+//     streams is read 1 KiB at a time (suspectReadBytes), so that buffer is
+//     small;
 //   - a peer (IPv4 address or IPv6 /64) whose connections were closed for
 //     refused streams FloodClosuresPerPeer times, each within
 //     FloodPeerCooldown of the previous, has its new connections closed at
@@ -201,11 +202,14 @@ type guardedConn struct {
 // stallPause is how long a write may be blocked before reads pause.
 const stallPause = 20 * time.Millisecond
 
-// suspectReadBytes is the most one read takes from a connection that has had
-// more streams refused than served. grpc-go reads into a 32 KiB buffer and
-// parses every frame in it even after the socket is closed; a flood's HEADERS
-// frames are ~15 bytes once HPACK-indexed, so a full buffer is ~2,000 more
-// streams to refuse after the guard has decided to close. 1 KiB is ~70.
+// suspectReadBytes is the most one read takes from a connection that has not
+// had more streams served than refused (a new one included: a flood writes
+// thousands of HEADERS before the first read). grpc-go reads into a 32 KiB
+// buffer and parses every frame in it even after the guard has condemned
+// the connection; a flood's HEADERS frames are ~15 bytes once
+// HPACK-indexed, so a full buffer is ~2,000 more streams to refuse. 1 KiB is
+// ~70. An honest client's first read (preface, settings, its first HEADERS)
+// fits, and once its first stream is admitted it is read in full.
 const suspectReadBytes = 1 << 10
 
 func (c *guardedConn) Read(p []byte) (int, error) {
@@ -222,7 +226,7 @@ func (c *guardedConn) Read(p []byte) (int, error) {
 		<-c.gone
 		return 0, net.ErrClosed
 	}
-	if len(p) > suspectReadBytes && c.refused.Load() > c.streams.Load() {
+	if len(p) > suspectReadBytes && c.refused.Load() >= c.streams.Load() {
 		p = p[:suspectReadBytes]
 	}
 	return c.Conn.Read(p)

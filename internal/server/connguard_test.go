@@ -205,18 +205,20 @@ func TestConnGuardClosesAFloodingPeerAtAccept(t *testing.T) {
 	}
 }
 
-// A connection with more streams refused than served is read a little at a
-// time, so that grpc-go has little buffered to parse once the guard closes
-// it; a clean connection is read in full.
+// A connection without more streams served than refused (a new one too) is
+// read a little at a time, so that grpc-go has little buffered to parse once
+// the guard condemns it; one that has been served is read in full.
 func TestConnGuardReadsASuspectConnectionSlowly(t *testing.T) {
 	g, _ := newTestGuard(t, Limits{})
 	for _, tc := range []struct {
-		name    string
-		refused int
-		max     int
+		name            string
+		served, refused int
+		max             int
 	}{
-		{"clean", 0, 8 << 10},
-		{"suspect", 1, suspectReadBytes},
+		{"served", 1, 0, 8 << 10},
+		{"new", 0, 0, suspectReadBytes},
+		{"refused as much as served", 1, 1, suspectReadBytes},
+		{"mostly refused", 0, 1, suspectReadBytes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := net.Dial("tcp", g.Addr().String())
@@ -230,6 +232,9 @@ func TestConnGuardReadsASuspectConnectionSlowly(t *testing.T) {
 			}
 			defer sc.Close()
 			gc := sc.(*guardedConn)
+			for range tc.served {
+				gc.streamStarted()
+			}
 			for range tc.refused {
 				gc.streamRefused()
 			}
@@ -248,7 +253,7 @@ func TestConnGuardReadsASuspectConnectionSlowly(t *testing.T) {
 				}
 				got += n
 			}
-			if tc.refused == 0 && got != 8<<10 {
+			if got != 8<<10 {
 				t.Fatalf("read %d bytes", got)
 			}
 		})

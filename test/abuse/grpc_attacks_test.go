@@ -91,10 +91,11 @@ func TestStalledPublicBodiesTimeOut(t *testing.T) {
 // frames already in its 32 KiB read buffer after the socket was closed,
 // building a full ErrorInfo refusal for each): ~1 CPU-s per 3 s attack, and
 // the other tenant's p99 went from ms to 0.3-1.5 s. Now a connection is
-// closed at its 16th refusal within a second, what grpc-go still parses from
-// it is refused at no cost, a suspect connection is read 1 KiB at a time,
-// and a peer with two such closures has its next connections closed at
-// accept for 10 s: 128 streams refused, ~0.1 CPU-s per attack.
+// condemned at its 16th refusal within a second (no longer read, closed
+// 200 ms later), what grpc-go still parses from it gets a prebuilt answer, a
+// new or suspect connection is read 1 KiB at a time, and a peer with two
+// such closures has its next connections closed at accept for 10 s: 200-370
+// streams refused, under 0.11 CPU-s per attack (docs/limits.md).
 func TestHeadersFloodNeverRead(t *testing.T) {
 	d := Start(t)
 	var last floodFigures
