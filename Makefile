@@ -223,6 +223,11 @@ bench-cost: deps ## Instructions Redis executes per reserve/commit/release scrip
 	$(GO) build -o bin/ ./cmd/cycles-bench
 	bin/cycles-bench scriptcost $(BENCH_FLAGS)
 
+.PHONY: bench-archive
+bench-archive: deps ## The PostgreSQL archive under load (catch-up rate, lag p99 at 3,000 settles/s, Redis used_memory plateau with a 60 s hot window; ~5 min); prints the figures
+	$(GO) build -o bin/ ./cmd/cyclesd ./cmd/cycles-bench
+	bin/cycles-bench archive -cyclesd bin/cyclesd -out $(BENCH_OUT)/archive.json $(BENCH_FLAGS)
+
 .PHONY: bench-go
 bench-go: deps ## Run the Go benchmarks (go test -bench)
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -6,6 +6,7 @@
 //	cycles-bench serve [cyclesd flags]        cyclesd in-process, with /debug/pprof (used for -profile)
 //	cycles-bench feed [flags]                 the all-tenant event feed: one subscriber, an expiry backlog over many tenants, idle cost
 //	cycles-bench scriptcost [flags]           instructions Redis executes per script call (redis-server under callgrind)
+//	cycles-bench archive [flags]              the PostgreSQL archive: catch-up rate, lag under load, Redis memory plateau
 //
 // A run starts its own redis-server and cyclesd (or targets given addresses),
 // provisions tenants, API keys and budgets through the AdminService, and
@@ -39,7 +40,7 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	cmd := "run"
-	if len(args) > 0 && (args[0] == "run" || args[0] == "check" || args[0] == "median" || args[0] == "serve" || args[0] == "feed" || args[0] == "scriptcost") {
+	if len(args) > 0 && (args[0] == "run" || args[0] == "check" || args[0] == "median" || args[0] == "serve" || args[0] == "feed" || args[0] == "scriptcost" || args[0] == "archive") {
 		cmd, args = args[0], args[1:]
 	}
 	var err error
@@ -56,6 +57,8 @@ func run(args []string) error {
 		err = feedMain(ctx, args)
 	case "scriptcost":
 		err = scriptcostMain(ctx, args)
+	case "archive":
+		err = archiveMain(ctx, args)
 	}
 	return err
 }

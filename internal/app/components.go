@@ -21,6 +21,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/api/eventsapi"
 	"github.com/cyclesgo/cycles-go/internal/api/operatorapi"
 	"github.com/cyclesgo/cycles-go/internal/api/opsapi"
+	"github.com/cyclesgo/cycles-go/internal/api/overviewapi"
 	"github.com/cyclesgo/cycles-go/internal/api/policyapi"
 	"github.com/cyclesgo/cycles-go/internal/api/ratelimitapi"
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
@@ -32,6 +33,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/events"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/ledgerops"
+	"github.com/cyclesgo/cycles-go/internal/overview"
 	"github.com/cyclesgo/cycles-go/internal/policy"
 	"github.com/cyclesgo/cycles-go/internal/ratelimit"
 	"github.com/cyclesgo/cycles-go/internal/script"
@@ -162,6 +164,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 			QuotaCounters: policyapi.NewQuotaCounters(pol),
 			Audit:         auditapi.New(aud),
 			Operator:      operatorapi.New(bulk.New(exec, adm, aud)),
+			Overview:      overviewapi.New(overview.New(exec, overview.Options{})),
 		},
 	}
 	if archiving {

@@ -43,7 +43,8 @@ type queueKeys struct {
 }
 
 type batchArgs struct {
-	BatchSize int `lua:"batch_size"`
+	BatchSize int    `lua:"batch_size"`
+	After     string `lua:"after"` // '': from the oldest
 }
 
 type doneArgs struct {
@@ -141,8 +142,11 @@ func New(exec *script.Executor, store *archive.Store, o ArchiverOptions) (*Archi
 	return a, nil
 }
 
-// registerMetrics publishes the last round's lag and pending count:
-// cycles_archive_lag_seconds and cycles_archive_pending.
+// registerMetrics publishes the last round's lag and pending count
+// (cycles_archive_lag_seconds, cycles_archive_pending; the lease holder's
+// only) and whether this replica held the lease (cycles_archive_lease_held,
+// 1 or 0: which replica archives, e.g. the one to look at, or to kill in a
+// failover test).
 func (a *Archiver) registerMetrics(mp metric.MeterProvider) error {
 	m := telemetry.Meter(mp, "archiver")
 	lag, err := m.Float64ObservableGauge("cycles.archive.lag", metric.WithUnit("s"),
@@ -155,15 +159,22 @@ func (a *Archiver) registerMetrics(mp metric.MeterProvider) error {
 	if err != nil {
 		return fmt.Errorf("archive pending metric: %w", err)
 	}
+	held, err := m.Int64ObservableGauge("cycles.archive.lease.held",
+		metric.WithDescription("1 when this replica held the archiver lease in its last round, else 0"))
+	if err != nil {
+		return fmt.Errorf("archive lease metric: %w", err)
+	}
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		s := a.Stats()
 		if !s.Held {
+			o.ObserveInt64(held, 0)
 			return nil // another replica archives: its figures are the true ones
 		}
+		o.ObserveInt64(held, 1)
 		o.ObserveFloat64(lag, s.Lag.Seconds())
 		o.ObserveInt64(pending, s.Pending)
 		return nil
-	}, lag, pending)
+	}, lag, pending, held)
 	if err != nil {
 		return fmt.Errorf("archive metrics: %w", err)
 	}
@@ -280,64 +291,112 @@ func (a *Archiver) Once(ctx context.Context) (int64, error) {
 // held when the drain started (so a busy tenant cannot hold the round). It
 // returns the rows written, the entries still queued and the age of the
 // oldest of them.
+//
+// While PostgreSQL stores a full batch, the next one is already read from
+// Redis (the entries after it: the batch itself stays queued until
+// archive/done), so the two servers work at once; nothing is trimmed or
+// given a TTL before its batch committed, and a failed batch discards the
+// read ahead (the next round starts from the queue's head again).
 func (a *Archiver) drain(ctx context.Context, tenant string, fence int64) (written, pending int64, lag time.Duration, err error) {
 	t := keys.Tenant(tenant)
 	stream := "reservations/" + tenant
-	pos := ""
-	read := false
-	budget := int64(-1)
+	b, err := a.read(ctx, t, "", a.opts.BatchSize)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	budget := b.pending
+	// current: b was read after the last archive/done, so its pending count
+	// and lag are the queue's (a batch read ahead counted the one before).
+	current := true
+	pos, havePos := "", false
 	for {
-		b, err := a.read(ctx, t)
-		if err != nil {
-			return written, 0, 0, err
-		}
-		if budget < 0 {
-			budget = b.pending
-		}
 		if len(b.entries) == 0 || budget <= 0 {
+			if !current {
+				if b, err = a.read(ctx, t, "", 1); err != nil {
+					return written, 0, 0, err
+				}
+			}
 			return written, b.pending, b.lag(), nil
 		}
-		if !read {
+		if !havePos {
 			if pos, err = a.position(ctx, stream); err != nil {
 				return written, b.pending, b.lag(), err
 			}
-			read = true
+			havePos = true
 		}
-		batch := archive.Batch{Stream: stream, Fence: fence, Position: pos}
-		for i := range b.entries {
-			e := &b.entries[i]
-			if !after(e.qid, pos) {
-				continue // archived by an earlier batch that crashed before archive/done
-			}
-			batch.Position = e.qid
-			if len(e.fields) == 0 {
-				a.log.Warn("archive: queued reservation has no record; dropping the queue entry",
-					zap.String("tenant", tenant), zap.String("reservation_id", e.rid))
-				continue
-			}
-			row, err := RowOf(tenant, e.rid, e.fields, b.now)
-			if err != nil {
-				// Not settled (cannot be queued by the ledger): it is queued
-				// again when it settles.
-				a.log.Warn("archive: dropping a queue entry", zap.String("tenant", tenant), zap.Error(err))
-				e.fields = nil // no TTL for it: only the entry goes
-				continue
-			}
-			batch.Reservations = append(batch.Reservations, row)
+		budget -= int64(len(b.entries))
+		var ahead chan queueRead
+		if budget > 0 && len(b.entries) == a.opts.BatchSize {
+			ahead = make(chan queueRead, 1)
+			from := b.entries[len(b.entries)-1].qid
+			go func() {
+				nb, err := a.read(ctx, t, from, a.opts.BatchSize)
+				ahead <- queueRead{nb, err}
+			}()
 		}
-		if batch.Position != pos {
-			w, err := a.write(ctx, batch)
+		w, err := a.archiveBatch(ctx, t, tenant, stream, fence, &pos, b)
+		written += w
+		if ahead == nil {
 			if err != nil {
 				return written, b.pending, b.lag(), err
 			}
-			written += w.Reservations
-			pos = batch.Position
+			b, err = a.read(ctx, t, "", a.opts.BatchSize)
+			current = true
+		} else {
+			r := <-ahead // waited for even on failure: no read outlives the drain
+			if err != nil {
+				return written, b.pending, b.lag(), err
+			}
+			b, err, current = r.b, r.err, false
 		}
-		if err := a.done(ctx, t, b.entries); err != nil {
-			return written, b.pending, b.lag(), err
+		if err != nil {
+			return written, 0, 0, err
 		}
-		budget -= int64(len(b.entries))
 	}
+}
+
+// queueRead is an archive/queue read done ahead.
+type queueRead struct {
+	b   queueBatch
+	err error
+}
+
+// archiveBatch writes one batch read from the queue (the entries past
+// *pos) with its position, then finishes its entries (TTL, trim); it
+// returns the rows written and advances *pos.
+func (a *Archiver) archiveBatch(ctx context.Context, t keys.Tenant, tenant, stream string, fence int64, pos *string, b queueBatch) (int64, error) {
+	var written int64
+	batch := archive.Batch{Stream: stream, Fence: fence, Position: *pos}
+	for i := range b.entries {
+		e := &b.entries[i]
+		if !after(e.qid, *pos) {
+			continue // archived by an earlier batch that crashed before archive/done
+		}
+		batch.Position = e.qid
+		if len(e.fields) == 0 {
+			a.log.Warn("archive: queued reservation has no record; dropping the queue entry",
+				zap.String("tenant", tenant), zap.String("reservation_id", e.rid))
+			continue
+		}
+		row, err := RowOf(tenant, e.rid, e.fields, b.now)
+		if err != nil {
+			// Not settled (cannot be queued by the ledger): it is queued
+			// again when it settles.
+			a.log.Warn("archive: dropping a queue entry", zap.String("tenant", tenant), zap.Error(err))
+			e.fields = nil // no TTL for it: only the entry goes
+			continue
+		}
+		batch.Reservations = append(batch.Reservations, row)
+	}
+	if batch.Position != *pos {
+		w, err := a.write(ctx, batch)
+		if err != nil {
+			return 0, err
+		}
+		written = w.Reservations
+		*pos = batch.Position
+	}
+	return written, a.done(ctx, t, b.entries)
 }
 
 // position returns the archived position of stream ("" = none yet),
@@ -392,8 +451,10 @@ func (b queueBatch) lag() time.Duration {
 	return max(0, b.now.Sub(time.UnixMilli(int64(ms))))
 }
 
-func (a *Archiver) read(ctx context.Context, t keys.Tenant) (queueBatch, error) {
-	res, err := scriptQueue.RunFlat(ctx, a.exec, queueKeys{t.Prefix(), t.ArchiveQueue()}, batchArgs{a.opts.BatchSize})
+// read returns up to limit of t's queued entries with their records, the
+// oldest first, or (after set) the oldest after queue id after.
+func (a *Archiver) read(ctx context.Context, t keys.Tenant, after string, limit int) (queueBatch, error) {
+	res, err := scriptQueue.RunFlat(ctx, a.exec, queueKeys{t.Prefix(), t.ArchiveQueue()}, batchArgs{limit, after})
 	if err != nil {
 		return queueBatch{}, fmt.Errorf("archive queue of %s: %w", t, err)
 	}

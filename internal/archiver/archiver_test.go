@@ -140,6 +140,8 @@ func TestArchiveOnce(t *testing.T) {
 		}
 	}
 	const hot = time.Hour
+	// Batches of 2 of 5 per tenant: two full batches (each written while
+	// the next is read ahead) and a last one of 1.
 	a := r.archiver(ArchiverOptions{HotRetention: hot, BatchSize: 2})
 	n, err := a.Once(r.ctx)
 	if err != nil {
@@ -196,7 +198,7 @@ func TestArchiveAfterCrash(t *testing.T) {
 		t.Fatalf("lease: %d %v", fence, err)
 	}
 	// The first half of a round: read and write, no archive/done.
-	b, err := a.read(r.ctx, keys.Tenant(tn))
+	b, err := a.read(r.ctx, keys.Tenant(tn), "", DefaultBatchSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +241,8 @@ func TestArchiveLease(t *testing.T) {
 	const tn = "arc-lease"
 	r.tenant(tn)
 	r.settle(tn, 2)
-	one, two := r.archiver(ArchiverOptions{}), r.archiver(ArchiverOptions{})
+	m := telemetrytest.New()
+	one, two := r.archiver(ArchiverOptions{}), r.archiver(ArchiverOptions{MeterProvider: m.Provider})
 	f1, err := one.lease(r.ctx)
 	if err != nil || f1 == 0 {
 		t.Fatalf("first lease: %d %v", f1, err)
@@ -250,11 +253,19 @@ func TestArchiveLease(t *testing.T) {
 	if r.queued(tn) != 2 {
 		t.Fatal("queue touched by the replica without the lease")
 	}
+	// The lease gauge says which replica archives (the crash test kills
+	// the one that reports 1).
+	if h, ok := m.Gauge(t, "cycles.archive.lease.held"); !ok || h != 0 {
+		t.Fatalf("lease gauge of the replica without the lease: %d (%v), want 0", h, ok)
+	}
 	if err := one.Release(r.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := two.Once(r.ctx); n != 2 || err != nil {
 		t.Fatalf("takeover round: %d %v", n, err)
+	}
+	if h, ok := m.Gauge(t, "cycles.archive.lease.held"); !ok || h != 1 {
+		t.Fatalf("lease gauge of the holder: %d (%v), want 1", h, ok)
 	}
 	f2, _ := two.lease(r.ctx)
 	if f2 <= f1 {
@@ -300,7 +311,9 @@ func TestArchiveKeepsQueueWhilePostgresIsDown(t *testing.T) {
 	c.XAdd(r.ctx, &redis.XAddArgs{Stream: keys.Tenant(old).ArchiveQueue(), ID: "1000-0", Values: []string{"id", "r_gone"}})
 	srv.Kill()
 	m := telemetrytest.New()
-	a := r.archiver(ArchiverOptions{MeterProvider: m.Provider, LagWarning: time.Hour})
+	// Batches of 1: the next batch is being read ahead when the first
+	// write fails; it is discarded, nothing leaves the queue.
+	a := r.archiver(ArchiverOptions{MeterProvider: m.Provider, LagWarning: time.Hour, BatchSize: 1})
 	if w := a.Warnings(); len(w) != 0 {
 		t.Fatalf("warnings before a round: %v", w)
 	}

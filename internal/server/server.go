@@ -186,6 +186,8 @@ type Services struct {
 	Audit cyclesv1.AuditServiceServer
 	// Operator serves the bulk actions.
 	Operator cyclesv1.OperatorServiceServer
+	// Overview serves the admin dashboard's snapshot.
+	Overview cyclesv1.OverviewServiceServer
 	// ActionKinds is the public action-kind registry (no key).
 	// Auth answers who the calling credential is.
 	Auth        cyclesv1.AuthServiceServer
@@ -283,6 +285,7 @@ func New(opts Options, svcs Services) *Server {
 		{&cyclesv1.RateLimitService_ServiceDesc, svcs.RateLimit},
 		{&cyclesv1.OpsService_ServiceDesc, svcs.Ops},
 		{&cyclesv1.OperatorService_ServiceDesc, svcs.Operator},
+		{&cyclesv1.OverviewService_ServiceDesc, svcs.Overview},
 		{&cyclesv1.PolicyService_ServiceDesc, svcs.Policy},
 		{&cyclesv1.QuotaCounterService_ServiceDesc, svcs.QuotaCounters},
 		{&cyclesv1.UsageService_ServiceDesc, svcs.Usage},

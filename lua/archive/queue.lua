@@ -7,19 +7,29 @@
 --       2 archive_queue   cy:{t:<tenant>}:archq (stream: one entry {id} per
 --                         settled reservation, appended by the settling script)
 -- ARGV: 1 batch_size      1..1000
+--       2 after           a queue entry id: only entries after it are returned
+--                         (the archiver reads the next batch while PostgreSQL
+--                         stores the one before, still queued); '': from the oldest
 -- Result okf({'OK', FLAT_V, '', '', now_ms, pending (XLEN), n, then n times:
 --   queue entry id, reservation id, field count k, k field/value pairs
 --   (the record's HGETALL; k = 0 when the record is gone)}). Flat, so
 --   every value reaches Go byte for byte.
--- Refusals: INVALID_REQUEST (batch size).
+-- Refusals: INVALID_REQUEST (batch size, after).
 -- include: lib/keys.lua
 
 local n = tonumber(ARGV[1])
 if not n or n < 1 or n > 1000 or n ~= math.floor(n) then
   return fail('INVALID_REQUEST', 'batch size must be 1..1000')
 end
+local start = '-'
+if ARGV[2] and ARGV[2] ~= '' then
+  if not string.match(ARGV[2], '^%d+%-%d+$') then
+    return fail('INVALID_REQUEST', 'after must be a stream id')
+  end
+  start = '(' .. ARGV[2]
+end
 local out = {'OK', FLAT_V, '', '', now_ms(), redis.call('XLEN', KEYS[2])}
-local entries = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', n)
+local entries = redis.call('XRANGE', KEYS[2], start, '+', 'COUNT', n)
 out[#out + 1] = #entries
 for _, e in ipairs(entries) do
   local fields, rid = e[2], ''

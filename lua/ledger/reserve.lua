@@ -362,12 +362,17 @@ redis.call('ZADD', KEYS[6], now_s, rid)
 redis.call('ZADD', KEYS[7], exp_s, rid)
 idem_put(KEYS[8], hash, ms(math.max(ttl + grace, DAY_MS)), nil, rid, rid_prefix)
 
--- Bounded trim of the listing indexes: entries older than two retention
--- periods point at records that are long gone.
-local old = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', '(' .. ms(now - 2 * RETENTION_MS), 'LIMIT', 0, 16)
-if #old > 0 then
-  redis.call('ZREM', KEYS[6], unpack(old))
-  redis.call('ZREM', KEYS[7], unpack(old))
+-- Bounded trim of the listing indexes: the oldest entries whose record is
+-- gone (its retention ended: 30 days, or with an archive the hot window,
+-- whose TTL starts only once PostgreSQL holds the record; a record still
+-- waiting for the archive has no TTL and keeps its entries). Oldest first
+-- by creation, stopping at the first record that still exists: at most 16
+-- removals, and 2 reads when there is nothing to trim.
+for _ = 1, 16 do
+  local old = redis.call('ZRANGE', KEYS[6], 0, 0)
+  if #old == 0 or redis.call('EXISTS', key_reservation(KEYS[1], old[1])) == 1 then break end
+  redis.call('ZREM', KEYS[6], old[1])
+  redis.call('ZREM', KEYS[7], old[1])
 end
 
 return okf(reserve_reply({'OK', FLAT_V, '', '', 0, ms(ttl), ''}, rid, E, unit, exp_s, scope_path,

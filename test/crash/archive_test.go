@@ -16,11 +16,13 @@ import (
 )
 
 // TestArchiveSurvivesCrashes: two replicas archive to one PostgreSQL while
-// reservations settle. The first replica started (the first to take the
-// archiver lease) is SIGKILLed mid-traffic, PostgreSQL is killed and
-// restarted, the second replica is SIGKILLed and the first restarted. In
-// the end every settled reservation is archived exactly once: as many rows
-// as settlements, no reservation twice, none missing, nothing left queued.
+// reservations settle. The replica that reports holding the archiver lease
+// (cycles_archive_lease_held 1, the other 0) is SIGKILLed mid-traffic,
+// PostgreSQL is killed and restarted, the survivor takes the lease over
+// once the dead holder's lapses (it then reports 1) and is SIGKILLed in
+// turn mid-traffic, and the first is restarted. In the end every settled
+// reservation is archived exactly once: as many rows as settlements, no
+// reservation twice, none missing, nothing left queued.
 func TestArchiveSurvivesCrashes(t *testing.T) {
 	srv := redistest.Start(t)
 	pg := pgtest.Start(t)
@@ -58,17 +60,25 @@ func TestArchiveSurvivesCrashes(t *testing.T) {
 		}
 	}
 	settle(a, 0, 300)
-	a.Kill() // likely mid-batch: the archiver copies as traffic settles
-	settle(b, 300, 300)
+	holder := leaseHolder(t, 30*time.Second, a, b)
+	survivor := a
+	if holder == a {
+		survivor = b
+	}
+	holder.Kill() // likely mid-batch: the archiver copies as traffic settles
+	settle(survivor, 300, 300)
 	pg.Kill()
-	settle(b, 600, 200) // queued in Redis while PostgreSQL is down
+	settle(survivor, 600, 200) // queued in Redis while PostgreSQL is down
 	if err := pg.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	settle(b, 800, 200)
-	b.Kill()
-	a.Restart(t)
-	a.WaitServing(t)
+	settle(survivor, 800, 200)
+	// The dead holder's lease lapses (30 s) and the survivor takes it.
+	leaseHolder(t, 90*time.Second, survivor)
+	settle(survivor, 1000, 200)
+	survivor.Kill()
+	holder.Restart(t)
+	holder.WaitServing(t)
 
 	ctx := context.Background()
 	rc := srv.Client(t)
@@ -92,5 +102,34 @@ func TestArchiveSurvivesCrashes(t *testing.T) {
 	}
 	if rows != len(ids) || distinct != len(ids) {
 		t.Fatalf("%d rows, %d distinct reservations, %d settled: want each archived exactly once", rows, distinct, len(ids))
+	}
+}
+
+// leaseHolder waits until exactly one of ds reports holding the archiver
+// lease in its last round (cycles_archive_lease_held 1; every other 0) and
+// returns it.
+func leaseHolder(t *testing.T, within time.Duration, ds ...*cyclesdtest.Daemon) *cyclesdtest.Daemon {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var holders []*cyclesdtest.Daemon
+		reported := 0
+		for _, d := range ds {
+			v, ok := cyclesdtest.MetricValue(d.Metrics(t), "cycles_archive_lease_held")
+			if ok {
+				reported++
+			}
+			if ok && v == 1 {
+				holders = append(holders, d)
+			}
+		}
+		if len(holders) == 1 && reported == len(ds) {
+			return holders[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %d of %d replicas report holding the archiver lease (%d report at all), want exactly 1",
+				within, len(holders), len(ds), reported)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -17,12 +17,14 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/api/cycleshttp"
 	"github.com/cyclesgo/cycles-go/internal/api/eventsapi"
 	"github.com/cyclesgo/cycles-go/internal/api/operatorapi"
+	"github.com/cyclesgo/cycles-go/internal/api/overviewapi"
 	"github.com/cyclesgo/cycles-go/internal/api/policyapi"
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
 	"github.com/cyclesgo/cycles-go/internal/audit"
 	"github.com/cyclesgo/cycles-go/internal/bulk"
 	"github.com/cyclesgo/cycles-go/internal/events"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
+	"github.com/cyclesgo/cycles-go/internal/overview"
 	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/policy"
 	"github.com/cyclesgo/cycles-go/internal/script"
@@ -48,13 +50,14 @@ func startFull(t *testing.T) *env {
 	aud := audit.New(ex, audit.Options{})
 	svcs := server.Services{Runtime: runtimeapi.New(led), Admin: adminapi.New(adm), Events: eventsapi.New(events.New(ex, events.Options{})),
 		Audit: auditapi.New(aud), Policy: policyapi.New(policy.New(ex, policy.Options{})), Auth: authapi.New(adm),
-		QuotaCounters: policyapi.NewQuotaCounters(policy.New(ex, policy.Options{}))}
+		QuotaCounters: policyapi.NewQuotaCounters(policy.New(ex, policy.Options{})),
+		Overview:      overviewapi.New(overview.New(ex, overview.Options{}))}
 	srv := server.New(server.Options{Verifier: adm, AdminKey: adminKey, RequestTimeout: 5 * time.Second, Audit: aud}, svcs)
 	t.Cleanup(srv.GRPC.Stop) // its stream workers run until Stop, served or not
 	hs := srv.NewHTTP(server.HTTPOptions{})
 	svcs.Operator = operatorapi.New(bulk.New(ex, adm, aud))
 	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: svcs.Runtime, Admin: svcs.Admin, Events: svcs.Events, Audit: svcs.Audit, Policy: svcs.Policy, QuotaCounters: svcs.QuotaCounters,
-		Operator: svcs.Operator, Auth: svcs.Auth}))
+		Operator: svcs.Operator, Auth: svcs.Auth, Overview: svcs.Overview}))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

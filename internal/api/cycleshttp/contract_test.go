@@ -157,6 +157,12 @@ func TestContract(t *testing.T) {
 	e.call("GET", "/v1/admin/audit/logs?tenant_id="+tenant+"&status_min=400&operation=createTenant,freezeBudget", "", "", as...)
 	e.call("GET", "/v1/admin/audit/logs?status=200&status_min=100", "", "", as...) // 400
 	e.call("GET", "/v1/admin/audit/logs", "", "", key...)                          // 401: tenant key
+	// The overview (after a denial and a budget in debt above).
+	if ov := e.call("GET", "/v1/admin/overview", "", "", as...); ov.status != 200 {
+		t.Errorf("overview: %d %s", ov.status, ov.body)
+	}
+	e.call("GET", "/v1/admin/overview", "", "", key...) // 401/403: tenant key
+	e.call("GET", "/v1/admin/overview", "", "")         // 401: no key
 
 	// Webhooks: a server on which no subscription can exist.
 	e.call("GET", "/v1/admin/webhooks", "", "", as...)

@@ -69,6 +69,8 @@ type Options struct {
 	Audit cyclesv1.AuditServiceServer
 	// Operator is optional (nil: the bulk-action routes answer 404).
 	Operator cyclesv1.OperatorServiceServer
+	// Overview serves GET /v1/admin/overview (nil: 404).
+	Overview cyclesv1.OverviewServiceServer
 	// ActionKinds is the public action-kind registry (nil: its routes answer 404).
 	ActionKinds cyclesv1.ActionKindServiceServer
 	// Auth serves POST /v1/auth/validate (nil: 404); introspection needs no service.
@@ -90,6 +92,7 @@ type API struct {
 	usage   cyclesv1.UsageServiceServer
 	aud     cyclesv1.AuditServiceServer
 	op      cyclesv1.OperatorServiceServer
+	ov      cyclesv1.OverviewServiceServer
 	kinds   cyclesv1.ActionKindServiceServer
 	auth    cyclesv1.AuthServiceServer
 	maxBody int64
@@ -99,7 +102,7 @@ type API struct {
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
-	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, qc: opts.QuotaCounters, usage: opts.Usage, op: opts.Operator, auth: opts.Auth, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
+	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, qc: opts.QuotaCounters, usage: opts.Usage, op: opts.Operator, ov: opts.Overview, auth: opts.Auth, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
 	defaults.Set(&a.maxBody, DefaultMaxBodyBytes)
 	a.routes()
 	var otelOpts []otelhttp.Option
@@ -181,7 +184,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.Serv
 
 func (a *API) routes() {
 	for _, table := range [][]endpoint{a.runtimeRoutes(), a.adminRoutes(), a.keyRoutes(), a.policyRoutes(), a.quotaCounterRoutes(),
-		a.usageRoutes(), a.auditRoutes(), a.bulkRoutes(), a.eventRoutes(), a.actionKindRoutes()} {
+		a.usageRoutes(), a.auditRoutes(), a.bulkRoutes(), a.overviewRoutes(), a.eventRoutes(), a.actionKindRoutes()} {
 		for _, e := range table {
 			a.mux.Handle(e.pattern, e.h)
 		}

@@ -181,6 +181,7 @@ func (d *Daemon) WaitServing(tb testing.TB) {
 		d.mu.Unlock()
 		select {
 		case err := <-done:
+			done <- err // for Kill at cleanup, which waits on it (it would hang)
 			tb.Fatalf("cyclesd exited early: %v\n%s", err, tail(d.Output(), 8000))
 		default:
 		}
