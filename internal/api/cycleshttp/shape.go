@@ -41,6 +41,9 @@ type member struct {
 	// A message member is written by each (a hand-written type) or in sub.
 	each func(protoreflect.Message) any
 	sub  *shape
+	// fixed is the member's constant value, for a spec member the proto does
+	// not carry (what cyclesd never has, such as webhook counts).
+	fixed json.RawMessage
 }
 
 // shapeOf declares a shape: each spec is "name", "name?", "wire=field" or
@@ -77,6 +80,17 @@ func (s *shape) nest(wire string, sub *shape) *shape {
 	for i := range s.members {
 		if s.members[i].wire == wire {
 			s.members[i].sub = sub
+			return s
+		}
+	}
+	panic("cycleshttp: shape has no member " + wire)
+}
+
+// fixed writes the member named wire as the constant value raw (JSON).
+func (s *shape) fixed(wire, raw string) *shape {
+	for i := range s.members {
+		if s.members[i].wire == wire {
+			s.members[i].fixed = json.RawMessage(raw)
 			return s
 		}
 	}
@@ -124,6 +138,9 @@ func (mb member) fieldOf(md protoreflect.MessageDescriptor) (protoreflect.FieldD
 // check walks s (and its nested shapes) against md.
 func (s *shape) check(md protoreflect.MessageDescriptor) {
 	for _, mb := range s.members {
+		if mb.fixed != nil {
+			continue
+		}
 		if fd, _ := mb.fieldOf(md); mb.sub != nil {
 			mb.sub.check(fd.Message())
 		}
@@ -134,6 +151,16 @@ func (s *shape) write(buf *bytes.Buffer, m protoreflect.Message) {
 	buf.WriteByte('{')
 	first := true
 	for _, mb := range s.members {
+		if mb.fixed != nil {
+			if !first {
+				buf.WriteByte(',')
+			}
+			first = false
+			writeString(buf, mb.wire)
+			buf.WriteByte(':')
+			buf.Write(mb.fixed)
+			continue
+		}
 		fd, iso := mb.fieldOf(m.Descriptor())
 		v := m.Get(fd)
 		empty := !m.Has(fd) || (iso && v.Int() == 0)
