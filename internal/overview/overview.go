@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
@@ -123,6 +124,7 @@ func (s *Service) Get(ctx context.Context) (*cyclesv1.GetOverviewResponse, error
 	}
 	cov := resp.Coverage
 	var over, debt []row
+	var denials, expiries []recent
 	after := ""
 walk:
 	for {
@@ -137,7 +139,8 @@ walk:
 				cov.Capped = true
 				break walk
 			}
-			p, err := s.tenant(ctx, t, s.opts.MaxBudgets-int(cov.BudgetsRead), s.opts.MaxEvents-int(cov.EventsRead))
+			p, err := s.tenant(ctx, t, s.opts.MaxBudgets-int(cov.BudgetsRead), s.opts.MaxEvents-int(cov.EventsRead),
+				floor(denials), floor(expiries))
 			if err != nil {
 				return nil, err
 			}
@@ -149,6 +152,7 @@ walk:
 				return nil, err
 			}
 			over, debt = append(over, o...), append(debt, d...)
+			denials, expiries = keepNewest(denials, t, p.Den), keepNewest(expiries, t, p.Exp)
 		}
 		if len(reg.Tenants) < registryPage {
 			break
@@ -163,17 +167,21 @@ walk:
 		resp.DebtScopes = append(resp.DebtScopes, &cyclesv1.OverviewDebtScope{TenantId: r.tenant,
 			Scope: r.scope, Unit: r.unit, Debt: r.debt, OverdraftLimit: r.a})
 	}
-	resp.RecentDenials = newest(resp.RecentDenials)
-	resp.RecentExpiries = newest(resp.RecentExpiries)
+	for _, r := range denials {
+		resp.RecentDenials = append(resp.RecentDenials, events.EventOfEntry(r.tenant, r.e.ID, r.e.F))
+	}
+	for _, r := range expiries {
+		resp.RecentExpiries = append(resp.RecentExpiries, events.EventOfEntry(r.tenant, r.e.ID, r.e.F))
+	}
 	return resp, nil
 }
 
 // tenant runs one tenant's script with the budgets and events left.
-func (s *Service) tenant(ctx context.Context, t string, budgets, evs int) (part, error) {
+func (s *Service) tenant(ctx context.Context, t string, budgets, evs int, denAfter, expAfter string) (part, error) {
 	tk := keys.Tenant(t)
 	var p part
 	err := s.exec.RunInto(ctx, &p, scriptTenant, []string{tk.Prefix(), tk.Record(), tk.Budgets(), tk.Events()},
-		s.opts.Window.Milliseconds(), min(max(budgets, 0), perScript), min(max(evs, 0), perScript))
+		s.opts.Window.Milliseconds(), min(max(budgets, 0), perScript), min(max(evs, 0), perScript), denAfter, expAfter)
 	if err != nil {
 		return part{}, fmt.Errorf("overview: read tenant %s: %w", t, err)
 	}
@@ -227,12 +235,6 @@ func add(resp *cyclesv1.GetOverviewResponse, t string, p part) (over, debt []row
 	}
 	resp.Coverage.BudgetsRead += p.Budgets
 	resp.Coverage.EventsRead += p.Events
-	for _, e := range p.Den {
-		resp.RecentDenials = append(resp.RecentDenials, events.EventOfEntry(t, e.ID, e.F))
-	}
-	for _, e := range p.Exp {
-		resp.RecentExpiries = append(resp.RecentExpiries, events.EventOfEntry(t, e.ID, e.F))
-	}
 	for _, r := range p.OL {
 		x, err := rowOf(t, r, 2, 3, 4)
 		if err != nil {
@@ -283,10 +285,36 @@ func top(rows []row) []row {
 	return rows[:min(len(rows), topN)]
 }
 
-// newest is evs newest first, at most topN.
-func newest(evs []*cyclesv1.Event) []*cyclesv1.Event {
-	slices.SortFunc(evs, func(x, y *cyclesv1.Event) int {
-		return cmp.Or(cmp.Compare(y.GetTimestampMs(), x.GetTimestampMs()), cmp.Compare(y.GetEventId(), x.GetEventId()))
+// recent is one stream entry of a tenant's log, kept as read: only the
+// topN newest of the whole walk become events.
+type recent struct {
+	tenant string
+	ms     int64
+	seq    int64
+	e      entry
+}
+
+// floor is the stream id an entry must be newer than to enter kept: its
+// oldest once it is full, else none ("").
+func floor(kept []recent) string {
+	if len(kept) < topN {
+		return ""
+	}
+	return kept[len(kept)-1].e.ID
+}
+
+// keepNewest merges tenant t's entries (each log's newest first) into kept
+// and keeps the topN newest by stream id (Redis TIME), the newest first.
+func keepNewest(kept []recent, t string, es []entry) []recent {
+	for _, e := range es {
+		r := recent{tenant: t, e: e}
+		ms, seq, _ := strings.Cut(e.ID, "-")
+		r.ms, _ = strconv.ParseInt(ms, 10, 64)
+		r.seq, _ = strconv.ParseInt(seq, 10, 64)
+		kept = append(kept, r)
+	}
+	slices.SortStableFunc(kept, func(x, y recent) int {
+		return cmp.Or(cmp.Compare(y.ms, x.ms), cmp.Compare(y.seq, x.seq), cmp.Compare(x.tenant, y.tenant))
 	})
-	return evs[:min(len(evs), topN)]
+	return kept[:min(len(kept), topN)]
 }

@@ -9,6 +9,9 @@
 --       3 the tenant's budget index   4 the tenant's event stream
 -- ARGV: 1 event window in ms (at most 7 days)   2 most budgets to read (0..10000)
 --       3 most events to read (0..10000)
+--       4, 5 the stream id a denial / an expiry must be newer than to be
+--         returned ('' = any): the walk's tenth newest so far, so older
+--         entries are counted but not copied
 -- Result: ok({now = Redis TIME ms, st = tenant status ('' = no record),
 --   om = observe_mode, bn = budgets read, bmore = budgets left unread,
 --   bs = {status = n}, bu = {unit = n}, over = n over limit, debt = n in debt,
@@ -87,6 +90,20 @@ elseif redis.call('EXISTS', KEYS[3]) == 1 then
   out.bmore = true
 end
 
+-- newer: stream id a is after b ('' = no bound); ms and sequence compared
+-- as numbers (a ms count is exact in a double).
+local function split(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms) or 0, tonumber(seq) or 0
+end
+local function newer(a, b)
+  if b == '' then return true end
+  local am, as = split(a)
+  local bm, bs = split(b)
+  return am > bm or (am == bm and as > bs)
+end
+local den_after, exp_after = ARGV[4] or '', ARGV[5] or ''
+
 local from = tostring(math.max(0, now - window))
 if emax > 0 then
   local entries = redis.call('XREVRANGE', KEYS[4], '+', from, 'COUNT', emax + 1)
@@ -103,8 +120,8 @@ if emax > 0 then
       local ok_, d = pcall(cjson.decode, f.data or '{}')
       local reason = (ok_ and type(d) == 'table' and type(d.reason_code) == 'string' and d.reason_code) or 'UNKNOWN'
       out.reasons[reason] = (out.reasons[reason] or 0) + 1
-      if #out.den < 10 then out.den[#out.den + 1] = {id = e[1], f = f} end
-    elseif f.type == 'reservation.expired' and #out.exp < 10 then
+      if #out.den < 10 and newer(e[1], den_after) then out.den[#out.den + 1] = {id = e[1], f = f} end
+    elseif f.type == 'reservation.expired' and #out.exp < 10 and newer(e[1], exp_after) then
       out.exp[#out.exp + 1] = {id = e[1], f = f}
     end
   end
