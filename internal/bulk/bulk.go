@@ -144,21 +144,13 @@ func (s *Service) Tenants(ctx context.Context, req *cyclesv1.BulkActionTenantsRe
 	if found, err := s.recall(ctx, rk, hash, resp); err != nil || found {
 		return resp, err
 	}
-	var matched []*cyclesv1.Tenant
 	lr := &cyclesv1.ListTenantsRequest{Status: req.GetFilter().GetStatus(), Search: req.GetFilter().GetSearch(), Limit: listPage}
-	for page := 0; ; page++ {
-		if page == maxPages {
-			return nil, apierr.Invalid("filter", "examines too many tenants; narrow it")
-		}
-		l, err := s.adm.ListTenants(ctx, lr)
-		if err != nil {
-			return nil, err
-		}
-		matched = append(matched, l.GetTenants()...)
-		if len(matched) > MaxRows || !l.GetHasMore() {
-			break
-		}
-		lr.Cursor = l.GetNextCursor()
+	matched, err := collect(ctx, "tenants", func(ctx context.Context, cursor string) (*cyclesv1.ListTenantsResponse, error) {
+		lr.Cursor = cursor
+		return s.adm.ListTenants(ctx, lr)
+	}, (*cyclesv1.ListTenantsResponse).GetTenants, nil)
+	if err != nil {
+		return nil, err
 	}
 	if err := countCheck(req.ExpectedCount, len(matched)); err != nil {
 		return nil, err
@@ -216,26 +208,16 @@ func (s *Service) Budgets(ctx context.Context, req *cyclesv1.BulkActionBudgetsRe
 	if found, err := s.recall(ctx, rk, hash, resp); err != nil || found {
 		return resp, err
 	}
-	var matched []*cyclesv1.Budget
 	lr := &cyclesv1.ListBudgetsRequest{TenantId: tenant, ScopePrefix: f.GetScopePrefix(), Unit: f.GetUnit(), Limit: listPage}
 	search := strings.ToLower(f.GetSearch())
-	for page := 0; ; page++ {
-		if page == maxPages {
-			return nil, apierr.Invalid("filter", "examines too many budgets; narrow it")
-		}
-		l, err := s.adm.ListBudgets(ctx, lr)
-		if err != nil {
-			return nil, err
-		}
-		for _, b := range l.GetBudgets() {
-			if budgetMatches(b, f, search, uMin, uMax) {
-				matched = append(matched, b)
-			}
-		}
-		if len(matched) > MaxRows || !l.GetHasMore() {
-			break
-		}
-		lr.Cursor = l.GetNextCursor()
+	matched, err := collect(ctx, "budgets", func(ctx context.Context, cursor string) (*cyclesv1.ListBudgetsResponse, error) {
+		lr.Cursor = cursor
+		return s.adm.ListBudgets(ctx, lr)
+	}, (*cyclesv1.ListBudgetsResponse).GetBudgets, func(b *cyclesv1.Budget) bool {
+		return budgetMatches(b, f, search, uMin, uMax)
+	})
+	if err != nil {
+		return nil, err
 	}
 	if err := countCheck(req.ExpectedCount, len(matched)); err != nil {
 		return nil, err
@@ -271,6 +253,44 @@ func (s *Service) Budgets(ctx context.Context, req *cyclesv1.BulkActionBudgetsRe
 		return nil, err
 	}
 	return resp, nil
+}
+
+// page is one page of an admin listing: its rows are read by the caller's
+// accessor, the cursor and has-more flag are common to every listing.
+type page interface {
+	GetHasMore() bool
+	GetNextCursor() string
+}
+
+// collect walks a listing page by page from the first cursor, keeping the
+// rows keep accepts (all rows when keep is nil). It stops once more than
+// MaxRows rows are kept (countCheck and the caller refuse that) or the
+// listing ends, and refuses a filter that would examine more than maxPages
+// pages, so a stranger's filter cannot make one request walk without bound.
+// what names the rows in that refusal.
+func collect[P page, T any](ctx context.Context, what string, list func(context.Context, string) (P, error),
+	rows func(P) []T, keep func(T) bool,
+) ([]T, error) {
+	var matched []T
+	cursor := ""
+	for n := 0; ; n++ {
+		if n == maxPages {
+			return nil, apierr.Invalid("filter", "examines too many %s; narrow it", what)
+		}
+		l, err := list(ctx, cursor)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows(l) {
+			if keep == nil || keep(r) {
+				matched = append(matched, r)
+			}
+		}
+		if len(matched) > MaxRows || !l.GetHasMore() {
+			return matched, nil
+		}
+		cursor = l.GetNextCursor()
+	}
 }
 
 // utilizationBounds parses the filter's decimal bounds (exact rationals).

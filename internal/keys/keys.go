@@ -134,12 +134,17 @@ func (t Tenant) APIKeys() string { return t.key("apikeys") }
 // Budget is the ledger hash of (scopePath, unit); unit is e.g. "TOKENS".
 func (t Tenant) Budget(scopePath, unit string) string { return t.key("b", scopePath, unit) }
 
-// QuotaCounter is a v0.1.26 action-quota counter (lua/lib/quota.lua builds
-// the same key): counted is the kind, or "__risk__:<class>" for a risk-class
-// counter; windowKey the run id or the UTC bucket.
+// QuotaCounter is a v0.1.26 per_run action-quota counter (lua/lib/quota.lua
+// builds the same key): counted is the kind, or "__risk__:<class>" for a
+// risk-class counter; window "per_run"; windowKey the run id.
 func (t Tenant) QuotaCounter(scopePath, counted, window, windowKey string) string {
 	return t.key("q", scopePath+"|"+counted+"|"+window+"|"+windowKey)
 }
+
+// QuotaDay is the hash of the tenant's calendar-window quota counters of one
+// UTC day (day: the day number since 1970-01-01, decimal); lua/lib/quota.lua
+// names its fields.
+func (t Tenant) QuotaDay(day string) string { return t.key("qd", day) }
 
 // QuotaCounters is the index of the tenant's quota counters (score: expiry ms).
 func (t Tenant) QuotaCounters() string { return t.key("qidx") }

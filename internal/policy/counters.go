@@ -3,6 +3,8 @@ package policy
 import (
 	"context"
 	"strconv"
+	"strings"
+	"time"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
@@ -42,13 +44,12 @@ func (r counterRow) proto() (*cyclesv1.ActionQuotaState, error) {
 // The cursor is an offset into the live counters: counters that expire
 // between pages shift it (an operator's debug view, not a ledger).
 func (s *Service) ListActionQuotaCounters(ctx context.Context, req *cyclesv1.ListActionQuotaCountersRequest) (*cyclesv1.ListActionQuotaCountersResponse, error) {
-	off := int64(0)
+	off := "0"
 	if c := req.GetCursor(); c != "" {
-		v, err := strconv.ParseInt(c, 10, 64)
-		if err != nil || v < 0 {
+		if !validCursor(c) {
 			return nil, apierr.Invalid("cursor", "is not a cursor this server issued")
 		}
-		off = v
+		off = c
 	}
 	limit := int(req.GetLimit())
 	defaults.Set(&limit, DefaultListLimit)
@@ -85,6 +86,56 @@ func (s *Service) ListActionQuotaCounters(ctx context.Context, req *cyclesv1.Lis
 	return resp, nil
 }
 
+// validCursor: a listing cursor is "<offset>" or "<offset>:<fields walked>"
+// (lua/policy/counters.lua), decimal, each at most 15 digits.
+func validCursor(c string) bool {
+	a, b, two := strings.Cut(c, ":")
+	digits := func(s string) bool {
+		if s == "" || len(s) > 15 {
+			return false
+		}
+		for i := 0; i < len(s); i++ {
+			if s[i] < '0' || s[i] > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	return digits(a) && (!two || digits(b))
+}
+
+// counterKey is where a counter lives: a per_run counter's own hash, or
+// the day hash holding a calendar counter with its field and window
+// instance (lua/lib/quota.lua). ok is false when windowKey cannot name a
+// window instance of window (no such counter).
+func counterKey(t keys.Tenant, scope, counted string, window cyclesv1.ActionQuotaWindow, windowKey string) (key, field, bucket string, ok bool) {
+	name := actionkind.WindowName(window)
+	if window == cyclesv1.ActionQuotaWindow_ACTION_QUOTA_WINDOW_PER_RUN {
+		return t.QuotaCounter(scope, counted, name, windowKey), "", "", true
+	}
+	var layout, code string
+	var length int64
+	switch window {
+	case cyclesv1.ActionQuotaWindow_ACTION_QUOTA_WINDOW_PER_MINUTE_TUMBLING:
+		layout, code, length = "2006-01-02T15:04", "m", 60_000
+	case cyclesv1.ActionQuotaWindow_ACTION_QUOTA_WINDOW_PER_HOUR_TUMBLING:
+		layout, code, length = "2006-01-02T15", "h", 3_600_000
+	case cyclesv1.ActionQuotaWindow_ACTION_QUOTA_WINDOW_PER_DAY_TUMBLING:
+		layout, code, length = "2006-01-02", "d", 86_400_000
+	case cyclesv1.ActionQuotaWindow_ACTION_QUOTA_WINDOW_PER_TENANT_PER_DAY:
+		layout, code, length = "2006-01-02", "t", 86_400_000
+	default:
+		return "", "", "", false
+	}
+	at, err := time.ParseInLocation(layout, windowKey, time.UTC)
+	if err != nil || at.Format(layout) != windowKey || at.UnixMilli() < 0 {
+		return "", "", "", false
+	}
+	ms := at.UnixMilli()
+	return t.QuotaDay(strconv.FormatInt(ms/86_400_000, 10)), scope + "|" + counted + "|" + code,
+		strconv.FormatInt(ms/length, 10), true
+}
+
 // boolArg is a script flag: "1" or "".
 func boolArg(b bool) string {
 	if b {
@@ -105,9 +156,15 @@ func (s *Service) ResetActionQuotaCounter(ctx context.Context, req *cyclesv1.Res
 		State    counterRow `json:"state"`
 		Previous string     `json:"previous"`
 	}
-	ks := counterResetKeys{t.Record(), t.QuotaCounter(req.GetScope(), counted, actionkind.WindowName(req.GetWindow()), req.GetWindowKey()),
-		t.QuotaCounters(), t.Events(), t.Audit()}
-	if err := run(ctx, s, &out, scriptCounterReset, ks, counterResetArgs{eventctx.Arg(ctx, 0), req.GetReason(), req.GetTenantId()}); err != nil {
+	key, field, bucket, ok := counterKey(t, req.GetScope(), counted, req.GetWindow(), req.GetWindowKey())
+	if !ok {
+		// No window instance: the script refuses it as it refuses any counter
+		// that does not exist (after its tenant check).
+		key, field, bucket = t.QuotaDay("none"), "-", "-"
+	}
+	ks := counterResetKeys{t.Record(), key, t.QuotaCounters(), t.Events(), t.Audit()}
+	if err := run(ctx, s, &out, scriptCounterReset, ks, counterResetArgs{eventctx.Arg(ctx, 0), req.GetReason(), req.GetTenantId(),
+		field, bucket}); err != nil {
 		return nil, err
 	}
 	st, err := out.State.proto()

@@ -14,7 +14,6 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
-	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/policy"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
@@ -73,23 +72,30 @@ func (e *env) try(subj *cyclesv1.Subject, kind, mode string, mut ...func(*cycles
 	return strings.TrimPrefix(resp.GetDecision().String(), "DECISION_"), resp.GetDenyDetail(), resp.GetReservationId()
 }
 
-// counters is every quota counter of the tenant: key -> calls counted.
+// counters is every live quota counter of the tenant, from the operator
+// listing: "<scope>|<kind or __risk__:<class>>|<window>|<window key>" ->
+// calls counted.
 func (e *env) counters() map[string]string {
 	e.t.Helper()
 	out := map[string]string{}
-	prefix := keys.Tenant(e.tenant).Prefix() + "q:"
-	ks, err := e.rdb.ZRange(e.ctx, keys.Tenant(e.tenant).Prefix()+"qidx", 0, -1).Result()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for _, k := range ks {
-		n, err := e.rdb.HGet(e.ctx, k, "n").Result()
+	for cur := ""; ; {
+		page, err := e.pol.ListActionQuotaCounters(e.ctx, &cyclesv1.ListActionQuotaCountersRequest{TenantId: e.tenant,
+			IncludeZero: true, Limit: 200, Cursor: cur})
 		if err != nil {
-			e.t.Fatalf("counter %s: %v", k, err)
+			e.t.Fatal(err)
 		}
-		out[strings.TrimPrefix(k, prefix)] = n
+		for _, c := range page.GetCounters() {
+			counted := c.GetActionKind()
+			if counted == actionkind.RiskCounter {
+				counted += ":" + string(actionkind.RiskOf(c.GetRiskClass()))
+			}
+			out[c.GetScope()+"|"+counted+"|"+actionkind.WindowName(c.GetWindow())+"|"+c.GetWindowKey()] = fmt.Sprint(c.GetUsed())
+		}
+		if !page.GetHasMore() {
+			return out
+		}
+		cur = page.GetNextCursor()
 	}
-	return out
 }
 
 // TestGovernanceCRUD: the v0.1.26 fields on create, get and update

@@ -49,7 +49,7 @@ type countersArgs struct {
 	Scope       string `lua:"scope"`
 	Kind        string `lua:"kind"`
 	Window      string `lua:"window"`
-	Offset      int64  `lua:"offset"`
+	Cursor      string `lua:"cursor"` // "<offset>" or "<offset>:<position>"
 	PageSize    int    `lua:"page_size"`
 	RunID       string `lua:"run_id"`
 	IncludeZero string `lua:"include_zero"` // "1" or ""
@@ -67,4 +67,6 @@ type counterResetArgs struct {
 	EventCtx string `lua:"event_ctx"`
 	Reason   string `lua:"reason"`
 	Tenant   string `lua:"tenant_id"`
+	Field    string `lua:"field"`  // "" = a per_run counter
+	Bucket   string `lua:"bucket"` // calendar only
 }

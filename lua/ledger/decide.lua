@@ -60,7 +60,7 @@ local function deny(reason, dd)
   return answer({decision = 'DENY', reason_code = reason, affected = scopes, deny_detail = dd}, reason)
 end
 
-local conf, terr = tenant_conf(KEYS[2])
+local conf, terr = tenant_conf(KEYS[2], ARGV[10] or '', ARGV[11] or 'side_effect')
 if conf == nil then return fail('INTERNAL_ERROR', terr) end
 if conf.status == 'CLOSED' then return deny('TENANT_CLOSED', scope_deny('TENANT_CLOSED', scopes[1], 'The tenant is closed')) end
 if conf.status == 'SUSPENDED' then
@@ -69,8 +69,9 @@ end
 
 local terms, perr = policy_terms(conf.pol, scope_path, now)
 if perr then return fail('INTERNAL_ERROR', perr) end
-local _, refusal = quota_plan(terms and terms.gov, ARGV[10] or '', ARGV[11] or 'side_effect', ARGV[12] or '',
-  ARGV[13] or '', scope_path, scopes[1], now, KEYS[1])
+local _, refusal = quota_plan(terms, conf.pk, conf.pr,
+  ARGV[10] or '', ARGV[11] or 'side_effect', ARGV[12] or '', ARGV[13] or '',
+  scope_path, scopes[1], now, KEYS[1])
 if refusal then
   if refusal.dd == nil then return fail(refusal.code, refusal.msg, {field = refusal.field}) end
   return deny(refusal.code, refusal.dd)

@@ -160,7 +160,7 @@ local function deny(reason, dd)
 end
 
 -- 2. Tenant guard.
-local conf, terr = tenant_conf(KEYS[2])
+local conf, terr = tenant_conf(KEYS[2], ARGV[17] or '', ARGV[18] or 'side_effect')
 if conf == nil then return fail('INTERNAL_ERROR', terr) end
 if conf.status == 'CLOSED' then
   if dry then return deny('TENANT_CLOSED', scope_deny('TENANT_CLOSED', scopes[1], 'The tenant is closed')) end
@@ -183,8 +183,9 @@ end
 -- order and before any budget (lib/quota.lua).
 local terms, perr = policy_terms(conf.pol, scope_path, now)
 if perr then return fail('INTERNAL_ERROR', perr) end
-local counts, refusal = quota_plan(terms and terms.gov, ARGV[17] or '', ARGV[18] or 'side_effect', ARGV[19] or '',
-  ARGV[20] or '', scope_path, scopes[1], now, KEYS[1])
+local counts, refusal = quota_plan(terms, conf.pk, conf.pr,
+  ARGV[17] or '', ARGV[18] or 'side_effect', ARGV[19] or '', ARGV[20] or '',
+  scope_path, scopes[1], now, KEYS[1])
 if refusal then
   if refusal.dd == nil then return fail(refusal.code, refusal.msg, {field = refusal.field}) end
   if dry then return deny(refusal.code, refusal.dd) end

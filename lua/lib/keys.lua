@@ -17,11 +17,16 @@ local function key_idem(prefix, endpoint, key) return prefix .. 'idem:' .. endpo
 local function key_event(prefix, id) return prefix .. 'ev:' .. id end
 -- key_archive_queue is the tenant's archive queue: Tenant.ArchiveQueue.
 local function key_archive_queue(prefix) return prefix .. 'archq' end
--- key_quota_counter is a v0.1.26 action-quota counter: Tenant.QuotaCounter
--- (counted: the kind, or '__risk__:<class>'; window_key: run id or UTC bucket).
+-- key_quota_counter is a v0.1.26 per_run action-quota counter:
+-- Tenant.QuotaCounter (counted: the kind, or '__risk__:<class>'; window
+-- 'per_run'; window_key: the run id). Calendar counters are fields of
+-- key_quota_day (lib/quota.lua).
 local function key_quota_counter(prefix, scope_path, counted, window, window_key)
   return prefix .. 'q:' .. scope_path .. '|' .. counted .. '|' .. window .. '|' .. window_key
 end
+-- key_quota_day is the tenant's calendar quota counters of one UTC day
+-- (day: the day number since 1970-01-01, decimal): Tenant.QuotaDay.
+local function key_quota_day(prefix, day) return prefix .. 'qd:' .. day end
 -- key_quota_index is the tenant's counter index: Tenant.QuotaCounters.
 local function key_quota_index(prefix) return prefix .. 'qidx' end
 -- key_index is a tenant index (Tenant.Deadlines 'deadline', Quarantine

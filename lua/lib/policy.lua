@@ -4,20 +4,39 @@
 -- Storage: every policy is one field of the tenant's policies hash
 -- ("cy:{t:T}:pol", field = policy id, value = the policy as JSON, written by
 -- internal/policy). The runtime never reads that hash: the mutation scripts
--- keep a compiled copy of the ACTIVE policies in the tenant record's `pol`
--- field, which the reserve and decide scripts already read with the tenant
--- defaults (lib/ledger_tenant.lua), so a tenant without policies costs no
--- extra Redis call. The compiled copy is a JSON array in evaluation order
--- (priority descending, then created_at, then id) of
---   {lua pattern, effective_from_ms, effective_until_ms (0 = none),
---    caps JSON or '', overage policy or '', default_ttl_ms (0 = none),
---    max_ttl_ms (0 = none), max_extensions (-1 = none), governance}
--- where governance is 0 (none) or the v0.1.26 rules (policy_gov below):
---   {id = policy id, a = allowlist set {kind = 1} or nil, d = denylist set,
---    aq = {kind = {quota, ...}} or nil, rq = {risk class = {quota, ...}} or nil}
--- and a quota is {w = window, m = max_calls, t = per_run TTL ms (0 else),
---   b = threshold basis points, h / r / y = host / recipient domain /
---   resource type allowlist sets or nil}. lib/quota.lua enforces them.
+-- compile the ACTIVE policies once, at write time, into fields of the tenant
+-- record that the reserve and decide scripts read in the same HMGET as the
+-- tenant defaults (lib/ledger_tenant.lua), so a tenant without policies costs
+-- no extra Redis call, and one with policies costs no JSON decode:
+--   pol       the match table: 'P2\n', then one line per ACTIVE policy in
+--             evaluation order (priority descending, then created_at, then id):
+--             its Lua pattern, then the terms it sets as tagged items, all
+--             TAB-separated, LF-terminated: 'w<from ms>,<until ms (0 = none)>'
+--             (an effective window; first), 'g<flags>:<policy id>' (v0.1.26
+--             rules; flags 'A' an allowlist, 'D' a denylist, 'Q' quotas),
+--             'c<caps JSON>', 'o<overage policy>', 'd<default_ttl_ms>',
+--             'm<max_ttl_ms>', 'e<max_extensions>'.
+--   pk:<kind> the v0.1.26 rules that name an action kind, and
+--   pr:<risk class> those that name a risk class: one line per policy that
+--             names it, in evaluation order,
+--               <policy line number> TAB <mark> [TAB <quota>]... LF
+--             mark 'a' (in the allowlist), 'd' (in the denylist) or '';
+--             quota '<window code>,<max_calls>,<threshold count>,<per_run
+--             TTL ms>,<threshold basis points>[,<filters JSON>]' (window
+--             codes POLICY_WCODE; threshold count: the least count at or
+--             past the threshold;
+--             filters {h, r, y}: the host / recipient domain / resource type
+--             allowlists). A reserve reads only the two fields of its kind.
+--   pkf       the pk:/pr: field names written, LF-separated (the next
+--             compile deletes them).
+-- policy_terms gives lib/quota.lua what it enforces.
+
+local POLICY_HEAD = 'P2\n'
+-- POLICY_WCODE: the window codes of compiled quotas (and back, POLICY_WNAME).
+local POLICY_WCODE = {per_minute_tumbling = 'm', per_hour_tumbling = 'h', per_day_tumbling = 'd',
+  per_tenant_per_day = 't', per_run = 'r'}
+local POLICY_WNAME = {m = 'per_minute_tumbling', h = 'per_hour_tumbling', d = 'per_day_tumbling',
+  t = 'per_tenant_per_day', r = 'per_run'}
 
 -- policy_set is the set of a non-empty list (nil when empty or absent).
 local function policy_set(l)
@@ -27,30 +46,51 @@ local function policy_set(l)
   return s
 end
 
--- policy_quotas groups a stored quota list by field (action_kind or risk_class).
-local function policy_quotas(l, field)
-  if type(l) ~= 'table' or next(l) == nil then return nil end
-  local out = {}
-  for _, q in ipairs(l) do
-    local k = q[field]
-    if out[k] == nil then out[k] = {} end
-    local c = {w = q.window, m = q.max_calls, t = q.ttl_ms or 0, b = q.threshold_bp or 8000}
-    c.h, c.r, c.y = policy_set(q.hosts), policy_set(q.domains), policy_set(q.resources)
-    out[k][#out[k] + 1] = c
+-- policy_rules adds the v0.1.26 rules of stored policy p (line number i) to
+-- rules (field name -> {line number -> {mark, quota...}}) and returns its
+-- governance flags.
+local function policy_rules(p, i, rules)
+  local function entry(field)
+    local byline = rules[field]
+    if byline == nil then byline = {}; rules[field] = byline end
+    local e = byline[i]
+    if e == nil then e = {''}; byline[i] = e end
+    return e
   end
-  return out
+  local flags = ''
+  for _, l in ipairs({{p.allowed_action_kinds, 'a', 'A'}, {p.denied_action_kinds, 'd', 'D'}}) do
+    if type(l[1]) == 'table' and next(l[1]) ~= nil then
+      flags = flags .. l[3]
+      for _, k in ipairs(l[1]) do entry('pk:' .. k)[1] = l[2] end
+    end
+  end
+  local quotas = false
+  for _, l in ipairs({{p.action_quotas, 'action_kind', 'pk:'}, {p.risk_class_quotas, 'risk_class', 'pr:'}}) do
+    if type(l[1]) == 'table' then
+      for _, q in ipairs(l[1]) do
+        quotas = true
+        -- tn: the count that reaches the threshold (the least n with
+        -- n * 10000 >= max_calls * basis points), so the hot path compares counts.
+        local bp = q.threshold_bp or 8000
+        local c = POLICY_WCODE[q.window] .. ',' .. string.format('%d,%d,%d,%d', q.max_calls,
+          math.ceil(q.max_calls * bp / 10000), q.ttl_ms or 0, bp)
+        local f = {}
+        for _, x in ipairs({{'h', q.hosts}, {'r', q.domains}, {'y', q.resources}}) do
+          if type(x[2]) == 'table' and next(x[2]) ~= nil then f[x[1]] = x[2] end
+        end
+        if next(f) ~= nil then c = c .. ',' .. cjson.encode(f) end
+        local e = entry(l[3] .. q[l[2]])
+        e[#e + 1] = c
+      end
+    end
+  end
+  if quotas then flags = flags .. 'Q' end
+  return flags
 end
 
--- policy_gov is the compiled v0.1.26 rules of stored policy p, 0 when none.
-local function policy_gov(p)
-  local g = {id = p.policy_id, a = policy_set(p.allowed_action_kinds), d = policy_set(p.denied_action_kinds),
-    aq = policy_quotas(p.action_quotas, 'action_kind'), rq = policy_quotas(p.risk_class_quotas, 'risk_class')}
-  if g.a == nil and g.d == nil and g.aq == nil and g.rq == nil then return 0 end
-  return g
-end
-
--- policy_compile returns the compiled copy of the policies hash pols
--- (field -> JSON, as hmap returns it), or '' when none is ACTIVE; nil and a
+-- policy_compile returns the compiled fields of the policies hash pols
+-- (field -> JSON, as hmap returns it): a table {pol = match table, pkf =
+-- ..., ['pk:<kind>'] = ..., ...}, empty when no policy is ACTIVE; nil and a
 -- message when a stored policy is malformed.
 local function policy_compile(pols)
   local list = {}
@@ -59,47 +99,125 @@ local function policy_compile(pols)
     if not okd or type(p) ~= 'table' then return nil, 'stored policy ' .. id .. ' is malformed' end
     if p.status == 'ACTIVE' then list[#list + 1] = p end
   end
-  if #list == 0 then return '' end
+  if #list == 0 then return {} end
   table.sort(list, function(a, b)
     if a.priority ~= b.priority then return a.priority > b.priority end
     if a.created_at_ms ~= b.created_at_ms then return a.created_at_ms < b.created_at_ms end
     return a.policy_id < b.policy_id
   end)
-  local out = {}
+  local lines, rules = {POLICY_HEAD}, {}
   for i, p in ipairs(list) do
-    out[i] = {p.lua_pattern, p.effective_from_ms or 0, p.effective_until_ms or 0, p.caps or '',
-      p.commit_overage_policy or '', p.default_ttl_ms or 0, p.max_ttl_ms or 0, p.max_extensions or -1, policy_gov(p)}
+    -- Only the terms a policy sets, each a tagged item.
+    local items, flags = {p.lua_pattern}, policy_rules(p, i, rules)
+    local from, till = p.effective_from_ms or 0, p.effective_until_ms or 0
+    if from ~= 0 or till ~= 0 then items[#items + 1] = string.format('w%d,%d', from, till) end
+    if flags ~= '' then items[#items + 1] = 'g' .. flags .. ':' .. p.policy_id end
+    if (p.caps or '') ~= '' then items[#items + 1] = 'c' .. p.caps end
+    if (p.commit_overage_policy or '') ~= '' then items[#items + 1] = 'o' .. p.commit_overage_policy end
+    if (p.default_ttl_ms or 0) > 0 then items[#items + 1] = string.format('d%d', p.default_ttl_ms) end
+    if (p.max_ttl_ms or 0) > 0 then items[#items + 1] = string.format('m%d', p.max_ttl_ms) end
+    if (p.max_extensions or -1) >= 0 then items[#items + 1] = string.format('e%d', p.max_extensions) end
+    if #items == 1 then items[2] = '' end
+    lines[i + 1] = table.concat(items, '\t') .. '\n'
   end
-  return cjson.encode(out)
+  local out, names = {pol = table.concat(lines)}, {}
+  for field, byline in pairs(rules) do
+    local ls = {}
+    for i = 1, #list do
+      local e = byline[i]
+      if e then ls[#ls + 1] = i .. '\t' .. table.concat(e, '\t') .. '\n' end
+    end
+    out[field] = table.concat(ls)
+    names[#names + 1] = field
+  end
+  table.sort(names)
+  if #names > 0 then out.pkf = table.concat(names, '\n') end
+  return out
 end
 
--- policy_terms evaluates the compiled policies against a scope path at now:
--- every field is taken from the first (highest-priority) matching policy in
--- its effective window that sets it. Returns nil when none matches (the fast
--- path: no policy), else a table {caps, overage, default_ttl, max_ttl,
--- max_ext, gov} with absent fields nil (gov: the v0.1.26 rules of the
--- matching policies, highest priority first); nil and a message when compiled is
--- malformed (the caller fails closed).
-local function policy_terms(compiled, scope_path, now)
-  if compiled == nil or compiled == '' then return nil end
-  local okd, list = pcall(cjson.decode, compiled)
-  if not okd or type(list) ~= 'table' then return nil, 'the tenant record has malformed compiled policies' end
-  local t, hit = {}, false
-  for _, p in ipairs(list) do
-    if (p[2] == 0 or now >= p[2]) and (p[3] == 0 or now < p[3]) and string.find(scope_path, p[1]) then
-      hit = true
-      if t.caps == nil and p[4] ~= '' then t.caps = p[4] end
-      if t.overage == nil and p[5] ~= '' then t.overage = p[5] end
-      if t.default_ttl == nil and p[6] > 0 then t.default_ttl = p[6] end
-      if t.max_ttl == nil and p[7] > 0 then t.max_ttl = p[7] end
-      if t.max_ext == nil and p[8] >= 0 then t.max_ext = p[8] end
-      if type(p[9]) == 'table' then
-        if t.gov == nil then t.gov = {} end
-        t.gov[#t.gov + 1] = p[9]
-      end
+-- policy_store replaces the compiled fields in the tenant record key with
+-- compiled (policy_compile): the previous pk:/pr: fields (named by pkf) go.
+local function policy_store(key, compiled)
+  local old = redis.call('HGET', key, 'pkf')
+  local del = {'pol', 'pkf'}
+  if old then
+    for f in string.gmatch(old, '[^\n]+') do del[#del + 1] = f end
+  end
+  redis.call('HDEL', key, unpack(del))
+  local set = {}
+  for f, v in pairs(compiled) do set[#set + 1] = f; set[#set + 1] = v end
+  if #set > 0 then redis.call('HSET', key, unpack(set)) end
+end
+
+-- POLICY_BAD: the refusal message of a malformed match table.
+local POLICY_BAD = 'the tenant record has malformed compiled policies'
+
+-- policy_line applies the terms of a matching policy (line number i, its
+-- tagged items rest) to t, each only where no earlier line set it; t
+-- unchanged when the policy is outside its effective window at now; nil and
+-- a message when rest is malformed.
+local function policy_line(t, rest, i, now)
+  for tag, v in string.gmatch(rest, '(%a)([^\t]*)') do
+    if tag == 'w' then
+      local from, till = string.match(v, '^(%d+),(%d+)$')
+      if from == nil then return nil, POLICY_BAD end
+      if now < tonumber(from) or (till ~= '0' and now >= tonumber(till)) then return t end
+      t.hit = true
+    elseif tag == 'g' then
+      local flags, id = string.match(v, '^(%u+):(.+)$')
+      if flags == nil then return nil, POLICY_BAD end
+      local g = {i = string.format('%d', i), id = id, f = flags}
+      if t.gov == nil then t.gov, t.gline = {}, {} end
+      t.gov[#t.gov + 1] = g
+      t.gline[g.i] = g
+    elseif tag == 'c' then
+      if t.caps == nil then t.caps = v end
+    elseif tag == 'o' then
+      if t.overage == nil then t.overage = v end
+    elseif tag == 'd' then
+      if t.default_ttl == nil then t.default_ttl = tonumber(v) end
+    elseif tag == 'm' then
+      if t.max_ttl == nil then t.max_ttl = tonumber(v) end
+    elseif tag == 'e' then
+      if t.max_ext == nil then t.max_ext = tonumber(v) end
     end
   end
-  if not hit then return nil end
+  t.hit = true
+  return t
+end
+
+-- policy_terms evaluates the match table (the tenant record's pol) against a
+-- scope path at now: every field is taken from the first (highest-priority)
+-- matching policy in its effective window that sets it. Returns nil when
+-- none matches (the fast path: no policy), else a table {caps, overage,
+-- default_ttl, max_ttl, max_ext, gov, gline} with absent fields nil (gov:
+-- the matching policies with v0.1.26 rules, highest priority first, each
+-- {i = line number (a string), id = policy id, f = flags}; gline: the same
+-- by line number, what lib/quota.lua reads the pk:/pr: lines against); nil and a
+-- message when the table is malformed (the caller fails closed).
+-- Cost: a line that does not match costs two plain finds, a cut and the
+-- pattern match (no JSON, no number parsing); only matching lines are read
+-- further.
+local function policy_terms(compiled, scope_path, now)
+  if compiled == nil or compiled == '' then return nil end
+  if string.sub(compiled, 1, 3) ~= POLICY_HEAD then return nil, POLICY_BAD end
+  local t, i, pos, n, err = {}, 0, 4, #compiled, nil
+  while pos <= n do
+    local e = string.find(compiled, '\n', pos, true)
+    local tab = e and string.find(compiled, '\t', pos, true)
+    if tab == nil or tab > e then return nil, POLICY_BAD end
+    i = i + 1
+    if string.find(scope_path, string.sub(compiled, pos, tab - 1)) then
+      if tab + 1 == e then
+        t.hit = true
+      else
+        t, err = policy_line(t, string.sub(compiled, tab + 1, e - 1), i, now)
+        if t == nil then return nil, err end
+      end
+    end
+    pos = e + 1
+  end
+  if not t.hit then return nil end
   return t
 end
 

@@ -2,25 +2,35 @@
 -- scripts (docs/protocol.md#v0126-action-governance): access lists, then
 -- risk-class quotas, then per-kind quotas, all before the budget checks, and
 -- the counter writes of a live ALLOW. Included with "-- include: lib/quota.lua".
--- include: lib/ledger_util.lua lib/keys.lua
+-- include: lib/ledger_util.lua lib/keys.lua lib/policy.lua
 --
--- Counters: one hash per (scope, kind or risk class, window, window key) in
--- the tenant's slot, derived from the tenant prefix:
---   <prefix>q:<scope>|<kind or __risk__:<class>>|<window>|<window key>
--- fields n (calls counted), lim, pol (the quota's max_calls and policy at the
--- last count), at (Redis TIME of the last count, ms), exp (when the key
--- expires, ms), thr ('1' once quota.threshold_approaching was emitted) and,
--- written with the first count, sc, k, rc, w, wk (what the key names, for
--- the operator listing) and ttl (per_run: the TTL a reset refreshes).
--- <prefix>qidx is a sorted set of the
--- tenant's counter keys (score: exp) that the listing walks.
--- Calendar windows: the key names the UTC bucket of Redis TIME, and expires
--- QUOTA_GRACE_MS after the bucket ends (the key's TTL never defines the
--- window). per_run: the key names the run_id and its TTL (the quota's
--- per_run_counter_ttl_ms) is refreshed on every count.
+-- Counters live in the tenant's hash slot, named from the tenant prefix.
+-- Calendar windows (per_minute, per_hour, per_day, per_tenant_per_day): one
+-- hash per tenant and UTC day of Redis TIME (key_quota_day:
+-- <prefix>qd:<day number>), so one HMGET reads and one HSET writes every
+-- calendar counter a call touches. A counter is the field
+--   <scope>|<counted>|<window code>      (counted: the kind, or
+--                                         __risk__:<class>; POLICY_WCODE)
+-- holding '<bucket>:<n>:<thr>:<at>:<limit>:<policy id>': bucket is the
+-- window instance (Redis TIME ms / the window's length, a number, so no date
+-- is formatted on the hot path), n the calls counted in it, thr '1' once
+-- quota.threshold_approaching was emitted for it, at the Redis TIME of the
+-- last count (ms), limit and policy those of that count. A value of an
+-- earlier bucket reads as 0 (the window rolled over) and is overwritten by
+-- the next count. Every window divides the UTC day, so a bucket never spans
+-- two day hashes. Field '_' holds when the hash expires (the day's end plus
+-- QUOTA_GRACE_MS): it is written, with PEXPIREAT and the index entry, by the
+-- first count of the day only. A counter is live while its bucket's end plus
+-- QUOTA_GRACE_MS is ahead (the listing and the reset skip the others).
+-- per_run: one hash per counter (key_quota_counter: <prefix>q:<scope>|
+-- <counted>|per_run|<run id>) with fields n, lim, pol, at, exp, thr and,
+-- written with the first count, sc, k, rc, w, wk, ttl (what the key names,
+-- for the listing; ttl the quota's per_run_counter_ttl_ms, refreshed with
+-- every count: the key expires that long after the run's last call).
+-- <prefix>qidx is a sorted set of the tenant's day hashes and per_run
+-- counters (score: expiry) that the listing walks.
 
-local QUOTA_LEN = {per_minute_tumbling = 60000, per_hour_tumbling = 3600000, per_day_tumbling = 86400000,
-  per_tenant_per_day = 86400000}
+local QUOTA_LEN = {m = 60000, h = 3600000, d = 86400000, t = 86400000}
 local QUOTA_GRACE_MS = 60000
 
 -- quota_date is the UTC civil date of a day number since 1970-01-01 (the
@@ -39,31 +49,26 @@ local function quota_date(days)
   return y, m, d
 end
 
--- quota_window is a window's key at now ("2026-04-09T14:32", "...T14",
--- "2026-04-09" or the run id) and when its counter key expires (ms). memo
--- (one per script run) keeps each calendar window's answer, so five quotas
--- format the date once per window, not once per quota.
-local function quota_window(q, now, run_id, memo)
-  if q.w == 'per_run' then return run_id, now + q.t end
-  local m = memo[q.w]
-  if m then return m[1], m[2] end
-  local len = QUOTA_LEN[q.w]
-  local start = now - (now % len)
-  local day = memo.day
-  if day == nil then
-    local days = math.floor(now / 86400000)
-    local y, mo, d = quota_date(days)
-    day = string.format('%04d-%02d-%02d', y, mo, d)
-    memo.day, memo.rest = day, now - days * 86400000
+-- quota_wkey is the spec's window key of calendar bucket b (a number) of
+-- window code w: "2026-04-09T14:32", "2026-04-09T14" or "2026-04-09".
+local function quota_wkey(w, b)
+  local ms_ = b * QUOTA_LEN[w]
+  local days = math.floor(ms_ / 86400000)
+  local y, mo, d = quota_date(days)
+  local key = string.format('%04d-%02d-%02d', y, mo, d)
+  local rest = ms_ - days * 86400000
+  if w == 'h' then
+    key = key .. string.format('T%02d', math.floor(rest / 3600000))
+  elseif w == 'm' then
+    key = key .. string.format('T%02d:%02d', math.floor(rest / 3600000), math.floor((rest % 3600000) / 60000))
   end
-  local key, rest = day, memo.rest
-  if q.w == 'per_hour_tumbling' then
-    key = day .. string.format('T%02d', math.floor(rest / 3600000))
-  elseif q.w == 'per_minute_tumbling' then
-    key = day .. string.format('T%02d:%02d', math.floor(rest / 3600000), math.floor((rest % 3600000) / 60000))
-  end
-  memo[q.w] = {key, start + len + QUOTA_GRACE_MS}
-  return key, start + len + QUOTA_GRACE_MS
+  return key
+end
+
+-- quota_field_parse reads a calendar counter value: bucket, n, thr, at,
+-- limit, policy id (strings); nil when malformed.
+local function quota_field_parse(v)
+  return string.match(v, '^(%d+):(%d+):(1?):(%d*):(%d*):(.*)$')
 end
 
 -- quota_deny is the DenyDetail of an ACTION_QUOTA_EXCEEDED.
@@ -80,19 +85,77 @@ local function quota_deny(v)
       limit = v.q.m, scope = v.sc, policy_id = v.pol}}
 end
 
+-- The plan of a call (quota_plan, quota_count) keeps its rules and counters
+-- in two flat arrays, not a table each (a reserve's allocations feed the Lua
+-- collector, a large part of its cost):
+--   rules, RS slots per rule: window code, max_calls (number), max_calls
+--     (string), threshold count (number), extra ('<per_run TTL ms>,<threshold
+--     basis points>[,<filters JSON>]', read only when needed), step (1 the
+--     risk class's, 2 the kind's), counter (its slot base in counters, false
+--     = a per_run rule without a run id), scope;
+--   counters, CS slots per counter: id (the day hash field, or the per_run
+--     counter's key), bucket (string; false for per_run), used (number), thr,
+--     the slot base of the first rule counting it.
+local RS, CS = 8, 5
+
+-- quota_pick appends to rules the applying quotas of the highest-priority
+-- matching policy (gline: policy_terms' terms.gline) with quotas in the
+-- compiled pk:/pr: value v, as step st; returns that policy's id (nil: none).
+-- memo keeps the call's decoded policy keys (keys_json) for quotas with
+-- allowlists.
+local function quota_pick(rules, v, st, gline, keys_json, memo)
+  if v == nil or v == '' then return nil end
+  for ln, qs in string.gmatch(v, '(%d+)\t%a?([^\n]*)\n') do
+    local g = gline[ln]
+    if g and qs ~= '' then
+      for c, m, tn, x in string.gmatch(qs, '\t(%a),(%d+),(%d+),([^\t]*)') do
+        local ok_ = true
+        if string.find(x, '{', 1, true) then
+          -- Allowlists: the call's host / recipient domain / resource type
+          -- must be named.
+          local f = jdecode(string.match(x, '^%d+,%d+,(.*)$')) or {}
+          if memo.keys == nil then memo.keys = jdecode(keys_json) or {} end
+          for _, a in ipairs({{'h', 'host'}, {'r', 'recipient_domain'}, {'y', 'resource_type'}}) do
+            local set = policy_set(f[a[1]])
+            local val = memo.keys[a[2]]
+            if type(val) ~= 'string' or val == '' then val = false end
+            if set and not set[val] then ok_ = false end
+          end
+        end
+        if ok_ then
+          local n = #rules
+          rules[n + 1], rules[n + 2], rules[n + 3], rules[n + 4] = c, tonumber(m), m, tonumber(tn)
+          rules[n + 5], rules[n + 6], rules[n + 7], rules[n + 8] = x, st, false, false
+        end
+      end
+      return g.id
+    end
+  end
+  return nil
+end
+
+-- quota_extra is a rule's per_run TTL ms and threshold basis points (strings).
+local function quota_extra(rules, r)
+  return string.match(rules[r + 4], '^(%d+),(%d+)')
+end
+
 -- quota_plan evaluates the governance steps for a call of kind (risk class
--- risk; '' = an undeclared custom.* kind) at scope_path. gov is
--- policy_terms' t.gov (nil: no rule matches, nothing to do). run_id is
+-- risk; '' = an undeclared custom.* kind) at scope_path. terms is
+-- policy_terms' answer (nil: no policy matches, nothing to do); pk and pr
+-- the tenant record's compiled rules of the kind and of the risk class
+-- (tenant_conf's conf.pk, conf.pr). run_id is
 -- Subject.dimensions.run_id ('' = absent); keys_json the policy keys the
 -- kind's spec lets quota allowlists match (actionkind.MatchKeys: a small JSON
 -- object, '' = none; decoded only when a quota filters on them).
 -- Returns one of:
 --   nil, nil                      no rule applies
---   {counts...}, nil              the counters a live ALLOW must count
+--   plan, nil                     the counters a live ALLOW must count
+--                                 (quota_count)
 --   nil, {code, msg, dd, field}   a refusal: dd set for a DENY
 --                                 (ACTION_KIND_*, ACTION_QUOTA_EXCEEDED), field
 --                                 for an INVALID_REQUEST
-local function quota_plan(gov, kind, risk, run_id, keys_json, scope_path, tenant_scope, now, prefix)
+local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_path, tenant_scope, now, prefix)
+  local gov = terms and terms.gov
   if gov == nil then return nil, nil end
   if risk == '' then
     return nil, {code = 'INVALID_REQUEST', field = 'action.kind',
@@ -100,13 +163,15 @@ local function quota_plan(gov, kind, risk, run_id, keys_json, scope_path, tenant
   end
   -- Step 1: the access lists of the highest-priority matching policy that has any.
   for _, g in ipairs(gov) do
-    if g.a or g.d then
-      if g.d and g.d[kind] then
+    if g.f ~= 'Q' then
+      local mark = pk ~= '' and string.match(pk, '^' .. g.i .. '\t(%a?)') or nil
+      if mark == nil and pk ~= '' then mark = string.match(pk, '\n' .. g.i .. '\t(%a?)') end
+      if mark == 'd' then
         return nil, {code = 'ACTION_KIND_DENIED', msg = kind .. ' is denied by policy ' .. g.id,
           dd = {reason_code = 'ACTION_KIND_DENIED', blocked_by_policy = g.id, blocked_by_scope = scope_path,
             suggested_fix = 'Remove ' .. kind .. ' from denied_action_kinds of policy ' .. g.id}}
       end
-      if g.a and not g.a[kind] then
+      if mark ~= 'a' and string.find(g.f, 'A', 1, true) then
         return nil, {code = 'ACTION_KIND_NOT_ALLOWED', msg = kind .. ' is not in the allowlist of policy ' .. g.id,
           dd = {reason_code = 'ACTION_KIND_NOT_ALLOWED', blocked_by_policy = g.id, blocked_by_scope = scope_path,
             suggested_fix = 'Add ' .. kind .. ' to allowed_action_kinds of policy ' .. g.id}}
@@ -118,104 +183,172 @@ local function quota_plan(gov, kind, risk, run_id, keys_json, scope_path, tenant
   -- highest-priority matching policy that has rules for it. The most
   -- restrictive violated rule (least headroom) of the first step that has
   -- one refuses; otherwise every applying counter is counted once.
-  local counts, seen, keys_, memo = {}, {}, nil, {}
-  local function policy_key(name)
-    if keys_ == nil then keys_ = jdecode(keys_json) or {} end
-    local v = keys_[name]
-    if type(v) ~= 'string' or v == '' then return nil end
-    return v
-  end
-  local function applies(q)
-    if q.h and not q.h[policy_key('host') or false] then return false end
-    if q.r and not q.r[policy_key('recipient_domain') or false] then return false end
-    if q.y and not q.y[policy_key('resource_type') or false] then return false end
-    return true
-  end
-  local function step(field, name, rc)
-    local rules, pol = nil, nil
-    for _, g in ipairs(gov) do
-      if g[field] and g[field][name] then rules, pol = g[field][name], g.id; break end
+  local rules, memo = {}, {}
+  local pols = {quota_pick(rules, pr, 1, terms.gline, keys_json, memo), false}
+  pols[2] = quota_pick(rules, pk, 2, terms.gline, keys_json, memo) or false
+  if #rules == 0 then return nil, nil end
+  -- The counter of every applying rule: calendar ones read by one HMGET of
+  -- the day hash, per_run ones by one HMGET each. Nothing is written here.
+  local counters, fields = {}, {'_'}
+  local counted = {'__risk__:' .. risk, kind}
+  local sp_, bm, bh, bd = scope_path .. '|', nil, nil, nil
+  for r = 1, #rules, RS do
+    local c, st = rules[r], rules[r + 5]
+    local sc = (c == 't') and tenant_scope or scope_path
+    rules[r + 7] = sc
+    local id, b = nil, false
+    if c == 'r' then
+      if run_id ~= '' then id = key_quota_counter(prefix, sc, counted[st], 'per_run', run_id) end
+    else
+      id = ((c == 't') and (tenant_scope .. '|') or sp_) .. counted[st] .. '|' .. c
+      -- The window instance's bucket, as a string once per window.
+      if c == 'm' then
+        bm = bm or string.format('%d', math.floor(now / 60000)); b = bm
+      elseif c == 'h' then
+        bh = bh or string.format('%d', math.floor(now / 3600000)); b = bh
+      else
+        bd = bd or string.format('%d', math.floor(now / 86400000)); b = bd
+      end
     end
-    if rules == nil then return nil end
-    local worst = nil
-    for _, q in ipairs(rules) do
-      if applies(q) then
-        if q.w == 'per_run' and run_id == '' then
-          return {code = 'INVALID_REQUEST', field = 'subject.dimensions.run_id',
-            msg = 'subject.dimensions.run_id is required: a per_run quota of policy ' .. pol .. ' applies'}
+    if id then
+      local j = nil
+      for k = 1, #counters, CS do
+        if counters[k] == id then j = k; break end
+      end
+      if j == nil then
+        j = #counters + 1
+        counters[j], counters[j + 1], counters[j + 2], counters[j + 3], counters[j + 4] = id, b, 0, false, r
+        if b then
+          fields[#fields + 1] = id
+        else
+          local v = redis.call('HMGET', id, 'n', 'thr')
+          counters[j + 2], counters[j + 3] = tonumber(v[1] or '0') or 0, v[2]
         end
-        local wk, exp = quota_window(q, now, run_id, memo)
-        local sc = (q.w == 'per_tenant_per_day') and tenant_scope or scope_path
-        local key = key_quota_counter(prefix, sc, rc and ('__risk__:' .. rc) or kind, q.w, wk)
-        local c = seen[key]
-        if c == nil then
-          local v = redis.call('HMGET', key, 'n', 'thr', 'lim', 'pol')
-          c = {key = key, used = tonumber(v[1] or '0') or 0, thr = v[2], same = v[3] == tostring(q.m) and v[4] == pol,
-            q = q, pol = pol, sc = sc, wk = wk, exp = exp, kind = kind, rc = rc}
-          seen[key] = c
-          counts[#counts + 1] = c
+      end
+      rules[r + 6] = j
+    end
+  end
+  local plan = {rules = rules, counters = counters, pols = pols, kind = kind, risk = risk, run = run_id}
+  if #fields > 1 then
+    local day = bd or string.format('%d', math.floor(now / 86400000))
+    plan.day, plan.dkey = day, key_quota_day(prefix, day)
+    local v = redis.call('HMGET', plan.dkey, unpack(fields))
+    plan.dnew = not v[1]
+    local j = 1
+    for i = 2, #fields do
+      while counters[j + 1] == false do j = j + CS end
+      local raw = v[i]
+      if raw then
+        local b, n, thr = string.match(raw, '^(%d+):(%d+):(1?):')
+        if b == counters[j + 1] then counters[j + 2], counters[j + 3] = tonumber(n), thr end
+      end
+      j = j + CS
+    end
+  end
+  -- Evaluate in step order (a refusal of the risk-class step comes first).
+  for st = 1, 2 do
+    local worst, wu = nil, 0
+    for r = 1, #rules, RS do
+      if rules[r + 5] == st then
+        local j = rules[r + 6]
+        if not j then
+          return nil, {code = 'INVALID_REQUEST', field = 'subject.dimensions.run_id',
+            msg = 'subject.dimensions.run_id is required: a per_run quota of policy ' .. pols[st] .. ' applies'}
         end
-        if c.used >= q.m and (worst == nil or q.m - c.used < worst.q.m - worst.used) then
-          worst = {q = q, used = c.used, pol = pol, sc = sc, wk = wk, kind = kind, rc = rc}
-        end
+        local used, m = counters[j + 2], rules[r + 1]
+        if used >= m and (worst == nil or m - used < rules[worst + 1] - wu) then worst, wu = r, used end
       end
     end
     if worst then
+      local c, j, rc = rules[worst], rules[worst + 6], (st == 1) and risk or nil
+      local w = POLICY_WNAME[c]
+      local v = {q = {w = w, m = rules[worst + 1]}, used = wu, pol = pols[st], sc = rules[worst + 7], kind = kind, rc = rc,
+        wk = (c == 'r') and run_id or quota_wkey(c, tonumber(counters[j + 1]))}
       local what = rc and ('risk-class quota ' .. rc) or ('action quota ' .. kind)
-      return {code = 'ACTION_QUOTA_EXCEEDED', dd = quota_deny(worst),
-        msg = what .. ' ' .. worst.q.w .. ' limit ' .. worst.q.m .. ' reached at ' .. worst.sc}
+      return nil, {code = 'ACTION_QUOTA_EXCEEDED', dd = quota_deny(v),
+        msg = what .. ' ' .. w .. ' limit ' .. v.q.m .. ' reached at ' .. v.sc}
     end
-    return nil
   end
-  local refusal = step('rq', risk, risk) or step('aq', kind, nil)
-  if refusal then return nil, refusal end
-  if #counts == 0 then return nil, nil end
-  return counts, nil
+  if #counters == 0 then return nil, nil end
+  return plan, nil
 end
 
--- quota_count writes the counts of a live ALLOW (every counter +1, TTLs as
--- above, the index) and returns the keys of the per_run counters (the
+-- quota_crossed emits quota.threshold_approaching for the counter of rule r
+-- reaching n.
+local function quota_crossed(emit, tenant, plan, r, n, wk)
+  local rules = plan.rules
+  local c, st = rules[r], rules[r + 5]
+  local _, bp = quota_extra(rules, r)
+  emit('quota.threshold_approaching', 'policy', rules[r + 7], {
+    tenant_id = tenant, scope = rules[r + 7], action_kind = (st == 1) and '__risk__' or plan.kind,
+    risk_class = (st == 1) and plan.risk or nil, window = POLICY_WNAME[c], window_key = wk, used = n,
+    limit = rules[r + 1], threshold_pct = tonumber(bp) / 10000, policy_id = plan.pols[st],
+  })
+end
+
+-- quota_count writes the counts of a live ALLOW (every counter of plan +1;
+-- the calendar ones in one HSET of the day hash, whose expiry and index
+-- entry are written by the day's first count only; per_run ones with their
+-- TTL refreshed) and returns the keys of the per_run counters (the
 -- reservation keeps them: release and expiry give those calls back, see
--- quota_refund in lib/refund.lua).
+-- quota_refund in lib/refund.lua). A counter's limit and policy are those of
+-- the first rule counting it.
 -- emit is the script's emitter: a count reaching a quota's threshold emits
 -- quota.threshold_approaching (category policy) once per window instance.
-local function quota_count(counts, now, emit, tenant, prefix)
-  local runs = {}
+local function quota_count(plan, now, emit, tenant, prefix)
+  local runs, set = {}, {}
   local idx = nil
   local now_s = ms(now)
-  for _, c in ipairs(counts) do
-    local n, q = c.used + 1, c.q
-    if c.used == 0 then
-      redis.call('HSET', c.key, 'n', n, 'at', now_s, 'lim', q.m, 'pol', c.pol, 'exp', ms(c.exp), 'sc', c.sc,
-        'k', c.rc and '__risk__' or c.kind, 'rc', c.rc or '', 'w', q.w, 'wk', c.wk, 'ttl', q.t)
-    elseif q.w == 'per_run' then
-      redis.call('HSET', c.key, 'n', n, 'at', now_s, 'lim', q.m, 'pol', c.pol, 'exp', ms(c.exp))
-    elseif c.same then
-      -- The steady state: limit and policy as recorded, two fields change.
-      redis.call('HSET', c.key, 'n', n, 'at', now_s)
+  local rules, counters = plan.rules, plan.counters
+  local function index(key, exp_s)
+    if idx == nil then
+      idx = key_quota_index(prefix)
+      -- Bounded upkeep: index entries whose counters have expired.
+      redis.call('ZREMRANGEBYSCORE', idx, '-inf', '(' .. now_s)
+    end
+    redis.call('ZADD', idx, exp_s, key)
+  end
+  for j = 1, #counters, CS do
+    local id, b, used, thr, r = counters[j], counters[j + 1], counters[j + 2], counters[j + 3], counters[j + 4]
+    local n, st = used + 1, rules[r + 5]
+    local pol = plan.pols[st]
+    -- The crossing, once per window instance: thr marks it emitted (a count
+    -- given back and taken again does not alert twice).
+    local tn = rules[r + 3]
+    local crossed = (not thr or thr == '') and used < tn and n >= tn
+    if b then
+      set[#set + 1] = id
+      set[#set + 1] = b .. ':' .. n .. ':' .. ((crossed or thr == '1') and '1' or '') .. ':' .. now_s .. ':' ..
+        rules[r + 2] .. ':' .. pol
+      if crossed then quota_crossed(emit, tenant, plan, r, n, quota_wkey(rules[r], tonumber(b))) end
     else
-      redis.call('HSET', c.key, 'n', n, 'at', now_s, 'lim', q.m, 'pol', c.pol)
-    end
-    if c.used == 0 or q.w == 'per_run' then
-      local exp_s = ms(c.exp)
-      redis.call('PEXPIREAT', c.key, exp_s)
-      if idx == nil then
-        idx = key_quota_index(prefix)
-        -- Bounded upkeep: index entries whose counters have expired.
-        redis.call('ZREMRANGEBYSCORE', idx, '-inf', '(' .. ms(now))
+      local ttl = quota_extra(rules, r)
+      local exp_s = ms(now + tonumber(ttl))
+      if used == 0 then
+        redis.call('HSET', id, 'n', n, 'at', now_s, 'lim', rules[r + 2], 'pol', pol, 'exp', exp_s, 'sc', rules[r + 7],
+          'k', (st == 1) and '__risk__' or plan.kind, 'rc', (st == 1) and plan.risk or '', 'w', 'per_run', 'wk', plan.run,
+          'ttl', ttl)
+      else
+        redis.call('HSET', id, 'n', n, 'at', now_s, 'lim', rules[r + 2], 'pol', pol, 'exp', exp_s)
       end
-      redis.call('ZADD', idx, exp_s, c.key)
+      redis.call('PEXPIREAT', id, exp_s)
+      index(id, exp_s)
+      runs[#runs + 1] = id
+      if crossed then
+        redis.call('HSET', id, 'thr', '1')
+        quota_crossed(emit, tenant, plan, r, n, plan.run)
+      end
     end
-    if q.w == 'per_run' then runs[#runs + 1] = c.key end
-    -- The crossing, once per window instance: `thr` marks it emitted (a
-    -- count given back and taken again does not alert twice).
-    local at = q.m * q.b
-    if not c.thr and c.used * 10000 < at and n * 10000 >= at then
-      redis.call('HSET', c.key, 'thr', '1')
-      emit('quota.threshold_approaching', 'policy', c.sc, {
-        tenant_id = tenant, scope = c.sc, action_kind = c.rc and '__risk__' or c.kind, risk_class = c.rc, window = q.w,
-        window_key = c.wk, used = n, limit = q.m, threshold_pct = q.b / 10000, policy_id = c.pol,
-      })
+  end
+  if #set > 0 then
+    if plan.dnew then
+      local exp_s = ms((tonumber(plan.day) + 1) * 86400000 + QUOTA_GRACE_MS)
+      set[#set + 1], set[#set + 2] = '_', exp_s
+      redis.call('HSET', plan.dkey, unpack(set))
+      redis.call('PEXPIREAT', plan.dkey, exp_s)
+      index(plan.dkey, exp_s)
+    else
+      redis.call('HSET', plan.dkey, unpack(set))
     end
   end
   return runs

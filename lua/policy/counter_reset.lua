@@ -1,18 +1,21 @@
 -- policy/counter_reset: set one v0.1.26 action-quota counter to 0
 -- (docs/protocol.md#v0126-action-governance; layout in lib/quota.lua).
--- include: lib/ledger_util.lua lib/audit.lua
+-- include: lib/ledger_util.lua lib/quota.lua lib/audit.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua);
 -- a refusal's entry is appended by the audit step after the call.
 --
 -- KEYS: 1 tenant_record
---       2 counter          the counter
+--       2 counter          the counter: a per_run counter's hash, or the day
+--                          hash holding a calendar counter (lib/quota.lua)
 --       3 counter_index    the tenant's counter index
 --       4 event_stream     the tenant's event stream
 --       5 audit_stream     the tenant's audit stream
 -- ARGV: 1 event_ctx        event context (internal/eventctx.Arg; carries the audit entry)
 --       2 reason
 --       3 tenant_id
--- A calendar counter keeps its TTL; a per_run counter's TTL is refreshed.
+--       4 field            the calendar counter's field in the day hash ('' = per_run)
+--       5 bucket           its window instance (decimal; calendar only)
+-- A calendar counter keeps its expiry; a per_run counter's TTL is refreshed.
 -- The threshold alert re-arms. Reservations holding counts are untouched
 -- (their later give-back never takes the counter below 0). Emits
 -- quota.counter_reset (category policy) with the previous count.
@@ -22,19 +25,38 @@
 
 local now = now_ms()
 if redis.call('EXISTS', KEYS[1]) == 0 then return fail('TENANT_NOT_FOUND', 'tenant ' .. ARGV[3] .. ' not found') end
-local v = redis.call('HMGET', KEYS[2], 'n', 'lim', 'pol', 'at', 'exp', 'sc', 'k', 'rc', 'w', 'wk', 'ttl')
-if not v[1] then return fail('NOT_FOUND', 'no live action quota counter under those key fields') end
-local prev = v[1]
-local exp = v[5] or '0'
-redis.call('HSET', KEYS[2], 'n', '0')
-redis.call('HDEL', KEYS[2], 'thr')
-local ttl = tonumber(v[11] or '')
-if v[9] == 'per_run' and ttl and ttl > 0 then
-  exp = ms(now + ttl)
-  redis.call('HSET', KEYS[2], 'exp', exp)
-  redis.call('PEXPIREAT', KEYS[2], exp)
-  redis.call('ZADD', KEYS[3], exp, KEYS[2])
+local NONE = 'no live action quota counter under those key fields'
+local v
+if ARGV[4] ~= '' then
+  -- A calendar counter: live while its bucket (ARGV[5]) is the one counted
+  -- and its end plus the grace is ahead.
+  local raw = redis.call('HGET', KEYS[2], ARGV[4])
+  local sc, counted, code = string.match(ARGV[4], '^(.*)|([^|]*)|(%a)$')
+  local b, n, _, at, lmt, pol = nil, nil, nil, nil, nil, nil
+  if raw and sc and QUOTA_LEN[code] then b, n, _, at, lmt, pol = quota_field_parse(raw) end
+  if b == nil or b ~= ARGV[5] then return fail('NOT_FOUND', NONE) end
+  local bn = tonumber(b)
+  local exp = (bn + 1) * QUOTA_LEN[code] + QUOTA_GRACE_MS
+  if exp <= now then return fail('NOT_FOUND', NONE) end
+  redis.call('HSET', KEYS[2], ARGV[4], b .. ':0::' .. at .. ':' .. lmt .. ':' .. pol)
+  local k, rc = counted, ''
+  local risk = string.match(counted, '^__risk__:(.*)$')
+  if risk then k, rc = '__risk__', risk end
+  v = {n, lmt, pol, at, ms(exp), sc, k, rc, POLICY_WNAME[code], quota_wkey(code, bn)}
+else
+  v = redis.call('HMGET', KEYS[2], 'n', 'lim', 'pol', 'at', 'exp', 'sc', 'k', 'rc', 'w', 'wk', 'ttl')
+  if not v[1] then return fail('NOT_FOUND', NONE) end
+  redis.call('HSET', KEYS[2], 'n', '0')
+  redis.call('HDEL', KEYS[2], 'thr')
+  local ttl = tonumber(v[11] or '')
+  if v[9] == 'per_run' and ttl and ttl > 0 then
+    v[5] = ms(now + ttl)
+    redis.call('HSET', KEYS[2], 'exp', v[5])
+    redis.call('PEXPIREAT', KEYS[2], v[5])
+    redis.call('ZADD', KEYS[3], v[5], KEYS[2])
+  end
 end
+local prev, exp = v[1], v[5] or '0'
 local ctx = jdecode(ARGV[1]) or {}
 local emit = event_emitter(KEYS[4], ARGV[1], now)
 emit('quota.counter_reset', 'policy', v[6] or '', {

@@ -49,11 +49,7 @@ pols[p.policy_id] = raw
 local compiled, cerr = policy_compile(pols)
 if compiled == nil then return fail('INTERNAL_ERROR', cerr) end
 redis.call('HSET', KEYS[2], p.policy_id, raw)
-if compiled == '' then
-  redis.call('HDEL', KEYS[1], 'pol')
-else
-  redis.call('HSET', KEYS[1], 'pol', compiled)
-end
+policy_store(KEYS[1], compiled)
 policy_emit(KEYS[4], ARGV[3], 'created', p, nil)
 audit_ok_at(KEYS[3], ARGV[3], p.policy_id)
 return ok(p)

@@ -68,11 +68,7 @@ pols[id] = raw
 local compiled, cerr = policy_compile(pols)
 if compiled == nil then return fail('INTERNAL_ERROR', cerr) end
 redis.call('HSET', KEYS[2], id, raw)
-if compiled == '' then
-  redis.call('HDEL', KEYS[1], 'pol')
-else
-  redis.call('HSET', KEYS[1], 'pol', compiled)
-end
+policy_store(KEYS[1], compiled)
 local changed = {}
 for k in pairs(patch) do changed[#changed + 1] = k end
 table.sort(changed)
