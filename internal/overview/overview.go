@@ -50,9 +50,33 @@ const (
 )
 
 var (
-	scriptRegistry = script.Define("overview/registry")
-	scriptTenant   = script.Define("overview/tenant")
+	scriptRegistry = script.Bind[registryKeys, registryArgs]("overview/registry")
+	scriptTenant   = script.Bind[tenantKeys, tenantArgs]("overview/tenant")
 )
+
+type registryKeys struct {
+	Tenants string `lua:"tenants"`
+}
+
+type registryArgs struct {
+	After    string `lua:"after"`
+	PageSize int    `lua:"page_size"`
+}
+
+type tenantKeys struct {
+	Prefix  string `lua:"tenant_prefix"`
+	Record  string `lua:"tenant_record"`
+	Budgets string `lua:"budget_index"`
+	Events  string `lua:"event_stream"`
+}
+
+type tenantArgs struct {
+	WindowMs    int64  `lua:"window_ms"`
+	MaxBudgets  int    `lua:"max_budgets"`
+	MaxEvents   int    `lua:"max_events"`
+	DenialAfter string `lua:"denial_after"`
+	ExpiryAfter string `lua:"expiry_after"`
+}
 
 // Options configure a Service; zero values take the defaults.
 type Options struct {
@@ -129,7 +153,7 @@ func (s *Service) Get(ctx context.Context) (*cyclesv1.GetOverviewResponse, error
 walk:
 	for {
 		var reg registry
-		if err := s.exec.RunInto(ctx, &reg, scriptRegistry, []string{keys.Tenants}, after, registryPage); err != nil {
+		if err := scriptRegistry.RunInto(ctx, s.exec, &reg, registryKeys{keys.Tenants}, registryArgs{after, registryPage}); err != nil {
 			return nil, fmt.Errorf("overview: read the tenant registry: %w", err)
 		}
 		resp.AsOfMs = max(resp.AsOfMs, reg.Now)
@@ -180,8 +204,8 @@ walk:
 func (s *Service) tenant(ctx context.Context, t string, budgets, evs int, denAfter, expAfter string) (part, error) {
 	tk := keys.Tenant(t)
 	var p part
-	err := s.exec.RunInto(ctx, &p, scriptTenant, []string{tk.Prefix(), tk.Record(), tk.Budgets(), tk.Events()},
-		s.opts.Window.Milliseconds(), min(max(budgets, 0), perScript), min(max(evs, 0), perScript), denAfter, expAfter)
+	err := scriptTenant.RunInto(ctx, s.exec, &p, tenantKeys{tk.Prefix(), tk.Record(), tk.Budgets(), tk.Events()},
+		tenantArgs{s.opts.Window.Milliseconds(), min(max(budgets, 0), perScript), min(max(evs, 0), perScript), denAfter, expAfter})
 	if err != nil {
 		return part{}, fmt.Errorf("overview: read tenant %s: %w", t, err)
 	}

@@ -2,9 +2,9 @@
 -- overview/registry: one page of the tenant registry for the admin overview
 -- (internal/overview), with the registry's size.
 --
--- KEYS: 1 cy:tenants (zset of tenant ids, all scores 0)
--- ARGV: 1 the last tenant id of the previous page ('' = from the first)
---       2 page size, 1..1000
+-- KEYS: 1 tenants     cy:tenants (zset of tenant ids, all scores 0)
+-- ARGV: 1 after       the last tenant id of the previous page ('' = from the first)
+--       2 page_size   1..1000
 -- Result: ok({now = Redis TIME ms, n = tenants registered, tenants = [id, ...]}) in lex order
 --   (tenants encodes as {} when empty).
 -- Refusals: INVALID_REQUEST (page size out of range).

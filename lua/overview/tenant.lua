@@ -4,14 +4,18 @@
 -- at most ARGV[2] budgets and ARGV[3] events are read.
 -- include: lib/keys.lua
 --
--- KEYS: 1 the tenant's key prefix "cy:{t:T}:" (budget keys are derived from
---         it: key_budget, same slot)   2 the tenant record
---       3 the tenant's budget index   4 the tenant's event stream
--- ARGV: 1 event window in ms (at most 7 days)   2 most budgets to read (0..10000)
---       3 most events to read (0..10000)
---       4, 5 the stream id a denial / an expiry must be newer than to be
---         returned ('' = any): the walk's tenth newest so far, so older
---         entries are counted but not copied
+-- KEYS: 1 tenant_prefix   the tenant's key prefix "cy:{t:T}:" (budget keys are
+--                         derived from it: key_budget, same slot)
+--       2 tenant_record   the tenant record
+--       3 budget_index    the tenant's budget index
+--       4 event_stream    the tenant's event stream
+-- ARGV: 1 window_ms       event window in ms (at most 7 days)
+--       2 max_budgets     most budgets to read (0..10000)
+--       3 max_events      most events to read (0..10000)
+--       4 denial_after    the stream id a denial must be newer than to be
+--                         returned ('' = any): the walk's tenth newest so far,
+--                         so older entries are counted but not copied
+--       5 expiry_after    the same for an expiry
 -- Result: ok({now = Redis TIME ms, st = tenant status ('' = no record),
 --   om = observe_mode, bn = budgets read, bmore = budgets left unread,
 --   bs = {status = n}, bu = {unit = n}, over = n over limit, debt = n in debt,
