@@ -110,10 +110,7 @@ func TestCreateApiKeyRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := e.snapshot(tc.req.GetTenantId())
-			_, err := call(e.ctx, tc.req, e.svc.CreateApiKey)
-			wantRefused(t, err, tc.code, tc.reason)
-			e.unchanged(tc.req.GetTenantId(), before)
+			refusedUnchanged(e, t, tc.req.GetTenantId(), tc.req, e.svc.CreateApiKey, tc.code, tc.reason)
 		})
 	}
 	// A suspended tenant can still get keys (it keeps read access).
@@ -173,10 +170,7 @@ func TestRevokeApiKeyIsIdempotentAndBlocksAtOnce(t *testing.T) {
 		{"no key id", &cyclesv1.RevokeApiKeyRequest{TenantId: id}, codes.InvalidArgument, apierr.InvalidRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := e.snapshot(tc.req.GetTenantId())
-			_, err := call(e.ctx, tc.req, e.svc.RevokeApiKey)
-			wantRefused(t, err, tc.code, tc.reason)
-			e.unchanged(tc.req.GetTenantId(), before)
+			refusedUnchanged(e, t, tc.req.GetTenantId(), tc.req, e.svc.RevokeApiKey, tc.code, tc.reason)
 		})
 	}
 }

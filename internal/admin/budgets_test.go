@@ -131,13 +131,10 @@ func TestCreateBudgetRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := e.snapshot(tc.req.GetTenantId())
-			_, err := call(e.ctx, tc.req, e.svc.CreateBudget)
-			ae := wantRefused(t, err, tc.code, tc.reason)
+			ae := refusedUnchanged(e, t, tc.req.GetTenantId(), tc.req, e.svc.CreateBudget, tc.code, tc.reason)
 			if tc.field != "" && ae.Details["field"] != tc.field {
 				t.Fatalf("field = %q, want %q (%v)", ae.Details["field"], tc.field, ae)
 			}
-			e.unchanged(tc.req.GetTenantId(), before)
 		})
 	}
 }
@@ -245,10 +242,7 @@ func TestUpdateBudget(t *testing.T) {
 		{"bad scope", &cyclesv1.UpdateBudgetRequest{TenantId: id, ScopePath: "tenant:x", Unit: tokens}, codes.InvalidArgument, apierr.InvalidRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := e.snapshot(tc.req.GetTenantId())
-			_, err := call(e.ctx, tc.req, e.svc.UpdateBudget)
-			wantRefused(t, err, tc.code, tc.reason)
-			e.unchanged(tc.req.GetTenantId(), before)
+			refusedUnchanged(e, t, tc.req.GetTenantId(), tc.req, e.svc.UpdateBudget, tc.code, tc.reason)
 		})
 	}
 }
@@ -533,15 +527,9 @@ func TestSeededAndMalformedBudgets(t *testing.T) {
 	e.rdb.HSet(ctx, tk.Budget(sp, "TOKENS"), "remaining", "1e3")
 	_, err := call(e.ctx, &cyclesv1.GetBudgetRequest{TenantId: id, ScopePath: sp, Unit: tokens}, e.svc.GetBudget)
 	wantRefused(t, err, codes.Internal, apierr.InternalError)
-	before := e.snapshot(id)
-	_, err = call(e.ctx, fundReq(id, sp, 5, "s2"), e.svc.FundBudget)
-	wantRefused(t, err, codes.Internal, apierr.InternalError)
-	e.unchanged(id, before)
+	refusedUnchanged(e, t, id, fundReq(id, sp, 5, "s2"), e.svc.FundBudget, codes.Internal, apierr.InternalError)
 	e.rdb.HSet(ctx, tk.Budget(sp, "TOKENS"), "remaining", "12", "status", "PAUSED")
-	before = e.snapshot(id)
-	_, err = call(e.ctx, &cyclesv1.FreezeBudgetRequest{TenantId: id, ScopePath: sp, Unit: tokens}, e.svc.FreezeBudget)
-	wantRefused(t, err, codes.Internal, apierr.InternalError)
-	e.unchanged(id, before)
+	refusedUnchanged(e, t, id, &cyclesv1.FreezeBudgetRequest{TenantId: id, ScopePath: sp, Unit: tokens}, e.svc.FreezeBudget, codes.Internal, apierr.InternalError)
 }
 
 func fundReq(tenant, sp string, amount int64, key string) *cyclesv1.FundBudgetRequest {

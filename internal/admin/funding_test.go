@@ -259,23 +259,17 @@ func TestFundingRefusalsWriteNothing(t *testing.T) {
 			}
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
-					before := e.snapshot(id)
-					_, err := call(e.ctx, tc.req, e.svc.FundBudget)
-					ae := wantRefused(t, err, tc.code, tc.reason)
+					ae := refusedUnchanged(e, t, id, tc.req, e.svc.FundBudget, tc.code, tc.reason)
 					for k, v := range tc.detail {
 						if ae.Details[k] != v {
 							t.Fatalf("detail %s = %q, want %q (%v)", k, ae.Details[k], v, ae.Details)
 						}
 					}
-					e.unchanged(id, before)
 				})
 			}
 			// A closed tenant refuses funding too.
 			mustCall(t, e.ctx, &cyclesv1.CloseTenantRequest{TenantId: id}, e.svc.CloseTenant)
-			before := e.snapshot(id)
-			_, err := call(e.ctx, fund(id, normal, credit, 1, "t1"), e.svc.FundBudget)
-			wantRefused(t, err, codes.FailedPrecondition, apierr.TenantClosed)
-			e.unchanged(id, before)
+			refusedUnchanged(e, t, id, fund(id, normal, credit, 1, "t1"), e.svc.FundBudget, codes.FailedPrecondition, apierr.TenantClosed)
 			if n := e.metrics.Sum(t, "cycles.admin.refusals", attribute.String("rpc", "FundBudget"), attribute.String("reason", "AMOUNT_OVERFLOW")); n != 4 {
 				t.Fatalf("refusals{AMOUNT_OVERFLOW} = %d", n)
 			}

@@ -292,3 +292,16 @@ func localKeyID(id string) string {
 	}
 	return id
 }
+
+// refusedUnchanged calls f with req as a client would (call) and asserts the
+// refusal carries the gRPC code and ErrorInfo reason and that tenant's keys
+// and registry entry are exactly as before: a refusal writes nothing. It
+// returns the error for checks of its details.
+func refusedUnchanged[Req proto.Message, Resp any](e *env, t testing.TB, tenant string, req Req, f func(context.Context, Req) (Resp, error), code codes.Code, reason apierr.Code) *apierr.Error {
+	t.Helper()
+	before := e.snapshot(tenant)
+	_, err := call(e.ctx, req, f)
+	ae := wantRefused(t, err, code, reason)
+	e.unchanged(tenant, before)
+	return ae
+}

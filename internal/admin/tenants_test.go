@@ -111,10 +111,7 @@ func TestCreateTenantRefusals(t *testing.T) {
 					tc.req.TenantId = target
 				}
 			}
-			before := e.snapshot(target)
-			_, err := call(e.ctx, tc.req, e.svc.CreateTenant)
-			wantRefused(t, err, tc.code, tc.reason)
-			e.unchanged(target, before)
+			refusedUnchanged(e, t, target, tc.req, e.svc.CreateTenant, tc.code, tc.reason)
 		})
 	}
 	if n := e.metrics.Sum(t, "cycles.admin.refusals", attribute.String("rpc", "CreateTenant"), attribute.String("reason", "DUPLICATE_RESOURCE")); n != 1 {
@@ -228,10 +225,7 @@ func TestUpdateTenantRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := e.snapshot(tc.req.GetTenantId())
-			_, err := call(e.ctx, tc.req, e.svc.UpdateTenant)
-			wantRefused(t, err, tc.code, tc.reason)
-			e.unchanged(tc.req.GetTenantId(), before)
+			refusedUnchanged(e, t, tc.req.GetTenantId(), tc.req, e.svc.UpdateTenant, tc.code, tc.reason)
 		})
 	}
 }
@@ -306,11 +300,8 @@ func TestCloseTenantWithoutReleaserAndRefusals(t *testing.T) {
 		t.Fatalf("close = %v", resp)
 	}
 	unknown := newTenantID(t)
-	before := e.snapshot(unknown)
-	_, err := call(e.ctx, &cyclesv1.CloseTenantRequest{TenantId: unknown}, e.svc.CloseTenant)
-	wantRefused(t, err, codes.NotFound, apierr.TenantNotFound)
-	e.unchanged(unknown, before)
-	_, err = call(e.ctx, &cyclesv1.CloseTenantRequest{TenantId: ""}, e.svc.CloseTenant)
+	refusedUnchanged(e, t, unknown, &cyclesv1.CloseTenantRequest{TenantId: unknown}, e.svc.CloseTenant, codes.NotFound, apierr.TenantNotFound)
+	_, err := call(e.ctx, &cyclesv1.CloseTenantRequest{TenantId: ""}, e.svc.CloseTenant)
 	wantRefused(t, err, codes.InvalidArgument, apierr.InvalidRequest)
 }
 

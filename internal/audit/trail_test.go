@@ -40,6 +40,18 @@ func (f *fx) setup(fn func(ctx context.Context) error) {
 	}
 }
 
+// key creates an API key of the fixture's tenant outside the call under test
+// and returns its id.
+func (f *fx) key() string {
+	var id string
+	f.setup(func(ctx context.Context) error {
+		r, err := f.e.adm.CreateApiKey(ctx, &cyclesv1.CreateApiKeyRequest{TenantId: f.tenant, Name: "k"})
+		id = r.GetApiKey().GetKeyId()
+		return err
+	})
+	return id
+}
+
 // quarantined returns a reservation the sweeper quarantined (its budget no
 // longer carries the hold: RESERVED_UNDERFLOW).
 func (f *fx) quarantined() string {
@@ -184,12 +196,7 @@ var mutations = map[string]mutation{
 		}},
 	cyclesv1.AdminService_RevokeApiKey_FullMethodName: {200, apierr.KeyNotFound,
 		func(ctx context.Context, f *fx) (string, string, error) {
-			var id string
-			f.setup(func(ctx context.Context) error {
-				r, err := f.e.adm.CreateApiKey(ctx, &cyclesv1.CreateApiKeyRequest{TenantId: f.tenant, Name: "k"})
-				id = r.GetApiKey().GetKeyId()
-				return err
-			})
+			id := f.key()
 			_, err := f.e.adm.RevokeApiKey(ctx, &cyclesv1.RevokeApiKeyRequest{TenantId: f.tenant, KeyId: id})
 			return f.tenant, id, err
 		},
@@ -199,12 +206,7 @@ var mutations = map[string]mutation{
 		}},
 	cyclesv1.AdminService_UpdateApiKey_FullMethodName: {200, apierr.KeyNotFound,
 		func(ctx context.Context, f *fx) (string, string, error) {
-			var id string
-			f.setup(func(ctx context.Context) error {
-				r, err := f.e.adm.CreateApiKey(ctx, &cyclesv1.CreateApiKeyRequest{TenantId: f.tenant, Name: "k"})
-				id = r.GetApiKey().GetKeyId()
-				return err
-			})
+			id := f.key()
 			_, err := f.e.adm.UpdateApiKey(ctx, &cyclesv1.UpdateApiKeyRequest{TenantId: f.tenant, KeyId: id,
 				ScopeFilter: &cyclesv1.ApiKeyStrings{Values: []string{"workspace:w"}}})
 			return f.tenant, id, err

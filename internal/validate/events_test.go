@@ -7,7 +7,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
 
 func TestEventAndOpsValidators(t *testing.T) {
@@ -48,18 +47,6 @@ func TestEventAndOpsValidators(t *testing.T) {
 		t.Fatalf("limit 5000: %v, served as %d; want 200", err, over.GetLimit())
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			err := Message(tc.req)
-			if tc.field == "" {
-				if err != nil {
-					t.Fatalf("valid request refused: %v", err)
-				}
-				return
-			}
-			ae, ok := apierr.As(err)
-			if !ok || ae.Code != apierr.InvalidRequest || ae.Details["field"] != tc.field {
-				t.Fatalf("err %v, want INVALID_REQUEST on %s", err, tc.field)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantField(t, tc.req, tc.field) })
 	}
 }

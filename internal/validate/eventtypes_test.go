@@ -6,7 +6,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
 
 func TestTypedEventFilter(t *testing.T) {
@@ -23,18 +22,6 @@ func TestTypedEventFilter(t *testing.T) {
 		{"watch too many", &cyclesv1.WatchEventsRequest{Types: make([]cyclesv1.EventType, 65)}, "types"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			err := Message(tc.req)
-			if tc.field == "" {
-				if err != nil {
-					t.Fatalf("valid request refused: %v", err)
-				}
-				return
-			}
-			ae, ok := apierr.As(err)
-			if !ok || ae.Code != apierr.InvalidRequest || ae.Details["field"] != tc.field {
-				t.Fatalf("err %v, want INVALID_REQUEST on %s", err, tc.field)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantField(t, tc.req, tc.field) })
 	}
 }
