@@ -46,9 +46,11 @@ var (
 )
 
 // Define declares the embedded script name (lua/<name>.lua), once per
-// process, from a package-level var of the package that calls it. It panics
-// when there is no such script or it is defined twice: a programming error
-// that no test run can miss.
+// process. Domain packages declare scripts with Bind (bind.go), which calls
+// it and adds the script's typed KEYS and ARGV; a Def from Define alone has
+// no binding and fails internal/app TestEveryScriptIsBoundToItsHeader. It
+// panics when there is no such script or it is defined twice: a
+// programming error that no test run can miss.
 func Define(name string, opts ...func(*Def)) *Def {
 	if strings.HasPrefix(name, "lib/") {
 		panic(fmt.Sprintf("script.Define(%q): a library, not a script", name))

@@ -8,8 +8,10 @@
 // mutations (RunFlat), {"OK", json} from the other scripts (Run) -- and maps
 // refusals {code, json} to *apierr.Error and connectivity failures to
 // UNAVAILABLE.
-// Domain packages (admin, ledger, sweeper, events, ratelimit) call Run and never
-// see a Redis client.
+// Domain packages (admin, ledger, sweeper, events, ratelimit, ...) declare
+// each script with its typed KEYS and ARGV (Bind, bind.go; README.md) and
+// call it through that binding; they never see a Redis client nor build
+// KEYS or ARGV by position.
 package script
 
 import (
