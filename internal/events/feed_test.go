@@ -89,6 +89,17 @@ func tenantsOnSlots(t *testing.T, n int) []string {
 	return out
 }
 
+// seededTenants returns n tenants on different masters (tenantsOnSlots),
+// each seeded with a tenant-wide budget.
+func seededTenants(t *testing.T, c redis.UniversalClient, n int) []string {
+	t.Helper()
+	tenants := tenantsOnSlots(t, n)
+	for _, x := range tenants {
+		seedTenant(t, c, x)
+	}
+	return tenants
+}
+
 func seedTenant(t *testing.T, c redis.UniversalClient, tenant string) {
 	ledgertest.SeedTenant(t, c, tenant, ledgertest.Tenant{})
 	ledgertest.SeedBudget(t, c, tenant, ledgertest.Budget{Scope: "tenant:" + tenant, Unit: "TOKENS", Allocated: 1_000_000_000})
@@ -208,10 +219,7 @@ func sorted(groups ...[]string) []string {
 func TestFeedEveryExpiryOnceAcrossTenantsAndReplicas(t *testing.T) {
 	c := redistest.SharedClient(t)
 	one := newReplica(t, c, true, events.Options{})
-	tenants := tenantsOnSlots(t, 3)
-	for _, x := range tenants {
-		seedTenant(t, c, x)
-	}
+	tenants := seededTenants(t, c, 3)
 	late := ledgertest.NewTenantID(t) // created after the cursor
 	all := append(slices.Clone(tenants), late)
 	ctx := testCtx(t)
@@ -268,10 +276,7 @@ func TestFeedEveryExpiryOnceAcrossTenantsAndReplicas(t *testing.T) {
 func TestFeedRepairsAnnouncementsACrashLost(t *testing.T) {
 	c := redistest.SharedClient(t)
 	live := newReplica(t, c, true, events.Options{})
-	tenants := tenantsOnSlots(t, 3)
-	for _, x := range tenants {
-		seedTenant(t, c, x)
-	}
+	tenants := seededTenants(t, c, 3)
 	ctx := testCtx(t)
 	first, cancel := context.WithCancel(ctx)
 	w := live.watchAll(t, first, tenants, cyclesv1.StartPosition_START_POSITION_NOW, "")
@@ -309,10 +314,7 @@ func TestFeedRepairsAnnouncementsACrashLost(t *testing.T) {
 func TestFeedListPages(t *testing.T) {
 	c := redistest.SharedClient(t)
 	r := newReplica(t, c, true, events.Options{})
-	tenants := tenantsOnSlots(t, 3)
-	for _, x := range tenants {
-		seedTenant(t, c, x)
-	}
+	tenants := seededTenants(t, c, 3)
 	ctx := testCtx(t)
 	begin := time.Now().UnixMilli()
 	var want [][]string

@@ -13,122 +13,23 @@ import (
 func (a *API) overviewRoutes() []endpoint {
 	return []endpoint{
 		on(a, "GET /v1/admin/overview", cyclesv1.OverviewService_GetOverview_FullMethodName,
-			via(a.ov, cyclesv1.OverviewServiceServer.GetOverview), nil, overviewOf,
+			via(a.ov, cyclesv1.OverviewServiceServer.GetOverview), nil, shaped[*cyclesv1.GetOverviewResponse](overviewShape),
 			off("the admin overview is not enabled on this server")),
 	}
 }
 
-type tenantCountsOut struct {
-	Total         int64 `json:"total"`
-	Active        int64 `json:"active"`
-	Suspended     int64 `json:"suspended"`
-	Closed        int64 `json:"closed"`
-	InObserveMode int64 `json:"in_observe_mode"`
-}
-
-type budgetCountsOut struct {
-	Total     int64            `json:"total"`
-	Active    int64            `json:"active"`
-	Frozen    int64            `json:"frozen"`
-	Closed    int64            `json:"closed"`
-	OverLimit int64            `json:"over_limit"`
-	WithDebt  int64            `json:"with_debt"`
-	ByUnit    map[string]int64 `json:"by_unit"`
-}
-
-type overLimitScopeOut struct {
-	Scope     string `json:"scope"`
-	Unit      string `json:"unit"`
-	Allocated int64  `json:"allocated"`
-	Remaining int64  `json:"remaining"`
-	Debt      int64  `json:"debt"`
-}
-
-type debtScopeOut struct {
-	Scope          string `json:"scope"`
-	Unit           string `json:"unit"`
-	Debt           int64  `json:"debt"`
-	OverdraftLimit int64  `json:"overdraft_limit"`
-}
-
-type webhookCountsOut struct {
-	Total        int64 `json:"total"`
-	Active       int64 `json:"active"`
-	Disabled     int64 `json:"disabled"`
-	WithFailures int64 `json:"with_failures"`
-}
-
-type eventCountsOut struct {
-	TotalRecent int64            `json:"total_recent"`
-	ByCategory  map[string]int64 `json:"by_category"`
-}
-
-type coverageOut struct {
-	Capped            bool  `json:"capped"`
-	TenantsRegistered int64 `json:"tenants_registered"`
-	TenantsRead       int64 `json:"tenants_read"`
-	BudgetsRead       int64 `json:"budgets_read"`
-	EventsRead        int64 `json:"events_read"`
-}
-
-// overviewOut is the protocol's AdminOverviewResponse plus coverage.
-type overviewOut struct {
-	AsOf                  string              `json:"as_of"`
-	EventWindowSeconds    int32               `json:"event_window_seconds"`
-	TenantCounts          tenantCountsOut     `json:"tenant_counts"`
-	BudgetCounts          budgetCountsOut     `json:"budget_counts"`
-	OverLimitScopes       []overLimitScopeOut `json:"over_limit_scopes"`
-	DebtScopes            []debtScopeOut      `json:"debt_scopes"`
-	WebhookCounts         webhookCountsOut    `json:"webhook_counts"`
-	FailingWebhooks       []struct{}          `json:"failing_webhooks"`
-	EventCounts           eventCountsOut      `json:"event_counts"`
-	RecentDenials         []eventEnvelopeOut  `json:"recent_denials"`
-	RecentExpiries        []eventEnvelopeOut  `json:"recent_expiries"`
-	RecentDenialsByReason map[string]int64    `json:"recent_denials_by_reason"`
-	Coverage              coverageOut         `json:"coverage"`
-}
-
-func overviewOf(o *cyclesv1.GetOverviewResponse) *overviewOut {
-	tc, bc, ec, cv := o.GetTenantCounts(), o.GetBudgetCounts(), o.GetEventCounts(), o.GetCoverage()
-	out := &overviewOut{
-		AsOf:               isoTime(o.GetAsOfMs()),
-		EventWindowSeconds: o.GetEventWindowSeconds(),
-		TenantCounts: tenantCountsOut{Total: tc.GetTotal(), Active: tc.GetActive(), Suspended: tc.GetSuspended(),
-			Closed: tc.GetClosed(), InObserveMode: tc.GetInObserveMode()},
-		BudgetCounts: budgetCountsOut{Total: bc.GetTotal(), Active: bc.GetActive(), Frozen: bc.GetFrozen(),
-			Closed: bc.GetClosed(), OverLimit: bc.GetOverLimit(), WithDebt: bc.GetWithDebt(), ByUnit: map[string]int64{}},
-		OverLimitScopes:       make([]overLimitScopeOut, 0, len(o.GetOverLimitScopes())),
-		DebtScopes:            make([]debtScopeOut, 0, len(o.GetDebtScopes())),
-		FailingWebhooks:       []struct{}{},
-		EventCounts:           eventCountsOut{TotalRecent: ec.GetTotalRecent(), ByCategory: map[string]int64{}},
-		RecentDenials:         make([]eventEnvelopeOut, 0, len(o.GetRecentDenials())),
-		RecentExpiries:        make([]eventEnvelopeOut, 0, len(o.GetRecentExpiries())),
-		RecentDenialsByReason: map[string]int64{},
-		Coverage: coverageOut{Capped: cv.GetCapped(), TenantsRegistered: cv.GetTenantsRegistered(),
-			TenantsRead: cv.GetTenantsRead(), BudgetsRead: cv.GetBudgetsRead(), EventsRead: cv.GetEventsRead()},
-	}
-	for u, n := range bc.GetByUnit() {
-		out.BudgetCounts.ByUnit[u] = n
-	}
-	for c, n := range ec.GetByCategory() {
-		out.EventCounts.ByCategory[c] = n
-	}
-	for r, n := range o.GetRecentDenialsByReason() {
-		out.RecentDenialsByReason[r] = n
-	}
-	for _, s := range o.GetOverLimitScopes() {
-		out.OverLimitScopes = append(out.OverLimitScopes, overLimitScopeOut{Scope: s.GetScope(), Unit: unitName(s.GetUnit()),
-			Allocated: s.GetAllocated(), Remaining: s.GetRemaining(), Debt: s.GetDebt()})
-	}
-	for _, s := range o.GetDebtScopes() {
-		out.DebtScopes = append(out.DebtScopes, debtScopeOut{Scope: s.GetScope(), Unit: unitName(s.GetUnit()),
-			Debt: s.GetDebt(), OverdraftLimit: s.GetOverdraftLimit()})
-	}
-	for _, e := range o.GetRecentDenials() {
-		out.RecentDenials = append(out.RecentDenials, envelopeOf(e))
-	}
-	for _, e := range o.GetRecentExpiries() {
-		out.RecentExpiries = append(out.RecentExpiries, envelopeOf(e))
-	}
-	return out
-}
+// overviewShape is the protocol's AdminOverviewResponse plus coverage: the
+// proto's shape, with the webhook members cyclesd never has as constants.
+var overviewShape = shapeOf("as_of", "event_window_seconds", "tenant_counts", "budget_counts", "over_limit_scopes",
+	"debt_scopes", "webhook_counts", "failing_webhooks", "event_counts", "recent_denials", "recent_expiries",
+	"recent_denials_by_reason", "coverage").
+	nest("tenant_counts", shapeOf("total", "active", "suspended", "closed", "in_observe_mode")).
+	nest("budget_counts", shapeOf("total", "active", "frozen", "closed", "over_limit", "with_debt", "by_unit")).
+	nest("over_limit_scopes", shapeOf("scope", "unit", "allocated", "remaining", "debt")).
+	nest("debt_scopes", shapeOf("scope", "unit", "debt", "overdraft_limit")).
+	fixed("webhook_counts", `{"total":0,"active":0,"disabled":0,"with_failures":0}`).
+	fixed("failing_webhooks", `[]`).
+	nest("event_counts", shapeOf("total_recent", "by_category")).
+	with("recent_denials", item(envelopeOf)).
+	with("recent_expiries", item(envelopeOf)).
+	nest("coverage", shapeOf("capped", "tenants_registered", "tenants_read", "budgets_read", "events_read"))

@@ -95,7 +95,24 @@ func onReq[Req proto.Message, Resp, Out any](a *API, pattern, method string, cal
 			}
 		}
 	}
+	for _, p := range rt.params { // a declaration naming no field fails at New, in every test
+		p.fieldOf(fields, zero.ProtoReflect().Descriptor().FullName())
+	}
 	return endpoint{pattern: pattern, h: rt}
+}
+
+// fieldOf is the request field p binds; a declaration naming no field of
+// the request is a programming error.
+func (p param) fieldOf(fields protoreflect.FieldDescriptors, msg protoreflect.FullName) protoreflect.FieldDescriptor {
+	name := p.field
+	if name == "" {
+		name = protoreflect.Name(p.name)
+	}
+	fd := fields.ByName(name)
+	if fd == nil {
+		panic("cycleshttp: parameter " + p.name + " names no field of " + string(msg))
+	}
+	return fd
 }
 
 // ServeHTTP runs one request of the route through serve.
@@ -178,14 +195,7 @@ func (p param) with(parse func(name, s string) (protoreflect.Value, error)) para
 func bindParams(r *http.Request, m protoreflect.Message, ps []param) error {
 	var qs url.Values
 	for _, p := range ps {
-		field := p.field
-		if field == "" {
-			field = protoreflect.Name(p.name)
-		}
-		fd := m.Descriptor().Fields().ByName(field)
-		if fd == nil {
-			panic("cycleshttp: parameter " + p.name + " names no field of " + string(m.Descriptor().FullName()))
-		}
+		fd := p.fieldOf(m.Descriptor().Fields(), m.Descriptor().FullName())
 		var vals []string
 		if p.path {
 			vals = []string{r.PathValue(p.name)}

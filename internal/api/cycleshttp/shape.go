@@ -41,6 +41,9 @@ type member struct {
 	// A message member is written by each (a hand-written type) or in sub.
 	each func(protoreflect.Message) any
 	sub  *shape
+	// fixed is the member's constant value, for a spec member the proto does
+	// not carry (what cyclesd never has, such as webhook counts).
+	fixed json.RawMessage
 }
 
 // shapeOf declares a shape: each spec is "name", "name?", "wire=field" or
@@ -83,6 +86,17 @@ func (s *shape) nest(wire string, sub *shape) *shape {
 	panic("cycleshttp: shape has no member " + wire)
 }
 
+// fixed writes the member named wire as the constant value raw (JSON).
+func (s *shape) fixed(wire, raw string) *shape {
+	for i := range s.members {
+		if s.members[i].wire == wire {
+			s.members[i].fixed = json.RawMessage(raw)
+			return s
+		}
+	}
+	panic("cycleshttp: shape has no member " + wire)
+}
+
 // item adapts a hand-written item encoder to shape.with.
 func item[M proto.Message, O any](f func(M) O) func(protoreflect.Message) any {
 	return func(m protoreflect.Message) any { return f(m.Interface().(M)) }
@@ -96,8 +110,11 @@ func page(items string, each func(protoreflect.Message) any) *shape {
 	return s
 }
 
-// shaped is a route encoder writing the answer in shape s.
+// shaped is a route encoder writing the answer in shape s. A shape naming
+// no field of its message panics here, when the route table is built.
 func shaped[Resp proto.Message](s *shape) func(Resp) json.RawMessage {
+	var zero Resp
+	s.check(zero.ProtoReflect().Descriptor())
 	return func(resp Resp) json.RawMessage {
 		var buf bytes.Buffer
 		s.write(&buf, resp.ProtoReflect())
@@ -105,18 +122,46 @@ func shaped[Resp proto.Message](s *shape) func(Resp) json.RawMessage {
 	}
 }
 
+// fieldOf is the field member mb reads, and whether it is an instant
+// written as an ISO date-time (member "x" from int64 field "x_ms").
+func (mb member) fieldOf(md protoreflect.MessageDescriptor) (protoreflect.FieldDescriptor, bool) {
+	fields := md.Fields()
+	if fd := fields.ByName(mb.field); fd != nil {
+		return fd, false
+	}
+	if fd := fields.ByName(mb.field + "_ms"); fd != nil && fd.Kind() == protoreflect.Int64Kind {
+		return fd, true
+	}
+	panic("cycleshttp: " + string(md.FullName()) + " has no field " + string(mb.field))
+}
+
+// check walks s (and its nested shapes) against md.
+func (s *shape) check(md protoreflect.MessageDescriptor) {
+	for _, mb := range s.members {
+		if mb.fixed != nil {
+			continue
+		}
+		if fd, _ := mb.fieldOf(md); mb.sub != nil {
+			mb.sub.check(fd.Message())
+		}
+	}
+}
+
 func (s *shape) write(buf *bytes.Buffer, m protoreflect.Message) {
-	fields := m.Descriptor().Fields()
 	buf.WriteByte('{')
 	first := true
 	for _, mb := range s.members {
-		fd, iso := fields.ByName(mb.field), false
-		if fd == nil && !strings.HasSuffix(string(mb.field), "_ms") {
-			fd, iso = fields.ByName(mb.field+"_ms"), true
+		if mb.fixed != nil {
+			if !first {
+				buf.WriteByte(',')
+			}
+			first = false
+			writeString(buf, mb.wire)
+			buf.WriteByte(':')
+			buf.Write(mb.fixed)
+			continue
 		}
-		if fd == nil {
-			panic("cycleshttp: " + string(m.Descriptor().FullName()) + " has no field " + string(mb.field))
-		}
+		fd, iso := mb.fieldOf(m.Descriptor())
 		v := m.Get(fd)
 		empty := !m.Has(fd) || (iso && v.Int() == 0)
 		if mb.omit && empty {
