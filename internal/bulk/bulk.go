@@ -122,6 +122,26 @@ func failedRow(id string, err error) *cyclesv1.BulkRowOutcome {
 	return &cyclesv1.BulkRowOutcome{Id: id, ErrorCode: string(code), Message: msg}
 }
 
+// fileRow files an attempted row: under failed with err's outcome, or under
+// succeeded when err is nil.
+func fileRow(failed, succeeded *[]*cyclesv1.BulkRowOutcome, id string, err error) {
+	if err != nil {
+		*failed = append(*failed, failedRow(id, err))
+		return
+	}
+	*succeeded = append(*succeeded, &cyclesv1.BulkRowOutcome{Id: id})
+}
+
+// answer records resp as the request's answer for replays and returns it;
+// when it cannot be recorded the caller gets the error, not the answer.
+func answer[R proto.Message](ctx context.Context, s *Service, rk, hash string, resp R) (R, error) {
+	if err := s.remember(ctx, rk, hash, resp); err != nil {
+		var zero R
+		return zero, err
+	}
+	return resp, nil
+}
+
 func countCheck(expected *int64, matched int) error {
 	if matched > MaxRows {
 		return apierr.Invalid("filter", "matches more than %d rows; narrow it", MaxRows)
@@ -179,16 +199,9 @@ func (s *Service) Tenants(ctx context.Context, req *cyclesv1.BulkActionTenantsRe
 				s.audit.Refused(rctx, err)
 			}
 		}
-		if err != nil {
-			resp.Failed = append(resp.Failed, failedRow(id, err))
-			continue
-		}
-		resp.Succeeded = append(resp.Succeeded, &cyclesv1.BulkRowOutcome{Id: id})
+		fileRow(&resp.Failed, &resp.Succeeded, id, err)
 	}
-	if err := s.remember(ctx, rk, hash, resp); err != nil {
-		return nil, err
-	}
-	return resp, nil
+	return answer(ctx, s, rk, hash, resp)
 }
 
 // Budgets runs a budget bulk action on one tenant's budgets.
@@ -242,17 +255,13 @@ func (s *Service) Budgets(ctx context.Context, req *cyclesv1.BulkActionBudgetsRe
 			Amount: req.GetAmount().GetAmount(), Spent: req.Spent, Reason: req.GetReason(),
 			IdempotencyKey: "bulk." + req.GetIdempotencyKey() + "." + hex.EncodeToString(sum[:8])}
 		rctx := audit.Row(ctx, "fundBudget", audit.ResourceBudget, tenant, id, req.GetIdempotencyKey())
-		if _, err := s.adm.FundBudget(rctx, fr); err != nil {
+		_, err := s.adm.FundBudget(rctx, fr)
+		if err != nil {
 			s.audit.Refused(rctx, err)
-			resp.Failed = append(resp.Failed, failedRow(id, err))
-			continue
 		}
-		resp.Succeeded = append(resp.Succeeded, &cyclesv1.BulkRowOutcome{Id: id})
+		fileRow(&resp.Failed, &resp.Succeeded, id, err)
 	}
-	if err := s.remember(ctx, rk, hash, resp); err != nil {
-		return nil, err
-	}
-	return resp, nil
+	return answer(ctx, s, rk, hash, resp)
 }
 
 // page is one page of an admin listing: its rows are read by the caller's
