@@ -8,6 +8,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
 // Reservation ids name their owner: "r_<tenant>_<32 hex>". Keys are per
@@ -62,7 +63,7 @@ func (l *Ledger) Exists(ctx context.Context, tenant, id string) (bool, error) {
 	var out struct {
 		Exists bool `json:"exists"`
 	}
-	if err := l.exec.RunInto(ctx, &out, scriptExists, []string{keys.Tenant(tenant).Reservation(id)}); err != nil {
+	if err := scriptExists.RunInto(ctx, l.exec, &out, reservationKeys{keys.Tenant(tenant).Reservation(id)}, script.None{}); err != nil {
 		return false, err
 	}
 	return out.Exists, nil

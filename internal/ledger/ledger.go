@@ -25,23 +25,6 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/telemetry"
 )
 
-// The ledger's scripts (lua/ledger/<name>.lua). The per-request ones are
-// small and bounded and may share a pipeline; listings and the tenant-close
-// batches run on their own.
-var (
-	scriptReserve         = script.Define("ledger/reserve", script.Pipelined)
-	scriptDecide          = script.Define("ledger/decide", script.Pipelined)
-	scriptCommit          = script.Define("ledger/commit", script.Pipelined)
-	scriptRelease         = script.Define("ledger/release", script.Pipelined)
-	scriptExtend          = script.Define("ledger/extend", script.Pipelined)
-	scriptEvent           = script.Define("ledger/event", script.Pipelined)
-	scriptGet             = script.Define("ledger/get", script.Pipelined)
-	scriptExists          = script.Define("ledger/exists", script.Pipelined)
-	scriptList            = script.Define("ledger/list")
-	scriptBalances        = script.Define("ledger/balances")
-	scriptReleaseForClose = script.Define("ledger/release_for_close")
-)
-
 // DefaultGraceMs is the grace period when a reserve does not set one.
 const DefaultGraceMs = 5000
 

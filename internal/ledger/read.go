@@ -139,8 +139,8 @@ func (l *Ledger) Get(ctx context.Context, tenant string, req *cyclesv1.GetReserv
 	var out struct {
 		Rec record `json:"rec"`
 	}
-	key := []string{t.Reservation(req.GetReservationId())}
-	err := l.exec.RunInto(ctx, &out, scriptGet, key)
+	key := reservationKeys{t.Reservation(req.GetReservationId())}
+	err := scriptGet.RunInto(ctx, l.exec, &out, key, getArgs{})
 	if l.archived != nil && apierr.HasCode(err, apierr.NotFound) {
 		// Past the hot window: the same script answers from the archived
 		// record's fields, so the answer is the one Redis gave.
@@ -149,11 +149,11 @@ func (l *Ledger) Get(ctx context.Context, tenant string, req *cyclesv1.GetReserv
 			return nil, fmt.Errorf("get reservation from the archive: %w", aerr)
 		}
 		if ok {
-			args := make([]any, 0, 2*len(f))
+			pairs := make([]string, 0, 2*len(f))
 			for k, v := range f {
-				args = append(args, k, v)
+				pairs = append(pairs, k, v)
 			}
-			err = l.exec.RunInto(ctx, &out, scriptGet, key, args...)
+			err = scriptGet.RunInto(ctx, l.exec, &out, key, getArgs{pairs})
 		}
 	}
 	if err != nil {
@@ -327,9 +327,9 @@ func (l *Ledger) List(ctx context.Context, tenant string, req *cyclesv1.ListRese
 // walking at most ScanBudget entries from the cursor's position.
 func (l *Ledger) listPage(ctx context.Context, t keys.Tenant, index, dir, lo, hi string, cur listCursor, limit int, filters string, inc map[string]bool) (*listPageResult, error) {
 	var out listPageResult
-	err := l.exec.RunInto(ctx, &out, scriptList, []string{t.Prefix(), index, t.Created(), t.Expires()},
-		dir, lo, hi, strconv.FormatInt(cur.K, 10), strconv.Itoa(limit), strconv.Itoa(ScanBudget), filters, cur.S,
-		boolArg(inc["metadata"]), boolArg(inc["committed_metadata"]))
+	err := scriptList.RunInto(ctx, l.exec, &out, listKeys{t.Prefix(), index, t.Created(), t.Expires()},
+		listArgs{dir, lo, hi, cur.K, limit, ScanBudget, filters, cur.S,
+			boolArg(inc["metadata"]), boolArg(inc["committed_metadata"])})
 	if err != nil {
 		return nil, err
 	}
@@ -386,8 +386,8 @@ func (l *Ledger) Balances(ctx context.Context, tenant string, req *cyclesv1.GetB
 		More bool                        `json:"more"`
 		Last string                      `json:"last"`
 	}
-	err = l.exec.RunInto(ctx, &out, scriptBalances, []string{t.Prefix(), t.Budgets()},
-		cur.M, strconv.Itoa(limit), strconv.Itoa(ScanBudget), unit, string(sj))
+	err = scriptBalances.RunInto(ctx, l.exec, &out, balancesKeys{t.Prefix(), t.Budgets()},
+		balancesArgs{cur.M, limit, ScanBudget, unit, string(sj)})
 	if err != nil {
 		return nil, err
 	}

@@ -125,12 +125,18 @@ func (f flat) balances() []balanceRow {
 
 // runFlat runs a ledger mutation and reads its replay flag and the script's
 // extras (read by extras) and snapshot fields (read by fields).
-func (l *Ledger) runFlat(ctx context.Context, name *script.Def, keys []string, args []any,
+func runFlat[K, A any](ctx context.Context, l *Ledger, sc *script.Script[K, A], k K, a A,
 	extras func(flat, *result), fields func(flat, *snapshot)) (*result, *snapshot, error) {
-	reply, err := l.exec.RunFlat(ctx, name, keys, args...)
+	reply, err := sc.RunFlat(ctx, l.exec, k, a)
 	if err != nil {
 		return nil, nil, err
 	}
+	return readFlat(sc.Def, reply, extras, fields)
+}
+
+// readFlat reads a mutation's flat reply: the replay flag, the script's
+// extras (read by extras) and snapshot fields (read by fields).
+func readFlat(name *script.Def, reply []any, extras func(flat, *result), fields func(flat, *snapshot)) (*result, *snapshot, error) {
 	f := flat{script.NewFlatReader(reply)}
 	var r result
 	var s snapshot

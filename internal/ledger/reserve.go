@@ -40,13 +40,13 @@ func (l *Ledger) Reserve(ctx context.Context, tenant string, req *cyclesv1.Creat
 	}
 	rid := reservationID(tenant, l.newID())
 	t := keys.Tenant(tenant)
-	ks := append([]string{
+	ks := reserveKeys{
 		t.Prefix(), t.Record(), t.Budgets(), t.Reservation(rid), t.Deadlines(), t.Created(),
-		t.Expires(), t.Idempotency("reserve", req.GetIdempotencyKey()), t.Events(),
-	}, d.budgetKeys...)
-	res, snap, err := l.runFlat(ctx, scriptReserve, ks, []any{
-		mode, rid, d.unit, strconv.FormatInt(req.GetEstimate().GetAmount(), 10), ttl,
-		strconv.FormatInt(grace, 10), d.overage, req.GetIdempotencyKey(),
+		t.Expires(), t.Idempotency("reserve", req.GetIdempotencyKey()), t.Events(), d.budgetKeys,
+	}
+	res, snap, err := runFlat(ctx, l, scriptReserve, ks, reserveArgs{
+		mode, rid, d.unit, req.GetEstimate().GetAmount(), ttl,
+		grace, d.overage, req.GetIdempotencyKey(),
 		d.hash, d.Path, d.affected, subj, d.action, d.metadata, l.eventContext(ctx), d.observe,
 		d.kind, d.risk, d.runID, d.policyKeys},
 		reserveExtras, reserveFields)
@@ -118,10 +118,10 @@ func (l *Ledger) Decide(ctx context.Context, tenant string, req *cyclesv1.Decide
 		return nil, err
 	}
 	t := keys.Tenant(tenant)
-	ks := append([]string{t.Prefix(), t.Record(), t.Budgets(), t.Idempotency("decide", req.GetIdempotencyKey()), t.Events()},
-		d.budgetKeys...)
-	res, snap, err := l.runFlat(ctx, scriptDecide, ks, []any{
-		d.unit, strconv.FormatInt(req.GetEstimate().GetAmount(), 10), req.GetIdempotencyKey(), d.hash,
+	ks := decideKeys{t.Prefix(), t.Record(), t.Budgets(), t.Idempotency("decide", req.GetIdempotencyKey()), t.Events(),
+		d.budgetKeys}
+	res, snap, err := runFlat(ctx, l, scriptDecide, ks, decideArgs{
+		d.unit, req.GetEstimate().GetAmount(), req.GetIdempotencyKey(), d.hash,
 		d.Path, d.affected, d.subject, d.action, l.eventContext(ctx),
 		d.kind, d.risk, d.runID, d.policyKeys},
 		decideExtras, decideFields)

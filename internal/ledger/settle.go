@@ -36,14 +36,16 @@ func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.Commit
 	}
 	t := keys.Tenant(tenant)
 	rid := req.GetReservationId()
-	ks := []string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines(), t.Events()}
-	args := []any{rid, scope.UnitKey(req.GetActual().GetUnit()), strconv.FormatInt(req.GetActual().GetAmount(), 10),
-		req.GetIdempotencyKey(), hash, metrics, meta, l.eventContext(ctx), l.archive, scopefilter.ScriptArg(ctx)}
-	res, snap, err := l.runFlat(ctx, scriptCommit, ks, args, commitExtras, commitFields)
-	if more, ok, aerr := l.archivedArgs(ctx, tenant, rid, err); aerr != nil {
+	ks := commitKeys{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines(), t.Events()}
+	args := commitArgs{ID: rid, Unit: scope.UnitKey(req.GetActual().GetUnit()), Amount: req.GetActual().GetAmount(),
+		IdempotencyKey: req.GetIdempotencyKey(), PayloadHash: hash, Metrics: metrics, Metadata: meta,
+		EventCtx: l.eventContext(ctx), Archive: l.archive, ScopeFilter: scopefilter.ScriptArg(ctx)}
+	res, snap, err := runFlat(ctx, l, scriptCommit, ks, args, commitExtras, commitFields)
+	if more, ok, aerr := l.archivedPairs(ctx, tenant, rid, err); aerr != nil {
 		return nil, aerr
 	} else if ok {
-		res, snap, err = l.runFlat(ctx, scriptCommit, ks, append(args, more...), commitExtras, commitFields)
+		args.Archived = more
+		res, snap, err = runFlat(ctx, l, scriptCommit, ks, args, commitExtras, commitFields)
 	}
 	if err != nil {
 		return nil, l.refused(ctx, "commit", err)
@@ -88,13 +90,15 @@ func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.Relea
 		// script appends the audit entry with the release it records.
 		audit = eventctx.Arg(ctx, l.retention)
 	}
-	args := []any{rid, req.GetIdempotencyKey(), hash, req.GetReason(), audit, l.archive, scopefilter.ScriptArg(ctx)}
-	ks := []string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines()}
-	res, snap, err := l.runFlat(ctx, scriptRelease, ks, args, nil, releaseFields)
-	if more, ok, aerr := l.archivedArgs(ctx, tenant, rid, err); aerr != nil {
+	args := releaseArgs{ID: rid, IdempotencyKey: req.GetIdempotencyKey(), PayloadHash: hash, Reason: req.GetReason(),
+		AuditCtx: audit, Archive: l.archive, ScopeFilter: scopefilter.ScriptArg(ctx)}
+	ks := releaseKeys{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines()}
+	res, snap, err := runFlat(ctx, l, scriptRelease, ks, args, nil, releaseFields)
+	if more, ok, aerr := l.archivedPairs(ctx, tenant, rid, err); aerr != nil {
 		return nil, aerr
 	} else if ok {
-		res, snap, err = l.runFlat(ctx, scriptRelease, ks, append(args, more...), nil, releaseFields)
+		args.Archived = more
+		res, snap, err = runFlat(ctx, l, scriptRelease, ks, args, nil, releaseFields)
 	}
 	if err != nil {
 		return nil, l.refused(ctx, "release", err)
@@ -127,10 +131,10 @@ func (l *Ledger) Extend(ctx context.Context, tenant string, req *cyclesv1.Extend
 	}
 	t := keys.Tenant(tenant)
 	rid := req.GetReservationId()
-	res, snap, err := l.runFlat(ctx, scriptExtend,
-		[]string{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines(), t.Expires(),
+	res, snap, err := runFlat(ctx, l, scriptExtend,
+		extendKeys{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines(), t.Expires(),
 			t.Idempotency("extend:"+rid, req.GetIdempotencyKey())},
-		[]any{rid, strconv.FormatInt(req.GetExtendByMs(), 10), req.GetIdempotencyKey(), hash, meta, scopefilter.ScriptArg(ctx)},
+		extendArgs{rid, req.GetExtendByMs(), req.GetIdempotencyKey(), hash, meta, scopefilter.ScriptArg(ctx)},
 		extendExtras, extendFields)
 	if err != nil {
 		return nil, l.refused(ctx, "extend", err)
@@ -168,10 +172,10 @@ func (l *Ledger) CreateEvent(ctx context.Context, tenant string, req *cyclesv1.C
 	}
 	eid := l.newID()
 	t := keys.Tenant(tenant)
-	ks := append([]string{t.Prefix(), t.Record(), t.Budgets(), t.Event(eid),
-		t.Idempotency("event", req.GetIdempotencyKey()), t.Events()}, d.budgetKeys...)
-	res, snap, err := l.runFlat(ctx, scriptEvent, ks, []any{
-		eid, d.unit, strconv.FormatInt(req.GetActual().GetAmount(), 10), d.overage,
+	ks := eventKeys{t.Prefix(), t.Record(), t.Budgets(), t.Event(eid),
+		t.Idempotency("event", req.GetIdempotencyKey()), t.Events(), d.budgetKeys}
+	res, snap, err := runFlat(ctx, l, scriptEvent, ks, eventArgs{
+		eid, d.unit, req.GetActual().GetAmount(), d.overage,
 		req.GetIdempotencyKey(), d.hash, d.Path, d.affected, d.subject, d.action, metrics, d.metadata, clientTime,
 		l.eventContext(ctx)}, eventExtras, eventFields)
 	if err != nil {
@@ -214,9 +218,9 @@ func (l *Ledger) ReleaseForTenantClose(ctx context.Context, tenant string, batch
 		Quarantined int `json:"quarantined"`
 		Remaining   int `json:"remaining"`
 	}
-	err = l.exec.RunInto(ctx, &out, scriptReleaseForClose,
-		[]string{t.Prefix(), t.Record(), t.Deadlines(), t.Events()},
-		strconv.Itoa(batch), l.eventContext(ctx), l.archive)
+	err = scriptReleaseForClose.RunInto(ctx, l.exec, &out,
+		releaseForCloseKeys{t.Prefix(), t.Record(), t.Deadlines(), t.Events()},
+		releaseForCloseArgs{batch, l.eventContext(ctx), l.archive})
 	if err != nil {
 		return 0, false, l.refused(ctx, "release_for_close", err)
 	}
@@ -226,12 +230,12 @@ func (l *Ledger) ReleaseForTenantClose(ctx context.Context, tenant string, batch
 	return out.Released, out.Remaining > 0, nil
 }
 
-// archivedArgs: when a commit or release found no record (err NOT_FOUND)
+// archivedPairs: when a commit or release found no record (err NOT_FOUND)
 // and the reservation is in the archive (past the hot window), the
 // archived record's field/value pairs, for the script's second run, which
 // answers a replay from them byte for byte as from the hash, or refuses
 // as it would have, writing nothing (lua/ledger/commit.lua, release.lua).
-func (l *Ledger) archivedArgs(ctx context.Context, tenant, rid string, err error) ([]any, bool, error) {
+func (l *Ledger) archivedPairs(ctx context.Context, tenant, rid string, err error) ([]string, bool, error) {
 	if l.archived == nil || !apierr.HasCode(err, apierr.NotFound) {
 		return nil, false, nil
 	}
@@ -247,7 +251,7 @@ func (l *Ledger) archivedArgs(ctx context.Context, tenant, rid string, err error
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	out := make([]any, 0, 2*len(f))
+	out := make([]string, 0, 2*len(f))
 	for _, k := range names {
 		out = append(out, k, f[k])
 	}

@@ -5,10 +5,13 @@
 -- budgets whose scope path holds every filter segment exactly (values already
 -- lowercased) and, when set, the unit. Bounded: scans at most ARGV[3] entries.
 --
--- KEYS: 1 tenant prefix   2 budgets index
--- ARGV: 1 exclusive start member ('' = from the beginning)   2 limit
---       3 scan budget   4 unit filter ('' = every unit)
---       5 segment filters (JSON array of "level:value")
+-- KEYS: 1 tenant_prefix
+--       2 budget_index
+-- ARGV: 1 after          exclusive start member ('' = from the beginning)
+--       2 limit
+--       3 scan_budget
+--       4 unit           unit filter ('' = every unit)
+--       5 segments       segment filters (JSON array of "level:value")
 -- Result: ok({rows = [{unit, <balance_of fields>}...], more = bool, last = '<member>'})
 
 local after = ARGV[1]

@@ -2,24 +2,35 @@
 -- ledger/commit: settle a reservation with its actual cost (docs/protocol.md#commit).
 -- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_settle.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua lib/scope_filter.lua
 --
--- KEYS: 1 tenant prefix   2 tenant record   3 reservation hash
---       4 deadline index  5 event stream
---   Budget hashes are derived from the record's budgeted scopes and unit as
---   KEYS[1] .. 'b:' .. scope .. ':' .. unit (same slot).
--- ARGV: 1 reservation id   2 actual unit   3 actual amount (decimal)
---       4 idempotency key  5 payload hash  6 metrics (JSON or '')
---       7 metadata (JSON or '')   8 event context
---       9 archive: '1' when an archive is configured (the settled record
---         joins the tenant's archive queue instead of getting its TTL; see
---         finalize in lib/ledger_reservation.lua), else '' or absent
---      10 scope filter of the caller's API key (scopefilter.ScriptArg; ''
---         none): a reservation outside it is refused before anything else,
---         replays included
---   11.. an archived record's field/value pairs (at most 128 pairs), only
---         when internal/ledger found the hash gone and the reservation in
---         the PostgreSQL archive: read only when the hash does not exist;
---         the script then answers a replay from them, or refuses exactly
---         as for the settled hash, and writes nothing.
+-- KEYS: 1 tenant_prefix
+--       2 tenant_record
+--       3 reservation       the reservation hash
+--       4 deadlines         the deadline index
+--       5 event_stream
+--                           Budget hashes are derived from the record's budgeted
+--                           scopes and unit as KEYS[1] .. 'b:' .. scope .. ':' ..
+--                           unit (same slot).
+-- ARGV: 1 reservation_id
+--       2 unit              the actual's unit
+--       3 amount            the actual amount (decimal)
+--       4 idempotency_key
+--       5 payload_hash
+--       6 metrics           JSON or ''
+--       7 metadata          JSON or ''
+--       8 event_ctx         event context
+--       9 archive           '1' when an archive is configured (the settled record
+--                           joins the tenant's archive queue instead of getting
+--                           its TTL; see finalize in lib/ledger_reservation.lua),
+--                           else '' or absent
+--       10 scope_filter     of the caller's API key (scopefilter.ScriptArg; ''
+--                           none): a reservation outside it is refused before
+--                           anything else, replays included
+--       11.. archived_pairs an archived record's field/value pairs (at most 128
+--                           pairs), only when internal/ledger found the hash gone
+--                           and the reservation in the PostgreSQL archive: read
+--                           only when the hash does not exist; the script then
+--                           answers a replay from them, or refuses exactly as for
+--                           the settled hash, and writes nothing.
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), overage ('<A-E or 0>'),
 --             debt ('<debt incurred>'), <commit snapshot fields>})
 --   (lib/ledger_snapshot.lua), rebuilt on replay from the record (charged,

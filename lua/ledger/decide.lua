@@ -5,15 +5,26 @@
 -- record and an idempotency mismatch are errors. Writes only the idempotency
 -- record and, on DENY, a reservation.denied event.
 --
--- KEYS: 1 tenant prefix   2 tenant record   3 budgets index
---       4 idempotency record (endpoint "decide")   5 event stream
---       6.. budget hash of each affected scope in the request unit, canonical order
--- ARGV: 1 unit   2 estimate (decimal)   3 idempotency key   4 payload hash
---       5 scope path   6 affected scopes (JSON array; '' = the scope path's prefixes)   7 subject (JSON)
---       8 action (JSON)   9 event context
---       10 action kind   11 its risk class ('' = an undeclared custom.* kind)
---       12 Subject.dimensions.run_id ('' = none)
---       13 the policy keys quota allowlists may match (as ledger/reserve's ARGV 20)
+-- KEYS: 1 tenant_prefix
+--       2 tenant_record
+--       3 budget_index
+--       4 idem_record       idempotency record (endpoint "decide")
+--       5 event_stream
+--       6.. budgets         budget hash of each affected scope in the request
+--                           unit, canonical order
+-- ARGV: 1 unit
+--       2 estimate          decimal
+--       3 idempotency_key
+--       4 payload_hash
+--       5 scope_path
+--       6 affected          affected scopes (JSON array; '' = the scope path's prefixes)
+--       7 subject           JSON
+--       8 action            JSON
+--       9 event_ctx         event context
+--       10 action_kind
+--       11 risk_class       the kind's ('' = an undeclared custom.* kind)
+--       12 run_id           Subject.dimensions.run_id ('' = none)
+--       13 policy_keys      the keys quota allowlists may match (as ledger/reserve's ARGV 20)
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), denied (<reason> or ''), <decide snapshot fields>})
 --   (lib/ledger_snapshot.lua), from the snapshot the idempotency record keeps
 --   as JSON (`resp`: {decision, reason_code?, caps?, affected, deny_detail?}).

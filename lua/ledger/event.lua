@@ -3,14 +3,28 @@
 -- (docs/protocol.md#direct-debits-createevent). Never blocked by is_over_limit or outstanding debt: only
 -- by tenant status, budget status and its own overage policy.
 --
--- KEYS: 1 tenant prefix   2 tenant record   3 budgets index   4 event record
---       5 idempotency record (endpoint "event")   6 event stream
---       7.. budget hash of each affected scope in the request unit, canonical order
--- ARGV: 1 event id   2 unit   3 actual (decimal)   4 overage policy ('' = tenant default)
---       5 idempotency key   6 payload hash   7 scope path   8 affected scopes (JSON array;
---       '' = the scope path's prefixes)
---       9 subject (JSON)   10 action (JSON)   11 metrics (JSON or '')   12 metadata (JSON or '')
---       13 client_time_ms (advisory, stored only, never used as a clock)   14 event context
+-- KEYS: 1 tenant_prefix
+--       2 tenant_record
+--       3 budget_index
+--       4 event_record
+--       5 idem_record       idempotency record (endpoint "event")
+--       6 event_stream
+--       7.. budgets         budget hash of each affected scope in the request
+--                           unit, canonical order
+-- ARGV: 1 event_id
+--       2 unit
+--       3 amount            the actual (decimal)
+--       4 overage_policy    '' = tenant default
+--       5 idempotency_key
+--       6 payload_hash
+--       7 scope_path
+--       8 affected          affected scopes (JSON array; '' = the scope path's prefixes)
+--       9 subject           JSON
+--       10 action           JSON
+--       11 metrics          JSON or ''
+--       12 metadata         JSON or ''
+--       13 client_time_ms   advisory, stored only, never used as a clock
+--       14 event_ctx        event context
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), debt ('<debt incurred>'), <event snapshot fields>})
 --   (lib/ledger_snapshot.lua), from the snapshot the event record keeps as
 --   JSON (`resp`: {status = 'APPLIED', event_id, unit, charged? (only when

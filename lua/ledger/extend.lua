@@ -3,14 +3,22 @@
 -- New expires_at = current expires_at + extend_by_ms; accepted only while
 -- now <= expires_at (no grace) and ext_count < max_ext. No clamp, no events.
 --
--- KEYS: 1 tenant prefix   2 tenant record   3 reservation hash   4 deadline index
---       5 expires index    6 idempotency record (endpoint "extend:<reservation id>")
--- ARGV: 1 reservation id   2 extend_by_ms   3 idempotency key   4 payload hash
---       5 metadata (JSON or '')
---       6 scope filter of the caller's API key (scopefilter.ScriptArg; ''
---         none): a reservation outside it (or one whose record is gone) is
---         refused before anything else, replays included
---       Extra ARGV are ignored (time always comes from Redis TIME).
+-- KEYS: 1 tenant_prefix
+--       2 tenant_record
+--       3 reservation       the reservation hash
+--       4 deadlines         the deadline index
+--       5 expires_index
+--       6 idem_record       idempotency record (endpoint "extend:<reservation id>")
+-- ARGV: 1 reservation_id
+--       2 extend_by_ms
+--       3 idempotency_key
+--       4 payload_hash
+--       5 metadata          JSON or ''
+--       6 scope_filter      of the caller's API key (scopefilter.ScriptArg; ''
+--                           none): a reservation outside it (or one whose record
+--                           is gone) is refused before anything else, replays
+--                           included. Extra ARGV are ignored (time always comes
+--                           from Redis TIME).
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), rem_ttl ('<ms>'), <extend snapshot fields>})
 --   (lib/ledger_snapshot.lua), from the snapshot the idempotency record keeps
 --   as JSON (`resp`: {status = 'ACTIVE', unit, expires_at_ms, balances, extension_count}).

@@ -4,11 +4,12 @@
 -- Keys are per tenant: another tenant's id is answered before this script
 -- (FORBIDDEN or NOT_FOUND, see internal/api/runtimeapi and internal/ledger ids.go).
 --
--- KEYS: 1 reservation hash
--- ARGV: (none), or an archived record's fields as field/value pairs (at
---   most 128 pairs): a reservation past the hot window, read from the
---   PostgreSQL archive (internal/archiver RecordOf). It is then answered
---   from them exactly as from the hash, which is not read.
+-- KEYS: 1 reservation      the reservation hash
+-- ARGV: 1.. archived_pairs  none, or an archived record's fields as field/value
+--                          pairs (at most 128 pairs): a reservation past the hot
+--                          window, read from the PostgreSQL archive
+--                          (internal/archiver RecordOf). It is then answered from
+--                          them exactly as from the hash, which is not read.
 -- Result: ok({rec = {<field> = <value>, ...}}) with the RECORD_FIELDS present.
 -- Refusals: NOT_FOUND (never existed or purged after retention),
 --   INVALID_REQUEST (odd or too many archived pairs),

@@ -8,15 +8,22 @@
 -- Read only (no-writes: it answers on a full Redis). An index entry whose
 -- record outlived its retention is skipped, not removed: reserve.lua trims
 -- the listing indexes of entries older than two retention periods.
--- KEYS: 1 tenant prefix   2 index to walk (created or expires index)
---       3 created index   4 expires index (unused; kept for the key layout)
--- ARGV: 1 direction ('asc' | 'desc')   2 lowest score ('-inf' or ms)
---       3 highest score ('+inf' or ms)  4 entries at the boundary score already
---       consumed (cursor)   5 limit   6 scan budget
---       7 filters JSON {state, idem, segs = ["agent:x", ...], cf, ct, ef, et, ff, ft}
---         (times as decimal strings, '' = unset; segs lowercased)
---       8 boundary score of the cursor ('' on the first page)
---       9 include reserve metadata ('1' | '0')   10 include commit metadata ('1' | '0')
+-- KEYS: 1 tenant_prefix
+--       2 index              the index to walk (created or expires index)
+--       3 created_index
+--       4 expires_index      unused; kept for the key layout
+-- ARGV: 1 direction          'asc' | 'desc'
+--       2 lowest             lowest score ('-inf' or ms)
+--       3 highest            highest score ('+inf' or ms)
+--       4 consumed           entries at the boundary score already consumed (cursor)
+--       5 limit
+--       6 scan_budget
+--       7 filters            JSON {state, idem, segs = ["agent:x", ...], cf, ct, ef,
+--                            et, ff, ft} (times as decimal strings, '' = unset;
+--                            segs lowercased)
+--       8 boundary_score     of the cursor ('' on the first page)
+--       9 reserve_metadata   include reserve metadata ('1' | '0')
+--       10 commit_metadata   include commit metadata ('1' | '0')
 -- Result: ok({rows = [{<field> = <value>}...], more = bool, s = '<score>', k = '<n>',
 --   rs = ['<score>'...], rk = ['<n>'...], lid = '<id>'})
 --   (s, k) is the position after the last entry scanned; valid when more.

@@ -3,23 +3,31 @@
 -- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_reservation.lua lib/ledger_release.lua lib/ledger_snapshot.lua lib/audit.lua lib/scope_filter.lua
 -- No events are emitted on release (REF).
 --
--- KEYS: 1 tenant prefix   2 tenant record   3 reservation hash   4 deadline index
---   Budget hashes are derived from the record (KEYS[1] .. 'b:' .. scope .. ':' .. unit).
--- ARGV: 1 reservation id   2 idempotency key   3 payload hash   4 reason
---       5 event context with an audit entry (internal/eventctx.Arg), only when
---         the call is audited (the admin key acting for the tenant): the
---         release appends it to the tenant's audit stream (lib/audit.lua);
---         '' when not audited
---       6 archive: '1' when an archive is configured (finalize in
---         lib/ledger_reservation.lua), else '' or absent
---       7 scope filter of the caller's API key (scopefilter.ScriptArg; ''
---         none): a reservation outside it is refused before anything else,
---         replays included
---    8.. an archived record's field/value pairs (at most 128 pairs), only
---         when internal/ledger found the hash gone and the reservation in
---         the PostgreSQL archive: read only when the hash does not exist;
---         the script then answers a replay from them, or refuses exactly
---         as for the settled hash, and writes nothing.
+-- KEYS: 1 tenant_prefix
+--       2 tenant_record
+--       3 reservation       the reservation hash
+--       4 deadlines         the deadline index
+--                           Budget hashes are derived from the record
+--                           (KEYS[1] .. 'b:' .. scope .. ':' .. unit).
+-- ARGV: 1 reservation_id
+--       2 idempotency_key
+--       3 payload_hash
+--       4 reason
+--       5 audit_ctx         event context with an audit entry (internal/eventctx.Arg),
+--                           only when the call is audited (the admin key acting
+--                           for the tenant): the release appends it to the
+--                           tenant's audit stream (lib/audit.lua); '' when not audited
+--       6 archive           '1' when an archive is configured (finalize in
+--                           lib/ledger_reservation.lua), else '' or absent
+--       7 scope_filter      of the caller's API key (scopefilter.ScriptArg; ''
+--                           none): a reservation outside it is refused before
+--                           anything else, replays included
+--       8.. archived_pairs  an archived record's field/value pairs (at most 128
+--                           pairs), only when internal/ledger found the hash gone
+--                           and the reservation in the PostgreSQL archive: read
+--                           only when the hash does not exist; the script then
+--                           answers a replay from them, or refuses exactly as for
+--                           the settled hash, and writes nothing.
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), <release snapshot fields>})
 --   (lib/ledger_snapshot.lua: unit, released, balances), rebuilt on replay
 --   from the record (estimate, balance rows lb<i>).

@@ -7,10 +7,14 @@
 -- call can refund a hold twice. Emits reservation.released_via_tenant_cascade
 -- per reservation.
 --
--- KEYS: 1 tenant prefix   2 tenant record   3 deadline index   4 event stream
--- ARGV: 1 batch size (1..1000)   2 event context
---       3 archive: '1' when an archive is configured (finalize in
---         lib/ledger_reservation.lua), else '' or absent
+-- KEYS: 1 tenant_prefix
+--       2 tenant_record
+--       3 deadlines       the deadline index
+--       4 event_stream
+-- ARGV: 1 batch_size      1..1000
+--       2 event_ctx       event context
+--       3 archive         '1' when an archive is configured (finalize in
+--                         lib/ledger_reservation.lua), else '' or absent
 -- Result: ok({released = n, quarantined = n, remaining = <ids still in the deadline index>})
 -- Refusals: INVALID_STATE (tenant record absent or not CLOSED), INTERNAL_ERROR.
 

@@ -2,27 +2,41 @@
 -- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua lib/keys.lua lib/record_layout.lua lib/policy.lua lib/quota.lua
 -- docs/protocol.md#reserve, docs/protocol.md#idempotency-and-replay, docs/protocol.md#events.
 --
--- KEYS: 1 tenant prefix "cy:{t:T}:"   2 tenant record     3 budgets index
---       4 reservation hash (new id)   5 deadline index    6 created index
---       7 expires index               8 idempotency record (endpoint "reserve")
---       9 event stream
---       10.. budget hash of each affected scope in the request unit, canonical order
--- ARGV: 1 mode ('live' | 'dry')       2 reservation id    3 unit (TOKENS, ...)
---       4 estimate (decimal)          5 ttl_ms ('' = tenant default)
---       6 grace_ms                    7 overage policy ('' = tenant default)
---       8 idempotency key             9 payload hash (internal/idempotency)
---       10 scope path                 11 affected scopes (JSON array, canonical order; '' = the
---                                        scope path's prefixes)
---       12 subject (JSON; '' = the subject the scope path implies, not stored)
---       13 action (JSON)              14 metadata (JSON or '')
---       15 event context (internal/events)
---       16 the request's observe mode ('' | 'DISABLED' | 'OBSERVE' | 'ENFORCE')
---       17 action kind   18 its risk class ('' = an undeclared custom.* kind)
---       19 Subject.dimensions.run_id ('' = none)
---       20 the policy keys quota allowlists may match (JSON object of host,
---          recipient_domain, resource_type as the kind's spec declares them;
---          '' = none; actionkind.MatchKeys)
---       Extra ARGV are ignored (time always comes from Redis TIME).
+-- KEYS: 1 tenant_prefix     "cy:{t:T}:"
+--       2 tenant_record
+--       3 budget_index
+--       4 reservation       the reservation hash (new id)
+--       5 deadlines         the deadline index
+--       6 created_index
+--       7 expires_index
+--       8 idem_record       idempotency record (endpoint "reserve")
+--       9 event_stream
+--       10.. budgets        budget hash of each affected scope in the request
+--                           unit, canonical order
+-- ARGV: 1 mode              'live' | 'dry'
+--       2 reservation_id
+--       3 unit              TOKENS, ...
+--       4 estimate          decimal
+--       5 ttl_ms            '' = tenant default
+--       6 grace_ms
+--       7 overage_policy    '' = tenant default
+--       8 idempotency_key
+--       9 payload_hash      internal/idempotency
+--       10 scope_path
+--       11 affected         affected scopes (JSON array, canonical order; '' =
+--                           the scope path's prefixes)
+--       12 subject          JSON; '' = the subject the scope path implies, not stored
+--       13 action           JSON
+--       14 metadata         JSON or ''
+--       15 event_ctx        event context (internal/eventctx.Arg)
+--       16 observe_mode     the request's ('' | 'DISABLED' | 'OBSERVE' | 'ENFORCE')
+--       17 action_kind
+--       18 risk_class       the kind's ('' = an undeclared custom.* kind)
+--       19 run_id           Subject.dimensions.run_id ('' = none)
+--       20 policy_keys      the keys quota allowlists may match (JSON object of
+--                           host, recipient_domain, resource_type as the kind's
+--                           spec declares them; '' = none; actionkind.MatchKeys).
+--                           Extra ARGV are ignored (time always comes from Redis TIME).
 -- Observe mode (v0.1.26): the request's mode wins when set, else the
 --   tenant's OBSERVE, else ENFORCE (DISABLED = ENFORCE). OBSERVE evaluates
 --   as a dry run (nothing held), answers the decision enforcement would make
