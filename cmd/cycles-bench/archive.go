@@ -411,24 +411,6 @@ func (a *archiveRun) lag(ctx context.Context, res *ArchiveResult, rate float64, 
 	return nil
 }
 
-// usedMemory is used_memory less the clients' buffers (see runMemory).
-func (a *archiveRun) usedMemory(ctx context.Context) (int64, error) {
-	info, err := a.rc.Info(ctx, "memory").Result()
-	if err != nil {
-		return 0, err
-	}
-	n, err := strconv.ParseInt(redisinfo.Field(info, "used_memory"), 10, 64)
-	if err != nil {
-		return 0, err
-	}
-	for _, f := range []string{"mem_clients_normal", "mem_clients_slaves"} {
-		if v, err := strconv.ParseInt(redisinfo.Field(info, f), 10, 64); err == nil {
-			n -= v
-		}
-	}
-	return n, nil
-}
-
 func (a *archiveRun) plateau(ctx context.Context, res *ArchiveResult, rate float64, d, hot time.Duration) error {
 	g, err := a.newGroupNamed(ctx, fmt.Sprintf("bench-%s-archive-plateau", a.runID), "shared", a.workers)
 	if err != nil {
@@ -445,7 +427,7 @@ func (a *archiveRun) plateau(ctx context.Context, res *ArchiveResult, rate float
 		case <-time.After(hot + 5*time.Second):
 		}
 	}
-	base, err := a.usedMemory(ctx)
+	base, err := usedMemory(ctx, a.rc)
 	if err != nil {
 		return err
 	}
@@ -463,7 +445,7 @@ func (a *archiveRun) plateau(ctx context.Context, res *ArchiveResult, rate float
 			case <-stop:
 				return
 			case <-t.C:
-				used, err := a.usedMemory(ctx)
+				used, err := usedMemory(ctx, a.rc)
 				queued, _, qerr := a.queue(ctx, g)
 				if err != nil || qerr != nil {
 					continue

@@ -32,27 +32,7 @@ func (b *runner) runMemory(ctx context.Context, n int) (*bench.Memory, bench.Led
 	defer g.close()
 	rc := redis.NewClient(&redis.Options{Addr: b.cfg.redisAddr, PoolSize: 1})
 	defer rc.Close()
-	// used is used_memory without the clients' buffers (mem_clients_normal,
-	// mem_clients_slaves): connections of earlier phases closing, or Redis
-	// shrinking an idle client's query buffer, move used_memory by
-	// megabytes, as much as thousands of reservations, and are no part of
-	// what a reservation costs.
-	used := func() (int64, error) {
-		info, err := rc.Info(ctx, "memory").Result()
-		if err != nil {
-			return 0, err
-		}
-		n, err := strconv.ParseInt(redisinfo.Field(info, "used_memory"), 10, 64)
-		if err != nil {
-			return 0, err
-		}
-		for _, f := range []string{"mem_clients_normal", "mem_clients_slaves"} {
-			if v, err := strconv.ParseInt(redisinfo.Field(info, f), 10, 64); err == nil {
-				n -= v
-			}
-		}
-		return n, nil
-	}
+	used := func() (int64, error) { return usedMemory(ctx, rc) }
 	// Every worker runs its share; errors are counted by code (the ledger
 	// check reconciles lost responses) and the deltas are divided by the
 	// reservations that exist.
@@ -147,4 +127,26 @@ func recordUsage(ctx context.Context, rc *redis.Client, key string) (int64, stri
 	n, _ := rc.MemoryUsage(ctx, key, 0).Result()
 	enc, _ := rc.ObjectEncoding(ctx, key).Result()
 	return n, enc
+}
+
+// usedMemory is Redis's used_memory without the clients' buffers
+// (mem_clients_normal, mem_clients_slaves): connections of earlier phases
+// closing, or Redis shrinking an idle client's query buffer, move
+// used_memory by megabytes, as much as thousands of reservations, and are no
+// part of what a reservation costs.
+func usedMemory(ctx context.Context, rc redis.UniversalClient) (int64, error) {
+	info, err := rc.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(redisinfo.Field(info, "used_memory"), 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range []string{"mem_clients_normal", "mem_clients_slaves"} {
+		if v, err := strconv.ParseInt(redisinfo.Field(info, f), 10, 64); err == nil {
+			n -= v
+		}
+	}
+	return n, nil
 }
