@@ -44,13 +44,16 @@ func (l *Ledger) newCreating(tenant string, req proto.Message) (*creating, error
 		action  *cyclesv1.Action
 		meta    proto.Message
 		overage cyclesv1.CommitOveragePolicy
+		// governed: the request's action goes through action governance
+		// (reserve and decide; an event records a cost after the fact).
+		governed bool
 	)
 	switch r := req.(type) {
 	case *cyclesv1.CreateReservationRequest:
 		subj, unit, action, meta, overage = r.GetSubject(), r.GetEstimate().GetUnit(), r.GetAction(), r.GetMetadata(), r.GetOveragePolicy()
-		c.observe = observeArg(r.GetObserveMode())
+		c.observe, governed = observeArg(r.GetObserveMode()), true
 	case *cyclesv1.DecideRequest:
-		subj, unit, action = r.GetSubject(), r.GetEstimate().GetUnit(), r.GetAction()
+		subj, unit, action, governed = r.GetSubject(), r.GetEstimate().GetUnit(), r.GetAction(), true
 	case *cyclesv1.CreateEventRequest:
 		subj, unit, action, meta, overage = r.GetSubject(), r.GetActual().GetUnit(), r.GetAction(), r.GetMetadata(), r.GetOveragePolicy()
 	default:
@@ -71,7 +74,7 @@ func (l *Ledger) newCreating(tenant string, req proto.Message) (*creating, error
 	if c.subject, c.action, c.metadata, err = storedJSON(subj, action, meta); err != nil {
 		return nil, err
 	}
-	if _, event := req.(*cyclesv1.CreateEventRequest); !event {
+	if governed {
 		kind := action.GetKind()
 		c.kind, c.policyKeys = kind, l.kinds.MatchKeys(kind, action.GetPolicyKeys())
 		c.risk, c.runID = string(l.kinds.Classify(kind).Risk), subj.GetDimensions()["run_id"]

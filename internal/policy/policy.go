@@ -242,6 +242,10 @@ func (s *Service) GetScopePolicy(ctx context.Context, req *cyclesv1.GetScopePoli
 // holds at most MaxPerTenant policies, so one script reads them all and the
 // filters and the page are applied here.
 func (s *Service) ListScopePolicies(ctx context.Context, req *cyclesv1.ListScopePoliciesRequest) (*cyclesv1.ListScopePoliciesResponse, error) {
+	lf, err := listFilterOf(req)
+	if err != nil {
+		return nil, err
+	}
 	items, err := s.read(ctx, req.GetTenantId(), "")
 	if err != nil {
 		return nil, err
@@ -262,7 +266,7 @@ func (s *Service) ListScopePolicies(ctx context.Context, req *cyclesv1.ListScope
 	limit = min(limit, MaxListLimit)
 	resp := &cyclesv1.ListScopePoliciesResponse{}
 	for _, it := range items {
-		if it.PolicyID <= req.GetCursor() || (pattern != "" && it.ScopePattern != pattern) || (status != "" && it.Status != status) {
+		if it.PolicyID <= req.GetCursor() || (pattern != "" && it.ScopePattern != pattern) || (status != "" && it.Status != status) || !lf.match(it) {
 			continue
 		}
 		if len(resp.Policies) == limit {

@@ -24,13 +24,13 @@ func (a *API) policyRoutes() []endpoint {
 		on(a, "POST /v1/admin/policies", cyclesv1.PolicyService_CreateScopePolicy_FullMethodName,
 			via(pol, cyclesv1.PolicyServiceServer.CreateScopePolicy), jsonBody((*policyIn).fillCreate),
 			func(p *cyclesv1.CreateScopePolicyResponse) *policyOut { return policyOutOf(p.GetPolicy()) }, created, offPolicy),
-		// tenant_id is required (admin key); the v0.1.26 filters
-		// (has_action_quotas, references_action_kind) are ignored, as the spec
-		// allows a server without those extensions.
+		// tenant_id is required (admin key); has_action_quotas and
+		// references_action_kind are the v0.1.26 filters.
 		on(a, "GET /v1/admin/policies", cyclesv1.PolicyService_ListScopePolicies_FullMethodName,
 			via(pol, cyclesv1.PolicyServiceServer.ListScopePolicies), check(tenantRequired),
 			shaped[*cyclesv1.ListScopePoliciesResponse](page("policies", item(policyOutOf))), offPolicy,
-			query(q("tenant_id"), q("scope_pattern"), q("cursor"), q("status"), q("limit"))),
+			query(q("tenant_id"), q("scope_pattern"), q("cursor"), q("status"), q("limit"),
+				q("has_action_quotas"), q("references_action_kind"))),
 		on(a, "GET /v1/admin/policies/{policy_id}", cyclesv1.PolicyService_GetScopePolicy_FullMethodName,
 			via(pol, cyclesv1.PolicyServiceServer.GetScopePolicy), tenantFrom[*cyclesv1.GetScopePolicyRequest]("policy_id", policy.TenantOf, nil),
 			func(p *cyclesv1.GetScopePolicyResponse) *policyOut { return policyOutOf(p.GetPolicy()) }, offPolicy, query(q("tenant_id"))),
