@@ -48,8 +48,14 @@ func TestStreamReadsPastRetention(t *testing.T) {
 	for i := 0; i < 7; i++ {
 		id := fmt.Sprintf("evt_%s_%016x", tn, i)
 		eventIDs = append(eventIDs, id)
-		add(tk.Events(), fmt.Sprintf("%d-%d", base+int64(i/3), i%3), "id", id, "type", "reservation.committed",
-			"cat", "reservation", "ts", fmt.Sprint(base+int64(i/3)), "scope", "tenant:"+tn, "data", fmt.Sprintf(`{"n":%d}`, i))
+		fields := []string{"id", id, "type", "reservation.committed",
+			"cat", "reservation", "ts", fmt.Sprint(base+int64(i/3)), "scope", "tenant:"+tn, "data", fmt.Sprintf(`{"n":%d}`, i)}
+		if i%2 == 0 {
+			// The correlation id is the entry's last field, written only
+			// when set (lua/lib/core.lua emit_event): both layouts archive.
+			fields = append(fields, "corr", "cor_even")
+		}
+		add(tk.Events(), fmt.Sprintf("%d-%d", base+int64(i/3), i%3), fields...)
 	}
 	for i := 0; i < 5; i++ {
 		add(tk.Audit(), fmt.Sprintf("%d-%d", base+int64(i/2), i%2), "id", fmt.Sprintf("aud_t%d", i), "t", tn,
@@ -113,6 +119,9 @@ func TestStreamReadsPastRetention(t *testing.T) {
 		{"events from a time", func() [][]byte {
 			return listEvents(&cyclesv1.ListEventsRequest{TenantId: tn, Limit: 1, FromMs: proto.Int64(base + 1)})
 		}},
+		{"events by correlation id", func() [][]byte {
+			return listEvents(&cyclesv1.ListEventsRequest{TenantId: tn, CorrelationId: "cor_even", Limit: 1})
+		}},
 		{"get every event", func() [][]byte {
 			var out [][]byte
 			for _, id := range eventIDs {
@@ -138,8 +147,11 @@ func TestStreamReadsPastRetention(t *testing.T) {
 			t.Fatalf("%s: nothing read proves nothing", rd.name)
 		}
 	}
-	if n := len(golden[6]); n != 9 {
+	if n := len(golden[7]); n != 9 {
 		t.Fatalf("all audit: %d entries, want 9", n)
+	}
+	if n := len(golden[3]); n != 4 || !bytes.Contains(golden[3][0], []byte("cor_even")) {
+		t.Fatalf("events by correlation id: %d, want the 4 with one", n)
 	}
 	check := func(stage string) {
 		t.Helper()

@@ -181,6 +181,7 @@ func (s *Service) Tenants(ctx context.Context, req *cyclesv1.BulkActionTenantsRe
 		cyclesv1.TenantBulkAction_TENANT_BULK_ACTION_REACTIVATE: cyclesv1.TenantStatus_TENANT_STATUS_ACTIVE,
 		cyclesv1.TenantBulkAction_TENANT_BULK_ACTION_CLOSE:      cyclesv1.TenantStatus_TENANT_STATUS_CLOSED,
 	}[req.GetAction()]
+	rows := correlated(ctx, "tenant", req.GetAction().String(), "TENANT_BULK_ACTION_")
 	for _, t := range matched {
 		id := t.GetTenantId()
 		if t.GetStatus() == target {
@@ -189,12 +190,12 @@ func (s *Service) Tenants(ctx context.Context, req *cyclesv1.BulkActionTenantsRe
 		}
 		var err error
 		if target == cyclesv1.TenantStatus_TENANT_STATUS_CLOSED {
-			rctx := audit.Row(ctx, "closeTenant", audit.ResourceTenant, id, id, req.GetIdempotencyKey())
+			rctx := audit.Row(rows, "closeTenant", audit.ResourceTenant, id, id, req.GetIdempotencyKey())
 			if _, err = s.adm.CloseTenant(rctx, &cyclesv1.CloseTenantRequest{TenantId: id}); err != nil {
 				s.audit.Refused(rctx, err)
 			}
 		} else {
-			rctx := audit.Row(ctx, "updateTenant", audit.ResourceTenant, id, id, req.GetIdempotencyKey())
+			rctx := audit.Row(rows, "updateTenant", audit.ResourceTenant, id, id, req.GetIdempotencyKey())
 			if _, err = s.adm.UpdateTenant(rctx, &cyclesv1.UpdateTenantRequest{TenantId: id, Status: target}); err != nil {
 				s.audit.Refused(rctx, err)
 			}
@@ -236,6 +237,7 @@ func (s *Service) Budgets(ctx context.Context, req *cyclesv1.BulkActionBudgetsRe
 		return nil, err
 	}
 	resp = &cyclesv1.BulkActionBudgetsResponse{Action: req.GetAction(), TotalMatched: int64(len(matched)), IdempotencyKey: req.GetIdempotencyKey()}
+	rows := correlated(ctx, "budget", req.GetAction().String(), "FUNDING_OPERATION_")
 	for _, b := range matched {
 		id := b.GetScopePath() + "|" + strings.TrimPrefix(b.GetUnit().String(), "UNIT_")
 		switch {
@@ -254,7 +256,7 @@ func (s *Service) Budgets(ctx context.Context, req *cyclesv1.BulkActionBudgetsRe
 		fr := &cyclesv1.FundBudgetRequest{TenantId: tenant, ScopePath: b.GetScopePath(), Unit: b.GetUnit(), Operation: req.GetAction(),
 			Amount: req.GetAmount().GetAmount(), Spent: req.Spent, Reason: req.GetReason(),
 			IdempotencyKey: "bulk." + req.GetIdempotencyKey() + "." + hex.EncodeToString(sum[:8])}
-		rctx := audit.Row(ctx, "fundBudget", audit.ResourceBudget, tenant, id, req.GetIdempotencyKey())
+		rctx := audit.Row(rows, "fundBudget", audit.ResourceBudget, tenant, id, req.GetIdempotencyKey())
 		_, err := s.adm.FundBudget(rctx, fr)
 		if err != nil {
 			s.audit.Refused(rctx, err)

@@ -29,6 +29,9 @@ type Emission struct {
 	KeyID       string `json:"key_id"`
 	RequestID   string `json:"request_id"`
 	TraceID     string `json:"trace_id"`
+	// CorrelationID, when set, is the correlation id of every event the
+	// script emits that does not derive its own (WithCorrelation).
+	CorrelationID string `json:"correlation_id,omitempty"`
 	// Audit, when the call is an audited operation, is the audit entry a
 	// mutating script appends on success (audit_ok in lua/lib/audit.lua).
 	Audit *Audit `json:"audit,omitempty"`
@@ -62,6 +65,21 @@ type Audit struct {
 
 type auditKey struct{}
 
+type correlationKey struct{}
+
+// WithCorrelation gives every event emitted under ctx that has no
+// correlation id of its own the id corr: a bulk action's rows share one
+// (docs/protocol.md#correlation-ids).
+func WithCorrelation(ctx context.Context, corr string) context.Context {
+	return context.WithValue(ctx, correlationKey{}, corr)
+}
+
+// CorrelationFrom returns the correlation id WithCorrelation set, or "".
+func CorrelationFrom(ctx context.Context) string {
+	s, _ := ctx.Value(correlationKey{}).(string)
+	return s
+}
+
 // WithAudit marks ctx as an audited call: every event context built from it
 // carries a.
 func WithAudit(ctx context.Context, a *Audit) context.Context {
@@ -82,7 +100,7 @@ func Arg(ctx context.Context, retention time.Duration) string {
 	var b [7]byte
 	_, _ = rand.Read(b[:])
 	e := Emission{Base: hex.EncodeToString(b[:]), RetentionMs: retention.Milliseconds(), Actor: "system",
-		RequestID: reqctx.RequestID(ctx), TraceID: reqctx.TraceID(ctx), Audit: AuditFrom(ctx)}
+		RequestID: reqctx.RequestID(ctx), TraceID: reqctx.TraceID(ctx), CorrelationID: CorrelationFrom(ctx), Audit: AuditFrom(ctx)}
 	if p, ok := auth.FromContext(ctx); ok {
 		switch {
 		case p.Admin:

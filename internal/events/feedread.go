@@ -268,7 +268,7 @@ func convert(f filter, tenant string, w window) ([]ID, []*cyclesv1.Event, error)
 			return nil, nil, err
 		}
 		ids[k] = id
-		if !f.match(&cyclesv1.Event{EventType: te.F["type"], Category: te.F["cat"], Scope: te.F["scope"]}) {
+		if !f.match(&cyclesv1.Event{EventType: te.F["type"], Category: te.F["cat"], Scope: te.F["scope"], CorrelationId: te.F["corr"]}) {
 			continue
 		}
 		evs[k] = buildEvent(tenant, te)

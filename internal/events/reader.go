@@ -87,6 +87,8 @@ func buildEvent(tenant string, e entry) *cyclesv1.Event {
 		Source:      f["src"],
 		RequestId:   f["req"],
 		TraceId:     f["trace"],
+		// Absent on events without one (lua/lib/core.lua emit_event).
+		CorrelationId: f["corr"],
 	}
 	if d := f["data"]; d != "" {
 		var s structpb.Struct

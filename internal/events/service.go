@@ -179,6 +179,9 @@ type filter struct {
 	types  map[string]bool
 	cats   map[string]bool
 	prefix string
+	// corr, when set, keeps only the events with this correlation id
+	// (ListEvents' correlation_id).
+	corr string
 }
 
 func (f filter) match(ev *cyclesv1.Event) bool {
@@ -186,6 +189,9 @@ func (f filter) match(ev *cyclesv1.Event) bool {
 		return false
 	}
 	if !f.cats[ev.GetCategory()] {
+		return false
+	}
+	if f.corr != "" && ev.GetCorrelationId() != f.corr {
 		return false
 	}
 	if f.prefix != "" {
@@ -397,6 +403,9 @@ func sendErr(ctx context.Context, err error) error {
 func (s *Service) List(ctx context.Context, p auth.Principal, req *cyclesv1.ListEventsRequest) (*cyclesv1.ListEventsResponse, error) {
 	f, err := resolve(p, req.GetTenantId(), req.GetEventTypes(), req.GetCategories(), req.GetScopePrefix(), req.GetCursor())
 	if err != nil {
+		return nil, err
+	}
+	if f.corr, err = correlationFilter(req.GetCorrelationId()); err != nil {
 		return nil, err
 	}
 	limit := int(req.GetLimit())

@@ -10,7 +10,10 @@
 -- Result: ok({tenant = <tenant hash after>, closed_now = bool})
 --   Closing a CLOSED tenant changes nothing (closed_now = false, no event).
 -- Refusals: TENANT_NOT_FOUND.
--- Events: tenant.closed.
+-- Events: tenant.closed, with correlation id
+--   tenant_close_cascade:<tenant>:<request id>, the id its cascade's events
+--   carry (ledger/release_for_close), unless the event context sets one (a
+--   bulk close: tenant_bulk_action:close:<request id>).
 
 local t = hgetall(KEYS[1])
 if t.status == nil then
@@ -23,8 +26,10 @@ end
 local now = now_ms()
 local ts = string.format('%.0f', now)
 redis.call('HSET', KEYS[1], 'status', 'CLOSED', 'closed_at', ts, 'updated_at', ts)
-local emit = event_emitter(KEYS[2], ARGV[2], now)
+local emit, ectx = event_emitter(KEYS[2], ARGV[2], now)
+local corr = nil
+if (ectx.correlation_id or '') == '' then corr = 'tenant_close_cascade:' .. ARGV[1] .. ':' .. (ectx.request_id or '') end
 emit('tenant.closed', 'tenant', 'tenant:' .. ARGV[1],
-  {tenant_id = ARGV[1], previous_status = t.status, new_status = 'CLOSED'})
+  {tenant_id = ARGV[1], previous_status = t.status, new_status = 'CLOSED'}, corr)
 audit_ok_ev(KEYS[2], ARGV[2])
 return ok({tenant = hgetall(KEYS[1]), closed_now = true})

@@ -5,7 +5,8 @@
 -- after flipping the tenant to CLOSED until nothing remains.
 -- Each release is final (state RELEASED), so neither the sweeper nor a second
 -- call can refund a hold twice. Emits reservation.released_via_tenant_cascade
--- per reservation.
+-- per reservation, with correlation id tenant_close_cascade:<tenant>:<request
+-- id> (the cascade's, also inside a bulk close).
 --
 -- KEYS: 1 tenant_prefix
 --       2 tenant_record
@@ -29,7 +30,8 @@ if not conf.present or conf.status ~= 'CLOSED' then
   return fail('INVALID_STATE', 'tenant must be CLOSED before its reservations are released')
 end
 
-local emit = event_emitter(KEYS[4], ARGV[2], now)
+local emit, ectx = event_emitter(KEYS[4], ARGV[2], now)
+local cascade = 'tenant_close_cascade:' .. key_tenant(KEYS[1]) .. ':' .. (ectx.request_id or '')
 local ids = redis.call('ZRANGE', KEYS[3], '0', ms(batch - 1))
 local released, quarantined = 0, 0
 
@@ -66,7 +68,7 @@ for _, rid in ipairs(ids) do
         emit('reservation.released_via_tenant_cascade', 'reservation', r.scope_path, {
           reservation_id = rid, scope = r.scope_path, unit = r.unit, released_amount = r.E,
           prior_status = 'ACTIVE', new_status = 'RELEASED', cascade_reason = 'tenant_closed',
-        })
+        }, cascade)
         released = released + 1
       end
     end

@@ -1,5 +1,5 @@
 -- ledger/reserve: create a reservation (live) or evaluate one (dry run).
--- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua lib/keys.lua lib/record_layout.lua lib/policy.lua lib/quota.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_check.lua lib/ledger_snapshot.lua lib/keys.lua lib/record_layout.lua lib/policy.lua lib/quota.lua lib/correlation.lua
 -- docs/protocol.md#reserve, docs/protocol.md#idempotency-and-replay, docs/protocol.md#events.
 --
 -- KEYS: 1 tenant_prefix     "cy:{t:T}:"
@@ -154,18 +154,21 @@ local function subject_json()
 end
 
 -- deny answers DENY with its DenyDetail dd: a dry run records
--- reservation.denied, an observed request reservation.observed_denied.
+-- reservation.denied, an observed request reservation.observed_denied; both
+-- carry the denial's correlation id (lib/correlation.lua), so an observed
+-- denial and the enforced one of the same cause join on it.
 local function deny(reason, dd)
+  local corr = corr_deny(key_tenant(KEYS[1]), scope_path, ARGV[17] or '', dd)
   if observe then
     emit('reservation.observed_denied', 'reservation', scope_path, {
       scope = scope_path, unit = unit, deny_detail = dd, action = jdecode(ARGV[13]), subject = subject_json(),
       estimated_amount = E, observe_mode = 'OBSERVE', would_have_blocked_at = dd.blocked_by_scope,
-    })
+    }, corr)
   else
     emit('reservation.denied', 'reservation', scope_path, {
       scope = scope_path, unit = unit, reason_code = reason, requested_amount = E,
       action = jdecode(ARGV[13]), subject = subject_json(), deny_detail = dd,
-    })
+    }, corr)
   end
   local f = {'1', 'DENY', reason, '', '', unit, '', scope_path, '', '', ''}
   push_list(f, scopes)
@@ -272,7 +275,7 @@ if dry then
     emit('reservation.observed_allowed', 'reservation', scope_path, {
       scope = scope_path, decision = decision, unit = unit, action = jdecode(ARGV[13]), subject = subject_json(),
       estimated_amount = E, observe_mode = 'OBSERVE', caps_applied = caps and jdecode(caps) or nil,
-    })
+    }, corr_run(key_tenant(KEYS[1]), scope_path, ARGV[19] or ''))
   end
   return dry_answer(finish(f, nil), nil)
 end

@@ -72,15 +72,20 @@ end
 -- emit_event appends one event to a tenant's stream (the transactional outbox),
 -- trimming entries older than retention_ms by stream ID (approximate, so the
 -- trim is bounded per call). Amounts inside data are decimal strings.
--- ev = {id, type, category, scope, actor, key_id, request_id, trace_id, source}
+-- ev = {id, type, category, scope, actor, key_id, request_id, trace_id, source,
+-- correlation_id}. The correlation id is the entry's last field, 'corr',
+-- written only when set: an event without one keeps the layout events always
+-- had (internal/events reads both).
 local function emit_event(stream, retention_ms, now, ev, data)
   local minid = tostring(math.max(0, now - retention_ms))
   emitted_stream = stream
-  emitted_id = redis.call('XADD', stream, 'MINID', '~', minid, '*',
-    'id', ev.id, 'type', ev.type, 'cat', ev.category, 'ts', tostring(now),
+  local f = {'id', ev.id, 'type', ev.type, 'cat', ev.category, 'ts', tostring(now),
     'scope', ev.scope or '', 'actor', ev.actor or 'system', 'key_id', ev.key_id or '',
     'req', ev.request_id or '', 'trace', ev.trace_id or '', 'src', ev.source or 'cyclesd',
-    'data', cjson.encode(data or {}))
+    'data', cjson.encode(data or {})}
+  local corr = ev.correlation_id
+  if type(corr) == 'string' and corr ~= '' then f[23], f[24] = 'corr', corr end
+  emitted_id = redis.call('XADD', stream, 'MINID', '~', minid, '*', unpack(f))
 end
 
 -- event_id is the id of the n-th event of a script run on stream (the tenant's
@@ -92,20 +97,23 @@ local function event_id(stream, base, n)
   return 'evt_' .. string.sub(stream, 7, -9) .. '_' .. string.sub(base, 1, 12) .. string.format('%04x', n)
 end
 
--- event_emitter returns emit(type, category, scope, data) for one script run.
--- ectx_json is the ARGV built by internal/eventctx.Arg:
+-- event_emitter returns emit(type, category, scope, data[, correlation_id])
+-- for one script run, and the decoded event context. ectx_json is the ARGV
+-- built by internal/eventctx.Arg:
 --   {base = 14 hex chars, retention_ms = n, actor = 'api_key'|'admin'|'system',
---    key_id = '', request_id = '', trace_id = ''}
+--    key_id = '', request_id = '', trace_id = '', correlation_id = '' or absent}
+-- An event's correlation id is the one emit is given, else the context's
+-- (a bulk action's rows), else none.
 -- Event ids (event_id) are unique for up to 65,536 events per run.
 local function event_emitter(stream, ectx_json, now)
   local c = cjson.decode(ectx_json)
   local n = 0
-  return function(ev_type, category, scope, data)
+  return function(ev_type, category, scope, data, corr)
     n = n + 1
     emit_event(stream, tonumber(c.retention_ms), now, {
       id = event_id(stream, c.base, n), type = ev_type, category = category,
       scope = scope, actor = c.actor, key_id = c.key_id, request_id = c.request_id,
-      trace_id = c.trace_id, source = 'cyclesd',
+      trace_id = c.trace_id, source = 'cyclesd', correlation_id = corr or c.correlation_id,
     }, data)
-  end
+  end, c
 end

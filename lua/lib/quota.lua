@@ -2,7 +2,7 @@
 -- scripts (docs/protocol.md#v0126-action-governance): access lists, then
 -- risk-class quotas, then per-kind quotas, all before the budget checks, and
 -- the counter writes of a live ALLOW. Included with "-- include: lib/quota.lua".
--- include: lib/ledger_util.lua lib/keys.lua lib/policy.lua
+-- include: lib/ledger_util.lua lib/keys.lua lib/policy.lua lib/correlation.lua
 --
 -- Counters live in the tenant's hash slot, named from the tenant prefix.
 -- Calendar windows (per_minute, per_hour, per_day, per_tenant_per_day): one
@@ -274,7 +274,7 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
 end
 
 -- quota_crossed emits quota.threshold_approaching for the counter of rule r
--- reaching n.
+-- reaching n, with the counter window's correlation id (corr_quota).
 local function quota_crossed(emit, tenant, plan, r, n, wk)
   local rules = plan.rules
   local c, st = rules[r], rules[r + 5]
@@ -283,7 +283,7 @@ local function quota_crossed(emit, tenant, plan, r, n, wk)
     tenant_id = tenant, scope = rules[r + 7], action_kind = (st == 1) and '__risk__' or plan.kind,
     risk_class = (st == 1) and plan.risk or nil, window = POLICY_WNAME[c], window_key = wk, used = n,
     limit = rules[r + 1], threshold_pct = tonumber(bp) / 10000, policy_id = plan.pols[st],
-  })
+  }, corr_quota(tenant, rules[r + 7], (st == 1) and plan.risk or plan.kind, POLICY_WNAME[c], wk))
 end
 
 -- quota_count writes the counts of a live ALLOW (every counter of plan +1;

@@ -16,7 +16,7 @@ import (
 func (a *API) eventRoutes() []endpoint {
 	ev, offEvents := a.ev, off("the event service is not enabled on this server")
 	filters := query(qf("scope", "scope_prefix"), q("cursor"), qf("event_type", "event_types"), qf("category", "categories"),
-		refused("correlation_id", "cursor", "cyclesd events carry no correlation id; filter by event_type, scope or time"),
+		qf("correlation_id", "correlation_id"),
 		qf("from", "from_ms"), qf("to", "to_ms"), q("limit"))
 	eventPage := shaped[*cyclesv1.ListEventsResponse](page("events", item(envelopeOf)))
 	return []endpoint{
@@ -74,13 +74,16 @@ type eventEnvelopeOut struct {
 	Data      map[string]any `json:"data,omitempty"`
 	RequestID string         `json:"request_id,omitempty"`
 	TraceID   string         `json:"trace_id,omitempty"`
+	// CorrelationID is omitted on events without one.
+	CorrelationID string `json:"correlation_id,omitempty"`
 }
 
 // envelopeOf is the protocol's Event envelope of one event.
 func envelopeOf(e *cyclesv1.Event) eventEnvelopeOut {
 	ev := eventEnvelopeOut{EventID: e.GetEventId(), EventType: e.GetEventType(), Category: e.GetCategory(),
 		Timestamp: isoTime(e.GetTimestampMs()), TenantID: e.GetTenantId(), Scope: e.GetScope(), Source: e.GetSource(),
-		Data: eventDataOf(e.GetData()), RequestID: e.GetRequestId(), TraceID: e.GetTraceId()}
+		Data: eventDataOf(e.GetData()), RequestID: e.GetRequestId(), TraceID: e.GetTraceId(),
+		CorrelationID: e.GetCorrelationId()}
 	if act := e.GetActor(); act != nil && act.GetType() != "" {
 		ev.Actor = &actorOut{Type: act.GetType()}
 		if act.GetKeyId() != "" {
