@@ -49,7 +49,7 @@ func TestStreamReadsPastRetention(t *testing.T) {
 		id := fmt.Sprintf("evt_%s_%016x", tn, i)
 		eventIDs = append(eventIDs, id)
 		fields := []string{"id", id, "type", "reservation.committed",
-			"cat", "reservation", "ts", fmt.Sprint(base+int64(i/3)), "scope", "tenant:"+tn, "data", fmt.Sprintf(`{"n":%d}`, i)}
+			"cat", "reservation", "ts", fmt.Sprint(base + int64(i/3)), "scope", "tenant:" + tn, "data", fmt.Sprintf(`{"n":%d}`, i)}
 		if i%2 == 0 {
 			// The correlation id is the entry's last field, written only
 			// when set (lua/lib/core.lua emit_event): both layouts archive.
