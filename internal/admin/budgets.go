@@ -2,11 +2,12 @@ package admin
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+
+	pagecursor "github.com/cyclesgo/cycles-go/internal/cursor"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -79,7 +80,7 @@ func (s *Service) createBudget(ctx context.Context, req *cyclesv1.CreateBudgetRe
 		}
 	}
 	var rec record
-	err = run(ctx, s, &rec, scriptCreateBudget,
+	err = scriptCreateBudget.RunInto(ctx, s.exec, &rec,
 		createBudgetKeys{ref.keys.Record(), ref.key(), ref.keys.Budgets(), ref.keys.Events()},
 		createBudgetArgs{ref.tenant, ref.scope, ref.unit, req.GetAllocated(), req.GetOverdraftLimit(),
 			scope.PolicyKey(req.GetCommitOveragePolicy()), caps, metadataJSON(req.GetMetadata()),
@@ -110,7 +111,7 @@ func (s *Service) getBudget(ctx context.Context, req *cyclesv1.GetBudgetRequest)
 		return nil, err
 	}
 	var rec record
-	if err := run(ctx, s, &rec, scriptGetBudget, budgetKeys{ref.key()}, budgetIDArgs{ref.scope, ref.unit}); err != nil {
+	if err := scriptGetBudget.RunInto(ctx, s.exec, &rec, budgetKeys{ref.key()}, budgetIDArgs{ref.scope, ref.unit}); err != nil {
 		return nil, err
 	}
 	return budgetFromRecord(ref.tenant, rec.withIdentity(ref.scope, ref.unit))
@@ -163,13 +164,15 @@ func (s *Service) listBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequ
 	limit := pageLimit(req.GetLimit(), DefaultListLimit, MaxListLimit)
 	after := ""
 	if c := req.GetCursor(); c != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(c)
-		root := "tenant:" + tenant
-		if err != nil || !strings.Contains(string(raw), "|") ||
-			!(strings.HasPrefix(string(raw), root+"/") || strings.HasPrefix(string(raw), root+"|")) {
-			return nil, apierr.Invalid("cursor", "is not a cursor of this listing")
+		raw, err := pagecursor.Decode("cursor", c)
+		if err != nil {
+			return nil, err
 		}
-		after = string(raw)
+		root := "tenant:" + tenant
+		if !strings.Contains(raw, "|") || !(strings.HasPrefix(raw, root+"/") || strings.HasPrefix(raw, root+"|")) {
+			return nil, pagecursor.Invalid("cursor")
+		}
+		after = raw
 	}
 	page, err := s.budgetPage(ctx, tenant, prefix, unit, after, limit)
 	if err != nil {
@@ -177,7 +180,7 @@ func (s *Service) listBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequ
 	}
 	resp := &cyclesv1.ListBudgetsResponse{HasMore: page.more, Budgets: page.budgets}
 	if page.more && page.last != "" {
-		resp.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(page.last))
+		resp.NextCursor = pagecursor.Encode(page.last)
 	} else if page.more {
 		// Nothing consumed but more may remain: resume where this call started.
 		resp.NextCursor = req.GetCursor()
@@ -213,7 +216,7 @@ func (s *Service) budgetPage(ctx context.Context, tenant, prefix, unit, after st
 		Last string `json:"last"`
 		More bool   `json:"more"`
 	}
-	if err := run(ctx, s, &out, scriptListBudgets, listBudgetsKeys{tk.Prefix(), tk.Budgets()}, args); err != nil {
+	if err := scriptListBudgets.RunInto(ctx, s.exec, &out, listBudgetsKeys{tk.Prefix(), tk.Budgets()}, args); err != nil {
 		return nil, err
 	}
 	page := &budgetPageResult{last: out.Last, more: out.More}
@@ -304,7 +307,7 @@ func (s *Service) updateBudget(ctx context.Context, req *cyclesv1.UpdateBudgetRe
 		return nil, fmt.Errorf("encode budget patch: %w", err)
 	}
 	var rec record
-	err = run(ctx, s, &rec, scriptUpdateBudget, budgetChangeKeys{ref.keys.Record(), ref.key(), ref.keys.Events()},
+	err = scriptUpdateBudget.RunInto(ctx, s.exec, &rec, budgetChangeKeys{ref.keys.Record(), ref.key(), ref.keys.Events()},
 		budgetPatchArgs{ref.scope, ref.unit, string(patch), s.eventContext(ctx)})
 	if err != nil {
 		return nil, err
@@ -348,7 +351,7 @@ func (s *Service) setStatus(ctx context.Context, target, tenant, path string, un
 		return nil, err
 	}
 	var rec record
-	err = run(ctx, s, &rec, scriptSetBudgetStatus, budgetChangeKeys{ref.keys.Record(), ref.key(), ref.keys.Events()},
+	err = scriptSetBudgetStatus.RunInto(ctx, s.exec, &rec, budgetChangeKeys{ref.keys.Record(), ref.key(), ref.keys.Events()},
 		budgetStatusArgs{ref.scope, ref.unit, reason, s.eventContext(ctx), target})
 	if err != nil {
 		return nil, err

@@ -28,8 +28,9 @@
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), denied (<reason> or ''), <decide snapshot fields>})
 --   (lib/ledger_snapshot.lua), from the snapshot the idempotency record keeps
 --   as JSON (`resp`: {decision, reason_code?, caps?, affected, deny_detail?}).
--- The v0.1.26 access lists and quotas (lib/quota.lua) are evaluated before
--- the budgets, as in ledger/reserve; decide reads counters, never counts.
+-- The reservation rate limit (lib/policy_rate.lua), then the v0.1.26 access
+-- lists and quotas (lib/quota.lua) are evaluated before the budgets, as in
+-- ledger/reserve; decide reads counters, never counts.
 -- Decide ignores observe mode: it never enforces, so it has nothing to observe.
 
 local now = now_ms()
@@ -78,6 +79,12 @@ if conf.status == 'SUSPENDED' then
   return deny('TENANT_SUSPENDED', scope_deny('TENANT_SUSPENDED', scopes[1], 'Reactivate the tenant'))
 end
 
+-- The reservation rate limit (lib/policy_rate.lua), as in ledger/reserve:
+-- DENY at the limit; decide reads the counter, never counts.
+local rate = policy_rate.gate(KEYS[1], 'r', conf.prr, scope_path, now)
+if rate and rate.err then return fail('INTERNAL_ERROR', rate.err) end
+if rate and rate.full then return deny('LIMIT_EXCEEDED', policy_rate.deny(rate)) end
+
 local terms, perr = policy_terms(conf.pol, scope_path, now)
 if perr then return fail('INTERNAL_ERROR', perr) end
 local _, refusal = quota_plan(terms, conf.pk, conf.pr,
@@ -95,11 +102,8 @@ for _, b in ipairs(bs) do
   if code then return deny(code, budget_deny(code, b, E, unit)) end
 end
 if #bs == 0 then
-  local other, units = other_units(KEYS[3], scopes)
-  if other then
-    return fail('UNIT_MISMATCH', 'no budget in ' .. unit .. '; ' .. other .. ' is budgeted in ' .. units,
-      {scope = other, requested_unit = unit, expected_units = units})
-  end
+  local mismatch = unit_mismatch(KEYS[3], scopes, unit)
+  if mismatch then return mismatch end
   return deny('BUDGET_NOT_FOUND', scope_deny('BUDGET_NOT_FOUND', scopes[#scopes],
     'Create a ' .. unit .. ' budget for ' .. scopes[#scopes] .. ' or one of its parents'))
 end
