@@ -79,13 +79,22 @@ end
 local function emit_event(stream, retention_ms, now, ev, data)
   local minid = tostring(math.max(0, now - retention_ms))
   emitted_stream = stream
-  local f = {'id', ev.id, 'type', ev.type, 'cat', ev.category, 'ts', tostring(now),
+  local corr = ev.correlation_id
+  if type(corr) == 'string' and corr ~= '' then
+    emitted_id = redis.call('XADD', stream, 'MINID', '~', minid, '*',
+      'id', ev.id, 'type', ev.type, 'cat', ev.category, 'ts', tostring(now),
+      'scope', ev.scope or '', 'actor', ev.actor or 'system', 'key_id', ev.key_id or '',
+      'req', ev.request_id or '', 'trace', ev.trace_id or '', 'src', ev.source or 'cyclesd',
+      'data', cjson.encode(data or {}), 'corr', corr)
+    return
+  end
+  -- Without one (most events, every expiry): the same call as always, no
+  -- table built.
+  emitted_id = redis.call('XADD', stream, 'MINID', '~', minid, '*',
+    'id', ev.id, 'type', ev.type, 'cat', ev.category, 'ts', tostring(now),
     'scope', ev.scope or '', 'actor', ev.actor or 'system', 'key_id', ev.key_id or '',
     'req', ev.request_id or '', 'trace', ev.trace_id or '', 'src', ev.source or 'cyclesd',
-    'data', cjson.encode(data or {})}
-  local corr = ev.correlation_id
-  if type(corr) == 'string' and corr ~= '' then f[23], f[24] = 'corr', corr end
-  emitted_id = redis.call('XADD', stream, 'MINID', '~', minid, '*', unpack(f))
+    'data', cjson.encode(data or {}))
 end
 
 -- event_id is the id of the n-th event of a script run on stream (the tenant's
