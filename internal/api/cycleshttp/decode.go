@@ -26,7 +26,12 @@ import (
 //   - a member name repeated in one object, at any depth (free-form metadata
 //     included), is a 400 naming it: a proxy reading the body another way
 //     must not see another value than the ledger;
-//   - a member "x" of an int64 field "x_ms" is an RFC 3339 date-time;
+//   - a member "x" of an int64 field "x_ms" is an RFC 3339 date-time ("" is
+//     absent);
+//   - a member already set by the path or query is refused: a body cannot
+//     name another reservation, key or tenant than its path;
+//   - a wrapper message (one field, "values": ApiKeyStrings) is read from
+//     the bare list or map it wraps;
 //   - integers are read from the JSON number's text with strconv (never
 //     through float64): a fraction, an exponent or a value out of the field's
 //     range is a 400;
@@ -131,6 +136,11 @@ func (w *walker) object(m protoreflect.Message, prefix string) error {
 		if fd == nil {
 			return apierr.Invalid(path, "unknown field (member names are case-sensitive)")
 		}
+		if prefix == "" && m.Has(fd) {
+			// Set from the path or query before the body was read: the
+			// body may not name another reservation, key or tenant.
+			return apierr.Invalid(path, "unknown field (the path or query gives it)")
+		}
 		if err := w.member(m, fd, iso, path); err != nil {
 			return err
 		}
@@ -168,6 +178,26 @@ func (w *walker) member(m protoreflect.Message, fd protoreflect.FieldDescriptor,
 	if tok == nil {
 		return nil // null: absent
 	}
+	if iso && tok == "" {
+		return nil // an empty date-time: absent (no expiry)
+	}
+	if !iso {
+		return w.memberAt(m, fd, path, tok)
+	}
+	v, err := scalar(fd, tok, true, path)
+	if err == nil {
+		m.Set(fd, v)
+	}
+	return err
+}
+
+// isWrapper: a message whose one field is "values" (ApiKeyStrings).
+func isWrapper(md protoreflect.MessageDescriptor) bool {
+	return md.Fields().Len() == 1 && md.Fields().Get(0).Name() == "values"
+}
+
+// memberAt reads the value starting at tok (not null) into field fd of m.
+func (w *walker) memberAt(m protoreflect.Message, fd protoreflect.FieldDescriptor, path string, tok json.Token) error {
 	switch {
 	case fd.IsList():
 		if tok != json.Delim('[') {
@@ -215,13 +245,18 @@ func (w *walker) member(m protoreflect.Message, fd protoreflect.FieldDescriptor,
 		}
 		m.Set(fd, protoreflect.ValueOfMessage(s.ProtoReflect()))
 		return nil
+	case fd.Kind() == protoreflect.MessageKind && isWrapper(fd.Message()):
+		// A wrapper (one field, "values") tells "absent" from "empty" in
+		// a partial update; the wire sends the bare list or map.
+		sub := m.Mutable(fd).Message()
+		return w.memberAt(sub, sub.Descriptor().Fields().Get(0), path, tok)
 	case fd.Kind() == protoreflect.MessageKind:
 		if tok != json.Delim('{') {
 			return typeError(path, "an object", tok)
 		}
 		return w.object(m.Mutable(fd).Message(), path+".")
 	}
-	v, err := scalar(fd, tok, iso, path)
+	v, err := scalar(fd, tok, false, path)
 	if err != nil {
 		return err
 	}

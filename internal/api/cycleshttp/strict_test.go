@@ -250,3 +250,26 @@ func TestDecodeDateTime(t *testing.T) {
 		}
 	}
 }
+
+// A member the path or query has set is no body member: a commit body
+// cannot name another reservation; a key PATCH cannot name another key.
+func TestDecodeRefusesPathMembers(t *testing.T) {
+	commit := &cyclesv1.CommitReservationRequest{ReservationId: "r_a_1"}
+	err := decodeMessage([]byte(`{"reservation_id":"r_b_2","actual":{"unit":"TOKENS","amount":1}}`), commit.ProtoReflect())
+	if e, ok := apierr.As(err); !ok || e.Details["field"] != "reservation_id" || commit.ReservationId != "r_a_1" {
+		t.Fatalf("commit: %v, id %s", err, commit.ReservationId)
+	}
+	patch := &cyclesv1.UpdateApiKeyRequest{TenantId: "a", KeyId: "0123456789abcdef"}
+	err = decodeMessage([]byte(`{"tenant_id":"b"}`), patch.ProtoReflect())
+	if e, ok := apierr.As(err); !ok || e.Details["field"] != "tenant_id" || patch.TenantId != "a" {
+		t.Fatalf("patch: %v, tenant %s", err, patch.TenantId)
+	}
+	// Wrappers read the bare list or map; absent stays unset.
+	patch = &cyclesv1.UpdateApiKeyRequest{TenantId: "a", KeyId: "0123456789abcdef"}
+	if err := decodeMessage([]byte(`{"permissions":["reservations:create"],"metadata":{}}`), patch.ProtoReflect()); err != nil {
+		t.Fatal(err)
+	}
+	if len(patch.GetPermissions().GetValues()) != 1 || patch.Metadata == nil || patch.ScopeFilter != nil {
+		t.Fatalf("patch = %v", patch)
+	}
+}
