@@ -36,7 +36,8 @@ import (
 //     through float64): a fraction, an exponent or a value out of the field's
 //     range is a 400;
 //   - an enum is its value's name without the enum's prefix ("TOKENS" for
-//     UNIT_TOKENS); UNSPECIFIED and unknown names are a 400;
+//     UNIT_TOKENS; lower case for lowerEnums); UNSPECIFIED and unknown names
+//     are a 400;
 //   - google.protobuf.Struct members (metadata, metrics.custom) are free-form;
 //     their numbers are doubles, as in any Struct (amounts never travel there);
 //   - null is an absent member; a wrong JSON type is a 400 naming the member.
@@ -308,9 +309,8 @@ func scalar(fd protoreflect.FieldDescriptor, tok json.Token, iso bool, path stri
 		if !ok {
 			return protoreflect.Value{}, typeError(path, "a string", tok)
 		}
-		ed := fd.Enum()
-		if vd := ed.Values().ByName(protoreflect.Name(enumPrefix(ed) + s)); vd != nil && vd.Number() != 0 {
-			return protoreflect.ValueOfEnum(vd.Number()), nil
+		if n, ok := enumByName(fd.Enum(), s); ok {
+			return protoreflect.ValueOfEnum(n), nil
 		}
 		return protoreflect.Value{}, apierr.Invalid(path, "unknown value %q", s)
 	case protoreflect.Int64Kind:
