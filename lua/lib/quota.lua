@@ -85,47 +85,115 @@ local function quota_deny(v)
       limit = v.q.m, scope = v.sc, policy_id = v.pol}}
 end
 
+-- QUOTA_MEMO: the compiled rules of a pk:/pr: value (lib/policy.lua) as
+-- tables, kept across calls while the Functions library stays loaded (under
+-- EVALSHA every call starts empty), so a reserve reads its rules instead of
+-- parsing them: memo.k[kind][value] and memo.r[risk class][value] = {marks =
+-- {[line number] = mark}, lines = {{ln = line number, q = it has quotas,
+-- rules = {rule, ...}}, ...}}, a rule being {c = window code, m = max_calls,
+-- ms = max_calls as written, tn = threshold count, x = '<per_run TTL
+-- ms>,<threshold basis points>[,<filters JSON>]', fs = its allowlists
+-- ({{set, policy key name}, ...}; nil: none), sfx = '|<counted>|<c>', ids =
+-- {[scope] = its day hash field}, tails = {[policy id] = ':<max_calls>:<policy
+-- id>'}}. An entry is a pure function of what is counted and the value's text,
+-- so it is never stale. memo.b holds the bucket strings of the current
+-- minute. Bounded: past QUOTA_MEMO_MAX entries it starts over.
+local QUOTA_MEMO, QUOTA_MEMO_MAX = {k = {}, r = {}, n = 0, b = {}}, 2048
+
+-- quota_memo_put keeps v under k in memo table tbl (the memo starts over
+-- when full).
+local function quota_memo_put(tbl, k, v)
+  local memo = QUOTA_MEMO
+  if memo.n >= QUOTA_MEMO_MAX then memo.k, memo.r, memo.n = {}, {}, 0 end
+  tbl[k], memo.n = v, memo.n + 1
+end
+
+-- quota_rules is the memo entry of compiled value v ('' = none: nil) of the
+-- rules naming key (a kind, or with risk a risk class).
+local function quota_rules(v, key, risk)
+  if v == '' then return nil end
+  local memo = QUOTA_MEMO
+  local by = (risk and memo.r or memo.k)[key]
+  local e = by and by[v]
+  if e then return e end
+  local counted = risk and ('__risk__:' .. key) or key
+  e = {marks = {}, lines = {}}
+  for ln, mark, qs in string.gmatch(v, '(%d+)\t(%a?)([^\n]*)\n') do
+    if e.marks[ln] == nil then e.marks[ln] = mark end
+    local rules = {}
+    for c, m, tn, x in string.gmatch(qs, '\t(%a),(%d+),(%d+),([^\t]*)') do
+      local r = {c = c, m = tonumber(m), ms = m, tn = tonumber(tn), x = x, sfx = '|' .. counted .. '|' .. c, ids = {},
+        tails = {}}
+      if string.find(x, '{', 1, true) then
+        -- Allowlists: the call's host / recipient domain / resource type
+        -- must be named.
+        local f, fs = jdecode(string.match(x, '^%d+,%d+,(.*)$')) or {}, {}
+        for _, a in ipairs({{'h', 'host'}, {'r', 'recipient_domain'}, {'y', 'resource_type'}}) do
+          local set = policy_set(f[a[1]])
+          if set then fs[#fs + 1] = {set, a[2]} end
+        end
+        if #fs > 0 then r.fs = fs end
+      end
+      rules[#rules + 1] = r
+    end
+    e.lines[#e.lines + 1] = {ln = ln, q = (qs ~= ''), rules = rules}
+  end
+  memo = QUOTA_MEMO
+  if memo.n >= QUOTA_MEMO_MAX then memo.k, memo.r, memo.n = {}, {}, 0 end
+  local top = risk and memo.r or memo.k
+  by = top[key]
+  if by == nil then by = {}; top[key] = by end
+  by[v], memo.n = e, memo.n + 1
+  return e
+end
+
+-- quota_buckets is the bucket strings of the windows at now ({m, h, d, t}),
+-- formatted once a minute.
+local function quota_buckets(now)
+  local mn = math.floor(now / 60000)
+  local b = QUOTA_MEMO.b
+  if b.mn ~= mn then
+    local d = string.format('%d', math.floor(now / 86400000))
+    b = {mn = mn, m = string.format('%d', mn), h = string.format('%d', math.floor(now / 3600000)), d = d, t = d}
+    QUOTA_MEMO.b = b
+  end
+  return b
+end
+
 -- The plan of a call (quota_plan, quota_count) keeps its rules and counters
 -- in two flat arrays, not a table each (a reserve's allocations feed the Lua
 -- collector, a large part of its cost):
---   rules, RS slots per rule: window code, max_calls (number), max_calls
---     (string), threshold count (number), extra ('<per_run TTL ms>,<threshold
---     basis points>[,<filters JSON>]', read only when needed), step (1 the
---     risk class's, 2 the kind's), counter (its slot base in counters, false
---     = a per_run rule without a run id), scope;
+--   rules, RS slots per rule: the rule (QUOTA_MEMO's, read only), step (1
+--     the risk class's, 2 the kind's), counter (its slot base in counters,
+--     false = a per_run rule without a run id), scope;
 --   counters, CS slots per counter: id (the day hash field, or the per_run
 --     counter's key), bucket (string; false for per_run), used (number), thr,
 --     the slot base of the first rule counting it.
-local RS, CS = 8, 5
+local RS, CS = 4, 5
 
 -- quota_pick appends to rules the applying quotas of the highest-priority
 -- matching policy (gline: policy_terms' terms.gline) with quotas in the
--- compiled pk:/pr: value v, as step st; returns that policy's id (nil: none).
--- memo keeps the call's decoded policy keys (keys_json) for quotas with
--- allowlists.
-local function quota_pick(rules, v, st, gline, keys_json, memo)
-  if v == nil or v == '' then return nil end
-  for ln, qs in string.gmatch(v, '(%d+)\t%a?([^\n]*)\n') do
-    local g = gline[ln]
-    if g and qs ~= '' then
-      for c, m, tn, x in string.gmatch(qs, '\t(%a),(%d+),(%d+),([^\t]*)') do
+-- memo entry e (quota_rules), as step st; returns that policy's id (nil:
+-- none). memo keeps the call's decoded policy keys (keys_json) for quotas
+-- with allowlists.
+local function quota_pick(rules, e, st, gline, keys_json, memo)
+  if e == nil then return nil end
+  for _, l in ipairs(e.lines) do
+    local g = gline[l.ln]
+    if g and l.q then
+      for _, q in ipairs(l.rules) do
         local ok_ = true
-        if string.find(x, '{', 1, true) then
-          -- Allowlists: the call's host / recipient domain / resource type
-          -- must be named.
-          local f = jdecode(string.match(x, '^%d+,%d+,(.*)$')) or {}
+        if q.fs then
           if memo.keys == nil then memo.keys = jdecode(keys_json) or {} end
-          for _, a in ipairs({{'h', 'host'}, {'r', 'recipient_domain'}, {'y', 'resource_type'}}) do
-            local set = policy_set(f[a[1]])
+          for _, a in ipairs(q.fs) do
             local val = memo.keys[a[2]]
             if type(val) ~= 'string' or val == '' then val = false end
-            if set and not set[val] then ok_ = false end
+            if not a[1][val] then ok_ = false end
           end
         end
         if ok_ then
           local n = #rules
-          rules[n + 1], rules[n + 2], rules[n + 3], rules[n + 4] = c, tonumber(m), m, tonumber(tn)
-          rules[n + 5], rules[n + 6], rules[n + 7], rules[n + 8] = x, st, false, false
+          rules[n + 1], rules[n + 2], rules[n + 3], rules[n + 4] = q, st, false, false
         end
       end
       return g.id
@@ -135,8 +203,8 @@ local function quota_pick(rules, v, st, gline, keys_json, memo)
 end
 
 -- quota_extra is a rule's per_run TTL ms and threshold basis points (strings).
-local function quota_extra(rules, r)
-  return string.match(rules[r + 4], '^(%d+),(%d+)')
+local function quota_extra(q)
+  return string.match(q.x, '^(%d+),(%d+)')
 end
 
 -- quota_plan evaluates the governance steps for a call of kind (risk class
@@ -161,11 +229,11 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
     return nil, {code = 'INVALID_REQUEST', field = 'action.kind',
       msg = kind .. ' is not a declared custom action kind (declare it with -custom-action-kinds)'}
   end
+  local ek = quota_rules(pk, kind, false)
   -- Step 1: the access lists of the highest-priority matching policy that has any.
   for _, g in ipairs(gov) do
     if g.f ~= 'Q' then
-      local mark = pk ~= '' and string.match(pk, '^' .. g.i .. '\t(%a?)') or nil
-      if mark == nil and pk ~= '' then mark = string.match(pk, '\n' .. g.i .. '\t(%a?)') end
+      local mark = ek and ek.marks[g.i]
       if mark == 'd' then
         return nil, {code = 'ACTION_KIND_DENIED', msg = kind .. ' is denied by policy ' .. g.id,
           dd = {reason_code = 'ACTION_KIND_DENIED', blocked_by_policy = g.id, blocked_by_scope = scope_path,
@@ -184,31 +252,30 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   -- restrictive violated rule (least headroom) of the first step that has
   -- one refuses; otherwise every applying counter is counted once.
   local rules, memo = {}, {}
-  local pols = {quota_pick(rules, pr, 1, terms.gline, keys_json, memo), false}
-  pols[2] = quota_pick(rules, pk, 2, terms.gline, keys_json, memo) or false
+  local pols = {quota_pick(rules, quota_rules(pr, risk, true), 1, terms.gline, keys_json, memo), false}
+  pols[2] = quota_pick(rules, ek, 2, terms.gline, keys_json, memo) or false
   if #rules == 0 then return nil, nil end
   -- The counter of every applying rule: calendar ones read by one HMGET of
   -- the day hash, per_run ones by one HMGET each. Nothing is written here.
   local counters, fields = {}, {'_'}
-  local counted = {'__risk__:' .. risk, kind}
-  local sp_, bm, bh, bd = scope_path .. '|', nil, nil, nil
+  local bk = quota_buckets(now)
   for r = 1, #rules, RS do
-    local c, st = rules[r], rules[r + 5]
+    local q = rules[r]
+    local c = q.c
     local sc = (c == 't') and tenant_scope or scope_path
-    rules[r + 7] = sc
+    rules[r + 3] = sc
     local id, b = nil, false
     if c == 'r' then
-      if run_id ~= '' then id = key_quota_counter(prefix, sc, counted[st], 'per_run', run_id) end
-    else
-      id = ((c == 't') and (tenant_scope .. '|') or sp_) .. counted[st] .. '|' .. c
-      -- The window instance's bucket, as a string once per window.
-      if c == 'm' then
-        bm = bm or string.format('%d', math.floor(now / 60000)); b = bm
-      elseif c == 'h' then
-        bh = bh or string.format('%d', math.floor(now / 3600000)); b = bh
-      else
-        bd = bd or string.format('%d', math.floor(now / 86400000)); b = bd
+      if run_id ~= '' then
+        id = key_quota_counter(prefix, sc, (rules[r + 1] == 1) and ('__risk__:' .. risk) or kind, 'per_run', run_id)
       end
+    else
+      id = q.ids[sc]
+      if id == nil then
+        id = sc .. q.sfx
+        quota_memo_put(q.ids, sc, id)
+      end
+      b = bk[c]
     end
     if id then
       local j = nil
@@ -225,12 +292,12 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
           counters[j + 2], counters[j + 3] = tonumber(v[1] or '0') or 0, v[2]
         end
       end
-      rules[r + 6] = j
+      rules[r + 2] = j
     end
   end
   local plan = {rules = rules, counters = counters, pols = pols, kind = kind, risk = risk, run = run_id}
   if #fields > 1 then
-    local day = bd or string.format('%d', math.floor(now / 86400000))
+    local day = bk.d
     plan.day, plan.dkey = day, key_quota_day(prefix, day)
     local v = redis.call('HMGET', plan.dkey, unpack(fields))
     plan.dnew = not v[1]
@@ -249,20 +316,21 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   for st = 1, 2 do
     local worst, wu = nil, 0
     for r = 1, #rules, RS do
-      if rules[r + 5] == st then
-        local j = rules[r + 6]
+      if rules[r + 1] == st then
+        local j = rules[r + 2]
         if not j then
           return nil, {code = 'INVALID_REQUEST', field = 'subject.dimensions.run_id',
             msg = 'subject.dimensions.run_id is required: a per_run quota of policy ' .. pols[st] .. ' applies'}
         end
-        local used, m = counters[j + 2], rules[r + 1]
-        if used >= m and (worst == nil or m - used < rules[worst + 1] - wu) then worst, wu = r, used end
+        local used, m = counters[j + 2], rules[r].m
+        if used >= m and (worst == nil or m - used < rules[worst].m - wu) then worst, wu = r, used end
       end
     end
     if worst then
-      local c, j, rc = rules[worst], rules[worst + 6], (st == 1) and risk or nil
+      local q, j, rc = rules[worst], rules[worst + 2], (st == 1) and risk or nil
+      local c = q.c
       local w = POLICY_WNAME[c]
-      local v = {q = {w = w, m = rules[worst + 1]}, used = wu, pol = pols[st], sc = rules[worst + 7], kind = kind, rc = rc,
+      local v = {q = {w = w, m = q.m}, used = wu, pol = pols[st], sc = rules[worst + 3], kind = kind, rc = rc,
         wk = (c == 'r') and run_id or quota_wkey(c, tonumber(counters[j + 1]))}
       local what = rc and ('risk-class quota ' .. rc) or ('action quota ' .. kind)
       return nil, {code = 'ACTION_QUOTA_EXCEEDED', dd = quota_deny(v),
@@ -277,12 +345,12 @@ end
 -- reaching n.
 local function quota_crossed(emit, tenant, plan, r, n, wk)
   local rules = plan.rules
-  local c, st = rules[r], rules[r + 5]
-  local _, bp = quota_extra(rules, r)
-  emit('quota.threshold_approaching', 'policy', rules[r + 7], {
-    tenant_id = tenant, scope = rules[r + 7], action_kind = (st == 1) and '__risk__' or plan.kind,
-    risk_class = (st == 1) and plan.risk or nil, window = POLICY_WNAME[c], window_key = wk, used = n,
-    limit = rules[r + 1], threshold_pct = tonumber(bp) / 10000, policy_id = plan.pols[st],
+  local q, st = rules[r], rules[r + 1]
+  local _, bp = quota_extra(q)
+  emit('quota.threshold_approaching', 'policy', rules[r + 3], {
+    tenant_id = tenant, scope = rules[r + 3], action_kind = (st == 1) and '__risk__' or plan.kind,
+    risk_class = (st == 1) and plan.risk or nil, window = POLICY_WNAME[q.c], window_key = wk, used = n,
+    limit = q.m, threshold_pct = tonumber(bp) / 10000, policy_id = plan.pols[st],
   })
 end
 
@@ -310,26 +378,32 @@ local function quota_count(plan, now, emit, tenant, prefix)
   end
   for j = 1, #counters, CS do
     local id, b, used, thr, r = counters[j], counters[j + 1], counters[j + 2], counters[j + 3], counters[j + 4]
-    local n, st = used + 1, rules[r + 5]
+    local n, q, st = used + 1, rules[r], rules[r + 1]
     local pol = plan.pols[st]
     -- The crossing, once per window instance: thr marks it emitted (a count
     -- given back and taken again does not alert twice).
-    local tn = rules[r + 3]
+    local tn = q.tn
     local crossed = (not thr or thr == '') and used < tn and n >= tn
     if b then
+      -- '<bucket>:<n>:<thr>:<at>:<limit>:<policy id>', the limit and policy
+      -- part kept per rule and policy (QUOTA_MEMO).
+      local tail = q.tails[pol]
+      if tail == nil then
+        tail = ':' .. q.ms .. ':' .. pol
+        quota_memo_put(q.tails, pol, tail)
+      end
       set[#set + 1] = id
-      set[#set + 1] = b .. ':' .. n .. ':' .. ((crossed or thr == '1') and '1' or '') .. ':' .. now_s .. ':' ..
-        rules[r + 2] .. ':' .. pol
-      if crossed then quota_crossed(emit, tenant, plan, r, n, quota_wkey(rules[r], tonumber(b))) end
+      set[#set + 1] = b .. ':' .. n .. ((crossed or thr == '1') and ':1:' or '::') .. now_s .. tail
+      if crossed then quota_crossed(emit, tenant, plan, r, n, quota_wkey(q.c, tonumber(b))) end
     else
-      local ttl = quota_extra(rules, r)
+      local ttl = quota_extra(q)
       local exp_s = ms(now + tonumber(ttl))
       if used == 0 then
-        redis.call('HSET', id, 'n', n, 'at', now_s, 'lim', rules[r + 2], 'pol', pol, 'exp', exp_s, 'sc', rules[r + 7],
+        redis.call('HSET', id, 'n', n, 'at', now_s, 'lim', q.ms, 'pol', pol, 'exp', exp_s, 'sc', rules[r + 3],
           'k', (st == 1) and '__risk__' or plan.kind, 'rc', (st == 1) and plan.risk or '', 'w', 'per_run', 'wk', plan.run,
           'ttl', ttl)
       else
-        redis.call('HSET', id, 'n', n, 'at', now_s, 'lim', rules[r + 2], 'pol', pol, 'exp', exp_s)
+        redis.call('HSET', id, 'n', n, 'at', now_s, 'lim', q.ms, 'pol', pol, 'exp', exp_s)
       end
       redis.call('PEXPIREAT', id, exp_s)
       index(id, exp_s)
