@@ -193,14 +193,15 @@ end
 -- terms (false: none match), or with timed the matching lines}}. An entry is
 -- a pure function of the table's text and the scope path, so it can never
 -- be stale; the reserve pays a table lookup instead of walking the text.
--- Bounded: past POLICY_MEMO_MAX entries it starts over. Callers must not
--- change the terms they get.
-local POLICY_MEMO, POLICY_MEMO_MAX = {t = {}, n = 0}, 1024
+-- Bounded: past memo.max entries it starts over. Callers must not change
+-- the terms they get. (Its helpers are fields, not locals: the reserve
+-- script's chunk is near the embedded store's register limit.)
+local POLICY_MEMO = {t = {}, n = 0, max = 1024}
 
--- policy_fold applies the matching lines ms (each {pattern, items, line
+-- POLICY_MEMO.fold applies the matching lines ms (each {pattern, items, line
 -- number}) in order at now: the terms, nil when none applies, or nil and a
 -- message when an item is malformed.
-local function policy_fold(ms_, now)
+function POLICY_MEMO.fold(ms_, now)
   local t, err = {}, nil
   for _, l in ipairs(ms_) do
     if l[2] == '' then
@@ -245,7 +246,7 @@ local function policy_terms(compiled, scope_path, now)
       lines[i] = {string.sub(compiled, pos, tab - 1), rest, i}
       pos = e + 1
     end
-    if memo.n >= POLICY_MEMO_MAX then memo.t, memo.n = {}, 0 end
+    if memo.n >= memo.max then memo.t, memo.n = {}, 0 end
     m = {lines = lines, timed = timed, scopes = {}}
     memo.t[compiled], memo.n = m, memo.n + 1
   end
@@ -259,14 +260,17 @@ local function policy_terms(compiled, scope_path, now)
       s = ms_
     else
       local err
-      s, err = policy_fold(ms_, now)
+      s, err = POLICY_MEMO.fold(ms_, now)
       if err then return nil, err end
+      -- stable: the same answer for every call (lib/quota.lua keys its
+      -- own memo on it).
+      if s then s.stable = true end
       s = s or false
     end
-    if memo.n >= POLICY_MEMO_MAX then memo.t, memo.n, m.scopes = {[compiled] = m}, 1, {} end
+    if memo.n >= memo.max then memo.t, memo.n, m.scopes = {[compiled] = m}, 1, {} end
     m.scopes[scope_path], memo.n = s, memo.n + 1
   end
-  if m.timed then return policy_fold(s, now) end
+  if m.timed then return POLICY_MEMO.fold(s, now) end
   return s or nil
 end
 

@@ -8,17 +8,20 @@
 -- Calendar windows (per_minute, per_hour, per_day, per_tenant_per_day): one
 -- hash per tenant and UTC day of Redis TIME (key_quota_day:
 -- <prefix>qd:<day number>), so one HMGET reads and one HSET writes every
--- calendar counter a call touches. A counter is the field
+-- calendar counter a call touches. A counter is two fields:
 --   <scope>|<counted>|<window code>      (counted: the kind, or
 --                                         __risk__:<class>; POLICY_WCODE)
--- holding '<bucket>:<n>:<thr>:<at>:<limit>:<policy id>': bucket is the
--- window instance (Redis TIME ms / the window's length, a number, so no date
--- is formatted on the hot path), n the calls counted in it, thr '1' once
--- quota.threshold_approaching was emitted for it, at the Redis TIME of the
--- last count (ms), limit and policy those of that count. A value of an
--- earlier bucket reads as 0 (the window rolled over) and is overwritten by
--- the next count. Every window divides the UTC day, so a bucket never spans
--- two day hashes. Field '_' holds when the hash expires (the day's end plus
+-- holding one integer, (n * 2 + thr) * 2048 + the bucket's number in the
+-- day (lib/quota_read.lua quota_value), so the hot path reads it with one
+-- tonumber and writes it without a string to build: n the calls counted in
+-- the window instance, thr 1 once quota.threshold_approaching was emitted for
+-- it, the bucket the window instance (Redis TIME ms / the window's length;
+-- in the day: minus the day's first bucket, below 1,440); and the same name plus '@'
+-- holding '<at>:<limit>:<policy id>' of the last count (at: its Redis TIME,
+-- ms), what the listing shows and nothing reads on the hot path. A value of
+-- an earlier bucket reads as 0 (the window rolled over) and is overwritten
+-- by the next count. Every window divides the UTC day, so a bucket never
+-- spans two day hashes. Field '_' holds when the hash expires (the day's end plus
 -- QUOTA_GRACE_MS): it is written, with PEXPIREAT and the index entry, by the
 -- first count of the day only. A counter is live while its bucket's end plus
 -- QUOTA_GRACE_MS is ahead (the listing and the reset skip the others).
@@ -65,12 +68,6 @@ local function quota_wkey(w, b)
   return key
 end
 
--- quota_field_parse reads a calendar counter value: bucket, n, thr, at,
--- limit, policy id (strings); nil when malformed.
-local function quota_field_parse(v)
-  return string.match(v, '^(%d+):(%d+):(1?):(%d*):(%d*):(.*)$')
-end
-
 -- quota_deny is the DenyDetail of an ACTION_QUOTA_EXCEEDED.
 local function quota_deny(v)
   local what = (v.rc and (v.rc .. ' (risk class)') or v.kind) .. ' ' .. v.q.w
@@ -94,23 +91,25 @@ end
 -- ms = max_calls as written, tn = threshold count, x = '<per_run TTL
 -- ms>,<threshold basis points>[,<filters JSON>]', fs = its allowlists
 -- ({{set, policy key name}, ...}; nil: none), sfx = '|<counted>|<c>', ids =
--- {[scope] = its day hash field}, tails = {[policy id] = ':<max_calls>:<policy
--- id>'}}. An entry is a pure function of what is counted and the value's text,
--- so it is never stale. memo.b holds the bucket strings of the current
--- minute. Bounded: past QUOTA_MEMO_MAX entries it starts over.
-local QUOTA_MEMO, QUOTA_MEMO_MAX = {k = {}, r = {}, n = 0, b = {}}, 2048
+-- {[scope] = its day hash field}, mids (the same with '@'), tails = {[policy
+-- id] = ':<max_calls>:<policy id>'}}. An entry is a pure function of what is
+-- counted and the value's text, so it is never stale. memo.b holds the
+-- buckets of the current minute. Bounded: past memo.max entries it starts
+-- over. Its helpers are fields, not locals: the reserve script's chunk is
+-- near the embedded store's register limit.
+local QUOTA_MEMO = {k = {}, r = {}, p = {}, n = 0, b = {}, max = 2048}
 
--- quota_memo_put keeps v under k in memo table tbl (the memo starts over
+-- QUOTA_MEMO.put keeps v under k in memo table tbl (the memo starts over
 -- when full).
-local function quota_memo_put(tbl, k, v)
+function QUOTA_MEMO.put(tbl, k, v)
   local memo = QUOTA_MEMO
-  if memo.n >= QUOTA_MEMO_MAX then memo.k, memo.r, memo.n = {}, {}, 0 end
+  if memo.n >= QUOTA_MEMO.max then memo.k, memo.r, memo.p, memo.n = {}, {}, {}, 0 end
   tbl[k], memo.n = v, memo.n + 1
 end
 
--- quota_rules is the memo entry of compiled value v ('' = none: nil) of the
+-- QUOTA_MEMO.rules is the memo entry of compiled value v ('' = none: nil) of the
 -- rules naming key (a kind, or with risk a risk class).
-local function quota_rules(v, key, risk)
+function QUOTA_MEMO.rules(v, key, risk)
   if v == '' then return nil end
   local memo = QUOTA_MEMO
   local by = (risk and memo.r or memo.k)[key]
@@ -123,7 +122,7 @@ local function quota_rules(v, key, risk)
     local rules = {}
     for c, m, tn, x in string.gmatch(qs, '\t(%a),(%d+),(%d+),([^\t]*)') do
       local r = {c = c, m = tonumber(m), ms = m, tn = tonumber(tn), x = x, sfx = '|' .. counted .. '|' .. c, ids = {},
-        tails = {}}
+        mids = {}, tails = {}}
       if string.find(x, '{', 1, true) then
         -- Allowlists: the call's host / recipient domain / resource type
         -- must be named.
@@ -139,7 +138,7 @@ local function quota_rules(v, key, risk)
     e.lines[#e.lines + 1] = {ln = ln, q = (qs ~= ''), rules = rules}
   end
   memo = QUOTA_MEMO
-  if memo.n >= QUOTA_MEMO_MAX then memo.k, memo.r, memo.n = {}, {}, 0 end
+  if memo.n >= QUOTA_MEMO.max then memo.k, memo.r, memo.p, memo.n = {}, {}, {}, 0 end
   local top = risk and memo.r or memo.k
   by = top[key]
   if by == nil then by = {}; top[key] = by end
@@ -147,43 +146,52 @@ local function quota_rules(v, key, risk)
   return e
 end
 
--- quota_buckets is the bucket strings of the windows at now ({m, h, d, t}),
--- formatted once a minute.
-local function quota_buckets(now)
+-- QUOTA_MEMO.buckets is the buckets of the windows at now: {m, h, d, t} their
+-- numbers in the UTC day, a = {m, h, d, t} the bucket numbers, day the day
+-- number (a string); computed once a minute.
+function QUOTA_MEMO.buckets(now)
   local mn = math.floor(now / 60000)
   local b = QUOTA_MEMO.b
   if b.mn ~= mn then
-    local d = string.format('%d', math.floor(now / 86400000))
-    b = {mn = mn, m = string.format('%d', mn), h = string.format('%d', math.floor(now / 3600000)), d = d, t = d}
+    local d, h = math.floor(now / 86400000), math.floor(now / 3600000)
+    b = {mn = mn, m = mn - d * 1440, h = h - d * 24, d = 0, t = 0, a = {m = mn, h = h, d = d, t = d},
+      day = string.format('%d', d)}
     QUOTA_MEMO.b = b
   end
   return b
 end
 
--- The plan of a call (quota_plan, quota_count) keeps its rules and counters
--- in two flat arrays, not a table each (a reserve's allocations feed the Lua
--- collector, a large part of its cost):
---   rules, RS slots per rule: the rule (QUOTA_MEMO's, read only), step (1
---     the risk class's, 2 the kind's), counter (its slot base in counters,
---     false = a per_run rule without a run id), scope;
---   counters, CS slots per counter: id (the day hash field, or the per_run
---     counter's key), bucket (string; false for per_run), used (number), thr,
---     the slot base of the first rule counting it.
-local RS, CS = 4, 5
+-- The plan of a call has a static part, its template (what applies and
+-- which counters; kept in QUOTA_MEMO.p when it depends only on memoized
+-- inputs: stable terms, the kind's and the class's memo entries, no per_run
+-- rule, no quota allowlist), and the counts read by this call:
+--   tpl.rules, RS slots per rule: the rule (QUOTA_MEMO's, read only), step
+--     (1 the risk class's, 2 the kind's), counter (its index, false = a
+--     per_run rule without a run id), scope;
+--   tpl.cid[j], ccode[j], cr[j], cmid[j], ctail[j]: counter j's id (the day
+--     hash field, or the per_run counter's key), window code, the slot of
+--     the first rule counting it, its '@' field and '@' value tail
+--     (calendar only); tpl.fields: '_' then the calendar ids (one HMGET);
+--     tpl.pols: the policy of each step (false: none).
+local RS = 4
 
 -- quota_pick appends to rules the applying quotas of the highest-priority
 -- matching policy (gline: policy_terms' terms.gline) with quotas in the
--- memo entry e (quota_rules), as step st; returns that policy's id (nil:
--- none). memo keeps the call's decoded policy keys (keys_json) for quotas
--- with allowlists.
+-- memo entry e (QUOTA_MEMO.rules), as step st; returns that policy's id (nil:
+-- none) and whether a quota allowlist was consulted. memo keeps the call's
+-- decoded policy keys (keys_json) for quotas with allowlists.
 local function quota_pick(rules, e, st, gline, keys_json, memo)
   if e == nil then return nil end
-  for _, l in ipairs(e.lines) do
+  local lines = e.lines
+  for i = 1, #lines do
+    local l = lines[i]
     local g = gline[l.ln]
     if g and l.q then
-      for _, q in ipairs(l.rules) do
-        local ok_ = true
+      local qs = l.rules
+      for k = 1, #qs do
+        local q, ok_ = qs[k], true
         if q.fs then
+          memo.used = true
           if memo.keys == nil then memo.keys = jdecode(keys_json) or {} end
           for _, a in ipairs(q.fs) do
             local val = memo.keys[a[2]]
@@ -207,29 +215,11 @@ local function quota_extra(q)
   return string.match(q.x, '^(%d+),(%d+)')
 end
 
--- quota_plan evaluates the governance steps for a call of kind (risk class
--- risk; '' = an undeclared custom.* kind) at scope_path. terms is
--- policy_terms' answer (nil: no policy matches, nothing to do); pk and pr
--- the tenant record's compiled rules of the kind and of the risk class
--- (tenant_conf's conf.pk, conf.pr). run_id is
--- Subject.dimensions.run_id ('' = absent); keys_json the policy keys the
--- kind's spec lets quota allowlists match (actionkind.MatchKeys: a small JSON
--- object, '' = none; decoded only when a quota filters on them).
--- Returns one of:
---   nil, nil                      no rule applies
---   plan, nil                     the counters a live ALLOW must count
---                                 (quota_count)
---   nil, {code, msg, dd, field}   a refusal: dd set for a DENY
---                                 (ACTION_KIND_*, ACTION_QUOTA_EXCEEDED), field
---                                 for an INVALID_REQUEST
-local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_path, tenant_scope, now, prefix)
-  local gov = terms and terms.gov
-  if gov == nil then return nil, nil end
-  if risk == '' then
-    return nil, {code = 'INVALID_REQUEST', field = 'action.kind',
-      msg = kind .. ' is not a declared custom action kind (declare it with -custom-action-kinds)'}
-  end
-  local ek = quota_rules(pk, kind, false)
+-- QUOTA_MEMO.template builds the template of a call (see above); nil when no
+-- rule applies; nil and a refusal from the access lists; and whether it
+-- may be kept.
+function QUOTA_MEMO.template(terms, ek, er, kind, risk, run_id, keys_json, scope_path, tenant_scope, prefix)
+  local gov = terms.gov
   -- Step 1: the access lists of the highest-priority matching policy that has any.
   for _, g in ipairs(gov) do
     if g.f ~= 'Q' then
@@ -248,71 +238,134 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
     end
   end
   -- Steps 2 and 3: the risk-class rules, then the kind's rules, each from the
-  -- highest-priority matching policy that has rules for it. The most
-  -- restrictive violated rule (least headroom) of the first step that has
-  -- one refuses; otherwise every applying counter is counted once.
+  -- highest-priority matching policy that has rules for it.
   local rules, memo = {}, {}
-  local pols = {quota_pick(rules, quota_rules(pr, risk, true), 1, terms.gline, keys_json, memo), false}
+  local pols = {quota_pick(rules, er, 1, terms.gline, keys_json, memo) or false, false}
   pols[2] = quota_pick(rules, ek, 2, terms.gline, keys_json, memo) or false
-  if #rules == 0 then return nil, nil end
-  -- The counter of every applying rule: calendar ones read by one HMGET of
-  -- the day hash, per_run ones by one HMGET each. Nothing is written here.
-  local counters, fields = {}, {'_'}
-  local bk = quota_buckets(now)
+  local keep = terms.stable and not memo.used
+  if #rules == 0 then return nil, nil, keep end
+  local tpl = {rules = rules, pols = pols, cid = {}, ccode = {}, cr = {}, cmid = {}, ctail = {}, fields = {'_'}}
+  local cid = tpl.cid
   for r = 1, #rules, RS do
-    local q = rules[r]
+    local q, st = rules[r], rules[r + 1]
     local c = q.c
     local sc = (c == 't') and tenant_scope or scope_path
     rules[r + 3] = sc
-    local id, b = nil, false
+    local id = nil
     if c == 'r' then
+      keep = false
       if run_id ~= '' then
-        id = key_quota_counter(prefix, sc, (rules[r + 1] == 1) and ('__risk__:' .. risk) or kind, 'per_run', run_id)
+        id = key_quota_counter(prefix, sc, (st == 1) and ('__risk__:' .. risk) or kind, 'per_run', run_id)
       end
     else
       id = q.ids[sc]
       if id == nil then
         id = sc .. q.sfx
-        quota_memo_put(q.ids, sc, id)
+        QUOTA_MEMO.put(q.ids, sc, id)
       end
-      b = bk[c]
     end
     if id then
       local j = nil
-      for k = 1, #counters, CS do
-        if counters[k] == id then j = k; break end
+      for k = 1, #cid do
+        if cid[k] == id then j = k; break end
       end
       if j == nil then
-        j = #counters + 1
-        counters[j], counters[j + 1], counters[j + 2], counters[j + 3], counters[j + 4] = id, b, 0, false, r
-        if b then
-          fields[#fields + 1] = id
-        else
-          local v = redis.call('HMGET', id, 'n', 'thr')
-          counters[j + 2], counters[j + 3] = tonumber(v[1] or '0') or 0, v[2]
+        j = #cid + 1
+        cid[j], tpl.ccode[j], tpl.cr[j] = id, c, r
+        if c ~= 'r' then
+          local pol = pols[st]
+          tpl.fields[#tpl.fields + 1] = id
+          tpl.cmid[j], tpl.ctail[j] = id .. '@', ':' .. q.ms .. ':' .. pol
         end
       end
       rules[r + 2] = j
     end
   end
-  local plan = {rules = rules, counters = counters, pols = pols, kind = kind, risk = risk, run = run_id}
-  if #fields > 1 then
-    local day = bk.d
-    plan.day, plan.dkey = day, key_quota_day(prefix, day)
-    local v = redis.call('HMGET', plan.dkey, unpack(fields))
+  return tpl, nil, keep
+end
+
+-- quota_plan evaluates the governance steps for a call of kind (risk class
+-- risk; '' = an undeclared custom.* kind) at scope_path. terms is
+-- policy_terms' answer (nil: no policy matches, nothing to do); pk and pr
+-- the tenant record's compiled rules of the kind and of the risk class
+-- (tenant_conf's conf.pk, conf.pr). run_id is
+-- Subject.dimensions.run_id ('' = absent); keys_json the policy keys the
+-- kind's spec lets quota allowlists match (actionkind.MatchKeys: a small JSON
+-- object, '' = none; decoded only when a quota filters on them).
+-- Returns one of:
+--   nil, nil                      no rule applies
+--   plan, nil                     the counters a live ALLOW must count
+--                                 (quota_count)
+--   nil, {code, msg, dd, field}   a refusal: dd set for a DENY
+--                                 (ACTION_KIND_*, ACTION_QUOTA_EXCEEDED), field
+--                                 for an INVALID_REQUEST
+-- The most restrictive violated rule (least headroom) of the first step
+-- that has one refuses; otherwise every applying counter is counted once.
+local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_path, tenant_scope, now, prefix)
+  local gov = terms and terms.gov
+  if gov == nil then return nil, nil end
+  if risk == '' then
+    return nil, {code = 'INVALID_REQUEST', field = 'action.kind',
+      msg = kind .. ' is not a declared custom action kind (declare it with -custom-action-kinds)'}
+  end
+  local ek, er = QUOTA_MEMO.rules(pk, kind, false), QUOTA_MEMO.rules(pr, risk, true)
+  -- The template: kept per (terms, kind entry, class entry) when it may be.
+  local memo = QUOTA_MEMO
+  local byt = terms.stable and memo.p[terms]
+  local bye = byt and byt[ek or 0]
+  local tpl = bye and bye[er or 0]
+  if tpl == nil then
+    local refusal, keep
+    tpl, refusal, keep = QUOTA_MEMO.template(terms, ek, er, kind, risk, run_id, keys_json, scope_path, tenant_scope, prefix)
+    if refusal then return nil, refusal end
+    tpl = tpl or false
+    if keep then
+      if memo.n >= QUOTA_MEMO.max then memo.k, memo.r, memo.p, memo.n = {}, {}, {}, 0 end
+      byt = memo.p[terms]
+      if byt == nil then byt = {}; memo.p[terms] = byt end
+      bye = byt[ek or 0]
+      if bye == nil then bye = {}; byt[ek or 0] = bye end
+      bye[er or 0], memo.n = tpl, memo.n + 1
+    end
+  end
+  if not tpl then return nil, nil end
+  -- The counts: calendar ones by one HMGET of the day hash, per_run ones by
+  -- one HMGET each. Nothing is written here.
+  local cid, ccode = tpl.cid, tpl.ccode
+  local used, thr = {}, {}
+  local plan = {tpl = tpl, used = used, thr = thr, kind = kind, risk = risk, run = run_id}
+  local bk = QUOTA_MEMO.buckets(now)
+  local ncal = #tpl.fields - 1
+  local v = nil
+  if ncal > 0 then
+    plan.day, plan.dkey, plan.bk = bk.day, key_quota_day(prefix, bk.day), bk
+    v = redis.call('HMGET', plan.dkey, unpack(tpl.fields))
     plan.dnew = not v[1]
-    local j = 1
-    for i = 2, #fields do
-      while counters[j + 1] == false do j = j + CS end
-      local raw = v[i]
-      if raw then
-        local b, n, thr = string.match(raw, '^(%d+):(%d+):(1?):')
-        if b == counters[j + 1] then counters[j + 2], counters[j + 3] = tonumber(n), thr end
+  end
+  local i = 1
+  for j = 1, #cid do
+    local c = ccode[j]
+    if c == 'r' then
+      local pv = redis.call('HMGET', cid[j], 'n', 'thr')
+      used[j], thr[j] = tonumber(pv[1] or '0') or 0, pv[2]
+    else
+      i = i + 1
+      -- quota_value, inline: (n * 2 + thr) * 2048 + the bucket in the day.
+      local raw, n, t = v[i], 0, 0
+      local x = raw and tonumber(raw)
+      if x then
+        local bod = x % 2048
+        if bod == bk[c] then
+          x = (x - bod) / 2048
+          t = x % 2
+          n = (x - t) / 2
+        end
       end
-      j = j + CS
+      used[j], thr[j] = n, t
     end
   end
   -- Evaluate in step order (a refusal of the risk-class step comes first).
+  local rules, pols = tpl.rules, tpl.pols
   for st = 1, 2 do
     local worst, wu = nil, 0
     for r = 1, #rules, RS do
@@ -322,35 +375,35 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
           return nil, {code = 'INVALID_REQUEST', field = 'subject.dimensions.run_id',
             msg = 'subject.dimensions.run_id is required: a per_run quota of policy ' .. pols[st] .. ' applies'}
         end
-        local used, m = counters[j + 2], rules[r].m
-        if used >= m and (worst == nil or m - used < rules[worst].m - wu) then worst, wu = r, used end
+        local u, m = used[j], rules[r].m
+        if u >= m and (worst == nil or m - u < rules[worst].m - wu) then worst, wu = r, u end
       end
     end
     if worst then
-      local q, j, rc = rules[worst], rules[worst + 2], (st == 1) and risk or nil
+      local q, rc = rules[worst], (st == 1) and risk or nil
       local c = q.c
       local w = POLICY_WNAME[c]
-      local v = {q = {w = w, m = q.m}, used = wu, pol = pols[st], sc = rules[worst + 3], kind = kind, rc = rc,
-        wk = (c == 'r') and run_id or quota_wkey(c, tonumber(counters[j + 1]))}
+      local dv = {q = {w = w, m = q.m}, used = wu, pol = pols[st], sc = rules[worst + 3], kind = kind, rc = rc,
+        wk = (c == 'r') and run_id or quota_wkey(c, bk.a[c])}
       local what = rc and ('risk-class quota ' .. rc) or ('action quota ' .. kind)
-      return nil, {code = 'ACTION_QUOTA_EXCEEDED', dd = quota_deny(v),
-        msg = what .. ' ' .. w .. ' limit ' .. v.q.m .. ' reached at ' .. v.sc}
+      return nil, {code = 'ACTION_QUOTA_EXCEEDED', dd = quota_deny(dv),
+        msg = what .. ' ' .. w .. ' limit ' .. dv.q.m .. ' reached at ' .. dv.sc}
     end
   end
-  if #counters == 0 then return nil, nil end
+  if #cid == 0 then return nil, nil end
   return plan, nil
 end
 
--- quota_crossed emits quota.threshold_approaching for the counter of rule r
--- reaching n.
+-- quota_crossed emits quota.threshold_approaching for the counter of rule
+-- slot r reaching n.
 local function quota_crossed(emit, tenant, plan, r, n, wk)
-  local rules = plan.rules
+  local rules = plan.tpl.rules
   local q, st = rules[r], rules[r + 1]
   local _, bp = quota_extra(q)
   emit('quota.threshold_approaching', 'policy', rules[r + 3], {
     tenant_id = tenant, scope = rules[r + 3], action_kind = (st == 1) and '__risk__' or plan.kind,
     risk_class = (st == 1) and plan.risk or nil, window = POLICY_WNAME[q.c], window_key = wk, used = n,
-    limit = q.m, threshold_pct = tonumber(bp) / 10000, policy_id = plan.pols[st],
+    limit = q.m, threshold_pct = tonumber(bp) / 10000, policy_id = plan.tpl.pols[st],
   })
 end
 
@@ -367,7 +420,8 @@ local function quota_count(plan, now, emit, tenant, prefix)
   local runs, set = {}, {}
   local idx = nil
   local now_s = ms(now)
-  local rules, counters = plan.rules, plan.counters
+  local tpl, used, thr = plan.tpl, plan.used, plan.thr
+  local rules, cid, ccode = tpl.rules, tpl.cid, tpl.ccode
   local function index(key, exp_s)
     if idx == nil then
       idx = key_quota_index(prefix)
@@ -376,29 +430,28 @@ local function quota_count(plan, now, emit, tenant, prefix)
     end
     redis.call('ZADD', idx, exp_s, key)
   end
-  for j = 1, #counters, CS do
-    local id, b, used, thr, r = counters[j], counters[j + 1], counters[j + 2], counters[j + 3], counters[j + 4]
-    local n, q, st = used + 1, rules[r], rules[r + 1]
-    local pol = plan.pols[st]
+  local k = 0
+  for j = 1, #cid do
+    local id, c, u, t, r = cid[j], ccode[j], used[j], thr[j], tpl.cr[j]
+    local n, q = u + 1, rules[r]
     -- The crossing, once per window instance: thr marks it emitted (a count
     -- given back and taken again does not alert twice).
     local tn = q.tn
-    local crossed = (not thr or thr == '') and used < tn and n >= tn
-    if b then
-      -- '<bucket>:<n>:<thr>:<at>:<limit>:<policy id>', the limit and policy
-      -- part kept per rule and policy (QUOTA_MEMO).
-      local tail = q.tails[pol]
-      if tail == nil then
-        tail = ':' .. q.ms .. ':' .. pol
-        quota_memo_put(q.tails, pol, tail)
-      end
-      set[#set + 1] = id
-      set[#set + 1] = b .. ':' .. n .. ((crossed or thr == '1') and ':1:' or '::') .. now_s .. tail
-      if crossed then quota_crossed(emit, tenant, plan, r, n, quota_wkey(q.c, tonumber(b))) end
+    local crossed = (not t or t == '' or t == 0) and u < tn and n >= tn
+    if c ~= 'r' then
+      -- The count (quota_value; a number: Redis formats it) and its '@'
+      -- field, '<at>:<limit>:<policy id>'.
+      local bk = plan.bk
+      set[k + 1], set[k + 2] = id, (n * 2 + ((crossed or t == 1) and 1 or 0)) * 2048 + bk[c]
+      set[k + 3], set[k + 4] = tpl.cmid[j], now_s .. tpl.ctail[j]
+      k = k + 4
+      if crossed then quota_crossed(emit, tenant, plan, r, n, quota_wkey(c, bk.a[c])) end
     else
+      local st = rules[r + 1]
+      local pol = tpl.pols[st]
       local ttl = quota_extra(q)
       local exp_s = ms(now + tonumber(ttl))
-      if used == 0 then
+      if u == 0 then
         redis.call('HSET', id, 'n', n, 'at', now_s, 'lim', q.ms, 'pol', pol, 'exp', exp_s, 'sc', rules[r + 3],
           'k', (st == 1) and '__risk__' or plan.kind, 'rc', (st == 1) and plan.risk or '', 'w', 'per_run', 'wk', plan.run,
           'ttl', ttl)
@@ -414,10 +467,10 @@ local function quota_count(plan, now, emit, tenant, prefix)
       end
     end
   end
-  if #set > 0 then
+  if k > 0 then
     if plan.dnew then
       local exp_s = ms((tonumber(plan.day) + 1) * 86400000 + QUOTA_GRACE_MS)
-      set[#set + 1], set[#set + 2] = '_', exp_s
+      set[k + 1], set[k + 2] = '_', exp_s
       redis.call('HSET', plan.dkey, unpack(set))
       redis.call('PEXPIREAT', plan.dkey, exp_s)
       index(plan.dkey, exp_s)
