@@ -8,20 +8,23 @@
 -- Calendar windows (per_minute, per_hour, per_day, per_tenant_per_day): one
 -- hash per tenant and UTC day of Redis TIME (key_quota_day:
 -- <prefix>qd:<day number>), so one HMGET reads and one HSET writes every
--- calendar counter a call touches. A counter is two fields:
+-- calendar counter a call touches. A counter is the field
 --   <scope>|<counted>|<window code>      (counted: the kind, or
 --                                         __risk__:<class>; POLICY_WCODE)
--- holding one integer, (n * 2 + thr) * 2048 + the bucket's number in the
--- day (lib/quota_read.lua quota_value), so the hot path reads it with one
+-- holding one integer, ((n * 2 + thr) * 131072 + at) * 2048 + bucket
+-- (lib/quota_read.lua quota_value), so the hot path reads it with one
 -- tonumber and writes it without a string to build: n the calls counted in
--- the window instance, thr 1 once quota.threshold_approaching was emitted for
--- it, the bucket the window instance (Redis TIME ms / the window's length;
--- in the day: minus the day's first bucket, below 1,440); and the same name plus '@'
--- holding '<at>:<limit>:<policy id>' of the last count (at: its Redis TIME,
--- ms), what the listing shows and nothing reads on the hot path. A value of
--- an earlier bucket reads as 0 (the window rolled over) and is overwritten
--- by the next count. Every window divides the UTC day, so a bucket never
--- spans two day hashes. Field '_' holds when the hash expires (the day's end plus
+-- the window instance (at most 100,000 by the quota bounds, so the value
+-- stays an exact integer below 2^53), thr 1 once
+-- quota.threshold_approaching was emitted for it, at the second of the UTC
+-- day of the last count (Redis TIME), bucket the window instance's number in
+-- the day (Redis TIME ms / the window's length, minus the day's first; below
+-- 1,440). The field plus '@' holds '<limit>:<policy id>' for the listing,
+-- written by the first count of each window instance by each memoized plan
+-- (QUOTA_MEMO; so after a policy change too), not by every count. A value
+-- of an earlier bucket reads as 0 (the window rolled over) and is
+-- overwritten by the next count. Every window divides the UTC day, so a
+-- bucket never spans two day hashes. Field '_' holds when the hash expires (the day's end plus
 -- QUOTA_GRACE_MS): it is written, with PEXPIREAT and the index entry, by the
 -- first count of the day only. A counter is live while its bucket's end plus
 -- QUOTA_GRACE_MS is ahead (the listing and the reset skip the others).
@@ -91,8 +94,7 @@ end
 -- ms = max_calls as written, tn = threshold count, x = '<per_run TTL
 -- ms>,<threshold basis points>[,<filters JSON>]', fs = its allowlists
 -- ({{set, policy key name}, ...}; nil: none), sfx = '|<counted>|<c>', ids =
--- {[scope] = its day hash field}, mids (the same with '@'), tails = {[policy
--- id] = ':<max_calls>:<policy id>'}}. An entry is a pure function of what is
+-- {[scope] = its day hash field}}. An entry is a pure function of what is
 -- counted and the value's text, so it is never stale. memo.b holds the
 -- buckets of the current minute. Bounded: past memo.max entries it starts
 -- over. Its helpers are fields, not locals: the reserve script's chunk is
@@ -121,8 +123,7 @@ function QUOTA_MEMO.rules(v, key, risk)
     if e.marks[ln] == nil then e.marks[ln] = mark end
     local rules = {}
     for c, m, tn, x in string.gmatch(qs, '\t(%a),(%d+),(%d+),([^\t]*)') do
-      local r = {c = c, m = tonumber(m), ms = m, tn = tonumber(tn), x = x, sfx = '|' .. counted .. '|' .. c, ids = {},
-        mids = {}, tails = {}}
+      local r = {c = c, m = tonumber(m), ms = m, tn = tonumber(tn), x = x, sfx = '|' .. counted .. '|' .. c, ids = {}}
       if string.find(x, '{', 1, true) then
         -- Allowlists: the call's host / recipient domain / resource type
         -- must be named.
@@ -168,11 +169,19 @@ end
 --   tpl.rules, RS slots per rule: the rule (QUOTA_MEMO's, read only), step
 --     (1 the risk class's, 2 the kind's), counter (its index, false = a
 --     per_run rule without a run id), scope;
---   tpl.cid[j], ccode[j], cr[j], cmid[j], ctail[j]: counter j's id (the day
---     hash field, or the per_run counter's key), window code, the slot of
---     the first rule counting it, its '@' field and '@' value tail
---     (calendar only); tpl.fields: '_' then the calendar ids (one HMGET);
---     tpl.pols: the policy of each step (false: none).
+--   tpl.cid[j], ccode[j], cr[j], ctn[j], cmin[j], cmid[j], ctail[j], mw[j]:
+--     counter j's id (the day hash field, or the per_run counter's key),
+--     window code, the slot of the first rule counting it, that rule's
+--     threshold count, the least max_calls of the rules counting it, and for
+--     a calendar counter its '@' field, that field's value and the window
+--     instance it was last written for by this template;
+--   tpl.fields: '_' then the calendar ids (one HMGET); tpl.set: the HSET
+--     arguments of the calendar counts (ids, then the values each call
+--     writes in place: one array reused, no table per call); tpl.pols: the
+--     policy of each step (false: none); tpl.day, tpl.dkey: the day hash
+--     last used; tpl.used, tpl.thr: the counts read by the call (reused);
+--     tpl.eval: a rule has no counter (per_run without a run id), so the
+--     rules are always evaluated.
 local RS = 4
 
 -- quota_pick appends to rules the applying quotas of the highest-priority
@@ -244,7 +253,8 @@ function QUOTA_MEMO.template(terms, ek, er, kind, risk, run_id, keys_json, scope
   pols[2] = quota_pick(rules, ek, 2, terms.gline, keys_json, memo) or false
   local keep = terms.stable and not memo.used
   if #rules == 0 then return nil, nil, keep end
-  local tpl = {rules = rules, pols = pols, cid = {}, ccode = {}, cr = {}, cmid = {}, ctail = {}, fields = {'_'}}
+  local tpl = {rules = rules, pols = pols, cid = {}, ccode = {}, cr = {}, ctn = {}, cmin = {}, cmid = {}, ctail = {},
+    mw = {}, fields = {'_'}, set = {}, used = {}, thr = {}, eval = false}
   local cid = tpl.cid
   for r = 1, #rules, RS do
     local q, st = rules[r], rules[r + 1]
@@ -271,14 +281,17 @@ function QUOTA_MEMO.template(terms, ek, er, kind, risk, run_id, keys_json, scope
       end
       if j == nil then
         j = #cid + 1
-        cid[j], tpl.ccode[j], tpl.cr[j] = id, c, r
+        cid[j], tpl.ccode[j], tpl.cr[j], tpl.ctn[j], tpl.cmin[j] = id, c, r, q.tn, q.m
         if c ~= 'r' then
-          local pol = pols[st]
           tpl.fields[#tpl.fields + 1] = id
-          tpl.cmid[j], tpl.ctail[j] = id .. '@', ':' .. q.ms .. ':' .. pol
+          tpl.set[#tpl.set + 1], tpl.set[#tpl.set + 2] = id, 0
+          tpl.cmid[j], tpl.ctail[j] = id .. '@', q.ms .. ':' .. pols[st]
         end
       end
+      if q.m < tpl.cmin[j] then tpl.cmin[j] = q.m end
       rules[r + 2] = j
+    else
+      tpl.eval = true
     end
   end
   return tpl, nil, keep
@@ -330,43 +343,61 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   end
   if not tpl then return nil, nil end
   -- The counts: calendar ones by one HMGET of the day hash, per_run ones by
-  -- one HMGET each. Nothing is written here.
-  local cid, ccode = tpl.cid, tpl.ccode
-  local used, thr = {}, {}
-  local plan = {tpl = tpl, used = used, thr = thr, kind = kind, risk = risk, run = run_id}
+  -- one HMGET each. Nothing is written here, but the values a count would
+  -- write are put in tpl.set as they are read (the count writes them as
+  -- they are; a refusal leaves them for the next call to overwrite).
+  local cid, ccode, cmin, ctn, set = tpl.cid, tpl.ccode, tpl.cmin, tpl.ctn, tpl.set
+  local used, thr = tpl.used, tpl.thr
+  local plan = {tpl = tpl, kind = kind, risk = risk, run = run_id, crossed = false}
   local bk = QUOTA_MEMO.buckets(now)
-  local ncal = #tpl.fields - 1
+  local sec = math.floor(now / 1000) % 86400
+  local over = tpl.eval
   local v = nil
-  if ncal > 0 then
-    plan.day, plan.dkey, plan.bk = bk.day, key_quota_day(prefix, bk.day), bk
+  if #set > 0 then
+    if tpl.day ~= bk.day then tpl.day, tpl.dkey = bk.day, key_quota_day(prefix, bk.day) end
+    plan.day, plan.dkey, plan.bk = bk.day, tpl.dkey, bk
     v = redis.call('HMGET', plan.dkey, unpack(tpl.fields))
     plan.dnew = not v[1]
   end
-  local i = 1
+  local i, vi = 0, 1
   for j = 1, #cid do
     local c = ccode[j]
+    local n, t = 0, 0
     if c == 'r' then
       local pv = redis.call('HMGET', cid[j], 'n', 'thr')
-      used[j], thr[j] = tonumber(pv[1] or '0') or 0, pv[2]
+      n, t = tonumber(pv[1] or '0') or 0, pv[2]
     else
-      i = i + 1
-      -- quota_value, inline: (n * 2 + thr) * 2048 + the bucket in the day.
-      local raw, n, t = v[i], 0, 0
+      i, vi = i + 2, vi + 1
+      -- quota_value, inline: ((n * 2 + thr) * 131072 + at) * 2048 + bucket.
+      local raw = v[vi]
       local x = raw and tonumber(raw)
+      local b = bk[c]
       if x then
         local bod = x % 2048
-        if bod == bk[c] then
+        if bod == b then
           x = (x - bod) / 2048
+          x = (x - x % 131072) / 131072
           t = x % 2
           n = (x - t) / 2
         end
       end
-      used[j], thr[j] = n, t
+      -- The value a count writes; the threshold crossing, once per window
+      -- instance (t marks it emitted).
+      local tn, t1 = ctn[j], t
+      if t == 0 and n < tn and n + 1 >= tn then
+        t1 = 1
+        if not plan.crossed then plan.crossed = {} end
+        plan.crossed[#plan.crossed + 1] = j
+      end
+      set[i] = (((n + 1) * 2 + t1) * 131072 + sec) * 2048 + b
     end
+    used[j], thr[j] = n, t
+    if n >= cmin[j] then over = true end
   end
-  -- Evaluate in step order (a refusal of the risk-class step comes first).
+  -- Evaluate in step order (a refusal of the risk-class step comes first),
+  -- only when a counter is at a limit of its rules (or a rule has none).
   local rules, pols = tpl.rules, tpl.pols
-  for st = 1, 2 do
+  for st = 1, over and 2 or 0 do
     local worst, wu = nil, 0
     for r = 1, #rules, RS do
       if rules[r + 1] == st then
@@ -417,40 +448,66 @@ end
 -- emit is the script's emitter: a count reaching a quota's threshold emits
 -- quota.threshold_approaching (category policy) once per window instance.
 local function quota_count(plan, now, emit, tenant, prefix)
-  local runs, set = {}, {}
-  local idx = nil
-  local now_s = ms(now)
-  local tpl, used, thr = plan.tpl, plan.used, plan.thr
-  local rules, cid, ccode = tpl.rules, tpl.cid, tpl.ccode
+  local tpl = plan.tpl
+  local runs, idx = {}, nil
   local function index(key, exp_s)
     if idx == nil then
       idx = key_quota_index(prefix)
       -- Bounded upkeep: index entries whose counters have expired.
-      redis.call('ZREMRANGEBYSCORE', idx, '-inf', '(' .. now_s)
+      redis.call('ZREMRANGEBYSCORE', idx, '-inf', '(' .. ms(now))
     end
     redis.call('ZADD', idx, exp_s, key)
   end
-  local k = 0
-  for j = 1, #cid do
-    local id, c, u, t, r = cid[j], ccode[j], used[j], thr[j], tpl.cr[j]
-    local n, q = u + 1, rules[r]
-    -- The crossing, once per window instance: thr marks it emitted (a count
-    -- given back and taken again does not alert twice).
-    local tn = q.tn
-    local crossed = (not t or t == '' or t == 0) and u < tn and n >= tn
-    if c ~= 'r' then
-      -- The count (quota_value; a number: Redis formats it) and its '@'
-      -- field, '<at>:<limit>:<policy id>'.
-      local bk = plan.bk
-      set[k + 1], set[k + 2] = id, (n * 2 + ((crossed or t == 1) and 1 or 0)) * 2048 + bk[c]
-      set[k + 3], set[k + 4] = tpl.cmid[j], now_s .. tpl.ctail[j]
-      k = k + 4
-      if crossed then quota_crossed(emit, tenant, plan, r, n, quota_wkey(c, bk.a[c])) end
+  local set, cid, ccode = tpl.set, tpl.cid, tpl.ccode
+  if #set > 0 then
+    -- The calendar counts (quota_plan put their values in tpl.set), with the
+    -- '@' fields of the counters this template has not written them for in
+    -- this window instance (or of a new day hash).
+    -- The values as decimal strings: %d formats an integer far cheaper
+    -- than Redis formats a Lua number (%.17g).
+    local fmt = string.format
+    for i = 2, #set, 2 do set[i] = fmt('%d', set[i]) end
+    local bk, mw, extra = plan.bk, tpl.mw, nil
+    for j = 1, #cid do
+      local c = ccode[j]
+      if c ~= 'r' and (mw[j] ~= bk.a[c] or plan.dnew) then
+        if extra == nil then extra = {unpack(set)} end
+        extra[#extra + 1], extra[#extra + 2] = tpl.cmid[j], tpl.ctail[j]
+      end
+    end
+    if plan.dnew then
+      local exp_s = ms((tonumber(plan.day) + 1) * 86400000 + QUOTA_GRACE_MS)
+      extra[#extra + 1], extra[#extra + 2] = '_', exp_s
+      redis.call('HSET', plan.dkey, unpack(extra))
+      redis.call('PEXPIREAT', plan.dkey, exp_s)
+      index(plan.dkey, exp_s)
     else
-      local st = rules[r + 1]
-      local pol = tpl.pols[st]
+      redis.call('HSET', plan.dkey, unpack(extra or set))
+    end
+    if extra then
+      for j = 1, #cid do
+        local c = ccode[j]
+        if c ~= 'r' then mw[j] = bk.a[c] end
+      end
+    end
+    if plan.crossed then
+      for _, j in ipairs(plan.crossed) do
+        local c = ccode[j]
+        quota_crossed(emit, tenant, plan, tpl.cr[j], tpl.used[j] + 1, quota_wkey(c, bk.a[c]))
+      end
+    end
+  end
+  -- per_run counters: one hash each, TTL refreshed.
+  local rules, used, thr, now_s = tpl.rules, tpl.used, tpl.thr, nil
+  for j = 1, #cid do
+    if ccode[j] == 'r' then
+      local id, r, u, t = cid[j], tpl.cr[j], used[j], thr[j]
+      local q, st = rules[r], rules[r + 1]
+      local n, tn, pol = u + 1, q.tn, tpl.pols[st]
+      local crossed = (not t or t == '') and u < tn and n >= tn
       local ttl = quota_extra(q)
       local exp_s = ms(now + tonumber(ttl))
+      now_s = now_s or ms(now)
       if u == 0 then
         redis.call('HSET', id, 'n', n, 'at', now_s, 'lim', q.ms, 'pol', pol, 'exp', exp_s, 'sc', rules[r + 3],
           'k', (st == 1) and '__risk__' or plan.kind, 'rc', (st == 1) and plan.risk or '', 'w', 'per_run', 'wk', plan.run,
@@ -465,17 +522,6 @@ local function quota_count(plan, now, emit, tenant, prefix)
         redis.call('HSET', id, 'thr', '1')
         quota_crossed(emit, tenant, plan, r, n, plan.run)
       end
-    end
-  end
-  if k > 0 then
-    if plan.dnew then
-      local exp_s = ms((tonumber(plan.day) + 1) * 86400000 + QUOTA_GRACE_MS)
-      set[k + 1], set[k + 2] = '_', exp_s
-      redis.call('HSET', plan.dkey, unpack(set))
-      redis.call('PEXPIREAT', plan.dkey, exp_s)
-      index(plan.dkey, exp_s)
-    else
-      redis.call('HSET', plan.dkey, unpack(set))
     end
   end
   return runs

@@ -32,17 +32,20 @@ if ARGV[4] ~= '' then
   -- and its end plus the grace is ahead.
   local raw = redis.call('HGET', KEYS[2], ARGV[4])
   local sc, counted, code = string.match(ARGV[4], '^(.*)|([^|]*)|(%a)$')
-  local bod, n = nil, nil
-  if raw and sc and QUOTA_LEN[code] then bod, n = quota_value(raw) end
+  local bod, n, thr_, sec = nil, nil, nil, nil
+  if raw and sc and QUOTA_LEN[code] then bod, n, thr_, sec = quota_value(raw) end
   local bn = tonumber(ARGV[5])
   if bod == nil or bn == nil or bod ~= bn - math.floor(bn * QUOTA_LEN[code] / DAY_MS) * (DAY_MS / QUOTA_LEN[code]) then
     return fail('NOT_FOUND', NONE)
   end
   local exp = (bn + 1) * QUOTA_LEN[code] + QUOTA_GRACE_MS
   if exp <= now then return fail('NOT_FOUND', NONE) end
-  -- n and thr back to 0, the bucket kept (quota_value); the '@' field stays.
-  redis.call('HSET', KEYS[2], ARGV[4], ms(bod))
-  local at, lmt, pol = quota_meta(redis.call('HGET', KEYS[2], ARGV[4] .. '@'))
+  -- n and thr back to 0, the bucket and the last count's time kept
+  -- (quota_value); the '@' field stays.
+  redis.call('HSET', KEYS[2], ARGV[4], ms(sec * 2048 + bod))
+  local lmt, pol = quota_meta(redis.call('HGET', KEYS[2], ARGV[4] .. '@'))
+  local day = math.floor(bn * QUOTA_LEN[code] / DAY_MS)
+  local at = ms(day * DAY_MS + sec * 1000)
   n = ms(n)
   local k, rc = counted, ''
   local risk = string.match(counted, '^__risk__:(.*)$')

@@ -52,7 +52,7 @@ local function day_items(k)
   local out = {}
   for j, f in ipairs(names) do
     local sc, counted, code = string.match(f, '^(.*)|([^|]*)|(%a)$')
-    local bod, n = quota_value(h[f])
+    local bod, n, _, sec = quota_value(h[f])
     if sc and bod and day and QUOTA_LEN[code] then
       local bn = day * (DAY_MS / QUOTA_LEN[code]) + bod
       local exp = (bn + 1) * QUOTA_LEN[code] + QUOTA_GRACE_MS
@@ -62,8 +62,8 @@ local function day_items(k)
       local w = POLICY_WNAME[code]
       n = ms(n)
       if exp > now and wanted(sc, k_, w, nil, n) then
-        local at, lmt, pol = quota_meta(h[f .. '@'])
-        out[#out + 1] = {j, {sc, k_, rc, w, quota_wkey(code, bn), n, lmt, pol, ms(exp), at}}
+        local lmt, pol = quota_meta(h[f .. '@'])
+        out[#out + 1] = {j, {sc, k_, rc, w, quota_wkey(code, bn), n, lmt, pol, ms(exp), ms(day * DAY_MS + sec * 1000)}}
       end
     end
   end
