@@ -175,11 +175,13 @@ end
 --     threshold count, the least max_calls of the rules counting it, and for
 --     a calendar counter its '@' field, that field's value and the window
 --     instance it was last written for by this template;
---   tpl.fields: '_' then the calendar ids (one HMGET); tpl.set: the HSET
+--   tpl.fields: the calendar ids (one HMGET); tpl.set: the HSET
 --     arguments of the calendar counts (ids, then the values each call
 --     writes in place: one array reused, no table per call); tpl.pols: the
 --     policy of each step (false: none); tpl.day, tpl.dkey: the day hash
---     last used; tpl.used, tpl.thr: the counts read by the call (reused);
+--     last used; tpl.mwm: the minute in which the '@' fields were last
+--     checked; tpl.used, tpl.thr: the counts read by the call (reused);
+--     tpl.nrun: the per_run counters; tpl.plan: the plan (reused);
 --     tpl.eval: a rule has no counter (per_run without a run id), so the
 --     rules are always evaluated.
 local RS = 4
@@ -254,7 +256,8 @@ function QUOTA_MEMO.template(terms, ek, er, kind, risk, run_id, keys_json, scope
   local keep = terms.stable and not memo.used
   if #rules == 0 then return nil, nil, keep end
   local tpl = {rules = rules, pols = pols, cid = {}, ccode = {}, cr = {}, ctn = {}, cmin = {}, cmid = {}, ctail = {},
-    mw = {}, fields = {'_'}, set = {}, used = {}, thr = {}, eval = false}
+    mw = {}, mwm = false, fields = {}, set = {}, used = {}, thr = {}, eval = false, nrun = 0}
+  tpl.plan = {tpl = tpl}
   local cid = tpl.cid
   for r = 1, #rules, RS do
     local q, st = rules[r], rules[r + 1]
@@ -286,6 +289,8 @@ function QUOTA_MEMO.template(terms, ek, er, kind, risk, run_id, keys_json, scope
           tpl.fields[#tpl.fields + 1] = id
           tpl.set[#tpl.set + 1], tpl.set[#tpl.set + 2] = id, 0
           tpl.cmid[j], tpl.ctail[j] = id .. '@', q.ms .. ':' .. pols[st]
+        else
+          tpl.nrun = tpl.nrun + 1
         end
       end
       if q.m < tpl.cmin[j] then tpl.cmin[j] = q.m end
@@ -321,9 +326,14 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
     return nil, {code = 'INVALID_REQUEST', field = 'action.kind',
       msg = kind .. ' is not a declared custom action kind (declare it with -custom-action-kinds)'}
   end
-  local ek, er = QUOTA_MEMO.rules(pk, kind, false), QUOTA_MEMO.rules(pr, risk, true)
-  -- The template: kept per (terms, kind entry, class entry) when it may be.
+  -- The memo entries of the kind's and the class's rules (looked up here,
+  -- parsed by QUOTA_MEMO.rules on a miss).
   local memo = QUOTA_MEMO
+  local ek, er = memo.k[kind], memo.r[risk]
+  ek, er = ek and ek[pk], er and er[pr]
+  if ek == nil and pk ~= '' then ek = memo.rules(pk, kind, false) end
+  if er == nil and pr ~= '' then er = memo.rules(pr, risk, true) end
+  -- The template: kept per (terms, kind entry, class entry) when it may be.
   local byt = terms.stable and memo.p[terms]
   local bye = byt and byt[ek or 0]
   local tpl = bye and bye[er or 0]
@@ -348,18 +358,18 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   -- they are; a refusal leaves them for the next call to overwrite).
   local cid, ccode, cmin, ctn, set = tpl.cid, tpl.ccode, tpl.cmin, tpl.ctn, tpl.set
   local used, thr = tpl.used, tpl.thr
-  local plan = {tpl = tpl, kind = kind, risk = risk, run = run_id, crossed = false}
+  local plan = tpl.plan
   local bk = QUOTA_MEMO.buckets(now)
-  local sec = math.floor(now / 1000) % 86400
-  local over = tpl.eval
+  plan.kind, plan.risk, plan.run, plan.crossed, plan.bk = kind, risk, run_id, false, bk
+  local sec, fmt = math.floor(now / 1000) % 86400, string.format
+  local over, dnew = tpl.eval, true
   local v = nil
   if #set > 0 then
     if tpl.day ~= bk.day then tpl.day, tpl.dkey = bk.day, key_quota_day(prefix, bk.day) end
-    plan.day, plan.dkey, plan.bk = bk.day, tpl.dkey, bk
+    plan.day, plan.dkey = bk.day, tpl.dkey
     v = redis.call('HMGET', plan.dkey, unpack(tpl.fields))
-    plan.dnew = not v[1]
   end
-  local i, vi = 0, 1
+  local i, vi = 0, 0
   for j = 1, #cid do
     local c = ccode[j]
     local n, t = 0, 0
@@ -372,6 +382,7 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
       local raw = v[vi]
       local x = raw and tonumber(raw)
       local b = bk[c]
+      if raw then dnew = false end
       if x then
         local bod = x % 2048
         if bod == b then
@@ -381,19 +392,24 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
           n = (x - t) / 2
         end
       end
-      -- The value a count writes; the threshold crossing, once per window
-      -- instance (t marks it emitted).
+      -- The value a count writes, as a decimal string (%d formats an
+      -- integer far cheaper than Redis formats a Lua number, %.17g); the
+      -- threshold crossing, once per window instance (t marks it emitted).
       local tn, t1 = ctn[j], t
       if t == 0 and n < tn and n + 1 >= tn then
         t1 = 1
         if not plan.crossed then plan.crossed = {} end
         plan.crossed[#plan.crossed + 1] = j
       end
-      set[i] = (((n + 1) * 2 + t1) * 131072 + sec) * 2048 + b
+      set[i] = fmt('%d', (((n + 1) * 2 + t1) * 131072 + sec) * 2048 + b)
     end
     used[j], thr[j] = n, t
     if n >= cmin[j] then over = true end
   end
+  -- dnew: none of the calendar counters is in the day hash yet (its first
+  -- count of the day, or theirs): the count sets the hash's expiry and
+  -- index entry, again if other counters made the hash already.
+  plan.dnew = dnew
   -- Evaluate in step order (a refusal of the risk-class step comes first),
   -- only when a counter is at a limit of its rules (or a rule has none).
   local rules, pols = tpl.rules, tpl.pols
@@ -441,15 +457,15 @@ end
 -- quota_count writes the counts of a live ALLOW (every counter of plan +1;
 -- the calendar ones in one HSET of the day hash, whose expiry and index
 -- entry are written by the day's first count only; per_run ones with their
--- TTL refreshed) and returns the keys of the per_run counters (the
--- reservation keeps them: release and expiry give those calls back, see
--- quota_refund in lib/refund.lua). A counter's limit and policy are those of
+-- TTL refreshed) and returns the keys of the per_run counters, nil when
+-- none (the reservation keeps them: release and expiry give those calls
+-- back, see quota_refund in lib/refund.lua). A counter's limit and policy are those of
 -- the first rule counting it.
 -- emit is the script's emitter: a count reaching a quota's threshold emits
 -- quota.threshold_approaching (category policy) once per window instance.
 local function quota_count(plan, now, emit, tenant, prefix)
   local tpl = plan.tpl
-  local runs, idx = {}, nil
+  local idx = nil
   local function index(key, exp_s)
     if idx == nil then
       idx = key_quota_index(prefix)
@@ -460,19 +476,18 @@ local function quota_count(plan, now, emit, tenant, prefix)
   end
   local set, cid, ccode = tpl.set, tpl.cid, tpl.ccode
   if #set > 0 then
-    -- The calendar counts (quota_plan put their values in tpl.set), with the
-    -- '@' fields of the counters this template has not written them for in
-    -- this window instance (or of a new day hash).
-    -- The values as decimal strings: %d formats an integer far cheaper
-    -- than Redis formats a Lua number (%.17g).
-    local fmt = string.format
-    for i = 2, #set, 2 do set[i] = fmt('%d', set[i]) end
+    -- The calendar counts (quota_plan put their values in tpl.set), with
+    -- the '@' fields this template has not written in their window instance
+    -- (checked once a minute; every window is whole minutes) or of a new day
+    -- hash.
     local bk, mw, extra = plan.bk, tpl.mw, nil
-    for j = 1, #cid do
-      local c = ccode[j]
-      if c ~= 'r' and (mw[j] ~= bk.a[c] or plan.dnew) then
-        if extra == nil then extra = {unpack(set)} end
-        extra[#extra + 1], extra[#extra + 2] = tpl.cmid[j], tpl.ctail[j]
+    if tpl.mwm ~= bk.mn or plan.dnew then
+      for j = 1, #cid do
+        local c = ccode[j]
+        if c ~= 'r' and (mw[j] ~= bk.a[c] or plan.dnew) then
+          if extra == nil then extra = {unpack(set)} end
+          extra[#extra + 1], extra[#extra + 2] = tpl.cmid[j], tpl.ctail[j]
+        end
       end
     end
     if plan.dnew then
@@ -484,11 +499,12 @@ local function quota_count(plan, now, emit, tenant, prefix)
     else
       redis.call('HSET', plan.dkey, unpack(extra or set))
     end
-    if extra then
+    if tpl.mwm ~= bk.mn or plan.dnew then
       for j = 1, #cid do
         local c = ccode[j]
         if c ~= 'r' then mw[j] = bk.a[c] end
       end
+      tpl.mwm = bk.mn
     end
     if plan.crossed then
       for _, j in ipairs(plan.crossed) do
@@ -497,8 +513,9 @@ local function quota_count(plan, now, emit, tenant, prefix)
       end
     end
   end
+  if tpl.nrun == 0 then return nil end
   -- per_run counters: one hash each, TTL refreshed.
-  local rules, used, thr, now_s = tpl.rules, tpl.used, tpl.thr, nil
+  local rules, used, thr, now_s, runs = tpl.rules, tpl.used, tpl.thr, nil, {}
   for j = 1, #cid do
     if ccode[j] == 'r' then
       local id, r, u, t = cid[j], tpl.cr[j], used[j], thr[j]
