@@ -102,7 +102,7 @@ func gogcMain(ctx context.Context, args []string) error {
 			slices.Reverse(order)
 		}
 		for _, v := range order {
-			p, err := gogcPass(ctx, addr, *bin, v, *shape, *clients, *warmup, *duration, *quiet)
+			p, err := gogcPass(ctx, addr, *bin, v, *shape, *clients, *warmup, *duration)
 			if err != nil {
 				return fmt.Errorf("round %d, GOGC=%s: %w", r, v, err)
 			}
@@ -138,7 +138,7 @@ func gogcMain(ctx context.Context, args []string) error {
 
 // gogcPass starts cyclesd with GOGC=value on the Redis at addr, measures one
 // cell, checks its ledger and stops cyclesd.
-func gogcPass(ctx context.Context, addr, bin, value, shape string, clients int, warmup, window time.Duration, quiet bool) (GOGCPass, error) {
+func gogcPass(ctx context.Context, addr, bin, value, shape string, clients int, warmup, window time.Duration) (GOGCPass, error) {
 	cfg := &config{redisAddr: addr, adminKey: defaultAdminKey, cyclesdBin: bin, allocated: 1_000_000_000_000, conns: 4,
 		serverEnv: []string{"GOGC=" + value}}
 	b, cleanup, err := startTool(ctx, cfg, true)
@@ -146,8 +146,10 @@ func gogcPass(ctx context.Context, addr, bin, value, shape string, clients int, 
 		return GOGCPass{}, err
 	}
 	defer cleanup()
-	if !quiet {
-		b.log = os.Stderr
+	// What the started process really has (a later GOGC in its
+	// environment wins over one inherited from this process's).
+	if got := procEnv(b.pids.server, "GOGC"); got != value {
+		return GOGCPass{}, fmt.Errorf("cyclesd runs with GOGC=%q, want %q", got, value)
 	}
 	g, err := b.newGroup(ctx, shape, clients)
 	if err != nil {
@@ -197,6 +199,21 @@ func medianOf(v []float64) float64 {
 		return (s[n/2-1] + s[n/2]) / 2
 	}
 	return s[len(s)/2]
+}
+
+// procEnv is the value of name in pid's environment (/proc/<pid>/environ).
+func procEnv(pid int, name string) string {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return ""
+	}
+	v := ""
+	for _, kv := range strings.Split(string(raw), "\x00") {
+		if rest, ok := strings.CutPrefix(kv, name+"="); ok {
+			v = rest
+		}
+	}
+	return v
 }
 
 // peakRSSKB is VmHWM of pid (/proc/<pid>/status), 0 if unknown.
