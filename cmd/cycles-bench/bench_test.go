@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cyclesgo/cycles-go/test/crash/cyclesdtest"
 
 	"github.com/redis/go-redis/v9"
 
@@ -17,10 +18,9 @@ import (
 // buildCyclesd builds the daemon the tool starts.
 func buildCyclesd(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "cyclesd")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/cyclesgo/cycles-go/cmd/cyclesd").CombinedOutput()
+	bin, err := cyclesdtest.Build(t.TempDir())
 	if err != nil {
-		t.Fatalf("build cyclesd: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cyclesgo/cycles-go/internal/cursor"
+
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
@@ -269,9 +271,9 @@ const (
 )
 
 // List pages the built-in kinds in registry order: risk filters by class
-// ("" for all), deprecated includes deprecated kinds, cursor is the last
-// kind of the previous page ("" for the first).
-func (r *Registry) List(risk RiskClass, deprecated bool, cursor string, limit int) (*cyclesv1.ListActionKindsResponse, error) {
+// ("" for all), deprecated includes deprecated kinds, after is the cursor of
+// the previous page ("" for the first).
+func (r *Registry) List(risk RiskClass, deprecated bool, after string, limit int) (*cyclesv1.ListActionKindsResponse, error) {
 	switch {
 	case limit == 0:
 		limit = DefaultPageSize
@@ -279,10 +281,14 @@ func (r *Registry) List(risk RiskClass, deprecated bool, cursor string, limit in
 		return nil, apierr.Invalid("limit", "must be 1..%d", MaxPageSize)
 	}
 	start := 0
-	if cursor != "" {
-		i, ok := r.byName[cursor]
+	if after != "" {
+		last, err := cursor.Decode("cursor", after)
+		if err != nil {
+			return nil, err
+		}
+		i, ok := r.byName[last]
 		if !ok {
-			return nil, apierr.Invalid("cursor", "not a cursor of this registry")
+			return nil, cursor.Invalid("cursor")
 		}
 		start = i + 1
 	}
@@ -293,9 +299,9 @@ func (r *Registry) List(risk RiskClass, deprecated bool, cursor string, limit in
 			continue
 		}
 		if len(out.Kinds) == limit {
-			// The cursor is the last kind returned: the next page resumes after it.
+			// The cursor holds the last kind returned: the next page resumes after it.
 			out.HasMore = true
-			out.NextCursor = out.Kinds[len(out.Kinds)-1].GetKind()
+			out.NextCursor = cursor.Encode(out.Kinds[len(out.Kinds)-1].GetKind())
 			break
 		}
 		out.Kinds = append(out.Kinds, k.Proto())

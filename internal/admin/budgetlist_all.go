@@ -2,8 +2,9 @@ package admin
 
 import (
 	"context"
-	"encoding/base64"
 	"strings"
+
+	pagecursor "github.com/cyclesgo/cycles-go/internal/cursor"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
@@ -22,11 +23,11 @@ func (s *Service) listAllBudgets(ctx context.Context, req *cyclesv1.ListBudgetsR
 	}
 	var cursor string
 	if c := req.GetCursor(); c != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(c)
+		raw, err := pagecursor.Decode("cursor", c)
 		if err != nil {
-			return nil, apierr.Invalid("cursor", "is not a cursor of this listing")
+			return nil, err
 		}
-		cursor = string(raw)
+		cursor = raw
 	}
 	resp := &cyclesv1.ListBudgetsResponse{}
 	next, err := s.walkTenants(ctx, cursor, pageLimit(req.GetLimit(), DefaultListLimit, MaxListLimit),
@@ -43,7 +44,7 @@ func (s *Service) listAllBudgets(ctx context.Context, req *cyclesv1.ListBudgetsR
 		return nil, err
 	}
 	if next != "" {
-		resp.HasMore, resp.NextCursor = true, base64.RawURLEncoding.EncodeToString([]byte(next))
+		resp.HasMore, resp.NextCursor = true, pagecursor.Encode(next)
 	}
 	return resp, nil
 }

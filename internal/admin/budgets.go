@@ -2,11 +2,12 @@ package admin
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+
+	pagecursor "github.com/cyclesgo/cycles-go/internal/cursor"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -163,13 +164,15 @@ func (s *Service) listBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequ
 	limit := pageLimit(req.GetLimit(), DefaultListLimit, MaxListLimit)
 	after := ""
 	if c := req.GetCursor(); c != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(c)
-		root := "tenant:" + tenant
-		if err != nil || !strings.Contains(string(raw), "|") ||
-			!(strings.HasPrefix(string(raw), root+"/") || strings.HasPrefix(string(raw), root+"|")) {
-			return nil, apierr.Invalid("cursor", "is not a cursor of this listing")
+		raw, err := pagecursor.Decode("cursor", c)
+		if err != nil {
+			return nil, err
 		}
-		after = string(raw)
+		root := "tenant:" + tenant
+		if !strings.Contains(raw, "|") || !(strings.HasPrefix(raw, root+"/") || strings.HasPrefix(raw, root+"|")) {
+			return nil, pagecursor.Invalid("cursor")
+		}
+		after = raw
 	}
 	page, err := s.budgetPage(ctx, tenant, prefix, unit, after, limit)
 	if err != nil {
@@ -177,7 +180,7 @@ func (s *Service) listBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequ
 	}
 	resp := &cyclesv1.ListBudgetsResponse{HasMore: page.more, Budgets: page.budgets}
 	if page.more && page.last != "" {
-		resp.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(page.last))
+		resp.NextCursor = pagecursor.Encode(page.last)
 	} else if page.more {
 		// Nothing consumed but more may remain: resume where this call started.
 		resp.NextCursor = req.GetCursor()

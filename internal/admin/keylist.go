@@ -2,8 +2,9 @@ package admin
 
 import (
 	"context"
-	"encoding/base64"
 	"strings"
+
+	pagecursor "github.com/cyclesgo/cycles-go/internal/cursor"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
@@ -50,11 +51,11 @@ func (s *Service) listAPIKeys(ctx context.Context, req *cyclesv1.ListApiKeysRequ
 	}
 	var raw string
 	if c := req.GetCursor(); c != "" {
-		b, err := base64.RawURLEncoding.DecodeString(c)
+		b, err := pagecursor.Decode("cursor", c)
 		if err != nil {
-			return nil, apierr.Invalid("cursor", "is not a cursor of this listing")
+			return nil, err
 		}
-		raw = string(b)
+		raw = b
 	}
 	tenant := req.GetTenantId()
 	if tenant == "" {
@@ -70,7 +71,7 @@ func (s *Service) listAPIKeys(ctx context.Context, req *cyclesv1.ListApiKeysRequ
 	resp := &cyclesv1.ListApiKeysResponse{HasMore: page.more}
 	resp.ApiKeys = page.keys
 	if page.more && page.last != "" {
-		resp.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(page.last))
+		resp.NextCursor = pagecursor.Encode(page.last)
 	} else if page.more {
 		resp.NextCursor = req.GetCursor()
 	}
@@ -130,7 +131,7 @@ func (s *Service) listAllAPIKeys(ctx context.Context, f keyFilter, cursor string
 		return nil, err
 	}
 	if next != "" {
-		resp.HasMore, resp.NextCursor = true, base64.RawURLEncoding.EncodeToString([]byte(next))
+		resp.HasMore, resp.NextCursor = true, pagecursor.Encode(next)
 	}
 	return resp, nil
 }

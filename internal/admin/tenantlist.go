@@ -2,8 +2,9 @@ package admin
 
 import (
 	"context"
-	"encoding/base64"
 	"strings"
+
+	pagecursor "github.com/cyclesgo/cycles-go/internal/cursor"
 
 	"golang.org/x/sync/errgroup"
 
@@ -48,11 +49,14 @@ func (s *Service) listTenants(ctx context.Context, req *cyclesv1.ListTenantsRequ
 	limit := pageLimit(req.GetLimit(), DefaultTenantListLimit, MaxTenantListLimit)
 	after := ""
 	if c := req.GetCursor(); c != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(c)
-		if err != nil || !auth.ValidTenantID(string(raw)) {
-			return nil, apierr.Invalid("cursor", "is not a cursor of this listing")
+		raw, err := pagecursor.Decode("cursor", c)
+		if err != nil {
+			return nil, err
 		}
-		after = string(raw)
+		if !auth.ValidTenantID(raw) {
+			return nil, pagecursor.Invalid("cursor")
+		}
+		after = raw
 	}
 	search := strings.ToLower(req.GetSearch())
 	status := req.GetStatus()
@@ -103,7 +107,7 @@ func (s *Service) listTenants(ctx context.Context, req *cyclesv1.ListTenantsRequ
 	// conservative true, and the next page is empty and final).
 	if last != "" && (last != ids[len(ids)-1] || len(ids) == scan) {
 		resp.HasMore = true
-		resp.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(last))
+		resp.NextCursor = pagecursor.Encode(last)
 	}
 	return resp, nil
 }

@@ -122,6 +122,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 	if archiving {
 		// Past Redis retention, reads continue from the archive.
 		eopts.ArchivedStream, eopts.ArchivedEvent = archived.stream, archived.event
+		eopts.ArchiveRetention = cfg.ArchiveRetention
 		aopts.ArchivedStream = archived.stream
 	}
 	ev := events.New(streamExec, eopts)

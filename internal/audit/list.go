@@ -2,12 +2,13 @@ package audit
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+
+	pagecursor "github.com/cyclesgo/cycles-go/internal/cursor"
 
 	"golang.org/x/sync/errgroup"
 
@@ -66,16 +67,16 @@ func (p pos) before() string {
 }
 
 func (p pos) cursor() string {
-	return base64.RawURLEncoding.EncodeToString([]byte(p.id() + " " + p.stream))
+	return pagecursor.Encode(p.id() + " " + p.stream)
 }
 
 func parseCursor(c string) (pos, error) {
-	bad := apierr.Invalid("cursor", "is not a cursor of this listing")
-	raw, err := base64.RawURLEncoding.DecodeString(c)
+	raw, err := pagecursor.Decode("cursor", c)
 	if err != nil {
-		return pos{}, bad
+		return pos{}, err
 	}
-	id, stream, ok := strings.Cut(string(raw), " ")
+	bad := pagecursor.Invalid("cursor")
+	id, stream, ok := strings.Cut(raw, " ")
 	ms, seq, okID := script.ParseStreamID(id)
 	if !ok || !okID || (stream != keys.AuditLog && !strings.HasSuffix(stream, ":audit")) {
 		return pos{}, bad

@@ -1,11 +1,12 @@
 package events
 
 import (
-	"encoding/base64"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/cyclesgo/cycles-go/internal/cursor"
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
@@ -83,8 +84,6 @@ func (p Position) mark() int64 {
 	return p.Watermark
 }
 
-var cursorEncoding = base64.RawURLEncoding
-
 // EncodeCursor is the opaque, URL-safe cursor of p: base64url of the stream id,
 // followed by ".<watermark>" when the watermark says more than the id.
 func EncodeCursor(p Position) string {
@@ -92,7 +91,7 @@ func EncodeCursor(p Position) string {
 	if p.Watermark > 0 && p.Watermark > int64(p.ID.MS) {
 		s += "." + strconv.FormatInt(p.Watermark, 10)
 	}
-	return cursorEncoding.EncodeToString([]byte(s))
+	return cursor.Encode(s)
 }
 
 // DecodeCursor parses a cursor made by EncodeCursor. Anything else is
@@ -104,11 +103,11 @@ func DecodeCursor(field, c string) (Position, error) {
 	if c == "" || len(c) > 128 {
 		return bad()
 	}
-	raw, err := cursorEncoding.DecodeString(c)
+	raw, err := cursor.Decode(field, c)
 	if err != nil {
 		return bad()
 	}
-	idPart, markPart, hasMark := strings.Cut(string(raw), ".")
+	idPart, markPart, hasMark := strings.Cut(raw, ".")
 	id, err := ParseID(idPart)
 	if err != nil {
 		return bad()

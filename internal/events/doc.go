@@ -56,6 +56,12 @@
 // the server time and a resumable cursor, which keeps idle streams alive
 // through proxies.
 //
+// With an archive (Options.ArchivedStream), the part of the log that
+// retention trimmed from Redis is read from PostgreSQL below Redis's oldest
+// entry, in the same order and with the same cursors (archived.go); a
+// replay from it is paced like one from Redis, and a live watcher never
+// reads it. Retention then means the archive's (Options.ArchiveRetention).
+//
 // # Who sees what
 //
 // A tenant API key reads its own tenant's log (tenant_id empty or equal, else

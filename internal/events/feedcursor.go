@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cyclesgo/cycles-go/internal/cursor"
+
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
 
@@ -37,14 +39,14 @@ func EncodeFeedCursor(p FeedPosition) string {
 	if p.Watermark > 0 && p.Watermark > int64(p.Entry.MS) {
 		s += "." + strconv.FormatInt(p.Watermark, 10)
 	}
-	return cursorEncoding.EncodeToString([]byte(s))
+	return cursor.Encode(s)
 }
 
 // IsFeedCursor reports whether c has the shape of an all-tenant cursor
 // (it may still be invalid).
 func IsFeedCursor(c string) bool {
-	raw, err := cursorEncoding.DecodeString(c)
-	return err == nil && strings.HasPrefix(string(raw), feedCursorTag)
+	raw, err := cursor.Decode("cursor", c)
+	return err == nil && strings.HasPrefix(raw, feedCursorTag)
 }
 
 // DecodeFeedCursor parses a cursor made by EncodeFeedCursor; anything else is
@@ -56,11 +58,11 @@ func DecodeFeedCursor(field, c string) (FeedPosition, error) {
 	if c == "" || len(c) > 160 {
 		return bad()
 	}
-	raw, err := cursorEncoding.DecodeString(c)
+	raw, err := cursor.Decode(field, c)
 	if err != nil {
 		return bad()
 	}
-	body, ok := strings.CutPrefix(string(raw), feedCursorTag)
+	body, ok := strings.CutPrefix(raw, feedCursorTag)
 	if !ok {
 		return bad()
 	}

@@ -144,7 +144,7 @@ func (s *Service) getArchived(ctx context.Context, f filter, id string, notFound
 	}
 	row, ok, err := s.opts.ArchivedEvent(ctx, f.tenant, id)
 	if err != nil {
-		return nil, fmt.Errorf("find event %s of tenant %s in the archive: %w", id, f.tenant, err)
+		return nil, archiveUnavailable(fmt.Errorf("find event %s of tenant %s in the archive: %w", id, f.tenant, err))
 	}
 	if !ok {
 		return nil, notFound

@@ -93,13 +93,18 @@ type Options struct {
 	MeterProvider   metric.MeterProvider
 	Logger          *zap.Logger
 	// ArchivedStream, when set, reads a stream's entries from the archive
-	// (internal/archiver Reader.Stream): ListEvents then serves the part of
-	// a tenant's log that retention trimmed from Redis from it.
+	// (internal/archiver Reader.Stream): ListEvents and WatchEvents then
+	// serve the part of a tenant's log that retention trimmed from Redis
+	// from it (archived.go).
 	ArchivedStream func(ctx context.Context, key string, desc bool, hi, lo string, n int) ([][]string, error)
 	// ArchivedEvent, when set, finds an event no longer in Redis in the
 	// archive (internal/archiver Reader.Event): its stream id, then its
 	// field/value pairs.
 	ArchivedEvent func(ctx context.Context, tenant, id string) ([]string, bool, error)
+	// ArchiveRetention is the archive's own retention (-archive-retention):
+	// a watch resuming below Redis's oldest entry from a position older than
+	// it is CURSOR_EXPIRED. 0: not checked.
+	ArchiveRetention time.Duration
 }
 
 // Service serves the per-tenant event logs.
@@ -295,8 +300,17 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 			return err
 		}
 		pos.Watermark = w.Now
-		if w.Last != "" {
-			if pos.ID, err = ParseID(w.Last); err != nil {
+		last := w.Last
+		if last == "" && s.opts.ArchivedStream != nil {
+			// Redis holds none of the log (retention trimmed all of it):
+			// the newest event may be in the archive, and a NOW watch
+			// must start after it, not replay the archive.
+			if last, err = s.newestArchived(ctx, f.tenant); err != nil {
+				return err
+			}
+		}
+		if last != "" {
+			if pos.ID, err = ParseID(last); err != nil {
 				return err
 			}
 		}
@@ -322,8 +336,9 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 		}
 		// Paced (pace.go): over the stream's or the tenant's replay rate it
 		// waits before reading, so a catch-up cannot take the CPU (here and
-		// in Redis) other tenants need.
-		w, err := s.readPaced(ctx, sp, keys.Tenant(f.tenant).Events(), from, "+", s.opts.ReadBatch)
+		// in Redis) other tenants need. With an archive, what retention
+		// trimmed from Redis is read from it (archived.go).
+		w, err := s.readLog(ctx, sp, f.tenant, from, "+", s.opts.ReadBatch)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -332,8 +347,13 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 		}
 		// Checked on every read, not only on resume: a live watcher that fell
 		// behind retention must be told rather than skip events silently.
-		if !fromStart && s.lost(pos, w.First, w.Now) {
-			return s.expiredErr(ctx, "watch")
+		if !fromStart {
+			if s.opts.ArchivedStream == nil && s.lost(pos, w.First, w.Now) {
+				return s.expiredErr(ctx, "watch")
+			}
+			if s.opts.ArchivedStream != nil && belowRedis(from, w.First) && s.archiveLost(pos, w.Now) {
+				return s.archiveExpiredErr(ctx, "watch")
+			}
 		}
 		fromStart = false
 		for _, e := range w.Entries {
@@ -352,7 +372,7 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 			s.delivered.Add(ctx, 1, watchAttr)
 			hb.Reset(s.opts.Heartbeat)
 		}
-		if len(w.Entries) == s.opts.ReadBatch {
+		if w.more {
 			continue // more is waiting; the buffer stays one batch
 		}
 		// Caught up at Redis time w.Now: everything appended later has an id
@@ -442,7 +462,7 @@ func (s *Service) List(ctx context.Context, p auth.Principal, req *cyclesv1.List
 		// where Redis's log starts, without a gap or a repeat.
 		older, err := s.archived(ctx, f.tenant, from, to, w.First, scan)
 		if err != nil {
-			return nil, err
+			return nil, archiveUnavailable(err)
 		}
 		if len(older) == scan {
 			entries, full = older, true // the rest waits for the next page

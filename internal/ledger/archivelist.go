@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	pagecursor "github.com/cyclesgo/cycles-go/internal/cursor"
+
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/keys"
@@ -279,7 +281,7 @@ func (l *Ledger) walk(t keys.Tenant, tenant, index, dir, lo, hi, filters string,
 func (l *Ledger) listMerged(ctx context.Context, w *pageWalk, fh, cursor string, limit int) (*cyclesv1.ListReservationsResponse, error) {
 	cur := mergedCursor{V: 3, FH: fh}
 	if cursor != "" {
-		if err := decodeCursor(cursor, &cur); err != nil {
+		if err := pagecursor.DecodeJSON("cursor", cursor, &cur); err != nil {
 			return nil, err
 		}
 		if cur.V != 3 || cur.FH != fh {
@@ -303,7 +305,7 @@ func (l *Ledger) listMerged(ctx context.Context, w *pageWalk, fh, cursor string,
 	}
 	if more {
 		resp.HasMore = true
-		resp.NextCursor = encodeCursor(next)
+		resp.NextCursor = pagecursor.EncodeJSON(next)
 	}
 	return resp, nil
 }

@@ -3,12 +3,13 @@ package ledger
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+
+	pagecursor "github.com/cyclesgo/cycles-go/internal/cursor"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -184,22 +185,6 @@ type balancesCursor struct {
 	M  string `json:"m"`
 }
 
-func encodeCursor(v any) string {
-	b, _ := json.Marshal(v)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeCursor(s string, v any) error {
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return apierr.Invalid("cursor", "malformed")
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return apierr.Invalid("cursor", "malformed")
-	}
-	return nil
-}
-
 func filterHash(parts ...string) string {
 	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return hex.EncodeToString(sum[:8])
@@ -294,7 +279,7 @@ func (l *Ledger) List(ctx context.Context, tenant string, req *cyclesv1.ListRese
 	}
 	cur := listCursor{V: 1, FH: fh}
 	if req.GetCursor() != "" {
-		if err := decodeCursor(req.GetCursor(), &cur); err != nil {
+		if err := pagecursor.DecodeJSON("cursor", req.GetCursor(), &cur); err != nil {
 			return nil, err
 		}
 		if cur.V != 1 || cur.FH != fh {
@@ -318,7 +303,7 @@ func (l *Ledger) List(ctx context.Context, tenant string, req *cyclesv1.ListRese
 	}
 	if out.More {
 		resp.HasMore = true
-		resp.NextCursor = encodeCursor(listCursor{V: 1, FH: fh, S: out.S, K: int64(out.K)})
+		resp.NextCursor = pagecursor.EncodeJSON(listCursor{V: 1, FH: fh, S: out.S, K: int64(out.K)})
 	}
 	return resp, nil
 }
@@ -372,7 +357,7 @@ func (l *Ledger) Balances(ctx context.Context, tenant string, req *cyclesv1.GetB
 	fh := filterHash(tenant, string(sj), unit)
 	cur := balancesCursor{V: 1, FH: fh}
 	if req.GetCursor() != "" {
-		if err := decodeCursor(req.GetCursor(), &cur); err != nil {
+		if err := pagecursor.DecodeJSON("cursor", req.GetCursor(), &cur); err != nil {
 			return nil, err
 		}
 		if cur.V != 1 || cur.FH != fh || cur.M == "" {
@@ -394,7 +379,7 @@ func (l *Ledger) Balances(ctx context.Context, tenant string, req *cyclesv1.GetB
 	resp := &cyclesv1.GetBalancesResponse{Balances: balances(cyclesv1.Unit_UNIT_UNSPECIFIED, out.Rows)}
 	if out.More {
 		resp.HasMore = true
-		resp.NextCursor = encodeCursor(balancesCursor{V: 1, FH: fh, M: out.Last})
+		resp.NextCursor = pagecursor.EncodeJSON(balancesCursor{V: 1, FH: fh, M: out.Last})
 	}
 	return resp, nil
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	pagecursor "github.com/cyclesgo/cycles-go/internal/cursor"
+
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/defaults"
@@ -50,7 +52,7 @@ type sortedCursor struct {
 func (l *Ledger) listSorted(ctx context.Context, t keys.Tenant, req *cyclesv1.ListReservationsRequest, fh, filters string, inc map[string]bool) (*cyclesv1.ListReservationsResponse, error) {
 	cur := sortedCursor{V: 2, FH: fh}
 	if req.GetCursor() != "" {
-		if err := decodeCursor(req.GetCursor(), &cur); err != nil {
+		if err := pagecursor.DecodeJSON("cursor", req.GetCursor(), &cur); err != nil {
 			return nil, err
 		}
 		if cur.V != 2 || cur.FH != fh {
@@ -113,7 +115,7 @@ func (l *Ledger) listSorted(ctx context.Context, t keys.Tenant, req *cyclesv1.Li
 	resp := &cyclesv1.ListReservationsResponse{Reservations: all[start:end]}
 	if end < len(all) {
 		resp.HasMore = true
-		resp.NextCursor = encodeCursor(sortedCursor{V: 2, FH: fh, Off: end})
+		resp.NextCursor = pagecursor.EncodeJSON(sortedCursor{V: 2, FH: fh, Off: end})
 	}
 	return resp, nil
 }

@@ -2,11 +2,12 @@ package ledgerops
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+
+	pagecursor "github.com/cyclesgo/cycles-go/internal/cursor"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -35,23 +36,6 @@ type listToken struct {
 	Tenant string `json:"t"`
 	Member string `json:"m,omitempty"`
 	Score  string `json:"s,omitempty"`
-}
-
-func encodeToken(t listToken) string {
-	b, _ := json.Marshal(t)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeToken(s string) (listToken, error) {
-	var t listToken
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err == nil {
-		err = json.Unmarshal(b, &t)
-	}
-	if err != nil {
-		return t, apierr.Invalid("page_token", "is not a token this server issued")
-	}
-	return t, nil
 }
 
 type holdRow struct {
@@ -89,7 +73,7 @@ func (s *Service) ListQuarantined(ctx context.Context, req *cyclesv1.ListQuarant
 	var tok listToken
 	if req.GetPageToken() != "" {
 		var err error
-		if tok, err = decodeToken(req.GetPageToken()); err != nil {
+		if err = pagecursor.DecodeJSON("page_token", req.GetPageToken(), &tok); err != nil {
 			return nil, err
 		}
 		if req.GetTenantId() != "" && tok.Tenant != req.GetTenantId() {
@@ -130,7 +114,7 @@ func (s *Service) ListQuarantined(ctx context.Context, req *cyclesv1.ListQuarant
 			return nil, err
 		}
 		if next != nil {
-			resp.NextPageToken = encodeToken(listToken{Tenant: req.GetTenantId(), Member: next.Member, Score: next.Score})
+			resp.NextPageToken = pagecursor.EncodeJSON(listToken{Tenant: req.GetTenantId(), Member: next.Member, Score: next.Score})
 		}
 		return resp, nil
 	}
@@ -147,11 +131,11 @@ func (s *Service) ListQuarantined(ctx context.Context, req *cyclesv1.ListQuarant
 		}
 		switch {
 		case next != nil:
-			resp.NextPageToken = encodeToken(listToken{Tenant: tenant, Member: next.Member, Score: next.Score})
+			resp.NextPageToken = pagecursor.EncodeJSON(listToken{Tenant: tenant, Member: next.Member, Score: next.Score})
 			return false
 		case len(resp.Reservations) >= size || visited >= maxTenantsPerPage:
 			// Continue after this tenant: a token with no cursor past it.
-			resp.NextPageToken = encodeToken(listToken{Tenant: tenant + "\x00"})
+			resp.NextPageToken = pagecursor.EncodeJSON(listToken{Tenant: tenant + "\x00"})
 			return false
 		}
 		return true

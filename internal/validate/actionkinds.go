@@ -12,10 +12,7 @@ func init() {
 		if r.GetLimit() < 0 || r.GetLimit() > 100 {
 			return invalid("limit", "must be 1..100")
 		}
-		if len(r.GetCursor()) > 64 {
-			return invalid("cursor", "is not a cursor of this registry")
-		}
-		return nil
+		return Cursor("cursor", r.GetCursor())
 	})
 	register(func(r *cyclesv1.GetActionKindRequest) error {
 		if r.GetKind() == "" {

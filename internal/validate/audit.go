@@ -9,7 +9,6 @@ const (
 	auditMaxListItems = 25
 	auditMaxSearch    = 128
 	auditMaxFilter    = 256
-	auditMaxCursor    = 512
 )
 
 // AuditService request validators.
@@ -38,8 +37,8 @@ func init() {
 		if err := Text("search", r.GetSearch(), auditMaxSearch); err != nil {
 			return err
 		}
-		if len(r.GetCursor()) > auditMaxCursor {
-			return invalid("cursor", "is not a cursor of this listing")
+		if err := Cursor("cursor", r.GetCursor()); err != nil {
+			return err
 		}
 		switch {
 		case r.Status != nil && (r.StatusMin != nil || r.StatusMax != nil):

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/cyclesgo/cycles-go/internal/cursor"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -411,8 +413,8 @@ func Limit(field string, v *int32, max int32) error {
 
 // Cursor: optional opaque token of bounded size.
 func Cursor(field, v string) error {
-	if len(v) > 1024 {
-		return invalid(field, "too long")
+	if len(v) > cursor.MaxLen {
+		return cursor.Invalid(field)
 	}
 	return nil
 }

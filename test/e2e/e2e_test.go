@@ -10,12 +10,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cyclesgo/cycles-go/test/crash/cyclesdtest"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -43,11 +44,8 @@ func TestMain(m *testing.M) {
 			return nil, err
 		}
 		teardown := func() { _ = os.RemoveAll(dir) }
-		binary = filepath.Join(dir, "cyclesd")
-		if out, err := exec.Command("go", "build", "-o", binary, "github.com/cyclesgo/cycles-go/cmd/cyclesd").CombinedOutput(); err != nil {
-			return teardown, fmt.Errorf("build cyclesd: %w\n%s", err, out)
-		}
-		return teardown, nil
+		binary, err = cyclesdtest.Build(dir)
+		return teardown, err
 	}})
 }
 

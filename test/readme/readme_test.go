@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cyclesgo/cycles-go/test/crash/cyclesdtest"
+
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
@@ -143,9 +145,9 @@ func readmeBlocks(t *testing.T, info string) []block {
 // buildCyclesd compiles cmd/cyclesd into dir.
 func buildCyclesd(t *testing.T, dir string) string {
 	t.Helper()
-	bin := filepath.Join(dir, "cyclesd")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/cyclesgo/cycles-go/cmd/cyclesd").CombinedOutput(); err != nil {
-		t.Fatalf("build cyclesd: %v\n%s", err, out)
+	bin, err := cyclesdtest.Build(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
