@@ -13,7 +13,6 @@ package admin
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -154,17 +153,6 @@ func New(exec *script.Executor, opts Options) *Service {
 // eventContext is the event-context ARGV of one script call.
 func (s *Service) eventContext(ctx context.Context) string {
 	return eventctx.Arg(ctx, s.retention)
-}
-
-// run executes one admin script (scripts.go) and decodes its result into out.
-func run[K, A any](ctx context.Context, s *Service, out any, sc *script.Script[K, A], k K, a A) error {
-	if err := sc.RunInto(ctx, s.exec, out, k, a); err != nil {
-		if _, ok := apierr.As(err); ok {
-			return err
-		}
-		return fmt.Errorf("%s: %w", sc.Def, err)
-	}
-	return nil
 }
 
 // done counts a refusal of rpc (protocol errors only) and returns err.

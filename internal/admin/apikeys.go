@@ -88,7 +88,7 @@ func (s *Service) storeAPIKey(ctx context.Context, req *cyclesv1.CreateApiKeyReq
 		meta = string(b)
 	}
 	var rec record
-	err = run(ctx, s, &rec, scriptCreateAPIKey,
+	err = scriptCreateAPIKey.RunInto(ctx, s.exec, &rec,
 		createKeyKeys{tk.Record(), tk.APIKey(parsed.KeyID), tk.APIKeys(), tk.Events()},
 		createKeyArgs{tenant, parsed.KeyID, req.GetName(), auth.HashSecret(full), s.eventContext(ctx),
 			string(permsJSON), expires, req.GetDescription(), meta, filterJSON})
@@ -124,7 +124,7 @@ func (s *Service) RevokeApiKey(ctx context.Context, req *cyclesv1.RevokeApiKeyRe
 		RevokedNow bool   `json:"revoked_now"`
 	}
 	s.keys.drop(tenant, keyID)
-	err = run(ctx, s, &out, scriptRevokeAPIKey, keyEventKeys{tk.APIKey(keyID), tk.Events()},
+	err = scriptRevokeAPIKey.RunInto(ctx, s.exec, &out, keyEventKeys{tk.APIKey(keyID), tk.Events()},
 		revokeKeyArgs{tenant, keyID, s.eventContext(ctx), req.GetReason()})
 	// Drop again after the script, even when it failed: a verification that
 	// read the key before the script committed took its generation snapshot
@@ -227,7 +227,7 @@ func (s *Service) readKey(ctx context.Context, pk auth.ParsedKey, hash string) (
 		ScopeFilter  string `json:"scope_filter"`
 		Now          string `json:"now"`
 	}
-	if err := run(ctx, s, &out, scriptVerifyAPIKey, verifyKeyKeys{tk.APIKey(pk.KeyID), tk.Record()}, script.None{}); err != nil {
+	if err := scriptVerifyAPIKey.RunInto(ctx, s.exec, &out, verifyKeyKeys{tk.APIKey(pk.KeyID), tk.Record()}, script.None{}); err != nil {
 		return keyVerdict{}, err
 	}
 	perms, expiresAt, now, err := keyGrants(out.Permissions, out.ExpiresAt, out.Now)

@@ -80,7 +80,7 @@ func (s *Service) createBudget(ctx context.Context, req *cyclesv1.CreateBudgetRe
 		}
 	}
 	var rec record
-	err = run(ctx, s, &rec, scriptCreateBudget,
+	err = scriptCreateBudget.RunInto(ctx, s.exec, &rec,
 		createBudgetKeys{ref.keys.Record(), ref.key(), ref.keys.Budgets(), ref.keys.Events()},
 		createBudgetArgs{ref.tenant, ref.scope, ref.unit, req.GetAllocated(), req.GetOverdraftLimit(),
 			scope.PolicyKey(req.GetCommitOveragePolicy()), caps, metadataJSON(req.GetMetadata()),
@@ -111,7 +111,7 @@ func (s *Service) getBudget(ctx context.Context, req *cyclesv1.GetBudgetRequest)
 		return nil, err
 	}
 	var rec record
-	if err := run(ctx, s, &rec, scriptGetBudget, budgetKeys{ref.key()}, budgetIDArgs{ref.scope, ref.unit}); err != nil {
+	if err := scriptGetBudget.RunInto(ctx, s.exec, &rec, budgetKeys{ref.key()}, budgetIDArgs{ref.scope, ref.unit}); err != nil {
 		return nil, err
 	}
 	return budgetFromRecord(ref.tenant, rec.withIdentity(ref.scope, ref.unit))
@@ -216,7 +216,7 @@ func (s *Service) budgetPage(ctx context.Context, tenant, prefix, unit, after st
 		Last string `json:"last"`
 		More bool   `json:"more"`
 	}
-	if err := run(ctx, s, &out, scriptListBudgets, listBudgetsKeys{tk.Prefix(), tk.Budgets()}, args); err != nil {
+	if err := scriptListBudgets.RunInto(ctx, s.exec, &out, listBudgetsKeys{tk.Prefix(), tk.Budgets()}, args); err != nil {
 		return nil, err
 	}
 	page := &budgetPageResult{last: out.Last, more: out.More}
@@ -307,7 +307,7 @@ func (s *Service) updateBudget(ctx context.Context, req *cyclesv1.UpdateBudgetRe
 		return nil, fmt.Errorf("encode budget patch: %w", err)
 	}
 	var rec record
-	err = run(ctx, s, &rec, scriptUpdateBudget, budgetChangeKeys{ref.keys.Record(), ref.key(), ref.keys.Events()},
+	err = scriptUpdateBudget.RunInto(ctx, s.exec, &rec, budgetChangeKeys{ref.keys.Record(), ref.key(), ref.keys.Events()},
 		budgetPatchArgs{ref.scope, ref.unit, string(patch), s.eventContext(ctx)})
 	if err != nil {
 		return nil, err
@@ -351,7 +351,7 @@ func (s *Service) setStatus(ctx context.Context, target, tenant, path string, un
 		return nil, err
 	}
 	var rec record
-	err = run(ctx, s, &rec, scriptSetBudgetStatus, budgetChangeKeys{ref.keys.Record(), ref.key(), ref.keys.Events()},
+	err = scriptSetBudgetStatus.RunInto(ctx, s.exec, &rec, budgetChangeKeys{ref.keys.Record(), ref.key(), ref.keys.Events()},
 		budgetStatusArgs{ref.scope, ref.unit, reason, s.eventContext(ctx), target})
 	if err != nil {
 		return nil, err

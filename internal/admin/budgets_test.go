@@ -189,6 +189,14 @@ func TestUpdateBudget(t *testing.T) {
 			}, []string{"budget.updated"}},
 		{"metadata", &cyclesv1.UpdateBudgetRequest{Metadata: map[string]string{"k": "v"}},
 			func(b *cyclesv1.Budget) bool { return reflect.DeepEqual(b.GetMetadata(), map[string]string{"k": "v"}) }, []string{"budget.updated"}},
+		{"metadata merges", &cyclesv1.UpdateBudgetRequest{Metadata: map[string]string{"j": "w"}},
+			func(b *cyclesv1.Budget) bool {
+				return reflect.DeepEqual(b.GetMetadata(), map[string]string{"k": "v", "j": "w"})
+			}, []string{"budget.updated"}},
+		{"same metadata again is no change", &cyclesv1.UpdateBudgetRequest{Metadata: map[string]string{"k": "v"}},
+			func(b *cyclesv1.Budget) bool { return len(b.GetMetadata()) == 2 }, nil},
+		{"metadata replaces", &cyclesv1.UpdateBudgetRequest{Metadata: map[string]string{"z": "9"}, ReplaceMetadata: true},
+			func(b *cyclesv1.Budget) bool { return reflect.DeepEqual(b.GetMetadata(), map[string]string{"z": "9"}) }, []string{"budget.updated"}},
 		{"no change", &cyclesv1.UpdateBudgetRequest{OverdraftLimit: i64(100)}, func(b *cyclesv1.Budget) bool { return true }, nil},
 		{"clear caps", &cyclesv1.UpdateBudgetRequest{ClearCaps: true},
 			func(b *cyclesv1.Budget) bool { return b.Caps == nil }, []string{"budget.updated"}},
@@ -220,7 +228,7 @@ func TestUpdateBudget(t *testing.T) {
 	if b.GetStatus() != cyclesv1.BudgetStatus_BUDGET_STATUS_FROZEN || !b.GetIsOverLimit() {
 		t.Fatalf("frozen update = %v", b)
 	}
-	if n := e.metrics.Sum(t, "cycles.admin.budgets.updated"); n != 7 {
+	if n := e.metrics.Sum(t, "cycles.admin.budgets.updated"); n != int64(len(steps)+1) { // every step, and the frozen update
 		t.Fatalf("budgets.updated = %d", n)
 	}
 

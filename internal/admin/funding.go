@@ -98,7 +98,7 @@ func (s *Service) fundBudget(ctx context.Context, req *cyclesv1.FundBudgetReques
 		spent = strconv.FormatInt(req.GetSpent(), 10)
 	}
 	var out fundingResult
-	err = run(ctx, s, &out, scriptFundBudget,
+	err = scriptFundBudget.RunInto(ctx, s.exec, &out,
 		fundKeys{ref.keys.Record(), ref.key(), ref.keys.Idempotency("fund", req.GetIdempotencyKey()), ref.keys.Events()},
 		fundArgs{op, req.GetAmount(), spent, req.GetReason(), hash, FundingReplayWindow.Milliseconds(),
 			ref.scope, ref.unit, s.eventContext(ctx)})

@@ -96,7 +96,7 @@ func (s *Service) keyPage(ctx context.Context, tenant, after string, limit int, 
 		Last  string           `json:"last"`
 		More  bool             `json:"more"`
 	}
-	if err := run(ctx, s, &out, scriptListAPIKeys, listKeysKeys{tk.Record(), tk.APIKeys(), tk.APIKey("")},
+	if err := scriptListAPIKeys.RunInto(ctx, s.exec, &out, listKeysKeys{tk.Record(), tk.APIKeys(), tk.APIKey("")},
 		listKeysArgs{tenant, after, limit, f.status, f.search, scan}); err != nil {
 		return keyPageResult{}, err
 	}

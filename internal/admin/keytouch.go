@@ -67,7 +67,7 @@ func (s *Service) RunKeyTouches(ctx context.Context) error {
 				continue
 			}
 			var wrote bool
-			_ = run(ctx, s, &wrote, scriptTouchAPIKey, apiKeyKeys{keys.Tenant(id[:i]).APIKey(id[i+1:])}, script.None{})
+			_ = scriptTouchAPIKey.RunInto(ctx, s.exec, &wrote, apiKeyKeys{keys.Tenant(id[:i]).APIKey(id[i+1:])}, script.None{})
 		}
 	}
 }

@@ -31,7 +31,7 @@ func (s *Service) UpdateApiKey(ctx context.Context, req *cyclesv1.UpdateApiKeyRe
 	tk := keys.Tenant(tenant)
 	var rec record
 	s.keys.drop(tenant, keyID)
-	err = run(ctx, s, &rec, scriptUpdateAPIKey, keyEventKeys{tk.APIKey(keyID), tk.Events()},
+	err = scriptUpdateAPIKey.RunInto(ctx, s.exec, &rec, keyEventKeys{tk.APIKey(keyID), tk.Events()},
 		updateKeyArgs{tenant, keyID, s.eventContext(ctx), args})
 	// As in RevokeApiKey: drop again after the script and tell the other
 	// replicas, even if the script failed (it may have committed).

@@ -75,7 +75,7 @@ func (s *Service) listTenants(ctx context.Context, req *cyclesv1.ListTenantsRequ
 	for i, id := range ids {
 		g.Go(func() error {
 			var rec record
-			if err := run(gctx, s, &rec, scriptGetTenant, recordKeys{keys.Tenant(id).Record()}, tenantIDArgs{id}); err != nil {
+			if err := scriptGetTenant.RunInto(gctx, s.exec, &rec, recordKeys{keys.Tenant(id).Record()}, tenantIDArgs{id}); err != nil {
 				if ae, ok := apierr.As(err); ok && ae.Code == apierr.TenantNotFound {
 					return nil
 				}

@@ -49,12 +49,12 @@ func (s *Service) createTenant(ctx context.Context, req *cyclesv1.CreateTenantRe
 	if req.MaxReservationExtensions != nil {
 		maxExt = req.GetMaxReservationExtensions()
 	}
-	if err := run(ctx, s, nil, scriptRegisterTenant, registryKeys{keys.Tenants}, tenantIDArgs{id}); err != nil {
+	if err := scriptRegisterTenant.RunInto(ctx, s.exec, nil, registryKeys{keys.Tenants}, tenantIDArgs{id}); err != nil {
 		return nil, err
 	}
 	tk := keys.Tenant(id)
 	var rec record
-	err := run(ctx, s, &rec, scriptCreateTenant, tenantKeys{tk.Record(), tk.Events()},
+	err := scriptCreateTenant.RunInto(ctx, s.exec, &rec, tenantKeys{tk.Record(), tk.Events()},
 		createTenantArgs{id, req.GetName(), scope.PolicyKey(policy), ttl, req.GetMaxReservationTtlMs(), int64(maxExt),
 			metadataJSON(req.GetMetadata()), s.eventContext(ctx)})
 	if err != nil {
@@ -67,7 +67,7 @@ func (s *Service) createTenant(ctx context.Context, req *cyclesv1.CreateTenantRe
 func (s *Service) GetTenant(ctx context.Context, req *cyclesv1.GetTenantRequest) (*cyclesv1.GetTenantResponse, error) {
 	var rec record
 	id := req.GetTenantId()
-	if err := run(ctx, s, &rec, scriptGetTenant, recordKeys{keys.Tenant(id).Record()}, tenantIDArgs{id}); err != nil {
+	if err := scriptGetTenant.RunInto(ctx, s.exec, &rec, recordKeys{keys.Tenant(id).Record()}, tenantIDArgs{id}); err != nil {
 		return nil, s.done(ctx, "GetTenant", err)
 	}
 	t, err := tenantFromRecord(rec)
@@ -124,7 +124,7 @@ func (s *Service) UpdateTenant(ctx context.Context, req *cyclesv1.UpdateTenantRe
 	id := req.GetTenantId()
 	tk := keys.Tenant(id)
 	var rec record
-	if err := run(ctx, s, &rec, scriptUpdateTenant, tenantKeys{tk.Record(), tk.Events()},
+	if err := scriptUpdateTenant.RunInto(ctx, s.exec, &rec, tenantKeys{tk.Record(), tk.Events()},
 		tenantPatchArgs{id, string(patch), s.eventContext(ctx)}); err != nil {
 		return nil, s.done(ctx, "UpdateTenant", err)
 	}
@@ -151,7 +151,7 @@ func (s *Service) CloseTenant(ctx context.Context, req *cyclesv1.CloseTenantRequ
 		Tenant    record `json:"tenant"`
 		ClosedNow bool   `json:"closed_now"`
 	}
-	if err := run(ctx, s, &out, scriptCloseTenant, tenantKeys{tk.Record(), tk.Events()}, tenantCtxArgs{id, s.eventContext(ctx)}); err != nil {
+	if err := scriptCloseTenant.RunInto(ctx, s.exec, &out, tenantKeys{tk.Record(), tk.Events()}, tenantCtxArgs{id, s.eventContext(ctx)}); err != nil {
 		return nil, s.done(ctx, "CloseTenant", err)
 	}
 	t, err := tenantFromRecord(out.Tenant)

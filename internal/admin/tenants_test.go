@@ -159,6 +159,8 @@ func TestUpdateTenantChangesFieldsAndStatus(t *testing.T) {
 			}, []string{"tenant.updated"}},
 		{"metadata replaces", &cyclesv1.UpdateTenantRequest{Metadata: map[string]string{"z": "9"}, ReplaceMetadata: true},
 			func(x *cyclesv1.Tenant) bool { return reflect.DeepEqual(x.GetMetadata(), map[string]string{"z": "9"}) }, []string{"tenant.updated"}},
+		{"same metadata again is a no-op", &cyclesv1.UpdateTenantRequest{Metadata: map[string]string{"z": "9"}},
+			func(x *cyclesv1.Tenant) bool { return reflect.DeepEqual(x.GetMetadata(), map[string]string{"z": "9"}) }, nil},
 		{"suspend", &cyclesv1.UpdateTenantRequest{Status: cyclesv1.TenantStatus_TENANT_STATUS_SUSPENDED},
 			func(x *cyclesv1.Tenant) bool { return x.GetStatus() == cyclesv1.TenantStatus_TENANT_STATUS_SUSPENDED }, []string{"tenant.suspended"}},
 		{"suspend again is a no-op", &cyclesv1.UpdateTenantRequest{Status: cyclesv1.TenantStatus_TENANT_STATUS_SUSPENDED},

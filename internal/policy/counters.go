@@ -67,7 +67,7 @@ func (s *Service) ListActionQuotaCounters(ctx context.Context, req *cyclesv1.Lis
 		More  bool                        `json:"more"`
 	}
 	t := keys.Tenant(tenant)
-	if err := run(ctx, s, &out, scriptCounters, countersKeys{t.Record(), t.QuotaCounters()},
+	if err := scriptCounters.RunInto(ctx, s.exec, &out, countersKeys{t.Record(), t.QuotaCounters()},
 		countersArgs{req.GetScope(), req.GetActionKind(), actionkind.WindowName(req.GetWindow()), off, limit,
 			req.GetRunId(), boolArg(req.GetIncludeZero())}); err != nil {
 		return nil, err
@@ -163,7 +163,7 @@ func (s *Service) ResetActionQuotaCounter(ctx context.Context, req *cyclesv1.Res
 		key, field, bucket = t.QuotaDay("none"), "-", "-"
 	}
 	ks := counterResetKeys{t.Record(), key, t.QuotaCounters(), t.Events(), t.Audit()}
-	if err := run(ctx, s, &out, scriptCounterReset, ks, counterResetArgs{eventctx.Arg(ctx, 0), req.GetReason(), req.GetTenantId(),
+	if err := scriptCounterReset.RunInto(ctx, s.exec, &out, ks, counterResetArgs{eventctx.Arg(ctx, 0), req.GetReason(), req.GetTenantId(),
 		field, bucket}); err != nil {
 		return nil, err
 	}

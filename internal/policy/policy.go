@@ -208,7 +208,7 @@ func (s *Service) CreateScopePolicy(ctx context.Context, req *cyclesv1.CreateSco
 	}
 	t := keys.Tenant(tenant)
 	var out stored
-	if err := run(ctx, s, &out, scriptCreate, policyKeys{t.Record(), t.Policies(), t.Audit(), t.Events()},
+	if err := scriptCreate.RunInto(ctx, s.exec, &out, policyKeys{t.Record(), t.Policies(), t.Audit(), t.Events()},
 		createArgs{string(arg), s.max, eventctx.Arg(ctx, 0)}); err != nil {
 		return nil, err
 	}
@@ -329,7 +329,7 @@ func (s *Service) UpdateScopePolicy(ctx context.Context, req *cyclesv1.UpdateSco
 	}
 	t := keys.Tenant(req.GetTenantId())
 	var out stored
-	if err := run(ctx, s, &out, scriptUpdate, policyKeys{t.Record(), t.Policies(), t.Audit(), t.Events()},
+	if err := scriptUpdate.RunInto(ctx, s.exec, &out, policyKeys{t.Record(), t.Policies(), t.Audit(), t.Events()},
 		updateArgs{req.GetPolicyId(), string(arg), eventctx.Arg(ctx, 0)}); err != nil {
 		return nil, err
 	}
@@ -345,7 +345,7 @@ func (s *Service) read(ctx context.Context, tenant, id string) ([]stored, error)
 	var out struct {
 		Items jsonList `json:"items"`
 	}
-	if err := run(ctx, s, &out, scriptGet, policiesKeys{keys.Tenant(tenant).Policies()}, getArgs{id}); err != nil {
+	if err := scriptGet.RunInto(ctx, s.exec, &out, policiesKeys{keys.Tenant(tenant).Policies()}, getArgs{id}); err != nil {
 		return nil, err
 	}
 	items := make([]stored, len(out.Items))
@@ -355,16 +355,6 @@ func (s *Service) read(ctx context.Context, tenant, id string) ([]stored, error)
 		}
 	}
 	return items, nil
-}
-
-func run[K, A any](ctx context.Context, s *Service, out any, sc *script.Script[K, A], k K, a A) error {
-	if err := sc.RunInto(ctx, s.exec, out, k, a); err != nil {
-		if _, ok := apierr.As(err); ok {
-			return err
-		}
-		return fmt.Errorf("%s: %w", sc.Def, err)
-	}
-	return nil
 }
 
 // jsonList is a list of strings as the scripts store and answer it.

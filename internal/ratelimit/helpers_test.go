@@ -41,15 +41,7 @@ func newEnv(t testing.TB, name string, c redis.UniversalClient, mr *miniredis.Mi
 // clocked is an embedded store with a settable clock starting at start.
 func clocked(t testing.TB, start time.Time) *env {
 	t.Helper()
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mr.Close)
-	mr.SetTime(start)
-	mr.ClockTTL(true)
-	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = c.Close() })
+	c, mr := redistest.Clocked(t, start)
 	return newEnv(t, "embedded", c, mr, Options{})
 }
 

@@ -21,10 +21,7 @@ return ok({now = now, len = redis.call('XLEN', KEYS[1])})
 func TestCoreHelpersOnEveryBackend(t *testing.T) {
 	for _, be := range redistest.AllModes(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			ex, err := newWith(be.Client, map[string]string{"test/core": coreProbe}, modeOf(be)...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ex := probeExec(t, be.Client, map[string]string{"test/core": coreProbe}, modeOf(be)...)
 			ctx := context.Background()
 			stream := "cy:{t:core-" + be.Name + "}:events"
 			ectx := `{"base":"00112233445566","retention_ms":604800000,"actor":"system","key_id":"","request_id":"r1","trace_id":""}`
@@ -60,12 +57,9 @@ func TestCoreHelpersOnEveryBackend(t *testing.T) {
 func TestUnavailableWhenRedisIsDown(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
-	ex, err := newWith(c, map[string]string{"test/core": coreProbe})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := probeExec(t, c, map[string]string{"test/core": coreProbe})
 	srv.Kill()
-	_, err = ex.Run(context.Background(), def("test/core"), []string{"cy:{t:x}:events"}, "refuse", "{}")
+	_, err := ex.Run(context.Background(), def("test/core"), []string{"cy:{t:x}:events"}, "refuse", "{}")
 	if !apierr.HasCode(err, apierr.Unavailable) {
 		t.Fatalf("err = %v, want UNAVAILABLE", err)
 	}

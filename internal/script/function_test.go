@@ -63,10 +63,7 @@ return ok({key = first_key(), arg = ARGV[1]})
 // each call's own, in the body and in helpers defined outside it.
 func TestFunctionCallsShareNoState(t *testing.T) {
 	srv := redistest.Start(t)
-	ex, err := newWith(srv.Client(t), map[string]string{"test/state": stateProbe})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := probeExec(t, srv.Client(t), map[string]string{"test/state": stateProbe})
 	WithFunctions()(ex)
 	ex.prepare()
 	var hooked []string

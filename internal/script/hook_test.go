@@ -13,10 +13,7 @@ import (
 // empty id for a call that got no reply (it may have run).
 func TestEventHook(t *testing.T) {
 	srv := redistest.Start(t)
-	ex, err := newWith(srv.Client(t), map[string]string{"test/core": coreProbe})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := probeExec(t, srv.Client(t), map[string]string{"test/core": coreProbe})
 	type call struct{ stream, id string }
 	var got []call
 	ex.SetEventHook(func(stream, id string) { got = append(got, call{stream, id}) })
@@ -57,10 +54,7 @@ return okf({'OK', FLAT_V, '', '', 1, 'a', '', '9223372036854775807', 2})
 func TestEventHookFlatReply(t *testing.T) {
 	for _, be := range redistest.AllModes(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			ex, err := newWith(be.Client, map[string]string{"test/flat": flatProbe}, modeOf(be)...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ex := probeExec(t, be.Client, map[string]string{"test/flat": flatProbe}, modeOf(be)...)
 			type call struct{ stream, id string }
 			var got []call
 			ex.SetEventHook(func(stream, id string) { got = append(got, call{stream, id}) })

@@ -90,10 +90,7 @@ func interesting() []*big.Int {
 func TestInt64LibraryMatchesBigInt(t *testing.T) {
 	for _, be := range redistest.AllModes(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			ex, err := newWith(be.Client, map[string]string{"test/int64": int64Probe}, modeOf(be)...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ex := probeExec(t, be.Client, map[string]string{"test/int64": int64Probe}, modeOf(be)...)
 			ctx := context.Background()
 			run := func(op, a, b string) (string, bool) {
 				raw, err := ex.Run(ctx, def("test/int64"), nil, op, a, b)
@@ -127,10 +124,7 @@ func TestInt64LibraryMatchesBigInt(t *testing.T) {
 }
 
 func TestInt64Norm(t *testing.T) {
-	ex, err := newWith(redistest.Embedded(t), map[string]string{"test/int64": int64Probe})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := probeExec(t, redistest.Embedded(t), map[string]string{"test/int64": int64Probe})
 	cases := []struct {
 		in, want string
 		ok       bool

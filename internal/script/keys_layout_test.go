@@ -71,10 +71,7 @@ func TestLuaKeyLayoutMatchesPkgKeys(t *testing.T) {
 	}
 	for _, be := range redistest.AllModes(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			ex, err := newWith(be.Client, map[string]string{"test/keys": keysProbe}, modeOf(be)...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ex := probeExec(t, be.Client, map[string]string{"test/keys": keysProbe}, modeOf(be)...)
 			ctx := context.Background()
 			for _, c := range cases {
 				want := c.want()

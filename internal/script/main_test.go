@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestMain proves the tests leave nothing behind: no temp dir, no
@@ -21,4 +22,15 @@ func modeOf(be redistest.Backend) []Option {
 		return []Option{WithFunctions()}
 	}
 	return nil
+}
+
+// probeExec compiles the embedded scripts plus the test scripts probes
+// (name -> body) for client c, failing the test if they do not compile.
+func probeExec(tb testing.TB, c redis.UniversalClient, probes map[string]string, opts ...Option) *Executor {
+	tb.Helper()
+	ex, err := newWith(c, probes, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ex
 }

@@ -29,10 +29,7 @@ return ok({})
 
 func pipelineExecutor(t *testing.T, be redistest.Backend, inflight int) *Executor {
 	t.Helper()
-	ex, err := newWith(be.Client, map[string]string{"test/echo": echoProbe, "test/spin": spinProbe}, modeOf(be)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := probeExec(t, be.Client, map[string]string{"test/echo": echoProbe, "test/spin": spinProbe}, modeOf(be)...)
 	WithMaxInFlight(inflight)(ex)
 	return ex
 }

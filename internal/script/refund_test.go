@@ -43,10 +43,7 @@ func TestRefundLibrary(t *testing.T) {
 	}
 	for _, be := range redistest.AllModes(t) {
 		t.Run(be.Name, func(t *testing.T) {
-			ex, err := newWith(be.Client, map[string]string{"test/refund": refundProbe}, modeOf(be)...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ex := probeExec(t, be.Client, map[string]string{"test/refund": refundProbe}, modeOf(be)...)
 			ctx := context.Background()
 			for _, c := range cases {
 				key := "cy:{t:refund-" + be.Name + "}:b:tenant:x:" + c.name

@@ -103,16 +103,7 @@ func WithFunctions() Option {
 
 // New compiles every embedded script. It does not contact Redis.
 func New(client redis.UniversalClient, opts ...Option) (*Executor, error) {
-	ps, err := compileAll(nil)
-	if err != nil {
-		return nil, err
-	}
-	e := newExecutor(client, ps)
-	for _, o := range opts {
-		o(e)
-	}
-	e.prepare()
-	return e, nil
+	return newWith(client, nil, opts...)
 }
 
 // Flags returns the flag line of script name ("" if it has none).
@@ -123,8 +114,8 @@ func (e *Executor) Flags(name string) string {
 	return ""
 }
 
-// newWith compiles the embedded scripts plus extra (name -> body), for tests
-// of the Lua libraries.
+// newWith compiles the embedded scripts plus extra (name -> body; the tests
+// of the Lua libraries add their own scripts there).
 func newWith(client redis.UniversalClient, extra map[string]string, opts ...Option) (*Executor, error) {
 	ps, err := compileAll(extra)
 	if err != nil {

@@ -13,13 +13,10 @@ import (
 func TestEveryScriptCallIsASpan(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	ex, err := newWith(redistest.Embedded(t), map[string]string{"test/core": coreProbe})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := probeExec(t, redistest.Embedded(t), map[string]string{"test/core": coreProbe})
 	WithTracerProvider(tp)(ex)
 	ctx, parent := tp.Tracer("t").Start(context.Background(), "rpc")
-	_, err = ex.Run(ctx, def("test/core"), []string{"cy:{t:x}:events"}, "refuse", "{}")
+	_, err := ex.Run(ctx, def("test/core"), []string{"cy:{t:x}:events"}, "refuse", "{}")
 	parent.End()
 	if err == nil {
 		t.Fatal("want the probe's refusal")

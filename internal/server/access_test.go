@@ -17,6 +17,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/contract"
 	"github.com/cyclesgo/cycles-go/internal/permission"
 )
 
@@ -25,35 +26,27 @@ import (
 // value (only introspection, which any credential may ask, names none).
 func TestEveryRPCIsAnnotated(t *testing.T) {
 	n := 0
-	protoregistry.GlobalFiles.RangeFilesByPackage("cycles.v1", func(fd protoreflect.FileDescriptor) bool {
-		for i := 0; i < fd.Services().Len(); i++ {
-			sd := fd.Services().Get(i)
-			for j := 0; j < sd.Methods().Len(); j++ {
-				md := sd.Methods().Get(j)
-				full := "/" + string(sd.FullName()) + "/" + string(md.Name())
-				n++
-				if !proto.HasExtension(md.Options(), cyclesv1.E_Access) {
-					t.Errorf("%s has no (cycles.v1.access) option (see proto/cycles/v1/access.proto)", full)
-					continue
-				}
-				a := proto.GetExtension(md.Options(), cyclesv1.E_Access).(*cyclesv1.Access)
-				if a.GetCaller() == cyclesv1.Caller_CALLER_UNSPECIFIED {
-					t.Errorf("%s: caller unspecified", full)
-				}
-				if p := a.GetPermission(); p != "" && !permission.Valid(p) {
-					t.Errorf("%s: %q is not a permission", full, p)
-				}
-				tenantCallable := a.GetCaller() == cyclesv1.Caller_CALLER_TENANT || a.GetCaller() == cyclesv1.Caller_CALLER_EITHER
-				if tenantCallable && a.GetPermission() == "" && full != IntrospectMethod {
-					t.Errorf("%s: a tenant key may call it but it names no permission", full)
-				}
-				if r := accessOf(full); r.permission != a.GetPermission() {
-					t.Errorf("%s: table says %q, option %q", full, r.permission, a.GetPermission())
-				}
-			}
+	for full, md := range contract.Methods() {
+		n++
+		if !proto.HasExtension(md.Options(), cyclesv1.E_Access) {
+			t.Errorf("%s has no (cycles.v1.access) option (see proto/cycles/v1/access.proto)", full)
+			continue
 		}
-		return true
-	})
+		a := proto.GetExtension(md.Options(), cyclesv1.E_Access).(*cyclesv1.Access)
+		if a.GetCaller() == cyclesv1.Caller_CALLER_UNSPECIFIED {
+			t.Errorf("%s: caller unspecified", full)
+		}
+		if p := a.GetPermission(); p != "" && !permission.Valid(p) {
+			t.Errorf("%s: %q is not a permission", full, p)
+		}
+		tenantCallable := a.GetCaller() == cyclesv1.Caller_CALLER_TENANT || a.GetCaller() == cyclesv1.Caller_CALLER_EITHER
+		if tenantCallable && a.GetPermission() == "" && full != IntrospectMethod {
+			t.Errorf("%s: a tenant key may call it but it names no permission", full)
+		}
+		if r := accessOf(full); r.permission != a.GetPermission() {
+			t.Errorf("%s: table says %q, option %q", full, r.permission, a.GetPermission())
+		}
+	}
 	if n < 40 {
 		t.Fatalf("only %d methods found: are the cycles.v1 descriptors registered?", n)
 	}
@@ -124,63 +117,55 @@ func TestEveryRPCNeedsItsPermission(t *testing.T) {
 		return err
 	}
 	n := 0
-	protoregistry.GlobalFiles.RangeFilesByPackage("cycles.v1", func(fd protoreflect.FileDescriptor) bool {
-		for i := 0; i < fd.Services().Len(); i++ {
-			sd := fd.Services().Get(i)
-			for j := 0; j < sd.Methods().Len(); j++ {
-				md := sd.Methods().Get(j)
-				method := "/" + string(sd.FullName()) + "/" + string(md.Name())
-				mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
-				if err != nil {
-					t.Fatal(err)
-				}
-				req := mt.New().Interface()
-				r := accessOf(method)
-				n++
-				passed := func(err error) bool {
-					c := status.Code(err)
-					return c != codes.Unauthenticated && c != codes.PermissionDenied
-				}
-				if err := call(method, req, auth.AdminKeyHeader, "the-admin-key"); (r.who == accessTenant) == passed(err) {
-					t.Errorf("%s with the admin key: %v", method, err)
-				}
-				if r.who == accessAdmin {
-					if err := call(method, req, auth.APIKeyHeader, "k:"+strings.Join(permission.All, ",")); status.Code(err) != codes.Unauthenticated {
-						t.Errorf("%s (admin only) with an API key holding everything: %v", method, err)
-					}
-					continue
-				}
-				if err := call(method, req, auth.APIKeyHeader, "k:"+r.permission); !passed(err) {
-					t.Errorf("%s with %q: %v", method, r.permission, err)
-				}
-				if r.permission == "" {
-					continue
-				}
-				if r.deprecated != "" {
-					// The deprecated permission alone admits, and the answer says so.
-					_, hdr, err := s.Invoke(context.Background(), method, metadata.Pairs(auth.APIKeyHeader, "k:"+r.deprecated), req, reached)
-					if !passed(err) || len(hdr.Get(PermissionDeprecatedHeader)) != 1 || hdr.Get(PermissionDeprecatedHeader)[0] != r.deprecated {
-						t.Errorf("%s with the deprecated %q: %v, header %v", method, r.deprecated, err, hdr)
-					}
-					if _, hdr, _ := s.Invoke(context.Background(), method, metadata.Pairs(auth.APIKeyHeader, "k:"+r.permission), req, reached); len(hdr.Get(PermissionDeprecatedHeader)) != 0 {
-						t.Errorf("%s with %q: deprecation header %v", method, r.permission, hdr)
-					}
-				}
-				var others []string
-				for _, p := range permission.All {
-					if p != r.permission && !permission.Grants([]string{p}, r.permission) &&
-						(r.deprecated == "" || !permission.Grants([]string{p}, r.deprecated)) {
-						others = append(others, p)
-					}
-				}
-				err = call(method, req, auth.APIKeyHeader, "k:"+strings.Join(others, ","))
-				if status.Code(err) != codes.PermissionDenied || errorInfo(err)["permission"] != r.permission {
-					t.Errorf("%s without %q: %v (%v)", method, r.permission, err, errorInfo(err))
-				}
+	for method, md := range contract.Methods() {
+		mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := mt.New().Interface()
+		r := accessOf(method)
+		n++
+		passed := func(err error) bool {
+			c := status.Code(err)
+			return c != codes.Unauthenticated && c != codes.PermissionDenied
+		}
+		if err := call(method, req, auth.AdminKeyHeader, "the-admin-key"); (r.who == accessTenant) == passed(err) {
+			t.Errorf("%s with the admin key: %v", method, err)
+		}
+		if r.who == accessAdmin {
+			if err := call(method, req, auth.APIKeyHeader, "k:"+strings.Join(permission.All, ",")); status.Code(err) != codes.Unauthenticated {
+				t.Errorf("%s (admin only) with an API key holding everything: %v", method, err)
+			}
+			continue
+		}
+		if err := call(method, req, auth.APIKeyHeader, "k:"+r.permission); !passed(err) {
+			t.Errorf("%s with %q: %v", method, r.permission, err)
+		}
+		if r.permission == "" {
+			continue
+		}
+		if r.deprecated != "" {
+			// The deprecated permission alone admits, and the answer says so.
+			_, hdr, err := s.Invoke(context.Background(), method, metadata.Pairs(auth.APIKeyHeader, "k:"+r.deprecated), req, reached)
+			if !passed(err) || len(hdr.Get(PermissionDeprecatedHeader)) != 1 || hdr.Get(PermissionDeprecatedHeader)[0] != r.deprecated {
+				t.Errorf("%s with the deprecated %q: %v, header %v", method, r.deprecated, err, hdr)
+			}
+			if _, hdr, _ := s.Invoke(context.Background(), method, metadata.Pairs(auth.APIKeyHeader, "k:"+r.permission), req, reached); len(hdr.Get(PermissionDeprecatedHeader)) != 0 {
+				t.Errorf("%s with %q: deprecation header %v", method, r.permission, hdr)
 			}
 		}
-		return true
-	})
+		var others []string
+		for _, p := range permission.All {
+			if p != r.permission && !permission.Grants([]string{p}, r.permission) &&
+				(r.deprecated == "" || !permission.Grants([]string{p}, r.deprecated)) {
+				others = append(others, p)
+			}
+		}
+		err = call(method, req, auth.APIKeyHeader, "k:"+strings.Join(others, ","))
+		if status.Code(err) != codes.PermissionDenied || errorInfo(err)["permission"] != r.permission {
+			t.Errorf("%s without %q: %v (%v)", method, r.permission, err, errorInfo(err))
+		}
+	}
 	if n < 40 {
 		t.Fatalf("only %d methods", n)
 	}

@@ -10,11 +10,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/contract"
 	"github.com/cyclesgo/cycles-go/internal/permission"
 )
 
@@ -64,16 +64,9 @@ func accessOf(fullMethod string) rule {
 // registered descriptors to its rule; built once.
 var accessTable = sync.OnceValue(func() map[string]rule {
 	out := map[string]rule{}
-	protoregistry.GlobalFiles.RangeFilesByPackage("cycles.v1", func(fd protoreflect.FileDescriptor) bool {
-		for i := 0; i < fd.Services().Len(); i++ {
-			sd := fd.Services().Get(i)
-			for j := 0; j < sd.Methods().Len(); j++ {
-				md := sd.Methods().Get(j)
-				out["/"+string(sd.FullName())+"/"+string(md.Name())] = ruleOf(md)
-			}
-		}
-		return true
-	})
+	for full, md := range contract.Methods() {
+		out[full] = ruleOf(md)
+	}
 	return out
 })
 

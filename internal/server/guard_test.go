@@ -2,16 +2,13 @@ package server
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
@@ -21,6 +18,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/ratelimit"
 	"github.com/cyclesgo/cycles-go/internal/script"
+	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
 // guardRuntime answers Decide, and fails GetBalances with a budget error, so
@@ -41,15 +39,7 @@ func (guardRuntime) GetBalances(ctx context.Context, _ *cyclesv1.GetBalancesRequ
 // the test sets.
 func clockedLimiter(t *testing.T, start time.Time) (*ratelimit.Limiter, *miniredis.Miniredis) {
 	t.Helper()
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mr.Close)
-	mr.SetTime(start)
-	mr.ClockTTL(true)
-	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { _ = c.Close() })
+	c, mr := redistest.Clocked(t, start)
 	ex, err := script.New(c)
 	if err != nil {
 		t.Fatal(err)
@@ -73,14 +63,7 @@ func guardServer(t *testing.T, l *ratelimit.Limiter, cfg ratelimit.GuardConfig) 
 	lis := bufconn.Listen(1 << 20)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
-	conn, err := grpc.NewClient("passthrough:///buf",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return cyclesv1.NewRuntimeServiceClient(conn)
+	return cyclesv1.NewRuntimeServiceClient(dialBuf(t, lis))
 }
 
 func asKey(id string) context.Context {

@@ -93,10 +93,13 @@ func startLimited(t *testing.T, lim Limits, svcs Services) *limitEnv {
 	return e
 }
 
-func (e *limitEnv) dial(t *testing.T) *grpc.ClientConn {
+func (e *limitEnv) dial(t *testing.T) *grpc.ClientConn { return dialBuf(t, e.lis) }
+
+// dialBuf is a client of the in-memory listener lis, closed when t ends.
+func dialBuf(t *testing.T, lis *bufconn.Listener) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient("passthrough:///buf",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return e.lis.DialContext(ctx) }),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

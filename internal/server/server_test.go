@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -15,17 +14,15 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/contract"
 	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/internal/validate"
@@ -94,14 +91,7 @@ func startLogged(t *testing.T, rt *fakeRuntime, log *zap.Logger) (*grpc.ClientCo
 	lis := bufconn.Listen(1 << 20)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() { srv.Stop(time.Second) })
-	conn, err := grpc.NewClient("passthrough:///buf",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn, srv, metrics, log
+	return dialBuf(t, lis), srv, metrics, log
 }
 
 func withMD(kv ...string) context.Context {
@@ -269,18 +259,11 @@ func TestHealthFollowsPing(t *testing.T) {
 // TestEveryRequestTypeHasAValidator enforces the one validation path: a new
 // RPC without a validator fails here (and is refused at run time).
 func TestEveryRequestTypeHasAValidator(t *testing.T) {
-	protoregistry.GlobalFiles.RangeFilesByPackage("cycles.v1", func(fd protoreflect.FileDescriptor) bool {
-		for i := 0; i < fd.Services().Len(); i++ {
-			svc := fd.Services().Get(i)
-			for j := 0; j < svc.Methods().Len(); j++ {
-				m := svc.Methods().Get(j)
-				if !validate.Has(m.Input().FullName()) {
-					t.Errorf("%s/%s: no validator for %s", svc.FullName(), m.Name(), m.Input().FullName())
-				}
-			}
+	for full, m := range contract.Methods() {
+		if !validate.Has(m.Input().FullName()) {
+			t.Errorf("%s: no validator for %s", full, m.Input().FullName())
 		}
-		return true
-	})
+	}
 }
 
 func TestAccessOfUnknownMethodNeedsAdmin(t *testing.T) {

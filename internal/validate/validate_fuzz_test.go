@@ -11,6 +11,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/contract"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/scope"
 	"github.com/cyclesgo/cycles-go/internal/validate"
@@ -22,15 +23,9 @@ import (
 func requestTypes(tb testing.TB) []protoreflect.MessageType {
 	tb.Helper()
 	seen := map[protoreflect.FullName]bool{}
-	protoregistry.GlobalFiles.RangeFilesByPackage("cycles.v1", func(fd protoreflect.FileDescriptor) bool {
-		for i := 0; i < fd.Services().Len(); i++ {
-			ms := fd.Services().Get(i).Methods()
-			for j := 0; j < ms.Len(); j++ {
-				seen[ms.Get(j).Input().FullName()] = true
-			}
-		}
-		return true
-	})
+	for _, md := range contract.Methods() {
+		seen[md.Input().FullName()] = true
+	}
 	names := make([]string, 0, len(seen))
 	for n := range seen {
 		names = append(names, string(n))

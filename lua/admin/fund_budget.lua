@@ -1,6 +1,6 @@
 -- admin/fund_budget: apply one funding operation to a budget, exactly and
 -- idempotently (docs/protocol.md#budgets-and-funding-admin).
--- include: lib/idem.lua lib/audit.lua
+-- include: lib/idem.lua lib/audit.lua lib/admin_record.lua
 --
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS: 1 tenant_record        tenant record hash
@@ -49,14 +49,9 @@ if rec then
   return {'OK', '{"replay":true,"resp":' .. rec.resp .. '}'}
 end
 
-local tst = redis.call('HGET', KEYS[1], 'status')
-if tst == 'CLOSED' then
-  return fail('TENANT_CLOSED', 'the tenant is closed', details)
-end
-local b = hgetall(KEYS[2])
-if next(b) == nil then
-  return fail('BUDGET_NOT_FOUND', 'budget ' .. scope .. ' ' .. unit .. ' not found', details)
-end
+local b
+b, refusal = open_budget(KEYS[1], KEYS[2], scope, unit, details)
+if not b then return refusal end
 local status = b.status or 'ACTIVE'
 if status == 'FROZEN' then
   return fail('BUDGET_FROZEN', 'budget is frozen', details)

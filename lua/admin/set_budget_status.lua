@@ -6,7 +6,7 @@
 --   CLOSED  (close):    ACTIVE|FROZEN -> CLOSED, terminal. The ledger is left
 --                       as it is: held reservations settle normally (docs/protocol.md#commit).
 --
--- include: lib/audit.lua
+-- include: lib/audit.lua lib/admin_record.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS: 1 tenant_record     tenant record hash
 --       2 budget            budget hash
@@ -28,13 +28,8 @@ local scope, unit, target = ARGV[1], ARGV[2], ARGV[5]
 local details = {scope = scope, unit = unit}
 local event_of = {FROZEN = 'budget.frozen', ACTIVE = 'budget.unfrozen', CLOSED = 'budget.closed'}
 if not event_of[target] then return fail('INTERNAL_ERROR', 'unknown target status', details) end
-if redis.call('HGET', KEYS[1], 'status') == 'CLOSED' then
-  return fail('TENANT_CLOSED', 'the tenant is closed', details)
-end
-local b = hgetall(KEYS[2])
-if next(b) == nil then
-  return fail('BUDGET_NOT_FOUND', 'budget ' .. scope .. ' ' .. unit .. ' not found', details)
-end
+local b, refusal = open_budget(KEYS[1], KEYS[2], scope, unit, details)
+if not b then return refusal end
 local status = b.status or 'ACTIVE'
 if status ~= 'ACTIVE' and status ~= 'FROZEN' and status ~= 'CLOSED' then
   return fail('INTERNAL_ERROR', 'budget has a malformed status', details)

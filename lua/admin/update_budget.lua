@@ -2,7 +2,7 @@
 -- metadata of a budget; allowed while FROZEN, refused once CLOSED. Recomputes
 -- is_over_limit = debt > overdraft_limit (which also clears a stale flag).
 --
--- include: lib/audit.lua
+-- include: lib/audit.lua lib/admin_record.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS: 1 tenant_record     tenant record hash
 --       2 budget            budget hash
@@ -24,13 +24,8 @@ local POLICIES = {REJECT = true, ALLOW_IF_AVAILABLE = true, ALLOW_WITH_OVERDRAFT
 local scope, unit = ARGV[1], ARGV[2]
 local details = {scope = scope, unit = unit}
 
-if redis.call('HGET', KEYS[1], 'status') == 'CLOSED' then
-  return fail('TENANT_CLOSED', 'the tenant is closed', details)
-end
-local b = hgetall(KEYS[2])
-if next(b) == nil then
-  return fail('BUDGET_NOT_FOUND', 'budget ' .. scope .. ' ' .. unit .. ' not found', details)
-end
+local b, refusal = open_budget(KEYS[1], KEYS[2], scope, unit, details)
+if not b then return refusal end
 local status = b.status or 'ACTIVE'
 if status == 'CLOSED' then
   return fail('BUDGET_CLOSED', 'budget is closed', details)
@@ -66,23 +61,11 @@ if p.caps ~= nil then put('caps', p.caps) end
 local del_caps = p.clear_caps and b.caps ~= nil
 if del_caps then changed[#changed + 1] = 'caps' end
 
-local given = p.metadata
-if type(given) ~= 'table' then given = {} end
-if p.replace_metadata or next(given) ~= nil then
-  local okd, old = pcall(cjson.decode, b.metadata or '{}')
-  if not okd or type(old) ~= 'table' then
-    return fail('INTERNAL_ERROR', 'stored budget metadata is malformed', details)
-  end
-  local new = {}
-  if not p.replace_metadata then
-    for k, v in pairs(old) do new[k] = v end
-  end
-  for k, v in pairs(given) do new[k] = v end
-  local differs = false
-  for k, v in pairs(new) do if old[k] ~= v then differs = true end end
-  for k, _ in pairs(old) do if new[k] == nil then differs = true end end
-  if differs then put('metadata', cjson.encode(new)) end
+local meta = merged_metadata(b.metadata, p.metadata, p.replace_metadata)
+if meta == false then
+  return fail('INTERNAL_ERROR', 'stored budget metadata is malformed', details)
 end
+put('metadata', meta)
 
 local was_over = (b.is_over_limit == 'true')
 local is_over = i64_cmp(debt, limit) > 0

@@ -1,7 +1,7 @@
 -- admin/update_tenant: change a tenant's name, defaults, metadata and
 -- ACTIVE <-> SUSPENDED status. CLOSED is terminal (CloseTenant only).
 --
--- include: lib/audit.lua
+-- include: lib/audit.lua lib/admin_record.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS: 1 tenant_record     tenant record hash
 --       2 event_stream      tenant event stream
@@ -68,28 +68,11 @@ put('status', p.status)
 if p.observe_mode ~= nil and (t.observe_mode or 'ENFORCE') ~= p.observe_mode then put('observe_mode', p.observe_mode) end
 
 -- Metadata: merge the given entries, or replace the whole map.
-local given = p.metadata
-if type(given) ~= 'table' then given = {} end
-local has_given = next(given) ~= nil
-if p.replace_metadata or has_given then
-  local okd, old = pcall(cjson.decode, t.metadata or '{}')
-  if not okd or type(old) ~= 'table' then
-    return fail('INTERNAL_ERROR', 'stored tenant metadata is malformed', {tenant_id = ARGV[1]})
-  end
-  local new = {}
-  if not p.replace_metadata then
-    for k, v in pairs(old) do new[k] = v end
-  end
-  for k, v in pairs(given) do new[k] = v end
-  local differs = false
-  for k, v in pairs(new) do if old[k] ~= v then differs = true end end
-  for k, _ in pairs(old) do if new[k] == nil then differs = true end end
-  if differs then
-    set[#set + 1] = 'metadata'
-    set[#set + 1] = cjson.encode(new)
-    changed[#changed + 1] = 'metadata'
-  end
+local meta = merged_metadata(t.metadata, p.metadata, p.replace_metadata)
+if meta == false then
+  return fail('INTERNAL_ERROR', 'stored tenant metadata is malformed', {tenant_id = ARGV[1]})
 end
+put('metadata', meta)
 
 if #set == 0 then
   audit_ok_ev(KEYS[2], ARGV[3])

@@ -95,11 +95,8 @@ for _, b in ipairs(bs) do
   if code then return deny(code, budget_deny(code, b, E, unit)) end
 end
 if #bs == 0 then
-  local other, units = other_units(KEYS[3], scopes)
-  if other then
-    return fail('UNIT_MISMATCH', 'no budget in ' .. unit .. '; ' .. other .. ' is budgeted in ' .. units,
-      {scope = other, requested_unit = unit, expected_units = units})
-  end
+  local mismatch = unit_mismatch(KEYS[3], scopes, unit)
+  if mismatch then return mismatch end
   return deny('BUDGET_NOT_FOUND', scope_deny('BUDGET_NOT_FOUND', scopes[#scopes],
     'Create a ' .. unit .. ' budget for ' .. scopes[#scopes] .. ' or one of its parents'))
 end

@@ -79,11 +79,8 @@ for _, b in ipairs(bs) do
   end
 end
 if #bs == 0 then
-  local other, units = other_units(KEYS[3], scopes)
-  if other then
-    return fail('UNIT_MISMATCH', 'no budget in ' .. unit .. '; ' .. other .. ' is budgeted in ' .. units,
-      {scope = other, requested_unit = unit, expected_units = units})
-  end
+  local mismatch = unit_mismatch(KEYS[3], scopes, unit)
+  if mismatch then return mismatch end
   return fail('NOT_FOUND', 'Budget not found for provided scope: ' .. scopes[#scopes], {scope = scopes[#scopes]})
 end
 

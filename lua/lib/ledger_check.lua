@@ -45,15 +45,19 @@ local function load_scopes(first, scopes)
   return bs
 end
 
--- other_units finds the first derived scope (canonical order) that has
--- budgets only in other units, via the lex index "<scope_path>|<UNIT>".
-local function other_units(budgets_key, scopes)
+-- unit_mismatch is the UNIT_MISMATCH refusal for a request in unit that
+-- found no budget, when the first derived scope (canonical order) that has
+-- budgets has them only in other units (lex index "<scope_path>|<UNIT>");
+-- nil when no scope has a budget at all.
+local function unit_mismatch(budgets_key, scopes, unit)
   for i = 1, #scopes do
     local m = redis.call('ZRANGEBYLEX', budgets_key, '[' .. scopes[i] .. '|', '(' .. scopes[i] .. '}', 'LIMIT', 0, 8)
     if #m > 0 then
       local units = {}
       for j = 1, #m do units[j] = string.sub(m[j], #scopes[i] + 2) end
-      return scopes[i], table.concat(units, ',')
+      units = table.concat(units, ',')
+      return fail('UNIT_MISMATCH', 'no budget in ' .. unit .. '; ' .. scopes[i] .. ' is budgeted in ' .. units,
+        {scope = scopes[i], requested_unit = unit, expected_units = units})
     end
   end
   return nil

@@ -232,6 +232,22 @@ func SharedClient(tb testing.TB) redis.UniversalClient {
 // Embedded starts the in-process store dev mode uses (miniredis).
 func Embedded(tb testing.TB) *redis.Client {
 	tb.Helper()
+	c, _ := embedded(tb)
+	return c
+}
+
+// Clocked starts an embedded store whose clock the test sets, from start:
+// Lua's TIME answers m's time and TTLs count down by it (m.SetTime moves it).
+func Clocked(tb testing.TB, start time.Time) (c *redis.Client, m *miniredis.Miniredis) {
+	tb.Helper()
+	c, m = embedded(tb)
+	m.SetTime(start)
+	m.ClockTTL(true)
+	return c, m
+}
+
+func embedded(tb testing.TB) (*redis.Client, *miniredis.Miniredis) {
+	tb.Helper()
 	m := miniredis.NewMiniRedis()
 	if err := m.Start(); err != nil {
 		tb.Fatalf("embedded store: %v", err)
@@ -239,7 +255,7 @@ func Embedded(tb testing.TB) *redis.Client {
 	tb.Cleanup(m.Close)
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	tb.Cleanup(func() { _ = c.Close() })
-	return c
+	return c, m
 }
 
 // Backend is a named client for suites that run on every backend.
