@@ -92,8 +92,9 @@ func TestWriteExactlyOnce(t *testing.T) {
 		Reservations: []Reservation{res("a", "r1", day0), res("a", "r2", day0.Add(24*time.Hour)), res("b", "r1", day0)},
 		Events:       []Entry{{TenantID: "a", ID: "e1", OccurredAt: day0, Body: []byte(`{"x":1}`)}},
 		Audit:        []Entry{{TenantID: "a", ID: "u1", OccurredAt: day0, Body: []byte(`{}`)}},
+		Feed:         []Entry{{TenantID: "a", OccurredAt: day0, Seq: 3, Body: []byte(`{}`)}},
 	}
-	for i, want := range []Written{{3, 1, 1}, {0, 0, 0}} {
+	for i, want := range []Written{{3, 1, 1, 1}, {0, 0, 0, 0}} {
 		w, err := s.Write(ctx, b)
 		if err != nil || w != want {
 			t.Fatalf("write %d: %+v %v, want %+v", i, w, err, want)

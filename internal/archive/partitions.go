@@ -14,10 +14,11 @@ const (
 	tableReservations = "cycles_reservations"
 	tableEvents       = "cycles_events"
 	tableAudit        = "cycles_audit_entries"
+	tableFeed         = "cycles_feed"
 )
 
 // Tables lists the partitioned history tables.
-var historyTables = []string{tableReservations, tableEvents, tableAudit}
+var historyTables = []string{tableReservations, tableEvents, tableAudit, tableFeed}
 
 // partitionLock serializes partition DDL between replicas.
 const partitionLock = migrationLock + 1

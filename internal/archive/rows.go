@@ -163,6 +163,28 @@ func insertEntries(ctx context.Context, tx pgx.Tx, table, idCol string, rows []E
 	return tag.RowsAffected(), nil
 }
 
+// insertFeed writes entries of the all-tenant feed, skipping rows present.
+func insertFeed(ctx context.Context, tx pgx.Tx, rows []Entry) (int64, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	n := len(rows)
+	tenant, at, seq, body := make([]string, n), make([]time.Time, n), make([]int64, n), make([][]byte, n)
+	for i, e := range rows {
+		if e.OccurredAt.IsZero() || e.Body == nil || e.Seq < 0 {
+			return 0, fmt.Errorf("archive: feed row %d-%d: missing time or body", e.OccurredAt.UnixMilli(), e.Seq)
+		}
+		tenant[i], at[i], seq[i], body[i] = e.TenantID, e.OccurredAt, e.Seq, e.Body
+	}
+	tag, err := tx.Exec(ctx, `INSERT INTO cycles_feed (occurred_at, seq, tenant_id, body)
+		SELECT * FROM unnest($1::timestamptz[], $2::bigint[], $3::text[], $4::bytea[])
+		ON CONFLICT DO NOTHING`, at, seq, tenant, body)
+	if err != nil {
+		return 0, fmt.Errorf("archive: insert %s: %w", tableFeed, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 // GetReservation returns an archived reservation of a tenant (false: not
 // archived, or its day was dropped past the retention).
 func (s *Store) GetReservation(ctx context.Context, tenant, id string) (Reservation, bool, error) {

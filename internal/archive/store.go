@@ -95,12 +95,15 @@ type Batch struct {
 	Reservations []Reservation
 	Events       []Entry
 	Audit        []Entry
+	// Feed are entries of the all-tenant feed (TenantID: the tenant whose
+	// range the entry announces; ID unused).
+	Feed []Entry
 }
 
 // Written counts the rows a batch inserted (rows already present are
 // skipped, so a replayed batch writes 0).
 type Written struct {
-	Reservations, Events, Audit int64
+	Reservations, Events, Audit, Feed int64
 }
 
 // Write stores a batch exactly once: the rows (skipping those already
@@ -142,6 +145,9 @@ func (s *Store) Write(ctx context.Context, b Batch) (Written, error) {
 	if w.Audit, err = insertEntries(ctx, tx, "cycles_audit_entries", "entry_id", b.Audit); err != nil {
 		return Written{}, err
 	}
+	if w.Feed, err = insertFeed(ctx, tx, b.Feed); err != nil {
+		return Written{}, err
+	}
 	if _, err := tx.Exec(ctx, `UPDATE cycles_archive_positions SET position = $2, fence = $3, updated_at = now()
 		WHERE stream = $1`, b.Stream, b.Position, b.Fence); err != nil {
 		return Written{}, fmt.Errorf("archive: record position: %w", err)
@@ -162,6 +168,9 @@ func (s *Store) ensureBatchDays(ctx context.Context, b Batch) error {
 	}
 	for _, e := range b.Audit {
 		need[tableAudit] = append(need[tableAudit], e.OccurredAt)
+	}
+	for _, e := range b.Feed {
+		need[tableFeed] = append(need[tableFeed], e.OccurredAt)
 	}
 	for table, ts := range need {
 		if err := s.ensureDays(ctx, table, ts...); err != nil {

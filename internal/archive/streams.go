@@ -22,6 +22,9 @@ type StreamID struct {
 type EntryQuery struct {
 	// Audit reads cycles_audit_entries, else cycles_events.
 	Audit bool
+	// Feed reads the all-tenant feed (cycles_feed; Tenant, Audit and
+	// Global unused).
+	Feed bool
 	// Global reads the global audit log (its entries under any tenant);
 	// else Tenant's own stream.
 	Global bool
@@ -36,7 +39,7 @@ type EntryQuery struct {
 // ListEntries returns up to q.Limit archived entries of a stream in stream
 // id order: the rows as written (Seq and the body's stream id agree).
 func (s *Store) ListEntries(ctx context.Context, q EntryQuery) ([]Entry, error) {
-	if q.Limit < 1 || q.Limit > 10000 || (!q.Global && q.Tenant == "") || (q.Global && !q.Audit) {
+	if q.Limit < 1 || q.Limit > 10000 || (!q.Feed && !q.Global && q.Tenant == "") || (q.Global && !q.Audit) {
 		return nil, fmt.Errorf("%w: entries of %q, limit %d", ErrQuery, q.Tenant, q.Limit)
 	}
 	table := tableEvents
@@ -50,6 +53,9 @@ func (s *Store) ListEntries(ctx context.Context, q EntryQuery) ([]Entry, error) 
 	}
 	var where []string
 	switch {
+	case q.Feed:
+		table = tableFeed
+		where = append(where, "true")
 	case q.Global:
 		where = append(where, "global")
 	case q.Audit:

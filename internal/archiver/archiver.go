@@ -279,6 +279,13 @@ func (a *Archiver) Once(ctx context.Context) (int64, error) {
 		n, err := a.drainStream(ctx, kindAudit, "", fence)
 		written += n
 		firstErr = err
+		if err == nil {
+			// The all-tenant feed: its order, for all-tenant readers past
+			// its Redis retention (the events are archived per tenant above).
+			n, err = a.drainStream(ctx, kindFeed, "", fence)
+			written += n
+			firstErr = err
+		}
 	}
 	a.mu.Lock()
 	a.stats.Held, a.stats.Pending, a.stats.Lag, a.stats.At = true, pending, oldest, time.Now()

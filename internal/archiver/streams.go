@@ -39,6 +39,10 @@ type streamKind int
 const (
 	kindEvents streamKind = iota
 	kindAudit
+	// kindFeed is the all-tenant event feed (internal/events doc.go): its
+	// entries name a tenant's range of events, so an all-tenant reader
+	// past the feed's Redis retention walks the same order (cycles_feed).
+	kindFeed
 )
 
 // streamEntry is one stream entry: its id and fields in stream order.
@@ -134,6 +138,8 @@ func (a *Archiver) readStream(ctx context.Context, key, position string) ([]stre
 func (a *Archiver) drainStream(ctx context.Context, kind streamKind, tenant string, fence int64) (int64, error) {
 	var key, name string
 	switch {
+	case kind == kindFeed:
+		key, name = keys.Feed, "feed"
 	case kind == kindEvents:
 		key, name = keys.Tenant(tenant).Events(), "events/"+tenant
 	case tenant == "":
@@ -154,8 +160,11 @@ func (a *Archiver) drainStream(ctx context.Context, kind streamKind, tenant stri
 		batch := archive.Batch{Stream: name, Fence: fence, Position: entries[len(entries)-1].id}
 		for _, e := range entries {
 			owner := tenant
-			if owner == "" {
+			if owner == "" || kind == kindFeed {
 				owner = GlobalAuditTenant
+				if kind == kindFeed {
+					owner = "" // a feed entry without a tenant (readers skip it)
+				}
 				for j := 0; j+1 < len(e.pairs); j += 2 {
 					if e.pairs[j] == "t" && e.pairs[j+1] != "" && pgText(e.pairs[j+1]) {
 						owner = e.pairs[j+1]
@@ -166,9 +175,12 @@ func (a *Archiver) drainStream(ctx context.Context, kind streamKind, tenant stri
 			if err != nil {
 				return written, err
 			}
-			if kind == kindEvents {
+			switch kind {
+			case kindEvents:
 				batch.Events = append(batch.Events, row)
-			} else {
+			case kindFeed:
+				batch.Feed = append(batch.Feed, row)
+			default:
 				row.Global = tenant == ""
 				batch.Audit = append(batch.Audit, row)
 			}
@@ -177,7 +189,7 @@ func (a *Archiver) drainStream(ctx context.Context, kind streamKind, tenant stri
 		if err != nil {
 			return written, err
 		}
-		written += w.Events + w.Audit
+		written += w.Events + w.Audit + w.Feed
 		pos = batch.Position
 		if len(entries) < a.opts.BatchSize {
 			return written, nil
@@ -194,6 +206,8 @@ func (a *Archiver) drainStream(ctx context.Context, kind streamKind, tenant stri
 func (r Reader) Stream(ctx context.Context, key string, desc bool, hi, lo string, n int) ([][]string, error) {
 	q := archive.EntryQuery{Desc: desc, Limit: n}
 	switch {
+	case key == keys.Feed:
+		q.Feed = true
 	case key == keys.AuditLog:
 		q.Audit, q.Global = true, true
 	case strings.HasSuffix(key, ":audit"):
@@ -202,7 +216,7 @@ func (r Reader) Stream(ctx context.Context, key string, desc bool, hi, lo string
 	case strings.HasSuffix(key, ":events"):
 		q.Tenant = tenantOfKey(key)
 	}
-	if !q.Global && (q.Tenant == "" || (q.Audit && keys.Tenant(q.Tenant).Audit() != key) ||
+	if !q.Global && !q.Feed && (q.Tenant == "" || (q.Audit && keys.Tenant(q.Tenant).Audit() != key) ||
 		(!q.Audit && keys.Tenant(q.Tenant).Events() != key)) {
 		return nil, fmt.Errorf("archive read: %q is no archived stream", key)
 	}

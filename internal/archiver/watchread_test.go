@@ -183,58 +183,86 @@ func TestWatchPastRetention(t *testing.T) {
 }
 
 // TestWatchArchiveOutage: when the archive cannot be read in the middle of a
-// watch that replays it, the watch ends with UNAVAILABLE and an ErrorInfo
-// (reason UNAVAILABLE), after delivering a prefix of the log: never a
-// silent gap. Resuming from the last cursor once the archive is back
-// delivers the rest, each event once.
+// watch that replays it (one tenant's, or the all-tenant feed), the watch
+// ends with UNAVAILABLE and an ErrorInfo (reason UNAVAILABLE), after
+// delivering a prefix of the log: never a silent gap. Resuming from the
+// last cursor once the archive is back delivers the rest, each event once.
 func TestWatchArchiveOutage(t *testing.T) {
 	r := newRig(t)
-	const tn = "arc-watchoutage"
-	r.tenant(tn)
-	r.appendEvents(tn, 7)
-	stream := keys.Tenant(tn).Events()
-	plain := events.New(r.exec, events.Options{Heartbeat: 30 * time.Millisecond, StreamEventsPerSecond: -1, TenantEventsPerSecond: -1})
-	golden := watchUntilHeartbeat(t, plain, &cyclesv1.WatchEventsRequest{TenantId: tn, Start: cyclesv1.StartPosition_START_POSITION_EARLIEST}, nil)
+	tenants := []string{"arc-outage-a", "arc-outage-b"}
+	for _, tn := range tenants {
+		r.tenant(tn)
+	}
+	ann := events.NewAnnouncer(r.exec, events.AnnouncerOptions{})
+	for round := 0; round < 6; round++ {
+		r.announceRound(ann, tenants, 3)
+	}
+	opts := func(rd Reader) events.Options {
+		return events.Options{ArchivedStream: rd.Stream, ReadBatch: 2, Heartbeat: 30 * time.Millisecond,
+			FeedBlock: 20 * time.Millisecond, StreamEventsPerSecond: -1, TenantEventsPerSecond: -1,
+			FeedStreamEventsPerSecond: -1, FeedEventsPerSecond: -1}
+	}
+	plain := opts(Reader{})
+	plain.ArchivedStream = nil
+	cases := []struct {
+		name   string
+		tenant string
+	}{
+		{"one tenant", tenants[0]},
+		{"all tenants", ""},
+	}
+	goldens := make([]watched, len(cases))
+	for i, tc := range cases {
+		goldens[i] = watchUntilHeartbeat(t, events.New(r.exec, plain),
+			&cyclesv1.WatchEventsRequest{TenantId: tc.tenant, Start: cyclesv1.StartPosition_START_POSITION_EARLIEST}, nil)
+		if goldens[i].err != nil || len(goldens[i].events) < 18 {
+			t.Fatalf("%s: golden watch: %d events, %v", tc.name, len(goldens[i].events), goldens[i].err)
+		}
+	}
 	if _, err := r.archiver(ArchiverOptions{}).Once(r.ctx); err != nil {
 		t.Fatal(err)
 	}
-	r.c.XTrimMaxLen(r.ctx, stream, 2)
-
-	// The watch reads through its own connection pool, closed after the
-	// first event: the archive is gone for it from then on.
-	st, err := archive.Open(r.ctx, r.dsn)
-	if err != nil {
-		t.Fatal(err)
+	r.c.XTrimMaxLen(r.ctx, keys.Feed, 1)
+	for _, tn := range tenants {
+		r.c.XTrimMaxLen(r.ctx, keys.Tenant(tn).Events(), 2)
 	}
-	defer st.Close()
-	svc := events.New(r.exec, events.Options{ArchivedStream: Reader{Store: st}.Stream, ReadBatch: 2,
-		Heartbeat: 30 * time.Millisecond, StreamEventsPerSecond: -1, TenantEventsPerSecond: -1})
-	w := watchUntilHeartbeat(t, svc, &cyclesv1.WatchEventsRequest{TenantId: tn, Start: cyclesv1.StartPosition_START_POSITION_EARLIEST},
-		func(n int) {
-			if n == 1 {
-				st.Close()
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			golden := goldens[i]
+			// The watch reads through its own connection pool, closed after
+			// the first event: the archive is gone for it from then on.
+			st, err := archive.Open(r.ctx, r.dsn)
+			if err != nil {
+				t.Fatal(err)
 			}
-		})
-	e, ok := apierr.As(w.err)
-	if !ok || e.Code != apierr.Unavailable {
-		t.Fatalf("watch over a closed archive ended with %v, want UNAVAILABLE", w.err)
-	}
-	stat := e.Status("", "")
-	if code, _, ok := apierr.FromStatus(stat.Err()); !ok || code != apierr.Unavailable || stat.Code() != codes.Unavailable {
-		t.Fatalf("status %v: want UNAVAILABLE with ErrorInfo reason UNAVAILABLE", stat)
-	}
-	if len(w.events) == 0 || len(w.events) >= len(golden.events) {
-		t.Fatalf("%d events before the outage, want a strict prefix of %d", len(w.events), len(golden.events))
-	}
-	sameBytes(t, "before the outage", w.events, golden.events[:len(w.events)])
+			defer st.Close()
+			w := watchUntilHeartbeat(t, events.New(r.exec, opts(Reader{Store: st})),
+				&cyclesv1.WatchEventsRequest{TenantId: tc.tenant, Start: cyclesv1.StartPosition_START_POSITION_EARLIEST},
+				func(n int) {
+					if n == 1 {
+						st.Close()
+					}
+				})
+			e, ok := apierr.As(w.err)
+			if !ok || e.Code != apierr.Unavailable {
+				t.Fatalf("watch over a closed archive ended with %v, want UNAVAILABLE", w.err)
+			}
+			stat := e.Status("", "")
+			if code, _, ok := apierr.FromStatus(stat.Err()); !ok || code != apierr.Unavailable || stat.Code() != codes.Unavailable {
+				t.Fatalf("status %v: want UNAVAILABLE with ErrorInfo reason UNAVAILABLE", stat)
+			}
+			if len(w.events) == 0 || len(w.events) >= len(golden.events) {
+				t.Fatalf("%d events before the outage, want a strict prefix of %d", len(w.events), len(golden.events))
+			}
+			sameBytes(t, "before the outage", w.events, golden.events[:len(w.events)])
 
-	rd := Reader{Store: r.store}
-	back := events.New(r.exec, events.Options{ArchivedStream: rd.Stream, ReadBatch: 2,
-		Heartbeat: 30 * time.Millisecond, StreamEventsPerSecond: -1, TenantEventsPerSecond: -1})
-	rest := watchUntilHeartbeat(t, back, &cyclesv1.WatchEventsRequest{TenantId: tn, Start: cyclesv1.StartPosition_START_POSITION_CURSOR,
-		Cursor: w.cursors[len(w.cursors)-1]}, nil)
-	if rest.err != nil {
-		t.Fatal(rest.err)
+			rest := watchUntilHeartbeat(t, events.New(r.exec, opts(Reader{Store: r.store})),
+				&cyclesv1.WatchEventsRequest{TenantId: tc.tenant, Start: cyclesv1.StartPosition_START_POSITION_CURSOR,
+					Cursor: w.cursors[len(w.cursors)-1]}, nil)
+			if rest.err != nil {
+				t.Fatal(rest.err)
+			}
+			sameBytes(t, "resumed after the outage", rest.events, golden.events[len(w.events):])
+		})
 	}
-	sameBytes(t, "resumed after the outage", rest.events, golden.events[len(w.events):])
 }

@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -87,11 +88,11 @@ func (s *Service) readLog(ctx context.Context, sp *streamPace, tenant, from, to 
 	return lw, nil
 }
 
-// newestArchived is the id of the newest archived entry of tenant's log
-// ("" when none): where a NOW watch of a log that Redis holds none of
-// starts, so that it does not replay the archive.
-func (s *Service) newestArchived(ctx context.Context, tenant string) (string, error) {
-	rows, err := s.opts.ArchivedStream(ctx, keys.Tenant(tenant).Events(), true, "+", "-", 1)
+// newestArchived is the id of the newest archived entry of stream (a
+// tenant log, the feed; "" when none): where a NOW watch of a stream that
+// Redis holds none of starts, so that it does not replay the archive.
+func (s *Service) newestArchived(ctx context.Context, stream string) (string, error) {
+	rows, err := s.opts.ArchivedStream(ctx, stream, true, "+", "-", 1)
 	if err != nil {
 		return "", archiveUnavailable(err)
 	}
@@ -112,6 +113,32 @@ func (s *Service) archiveLost(p Position, now int64) bool {
 	}
 	horizon := now - s.opts.ArchiveRetention.Milliseconds()
 	return p.mark()-clockSlack.Milliseconds() < horizon
+}
+
+// gone is the CURSOR_EXPIRED error of a reader at p whose read from from
+// found first as Redis's oldest entry of the stream, when events after p
+// may be gone: trimmed by Redis retention (without an archive), or dropped
+// by the archive's retention (a read below Redis's oldest entry); nil
+// otherwise.
+func (s *Service) gone(ctx context.Context, rpc string, p Position, from, first string, now int64) error {
+	switch {
+	case s.opts.ArchivedStream == nil:
+		if s.lost(p, first, now) {
+			return s.expiredErr(ctx, rpc)
+		}
+	case belowRedis(from, first) && s.archiveLost(p, now):
+		return s.archiveExpiredErr(ctx, rpc)
+	}
+	return nil
+}
+
+// readable is how long the log stays readable: Redis's retention, or with
+// an archive the archive's (0: not known, nothing is judged lost).
+func (s *Service) readable() time.Duration {
+	if s.opts.ArchivedStream != nil {
+		return s.opts.ArchiveRetention
+	}
+	return s.opts.Retention
 }
 
 // archiveExpiredErr is CURSOR_EXPIRED for a position past the archive's retention.

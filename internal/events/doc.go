@@ -61,6 +61,10 @@
 // entry, in the same order and with the same cursors (archived.go); a
 // replay from it is paced like one from Redis, and a live watcher never
 // reads it. Retention then means the archive's (Options.ArchiveRetention).
+// The all-tenant feed is archived as well, entry for entry (cycles_feed):
+// a feed reader below the feed's oldest Redis entry walks the archived
+// entries first, and reads each range over both stores like a tenant
+// watch, so feed cursors stay valid past the feed's Redis retention.
 //
 // # Who sees what
 //

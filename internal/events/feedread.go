@@ -62,15 +62,17 @@ func (r *feedReader) step(ctx context.Context, fn visit) (caughtUp bool, now int
 	case r.pos.Partial:
 		from = r.pos.Entry.String() // re-read the entry to finish its range
 	}
-	w, err := r.s.r.readStream(ctx, keys.Feed, from, "+", feedBatch)
+	w, more, err := r.readFeed(ctx, from)
 	if err != nil {
 		return false, 0, err
 	}
 	if r.earliest && r.startNow == 0 {
 		r.startNow = w.Now
 	}
-	if !r.fromStart && r.s.lost(r.pos.at(), w.First, w.Now) {
-		return false, w.Now, r.s.expiredErr(ctx, "feed")
+	if !r.fromStart {
+		if err := r.s.gone(ctx, "feed", r.pos.at(), from, w.First, w.Now); err != nil {
+			return false, w.Now, err
+		}
 	}
 	if r.pos.Partial && (len(w.Entries) == 0 || w.Entries[0].ID != r.pos.Entry.String()) {
 		// The entry the reader was inside is gone from the feed.
@@ -108,15 +110,15 @@ func (r *feedReader) step(ctx context.Context, fn visit) (caughtUp bool, now int
 			r.pos = FeedPosition{Entry: rg.entry, Watermark: mark}
 			continue
 		}
-		check := !(r.earliest && int64(rg.entry.MS) < r.startNow-r.s.opts.Retention.Milliseconds()+(announceDelayBound+clockSlack).Milliseconds())
+		check := !(r.earliest && int64(rg.entry.MS) < r.startNow-r.s.readable().Milliseconds()+(announceDelayBound+clockSlack).Milliseconds())
 		start := rg.start
 		for first := true; start.Less(rg.to); first = false {
-			var tw window
+			var tw logWindow
 			var err error
 			if first {
 				tw, err = f0.w, f0.err
 			} else {
-				tw, err = r.s.readPaced(ctx, r.sp, keys.Tenant(rg.tenant).Events(), start.Next().String(), rg.to.String(), r.s.opts.ReadBatch)
+				tw, err = r.s.readLog(ctx, r.sp, rg.tenant, start.Next().String(), rg.to.String(), r.s.opts.ReadBatch)
 			}
 			if err != nil {
 				return false, w.Now, err
@@ -151,18 +153,48 @@ func (r *feedReader) step(ctx context.Context, fn visit) (caughtUp bool, now int
 				}
 				start = id
 			}
-			if len(tw.Entries) < r.s.opts.ReadBatch {
+			if !tw.more {
 				break // the range is done (or the rest of it was trimmed)
 			}
 		}
 		r.pos = FeedPosition{Entry: rg.entry, Watermark: mark}
 	}
-	caughtUp = len(w.Entries) < feedBatch
+	caughtUp = !more
 	if caughtUp && w.Now > r.pos.Watermark {
 		// Read the whole feed at Redis time w.Now.
 		r.pos.Watermark = w.Now
 	}
 	return caughtUp, w.Now, nil
+}
+
+// readFeed reads up to feedBatch feed entries from from ("-" or an id,
+// inclusive): Redis's, and with an archive, below Redis's oldest entry, the
+// archive's first (as readLog does for a tenant log). more: the read was
+// full, entries after it may wait.
+func (r *feedReader) readFeed(ctx context.Context, from string) (window, bool, error) {
+	w, err := r.s.r.readStream(ctx, keys.Feed, from, "+", feedBatch)
+	if err != nil {
+		return window{}, false, err
+	}
+	more := len(w.Entries) >= feedBatch
+	if r.s.opts.ArchivedStream == nil || !belowRedis(from, w.First) {
+		return w, more, nil
+	}
+	older, err := r.s.archivedIn(ctx, keys.Feed, from, "+", w.First, feedBatch)
+	if err != nil {
+		if ctx.Err() != nil {
+			return window{}, false, ctx.Err()
+		}
+		return window{}, false, archiveUnavailable(err)
+	}
+	if len(older) > 0 {
+		merged := append(older, w.Entries...)
+		if len(merged) >= feedBatch {
+			merged, more = merged[:feedBatch], true
+		}
+		w.Entries = merged
+	}
+	return w, more, nil
 }
 
 // feedRange is one parsed feed entry: tenant's events in (start, to].
@@ -206,7 +238,7 @@ type prefetcher struct {
 }
 
 type fetched struct {
-	w       window
+	w       logWindow
 	err     error
 	ids     []ID
 	evs     []*cyclesv1.Event
@@ -233,7 +265,7 @@ func (p *prefetcher) launch() {
 		return
 	}
 	go func() {
-		w, err := p.s.readPaced(p.ctx, p.sp, keys.Tenant(rg.tenant).Events(), rg.start.Next().String(), rg.to.String(), p.s.opts.ReadBatch)
+		w, err := p.s.readLog(p.ctx, p.sp, rg.tenant, rg.start.Next().String(), rg.to.String(), p.s.opts.ReadBatch)
 		f := fetched{w: w, err: err}
 		if err == nil {
 			// Converting here, off the delivering goroutine, spreads the
@@ -259,7 +291,7 @@ func (p *prefetcher) get(i int) fetched {
 // feed is usually selective (only expiries), and building an event (its data
 // Struct) is most of the per-event cost. The event's cursor is left to the
 // caller.
-func convert(f filter, tenant string, w window) ([]ID, []*cyclesv1.Event, error) {
+func convert(f filter, tenant string, w logWindow) ([]ID, []*cyclesv1.Event, error) {
 	ids := make([]ID, len(w.Entries))
 	evs := make([]*cyclesv1.Event, len(w.Entries))
 	for k, te := range w.Entries {
@@ -286,14 +318,18 @@ func (p *prefetcher) stop() { p.cancel() }
 // horizon. A tenant's first range starts at 0-0 and covers its whole retained
 // log, so it is never lost.
 func (s *Service) rangeLost(start ID, first string, entry ID, now int64) bool {
-	if first == "" || start == (ID{}) {
+	if first == "" && s.opts.ArchivedStream == nil || start == (ID{}) {
 		return false
 	}
-	f, err := ParseID(first)
-	if err != nil || !start.Less(f) {
+	if !belowRedis(start.Next().String(), first) {
 		return false
 	}
-	horizon := now - s.opts.Retention.Milliseconds()
+	// Below Redis's oldest entry the range is read from the archive, if
+	// there is one: then only the archive's retention can have dropped it.
+	if s.readable() <= 0 {
+		return false
+	}
+	horizon := now - s.readable().Milliseconds()
 	return int64(entry.MS)-(announceDelayBound+clockSlack).Milliseconds() < horizon
 }
 
@@ -320,8 +356,15 @@ func (s *Service) watchAll(ctx context.Context, f filter, req *cyclesv1.WatchEve
 			return err
 		}
 		r.pos.Watermark = w.Now
-		if w.Last != "" {
-			if r.pos.Entry, err = ParseID(w.Last); err != nil {
+		last := w.Last
+		if last == "" && s.opts.ArchivedStream != nil {
+			// Redis holds none of the feed: start after the archive's newest.
+			if last, err = s.newestArchived(ctx, keys.Feed); err != nil {
+				return err
+			}
+		}
+		if last != "" {
+			if r.pos.Entry, err = ParseID(last); err != nil {
 				return err
 			}
 		}

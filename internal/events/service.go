@@ -305,7 +305,7 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 			// Redis holds none of the log (retention trimmed all of it):
 			// the newest event may be in the archive, and a NOW watch
 			// must start after it, not replay the archive.
-			if last, err = s.newestArchived(ctx, f.tenant); err != nil {
+			if last, err = s.newestArchived(ctx, keys.Tenant(f.tenant).Events()); err != nil {
 				return err
 			}
 		}
@@ -348,11 +348,8 @@ func (s *Service) Watch(ctx context.Context, p auth.Principal, req *cyclesv1.Wat
 		// Checked on every read, not only on resume: a live watcher that fell
 		// behind retention must be told rather than skip events silently.
 		if !fromStart {
-			if s.opts.ArchivedStream == nil && s.lost(pos, w.First, w.Now) {
-				return s.expiredErr(ctx, "watch")
-			}
-			if s.opts.ArchivedStream != nil && belowRedis(from, w.First) && s.archiveLost(pos, w.Now) {
-				return s.archiveExpiredErr(ctx, "watch")
+			if err := s.gone(ctx, "watch", pos, from, w.First, w.Now); err != nil {
+				return err
 			}
 		}
 		fromStart = false
@@ -505,6 +502,12 @@ func (s *Service) List(ctx context.Context, p auth.Principal, req *cyclesv1.List
 // in [from, to] older than first, the oldest entry Redis holds ("" when
 // the log is empty in Redis: then the whole range).
 func (s *Service) archived(ctx context.Context, tenant, from, to, first string, n int) ([]entry, error) {
+	return s.archivedIn(ctx, keys.Tenant(tenant).Events(), from, to, first, n)
+}
+
+// archivedIn is archived for any archived stream key (a tenant log, the
+// all-tenant feed).
+func (s *Service) archivedIn(ctx context.Context, key, from, to, first string, n int) ([]entry, error) {
 	hi := to
 	if first != "" {
 		fid, err := ParseID(first)
@@ -521,9 +524,9 @@ func (s *Service) archived(ctx context.Context, tenant, from, to, first string, 
 			hi = b.String()
 		}
 	}
-	rows, err := s.opts.ArchivedStream(ctx, keys.Tenant(tenant).Events(), false, hi, from, n)
+	rows, err := s.opts.ArchivedStream(ctx, key, false, hi, from, n)
 	if err != nil {
-		return nil, fmt.Errorf("read events of tenant %s from the archive: %w", tenant, err)
+		return nil, fmt.Errorf("read %s from the archive: %w", key, err)
 	}
 	out := make([]entry, 0, len(rows))
 	for _, r := range rows {

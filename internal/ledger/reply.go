@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -11,22 +10,97 @@ import (
 
 // The ledger mutations answer with a flat reply (lua/lib/ledger_snapshot.lua,
 // docs/design.md#script-replies): after the executor's header, a replay flag,
-// the script's extras, then the response snapshot's fields, amounts as
-// decimal strings, '' for an absent field, lists as a count followed by
-// their values. These readers take the fields straight into the response: no
-// JSON on either side. A replay carries the very same fields, so it yields
-// the very same response.
+// the script's extras (what only the live call knows), then the response's
+// fields, amounts as decimal strings, '' for an absent field, lists as a
+// count followed by their values. A replay carries the very same response
+// fields, so it yields the very same response.
+//
+// Each reply's layout is declared once, here, as a struct whose `flat` tags
+// name its fields in order (script.ReplyOf): it is the Go reader, the list
+// TestReplyLayoutsMatchLua compares with the layouts ledger_snapshot.lua
+// declares, and the source of docs/design.md's reply table
+// (TestDesignDocReplyTable). No code reads these replies by position.
 
-// result is what a mutation answers besides its snapshot.
-type result struct {
-	Replay  bool
-	RemTTL  *num
-	Denied  string
-	Overage num
-	Debt    num
+type reserveReply struct {
+	Replay        bool        `flat:"replay,extra"`
+	RemTTL        *num        `flat:"rem_ttl,extra"` // live only
+	Denied        string      `flat:"denied,extra"`  // a dry-run or observed DENY's reason
+	Dry           bool        `flat:"dry"`
+	Decision      string      `flat:"decision"`
+	ReasonCode    string      `flat:"reason_code"`
+	ReservationID string      `flat:"reservation_id"`
+	Reserved      *num        `flat:"reserved"`
+	Unit          string      `flat:"unit"`
+	ExpiresAtMs   num         `flat:"expires_at_ms"`
+	ScopePath     string      `flat:"scope_path"`
+	GraceMs       num         `flat:"grace_ms"`
+	Policy        string      `flat:"policy"`
+	Caps          string      `flat:"caps"`
+	Affected      []string    `flat:"affected"` // none: the scope path's prefixes
+	Balances      balanceList `flat:"balances"`
+	// DenyDetail (v0.1.26 DenyDetail JSON, '' when none) and Observed end
+	// DENY and observed answers; other answers end at the balances.
+	DenyDetail string `flat:"deny_detail,trailing"`
+	Observed   bool   `flat:"observed,trailing"`
 }
 
-// balanceRow is one balance of a snapshot (or of a Balances page).
+type decideReply struct {
+	Replay     bool     `flat:"replay,extra"`
+	Denied     string   `flat:"denied,extra"`
+	Decision   string   `flat:"decision"`
+	ReasonCode string   `flat:"reason_code"`
+	Caps       string   `flat:"caps"`
+	Affected   []string `flat:"affected"`
+	DenyDetail string   `flat:"deny_detail,trailing"`
+}
+
+type commitReply struct {
+	Replay       bool        `flat:"replay,extra"`
+	Overage      num         `flat:"overage,extra"`
+	Debt         num         `flat:"debt,extra"`
+	Unit         string      `flat:"unit"`
+	Charged      *num        `flat:"charged"`
+	Released     *num        `flat:"released"`
+	DebtIncurred num         `flat:"debt_incurred"`
+	Balances     balanceList `flat:"balances"`
+}
+
+type releaseReply struct {
+	Replay   bool        `flat:"replay,extra"`
+	Unit     string      `flat:"unit"`
+	Released *num        `flat:"released"`
+	Balances balanceList `flat:"balances"`
+}
+
+type extendReply struct {
+	Replay         bool        `flat:"replay,extra"`
+	RemTTL         *num        `flat:"rem_ttl,extra"`
+	Unit           string      `flat:"unit"`
+	ExpiresAtMs    num         `flat:"expires_at_ms"`
+	ExtensionCount num         `flat:"extension_count"`
+	Balances       balanceList `flat:"balances"`
+}
+
+type eventReply struct {
+	Replay       bool        `flat:"replay,extra"`
+	Debt         num         `flat:"debt,extra"`
+	EventID      string      `flat:"event_id"`
+	Unit         string      `flat:"unit"`
+	Charged      *num        `flat:"charged"`
+	DebtIncurred num         `flat:"debt_incurred"`
+	Balances     balanceList `flat:"balances"`
+}
+
+var (
+	replyReserve = script.ReplyOf[reserveReply]("ledger/reserve")
+	replyDecide  = script.ReplyOf[decideReply]("ledger/decide")
+	replyCommit  = script.ReplyOf[commitReply]("ledger/commit")
+	replyRelease = script.ReplyOf[releaseReply]("ledger/release")
+	replyExtend  = script.ReplyOf[extendReply]("ledger/extend")
+	replyEvent   = script.ReplyOf[eventReply]("ledger/event")
+)
+
+// balanceRow is one balance of a reply (or of a Balances page).
 type balanceRow struct {
 	ScopePath      string `json:"scope_path"`
 	Unit           string `json:"unit"`
@@ -39,58 +113,18 @@ type balanceRow struct {
 	IsOverLimit    bool   `json:"is_over_limit"`
 }
 
-// snapshot is the union of the response snapshots (reserve, dry run,
-// decide, commit, release, extend, event).
-type snapshot struct {
-	Dry            bool
-	Decision       string
-	ReasonCode     string
-	ReservationID  string
-	Reserved       *num
-	Unit           string
-	ExpiresAtMs    num
-	ScopePath      string
-	Affected       []string
-	Caps           string
-	Balances       []balanceRow
-	GraceMs        num
-	Policy         string
-	Charged        *num
-	Released       *num
-	DebtIncurred   num
-	EventID        string
-	ExtensionCount num
-	// DenyDetail is the v0.1.26 DenyDetail JSON of a DENY ('' when none or
-	// stored before it existed); Observed marks an observe-mode answer.
-	DenyDetail string
-	Observed   bool
-}
+// balanceList is a reply's packed balance list: the scope paths (a counted
+// list), then one string of rows
+// "i,remaining,reserved,spent,allocated,debt,overdraft_limit,over" joined by
+// ';', i the row's path index (1-based).
+type balanceList []balanceRow
 
-// flat reads a ledger mutation's flat reply (script.FlatReader) with the
-// ledger's amount type and its packed balance lists.
-type flat struct{ *script.FlatReader }
-
-// int reads an amount (an integer reply or a decimal string, an empty string is 0).
-func (f flat) int() num { return num(f.Int()) }
-
-// opt reads an optional amount (an empty string is absent).
-func (f flat) opt() *num {
-	v, ok := f.Opt()
-	if !ok {
-		return nil
-	}
-	n := num(v)
-	return &n
-}
-
-// balances reads a packed balance list: the scope paths, then one string of
-// rows "i,remaining,reserved,spent,allocated,debt,overdraft_limit,over"
-// joined by ';', i the row's path index (1-based).
-func (f flat) balances() []balanceRow {
+// ReadFlat reads a packed balance list (script.FlatValue).
+func (b *balanceList) ReadFlat(f *script.FlatReader) {
 	paths := f.Strs()
 	packed := f.Str()
 	if f.Err() != nil || packed == "" {
-		return nil
+		return
 	}
 	out := make([]balanceRow, 0, strings.Count(packed, ";")+1)
 	for row := range strings.SplitSeq(packed, ";") {
@@ -107,106 +141,37 @@ func (f flat) balances() []balanceRow {
 		idx, err := strconv.Atoi(v[0])
 		if n != len(v) || err != nil || idx < 1 || idx > len(paths) {
 			f.Fail("malformed balance row %q", row)
-			return nil
+			return
 		}
-		b := balanceRow{ScopePath: paths[idx-1], IsOverLimit: v[7] == "1"}
-		for i, dst := range []*num{&b.Remaining, &b.Reserved, &b.Spent, &b.Allocated, &b.Debt, &b.OverdraftLimit} {
+		r := balanceRow{ScopePath: paths[idx-1], IsOverLimit: v[7] == "1"}
+		for i, dst := range []*num{&r.Remaining, &r.Reserved, &r.Spent, &r.Allocated, &r.Debt, &r.OverdraftLimit} {
 			x, err := strconv.ParseInt(v[i+1], 10, 64)
 			if err != nil {
 				f.Fail("balance row %q: %v", row, err)
-				return nil
+				return
 			}
 			*dst = num(x)
 		}
-		out = append(out, b)
+		out = append(out, r)
 	}
-	return out
+	*b = out
 }
 
-// runFlat runs a ledger mutation and reads its replay flag and the script's
-// extras (read by extras) and snapshot fields (read by fields).
-func runFlat[K, A any](ctx context.Context, l *Ledger, sc *script.Script[K, A], k K, a A,
-	extras func(flat, *result), fields func(flat, *snapshot)) (*result, *snapshot, error) {
+// runFlat runs a ledger mutation and reads its reply with its layout.
+func runFlat[K, A, R any](ctx context.Context, l *Ledger, sc *script.Script[K, A], layout *script.ReplyLayout[R],
+	k K, a A) (*R, error) {
 	reply, err := sc.RunFlat(ctx, l.exec, k, a)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return readFlat(sc.Def, reply, extras, fields)
+	return layout.Read(reply)
 }
 
-// readFlat reads a mutation's flat reply: the replay flag, the script's
-// extras (read by extras) and snapshot fields (read by fields).
-func readFlat(name *script.Def, reply []any, extras func(flat, *result), fields func(flat, *snapshot)) (*result, *snapshot, error) {
-	f := flat{script.NewFlatReader(reply)}
-	var r result
-	var s snapshot
-	r.Replay = f.Flag()
-	if extras != nil {
-		extras(f, &r)
+// affected are the reserve's affected scopes: none listed means the scope
+// path's prefixes (internal/scope.Derive).
+func (r *reserveReply) affected() []string {
+	if r.Affected == nil {
+		return scopePrefixes(r.ScopePath)
 	}
-	fields(f, &s)
-	if err := f.End(); err != nil {
-		return nil, nil, fmt.Errorf("%s: decode reply: %w", name, err)
-	}
-	return &r, &s, nil
-}
-
-// Per script: the extras after the replay flag, then the snapshot fields
-// (lua/lib/ledger_snapshot.lua lists them).
-
-func reserveExtras(f flat, r *result) {
-	r.RemTTL = f.opt()
-	r.Denied = f.Str()
-}
-
-func reserveFields(f flat, s *snapshot) {
-	s.Dry = f.Flag()
-	s.Decision, s.ReasonCode, s.ReservationID = f.Str(), f.Str(), f.Str()
-	s.Reserved, s.Unit, s.ExpiresAtMs, s.ScopePath = f.opt(), f.Str(), f.int(), f.Str()
-	s.GraceMs, s.Policy, s.Caps = f.int(), f.Str(), f.Str()
-	s.Affected = f.Strs()
-	if s.Affected == nil && f.Err() == nil {
-		// None listed: the scope path's prefixes (internal/scope.Derive).
-		s.Affected = scopePrefixes(s.ScopePath)
-	}
-	s.Balances = f.balances()
-	if f.More() {
-		s.DenyDetail, s.Observed = f.Str(), f.Str() == "1"
-	}
-}
-
-func commitExtras(f flat, r *result) { r.Overage, r.Debt = f.int(), f.int() }
-
-func commitFields(f flat, s *snapshot) {
-	s.Unit, s.Charged, s.Released, s.DebtIncurred = f.Str(), f.opt(), f.opt(), f.int()
-	s.Balances = f.balances()
-}
-
-func releaseFields(f flat, s *snapshot) {
-	s.Unit, s.Released = f.Str(), f.opt()
-	s.Balances = f.balances()
-}
-
-func extendExtras(f flat, r *result) { r.RemTTL = f.opt() }
-
-func extendFields(f flat, s *snapshot) {
-	s.Unit, s.ExpiresAtMs, s.ExtensionCount = f.Str(), f.int(), f.int()
-	s.Balances = f.balances()
-}
-
-func decideExtras(f flat, r *result) { r.Denied = f.Str() }
-
-func decideFields(f flat, s *snapshot) {
-	s.Decision, s.ReasonCode, s.Caps = f.Str(), f.Str(), f.Str()
-	s.Affected = f.Strs()
-	if f.More() {
-		s.DenyDetail = f.Str()
-	}
-}
-
-func eventExtras(f flat, r *result) { r.Debt = f.int() }
-
-func eventFields(f flat, s *snapshot) {
-	s.EventID, s.Unit, s.Charged, s.DebtIncurred = f.Str(), f.Str(), f.opt(), f.int()
-	s.Balances = f.balances()
+	return r.Affected
 }

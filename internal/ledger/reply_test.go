@@ -3,8 +3,6 @@ package ledger
 import (
 	"strings"
 	"testing"
-
-	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
 // The flat reply reader takes well-formed replies field by field and turns
@@ -31,13 +29,7 @@ func TestFlatReplyReader(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := flat{script.NewFlatReader(tc.reply)}
-			var r result
-			var s snapshot
-			r.Replay = f.Flag()
-			reserveExtras(f, &r)
-			reserveFields(f, &s)
-			err := f.End()
+			s, err := replyReserve.Read(tc.reply)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want %q", err, tc.err)
@@ -47,13 +39,13 @@ func TestFlatReplyReader(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Replay || r.RemTTL == nil || *r.RemTTL != 60000 || s.Reserved == nil || *s.Reserved != 100 ||
+			if s.Replay || s.RemTTL == nil || *s.RemTTL != 60000 || s.Reserved == nil || *s.Reserved != 100 ||
 				s.ExpiresAtMs != 1700000000000 || s.GraceMs != 5000 || s.Policy != "REJECT" || s.Caps != "" {
-				t.Fatalf("result %+v snapshot %+v", r, s)
+				t.Fatalf("reply %+v", s)
 			}
 			// No affected scopes listed: the scope path's prefixes.
-			if strings.Join(s.Affected, " ") != "tenant:t tenant:t/workspace:w" {
-				t.Fatalf("affected %q", s.Affected)
+			if strings.Join(s.affected(), " ") != "tenant:t tenant:t/workspace:w" {
+				t.Fatalf("affected %q", s.affected())
 			}
 			want := []balanceRow{
 				{ScopePath: "tenant:t", Remaining: 900, Reserved: 100, Allocated: 1000},

@@ -24,37 +24,34 @@ func (l *Ledger) Reserve(ctx context.Context, tenant string, req *cyclesv1.Creat
 	if err != nil {
 		return nil, err
 	}
-	res, snap, err := runFlat(ctx, l, scriptReserve, ks, args, reserveExtras, reserveFields)
+	rep, err := runFlat(ctx, l, scriptReserve, replyReserve, ks, args)
 	if err != nil {
 		return nil, l.refused(ctx, op, err)
 	}
-	resp, err := reserveResponse(snap)
+	resp, err := reserveResponse(rep)
 	if err != nil {
 		return nil, err
 	}
-	if res.RemTTL != nil && !snap.Dry {
-		v := int64(*res.RemTTL)
+	if rep.RemTTL != nil && !rep.Dry {
+		v := int64(*rep.RemTTL)
 		resp.RemainingTtlMs = &v
 	}
-	if res.Replay {
+	if rep.Replay {
 		l.replayed(ctx, op)
 		return resp, nil
 	}
 	switch {
-	case snap.Dry:
-		l.m.decisions.Add(ctx, 1, attribute.String("operation", op), attribute.String("decision", snap.Decision))
-		if res.Denied != "" {
-			l.m.denied.Add(ctx, 1, attribute.String("operation", op), attribute.String("reason", res.Denied))
+	case rep.Dry:
+		l.m.decisions.Add(ctx, 1, attribute.String("operation", op), attribute.String("decision", rep.Decision))
+		if rep.Denied != "" {
+			l.m.denied.Add(ctx, 1, attribute.String("operation", op), attribute.String("reason", rep.Denied))
 		}
 	default:
-		l.m.created.Add(ctx, 1, attribute.String("decision", snap.Decision))
+		l.m.created.Add(ctx, 1, attribute.String("decision", rep.Decision))
 	}
 	return resp, nil
 }
 
-// reserveResponse builds the response from a stored snapshot (fresh or replay:
-// the same bytes give the same message). remaining_ttl_ms is not part of the
-// snapshot: the caller sets it from the script's clock.
 // reserveCall is the reserve script's KEYS and ARGV for req, worked out
 // here only (Reserve, and ReserveCall for tools); newRID names the
 // reservation once the request is known to be valid.
@@ -94,7 +91,11 @@ func (l *Ledger) reserveCall(ctx context.Context, tenant string, req *cyclesv1.C
 		d.kind, d.risk, d.runID, d.policyKeys}, nil
 }
 
-func reserveResponse(s *snapshot) (*cyclesv1.CreateReservationResponse, error) {
+// reserveResponse builds the response from a reserve's reply (fresh or
+// replay: the same fields give the same message). remaining_ttl_ms is not
+// part of the answer a replay rebuilds: the caller sets it from the
+// script's clock.
+func reserveResponse(s *reserveReply) (*cyclesv1.CreateReservationResponse, error) {
 	unit := scope.ParseUnit(s.Unit)
 	caps, err := parseCaps(s.Caps)
 	if err != nil {
@@ -111,7 +112,7 @@ func reserveResponse(s *snapshot) (*cyclesv1.CreateReservationResponse, error) {
 		ReservationId:  s.ReservationID,
 		ExpiresAtMs:    int64(s.ExpiresAtMs),
 		ScopePath:      s.ScopePath,
-		AffectedScopes: s.Affected,
+		AffectedScopes: s.affected(),
 		Caps:           caps,
 		Balances:       balances(unit, s.Balances),
 		ReasonCode:     s.ReasonCode,
@@ -134,11 +135,10 @@ func (l *Ledger) Decide(ctx context.Context, tenant string, req *cyclesv1.Decide
 	t := keys.Tenant(tenant)
 	ks := decideKeys{t.Prefix(), t.Record(), t.Budgets(), t.Idempotency("decide", req.GetIdempotencyKey()), t.Events(),
 		d.budgetKeys}
-	res, snap, err := runFlat(ctx, l, scriptDecide, ks, decideArgs{
+	snap, err := runFlat(ctx, l, scriptDecide, replyDecide, ks, decideArgs{
 		d.unit, req.GetEstimate().GetAmount(), req.GetIdempotencyKey(), d.hash,
 		d.Path, d.affected, d.subject, d.action, l.eventContext(ctx),
-		d.kind, d.risk, d.runID, d.policyKeys},
-		decideExtras, decideFields)
+		d.kind, d.risk, d.runID, d.policyKeys})
 	if err != nil {
 		return nil, l.refused(ctx, "decide", err)
 	}
@@ -157,13 +157,13 @@ func (l *Ledger) Decide(ctx context.Context, tenant string, req *cyclesv1.Decide
 		AffectedScopes: snap.Affected,
 		DenyDetail:     dd,
 	}
-	if res.Replay {
+	if snap.Replay {
 		l.replayed(ctx, "decide")
 		return resp, nil
 	}
 	l.m.decisions.Add(ctx, 1, attribute.String("operation", "decide"), attribute.String("decision", snap.Decision))
-	if res.Denied != "" {
-		l.m.denied.Add(ctx, 1, attribute.String("operation", "decide"), attribute.String("reason", res.Denied))
+	if snap.Denied != "" {
+		l.m.denied.Add(ctx, 1, attribute.String("operation", "decide"), attribute.String("reason", snap.Denied))
 	}
 	return resp, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
@@ -80,43 +81,35 @@ type out struct {
 	Snap    map[string]any `json:"-"`
 }
 
-func (s *sx) run(name string, ks []string, args ...any) (*out, error) {
-	d, _ := script.Lookup(name)
-	reply, err := s.ex.RunFlat(ctx, d, ks, args...)
+// call runs a ledger mutation through its typed binding (extra: ARGV
+// appended after the binding's own, which a script without a variadic tail
+// must ignore) and reads its reply with the ledger's layout.
+func call[K, A any](s *sx, sc *script.Script[K, A], k K, a A, extra ...any) (*out, error) {
+	ks, args := sc.Encode(k, a)
+	reply, err := s.ex.RunFlat(ctx, sc.Def, ks, append(args, extra...)...)
 	if err != nil {
 		return nil, err
 	}
-	o, err := flatOut(name, reply)
+	o, err := flatOut(sc.Name(), reply)
 	if err != nil {
-		s.t.Fatalf("%s: %v (%v)", name, err, reply)
+		s.t.Fatalf("%s: %v (%v)", sc.Name(), err, reply)
 	}
 	return o, nil
 }
 
-// flatLayouts are the flat replies of the mutations after the replay flag
-// (lua/lib/ledger_snapshot.lua): the extras, then the snapshot fields named
-// as the JSON snapshots named them ("*" a list of strings, "#" a balance list).
-var flatLayouts = map[string]struct {
-	status         string
-	extras, fields []string
-}{
-	"ledger/reserve": {"", []string{"rem_ttl", "denied"}, []string{"dry", "decision", "reason_code", "reservation_id",
-		"reserved", "unit", "expires_at_ms", "scope_path", "grace_ms", "policy", "caps", "*affected", "#balances",
-		"?deny_detail", "?observed"}},
-	"ledger/commit":  {"COMMITTED", []string{"overage", "debt"}, []string{"unit", "charged", "released", "debt_incurred", "#balances"}},
-	"ledger/release": {"RELEASED", nil, []string{"unit", "released", "#balances"}},
-	"ledger/extend":  {"ACTIVE", []string{"rem_ttl"}, []string{"unit", "expires_at_ms", "extension_count", "#balances"}},
-	"ledger/decide":  {"", []string{"denied"}, []string{"decision", "reason_code", "caps", "*affected", "?deny_detail"}},
-	"ledger/event":   {"APPLIED", []string{"debt"}, []string{"event_id", "unit", "charged", "debt_incurred", "#balances"}},
-}
+// statusOf is the status each mutation's response carries (not in the reply).
+var statusOf = map[string]string{"ledger/commit": "COMMITTED", "ledger/release": "RELEASED",
+	"ledger/extend": "ACTIVE", "ledger/event": "APPLIED"}
 
 var balanceFields = []string{"scope_path", "remaining", "reserved", "spent", "allocated", "debt", "overdraft_limit", "is_over_limit"}
 
-// flatOut reads a flat reply into the envelope and snapshot map the suites
-// assert on (absent fields, empty strings, are left out of the map; dry '0' too). Resp is
-// the snapshot's reply elements verbatim, so replays compare byte for byte.
+// flatOut reads a flat reply, by the ledger's layout of it
+// (ledger.ReplyLayouts), into the envelope and snapshot map the suites
+// assert on (absent fields, empty strings, are left out of the map; dry '0'
+// too). Resp is the answer's reply elements verbatim (after the extras), so
+// replays compare byte for byte.
 func flatOut(name string, reply []any) (*out, error) {
-	lay, ok := flatLayouts[name]
+	lay, ok := ledger.ReplyLayouts[name]
 	if !ok {
 		return nil, fmt.Errorf("no layout for %s", name)
 	}
@@ -136,30 +129,38 @@ func flatOut(name string, reply []any) (*out, error) {
 		return "", fmt.Errorf("element %d is %T", i-1, v)
 	}
 	o := &out{Snap: map[string]any{}}
-	replay, err := next()
-	if err != nil {
-		return nil, err
-	}
-	o.Replay = replay == "1"
 	env := map[string]*string{"rem_ttl": &o.RemTTL, "denied": &o.Denied, "overage": &o.Overage, "debt": &o.Debt}
-	for _, x := range lay.extras {
-		v, err := next()
-		if err != nil {
-			return nil, err
-		}
-		*env[x] = v
+	start := -1
+	if st := statusOf[name]; st != "" {
+		o.Snap["status"] = st
 	}
-	start := i
-	if lay.status != "" {
-		o.Snap["status"] = lay.status
-	}
-	for _, f := range lay.fields {
-		if f[0] == '?' {
-			// A v0.1.26 trailing field: absent from answers stored before it.
-			if i >= len(reply) {
-				break
+	for _, fd := range lay.Fields() {
+		if fd.Extra {
+			v, err := next()
+			if err != nil {
+				return nil, err
 			}
-			f = f[1:]
+			if fd.Name == "replay" {
+				o.Replay = v == "1"
+			} else if p := env[fd.Name]; p != nil {
+				*p = v
+			} else {
+				return nil, fmt.Errorf("%s: no envelope field for extra %q", name, fd.Name)
+			}
+			continue
+		}
+		if start < 0 {
+			start = i
+		}
+		if fd.Trailing && i >= len(reply) {
+			break // left out by this answer
+		}
+		f := fd.Name
+		switch fd.Kind {
+		case "list":
+			f = "*" + f
+		case "balanceList":
+			f = "#" + f
 		}
 		switch f[0] {
 		case '*', '#':
@@ -231,9 +232,43 @@ func flatOut(name string, reply []any) (*out, error) {
 type rc struct {
 	Mode, RID, Unit, Est, TTL, Grace, Policy, Key, Hash string
 	Scopes                                              []string // relative to the tenant; "" = tenant level
-	Observe                                             string   // ARGV 16: the request's observe mode ('' = the tenant's)
+	Observe                                             string   // the request's observe mode ('' = the tenant's)
 	Extra                                               []any    // appended ARGV (must be ignored)
 }
+
+// reserveArgs is ledger/reserve's ARGV with the estimate as sent (a
+// string, so a suite can send one no int64 holds), rebound to the ledger's
+// binding (script.Rebind checks the names against it).
+type reserveArgs struct {
+	Mode           string `lua:"mode"`
+	ID             string `lua:"reservation_id"`
+	Unit           string `lua:"unit"`
+	Estimate       string `lua:"estimate"`
+	TTLms          string `lua:"ttl_ms"`
+	GraceMs        string `lua:"grace_ms"`
+	Overage        string `lua:"overage_policy"`
+	IdempotencyKey string `lua:"idempotency_key"`
+	PayloadHash    string `lua:"payload_hash"`
+	ScopePath      string `lua:"scope_path"`
+	Affected       string `lua:"affected"`
+	Subject        string `lua:"subject"`
+	Action         string `lua:"action"`
+	Metadata       string `lua:"metadata"`
+	EventCtx       string `lua:"event_ctx"`
+	ObserveMode    string `lua:"observe_mode"`
+	ActionKind     string `lua:"action_kind"`
+	RiskClass      string `lua:"risk_class"`
+	RunID          string `lua:"run_id"`
+	PolicyKeys     string `lua:"policy_keys"`
+}
+
+var scriptReserve = func() *script.Script[ledger.ReserveKeys, reserveArgs] {
+	sc, err := script.Rebind[ledger.ReserveKeys, reserveArgs](ledger.ScriptReserve.Def)
+	if err != nil {
+		panic(err)
+	}
+	return sc
+}()
 
 func (s *sx) affected(rests []string) ([]string, string) {
 	if len(rests) == 0 {
@@ -245,6 +280,15 @@ func (s *sx) affected(rests []string) ([]string, string) {
 	}
 	j, _ := json.Marshal(paths)
 	return paths, string(j)
+}
+
+// budgetKeys are the budget hashes of paths in unit.
+func (s *sx) budgetKeys(paths []string, unit string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = s.tk.Budget(p, unit)
+	}
+	return out
 }
 
 func (s *sx) reserve(c rc) (*out, error) {
@@ -267,14 +311,13 @@ func (s *sx) reserve(c rc) (*out, error) {
 		c.Hash = "h-" + c.Key
 	}
 	paths, aff := s.affected(c.Scopes)
-	ks := []string{s.tk.Prefix(), s.tk.Record(), s.tk.Budgets(), s.tk.Reservation(c.RID), s.tk.Deadlines(),
-		s.tk.Created(), s.tk.Expires(), s.tk.Idempotency("reserve", c.Key), s.tk.Events()}
-	for _, p := range paths {
-		ks = append(ks, s.tk.Budget(p, c.Unit))
-	}
-	args := []any{c.Mode, c.RID, c.Unit, c.Est, c.TTL, c.Grace, c.Policy, c.Key, c.Hash, paths[len(paths)-1], aff,
-		`{"tenant":"` + s.tenant + `","workspace":"prod"}`, `{"kind":"llm.completion","name":"m"}`, "", testEventCtx, c.Observe}
-	return s.run("ledger/reserve", ks, append(args, c.Extra...)...)
+	return call(s, scriptReserve, ledger.ReserveKeys{Prefix: s.tk.Prefix(), Record: s.tk.Record(), Budgets: s.tk.Budgets(),
+		Reservation: s.tk.Reservation(c.RID), Deadlines: s.tk.Deadlines(), Created: s.tk.Created(), Expires: s.tk.Expires(),
+		Idem: s.tk.Idempotency("reserve", c.Key), Events: s.tk.Events(), Budget: s.budgetKeys(paths, c.Unit)},
+		reserveArgs{Mode: c.Mode, ID: c.RID, Unit: c.Unit, Estimate: c.Est, TTLms: c.TTL, GraceMs: c.Grace,
+			Overage: c.Policy, IdempotencyKey: c.Key, PayloadHash: c.Hash, ScopePath: paths[len(paths)-1], Affected: aff,
+			Subject: `{"tenant":"` + s.tenant + `","workspace":"prod"}`, Action: `{"kind":"llm.completion","name":"m"}`,
+			EventCtx: testEventCtx, ObserveMode: c.Observe}, c.Extra...)
 }
 
 // mustReserve reserves est live and returns the reservation id.
@@ -287,24 +330,31 @@ func (s *sx) mustReserve(c rc) string {
 	return o.Snap["reservation_id"].(string)
 }
 
-func (s *sx) commit(rid, unit, actual, key string, extra ...any) (*out, error) {
+func (s *sx) commit(rid, unit, actual, key string) (*out, error) {
 	if unit == "" {
 		unit = "TOKENS"
 	}
-	ks := []string{s.tk.Prefix(), s.tk.Record(), s.tk.Reservation(rid), s.tk.Deadlines(), s.tk.Events()}
-	args := append([]any{rid, unit, actual, key, "h-" + key + "-" + actual, "", "", testEventCtx}, extra...)
-	return s.run("ledger/commit", ks, args...)
+	return call(s, ledger.ScriptCommit, ledger.CommitKeys{Prefix: s.tk.Prefix(), Record: s.tk.Record(),
+		Reservation: s.tk.Reservation(rid), Deadlines: s.tk.Deadlines(), Events: s.tk.Events()},
+		ledger.CommitArgs{ID: rid, Unit: unit, Amount: atoi(actual), IdempotencyKey: key,
+			PayloadHash: "h-" + key + "-" + actual, EventCtx: testEventCtx})
 }
 
-func (s *sx) release(rid, key string, extra ...any) (*out, error) {
-	ks := []string{s.tk.Prefix(), s.tk.Record(), s.tk.Reservation(rid), s.tk.Deadlines()}
-	return s.run("ledger/release", ks, append([]any{rid, key, "h-" + key, "done"}, extra...)...)
+// release releases rid under key, within scopeFilter (the key's filter as
+// the script receives it; "" = none).
+func (s *sx) release(rid, key string, scopeFilter ...string) (*out, error) {
+	return call(s, ledger.ScriptRelease, ledger.ReleaseKeys{Prefix: s.tk.Prefix(), Record: s.tk.Record(),
+		Reservation: s.tk.Reservation(rid), Deadlines: s.tk.Deadlines()},
+		ledger.ReleaseArgs{ID: rid, IdempotencyKey: key, PayloadHash: "h-" + key, Reason: "done",
+			ScopeFilter: strings.Join(scopeFilter, "")})
 }
 
+// extend extends rid by `by` ms (extra: appended ARGV, which extend ignores).
 func (s *sx) extend(rid, by, key string, extra ...any) (*out, error) {
-	ks := []string{s.tk.Prefix(), s.tk.Record(), s.tk.Reservation(rid), s.tk.Deadlines(), s.tk.Expires(),
-		s.tk.Idempotency("extend:"+rid, key)}
-	return s.run("ledger/extend", ks, append([]any{rid, by, key, "h-" + key + "-" + by, ""}, extra...)...)
+	return call(s, ledger.ScriptExtend, ledger.ExtendKeys{Prefix: s.tk.Prefix(), Record: s.tk.Record(),
+		Reservation: s.tk.Reservation(rid), Deadlines: s.tk.Deadlines(), Expires: s.tk.Expires(),
+		Idem: s.tk.Idempotency("extend:"+rid, key)},
+		ledger.ExtendArgs{ID: rid, ExtendByMs: atoi(by), IdempotencyKey: key, PayloadHash: "h-" + key + "-" + by}, extra...)
 }
 
 // ec is one call of ledger/event.
@@ -325,24 +375,27 @@ func (s *sx) event(c ec) (*out, error) {
 	}
 	eid := uuid.NewString()
 	paths, aff := s.affected(c.Scopes)
-	ks := []string{s.tk.Prefix(), s.tk.Record(), s.tk.Budgets(), s.tk.Event(eid), s.tk.Idempotency("event", c.Key), s.tk.Events()}
-	for _, p := range paths {
-		ks = append(ks, s.tk.Budget(p, c.Unit))
-	}
-	return s.run("ledger/event", ks, eid, c.Unit, c.Actual, c.Policy, c.Key, c.Hash, paths[len(paths)-1], aff,
-		`{"workspace":"prod"}`, `{"kind":"k","name":"n"}`, "", "", c.ClientTime, testEventCtx)
+	return call(s, ledger.ScriptEvent, ledger.EventKeys{Prefix: s.tk.Prefix(), Record: s.tk.Record(), Budgets: s.tk.Budgets(),
+		Event: s.tk.Event(eid), Idem: s.tk.Idempotency("event", c.Key), Events: s.tk.Events(), Budget: s.budgetKeys(paths, c.Unit)},
+		ledger.EventArgs{ID: eid, Unit: c.Unit, Amount: atoi(c.Actual), Overage: c.Policy, IdempotencyKey: c.Key,
+			PayloadHash: c.Hash, ScopePath: paths[len(paths)-1], Affected: aff, Subject: `{"workspace":"prod"}`,
+			Action: `{"kind":"k","name":"n"}`, ClientTimeMs: c.ClientTime, EventCtx: testEventCtx})
+}
+
+// decideWith decides est under key with payload hash hash.
+func (s *sx) decideWith(est, key, hash string, scopes ...string) (*out, error) {
+	paths, aff := s.affected(scopes)
+	return call(s, ledger.ScriptDecide, ledger.DecideKeys{Prefix: s.tk.Prefix(), Record: s.tk.Record(), Budgets: s.tk.Budgets(),
+		Idem: s.tk.Idempotency("decide", key), Events: s.tk.Events(), Budget: s.budgetKeys(paths, "TOKENS")},
+		ledger.DecideArgs{Unit: "TOKENS", Estimate: atoi(est), IdempotencyKey: key, PayloadHash: hash,
+			ScopePath: paths[len(paths)-1], Affected: aff, Subject: `{}`, Action: `{}`, EventCtx: testEventCtx})
 }
 
 func (s *sx) decide(est, key string, scopes ...string) (*out, error) {
 	if key == "" {
 		key = "dk-" + uuid.NewString()
 	}
-	paths, aff := s.affected(scopes)
-	ks := []string{s.tk.Prefix(), s.tk.Record(), s.tk.Budgets(), s.tk.Idempotency("decide", key), s.tk.Events()}
-	for _, p := range paths {
-		ks = append(ks, s.tk.Budget(p, "TOKENS"))
-	}
-	return s.run("ledger/decide", ks, "TOKENS", est, key, "h-"+key, paths[len(paths)-1], aff, `{}`, `{}`, testEventCtx)
+	return s.decideWith(est, key, "h-"+key, scopes...)
 }
 
 // record reads a reservation hash.

@@ -54,10 +54,7 @@ func TestScriptIdempotencyRecordLayout(t *testing.T) {
 		} {
 			key := "bad" + string(rune('0'+i))
 			s.c.Set(ctx, s.tk.Idempotency("decide", key), bad, 0)
-			ks := []string{s.tk.Prefix(), s.tk.Record(), s.tk.Budgets(), s.tk.Idempotency("decide", key), s.tk.Events(),
-				s.tk.Budget(s.path(""), "TOKENS"), s.tk.Budget(s.path("workspace:prod"), "TOKENS")}
-			paths, aff := s.affected(nil)
-			_, err := s.run("ledger/decide", ks, "TOKENS", "1", key, h, paths[len(paths)-1], aff, `{}`, `{}`, testEventCtx)
+			_, err := s.decideWith("1", key, h)
 			wantCode(t, err, apierr.InternalError)
 			if got := s.c.Get(ctx, s.tk.Idempotency("decide", key)).Val(); got != bad {
 				t.Fatalf("refused record %q was rewritten as %q", bad, got)

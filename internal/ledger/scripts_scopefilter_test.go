@@ -57,7 +57,7 @@ func TestScriptScopeFilterMatchesAllows(t *testing.T) {
 				}
 				rid := s.mustReserve(rc{Est: "10", Scopes: []string{"", rest}})
 				before := s.record(rid)
-				_, err = s.release(rid, "rel", "", "", arg)
+				_, err = s.release(rid, "rel", arg)
 				if want := scopefilter.Allows(filter, segs); want {
 					if err != nil {
 						t.Errorf("%s under %v: release refused: %v", d.Path, filter, err)

@@ -40,12 +40,12 @@ func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.Commit
 	args := commitArgs{ID: rid, Unit: scope.UnitKey(req.GetActual().GetUnit()), Amount: req.GetActual().GetAmount(),
 		IdempotencyKey: req.GetIdempotencyKey(), PayloadHash: hash, Metrics: metrics, Metadata: meta,
 		EventCtx: l.eventContext(ctx), Archive: l.archive, ScopeFilter: scopefilter.ScriptArg(ctx)}
-	res, snap, err := runFlat(ctx, l, scriptCommit, ks, args, commitExtras, commitFields)
+	snap, err := runFlat(ctx, l, scriptCommit, replyCommit, ks, args)
 	if more, ok, aerr := l.archivedPairs(ctx, tenant, rid, err); aerr != nil {
 		return nil, aerr
 	} else if ok {
 		args.Archived = more
-		res, snap, err = runFlat(ctx, l, scriptCommit, ks, args, commitExtras, commitFields)
+		snap, err = runFlat(ctx, l, scriptCommit, replyCommit, ks, args)
 	}
 	if err != nil {
 		return nil, l.refused(ctx, "commit", err)
@@ -62,16 +62,16 @@ func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.Commit
 	if snap.Released != nil {
 		resp.Released = amount(unit, *snap.Released)
 	}
-	if res.Replay {
+	if snap.Replay {
 		l.replayed(ctx, "commit")
 		return resp, nil
 	}
 	l.m.committed.Add(ctx, 1)
-	if res.Overage > 0 {
+	if snap.Overage > 0 {
 		l.m.overages.Add(ctx, 1, attribute.String("unit", snap.Unit))
 	}
-	if res.Debt > 0 {
-		l.m.debt.Add(ctx, int64(res.Debt), attribute.String("unit", snap.Unit))
+	if snap.Debt > 0 {
+		l.m.debt.Add(ctx, int64(snap.Debt), attribute.String("unit", snap.Unit))
 	}
 	return resp, nil
 }
@@ -93,12 +93,12 @@ func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.Relea
 	args := releaseArgs{ID: rid, IdempotencyKey: req.GetIdempotencyKey(), PayloadHash: hash, Reason: req.GetReason(),
 		AuditCtx: audit, Archive: l.archive, ScopeFilter: scopefilter.ScriptArg(ctx)}
 	ks := releaseKeys{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines()}
-	res, snap, err := runFlat(ctx, l, scriptRelease, ks, args, nil, releaseFields)
+	snap, err := runFlat(ctx, l, scriptRelease, replyRelease, ks, args)
 	if more, ok, aerr := l.archivedPairs(ctx, tenant, rid, err); aerr != nil {
 		return nil, aerr
 	} else if ok {
 		args.Archived = more
-		res, snap, err = runFlat(ctx, l, scriptRelease, ks, args, nil, releaseFields)
+		snap, err = runFlat(ctx, l, scriptRelease, replyRelease, ks, args)
 	}
 	if err != nil {
 		return nil, l.refused(ctx, "release", err)
@@ -111,7 +111,7 @@ func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.Relea
 	if snap.Released != nil {
 		resp.Released = amount(unit, *snap.Released)
 	}
-	if res.Replay {
+	if snap.Replay {
 		l.replayed(ctx, "release")
 		return resp, nil
 	}
@@ -131,11 +131,10 @@ func (l *Ledger) Extend(ctx context.Context, tenant string, req *cyclesv1.Extend
 	}
 	t := keys.Tenant(tenant)
 	rid := req.GetReservationId()
-	res, snap, err := runFlat(ctx, l, scriptExtend,
+	snap, err := runFlat(ctx, l, scriptExtend, replyExtend,
 		extendKeys{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines(), t.Expires(),
 			t.Idempotency("extend:"+rid, req.GetIdempotencyKey())},
-		extendArgs{rid, req.GetExtendByMs(), req.GetIdempotencyKey(), hash, meta, scopefilter.ScriptArg(ctx)},
-		extendExtras, extendFields)
+		extendArgs{rid, req.GetExtendByMs(), req.GetIdempotencyKey(), hash, meta, scopefilter.ScriptArg(ctx)})
 	if err != nil {
 		return nil, l.refused(ctx, "extend", err)
 	}
@@ -145,10 +144,10 @@ func (l *Ledger) Extend(ctx context.Context, tenant string, req *cyclesv1.Extend
 		Balances:       balances(scope.ParseUnit(snap.Unit), snap.Balances),
 		ExtensionCount: int32(snap.ExtensionCount),
 	}
-	if res.RemTTL != nil {
-		resp.RemainingTtlMs = int64(*res.RemTTL)
+	if snap.RemTTL != nil {
+		resp.RemainingTtlMs = int64(*snap.RemTTL)
 	}
-	if res.Replay {
+	if snap.Replay {
 		l.replayed(ctx, "extend")
 		return resp, nil
 	}
@@ -174,10 +173,10 @@ func (l *Ledger) CreateEvent(ctx context.Context, tenant string, req *cyclesv1.C
 	t := keys.Tenant(tenant)
 	ks := eventKeys{t.Prefix(), t.Record(), t.Budgets(), t.Event(eid),
 		t.Idempotency("event", req.GetIdempotencyKey()), t.Events(), d.budgetKeys}
-	res, snap, err := runFlat(ctx, l, scriptEvent, ks, eventArgs{
+	snap, err := runFlat(ctx, l, scriptEvent, replyEvent, ks, eventArgs{
 		eid, d.unit, req.GetActual().GetAmount(), d.overage,
 		req.GetIdempotencyKey(), d.hash, d.Path, d.affected, d.subject, d.action, metrics, d.metadata, clientTime,
-		l.eventContext(ctx)}, eventExtras, eventFields)
+		l.eventContext(ctx)})
 	if err != nil {
 		return nil, l.refused(ctx, "event", err)
 	}
@@ -191,13 +190,13 @@ func (l *Ledger) CreateEvent(ctx context.Context, tenant string, req *cyclesv1.C
 	if snap.Charged != nil {
 		resp.Charged = amount(unit, *snap.Charged)
 	}
-	if res.Replay {
+	if snap.Replay {
 		l.replayed(ctx, "event")
 		return resp, nil
 	}
 	l.m.eventsMade.Add(ctx, 1)
-	if res.Debt > 0 {
-		l.m.debt.Add(ctx, int64(res.Debt), attribute.String("unit", snap.Unit))
+	if snap.Debt > 0 {
+		l.m.debt.Add(ctx, int64(snap.Debt), attribute.String("unit", snap.Unit))
 	}
 	return resp, nil
 }

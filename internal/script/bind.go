@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"unsafe"
 )
 
@@ -240,4 +241,28 @@ func (l *layout) values(p unsafe.Pointer) []any {
 		}
 	}
 	return out
+}
+
+// Rebind is another Go view of the bound script d: K and A must name the
+// same KEYS and ARGV, in the same order, as d's binding (which the header
+// test checks), so the view cannot drift from the script either. For tests
+// that send what the domain's types cannot hold (an out-of-range amount as
+// a string, to prove the script refuses it).
+func Rebind[K, A any](d *Def) (*Script[K, A], error) {
+	if !d.bound {
+		return nil, fmt.Errorf("%s: no binding to rebind", d.name)
+	}
+	kl, err := layoutOf(reflect.TypeFor[K](), true)
+	if err != nil {
+		return nil, fmt.Errorf("%s: KEYS struct %v: %w", d.name, reflect.TypeFor[K](), err)
+	}
+	al, err := layoutOf(reflect.TypeFor[A](), false)
+	if err != nil {
+		return nil, fmt.Errorf("%s: ARGV struct %v: %w", d.name, reflect.TypeFor[A](), err)
+	}
+	if !slices.Equal(kl.names(), d.keyNames) || !slices.Equal(al.names(), d.argNames) {
+		return nil, fmt.Errorf("%s: rebinding KEYS %v ARGV %v, bound KEYS %v ARGV %v", d.name,
+			kl.names(), al.names(), d.keyNames, d.argNames)
+	}
+	return &Script[K, A]{Def: d, keys: kl, args: al}, nil
 }

@@ -233,3 +233,41 @@ var sunk struct {
 }
 
 func sink(k []string, a []any) { sunk.k, sunk.a = k, a }
+
+// Rebind accepts other Go types for a binding's fields only under the same
+// names in the same order, and refuses a script without a binding.
+func TestRebind(t *testing.T) {
+	type k struct {
+		Record string `lua:"record"`
+	}
+	type a struct {
+		ID     string `lua:"id"`
+		Amount int64  `lua:"amount"`
+	}
+	type aString struct {
+		ID     string `lua:"id"`
+		Amount string `lua:"amount"`
+	}
+	type aSwapped struct {
+		Amount string `lua:"amount"`
+		ID     string `lua:"id"`
+	}
+	bound := &Def{name: "t/x", bound: true, keyNames: []string{"record"}, argNames: []string{"id", "amount"}}
+	sc, err := Rebind[k, aString](bound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ks, args := sc.Encode(k{"r"}, aString{"i", "9223372036854775808"}); !reflect.DeepEqual(ks, []string{"r"}) ||
+		!reflect.DeepEqual(args, []any{"i", "9223372036854775808"}) {
+		t.Fatalf("encoded %v %v", ks, args)
+	}
+	if _, err := Rebind[k, a](bound); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Rebind[k, aSwapped](bound); err == nil || !strings.Contains(err.Error(), "rebinding") {
+		t.Errorf("swapped ARGV: %v", err)
+	}
+	if _, err := Rebind[k, a](&Def{name: "t/unbound"}); err == nil {
+		t.Error("rebound a script without a binding")
+	}
+}

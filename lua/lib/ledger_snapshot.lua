@@ -21,20 +21,23 @@
 -- packs those rows again (record_replay().read_rows). A list of affected scopes
 -- is its count and values; count 0 means "the scope path's prefixes"
 -- (there is always at least one affected scope).
--- Per script (after replay and the script's extras, see each script header):
---   reserve: dry, decision, reason_code, reservation_id, reserved, unit,
---            expires_at_ms, scope_path, grace_ms, policy, caps,
---            n_affected, affected..., n_balances, bal...
---            [, deny_detail (DenyDetail JSON or ''), observed ('1' or '')]
---            (the two v0.1.26 fields end DENY and observed answers; other
---            answers, and those stored before them, end at the balances)
---   commit:  unit, charged, released, debt_incurred, n_balances, bal...
---   release: unit, released, n_balances, bal...
---   extend:  unit, expires_at_ms, extension_count, n_balances, bal...
---   decide:  decision, reason_code, caps, n_affected, affected..., deny_detail
---            (DenyDetail JSON or '')
---   event:   event_id, unit, charged, debt_incurred, n_balances, bal...
--- internal/ledger (reply.go) reads exactly these.
+-- The layouts, in reply order after the executor's header, one per mutation
+-- (machine-read: internal/ledger TestReplyLayoutsMatchLua checks them against
+-- the Go declarations in internal/ledger/reply.go, whose struct tags are the
+-- one definition; docs/design.md's reply table is generated from those).
+-- Markers: ! an extra (known only to the live call: a replay answers the
+-- rest), * a counted list, # a packed balance list, ? a trailing field that
+-- some answers leave out (deny_detail and observed end DENY and observed
+-- answers only). A reserve's empty affected list means the scope path's
+-- prefixes.
+-- REPLY ledger/reserve: !replay !rem_ttl !denied dry decision reason_code reservation_id
+--   reserved unit expires_at_ms scope_path grace_ms policy caps *affected #balances
+--   ?deny_detail ?observed
+-- REPLY ledger/commit: !replay !overage !debt unit charged released debt_incurred #balances
+-- REPLY ledger/release: !replay unit released #balances
+-- REPLY ledger/extend: !replay !rem_ttl unit expires_at_ms extension_count #balances
+-- REPLY ledger/decide: !replay !denied decision reason_code caps *affected ?deny_detail
+-- REPLY ledger/event: !replay !debt event_id unit charged debt_incurred #balances
 
 -- affected_arg reads the affected-scopes ARGV: '' when they are the scope
 -- path's prefixes (what internal/scope.Derive always makes; no JSON to decode),
