@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -183,8 +184,8 @@ func (e *Error) Status(requestID, traceID string) *status.Status {
 	}
 	st := status.New(e.Code.GRPCCode(), e.Public())
 	info := &errdetails.ErrorInfo{Reason: string(e.Code), Domain: Domain, Metadata: md}
-	if e.RetryAfter > 0 {
-		if withD, err := st.WithDetails(info, &errdetails.RetryInfo{RetryDelay: durationpb.New(e.RetryAfter)}); err == nil {
+	if retry := e.retryAfter(); retry > 0 {
+		if withD, err := st.WithDetails(info, &errdetails.RetryInfo{RetryDelay: durationpb.New(retry)}); err == nil {
 			return withD
 		}
 		return st
@@ -193,6 +194,25 @@ func (e *Error) Status(requestID, traceID string) *status.Status {
 		return withD
 	}
 	return st
+}
+
+// RetryAfterMsDetail is the detail in which a refusal decided inside a
+// script (a policy rate limit: lua/lib/policy_rate.lua) says when the call
+// could succeed, in ms; it becomes google.rpc.RetryInfo (and Retry-After on
+// the HTTP wire) like RetryAfter.
+const RetryAfterMsDetail = "retry_after_ms"
+
+// retryAfter is e.RetryAfter, else the positive retry_after_ms detail of a
+// LIMIT_EXCEEDED refusal, else 0.
+func (e *Error) retryAfter() time.Duration {
+	if e.RetryAfter > 0 || e.Code != LimitExceeded {
+		return e.RetryAfter
+	}
+	ms, err := strconv.ParseInt(e.Details[RetryAfterMsDetail], 10, 64)
+	if err != nil || ms <= 0 {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // DetailKeys lists e's detail keys in order (for stable logs).

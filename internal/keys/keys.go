@@ -146,6 +146,11 @@ func (t Tenant) QuotaCounter(scopePath, counted, window, windowKey string) strin
 // names its fields.
 func (t Tenant) QuotaDay(day string) string { return t.key("qd", day) }
 
+// PolicyRate is the hash of the tenant's policy rate-limit counters of one
+// UTC minute (minute: the minute number since 1970-01-01, decimal);
+// lua/lib/policy_rate.lua names its fields.
+func (t Tenant) PolicyRate(minute string) string { return t.key("rl", minute) }
+
 // QuotaCounters is the index of the tenant's quota counters (score: expiry ms).
 func (t Tenant) QuotaCounters() string { return t.key("qidx") }
 

@@ -18,7 +18,7 @@ local got = {key_tenant(p), key_budget(p, ARGV[2], ARGV[3]), key_reservation(p, 
   key_idem(p, ARGV[5], ARGV[6]), key_event(p, ARGV[4]), key_index(p, 'deadline'),
   key_index(p, 'quarantine'), key_index(p, 'created'), key_index(p, 'expires'), key_index(p, 'budgets'), key_archive_queue(p),
   key_quota_counter(p, ARGV[2], ARGV[3], ARGV[5], ARGV[6]), key_quota_counter(p, ARGV[2], '__risk__:' .. ARGV[4], 'per_day_tumbling', ARGV[3]),
-  key_quota_index(p), key_quota_day(p, ARGV[6])}
+  key_quota_index(p), key_quota_day(p, ARGV[6]), key_policy_rate(p, ARGV[5])}
 local bad = {}
 for i = 1, #got do
   if got[i] ~= ARGV[6 + i] then bad[#bad + 1] = tostring(i) end
@@ -35,7 +35,7 @@ func (p keyParts) want() []string {
 	return []string{p.tenant, t.Budget(p.scope, p.unit), t.Reservation(p.id), t.Idempotency(p.endpoint, p.key),
 		t.Event(p.id), t.Deadlines(), t.Quarantine(), t.Created(), t.Expires(), t.Budgets(), t.ArchiveQueue(),
 		t.QuotaCounter(p.scope, p.unit, p.endpoint, p.key), t.QuotaCounter(p.scope, "__risk__:"+p.id, "per_day_tumbling", p.unit),
-		t.QuotaCounters(), t.QuotaDay(p.key)}
+		t.QuotaCounters(), t.QuotaDay(p.key), t.PolicyRate(p.endpoint)}
 }
 
 // oddString is a random string of 0..40 bytes drawn from separators, pattern

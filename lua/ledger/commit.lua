@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- ledger/commit: settle a reservation with its actual cost (docs/protocol.md#commit).
--- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_settle.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua lib/scope_filter.lua
+-- include: lib/ledger_util.lua lib/ledger_tenant.lua lib/ledger_budget.lua lib/ledger_settle.lua lib/ledger_reservation.lua lib/ledger_snapshot.lua lib/scope_filter.lua lib/policy_rate.lua
 --
 -- KEYS: 1 tenant_prefix
 --       2 tenant_record
@@ -36,7 +36,9 @@
 --   (lib/ledger_snapshot.lua), rebuilt on replay from the record (charged,
 --   debt_incurred, balance rows cb<i> packed again).
 -- Refusals: INVALID_REQUEST, NOT_FOUND, FORBIDDEN (scope_filter), IDEMPOTENCY_MISMATCH, TENANT_CLOSED,
---   RESERVATION_EXPIRED, RESERVATION_FINALIZED, UNIT_MISMATCH, BUDGET_EXCEEDED,
+--   RESERVATION_EXPIRED, RESERVATION_FINALIZED, UNIT_MISMATCH, LIMIT_EXCEEDED
+--   (rate_limits.max_commits_per_minute of the policy matching the
+--   reservation's scope path; lib/policy_rate.lua), BUDGET_EXCEEDED,
 --   OVERDRAFT_LIMIT_EXCEEDED, AMOUNT_OVERFLOW, INTERNAL_ERROR.
 
 local now = now_ms()
@@ -109,12 +111,21 @@ if now > r.n_expires + r.n_grace then
   return fail('RESERVATION_EXPIRED', 'reservation expired at ' .. r.expires_at .. ' (+' .. r.grace_ms .. ' ms grace)')
 end
 
+-- The policy rate limit on commits (lib/policy_rate.lua), at the
+-- reservation's scope path: after the checks that make this a valid commit of
+-- a live reservation, before the settlement; a commit that settles counts in
+-- this run, a refused one writes nothing.
+local rate = policy_rate.gate(KEYS[1], 'c', r.prc, r.scope_path, now)
+if rate and rate.err then return fail('INTERNAL_ERROR', rate.err) end
+if rate and rate.full then return policy_rate.refusal(rate) end
+
 local bs, berr = reservation_budgets(KEYS[1], r)
 if bs == nil then return fail('INTERNAL_ERROR', berr) end
 local plan, pcode, pmsg, pdet = settle(bs, r.E, A, r.policy)
 if plan == nil then return fail(pcode, pmsg, pdet) end
 
 apply_plan(plan)
+if rate then policy_rate.count(rate) end
 
 local emit = event_emitter(KEYS[5], ARGV[8], now)
 local overage = '0'

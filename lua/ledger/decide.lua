@@ -28,8 +28,9 @@
 -- Result: okf({'OK', FLAT_V, '', '', replay (0|1), denied (<reason> or ''), <decide snapshot fields>})
 --   (lib/ledger_snapshot.lua), from the snapshot the idempotency record keeps
 --   as JSON (`resp`: {decision, reason_code?, caps?, affected, deny_detail?}).
--- The v0.1.26 access lists and quotas (lib/quota.lua) are evaluated before
--- the budgets, as in ledger/reserve; decide reads counters, never counts.
+-- The reservation rate limit (lib/policy_rate.lua), then the v0.1.26 access
+-- lists and quotas (lib/quota.lua) are evaluated before the budgets, as in
+-- ledger/reserve; decide reads counters, never counts.
 -- Decide ignores observe mode: it never enforces, so it has nothing to observe.
 
 local now = now_ms()
@@ -77,6 +78,12 @@ if conf.status == 'CLOSED' then return deny('TENANT_CLOSED', scope_deny('TENANT_
 if conf.status == 'SUSPENDED' then
   return deny('TENANT_SUSPENDED', scope_deny('TENANT_SUSPENDED', scopes[1], 'Reactivate the tenant'))
 end
+
+-- The reservation rate limit (lib/policy_rate.lua), as in ledger/reserve:
+-- DENY at the limit; decide reads the counter, never counts.
+local rate = policy_rate.gate(KEYS[1], 'r', conf.prr, scope_path, now)
+if rate and rate.err then return fail('INTERNAL_ERROR', rate.err) end
+if rate and rate.full then return deny('LIMIT_EXCEEDED', policy_rate.deny(rate)) end
 
 local terms, perr = policy_terms(conf.pol, scope_path, now)
 if perr then return fail('INTERNAL_ERROR', perr) end

@@ -48,16 +48,21 @@
 --   (lib/ledger_snapshot.lua). A live reserve's replay rebuilds the fields from
 --   the record (balance rows rb<i>, packed again); a dry run keeps them in the
 --   idempotency record (the snapshot fields as a JSON array).
+-- Rate limit (v0.1.25 rate_limits.max_reservations_per_minute,
+--   lib/policy_rate.lua): after the tenant guard, before governance; a live
+--   reserve at the limit is LIMIT_EXCEEDED (details scope, policy_id, limit,
+--   rate_limit, window, reset_at_ms, retry_after_ms); one that creates its
+--   reservation counts in this run.
 -- Governance (v0.1.26, lib/quota.lua): the matching policies' access lists,
 --   risk-class quotas and per-kind quotas are evaluated after the tenant
 --   guard and before the budgets; a live ALLOW counts the quota counters in
 --   this run and keeps the per_run ones in the record (`qrun`).
 -- Refusals: INVALID_REQUEST, IDEMPOTENCY_MISMATCH, INTERNAL_ERROR, TENANT_CLOSED,
---   TENANT_SUSPENDED, ACTION_KIND_DENIED, ACTION_KIND_NOT_ALLOWED,
+--   TENANT_SUSPENDED, LIMIT_EXCEEDED, ACTION_KIND_DENIED, ACTION_KIND_NOT_ALLOWED,
 --   ACTION_QUOTA_EXCEEDED, BUDGET_FROZEN, BUDGET_CLOSED, OVERDRAFT_LIMIT_EXCEEDED,
 --   DEBT_OUTSTANDING, BUDGET_EXCEEDED, UNIT_MISMATCH, NOT_FOUND, AMOUNT_OVERFLOW.
---   (A dry run or an observed request turns governance, budget and tenant
---   refusals into a DENY result.) Governance and budget refusals carry
+--   (A dry run or an observed request turns rate-limit, governance, budget and
+--   tenant refusals into a DENY result.) Governance and budget refusals carry
 --   details.deny_detail (DenyDetail JSON).
 
 local now = now_ms()
@@ -191,6 +196,17 @@ if req_observe == 'OBSERVE' or (req_observe == '' and conf.observe == 'OBSERVE')
   observe, dry = true, true
 end
 
+-- 2b. The policy rate limit on reservations (lib/policy_rate.lua): a base
+-- admission gate, so before the v0.1.26 steps and the budgets. A dry run or
+-- an observed request reads the counter and answers DENY at the limit; only a
+-- live reserve that creates its reservation counts (step 7).
+local rate = policy_rate.gate(KEYS[1], 'r', conf.prr, scope_path, now)
+if rate and rate.err then return fail('INTERNAL_ERROR', rate.err) end
+if rate and rate.full then
+  if dry then return deny('LIMIT_EXCEEDED', policy_rate.deny(rate)) end
+  return policy_rate.refusal(rate)
+end
+
 -- 3. The tenant's policies matching the scope path, in their effective
 -- window at Redis TIME (lib/policy.lua; nil when none matches), and their
 -- v0.1.26 rules: access lists, risk-class quotas, per-kind quotas, in that
@@ -310,6 +326,7 @@ end
 
 -- 7. Mutate: count the quota counters, hold the estimate on every budgeted scope.
 local qrun = counts and quota_count(counts, now, emit, key_tenant(KEYS[1]), KEYS[1]) or nil
+if rate then policy_rate.count(rate) end
 -- The balances go straight into their packed form (lib/ledger_snapshot.lua
 -- pack_balances; row i is budgeted[i]) for the answer, and from the same
 -- values into the record's rows rb<i> (lib/record_layout.lua compact_row).

@@ -29,6 +29,9 @@ end
 local function key_quota_day(prefix, day) return prefix .. 'qd:' .. day end
 -- key_quota_index is the tenant's counter index: Tenant.QuotaCounters.
 local function key_quota_index(prefix) return prefix .. 'qidx' end
+-- key_policy_rate is the tenant's policy rate-limit counters of one UTC minute
+-- (minute: the minute number since 1970-01-01, decimal): Tenant.PolicyRate.
+local function key_policy_rate(prefix, minute) return prefix .. 'rl:' .. minute end
 -- key_index is a tenant index (Tenant.Deadlines 'deadline', Quarantine
 -- 'quarantine', Created 'created', Expires 'expires') or, for 'budgets',
 -- Tenant.Budgets.

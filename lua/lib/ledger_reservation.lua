@@ -29,6 +29,8 @@ local function load_reservation(r, tenant_key)
     return nil, 'RESERVATION_FINALIZED', 'reservation is already ' .. r.state
   end
   if r.state ~= 'ACTIVE' then return nil, 'INTERNAL_ERROR', 'reservation has an invalid state' end
+  -- The tenant's compiled commit rate limits (lib/policy_rate.lua; '' none).
+  r.prc = conf.prc
   r.n_expires = small_int(r.expires_at)
   r.n_grace = small_int(r.grace_ms)
   r.E = i64_norm(r.estimate)

@@ -10,24 +10,36 @@ local TENANT_STATUSES = {ACTIVE = true, SUSPENDED = true, CLOSED = true}
 -- ACTIVE policies (lib/policy.lua), absent when there are none: reading it
 -- here costs a tenant without policies nothing more. `observe_mode` is the
 -- v0.1.26 tenant observe mode (absent = ENFORCE).
-local TENANT_READ = {'status', 'default_ttl_ms', 'max_ttl_ms', 'max_extensions', 'default_policy', 'pol', 'observe_mode'}
+-- `prc` (last) is the compiled commit rate limits (lib/policy_rate.lua),
+-- absent without any: the settling scripts read it here for nothing more.
+local TENANT_READ = {'status', 'default_ttl_ms', 'max_ttl_ms', 'max_extensions', 'default_policy', 'pol', 'observe_mode',
+  'prc'}
 
 -- tenant_conf reads the tenant record. No record = runtime-only deployment:
 -- no guard, protocol defaults. A malformed record fails closed.
 -- kind and risk (optional: the reserve and decide scripts) also read the
 -- compiled v0.1.26 rules of that action kind and risk class in the same
--- HMGET (conf.pk, conf.pr: lib/policy.lua's pk:/pr: fields, '' = none).
+-- HMGET (conf.pk, conf.pr: lib/policy.lua's pk:/pr: fields, '' = none), and
+-- the reserve rate limits (conf.prr); without them, conf.prc is the commit
+-- rate limits (lib/policy_rate.lua).
 -- Returns conf, or nil and a message (INTERNAL_ERROR).
 local function tenant_conf(key, kind, risk)
   local v
   if kind then
     v = redis.call('HMGET', key, 'status', 'default_ttl_ms', 'max_ttl_ms', 'max_extensions', 'default_policy', 'pol',
-      'observe_mode', 'pk:' .. kind, 'pr:' .. risk)
+      'observe_mode', 'pk:' .. kind, 'pr:' .. risk, 'prr')
   else
     v = redis.call('HMGET', key, unpack(TENANT_READ))
   end
   local conf = {present = false, status = 'ACTIVE', default_ttl = 60000, max_ttl = 0, max_ext = 10, default_policy = '',
-    pol = v[6] or '', observe = 'ENFORCE', pk = v[8] or '', pr = v[9] or ''}
+    pol = v[6] or '', observe = 'ENFORCE', pk = '', pr = '', prr = '', prc = ''}
+  -- The compiled rate limits (lib/policy_rate.lua): the reserve rates with a
+  -- kind (reserve, decide), else the commit rates.
+  if kind then
+    conf.pk, conf.pr, conf.prr = v[8] or '', v[9] or '', v[10] or ''
+  else
+    conf.prc = v[8] or ''
+  end
   -- None of the fields: no record (no guard), unless the hash exists
   -- without them, which is corrupt (invalid status) exactly as before.
   if not (v[1] or v[2] or v[3] or v[4] or v[5] or v[6] or v[7]) and redis.call('EXISTS', key) == 0 then return conf end

@@ -1,5 +1,6 @@
 -- lib/policy.lua: a tenant's scope policies (docs/protocol.md#policies).
 -- Included with "-- include: lib/policy.lua" (see internal/script).
+-- include: lib/policy_rate.lua
 --
 -- Storage: every policy is one field of the tenant's policies hash
 -- ("cy:{t:T}:pol", field = policy id, value = the policy as JSON, written by
@@ -29,6 +30,7 @@
 --             allowlists). A reserve reads only the two fields of its kind.
 --   pkf       the pk:/pr: field names written, LF-separated (the next
 --             compile deletes them).
+--   prr, prc  the rate limits (lib/policy_rate.lua).
 -- policy_terms gives lib/quota.lua what it enforces.
 
 local POLICY_HEAD = 'P2\n'
@@ -132,6 +134,9 @@ local function policy_compile(pols)
   end
   table.sort(names)
   if #names > 0 then out.pkf = table.concat(names, '\n') end
+  local prr, prc = policy_rate.compile(list)
+  if prr ~= '' then out.prr = prr end
+  if prc ~= '' then out.prc = prc end
   return out
 end
 
@@ -139,7 +144,7 @@ end
 -- compiled (policy_compile): the previous pk:/pr: fields (named by pkf) go.
 local function policy_store(key, compiled)
   local old = redis.call('HGET', key, 'pkf')
-  local del = {'pol', 'pkf'}
+  local del = {'pol', 'pkf', 'prr', 'prc'}
   if old then
     for f in string.gmatch(old, '[^\n]+') do del[#del + 1] = f end
   end

@@ -64,6 +64,10 @@ func foldRuntime(c apierr.Code) apierr.Code {
 	}
 }
 
+// resetAtMsDetail is the ErrorInfo metadata of a policy rate-limit refusal
+// naming the end of its window (ms since the epoch, Redis TIME).
+const resetAtMsDetail = "reset_at_ms"
+
 // numericDetails are ErrorInfo metadata values that are integers on the wire.
 var numericDetails = map[string]bool{"remaining": true, "requested": true, "limit": true}
 
@@ -134,6 +138,11 @@ func errorOf(err error, p plane, requestID, traceID string) (int, *errorOut, map
 			}
 			headers["Retry-After"] = strconv.FormatInt(secs, 10)
 		}
+	}
+	// A policy rate limit (lua/lib/policy_rate.lua) says when its window
+	// resets: X-RateLimit-Reset, in Unix seconds (rounded up).
+	if ms, perr := strconv.ParseInt(md[resetAtMsDetail], 10, 64); perr == nil && code == apierr.LimitExceeded && ms > 0 {
+		headers["X-RateLimit-Reset"] = strconv.FormatInt((ms+999)/1000, 10)
 	}
 	return httpCode, &errorOut{Error: string(wire), Message: msg, RequestID: requestID, TraceID: traceID, Details: details}, headers
 }
