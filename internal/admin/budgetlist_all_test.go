@@ -17,21 +17,8 @@ import (
 
 func (e *env) listAllBudgetPages(req *cyclesv1.ListBudgetsRequest) []*cyclesv1.Budget {
 	e.t.Helper()
-	var out []*cyclesv1.Budget
-	for i := 0; ; i++ {
-		if i > 200 {
-			e.t.Fatal("listing does not end")
-		}
-		resp := mustCall(e.t, e.ctx, req, e.svc.ListBudgets)
-		if req.GetLimit() > 0 && len(resp.GetBudgets()) > int(req.GetLimit()) {
-			e.t.Fatalf("page of %d over limit %d", len(resp.GetBudgets()), req.GetLimit())
-		}
-		out = append(out, resp.GetBudgets()...)
-		if !resp.GetHasMore() {
-			return out
-		}
-		req.Cursor = resp.GetNextCursor()
-	}
+	out, _ := listAll(e, req, e.svc.ListBudgets, (*cyclesv1.ListBudgetsResponse).GetBudgets)
+	return out
 }
 
 // Without tenant_id (the admin key), ListBudgets walks every tenant in

@@ -7,8 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
@@ -171,22 +173,13 @@ func (e *env) unchanged(tenant string, before map[string]string) {
 	e.t.Helper()
 	after := e.snapshot(tenant)
 	if len(after) != len(before) {
-		e.t.Fatalf("keys changed:\nbefore %v\nafter  %v", sortedKeys(before), sortedKeys(after))
+		e.t.Fatalf("keys changed:\nbefore %v\nafter  %v", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
 	}
 	for k, v := range before {
 		if after[k] != v {
 			e.t.Fatalf("key %s changed:\nbefore %s\nafter  %s", k, v, after[k])
 		}
 	}
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // event is one entry of a tenant stream.
@@ -304,4 +297,59 @@ func refusedUnchanged[Req proto.Message, Resp any](e *env, t testing.TB, tenant 
 	ae := wantRefused(t, err, code, reason)
 	e.unchanged(tenant, before)
 	return ae
+}
+
+// listRequest is an admin list request: a page size and a cursor field.
+type listRequest interface {
+	proto.Message
+	GetLimit() int32
+}
+
+// listPage is an admin list answer.
+type listPage interface {
+	GetHasMore() bool
+	GetNextCursor() string
+}
+
+// listAll follows next_cursor from req to the last page and returns the
+// items of every page (items picks them) and each page's size. A page over
+// the request's limit, a cursor without has_more or a listing that does not
+// end fails the test.
+func listAll[Req listRequest, Resp listPage, T any](e *env, req Req, list func(context.Context, Req) (Resp, error), items func(Resp) []T) (all []T, pages []int) {
+	e.t.Helper()
+	cursor := req.ProtoReflect().Descriptor().Fields().ByName("cursor")
+	for i := 0; ; i++ {
+		if i > 200 {
+			e.t.Fatal("listing does not end")
+		}
+		resp := mustCall(e.t, e.ctx, req, list)
+		got := items(resp)
+		if req.GetLimit() > 0 && len(got) > int(req.GetLimit()) {
+			e.t.Fatalf("page of %d over limit %d", len(got), req.GetLimit())
+		}
+		all, pages = append(all, got...), append(pages, len(got))
+		if !resp.GetHasMore() {
+			if resp.GetNextCursor() != "" {
+				e.t.Fatalf("next_cursor without has_more: %v", resp)
+			}
+			return all, pages
+		}
+		req.ProtoReflect().Set(cursor, protoreflect.ValueOfString(resp.GetNextCursor()))
+	}
+}
+
+// runUntilCleanup runs the background loop run (a service's Watch or Run
+// method) until the test ends, then cancels it and waits for it: an error
+// it returns fails the test.
+func runUntilCleanup(t *testing.T, name string, run func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	})
 }

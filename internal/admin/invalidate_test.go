@@ -17,15 +17,7 @@ import (
 // until its subscription is live.
 func (e *env) watching(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.svc.WatchKeyInvalidations(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("watch: %v", err)
-		}
-	})
+	runUntilCleanup(t, "watch", e.svc.WatchKeyInvalidations)
 	for i := 0; ; i++ {
 		n := e.rdb.PubSubNumSub(context.Background(), keys.KeyInvalidations).Val()[keys.KeyInvalidations]
 		if n > 0 {

@@ -20,21 +20,8 @@ import (
 // listAllKeys follows next_cursor to the end.
 func (e *env) listAllKeys(req *cyclesv1.ListApiKeysRequest) []*cyclesv1.ApiKey {
 	e.t.Helper()
-	var out []*cyclesv1.ApiKey
-	for i := 0; ; i++ {
-		if i > 100 {
-			e.t.Fatal("listing does not end")
-		}
-		resp := mustCall(e.t, e.ctx, req, e.svc.ListApiKeys)
-		if req.GetLimit() > 0 && len(resp.GetApiKeys()) > int(req.GetLimit()) {
-			e.t.Fatalf("page of %d over limit %d", len(resp.GetApiKeys()), req.GetLimit())
-		}
-		out = append(out, resp.GetApiKeys()...)
-		if !resp.GetHasMore() {
-			return out
-		}
-		req.Cursor = resp.GetNextCursor()
-	}
+	out, _ := listAll(e, req, e.svc.ListApiKeys, (*cyclesv1.ListApiKeysResponse).GetApiKeys)
+	return out
 }
 
 func keyIDs(ks []*cyclesv1.ApiKey) []string {

@@ -70,15 +70,7 @@ func TestUpdateApiKeyFields(t *testing.T) {
 // once a minute per key: a second use within the minute writes nothing.
 func TestLastUsedAt(t *testing.T) {
 	e := newEnv(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.svc.RunKeyTouches(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	runUntilCleanup(t, "key touches", e.svc.RunKeyTouches)
 	tenant := e.createTenant()
 	k := e.createKey(tenant)
 	hk := keys.Tenant(tenant).APIKey(localKeyID(k.GetApiKey().GetKeyId()))

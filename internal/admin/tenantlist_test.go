@@ -19,23 +19,11 @@ import (
 // returns the ids in order and the page sizes.
 func (e *env) listAllTenants(req *cyclesv1.ListTenantsRequest) (ids []string, pages []int) {
 	e.t.Helper()
-	for i := 0; ; i++ {
-		if i > 100 {
-			e.t.Fatal("listing does not end")
-		}
-		resp := mustCall(e.t, e.ctx, req, e.svc.ListTenants)
-		pages = append(pages, len(resp.GetTenants()))
-		for _, t := range resp.GetTenants() {
-			ids = append(ids, t.GetTenantId())
-		}
-		if !resp.GetHasMore() {
-			if resp.GetNextCursor() != "" {
-				e.t.Fatalf("next_cursor without has_more: %v", resp)
-			}
-			return ids, pages
-		}
-		req.Cursor = resp.GetNextCursor()
+	ts, pages := listAll(e, req, e.svc.ListTenants, (*cyclesv1.ListTenantsResponse).GetTenants)
+	for _, t := range ts {
+		ids = append(ids, t.GetTenantId())
 	}
+	return ids, pages
 }
 
 // ListTenants pages the registry in id order, exactly once each, skips a

@@ -3,7 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -39,15 +40,6 @@ func rpcLine(t *testing.T, level zapcore.Level, id string) map[string]any {
 	return line
 }
 
-func keysOf(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // With debug off, an error's line is replayed through the middleware: the
 // same fields as the full path, with the real start time and duration.
 func TestLoggingGateReplaysErrorsWithTheSameFields(t *testing.T) {
@@ -58,8 +50,8 @@ func TestLoggingGateReplaysErrorsWithTheSameFields(t *testing.T) {
 			if full == nil || gated == nil {
 				t.Fatalf("missing line: full %v gated %v", full, gated)
 			}
-			if fmt.Sprint(keysOf(full)) != fmt.Sprint(keysOf(gated)) {
-				t.Fatalf("fields differ:\n full  %v\n gated %v", keysOf(full), keysOf(gated))
+			if fmt.Sprint(slices.Sorted(maps.Keys(full))) != fmt.Sprint(slices.Sorted(maps.Keys(gated))) {
+				t.Fatalf("fields differ:\n full  %v\n gated %v", slices.Sorted(maps.Keys(full)), slices.Sorted(maps.Keys(gated)))
 			}
 			for _, k := range []string{"grpc.code", "tenant", "reason", "grpc.service", "grpc.method", "grpc.component"} {
 				if fmt.Sprint(full[k]) != fmt.Sprint(gated[k]) {

@@ -35,10 +35,8 @@
 
 local now = now_ms()
 local unit = ARGV[1]
-local E = i64_norm(ARGV[2])
-if E == nil or i64_cmp(E, '0') < 0 then
-  return fail('INVALID_REQUEST', 'estimate.amount must be an integer in 0..2^63-1', {field = 'estimate.amount'})
-end
+local E, bad_amount = amount_arg(ARGV[2], 'estimate.amount')
+if not E then return bad_amount end
 local hash, scope_path = ARGV[4], ARGV[5]
 local scopes = affected_arg(ARGV[6], scope_path)
 if scopes == nil or #scopes == 0 or #scopes ~= #KEYS - 5 then

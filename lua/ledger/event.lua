@@ -35,10 +35,8 @@
 
 local now = now_ms()
 local eid, unit = ARGV[1], ARGV[2]
-local A = i64_norm(ARGV[3])
-if A == nil or i64_cmp(A, '0') < 0 then
-  return fail('INVALID_REQUEST', 'actual.amount must be an integer in 0..2^63-1', {field = 'actual.amount'})
-end
+local A, bad_amount = amount_arg(ARGV[3], 'actual.amount')
+if not A then return bad_amount end
 local idem_key, hash, scope_path = ARGV[5], ARGV[6], ARGV[7]
 local scopes = affected_arg(ARGV[8], scope_path)
 if scopes == nil or #scopes == 0 or #scopes ~= #KEYS - 6 then

@@ -18,6 +18,17 @@ end
 -- decimal string (%d: integer formatting, far cheaper than %.0f).
 local function ms(n) return string.format('%d', n) end
 
+-- amount_arg normalizes the money amount v (a decimal int64 string), or
+-- returns nil and the INVALID_REQUEST refusal naming field when it is not an
+-- integer in 0..2^63-1.
+local function amount_arg(v, field)
+  local a = i64_norm(v)
+  if a == nil or i64_cmp(a, '0') < 0 then
+    return nil, fail('INVALID_REQUEST', field .. ' must be an integer in 0..2^63-1', {field = field})
+  end
+  return a
+end
+
 -- small_int parses a non-negative integer field that is not money (times,
 -- durations, counters); nil when malformed.
 local function small_int(s)

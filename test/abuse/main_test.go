@@ -30,11 +30,8 @@ func TestMain(m *testing.M) {
 			binary = bin
 			return func() {}, nil
 		}
-		dir, err := os.MkdirTemp("", "cyclesd-abuse-")
-		if err != nil {
-			return nil, err
-		}
-		binary, err = cyclesdtest.Build(dir)
-		return func() { _ = os.RemoveAll(dir) }, err
+		bin, teardown, err := cyclesdtest.BuildTemp("cyclesd-abuse-")
+		binary = bin
+		return teardown, err
 	}})
 }

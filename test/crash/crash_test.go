@@ -31,12 +31,9 @@ var binary string
 
 func TestMain(m *testing.M) {
 	redistest.Main(m, redistest.MainOptions{LeakCheck: true, Setup: func() (func(), error) {
-		dir, err := os.MkdirTemp("", "cyclesd-crash-")
-		if err != nil {
-			return nil, err
-		}
-		binary, err = cyclesdtest.Build(dir)
-		return func() { _ = os.RemoveAll(dir) }, err
+		bin, teardown, err := cyclesdtest.BuildTemp("cyclesd-crash-")
+		binary = bin
+		return teardown, err
 	}})
 }
 

@@ -39,12 +39,8 @@ var binary string
 
 func TestMain(m *testing.M) {
 	redistest.Main(m, redistest.MainOptions{LeakCheck: true, Setup: func() (func(), error) {
-		dir, err := os.MkdirTemp("", "cyclesd-e2e-")
-		if err != nil {
-			return nil, err
-		}
-		teardown := func() { _ = os.RemoveAll(dir) }
-		binary, err = cyclesdtest.Build(dir)
+		bin, teardown, err := cyclesdtest.BuildTemp("cyclesd-e2e-")
+		binary = bin
 		return teardown, err
 	}})
 }

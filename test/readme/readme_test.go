@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -241,7 +240,7 @@ func tailOf(s string, n int) string {
 // or the listening line). It is stopped with SIGTERM at cleanup.
 func startServer(t *testing.T, bin string, args, env []string, ready string) {
 	t.Helper()
-	out := &logBuffer{}
+	out := &cyclesdtest.SyncBuffer{}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = out, out
@@ -276,22 +275,4 @@ func startServer(t *testing.T, bin string, args, env []string, ready string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// logBuffer collects a process's output while the test reads it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

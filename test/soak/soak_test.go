@@ -43,12 +43,9 @@ func TestMain(m *testing.M) {
 		if !*run {
 			return nil, nil // TestSoak skips itself
 		}
-		dir, err := os.MkdirTemp("", "cyclesd-soak-")
-		if err != nil {
-			return nil, err
-		}
-		binary, err = cyclesdtest.Build(dir)
-		return func() { _ = os.RemoveAll(dir) }, err
+		bin, teardown, err := cyclesdtest.BuildTemp("cyclesd-soak-")
+		binary = bin
+		return teardown, err
 	}})
 }
 

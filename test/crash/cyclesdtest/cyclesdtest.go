@@ -44,19 +44,31 @@ func Build(dir string) (string, error) {
 	return bin, nil
 }
 
-// lockedBuffer collects the process output while tests read it.
-type lockedBuffer struct {
+// BuildTemp compiles cmd/cyclesd into a new temporary directory (named
+// prefix*) and returns the binary's path and the teardown that removes the
+// directory: what a suite's redistest.MainOptions.Setup does.
+func BuildTemp(prefix string) (bin string, teardown func(), err error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	bin, err = Build(dir)
+	return bin, func() { _ = os.RemoveAll(dir) }, err
+}
+
+// SyncBuffer collects a process's output while tests read it.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *SyncBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *SyncBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
@@ -73,7 +85,7 @@ type Daemon struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan error
-	out  *lockedBuffer
+	out  *SyncBuffer
 	runs int
 }
 
@@ -87,7 +99,7 @@ func Start(tb testing.TB, bin, redisAddr string, args ...string) *Daemon {
 		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(tb)),
 		env:         []string{"CYCLESD_REDIS_ADDRS=" + redisAddr, "CYCLESD_ADMIN_KEY=" + AdminKey},
 		args:        args,
-		out:         &lockedBuffer{},
+		out:         &SyncBuffer{},
 	}
 	d.spawn(tb)
 	tb.Cleanup(func() {
