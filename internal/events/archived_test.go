@@ -31,7 +31,7 @@ func TestGone(t *testing.T) {
 	}{
 		{"no archive, behind Redis retention", false, 0, recent, at(recent), first, true},
 		{"no archive, Redis empty", false, 0, recent, at(recent), "", false},
-		{"no archive, at Redis's oldest", false, 0, Position{ID: ID{MS: uint64(now - day.Milliseconds()) - 1}}, first, first, false},
+		{"no archive, at Redis's oldest", false, 0, Position{ID: ID{MS: uint64(now-day.Milliseconds()) - 1}}, first, first, false},
 		{"archive, within its retention", true, 400 * day, recent, at(recent), first, false},
 		{"archive, past its retention", true, 400 * day, old, at(old), first, true},
 		{"archive, past its retention, Redis empty", true, 400 * day, old, at(old), "", true},
