@@ -8,6 +8,7 @@
 package apierr
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -240,6 +241,34 @@ func FromStatus(err error) (code Code, details map[string]string, ok bool) {
 	return "", nil, false
 }
 
+// CodeOf is the protocol code of err: its own (an *Error, or a gRPC status
+// carrying cycles ErrorInfo), else the nearest code for a bare gRPC status
+// (the chain's own refusals) or an ended context; anything else is
+// INTERNAL_ERROR. Both the HTTP wire and the audit trail read codes here.
+func CodeOf(err error) Code {
+	if e, ok := As(err); ok {
+		return e.Code
+	}
+	if code, _, ok := FromStatus(err); ok {
+		return code
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return Unavailable
+	}
+	st, _ := status.FromError(err)
+	switch st.Code() {
+	case codes.Unauthenticated:
+		return Unauthorized
+	case codes.PermissionDenied:
+		return Forbidden
+	case codes.InvalidArgument:
+		return InvalidRequest
+	case codes.Canceled, codes.DeadlineExceeded, codes.Unavailable:
+		return Unavailable
+	}
+	return InternalError
+}
+
 // HTTPStatus is the HTTP status of a refusal with code c on the Cycles HTTP
 // wire (and in audit entries): declared once, here.
 func (c Code) HTTPStatus() int {
@@ -258,7 +287,9 @@ func (c Code) HTTPStatus() int {
 		return http.StatusTooManyRequests
 	case InternalError, IdempotencyPending:
 		return http.StatusInternalServerError
-	case Unavailable:
+	case Unavailable, StoreFull:
+		// Fail closed, retryable later: Redis did not answer, or it is full
+		// and refused the write (docs/limits.md).
 		return http.StatusServiceUnavailable
 	default:
 		return http.StatusConflict

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
@@ -37,6 +38,40 @@ func TestCauseStaysOutOfTheStatus(t *testing.T) {
 			}
 			if (tc.err.Cause != nil) != errors.Is(tc.err, context.DeadlineExceeded) {
 				t.Fatal("errors.Is does not follow the cause")
+			}
+		})
+	}
+}
+
+// Every form an error reaches a wire in has one code, and every code one
+// HTTP status, from the tables in this package.
+func TestCodeOfAndHTTPStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		code   Code
+		status int
+	}{
+		{"domain error", New(BudgetExceeded, "no"), BudgetExceeded, 409},
+		{"wrapped domain error", fmt.Errorf("reserve: %w", Invalid("x", "bad")), InvalidRequest, 400},
+		{"status with ErrorInfo", New(TenantNotFound, "no").Status("r", "t").Err(), TenantNotFound, 404},
+		{"store full", New(StoreFull, "full").Status("", "").Err(), StoreFull, 503},
+		{"unavailable", New(Unavailable, "down").Status("", "").Err(), Unavailable, 503},
+		{"bare unauthenticated", status.Error(codes.Unauthenticated, "no key"), Unauthorized, 401},
+		{"bare permission denied", status.Error(codes.PermissionDenied, "no"), Forbidden, 403},
+		{"bare invalid argument", status.Error(codes.InvalidArgument, "bad"), InvalidRequest, 400},
+		{"bare deadline", status.Error(codes.DeadlineExceeded, "late"), Unavailable, 503},
+		{"context canceled", fmt.Errorf("call: %w", context.Canceled), Unavailable, 503},
+		{"bare internal", status.Error(codes.Internal, "boom"), InternalError, 500},
+		{"plain error", errors.New("boom"), InternalError, 500},
+		{"pending", New(IdempotencyPending, "wait").Status("", "").Err(), IdempotencyPending, 500},
+		{"expired", New(ReservationExpired, "gone").Status("", "").Err(), ReservationExpired, 410},
+		{"limit", New(LimitExceeded, "slow down").Status("", "").Err(), LimitExceeded, 429},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code := CodeOf(tc.err)
+			if code != tc.code || code.HTTPStatus() != tc.status {
+				t.Fatalf("CodeOf = %s (HTTP %d), want %s (HTTP %d)", code, code.HTTPStatus(), tc.code, tc.status)
 			}
 		})
 	}

@@ -24,7 +24,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"net"
 	"time"
 
@@ -32,7 +31,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -224,7 +222,7 @@ func streamOf(a *eventctx.Audit) string {
 func (s *Service) refused(ctx context.Context, a *eventctx.Audit, err error) {
 	code, msg := codeOf(err)
 	r := *a
-	r.Status = HTTPStatus(code)
+	r.Status = code.HTTPStatus()
 	r.ErrorCode = string(code)
 	if msg != "" {
 		r.Metadata = map[string]string{"message": msg}
@@ -277,7 +275,7 @@ func argOf(ctx context.Context, a *eventctx.Audit) string {
 func (s *Service) AuthRefused(ctx context.Context, peerKey string, err error) {
 	code, msg := codeOf(err)
 	a := &eventctx.Audit{Tenant: UnauthTenant, RetentionMs: s.retention.Milliseconds(),
-		Operation: "authenticate", Status: HTTPStatus(code), ErrorCode: string(code)}
+		Operation: "authenticate", Status: code.HTTPStatus(), ErrorCode: string(code)}
 	a.SourceIP, a.UserAgent = origin(ctx)
 	if msg != "" {
 		a.Metadata = map[string]string{"message": msg}
@@ -304,33 +302,15 @@ func (s *Service) AuthRefused(ctx context.Context, peerKey string, err error) {
 // codeOf is the protocol code and message of a refusal, whatever its form
 // (*apierr.Error from the domain, a gRPC status from the chain).
 func codeOf(err error) (apierr.Code, string) {
+	code := apierr.CodeOf(err)
 	if ae, ok := apierr.As(err); ok {
-		return ae.Code, ae.Message
+		return code, ae.Message
 	}
-	st, _ := status.FromError(err)
-	if code, _, ok := apierr.FromStatus(err); ok {
+	if _, _, ok := apierr.FromStatus(err); ok || code != apierr.InternalError {
+		st, _ := status.FromError(err)
 		return code, st.Message()
 	}
-	switch {
-	case st.Code() == codes.Unauthenticated:
-		return apierr.Unauthorized, st.Message()
-	case st.Code() == codes.PermissionDenied:
-		return apierr.Forbidden, st.Message()
-	case st.Code() == codes.InvalidArgument:
-		return apierr.InvalidRequest, st.Message()
-	case st.Code() == codes.Canceled, st.Code() == codes.DeadlineExceeded, st.Code() == codes.Unavailable,
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return apierr.Unavailable, st.Message()
-	}
-	return apierr.InternalError, "internal error"
-}
-
-// HTTPStatus is the HTTP status an entry records for code.
-func HTTPStatus(code apierr.Code) int {
-	if code == apierr.StoreFull {
-		return 503
-	}
-	return code.HTTPStatus()
+	return code, "internal error"
 }
 
 // Refused records the refusal err of the audited work whose entry ctx

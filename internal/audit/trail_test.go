@@ -452,7 +452,7 @@ func TestOneEntryPerMutation(t *testing.T) {
 			if code, _, _ := apierr.FromStatus(err); code != m.code {
 				t.Fatalf("refusal: %v, want %s", err, m.code)
 			}
-			check(rid, tenant, resource, int32(audit.HTTPStatus(m.code)), m.code, 0)
+			check(rid, tenant, resource, int32(m.code.HTTPStatus()), m.code, 0)
 		})
 	}
 }

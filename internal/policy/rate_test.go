@@ -375,3 +375,37 @@ func TestPolicyRateLimitExactUnderConcurrency(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyRateLimitTenantObserve: under the tenant's observe mode a live
+// reserve at the limit is reported (DENY, reason LIMIT_EXCEEDED, observed),
+// not refused, and counts nothing; back under ENFORCE it is refused again.
+func TestPolicyRateLimitTenantObserve(t *testing.T) {
+	e := newEnv(t)
+	e.create(&cyclesv1.CreateScopePolicyRequest{ScopePattern: "*", RateLimits: rates(1, 0)})
+	botPath := "tenant:" + e.tenant + "/workspace:prod/agent:bot"
+	e.freshWindow()
+	observe := func(m cyclesv1.ObserveMode) {
+		must(t, e.adm.UpdateTenant, e.ctx, &cyclesv1.UpdateTenantRequest{TenantId: e.tenant, ObserveMode: m})
+	}
+	for i, s := range []struct {
+		mode cyclesv1.ObserveMode // the tenant's, set before the call (0: unchanged)
+		want string
+	}{
+		{0, "ALLOW"},
+		{cyclesv1.ObserveMode_OBSERVE_MODE_OBSERVE, "DENY"},
+		{0, "DENY"},
+		{cyclesv1.ObserveMode_OBSERVE_MODE_ENFORCE, "LIMIT_EXCEEDED"},
+	} {
+		if s.mode != 0 {
+			observe(s.mode)
+		}
+		got, dd, _ := e.try(bot, "llm.completion", "live")
+		if got != s.want || got == "DENY" && (dd.GetReasonCode() != "LIMIT_EXCEEDED" || dd.GetBlockedByScope() != botPath) {
+			t.Fatalf("step %d: %s %v, want %s", i, got, dd, s.want)
+		}
+	}
+	minute := e.redisNow() / 60_000
+	if v, _ := e.rdb.HGet(e.ctx, keys.Tenant(e.tenant).PolicyRate(strconv.FormatInt(minute, 10)), "r|"+botPath).Result(); v != "1" {
+		t.Fatalf("counter %q after observed calls, want 1", v)
+	}
+}

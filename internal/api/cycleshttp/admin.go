@@ -67,7 +67,7 @@ func (a *API) adminRoutes() []endpoint {
 			func(p *cyclesv1.GetTenantResponse) *tenantOut { return tenantOf(p.GetTenant()) }, offAdmin),
 		a.updateTenantRoute(),
 		on(a, "POST /v1/admin/api-keys", cyclesv1.AdminService_CreateApiKey_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.CreateApiKey), jsonBody((*apiKeyIn).fill),
+			via(adm, cyclesv1.AdminServiceServer.CreateApiKey), protoJSON,
 			func(k *cyclesv1.CreateApiKeyResponse) *apiKeyOut {
 				return apiKeyOf(k.GetApiKey(), k.GetSecret(), false)
 			}, created, offAdmin),
@@ -344,55 +344,6 @@ func apiKeyOf(k *cyclesv1.ApiKey, secret string, withStatus bool) *apiKeyOut {
 		out.LastUsedAt = isoTime(k.GetLastUsedAtMs())
 	}
 	return out
-}
-
-type apiKeyIn struct {
-	TenantID    string         `json:"tenant_id"`
-	Name        string         `json:"name"`
-	Description string         `json:"description"`
-	Permissions []string       `json:"permissions"`
-	ScopeFilter []string       `json:"scope_filter"`
-	ExpiresAt   string         `json:"expires_at"`
-	Metadata    map[string]any `json:"metadata"`
-}
-
-func (in *apiKeyIn) fill(out *cyclesv1.CreateApiKeyRequest) error {
-	out.TenantId, out.Name, out.Description, out.Permissions, out.ScopeFilter = in.TenantID, in.Name, in.Description, in.Permissions, in.ScopeFilter
-	var err error
-	if in.ExpiresAt != "" {
-		if out.ExpiresAtMs, err = dateTimeMs("expires_at", in.ExpiresAt); err != nil {
-			return err
-		}
-	}
-	if len(in.Metadata) > 0 {
-		if out.Metadata, err = keyLabels("metadata", in.Metadata); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// dateTimeMs reads an RFC 3339 date-time body field as epoch milliseconds.
-func dateTimeMs(field, s string) (*int64, error) {
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return nil, apierr.Invalid(field, "must be an RFC 3339 date-time")
-	}
-	ms := t.UnixMilli()
-	return &ms, nil
-}
-
-// keyLabels reads a key's metadata: string values only.
-func keyLabels(field string, m map[string]any) (map[string]string, error) {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		sv, ok := v.(string)
-		if !ok {
-			return nil, apierr.Invalid(field+"."+k, "cyclesd key metadata values are strings")
-		}
-		out[k] = sv
-	}
-	return out, nil
 }
 
 // keyPath reads the {key_id} path parameter into the request's tenant_id

@@ -29,7 +29,7 @@ func FuzzReserveBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		r := httptest.NewRequest(http.MethodPost, "/v1/reservations", strings.NewReader(body))
 		req := &cyclesv1.CreateReservationRequest{}
-		err := jsonBody((*reserveIn).fill)(a, httptest.NewRecorder(), r, req)
+		err := protoJSON(a, httptest.NewRecorder(), r, req)
 		if err == nil {
 			err = validate.Message(req)
 		}

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
@@ -45,10 +44,6 @@ var runtimeCodes = map[apierr.Code]bool{
 	apierr.ActionQuotaExceeded: true, apierr.ActionKindNotAllowed: true, apierr.ActionKindDenied: true,
 }
 
-// httpStatus is the HTTP status of a protocol code (PROTOCOL semantics,
-// docs/http-api.md "Errors").
-func httpStatus(c apierr.Code) int { return c.HTTPStatus() }
-
 // foldRuntime maps a code outside the runtime enum onto the runtime code a
 // Cycles client already handles.
 func foldRuntime(c apierr.Code) apierr.Code {
@@ -75,28 +70,20 @@ var numericDetails = map[string]bool{"remaining": true, "requested": true, "limi
 // body of the protocol's ErrorResponse.
 func errorOf(err error, p plane, requestID, traceID string) (int, *errorOut, map[string]string) {
 	st, _ := status.FromError(err)
-	code, md, ok := apierr.FromStatus(err)
-	if !ok {
-		switch st.Code() {
-		case codes.Unauthenticated:
-			code = apierr.Unauthorized
-		case codes.Canceled, codes.DeadlineExceeded, codes.Unavailable:
-			code = apierr.Unavailable
-		default:
-			code = apierr.InternalError
-		}
-	}
+	code := apierr.CodeOf(err)
+	_, md, _ := apierr.FromStatus(err)
 	wire := code
 	details := map[string]any{}
 	if p == runtimePlane && !runtimeCodes[code] {
 		wire = foldRuntime(code)
 		details["reason"] = string(code)
 	}
-	httpCode := httpStatus(wire)
-	if code == apierr.Unavailable || code == apierr.StoreFull {
-		// Fail closed, retryable later: Redis did not answer, or it is full
-		// (details.reason says STORE_FULL; docs/limits.md).
-		httpCode = http.StatusServiceUnavailable
+	// The status is the errors package's (apierr.Code.HTTPStatus); a code
+	// folded into the runtime vocabulary keeps its own 503 (UNAVAILABLE and
+	// STORE_FULL fold to INTERNAL_ERROR, details.reason naming them).
+	httpCode := wire.HTTPStatus()
+	if own := code.HTTPStatus(); own == http.StatusServiceUnavailable {
+		httpCode = own
 	}
 	for k, v := range md {
 		switch {

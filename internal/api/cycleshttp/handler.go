@@ -11,11 +11,12 @@
 // take. This package only translates JSON and maps errors onto HTTP statuses.
 //
 // Routes are declared in a table, one declaration each (route.go): pattern,
-// gRPC method, path and query parameters bound to proto fields by name, body
-// wire type, answer encoder and success status, all served by one generic
-// handler. Answers that follow the proto are written from declared shapes
-// (shape.go); hand-written wire types remain only where the spec's shape
-// differs. docs/http-api.md lists the wire rules and what is and is not served.
+// gRPC method, path and query parameters bound to proto fields by name, how
+// the body is read, answer encoder and success status, all served by one
+// generic handler. Bodies that follow the proto are read into the request by
+// one protoreflect decoder (decode.go), answers that follow it are written
+// from declared shapes (shape.go); hand-written wire types remain only where
+// the spec's shape differs. docs/http-api.md lists the wire rules and what is and is not served.
 package cycleshttp
 
 import (

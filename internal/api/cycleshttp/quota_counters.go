@@ -3,10 +3,7 @@ package cycleshttp
 import (
 	"net/http"
 
-	"google.golang.org/protobuf/reflect/protoreflect"
-
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 )
@@ -23,15 +20,12 @@ func (a *API) quotaCounterRoutes() []endpoint {
 	return []endpoint{
 		on(a, "GET /v1/admin/action-quota-counters", cyclesv1.QuotaCounterService_ListActionQuotaCounters_FullMethodName,
 			via(qc, cyclesv1.QuotaCounterServiceServer.ListActionQuotaCounters), keyTenant,
-			shaped[*cyclesv1.ListActionQuotaCountersResponse](page("counters", item(quotaStateOf))), offQC,
+			shaped[*cyclesv1.ListActionQuotaCountersResponse](page("counters", nil).nest("counters", quotaState)), offQC,
 			query(q("tenant_id"), q("scope"), q("action_kind"), q("cursor"), q("run_id"), q("include_zero"),
-				q("window").with(func(name, s string) (protoreflect.Value, error) {
-					w, err := windowOf(name, s)
-					return protoreflect.ValueOfEnum(w.Number()), err
-				}), q("limit"))),
+				q("window"), q("limit"))),
 		on(a, "POST /v1/admin/action-quota-counters/reset", cyclesv1.QuotaCounterService_ResetActionQuotaCounter_FullMethodName,
-			via(qc, cyclesv1.QuotaCounterServiceServer.ResetActionQuotaCounter), jsonBody((*quotaResetIn).fill),
-			shaped[*cyclesv1.ResetActionQuotaCounterResponse](shapeOf("counter", "previous_used").with("counter", item(quotaStateOf))), offQC),
+			via(qc, cyclesv1.QuotaCounterServiceServer.ResetActionQuotaCounter), protoJSON,
+			shaped[*cyclesv1.ResetActionQuotaCounterResponse](shapeOf("counter", "previous_used").nest("counter", quotaState)), offQC),
 	}
 }
 
@@ -50,53 +44,7 @@ func keyTenant(_ *API, _ http.ResponseWriter, r *http.Request, req *cyclesv1.Lis
 	return nil
 }
 
-type quotaStateOut struct {
-	ActionKind        string `json:"action_kind"`
-	RiskClass         string `json:"risk_class,omitempty"`
-	Scope             string `json:"scope"`
-	ScopePath         string `json:"scope_path"`
-	Window            string `json:"window"`
-	WindowKey         string `json:"window_key"`
-	Used              int64  `json:"used"`
-	Limit             int64  `json:"limit"`
-	Remaining         int64  `json:"remaining"`
-	PolicyID          string `json:"policy_id,omitempty"`
-	ExpiresAt         string `json:"expires_at,omitempty"`
-	LastIncrementedAt string `json:"last_incremented_at,omitempty"`
-}
-
-func quotaStateOf(s *cyclesv1.ActionQuotaState) *quotaStateOut {
-	return &quotaStateOut{ActionKind: s.GetActionKind(), RiskClass: string(actionkind.RiskOf(s.GetRiskClass())), Scope: s.GetScope(),
-		ScopePath: s.GetScope(), Window: actionkind.WindowName(s.GetWindow()), WindowKey: s.GetWindowKey(), Used: s.GetUsed(),
-		Limit: s.GetLimit(), Remaining: s.GetRemaining(), PolicyID: s.GetPolicyId(), ExpiresAt: isoTime(s.GetExpiresAtMs()),
-		LastIncrementedAt: isoTime(s.GetLastIncrementedAtMs())}
-}
-
-type quotaResetIn struct {
-	TenantID   string `json:"tenant_id"`
-	Scope      string `json:"scope"`
-	ActionKind string `json:"action_kind"`
-	RiskClass  string `json:"risk_class"`
-	Window     string `json:"window"`
-	WindowKey  string `json:"window_key"`
-	Reason     string `json:"reason"`
-}
-
-func (in *quotaResetIn) fill(out *cyclesv1.ResetActionQuotaCounterRequest) error {
-	out.TenantId, out.Scope, out.ActionKind, out.WindowKey, out.Reason = in.TenantID, in.Scope, in.ActionKind, in.WindowKey, in.Reason
-	if in.RiskClass != "" {
-		rc, ok := actionkind.ParseRisk(in.RiskClass)
-		if !ok {
-			return apierr.Invalid("risk_class", "unknown risk class %q", in.RiskClass)
-		}
-		out.RiskClass = rc.Proto()
-	}
-	if in.Window != "" {
-		wd, err := windowOf("window", in.Window)
-		if err != nil {
-			return err
-		}
-		out.Window = wd
-	}
-	return nil
-}
+// quotaState is a quota counter on the wire; scope_path repeats scope (the
+// spec names both).
+var quotaState = shapeOf("action_kind", "risk_class?", "scope", "scope_path=scope", "window", "window_key", "used", "limit",
+	"remaining", "policy_id?", "expires_at?", "last_incremented_at?")

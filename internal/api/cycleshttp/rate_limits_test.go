@@ -57,6 +57,12 @@ func TestPolicyRateLimitsBothWires(t *testing.T) {
 			ok(e.call("POST", "/v1/admin/policies", "", `{"tenant_id":"`+tenant+`","name":"rl","scope_pattern":"tenant:`+tenant+`/*",`+
 				`"rate_limits":{"max_reservations_per_minute":2,"max_commits_per_minute":1}}`, as...), 201, "policy")
 			scope := "tenant:" + tenant + "/workspace:prod/agent:bot"
+			auditCount := func() int {
+				t.Helper()
+				logs, _ := ok(e.call("GET", "/v1/admin/audit/logs?tenant_id="+tenant+"&limit=100", "", "", as...), 200, "audit")["logs"].([]any)
+				return len(logs)
+			}
+			audit0 := auditCount()
 			waitFreshMinute(t, e)
 
 			gctx := metadata.AppendToOutgoingContext(context.Background(), "x-cycles-api-key", key)
@@ -145,6 +151,11 @@ func TestPolicyRateLimitsBothWires(t *testing.T) {
 				if got != s.want {
 					t.Fatalf("step %d %s: %+v, want %+v", i, s.what, got, s.want)
 				}
+			}
+			// Audit unchanged: runtime calls by a tenant key, admitted or
+			// limited, write no audit entry (as before rate limits).
+			if got := auditCount(); got != audit0 {
+				t.Fatalf("audit entries %d after the runtime calls, want %d", got, audit0)
 			}
 			for _, x := range rec {
 				if strings.HasPrefix(x.path, "/v1/reservations") || x.path == "/v1/decide" {

@@ -244,10 +244,12 @@ func bindParams(r *http.Request, m protoreflect.Message, ps []param) error {
 func parserOf(fd protoreflect.FieldDescriptor) func(name, s string) (protoreflect.Value, error) {
 	switch fd.Kind() {
 	case protoreflect.EnumKind:
-		values := enumValues(enumNames(fd.Enum()))
 		return func(name, s string) (protoreflect.Value, error) {
-			v, err := parseEnum(name, s, values)
-			return protoreflect.ValueOfEnum(protoreflect.EnumNumber(v)), err
+			n, ok := enumByName(fd.Enum(), s)
+			if !ok {
+				return protoreflect.Value{}, apierr.Invalid(name, "unknown value %q", s)
+			}
+			return protoreflect.ValueOfEnum(n), nil
 		}
 	case protoreflect.BoolKind:
 		return func(name, s string) (protoreflect.Value, error) {

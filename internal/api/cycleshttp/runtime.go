@@ -20,23 +20,23 @@ func (a *API) runtimeRoutes() []endpoint {
 	rt := a.rt
 	return []endpoint{
 		onReq(a, "POST /v1/reservations", cyclesv1.RuntimeService_CreateReservation_FullMethodName,
-			via(rt, cyclesv1.RuntimeServiceServer.CreateReservation), jsonBody((*reserveIn).fill),
+			via(rt, cyclesv1.RuntimeServiceServer.CreateReservation), protoJSON,
 			func(req *cyclesv1.CreateReservationRequest, p *cyclesv1.CreateReservationResponse) *reserveOut {
 				return reserveOf(p).withDenyDetail(p, req.GetObserveMode() != 0 || req.GetAction().GetPolicyKeys() != nil)
 			}),
 		onReq(a, "POST /v1/decide", cyclesv1.RuntimeService_Decide_FullMethodName,
-			via(rt, cyclesv1.RuntimeServiceServer.Decide), jsonBody((*decideIn).fill),
+			via(rt, cyclesv1.RuntimeServiceServer.Decide), protoJSON,
 			func(req *cyclesv1.DecideRequest, p *cyclesv1.DecideResponse) *decideOut {
 				return decideOf(p).withDenyDetail(p, req.GetAction().GetPolicyKeys() != nil)
 			}),
 		on(a, "POST /v1/events", cyclesv1.RuntimeService_CreateEvent_FullMethodName,
-			via(rt, cyclesv1.RuntimeServiceServer.CreateEvent), jsonBody((*eventIn).fill), eventOf, created),
+			via(rt, cyclesv1.RuntimeServiceServer.CreateEvent), protoJSON, eventOf, created),
 		on(a, "POST /v1/reservations/{reservation_id}/commit", cyclesv1.RuntimeService_CommitReservation_FullMethodName,
-			via(rt, cyclesv1.RuntimeServiceServer.CommitReservation), jsonBody((*commitIn).fill), commitOf),
+			via(rt, cyclesv1.RuntimeServiceServer.CommitReservation), protoJSON, commitOf),
 		on(a, "POST /v1/reservations/{reservation_id}/release", cyclesv1.RuntimeService_ReleaseReservation_FullMethodName,
-			asOwner(via(rt, cyclesv1.RuntimeServiceServer.ReleaseReservation)), jsonBody((*releaseIn).fill), releaseOf, dual),
+			asOwner(via(rt, cyclesv1.RuntimeServiceServer.ReleaseReservation)), protoJSON, releaseOf, dual),
 		on(a, "POST /v1/reservations/{reservation_id}/extend", cyclesv1.RuntimeService_ExtendReservation_FullMethodName,
-			via(rt, cyclesv1.RuntimeServiceServer.ExtendReservation), jsonBody((*extendIn).fill), extendOf),
+			via(rt, cyclesv1.RuntimeServiceServer.ExtendReservation), protoJSON, extendOf),
 		on(a, "GET /v1/reservations/{reservation_id}", cyclesv1.RuntimeService_GetReservation_FullMethodName,
 			asOwner(via(rt, cyclesv1.RuntimeServiceServer.GetReservation)), nil,
 			func(p *cyclesv1.GetReservationResponse) *reservationOut {

@@ -217,7 +217,7 @@ func TestBadInput(t *testing.T) {
 		{"empty body", ``, "body"},
 		{"trailing data", valid + `{}`, "body"},
 		{"unknown top-level key", strings.Replace(valid, `{"idempotency_key"`, `{"colour":"red","idempotency_key"`, 1), "colour"},
-		{"unknown nested key", strings.Replace(valid, `"kind"`, `"flavour":"x","kind"`, 1), "flavour"},
+		{"unknown nested key", strings.Replace(valid, `"kind"`, `"flavour":"x","kind"`, 1), "action.flavour"}, // its path, as every field is named
 		{"unknown unit", strings.Replace(valid, `"TOKENS"`, `"DOLLARS"`, 1), "estimate.unit"},
 		{"proto spelling of a unit", strings.Replace(valid, `"TOKENS"`, `"UNIT_TOKENS"`, 1), "estimate.unit"},
 		{"unknown overage policy", strings.Replace(valid, `}}`, `},"overage_policy":"SOMETIMES"}`, 1), "overage_policy"},

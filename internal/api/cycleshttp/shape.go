@@ -258,5 +258,9 @@ func enumName(ed protoreflect.EnumDescriptor, v protoreflect.EnumNumber) string 
 	if v == 0 || vd == nil {
 		return ""
 	}
-	return strings.TrimPrefix(string(vd.Name()), enumPrefix(ed))
+	name := strings.TrimPrefix(string(vd.Name()), enumPrefix(ed))
+	if lowerEnums[ed.FullName()] {
+		return strings.ToLower(name)
+	}
+	return name
 }

@@ -4,22 +4,24 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
 
 const strictBase = `"idempotency_key":"k","subject":{"workspace":"prod"},"action":{"kind":"k","name":"n"}`
 
 // decodeReserve runs a reserve body through the wire decoder.
-func decodeReserve(body string) (*reserveIn, error) {
+func decodeReserve(body string) (*cyclesv1.CreateReservationRequest, error) {
 	a := &API{maxBody: 64 << 10}
 	r := httptest.NewRequest(http.MethodPost, "/v1/reservations", strings.NewReader(body))
-	var in reserveIn
-	err := a.decodeJSON(httptest.NewRecorder(), r, &in)
-	return &in, err
+	in := &cyclesv1.CreateReservationRequest{}
+	err := protoJSON(a, httptest.NewRecorder(), r, in)
+	return in, err
 }
 
 // Member names are exact: a name that matches a field only case-insensitively
@@ -51,8 +53,8 @@ func TestStrictJSONMemberNames(t *testing.T) {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
 				}
-				if in.Estimate != nil && *in.Estimate.Amount != 9223372036854775807 {
-					t.Fatalf("amount = %d", *in.Estimate.Amount)
+				if in.Estimate != nil && in.Estimate.Amount != 9223372036854775807 {
+					t.Fatalf("amount = %d", in.Estimate.Amount)
 				}
 				return
 			}
@@ -122,7 +124,7 @@ func FuzzStrictJSON(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	fields := jsonFields(reflect.TypeOf(reserveIn{}))
+	fields := (&cyclesv1.CreateReservationRequest{}).ProtoReflect().Descriptor().Fields()
 	f.Fuzz(func(t *testing.T, body string) {
 		_, err := decodeReserve(body)
 		if err != nil {
@@ -138,10 +140,136 @@ func FuzzStrictJSON(f *testing.F) {
 		var top map[string]json.RawMessage
 		if json.Unmarshal([]byte(body), &top) == nil {
 			for k := range top {
-				if _, ok := fields[k]; !ok {
+				if fields.ByName(protoreflect.Name(k)) == nil {
 					t.Fatalf("body %q accepted with member %q, not an exact field name", body, k)
 				}
 			}
 		}
 	})
+}
+
+// The decoder's value rules, one case each: exact integers, types, enum
+// names, date-times, required members, non-empty subject levels, free-form
+// metadata, null as absent.
+func TestDecodeValues(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		field      string // "" = accepted
+		msg        string
+		check      func(*cyclesv1.CreateReservationRequest) bool
+	}{
+		{name: "int64 max exact", body: `{"estimate":{"unit":"USD_MICROCENTS","amount":9223372036854775807}}`,
+			check: func(r *cyclesv1.CreateReservationRequest) bool {
+				return r.GetEstimate().GetAmount() == 9223372036854775807 && r.GetEstimate().GetUnit() == cyclesv1.Unit_UNIT_USD_MICROCENTS
+			}},
+		{name: "int64 min exact", body: `{"estimate":{"unit":"TOKENS","amount":-9223372036854775808}}`,
+			check: func(r *cyclesv1.CreateReservationRequest) bool {
+				return r.GetEstimate().GetAmount() == -9223372036854775808
+			}},
+		{name: "past int64", body: `{"estimate":{"unit":"TOKENS","amount":9223372036854775808}}`, field: "estimate.amount", msg: "integer within int64"},
+		{name: "fraction", body: `{"estimate":{"unit":"TOKENS","amount":1.5}}`, field: "estimate.amount", msg: "got JSON number 1.5"},
+		{name: "exponent", body: `{"ttl_ms":1e3}`, field: "ttl_ms", msg: "integer"},
+		{name: "integer as string", body: `{"ttl_ms":"1000"}`, field: "ttl_ms", msg: "got JSON string"},
+		{name: "optional int kept", body: `{"ttl_ms":0}`,
+			check: func(r *cyclesv1.CreateReservationRequest) bool { return r.TtlMs != nil && *r.TtlMs == 0 }},
+		{name: "enum by wire name", body: `{"overage_policy":"ALLOW_WITH_OVERDRAFT","observe_mode":"OBSERVE"}`,
+			check: func(r *cyclesv1.CreateReservationRequest) bool {
+				return r.GetOveragePolicy() == cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_WITH_OVERDRAFT &&
+					r.GetObserveMode() == cyclesv1.ObserveMode_OBSERVE_MODE_OBSERVE
+			}},
+		{name: "enum by proto name", body: `{"overage_policy":"COMMIT_OVERAGE_POLICY_REJECT"}`, field: "overage_policy", msg: "unknown value"},
+		{name: "enum UNSPECIFIED", body: `{"estimate":{"unit":"UNSPECIFIED","amount":1}}`, field: "estimate.unit", msg: "unknown value"},
+		{name: "bool as string", body: `{"dry_run":"yes"}`, field: "dry_run", msg: "a boolean"},
+		{name: "object as string", body: `{"estimate":"5"}`, field: "estimate", msg: "an object"},
+		{name: "list as string", body: `{"action":{"tags":"x"}}`, field: "action.tags", msg: "an array"},
+		{name: "amount needs its unit", body: `{"estimate":{"amount":1}}`, field: "estimate.unit", msg: "is required"},
+		{name: "amount needs its amount", body: `{"estimate":{"unit":"TOKENS"}}`, field: "estimate.amount", msg: "is required"},
+		{name: "empty subject level", body: `{"subject":{"tenant":"acme","workspace":""}}`, field: "subject.workspace", msg: "must not be empty"},
+		{name: "null is absent", body: `{"estimate":null,"ttl_ms":null,"metadata":null}`,
+			check: func(r *cyclesv1.CreateReservationRequest) bool {
+				return r.Estimate == nil && r.TtlMs == nil && r.Metadata == nil
+			}},
+		{name: "free-form metadata", body: `{"metadata":{"n":1.5,"s":"x","l":[true,null,{"a":2}]}}`,
+			check: func(r *cyclesv1.CreateReservationRequest) bool {
+				m := r.GetMetadata().AsMap()
+				l, _ := m["l"].([]any)
+				return m["n"] == 1.5 && m["s"] == "x" && len(l) == 3 && l[0] == true && l[1] == nil
+			}},
+		{name: "metadata number out of range", body: `{"metadata":{"x":1e400}}`, field: "metadata.x"},
+		{name: "map value type", body: `{"subject":{"dimensions":{"a":1}}}`, field: "subject.dimensions.a", msg: "a string"},
+		{name: "top level array", body: `[]`, field: "body", msg: "an object"},
+		{name: "top level null", body: `null`, check: func(r *cyclesv1.CreateReservationRequest) bool { return r.Estimate == nil }},
+		{name: "trailing data", body: `{}{}`, field: "body", msg: "data after"},
+		{name: "empty body", body: ``, field: "body", msg: "is empty"},
+		{name: "malformed", body: `{"a":`, field: "body", msg: "malformed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, err := decodeReserve(tc.body)
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if tc.check != nil && !tc.check(in) {
+					t.Fatalf("decoded %v", in)
+				}
+				return
+			}
+			e, ok := apierr.As(err)
+			if !ok || e.Code != apierr.InvalidRequest {
+				t.Fatalf("err = %v, want INVALID_REQUEST", err)
+			}
+			if e.Details["field"] != tc.field || !strings.Contains(e.Message, tc.msg) {
+				t.Fatalf("field %q message %q, want field %q and %q", e.Details["field"], e.Message, tc.field, tc.msg)
+			}
+		})
+	}
+}
+
+// A date-time member binds the int64 field of its name with _ms.
+func TestDecodeDateTime(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		ms   int64
+		bad  bool
+	}{
+		{`{"expires_at":"2026-01-02T15:04:05.123Z"}`, 1767366245123, false},
+		{`{"expires_at":"2026-01-02T16:04:05+01:00"}`, 1767366245000, false},
+		{`{"expires_at":"yesterday"}`, 0, true},
+		{`{"expires_at":5}`, 0, true},
+	} {
+		req := &cyclesv1.CreateApiKeyRequest{}
+		err := decodeMessage([]byte(tc.body), req.ProtoReflect())
+		if tc.bad {
+			if e, ok := apierr.As(err); !ok || e.Details["field"] != "expires_at" {
+				t.Errorf("%s: err = %v, want INVALID_REQUEST naming expires_at", tc.body, err)
+			}
+			continue
+		}
+		if err != nil || req.GetExpiresAtMs() != tc.ms {
+			t.Errorf("%s: %d, %v; want %d", tc.body, req.GetExpiresAtMs(), err, tc.ms)
+		}
+	}
+}
+
+// A member the path or query has set is no body member: a commit body
+// cannot name another reservation; a key PATCH cannot name another key.
+func TestDecodeRefusesPathMembers(t *testing.T) {
+	commit := &cyclesv1.CommitReservationRequest{ReservationId: "r_a_1"}
+	err := decodeMessage([]byte(`{"reservation_id":"r_b_2","actual":{"unit":"TOKENS","amount":1}}`), commit.ProtoReflect())
+	if e, ok := apierr.As(err); !ok || e.Details["field"] != "reservation_id" || commit.ReservationId != "r_a_1" {
+		t.Fatalf("commit: %v, id %s", err, commit.ReservationId)
+	}
+	patch := &cyclesv1.UpdateApiKeyRequest{TenantId: "a", KeyId: "0123456789abcdef"}
+	err = decodeMessage([]byte(`{"tenant_id":"b"}`), patch.ProtoReflect())
+	if e, ok := apierr.As(err); !ok || e.Details["field"] != "tenant_id" || patch.TenantId != "a" {
+		t.Fatalf("patch: %v, tenant %s", err, patch.TenantId)
+	}
+	// Wrappers read the bare list or map; absent stays unset.
+	patch = &cyclesv1.UpdateApiKeyRequest{TenantId: "a", KeyId: "0123456789abcdef"}
+	if err := decodeMessage([]byte(`{"permissions":["reservations:create"],"metadata":{}}`), patch.ProtoReflect()); err != nil {
+		t.Fatal(err)
+	}
+	if len(patch.GetPermissions().GetValues()) != 1 || patch.Metadata == nil || patch.ScopeFilter != nil {
+		t.Fatalf("patch = %v", patch)
+	}
 }
