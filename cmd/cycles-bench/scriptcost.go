@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,7 +37,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("scriptcost", flag.ContinueOnError)
 	n := fs.Int("n", 400, "calls per measured operation")
 	useValgrind := fs.Bool("valgrind", true, "run redis-server under callgrind and count instructions")
-	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure (also: reserve-pol10, a reserve on a tenant with 10 scope policies, 5 matching with caps; reserve-pol10-read, the same without caps; reserve-gov5, a reserve on a tenant with an allowlist and 5 action/risk-class quotas that all govern it)")
+	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure (also: reserve-pol10, a reserve on a tenant with 10 scope policies, 5 matching with caps; reserve-pol10-read, the same without caps; reserve-gov5, a reserve on a tenant with an allowlist and 5 action/risk-class quotas that all govern it; reserve-rl, a reserve on a tenant whose one policy sets a reservation rate limit it stays under)")
 	functions := fs.Bool("functions", true, "call the scripts as Redis 7 Functions (FUNCTION LOAD, FCALL), as cyclesd does on Redis 7; false: EVALSHA, as on Redis 6 and the embedded store")
 	keep := fs.String("keep", "", "keep the callgrind dumps (cg.out.N, one per op in order) in this directory for callgrind_annotate")
 	if err := fs.Parse(args); err != nil {
@@ -112,7 +113,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 		how = "FCALL"
 	}
 	fmt.Printf("scriptcost: %d calls per op by %s, redis-server %s (%s)\n", *n, how, addr, meter.unit())
-	govReady := false
+	govReady, rlReady := false, false
 	for _, op := range strings.Split(*ops, ",") {
 		var prepared []string
 		var call func(i int) error
@@ -141,6 +142,22 @@ func scriptcostMain(ctx context.Context, args []string) error {
 				return err
 			}
 			call = func(int) error { _, err := reserveAs("costpolr"); return err }
+		case "reserve-rl":
+			// A tenant of its own whose one policy (*) carries
+			// rate_limits.max_reservations_per_minute, too high to refuse:
+			// every reserve reads and counts its minute counter.
+			// Named twice in -ops (to interleave with reserve), it is set up once.
+			if !rlReady {
+				if err := setup("costrl"); err != nil {
+					return err
+				}
+				if _, err := policy.New(exec, policy.Options{}).CreateScopePolicy(ctx, &cyclesv1.CreateScopePolicyRequest{TenantId: "costrl",
+					Name: "bench-rl", ScopePattern: "*", RateLimits: &cyclesv1.PolicyRateLimits{MaxReservationsPerMinute: ptr(int32(math.MaxInt32))}}); err != nil {
+					return fmt.Errorf("create rate-limit policy: %w", err)
+				}
+				rlReady = true
+			}
+			call = func(int) error { _, err := reserveAs("costrl"); return err }
 		case "reserve-gov5":
 			// v0.1.26 governance on a tenant of its own: an allowlist and 5
 			// quotas that all govern the reserve (checked and counted).

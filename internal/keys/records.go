@@ -37,40 +37,13 @@ import (
 //	none), created_at, updated_at, metadata (JSON object)
 //	Invariant: remaining = allocated - spent - reserved - debt.
 //
-// Reservation hash (Tenant.Reservation), compact layout
-// (docs/design.md#reservation-records; written and read by
-// lua/lib/record_layout.lua; every value of a typical record <= 64 bytes, so
-// the hash stays listpack-encoded):
-//
-//	state (ACTIVE|COMMITTED|RELEASED|EXPIRED), unit, estimate, scope_path,
-//	budgeted (one digit per budgeted scope: its 1-based position among the
-//	scope path's prefixes, "123"; or a JSON array of scope paths, see
-//	BudgetedScopes), created_at, expires_at, grace_ms, policy (resolved
-//	overage policy), max_ext, idem_key, action (JSON),
-//	rb<i> (the reserve answer's balance of budgeted scope i:
-//	"remaining,reserved,spent,allocated[,debt[,overdraft_limit[,over]]]",
-//	trailing zeros left out), ext_count (absent = 0), subject (JSON; absent =
-//	ImpliedSubject(scope_path)), metadata (JSON, only when set), caps (only
-//	when the answer had caps), affected (JSON array; only when not the scope
-//	path's prefixes), exp0 (the answered expiry, set by the first extend),
-//	extend_metadata (only when set). No id (the key names it). This is the
-//	first released layout; no reader knows another.
-//	on commit:  charged, debt_incurred (absent = 0), finalized_at, commit_key,
-//	            commit_hash, cb<i> (the commit answer's balances, as rb<i>),
-//	            committed_metadata (JSON), metrics (JSON), both only when set
-//	on release: finalized_at, release_key, release_hash, release_reason, lb<i>
-//	            (the release answer's balances, as rb<i>; none on a
-//	            tenant-closure release, which has no key to replay)
-//	on expiry:  expired_at
-//	quarantine: quarantined_at, quarantine_reason (the id is then in
-//	            Tenant.Quarantine, out of Tenant.Deadlines); once an operator
-//	            resolves it (OpsService.ResolveQuarantined): quarantine_resolution
-//	            (RELEASED|EXPIRED|REQUEUED), and release_reason "operator: ..."
-//	While ACTIVE the id is in Tenant.Deadlines scored expires_at + grace_ms;
-//	terminal records get PEXPIRE TerminalRetentionMs; with an archive
-//	configured they get none when they settle: their id joins
-//	Tenant.ArchiveQueue and internal/archiver sets the -hot-retention TTL
-//	once PostgreSQL holds them.
+// Reservation hash (Tenant.Reservation): ReservationLayout
+// (reservation_layout.go) is its one definition, which the Lua library, the
+// reads and docs/design.md#reservation-records follow. While ACTIVE the id
+// is in Tenant.Deadlines scored expires_at + grace_ms; terminal records get
+// PEXPIRE TerminalRetentionMs; with an archive configured they get none when
+// they settle: their id joins Tenant.ArchiveQueue and internal/archiver sets
+// the -hot-retention TTL once PostgreSQL holds them.
 //
 // Event stream entry (Tenant.Events), appended by emit_event in lua/lib/core.lua:
 //

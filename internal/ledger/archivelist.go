@@ -56,12 +56,10 @@ type mergedCursor struct {
 	PI string `json:"pi,omitempty"`
 }
 
-// readFields are the record fields list.lua returns (RECORD_FIELDS in
-// lua/lib/ledger_record.lua without the two metadata fields, which only an
-// include adds).
-var readFields = []string{"id", "state", "unit", "estimate", "scope_path", "affected", "budgeted",
-	"created_at", "expires_at", "grace_ms", "policy", "max_ext", "ext_count", "idem_key", "subject",
-	"action", "charged", "debt_incurred", "finalized_at", "expired_at"}
+// readFields are the record fields list.lua returns without the ones a
+// listing includes only on request (RECORD_FIELDS in
+// lua/lib/ledger_record.lua: "id", then keys.ReservationLayout's read fields).
+var readFields = append([]string{"id"}, keys.ReservationReadFields(false)...)
 
 // archivedRow renders an archived record the way list.lua renders the
 // Redis hash it was: the same fields, as strings, the id from the key when
@@ -76,7 +74,7 @@ func archivedRow(a ArchivedRecord, inc map[string]bool) (record, error) {
 	if _, ok := m["id"]; !ok {
 		m["id"] = a.ID
 	}
-	for _, f := range []string{"metadata", "committed_metadata"} {
+	for _, f := range keys.ReservationReadFields(true)[len(readFields)-1:] { // the on-request ones
 		if v, ok := a.Fields[f]; ok && inc[f] {
 			m[f] = v
 		}

@@ -2,10 +2,12 @@ package ledger
 
 import (
 	"io/fs"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/lua"
 	"github.com/cyclesgo/cycles-go/test/docblock"
@@ -103,4 +105,17 @@ func replyTable() string {
 // docs/design.md's reply table is the Go layouts, rendered.
 func TestDesignDocReplyTable(t *testing.T) {
 	docblock.Check(t, "docs/design.md", "reply-layouts", replyTable())
+}
+
+// The reads' record (get.lua and list.lua answer it) has the fields
+// keys.ReservationLayout marks as read, in its order, after the id.
+func TestRecordStructFollowsLayout(t *testing.T) {
+	rt := reflect.TypeFor[record]()
+	var got []string
+	for i := range rt.NumField() {
+		got = append(got, strings.Split(rt.Field(i).Tag.Get("json"), ",")[0])
+	}
+	if want := append([]string{"id"}, keys.ReservationReadFields(true)...); !slices.Equal(got, want) {
+		t.Errorf("record's fields are\n\t%v\nwant \"id\" and keys.ReservationLayout's read fields\n\t%v", got, want)
+	}
 }

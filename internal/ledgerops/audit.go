@@ -209,6 +209,15 @@ func (h heldTotals) mismatches(reserved map[string]*big.Int) map[string]*big.Int
 	return out
 }
 
+// findingPage is what every page of the audit's index walks answers: its
+// findings, the cursor of the next page and whether the walk is done; each
+// walk's reply adds its own counts.
+type findingPage struct {
+	Rows script.LuaArray[finding] `json:"rows"`
+	Next cursor                   `json:"next"`
+	Done bool                     `json:"done"`
+}
+
 // recordsPass pages through the created index. With r it records the
 // findings and stats; it always returns the summed holds.
 func (s *Service) recordsPass(ctx context.Context, prefix string, r *report) (heldTotals, error) {
@@ -217,15 +226,13 @@ func (s *Service) recordsPass(ctx context.Context, prefix string, r *report) (he
 	var cur cursor
 	for {
 		var page struct {
-			Rows         script.LuaArray[finding] `json:"rows"`
-			Next         cursor                   `json:"next"`
-			Done         bool                     `json:"done"`
-			Records      int64                    `json:"records"`
-			Active       int64                    `json:"active"`
-			Quarantined  int64                    `json:"quarantined"`
-			Holds        luaMap[string]           `json:"holds"`
-			Uncertain    luaMap[bool]             `json:"uncertain"`
-			AllUncertain bool                     `json:"all_uncertain"`
+			findingPage
+			Records      int64          `json:"records"`
+			Active       int64          `json:"active"`
+			Quarantined  int64          `json:"quarantined"`
+			Holds        luaMap[string] `json:"holds"`
+			Uncertain    luaMap[bool]   `json:"uncertain"`
+			AllUncertain bool           `json:"all_uncertain"`
 		}
 		if err := scriptAuditRecords.RunInto(ctx, s.exec, &page, prefixKeys{prefix}, zpageArgs{cur.Member, cur.Score, s.opts.PageSize}); err != nil {
 			return held, err
@@ -272,10 +279,8 @@ func (s *Service) indexPasses(ctx context.Context, prefix string, r *report) err
 		var cur cursor
 		for {
 			var page struct {
-				Rows    script.LuaArray[finding] `json:"rows"`
-				Next    cursor                   `json:"next"`
-				Done    bool                     `json:"done"`
-				Entries int64                    `json:"entries"`
+				findingPage
+				Entries int64 `json:"entries"`
 			}
 			if err := scriptAuditIndex.RunInto(ctx, s.exec, &page, prefixKeys{prefix},
 				indexPageArgs{which, cur.Member, cur.Score, s.opts.PageSize}); err != nil {

@@ -158,7 +158,7 @@ func (f *fixture) reservationTo(p redis.Cmdable, r resv) {
 	}
 	affected, _ := json.Marshal(r.Budgeted)
 	rec := map[string]string{
-		"id": r.ID, "tenant": f.tenant, "state": r.State, "unit": r.Unit, "estimate": r.Estimate,
+		"state": r.State, "unit": r.Unit, "estimate": r.Estimate,
 		"scope_path": scopePath, "affected": string(affected), "budgeted": string(budgeted),
 		"created_at": itoa(r.CreatedAt), "expires_at": itoa(r.ExpiresAt), "grace_ms": itoa(r.GraceMs),
 		"policy": "ALLOW_IF_AVAILABLE", "max_ext": "10", "ext_count": strconv.Itoa(r.ExtCount),

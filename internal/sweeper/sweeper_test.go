@@ -387,7 +387,7 @@ func TestExpiredRecordIsAnAuditTrail(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := s.hgetall(s.k.Reservation(s.ids[0]))
-	for _, f := range []string{"id", "tenant", "unit", "estimate", "scope_path", "budgeted", "created_at", "expires_at", "grace_ms", "expired_at", "subject", "action"} {
+	for _, f := range []string{"unit", "estimate", "scope_path", "budgeted", "created_at", "expires_at", "grace_ms", "expired_at", "subject", "action"} {
 		if rec[f] == "" {
 			t.Errorf("field %s lost: %v", f, rec)
 		}

@@ -191,6 +191,35 @@ local function policy_line(t, rest, i, now)
   return t
 end
 
+-- POLICY_MEMO: what policy_terms derived from a match table, kept across
+-- calls while the Functions library stays loaded (under EVALSHA every call
+-- starts empty): memo.t[table] = {lines = {{pattern, tagged items}, ...},
+-- timed = any line has an effective window, scopes = {[scope path] = the
+-- terms (false: none match), or with timed the matching lines}}. An entry is
+-- a pure function of the table's text and the scope path, so it can never
+-- be stale; the reserve pays a table lookup instead of walking the text.
+-- Bounded: past memo.max entries it starts over. Callers must not change
+-- the terms they get. (Its helpers are fields, not locals: the reserve
+-- script's chunk is near the embedded store's register limit.)
+local POLICY_MEMO = {t = {}, n = 0, max = 1024}
+
+-- POLICY_MEMO.fold applies the matching lines ms (each {pattern, items, line
+-- number}) in order at now: the terms, nil when none applies, or nil and a
+-- message when an item is malformed.
+function POLICY_MEMO.fold(ms_, now)
+  local t, err = {}, nil
+  for _, l in ipairs(ms_) do
+    if l[2] == '' then
+      t.hit = true
+    else
+      t, err = policy_line(t, l[2], l[3], now)
+      if t == nil then return nil, err end
+    end
+  end
+  if not t.hit then return nil end
+  return t
+end
+
 -- policy_terms evaluates the match table (the tenant record's pol) against a
 -- scope path at now: every field is taken from the first (highest-priority)
 -- matching policy in its effective window that sets it. Returns nil when
@@ -199,31 +228,55 @@ end
 -- the matching policies with v0.1.26 rules, highest priority first, each
 -- {i = line number (a string), id = policy id, f = flags}; gline: the same
 -- by line number, what lib/quota.lua reads the pk:/pr: lines against); nil and a
--- message when the table is malformed (the caller fails closed).
--- Cost: a line that does not match costs two plain finds, a cut and the
--- pattern match (no JSON, no number parsing); only matching lines are read
--- further.
+-- message when the table is malformed (the caller fails closed). The answer
+-- may be shared with later calls (POLICY_MEMO): read it, never change it.
+-- Cost: the first call for a table splits it into lines; the first for a
+-- scope path matches every line's pattern; after that, without effective
+-- windows, a lookup (with them, the matching lines are applied at now).
 local function policy_terms(compiled, scope_path, now)
   if compiled == nil or compiled == '' then return nil end
-  if string.sub(compiled, 1, 3) ~= POLICY_HEAD then return nil, POLICY_BAD end
-  local t, i, pos, n, err = {}, 0, 4, #compiled, nil
-  while pos <= n do
-    local e = string.find(compiled, '\n', pos, true)
-    local tab = e and string.find(compiled, '\t', pos, true)
-    if tab == nil or tab > e then return nil, POLICY_BAD end
-    i = i + 1
-    if string.find(scope_path, string.sub(compiled, pos, tab - 1)) then
-      if tab + 1 == e then
-        t.hit = true
-      else
-        t, err = policy_line(t, string.sub(compiled, tab + 1, e - 1), i, now)
-        if t == nil then return nil, err end
-      end
+  local memo = POLICY_MEMO
+  local m = memo.t[compiled]
+  if m == nil then
+    if string.sub(compiled, 1, 3) ~= POLICY_HEAD then return nil, POLICY_BAD end
+    local lines, i, pos, n, timed = {}, 0, 4, #compiled, false
+    while pos <= n do
+      local e = string.find(compiled, '\n', pos, true)
+      local tab = e and string.find(compiled, '\t', pos, true)
+      if tab == nil or tab > e then return nil, POLICY_BAD end
+      i = i + 1
+      local rest = string.sub(compiled, tab + 1, e - 1)
+      -- 'w': an effective window (compiled as the first item).
+      if string.byte(rest, 1) == 119 or string.find(rest, '\tw', 1, true) then timed = true end
+      lines[i] = {string.sub(compiled, pos, tab - 1), rest, i}
+      pos = e + 1
     end
-    pos = e + 1
+    if memo.n >= memo.max then memo.t, memo.n = {}, 0 end
+    m = {lines = lines, timed = timed, scopes = {}}
+    memo.t[compiled], memo.n = m, memo.n + 1
   end
-  if not t.hit then return nil end
-  return t
+  local s = m.scopes[scope_path]
+  if s == nil then
+    local ms_ = {}
+    for _, l in ipairs(m.lines) do
+      if string.find(scope_path, l[1]) then ms_[#ms_ + 1] = l end
+    end
+    if m.timed then
+      s = ms_
+    else
+      local err
+      s, err = POLICY_MEMO.fold(ms_, now)
+      if err then return nil, err end
+      -- stable: the same answer for every call (lib/quota.lua keys its
+      -- own memo on it).
+      if s then s.stable = true end
+      s = s or false
+    end
+    if memo.n >= memo.max then memo.t, memo.n, m.scopes = {[compiled] = m}, 1, {} end
+    m.scopes[scope_path], memo.n = s, memo.n + 1
+  end
+  if m.timed then return POLICY_MEMO.fold(s, now) end
+  return s or nil
 end
 
 -- policy_emit appends policy.<what> (created, updated) for stored policy p to

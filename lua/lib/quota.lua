@@ -11,14 +11,20 @@
 -- calendar counter a call touches. A counter is the field
 --   <scope>|<counted>|<window code>      (counted: the kind, or
 --                                         __risk__:<class>; POLICY_WCODE)
--- holding '<bucket>:<n>:<thr>:<at>:<limit>:<policy id>': bucket is the
--- window instance (Redis TIME ms / the window's length, a number, so no date
--- is formatted on the hot path), n the calls counted in it, thr '1' once
--- quota.threshold_approaching was emitted for it, at the Redis TIME of the
--- last count (ms), limit and policy those of that count. A value of an
--- earlier bucket reads as 0 (the window rolled over) and is overwritten by
--- the next count. Every window divides the UTC day, so a bucket never spans
--- two day hashes. Field '_' holds when the hash expires (the day's end plus
+-- holding one integer, ((n * 2 + thr) * 131072 + at) * 2048 + bucket
+-- (lib/quota_read.lua quota_value), so the hot path reads it with one
+-- tonumber and writes it without a string to build: n the calls counted in
+-- the window instance (at most 100,000 by the quota bounds, so the value
+-- stays an exact integer below 2^53), thr 1 once
+-- quota.threshold_approaching was emitted for it, at the second of the UTC
+-- day of the last count (Redis TIME), bucket the window instance's number in
+-- the day (Redis TIME ms / the window's length, minus the day's first; below
+-- 1,440). The field plus '@' holds '<limit>:<policy id>' for the listing,
+-- written by the first count of each window instance by each memoized plan
+-- (QUOTA_MEMO; so after a policy change too), not by every count. A value
+-- of an earlier bucket reads as 0 (the window rolled over) and is
+-- overwritten by the next count. Every window divides the UTC day, so a
+-- bucket never spans two day hashes. Field '_' holds when the hash expires (the day's end plus
 -- QUOTA_GRACE_MS): it is written, with PEXPIREAT and the index entry, by the
 -- first count of the day only. A counter is live while its bucket's end plus
 -- QUOTA_GRACE_MS is ahead (the listing and the reset skip the others).
@@ -65,12 +71,6 @@ local function quota_wkey(w, b)
   return key
 end
 
--- quota_field_parse reads a calendar counter value: bucket, n, thr, at,
--- limit, policy id (strings); nil when malformed.
-local function quota_field_parse(v)
-  return string.match(v, '^(%d+):(%d+):(1?):(%d*):(%d*):(.*)$')
-end
-
 -- quota_deny is the DenyDetail of an ACTION_QUOTA_EXCEEDED.
 local function quota_deny(v)
   local what = (v.rc and (v.rc .. ' (risk class)') or v.kind) .. ' ' .. v.q.w
@@ -85,47 +85,134 @@ local function quota_deny(v)
       limit = v.q.m, scope = v.sc, policy_id = v.pol}}
 end
 
--- The plan of a call (quota_plan, quota_count) keeps its rules and counters
--- in two flat arrays, not a table each (a reserve's allocations feed the Lua
--- collector, a large part of its cost):
---   rules, RS slots per rule: window code, max_calls (number), max_calls
---     (string), threshold count (number), extra ('<per_run TTL ms>,<threshold
---     basis points>[,<filters JSON>]', read only when needed), step (1 the
---     risk class's, 2 the kind's), counter (its slot base in counters, false
---     = a per_run rule without a run id), scope;
---   counters, CS slots per counter: id (the day hash field, or the per_run
---     counter's key), bucket (string; false for per_run), used (number), thr,
---     the slot base of the first rule counting it.
-local RS, CS = 8, 5
+-- QUOTA_MEMO: the compiled rules of a pk:/pr: value (lib/policy.lua) as
+-- tables, kept across calls while the Functions library stays loaded (under
+-- EVALSHA every call starts empty), so a reserve reads its rules instead of
+-- parsing them: memo.k[kind][value] and memo.r[risk class][value] = {marks =
+-- {[line number] = mark}, lines = {{ln = line number, q = it has quotas,
+-- rules = {rule, ...}}, ...}}, a rule being {c = window code, m = max_calls,
+-- ms = max_calls as written, tn = threshold count, x = '<per_run TTL
+-- ms>,<threshold basis points>[,<filters JSON>]', fs = its allowlists
+-- ({{set, policy key name}, ...}; nil: none), sfx = '|<counted>|<c>', ids =
+-- {[scope] = its day hash field}}. An entry is a pure function of what is
+-- counted and the value's text, so it is never stale. memo.b holds the
+-- buckets of the current minute. Bounded: past memo.max entries it starts
+-- over. Its helpers are fields, not locals: the reserve script's chunk is
+-- near the embedded store's register limit.
+local QUOTA_MEMO = {k = {}, r = {}, p = {}, n = 0, b = {}, max = 2048}
+
+-- QUOTA_MEMO.put keeps v under k in memo table tbl (the memo starts over
+-- when full).
+function QUOTA_MEMO.put(tbl, k, v)
+  local memo = QUOTA_MEMO
+  if memo.n >= QUOTA_MEMO.max then memo.k, memo.r, memo.p, memo.n = {}, {}, {}, 0 end
+  tbl[k], memo.n = v, memo.n + 1
+end
+
+-- QUOTA_MEMO.rules is the memo entry of compiled value v ('' = none: nil) of the
+-- rules naming key (a kind, or with risk a risk class).
+function QUOTA_MEMO.rules(v, key, risk)
+  if v == '' then return nil end
+  local memo = QUOTA_MEMO
+  local by = (risk and memo.r or memo.k)[key]
+  local e = by and by[v]
+  if e then return e end
+  local counted = risk and ('__risk__:' .. key) or key
+  e = {marks = {}, lines = {}}
+  for ln, mark, qs in string.gmatch(v, '(%d+)\t(%a?)([^\n]*)\n') do
+    if e.marks[ln] == nil then e.marks[ln] = mark end
+    local rules = {}
+    for c, m, tn, x in string.gmatch(qs, '\t(%a),(%d+),(%d+),([^\t]*)') do
+      local r = {c = c, m = tonumber(m), ms = m, tn = tonumber(tn), x = x, sfx = '|' .. counted .. '|' .. c, ids = {}}
+      if string.find(x, '{', 1, true) then
+        -- Allowlists: the call's host / recipient domain / resource type
+        -- must be named.
+        local f, fs = jdecode(string.match(x, '^%d+,%d+,(.*)$')) or {}, {}
+        for _, a in ipairs({{'h', 'host'}, {'r', 'recipient_domain'}, {'y', 'resource_type'}}) do
+          local set = policy_set(f[a[1]])
+          if set then fs[#fs + 1] = {set, a[2]} end
+        end
+        if #fs > 0 then r.fs = fs end
+      end
+      rules[#rules + 1] = r
+    end
+    e.lines[#e.lines + 1] = {ln = ln, q = (qs ~= ''), rules = rules}
+  end
+  memo = QUOTA_MEMO
+  if memo.n >= QUOTA_MEMO.max then memo.k, memo.r, memo.p, memo.n = {}, {}, {}, 0 end
+  local top = risk and memo.r or memo.k
+  by = top[key]
+  if by == nil then by = {}; top[key] = by end
+  by[v], memo.n = e, memo.n + 1
+  return e
+end
+
+-- QUOTA_MEMO.buckets is the buckets of the windows at now: {m, h, d, t} their
+-- numbers in the UTC day, a = {m, h, d, t} the bucket numbers, day the day
+-- number (a string); computed once a minute.
+function QUOTA_MEMO.buckets(now)
+  local mn = math.floor(now / 60000)
+  local b = QUOTA_MEMO.b
+  if b.mn ~= mn then
+    local d, h = math.floor(now / 86400000), math.floor(now / 3600000)
+    b = {mn = mn, m = mn - d * 1440, h = h - d * 24, d = 0, t = 0, a = {m = mn, h = h, d = d, t = d},
+      day = string.format('%d', d)}
+    QUOTA_MEMO.b = b
+  end
+  return b
+end
+
+-- The plan of a call has a static part, its template (what applies and
+-- which counters; kept in QUOTA_MEMO.p when it depends only on memoized
+-- inputs: stable terms, the kind's and the class's memo entries, no per_run
+-- rule, no quota allowlist), and the counts read by this call:
+--   tpl.rules, RS slots per rule: the rule (QUOTA_MEMO's, read only), step
+--     (1 the risk class's, 2 the kind's), counter (its index, false = a
+--     per_run rule without a run id), scope;
+--   tpl.cid[j], ccode[j], cr[j], ctn[j], cmin[j], cmid[j], ctail[j], mw[j]:
+--     counter j's id (the day hash field, or the per_run counter's key),
+--     window code, the slot of the first rule counting it, that rule's
+--     threshold count, the least max_calls of the rules counting it, and for
+--     a calendar counter its '@' field, that field's value and the window
+--     instance it was last written for by this template;
+--   tpl.fields: the calendar ids (one HMGET); tpl.set: the HSET
+--     arguments of the calendar counts (ids, then the values each call
+--     writes in place: one array reused, no table per call); tpl.pols: the
+--     policy of each step (false: none); tpl.day, tpl.dkey: the day hash
+--     last used; tpl.mwm: the minute in which the '@' fields were last
+--     checked; tpl.used, tpl.thr: the counts read by the call (reused);
+--     tpl.nrun: the per_run counters; tpl.plan: the plan (reused);
+--     tpl.eval: a rule has no counter (per_run without a run id), so the
+--     rules are always evaluated.
+local RS = 4
 
 -- quota_pick appends to rules the applying quotas of the highest-priority
 -- matching policy (gline: policy_terms' terms.gline) with quotas in the
--- compiled pk:/pr: value v, as step st; returns that policy's id (nil: none).
--- memo keeps the call's decoded policy keys (keys_json) for quotas with
--- allowlists.
-local function quota_pick(rules, v, st, gline, keys_json, memo)
-  if v == nil or v == '' then return nil end
-  for ln, qs in string.gmatch(v, '(%d+)\t%a?([^\n]*)\n') do
-    local g = gline[ln]
-    if g and qs ~= '' then
-      for c, m, tn, x in string.gmatch(qs, '\t(%a),(%d+),(%d+),([^\t]*)') do
-        local ok_ = true
-        if string.find(x, '{', 1, true) then
-          -- Allowlists: the call's host / recipient domain / resource type
-          -- must be named.
-          local f = jdecode(string.match(x, '^%d+,%d+,(.*)$')) or {}
+-- memo entry e (QUOTA_MEMO.rules), as step st; returns that policy's id (nil:
+-- none) and whether a quota allowlist was consulted. memo keeps the call's
+-- decoded policy keys (keys_json) for quotas with allowlists.
+local function quota_pick(rules, e, st, gline, keys_json, memo)
+  if e == nil then return nil end
+  local lines = e.lines
+  for i = 1, #lines do
+    local l = lines[i]
+    local g = gline[l.ln]
+    if g and l.q then
+      local qs = l.rules
+      for k = 1, #qs do
+        local q, ok_ = qs[k], true
+        if q.fs then
+          memo.used = true
           if memo.keys == nil then memo.keys = jdecode(keys_json) or {} end
-          for _, a in ipairs({{'h', 'host'}, {'r', 'recipient_domain'}, {'y', 'resource_type'}}) do
-            local set = policy_set(f[a[1]])
+          for _, a in ipairs(q.fs) do
             local val = memo.keys[a[2]]
             if type(val) ~= 'string' or val == '' then val = false end
-            if set and not set[val] then ok_ = false end
+            if not a[1][val] then ok_ = false end
           end
         end
         if ok_ then
           local n = #rules
-          rules[n + 1], rules[n + 2], rules[n + 3], rules[n + 4] = c, tonumber(m), m, tonumber(tn)
-          rules[n + 5], rules[n + 6], rules[n + 7], rules[n + 8] = x, st, false, false
+          rules[n + 1], rules[n + 2], rules[n + 3], rules[n + 4] = q, st, false, false
         end
       end
       return g.id
@@ -135,8 +222,84 @@ local function quota_pick(rules, v, st, gline, keys_json, memo)
 end
 
 -- quota_extra is a rule's per_run TTL ms and threshold basis points (strings).
-local function quota_extra(rules, r)
-  return string.match(rules[r + 4], '^(%d+),(%d+)')
+local function quota_extra(q)
+  return string.match(q.x, '^(%d+),(%d+)')
+end
+
+-- QUOTA_MEMO.template builds the template of a call (see above); nil when no
+-- rule applies; nil and a refusal from the access lists; and whether it
+-- may be kept.
+function QUOTA_MEMO.template(terms, ek, er, kind, risk, run_id, keys_json, scope_path, tenant_scope, prefix)
+  local gov = terms.gov
+  -- Step 1: the access lists of the highest-priority matching policy that has any.
+  for _, g in ipairs(gov) do
+    if g.f ~= 'Q' then
+      local mark = ek and ek.marks[g.i]
+      if mark == 'd' then
+        return nil, {code = 'ACTION_KIND_DENIED', msg = kind .. ' is denied by policy ' .. g.id,
+          dd = {reason_code = 'ACTION_KIND_DENIED', blocked_by_policy = g.id, blocked_by_scope = scope_path,
+            suggested_fix = 'Remove ' .. kind .. ' from denied_action_kinds of policy ' .. g.id}}
+      end
+      if mark ~= 'a' and string.find(g.f, 'A', 1, true) then
+        return nil, {code = 'ACTION_KIND_NOT_ALLOWED', msg = kind .. ' is not in the allowlist of policy ' .. g.id,
+          dd = {reason_code = 'ACTION_KIND_NOT_ALLOWED', blocked_by_policy = g.id, blocked_by_scope = scope_path,
+            suggested_fix = 'Add ' .. kind .. ' to allowed_action_kinds of policy ' .. g.id}}
+      end
+      break
+    end
+  end
+  -- Steps 2 and 3: the risk-class rules, then the kind's rules, each from the
+  -- highest-priority matching policy that has rules for it.
+  local rules, memo = {}, {}
+  local pols = {quota_pick(rules, er, 1, terms.gline, keys_json, memo) or false, false}
+  pols[2] = quota_pick(rules, ek, 2, terms.gline, keys_json, memo) or false
+  local keep = terms.stable and not memo.used
+  if #rules == 0 then return nil, nil, keep end
+  local tpl = {rules = rules, pols = pols, cid = {}, ccode = {}, cr = {}, ctn = {}, cmin = {}, cmid = {}, ctail = {},
+    mw = {}, mwm = false, fields = {}, set = {}, used = {}, thr = {}, eval = false, nrun = 0}
+  tpl.plan = {tpl = tpl}
+  local cid = tpl.cid
+  for r = 1, #rules, RS do
+    local q, st = rules[r], rules[r + 1]
+    local c = q.c
+    local sc = (c == 't') and tenant_scope or scope_path
+    rules[r + 3] = sc
+    local id = nil
+    if c == 'r' then
+      keep = false
+      if run_id ~= '' then
+        id = key_quota_counter(prefix, sc, (st == 1) and ('__risk__:' .. risk) or kind, 'per_run', run_id)
+      end
+    else
+      id = q.ids[sc]
+      if id == nil then
+        id = sc .. q.sfx
+        QUOTA_MEMO.put(q.ids, sc, id)
+      end
+    end
+    if id then
+      local j = nil
+      for k = 1, #cid do
+        if cid[k] == id then j = k; break end
+      end
+      if j == nil then
+        j = #cid + 1
+        cid[j], tpl.ccode[j], tpl.cr[j], tpl.ctn[j], tpl.cmin[j] = id, c, r, q.tn, q.m
+        if c ~= 'r' then
+          tpl.fields[#tpl.fields + 1] = id
+          tpl.set[#tpl.set + 1], tpl.set[#tpl.set + 2] = id, 0
+          tpl.cmid[j], tpl.ctail[j] = id .. '@', q.ms .. ':' .. pols[st]
+        else
+          tpl.nrun = tpl.nrun + 1
+        end
+      end
+      if q.m < tpl.cmin[j] then tpl.cmin[j] = q.m end
+      rules[r + 2] = j
+    else
+      tpl.eval = true
+    end
+  end
+  return tpl, nil, keep
 end
 
 -- quota_plan evaluates the governance steps for a call of kind (risk class
@@ -154,6 +317,8 @@ end
 --   nil, {code, msg, dd, field}   a refusal: dd set for a DENY
 --                                 (ACTION_KIND_*, ACTION_QUOTA_EXCEEDED), field
 --                                 for an INVALID_REQUEST
+-- The most restrictive violated rule (least headroom) of the first step
+-- that has one refuses; otherwise every applying counter is counted once.
 local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_path, tenant_scope, now, prefix)
   local gov = terms and terms.gov
   if gov == nil then return nil, nil end
@@ -161,175 +326,211 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
     return nil, {code = 'INVALID_REQUEST', field = 'action.kind',
       msg = kind .. ' is not a declared custom action kind (declare it with -custom-action-kinds)'}
   end
-  -- Step 1: the access lists of the highest-priority matching policy that has any.
-  for _, g in ipairs(gov) do
-    if g.f ~= 'Q' then
-      local mark = pk ~= '' and string.match(pk, '^' .. g.i .. '\t(%a?)') or nil
-      if mark == nil and pk ~= '' then mark = string.match(pk, '\n' .. g.i .. '\t(%a?)') end
-      if mark == 'd' then
-        return nil, {code = 'ACTION_KIND_DENIED', msg = kind .. ' is denied by policy ' .. g.id,
-          dd = {reason_code = 'ACTION_KIND_DENIED', blocked_by_policy = g.id, blocked_by_scope = scope_path,
-            suggested_fix = 'Remove ' .. kind .. ' from denied_action_kinds of policy ' .. g.id}}
-      end
-      if mark ~= 'a' and string.find(g.f, 'A', 1, true) then
-        return nil, {code = 'ACTION_KIND_NOT_ALLOWED', msg = kind .. ' is not in the allowlist of policy ' .. g.id,
-          dd = {reason_code = 'ACTION_KIND_NOT_ALLOWED', blocked_by_policy = g.id, blocked_by_scope = scope_path,
-            suggested_fix = 'Add ' .. kind .. ' to allowed_action_kinds of policy ' .. g.id}}
-      end
-      break
+  -- The memo entries of the kind's and the class's rules (looked up here,
+  -- parsed by QUOTA_MEMO.rules on a miss).
+  local memo = QUOTA_MEMO
+  local ek, er = memo.k[kind], memo.r[risk]
+  ek, er = ek and ek[pk], er and er[pr]
+  if ek == nil and pk ~= '' then ek = memo.rules(pk, kind, false) end
+  if er == nil and pr ~= '' then er = memo.rules(pr, risk, true) end
+  -- The template: kept per (terms, kind entry, class entry) when it may be.
+  local byt = terms.stable and memo.p[terms]
+  local bye = byt and byt[ek or 0]
+  local tpl = bye and bye[er or 0]
+  if tpl == nil then
+    local refusal, keep
+    tpl, refusal, keep = QUOTA_MEMO.template(terms, ek, er, kind, risk, run_id, keys_json, scope_path, tenant_scope, prefix)
+    if refusal then return nil, refusal end
+    tpl = tpl or false
+    if keep then
+      if memo.n >= QUOTA_MEMO.max then memo.k, memo.r, memo.p, memo.n = {}, {}, {}, 0 end
+      byt = memo.p[terms]
+      if byt == nil then byt = {}; memo.p[terms] = byt end
+      bye = byt[ek or 0]
+      if bye == nil then bye = {}; byt[ek or 0] = bye end
+      bye[er or 0], memo.n = tpl, memo.n + 1
     end
   end
-  -- Steps 2 and 3: the risk-class rules, then the kind's rules, each from the
-  -- highest-priority matching policy that has rules for it. The most
-  -- restrictive violated rule (least headroom) of the first step that has
-  -- one refuses; otherwise every applying counter is counted once.
-  local rules, memo = {}, {}
-  local pols = {quota_pick(rules, pr, 1, terms.gline, keys_json, memo), false}
-  pols[2] = quota_pick(rules, pk, 2, terms.gline, keys_json, memo) or false
-  if #rules == 0 then return nil, nil end
-  -- The counter of every applying rule: calendar ones read by one HMGET of
-  -- the day hash, per_run ones by one HMGET each. Nothing is written here.
-  local counters, fields = {}, {'_'}
-  local counted = {'__risk__:' .. risk, kind}
-  local sp_, bm, bh, bd = scope_path .. '|', nil, nil, nil
-  for r = 1, #rules, RS do
-    local c, st = rules[r], rules[r + 5]
-    local sc = (c == 't') and tenant_scope or scope_path
-    rules[r + 7] = sc
-    local id, b = nil, false
+  if not tpl then return nil, nil end
+  -- The counts: calendar ones by one HMGET of the day hash, per_run ones by
+  -- one HMGET each. Nothing is written here, but the values a count would
+  -- write are put in tpl.set as they are read (the count writes them as
+  -- they are; a refusal leaves them for the next call to overwrite).
+  local cid, ccode, cmin, ctn, set = tpl.cid, tpl.ccode, tpl.cmin, tpl.ctn, tpl.set
+  local used, thr = tpl.used, tpl.thr
+  local plan = tpl.plan
+  local bk = QUOTA_MEMO.buckets(now)
+  plan.kind, plan.risk, plan.run, plan.crossed, plan.bk = kind, risk, run_id, false, bk
+  local sec, fmt = math.floor(now / 1000) % 86400, string.format
+  local over, dnew = tpl.eval, true
+  local v = nil
+  if #set > 0 then
+    if tpl.day ~= bk.day then tpl.day, tpl.dkey = bk.day, key_quota_day(prefix, bk.day) end
+    plan.day, plan.dkey = bk.day, tpl.dkey
+    v = redis.call('HMGET', plan.dkey, unpack(tpl.fields))
+  end
+  local i, vi = 0, 0
+  for j = 1, #cid do
+    local c = ccode[j]
+    local n, t = 0, 0
     if c == 'r' then
-      if run_id ~= '' then id = key_quota_counter(prefix, sc, counted[st], 'per_run', run_id) end
+      local pv = redis.call('HMGET', cid[j], 'n', 'thr')
+      n, t = tonumber(pv[1] or '0') or 0, pv[2]
     else
-      id = ((c == 't') and (tenant_scope .. '|') or sp_) .. counted[st] .. '|' .. c
-      -- The window instance's bucket, as a string once per window.
-      if c == 'm' then
-        bm = bm or string.format('%d', math.floor(now / 60000)); b = bm
-      elseif c == 'h' then
-        bh = bh or string.format('%d', math.floor(now / 3600000)); b = bh
-      else
-        bd = bd or string.format('%d', math.floor(now / 86400000)); b = bd
-      end
-    end
-    if id then
-      local j = nil
-      for k = 1, #counters, CS do
-        if counters[k] == id then j = k; break end
-      end
-      if j == nil then
-        j = #counters + 1
-        counters[j], counters[j + 1], counters[j + 2], counters[j + 3], counters[j + 4] = id, b, 0, false, r
-        if b then
-          fields[#fields + 1] = id
-        else
-          local v = redis.call('HMGET', id, 'n', 'thr')
-          counters[j + 2], counters[j + 3] = tonumber(v[1] or '0') or 0, v[2]
+      i, vi = i + 2, vi + 1
+      -- quota_value, inline: ((n * 2 + thr) * 131072 + at) * 2048 + bucket.
+      local raw = v[vi]
+      local x = raw and tonumber(raw)
+      local b = bk[c]
+      if raw then dnew = false end
+      if x then
+        local bod = x % 2048
+        if bod == b then
+          x = (x - bod) / 2048
+          x = (x - x % 131072) / 131072
+          t = x % 2
+          n = (x - t) / 2
         end
       end
-      rules[r + 6] = j
-    end
-  end
-  local plan = {rules = rules, counters = counters, pols = pols, kind = kind, risk = risk, run = run_id}
-  if #fields > 1 then
-    local day = bd or string.format('%d', math.floor(now / 86400000))
-    plan.day, plan.dkey = day, key_quota_day(prefix, day)
-    local v = redis.call('HMGET', plan.dkey, unpack(fields))
-    plan.dnew = not v[1]
-    local j = 1
-    for i = 2, #fields do
-      while counters[j + 1] == false do j = j + CS end
-      local raw = v[i]
-      if raw then
-        local b, n, thr = string.match(raw, '^(%d+):(%d+):(1?):')
-        if b == counters[j + 1] then counters[j + 2], counters[j + 3] = tonumber(n), thr end
+      -- The value a count writes, as a decimal string (%d formats an
+      -- integer far cheaper than Redis formats a Lua number, %.17g); the
+      -- threshold crossing, once per window instance (t marks it emitted).
+      local tn, t1 = ctn[j], t
+      if t == 0 and n < tn and n + 1 >= tn then
+        t1 = 1
+        if not plan.crossed then plan.crossed = {} end
+        plan.crossed[#plan.crossed + 1] = j
       end
-      j = j + CS
+      set[i] = fmt('%d', (((n + 1) * 2 + t1) * 131072 + sec) * 2048 + b)
     end
+    used[j], thr[j] = n, t
+    if n >= cmin[j] then over = true end
   end
-  -- Evaluate in step order (a refusal of the risk-class step comes first).
-  for st = 1, 2 do
+  -- dnew: none of the calendar counters is in the day hash yet (its first
+  -- count of the day, or theirs): the count sets the hash's expiry and
+  -- index entry, again if other counters made the hash already.
+  plan.dnew = dnew
+  -- Evaluate in step order (a refusal of the risk-class step comes first),
+  -- only when a counter is at a limit of its rules (or a rule has none).
+  local rules, pols = tpl.rules, tpl.pols
+  for st = 1, over and 2 or 0 do
     local worst, wu = nil, 0
     for r = 1, #rules, RS do
-      if rules[r + 5] == st then
-        local j = rules[r + 6]
+      if rules[r + 1] == st then
+        local j = rules[r + 2]
         if not j then
           return nil, {code = 'INVALID_REQUEST', field = 'subject.dimensions.run_id',
             msg = 'subject.dimensions.run_id is required: a per_run quota of policy ' .. pols[st] .. ' applies'}
         end
-        local used, m = counters[j + 2], rules[r + 1]
-        if used >= m and (worst == nil or m - used < rules[worst + 1] - wu) then worst, wu = r, used end
+        local u, m = used[j], rules[r].m
+        if u >= m and (worst == nil or m - u < rules[worst].m - wu) then worst, wu = r, u end
       end
     end
     if worst then
-      local c, j, rc = rules[worst], rules[worst + 6], (st == 1) and risk or nil
+      local q, rc = rules[worst], (st == 1) and risk or nil
+      local c = q.c
       local w = POLICY_WNAME[c]
-      local v = {q = {w = w, m = rules[worst + 1]}, used = wu, pol = pols[st], sc = rules[worst + 7], kind = kind, rc = rc,
-        wk = (c == 'r') and run_id or quota_wkey(c, tonumber(counters[j + 1]))}
+      local dv = {q = {w = w, m = q.m}, used = wu, pol = pols[st], sc = rules[worst + 3], kind = kind, rc = rc,
+        wk = (c == 'r') and run_id or quota_wkey(c, bk.a[c])}
       local what = rc and ('risk-class quota ' .. rc) or ('action quota ' .. kind)
-      return nil, {code = 'ACTION_QUOTA_EXCEEDED', dd = quota_deny(v),
-        msg = what .. ' ' .. w .. ' limit ' .. v.q.m .. ' reached at ' .. v.sc}
+      return nil, {code = 'ACTION_QUOTA_EXCEEDED', dd = quota_deny(dv),
+        msg = what .. ' ' .. w .. ' limit ' .. dv.q.m .. ' reached at ' .. dv.sc}
     end
   end
-  if #counters == 0 then return nil, nil end
+  if #cid == 0 then return nil, nil end
   return plan, nil
 end
 
--- quota_crossed emits quota.threshold_approaching for the counter of rule r
--- reaching n.
+-- quota_crossed emits quota.threshold_approaching for the counter of rule
+-- slot r reaching n.
 local function quota_crossed(emit, tenant, plan, r, n, wk)
-  local rules = plan.rules
-  local c, st = rules[r], rules[r + 5]
-  local _, bp = quota_extra(rules, r)
-  emit('quota.threshold_approaching', 'policy', rules[r + 7], {
-    tenant_id = tenant, scope = rules[r + 7], action_kind = (st == 1) and '__risk__' or plan.kind,
-    risk_class = (st == 1) and plan.risk or nil, window = POLICY_WNAME[c], window_key = wk, used = n,
-    limit = rules[r + 1], threshold_pct = tonumber(bp) / 10000, policy_id = plan.pols[st],
+  local rules = plan.tpl.rules
+  local q, st = rules[r], rules[r + 1]
+  local _, bp = quota_extra(q)
+  emit('quota.threshold_approaching', 'policy', rules[r + 3], {
+    tenant_id = tenant, scope = rules[r + 3], action_kind = (st == 1) and '__risk__' or plan.kind,
+    risk_class = (st == 1) and plan.risk or nil, window = POLICY_WNAME[q.c], window_key = wk, used = n,
+    limit = q.m, threshold_pct = tonumber(bp) / 10000, policy_id = plan.tpl.pols[st],
   })
 end
 
 -- quota_count writes the counts of a live ALLOW (every counter of plan +1;
 -- the calendar ones in one HSET of the day hash, whose expiry and index
 -- entry are written by the day's first count only; per_run ones with their
--- TTL refreshed) and returns the keys of the per_run counters (the
--- reservation keeps them: release and expiry give those calls back, see
--- quota_refund in lib/refund.lua). A counter's limit and policy are those of
+-- TTL refreshed) and returns the keys of the per_run counters, nil when
+-- none (the reservation keeps them: release and expiry give those calls
+-- back, see quota_refund in lib/refund.lua). A counter's limit and policy are those of
 -- the first rule counting it.
 -- emit is the script's emitter: a count reaching a quota's threshold emits
 -- quota.threshold_approaching (category policy) once per window instance.
 local function quota_count(plan, now, emit, tenant, prefix)
-  local runs, set = {}, {}
+  local tpl = plan.tpl
   local idx = nil
-  local now_s = ms(now)
-  local rules, counters = plan.rules, plan.counters
   local function index(key, exp_s)
     if idx == nil then
       idx = key_quota_index(prefix)
       -- Bounded upkeep: index entries whose counters have expired.
-      redis.call('ZREMRANGEBYSCORE', idx, '-inf', '(' .. now_s)
+      redis.call('ZREMRANGEBYSCORE', idx, '-inf', '(' .. ms(now))
     end
     redis.call('ZADD', idx, exp_s, key)
   end
-  for j = 1, #counters, CS do
-    local id, b, used, thr, r = counters[j], counters[j + 1], counters[j + 2], counters[j + 3], counters[j + 4]
-    local n, st = used + 1, rules[r + 5]
-    local pol = plan.pols[st]
-    -- The crossing, once per window instance: thr marks it emitted (a count
-    -- given back and taken again does not alert twice).
-    local tn = rules[r + 3]
-    local crossed = (not thr or thr == '') and used < tn and n >= tn
-    if b then
-      set[#set + 1] = id
-      set[#set + 1] = b .. ':' .. n .. ':' .. ((crossed or thr == '1') and '1' or '') .. ':' .. now_s .. ':' ..
-        rules[r + 2] .. ':' .. pol
-      if crossed then quota_crossed(emit, tenant, plan, r, n, quota_wkey(rules[r], tonumber(b))) end
+  local set, cid, ccode = tpl.set, tpl.cid, tpl.ccode
+  if #set > 0 then
+    -- The calendar counts (quota_plan put their values in tpl.set), with
+    -- the '@' fields this template has not written in their window instance
+    -- (checked once a minute; every window is whole minutes) or of a new day
+    -- hash.
+    local bk, mw, extra = plan.bk, tpl.mw, nil
+    if tpl.mwm ~= bk.mn or plan.dnew then
+      for j = 1, #cid do
+        local c = ccode[j]
+        if c ~= 'r' and (mw[j] ~= bk.a[c] or plan.dnew) then
+          if extra == nil then extra = {unpack(set)} end
+          extra[#extra + 1], extra[#extra + 2] = tpl.cmid[j], tpl.ctail[j]
+        end
+      end
+    end
+    if plan.dnew then
+      local exp_s = ms((tonumber(plan.day) + 1) * 86400000 + QUOTA_GRACE_MS)
+      extra[#extra + 1], extra[#extra + 2] = '_', exp_s
+      redis.call('HSET', plan.dkey, unpack(extra))
+      redis.call('PEXPIREAT', plan.dkey, exp_s)
+      index(plan.dkey, exp_s)
     else
-      local ttl = quota_extra(rules, r)
+      redis.call('HSET', plan.dkey, unpack(extra or set))
+    end
+    if tpl.mwm ~= bk.mn or plan.dnew then
+      for j = 1, #cid do
+        local c = ccode[j]
+        if c ~= 'r' then mw[j] = bk.a[c] end
+      end
+      tpl.mwm = bk.mn
+    end
+    if plan.crossed then
+      for _, j in ipairs(plan.crossed) do
+        local c = ccode[j]
+        quota_crossed(emit, tenant, plan, tpl.cr[j], tpl.used[j] + 1, quota_wkey(c, bk.a[c]))
+      end
+    end
+  end
+  if tpl.nrun == 0 then return nil end
+  -- per_run counters: one hash each, TTL refreshed.
+  local rules, used, thr, now_s, runs = tpl.rules, tpl.used, tpl.thr, nil, {}
+  for j = 1, #cid do
+    if ccode[j] == 'r' then
+      local id, r, u, t = cid[j], tpl.cr[j], used[j], thr[j]
+      local q, st = rules[r], rules[r + 1]
+      local n, tn, pol = u + 1, q.tn, tpl.pols[st]
+      local crossed = (not t or t == '') and u < tn and n >= tn
+      local ttl = quota_extra(q)
       local exp_s = ms(now + tonumber(ttl))
-      if used == 0 then
-        redis.call('HSET', id, 'n', n, 'at', now_s, 'lim', rules[r + 2], 'pol', pol, 'exp', exp_s, 'sc', rules[r + 7],
+      now_s = now_s or ms(now)
+      if u == 0 then
+        redis.call('HSET', id, 'n', n, 'at', now_s, 'lim', q.ms, 'pol', pol, 'exp', exp_s, 'sc', rules[r + 3],
           'k', (st == 1) and '__risk__' or plan.kind, 'rc', (st == 1) and plan.risk or '', 'w', 'per_run', 'wk', plan.run,
           'ttl', ttl)
       else
-        redis.call('HSET', id, 'n', n, 'at', now_s, 'lim', rules[r + 2], 'pol', pol, 'exp', exp_s)
+        redis.call('HSET', id, 'n', n, 'at', now_s, 'lim', q.ms, 'pol', pol, 'exp', exp_s)
       end
       redis.call('PEXPIREAT', id, exp_s)
       index(id, exp_s)
@@ -338,17 +539,6 @@ local function quota_count(plan, now, emit, tenant, prefix)
         redis.call('HSET', id, 'thr', '1')
         quota_crossed(emit, tenant, plan, r, n, plan.run)
       end
-    end
-  end
-  if #set > 0 then
-    if plan.dnew then
-      local exp_s = ms((tonumber(plan.day) + 1) * 86400000 + QUOTA_GRACE_MS)
-      set[#set + 1], set[#set + 2] = '_', exp_s
-      redis.call('HSET', plan.dkey, unpack(set))
-      redis.call('PEXPIREAT', plan.dkey, exp_s)
-      index(plan.dkey, exp_s)
-    else
-      redis.call('HSET', plan.dkey, unpack(set))
     end
   end
   return runs

@@ -5,6 +5,16 @@
 -- record hash stays listpack-encoded. This is the first and only layout:
 -- the project was never released with another.
 -- Included with "-- include: lib/record_layout.lua" (see internal/script).
+--
+-- The reservation hash's fields, in the order of their one definition
+-- (internal/keys ReservationLayout, which says who writes each and what it
+-- holds; machine-read by TestReservationLayoutMatchesLua). <i> numbers a
+-- family of balance row fields by budgeted scope position (ROW_FIELD below).
+-- RECORD reservation: state unit estimate scope_path affected budgeted created_at
+--   expires_at grace_ms policy max_ext ext_count idem_key subject action charged
+--   debt_incurred finalized_at expired_at metadata committed_metadata rb<i> caps qrun
+--   exp0 extend_metadata commit_key commit_hash cb<i> metrics release_key release_hash
+--   release_reason lb<i> quarantined_at quarantine_reason quarantine_resolution
 
 -- scope_prefixes derives the affected scopes of a scope path (its cumulative
 -- prefixes, root first; internal/scope.Derive), so records need not store them.

@@ -1,6 +1,6 @@
 -- policy/counter_reset: set one v0.1.26 action-quota counter to 0
 -- (docs/protocol.md#v0126-action-governance; layout in lib/quota.lua).
--- include: lib/ledger_util.lua lib/quota.lua lib/audit.lua
+-- include: lib/ledger_util.lua lib/quota.lua lib/quota_read.lua lib/audit.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua);
 -- a refusal's entry is appended by the audit step after the call.
 --
@@ -32,13 +32,21 @@ if ARGV[4] ~= '' then
   -- and its end plus the grace is ahead.
   local raw = redis.call('HGET', KEYS[2], ARGV[4])
   local sc, counted, code = string.match(ARGV[4], '^(.*)|([^|]*)|(%a)$')
-  local b, n, _, at, lmt, pol = nil, nil, nil, nil, nil, nil
-  if raw and sc and QUOTA_LEN[code] then b, n, _, at, lmt, pol = quota_field_parse(raw) end
-  if b == nil or b ~= ARGV[5] then return fail('NOT_FOUND', NONE) end
-  local bn = tonumber(b)
+  local bod, n, thr_, sec = nil, nil, nil, nil
+  if raw and sc and QUOTA_LEN[code] then bod, n, thr_, sec = quota_value(raw) end
+  local bn = tonumber(ARGV[5])
+  if bod == nil or bn == nil or bod ~= bn - math.floor(bn * QUOTA_LEN[code] / DAY_MS) * (DAY_MS / QUOTA_LEN[code]) then
+    return fail('NOT_FOUND', NONE)
+  end
   local exp = (bn + 1) * QUOTA_LEN[code] + QUOTA_GRACE_MS
   if exp <= now then return fail('NOT_FOUND', NONE) end
-  redis.call('HSET', KEYS[2], ARGV[4], b .. ':0::' .. at .. ':' .. lmt .. ':' .. pol)
+  -- n and thr back to 0, the bucket and the last count's time kept
+  -- (quota_value); the '@' field stays.
+  redis.call('HSET', KEYS[2], ARGV[4], ms(sec * 2048 + bod))
+  local lmt, pol = quota_meta(redis.call('HGET', KEYS[2], ARGV[4] .. '@'))
+  local day = math.floor(bn * QUOTA_LEN[code] / DAY_MS)
+  local at = ms(day * DAY_MS + sec * 1000)
+  n = ms(n)
   local k, rc = counted, ''
   local risk = string.match(counted, '^__risk__:(.*)$')
   if risk then k, rc = '__risk__', risk end

@@ -1,7 +1,7 @@
 #!lua flags=no-writes
 -- policy/counters: one page of a tenant's live v0.1.26 action-quota counters
 -- (docs/protocol.md#v0126-action-governance; layout in lib/quota.lua). Reads only.
--- include: lib/ledger_util.lua lib/quota.lua
+-- include: lib/ledger_util.lua lib/quota.lua lib/quota_read.lua
 --
 -- KEYS: 1 tenant_record
 --       2 counter_index    the tenant's counter index (<prefix>qidx)
@@ -42,24 +42,28 @@ end
 -- field order, as {field position, item}.
 local function day_items(k)
   local h = hgetall(k)
+  local day = tonumber(string.match(k, 'qd:(%d+)$') or '')
   local names = {}
   for f in pairs(h) do
-    if f ~= '_' then names[#names + 1] = f end
+    -- '_' (the expiry) and the counters' '@' fields are not counters.
+    if f ~= '_' and string.byte(f, -1) ~= 64 then names[#names + 1] = f end
   end
   table.sort(names)
   local out = {}
   for j, f in ipairs(names) do
     local sc, counted, code = string.match(f, '^(.*)|([^|]*)|(%a)$')
-    local b, n, _, at, lmt, pol = quota_field_parse(h[f])
-    if sc and b and QUOTA_LEN[code] then
-      local bn = tonumber(b)
+    local bod, n, _, sec = quota_value(h[f])
+    if sc and bod and day and QUOTA_LEN[code] then
+      local bn = day * (DAY_MS / QUOTA_LEN[code]) + bod
       local exp = (bn + 1) * QUOTA_LEN[code] + QUOTA_GRACE_MS
       local k_, rc = counted, ''
       local risk = string.match(counted, '^__risk__:(.*)$')
       if risk then k_, rc = '__risk__', risk end
       local w = POLICY_WNAME[code]
+      n = ms(n)
       if exp > now and wanted(sc, k_, w, nil, n) then
-        out[#out + 1] = {j, {sc, k_, rc, w, quota_wkey(code, bn), n, lmt, pol, ms(exp), at}}
+        local lmt, pol = quota_meta(h[f .. '@'])
+        out[#out + 1] = {j, {sc, k_, rc, w, quota_wkey(code, bn), n, lmt, pol, ms(exp), ms(day * DAY_MS + sec * 1000)}}
       end
     end
   end

@@ -8,7 +8,9 @@
 //   - every ACTIVE reservation is in the deadline index, scored exactly
 //     expires_at + grace_ms, and every index entry is an ACTIVE record;
 //   - per budget, the estimates of the ACTIVE reservations that hold it sum
-//     to its reserved.
+//     to its reserved;
+//   - every reservation record holds only fields keys.ReservationLayout
+//     lists (the layout's one definition).
 package ledgertest
 
 import (
@@ -332,6 +334,11 @@ func Violations(ctx context.Context, c redis.UniversalClient, tenant string) []s
 			continue
 		}
 		id := strings.TrimPrefix(k, prefix+"r:")
+		for f := range r {
+			if !keys.IsReservationField(f) {
+				fail("reservation %s holds field %q, which keys.ReservationLayout does not list", id, f)
+			}
+		}
 		if r["state"] != "ACTIVE" {
 			continue
 		}

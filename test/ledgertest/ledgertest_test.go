@@ -22,7 +22,7 @@ func TestViolationsCatchEachInvariant(t *testing.T) {
 		tk := keys.Tenant(tenant)
 		path := "tenant:" + tenant
 		ledgertest.SeedBudget(t, c, tenant, ledgertest.Budget{Scope: path, Unit: "TOKENS", Allocated: 1000, Reserved: 100})
-		c.HSet(ctx, tk.Reservation("r1"), "id", "r1", "state", "ACTIVE", "unit", "TOKENS", "estimate", "100",
+		c.HSet(ctx, tk.Reservation("r1"), "state", "ACTIVE", "unit", "TOKENS", "estimate", "100",
 			"budgeted", `["`+path+`"]`, "expires_at", "5000", "grace_ms", "100")
 		c.ZAdd(ctx, tk.Deadlines(), redis.Z{Score: 5100, Member: "r1"})
 		return tenant, tk, path
@@ -45,6 +45,8 @@ func TestViolationsCatchEachInvariant(t *testing.T) {
 		{"ACTIVE not indexed", func(tk keys.Tenant, path string) { c.ZRem(ctx, tk.Deadlines(), "r1") }, "not in the deadline index"},
 		{"wrong deadline score", func(tk keys.Tenant, path string) { c.ZAdd(ctx, tk.Deadlines(), redis.Z{Score: 5000, Member: "r1"}) }, "deadline score"},
 		{"index entry without ACTIVE record", func(tk keys.Tenant, path string) { c.ZAdd(ctx, tk.Deadlines(), redis.Z{Score: 1, Member: "ghost"}) }, "not an ACTIVE reservation"},
+		{"a field the layout does not list", func(tk keys.Tenant, path string) { c.HSet(ctx, tk.Reservation("r1"), "id", "r1") },
+			`holds field "id"`},
 		{"estimates do not sum to reserved", func(tk keys.Tenant, path string) { c.HSet(ctx, tk.Reservation("r1"), "estimate", "99") }, "sum of ACTIVE estimates"},
 	}
 	for _, tc := range cases {

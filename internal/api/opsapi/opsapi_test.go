@@ -28,7 +28,7 @@ func seed(t *testing.T, c *redis.Client, tenant string, n int) {
 		"reserved", strconv.Itoa(10*n), "remaining", strconv.Itoa(1000-10*n), "spent", "0", "debt", "0")
 	for i := 0; i < n; i++ {
 		id := "r" + strconv.Itoa(i)
-		c.HSet(ctx, k.Reservation(id), "id", id, "tenant", tenant, "state", "ACTIVE", "unit", "TOKENS",
+		c.HSet(ctx, k.Reservation(id), "state", "ACTIVE", "unit", "TOKENS",
 			"estimate", "10", "scope_path", scope, "budgeted", `["`+scope+`"]`, "created_at", strconv.FormatInt(now-9000, 10),
 			"expires_at", strconv.FormatInt(now-6000, 10), "grace_ms", "1000", "ext_count", "0")
 		c.ZAdd(ctx, k.Deadlines(), redis.Z{Score: float64(now - 5000), Member: id})
