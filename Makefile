@@ -211,7 +211,7 @@ bench: deps ## Load-test cyclesd over gRPC (1-200 clients, ceiling, backlog; ~3 
 	bin/cycles-bench -cyclesd bin/cyclesd -out $(BENCH_OUT)/latest.json $(BENCH_FLAGS)
 
 .PHONY: bench-check
-bench-check: deps ## Three bench runs (~9 min); fail if a headline median is >25% worse than bench/baseline.json
+bench-check: deps ## Three bench runs (~9 min); fail if a headline median is >25% worse than bench/baseline.json (and say how the baseline was taken differently)
 	$(GO) build -o bin/ ./cmd/cyclesd ./cmd/cycles-bench
 	@mkdir -p $(BENCH_OUT)
 	for i in 1 2 3; do bin/cycles-bench -q -cyclesd bin/cyclesd -out $(BENCH_OUT)/check-$$i.json $(BENCH_FLAGS) > $(BENCH_OUT)/check-$$i.txt || { cat $(BENCH_OUT)/check-$$i.txt; exit 1; }; done
@@ -224,9 +224,19 @@ bench-cost: deps ## Instructions Redis executes per reserve/commit/release scrip
 	bin/cycles-bench scriptcost $(BENCH_FLAGS)
 
 .PHONY: bench-archive
-bench-archive: deps ## The PostgreSQL archive under load (catch-up rate, lag p99 at 3,000 settles/s, Redis used_memory plateau with a 60 s hot window; ~5 min); prints the figures
+bench-archive: deps ## The PostgreSQL archive under load, settles over gRPC (catch-up rate, lag p99 at an offered 3,000 settles/s, Redis used_memory plateau with a 60 s hot window; ~5 min); prints the figures
 	$(GO) build -o bin/ ./cmd/cyclesd ./cmd/cycles-bench
 	bin/cycles-bench archive -cyclesd bin/cyclesd -out $(BENCH_OUT)/archive.json $(BENCH_FLAGS)
+
+.PHONY: bench-archive-lag
+bench-archive-lag: deps ## Issue 22's lag at 3,000 settles/s: settles produced in-process by the ledger scripts (not over gRPC) over 16 tenants, cyclesd only archiving (~2 min) = bin/cycles-bench archive -load ledger -phases drain,lag -lag-rate 3000 -lag-for 60s
+	$(GO) build -o bin/ ./cmd/cyclesd ./cmd/cycles-bench
+	bin/cycles-bench archive -cyclesd bin/cyclesd -load ledger -phases drain,lag -lag-rate 3000 -lag-for 60s -out $(BENCH_OUT)/archive-ledger.json $(BENCH_FLAGS)
+
+.PHONY: bench-gogc
+bench-gogc: deps ## cyclesd CPU per reserve at 50 clients, GOGC=100 vs 400, interleaved over 3 rounds (~1 min) = bin/cycles-bench gogc -values 100,400 -rounds 3
+	$(GO) build -o bin/ ./cmd/cyclesd ./cmd/cycles-bench
+	bin/cycles-bench gogc -cyclesd bin/cyclesd -values 100,400 -rounds 3 -out $(BENCH_OUT)/gogc.json $(BENCH_FLAGS)
 
 .PHONY: bench-go
 bench-go: deps ## Run the Go benchmarks (go test -bench)

@@ -48,6 +48,10 @@ type Config struct {
 	// cyclesd itself (then CPU time per process is reported).
 	StartedProcesses bool     `json:"started_processes"`
 	ServerArgs       []string `json:"server_args,omitempty"`
+	// ServerGOGC is the GOGC the started cyclesd ran with ("100" when
+	// nothing set it: Go's default, which cyclesd keeps). Empty in results
+	// older than the field, whose cyclesd may have set GOGC=400 itself.
+	ServerGOGC string `json:"server_gogc,omitempty"`
 }
 
 // Latency is a latency distribution in milliseconds.

@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -21,7 +18,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cyclesgo/cycles-go/bench"
+	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/store/redisinfo"
 	"github.com/cyclesgo/cycles-go/test/pgtest"
@@ -37,6 +36,11 @@ type ArchiveResult struct {
 	LoadAvgStart string  `json:"loadavg_start"`
 	LoadAvgEnd   string  `json:"loadavg_end"`
 	HotWindowS   float64 `json:"hot_window_s"`
+	// Load is how the settles are produced (archiveLoads): over cyclesd's
+	// gRPC API, or in process by the ledger scripts; Tenants how many
+	// tenants they are spread over.
+	Load    string `json:"load"`
+	Tenants int    `json:"tenants"`
 
 	// Drain: DrainBacklog reservations settle while PostgreSQL is down,
 	// then it is restarted and the backlog is timed from the first batch
@@ -60,6 +64,13 @@ type ArchiveResult struct {
 	LagP99Ms    int64   `json:"lag_p99_ms"`
 	LagMaxMs    int64   `json:"lag_max_ms"`
 	LagErrors   int64   `json:"lag_errors"`
+	// LagMeasure says what the lag figures are; the cores are each
+	// process's CPU over the lag window (1.0 = one core busy): cyclesd's is
+	// the archiver's (plus the idle server) when the load is in process.
+	LagMeasure      string  `json:"lag_measure"`
+	LagCyclesdCPU   float64 `json:"lag_cyclesd_cores"`
+	LagRedisCPU     float64 `json:"lag_redis_cores"`
+	LagGeneratorCPU float64 `json:"lag_generator_cores"`
 
 	// Plateau: reserve+commit paced at PlateauTarget for PlateauWindowS;
 	// Redis used_memory (less client buffers) sampled over time.
@@ -103,6 +114,8 @@ func archiveMain(ctx context.Context, args []string) error {
 	plateauFor := fs.Duration("plateau-for", 3*time.Minute, "length of the plateau phase (at least 3 hot windows to see the level)")
 	hot := fs.Duration("hot-retention", 60*time.Second, "cyclesd -hot-retention")
 	workers := fs.Int("workers", 64, "concurrent reserve+commit loops")
+	load := fs.String("load", "grpc", "how settles are produced: grpc (reserve+commit through cyclesd's gRPC API) or ledger (in this process by internal/ledger's scripts against the same Redis, no transport; cyclesd only archives)")
+	tenants := fs.Int("tenants", 16, "with -load ledger: tenants the settles are spread over (shared budgets in each)")
 	out := fs.String("out", "bench/results/archive.json", "result file")
 	bin := fs.String("cyclesd", "", "cyclesd binary (default: bin/cyclesd, else go build)")
 	profile := fs.String("profile-out", "", "CPU-profile cyclesd (serve mode) during the drain into this file")
@@ -111,9 +124,14 @@ func archiveMain(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	b := &runner{log: os.Stderr, runID: newRunID()}
-	if *quiet {
-		b.log = io.Discard
+	if _, ok := archiveLoads[*load]; !ok {
+		return fmt.Errorf("-load: %q is not grpc or ledger", *load)
+	}
+	if *load == "grpc" {
+		*tenants = 1 // one tenant per phase, as the gRPC load always did
+	}
+	if *tenants < 1 || *tenants > *workers {
+		return fmt.Errorf("-tenants: %d is not between 1 and -workers (%d)", *tenants, *workers)
 	}
 	pgDir, err := os.MkdirTemp("", "cycles-bench-pg-")
 	if err != nil {
@@ -133,20 +151,28 @@ func archiveMain(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	b.cfg = &config{adminKey: defaultAdminKey, cyclesdBin: *bin, allocated: 1 << 50,
+	cfg := &config{adminKey: defaultAdminKey, cyclesdBin: *bin, allocated: 1 << 50,
 		serverArgs: []string{"-archive-dsn", dsn, "-hot-retention", hot.String()}}
 	if *profile != "" {
-		b.cfg.profileCell = "archive/drain"
+		cfg.profileCell = "archive/drain"
 	}
-	cleanup, err := b.setup(ctx)
+	b, cleanup, err := startTool(ctx, cfg, *quiet)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	a := &archiveRun{runner: b, pg: pg, dsn: dsn, workers: *workers,
+	a := &archiveRun{runner: b, pg: pg, dsn: dsn, workers: *workers, tenants: *tenants,
 		rc: redis.NewClient(&redis.Options{Addr: b.cfg.redisAddr, PoolSize: 4})}
 	defer a.rc.Close()
-	res := &ArchiveResult{CPUs: runtime.NumCPU(), LoadAvgStart: loadAvg(), HotWindowS: hot.Seconds()}
+	if *load == "ledger" {
+		lc := redis.NewClient(&redis.Options{Addr: b.cfg.redisAddr, PoolSize: *workers})
+		defer lc.Close()
+		if a.led, err = inProcessLedger(ctx, lc); err != nil {
+			return err
+		}
+	}
+	res := &ArchiveResult{CPUs: runtime.NumCPU(), LoadAvgStart: loadAvg(), HotWindowS: hot.Seconds(),
+		Load: *load + ": " + archiveLoads[*load], Tenants: *tenants}
 	for _, ph := range strings.Split(*phases, ",") {
 		switch strings.TrimSpace(ph) {
 		case "drain":
@@ -163,14 +189,9 @@ func archiveMain(ctx context.Context, args []string) error {
 		}
 	}
 	res.LoadAvgEnd = loadAvg()
-	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+	if err := saveResult(*out, res); err != nil {
 		return err
 	}
-	raw, _ := json.MarshalIndent(res, "", "  ")
-	if err := os.WriteFile(*out, append(raw, '\n'), 0o644); err != nil {
-		return err
-	}
-	fmt.Println(string(raw))
 	for _, l := range res.Ledger {
 		if l.Mismatches > 0 {
 			return fmt.Errorf("ledger mismatches in %s: %v", l.Group, l.Details)
@@ -212,32 +233,123 @@ type archiveRun struct {
 	pg      *pgtest.Server
 	dsn     string
 	workers int
+	tenants int
 	rc      *redis.Client
+	// led settles in process (-load ledger); nil: over gRPC.
+	led *ledger.Ledger
 }
 
-// queue is the archive queue of g's tenant: its length and the age of its
-// oldest entry on Redis TIME (0 when empty).
-func (a *archiveRun) queue(ctx context.Context, g *group) (n int64, lag time.Duration, err error) {
-	q := keys.Tenant(g.tenant).ArchiveQueue()
+// archiveLoads are the ways `cycles-bench archive` produces settles, as the
+// result names them. The archiver's work is the same either way: it sees
+// only the tenants' archive queues the settling scripts fill.
+var archiveLoads = map[string]string{
+	"grpc":   "reserve+commit through cyclesd's gRPC API",
+	"ledger": "settles produced in-process by the ledger scripts (internal/ledger), not over gRPC; cyclesd only archives",
+}
+
+// inProcessLedger is a ledger on c running the same scripts as cyclesd, the
+// same way (Functions on Redis 7, pipelined), with the archive on as
+// cyclesd's -archive-dsn has it: settled records go to the archive queues.
+func inProcessLedger(ctx context.Context, c *redis.Client) (*ledger.Ledger, error) {
+	var opts []script.Option
+	if redisMajor(ctx, c) >= 7 {
+		opts = append(opts, script.WithFunctions())
+	}
+	exec, err := script.New(c, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := exec.Load(ctx); err != nil {
+		return nil, err
+	}
+	return ledger.New(exec, ledger.Options{Archive: true}), nil
+}
+
+// phaseGroups provisions a phase's tenants: over gRPC one group of every
+// worker; in process a.tenants groups with no connections, whose workers'
+// calls run through a.led as their tenant's API key would (its principal).
+func (a *archiveRun) phaseGroups(ctx context.Context, phase string) ([]*group, error) {
+	name := fmt.Sprintf("bench-%s-archive-%s", a.runID, phase)
+	if a.led == nil {
+		g, err := a.newGroupNamed(ctx, name, "shared", a.workers)
+		if err != nil {
+			return nil, err
+		}
+		return []*group{g}, nil
+	}
+	per := (a.workers + a.tenants - 1) / a.tenants
+	gs := make([]*group, a.tenants)
+	err := forEach(a.tenants, 4, func(i int) error {
+		g := &group{b: a.runner, shape: "shared", clients: per, tenant: fmt.Sprintf("%s-%d", name, i), led: a.led}
+		if _, err := a.provisionTenant(ctx, g.tenant); err != nil {
+			return err
+		}
+		if err := a.createBudgets(ctx, g.tenant, g.budgetPaths(0)); err != nil {
+			return err
+		}
+		pctx := auth.WithPrincipal(ctx, auth.Principal{Tenant: g.tenant, KeyID: "0000000000000001"})
+		for w := 0; w < per; w++ {
+			g.ctxs = append(g.ctxs, pctx)
+			g.workers = append(g.workers, &workerLedger{subject: g.subject(w)})
+		}
+		gs[i] = g
+		return nil
+	})
+	return gs, err
+}
+
+func closeGroups(gs []*group) {
+	for _, g := range gs {
+		g.close()
+	}
+}
+
+func tenantsOf(gs []*group) []string {
+	out := make([]string, len(gs))
+	for i, g := range gs {
+		out[i] = g.tenant
+	}
+	return out
+}
+
+// verifyGroups checks every group's ledger (GetBudget through cyclesd).
+func (a *archiveRun) verifyGroups(ctx context.Context, res *ArchiveResult, gs []*group) {
+	for _, g := range gs {
+		res.Ledger = append(res.Ledger, g.verify(ctx))
+	}
+}
+
+// queue is the archive queues of gs's tenants: their total length and the
+// age of the oldest entry of any of them on Redis TIME (0 when empty).
+func (a *archiveRun) queue(ctx context.Context, gs []*group) (n int64, lag time.Duration, err error) {
 	p := a.rc.Pipeline()
-	lenCmd := p.XLen(ctx, q)
-	first := p.XRangeN(ctx, q, "-", "+", 1)
+	lens := make([]*redis.IntCmd, len(gs))
+	firsts := make([]*redis.XMessageSliceCmd, len(gs))
+	for i, g := range gs {
+		q := keys.Tenant(g.tenant).ArchiveQueue()
+		lens[i] = p.XLen(ctx, q)
+		firsts[i] = p.XRangeN(ctx, q, "-", "+", 1)
+	}
 	now := p.Time(ctx)
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, 0, err
 	}
-	if msgs := first.Val(); len(msgs) > 0 {
-		if ms, _, ok := script.ParseStreamID(msgs[0].ID); ok {
-			lag = max(0, now.Val().Sub(time.UnixMilli(int64(ms))))
+	for i := range gs {
+		n += lens[i].Val()
+		if msgs := firsts[i].Val(); len(msgs) > 0 {
+			if ms, _, ok := script.ParseStreamID(msgs[0].ID); ok {
+				lag = max(lag, now.Val().Sub(time.UnixMilli(int64(ms))))
+			}
 		}
 	}
-	return lenCmd.Val(), lag, nil
+	return n, lag, nil
 }
 
-// settle runs reserve+commit on g's workers: n in all as fast as they go
+// settle runs reserve+commit on a.workers workers spread over gs (worker w
+// is worker w/len(gs) of group w%len(gs)): n in all as fast as they go
 // (rate 0), or paced at rate per second until stop closes. It returns the
-// settled count and the errors.
-func (a *archiveRun) settle(ctx context.Context, g *group, n int, rate float64, stop <-chan struct{}, settled *atomic.Int64) int64 {
+// errors; settled counts the settles.
+func (a *archiveRun) settle(ctx context.Context, gs []*group, n int, rate float64, stop <-chan struct{}, settled *atomic.Int64) int64 {
 	var errs atomic.Int64
 	tokens := make(chan struct{}, a.workers)
 	var left atomic.Int64
@@ -270,7 +382,7 @@ func (a *archiveRun) settle(ctx context.Context, g *group, n int, rate float64, 
 	var wg sync.WaitGroup
 	for w := 0; w < a.workers; w++ {
 		wg.Add(1)
-		go func(w int) {
+		go func(g *group, w int) {
 			defer wg.Done()
 			for {
 				if rate > 0 {
@@ -289,7 +401,7 @@ func (a *archiveRun) settle(ctx context.Context, g *group, n int, rate float64, 
 				}
 				settled.Add(1)
 			}
-		}(w)
+		}(gs[w%len(gs)], w/len(gs))
 	}
 	wg.Wait()
 	close(done)
@@ -297,20 +409,20 @@ func (a *archiveRun) settle(ctx context.Context, g *group, n int, rate float64, 
 }
 
 func (a *archiveRun) drain(ctx context.Context, res *ArchiveResult, n int, profile string, profileSecs int) error {
-	g, err := a.newGroupNamed(ctx, fmt.Sprintf("bench-%s-archive-drain", a.runID), "shared", a.workers)
+	gs, err := a.phaseGroups(ctx, "drain")
 	if err != nil {
 		return err
 	}
-	defer g.close()
-	a.logf("archive drain: PostgreSQL stopped; settling %d reservations", n)
+	defer closeGroups(gs)
+	a.logf("archive drain: PostgreSQL stopped; settling %d reservations (%s, %d tenants)", n, res.Load, len(gs))
 	a.pg.Stop()
 	var settled atomic.Int64
 	t0 := time.Now()
-	if errs := a.settle(ctx, g, n, 0, nil, &settled); errs > 0 {
+	if errs := a.settle(ctx, gs, n, 0, nil, &settled); errs > 0 {
 		a.logf("archive drain: %d reserve/commit errors", errs)
 	}
 	a.logf("archive drain: %d settled in %.1fs", settled.Load(), time.Since(t0).Seconds())
-	queued, _, err := a.queue(ctx, g)
+	queued, _, err := a.queue(ctx, gs)
 	if err != nil {
 		return err
 	}
@@ -324,7 +436,7 @@ func (a *archiveRun) drain(ctx context.Context, res *ArchiveResult, n int, profi
 	var first time.Time
 	var atFirst int64
 	for {
-		left, _, err := a.queue(ctx, g)
+		left, _, err := a.queue(ctx, gs)
 		if err != nil {
 			return err
 		}
@@ -354,24 +466,27 @@ func (a *archiveRun) drain(ctx context.Context, res *ArchiveResult, n int, profi
 	}
 	defer c.Close(ctx)
 	var rows, distinct int64
-	if err := c.QueryRow(ctx, `SELECT count(*), count(DISTINCT rid) FROM cycles_reservations WHERE tenant_id = $1`,
-		g.tenant).Scan(&rows, &distinct); err != nil {
+	if err := c.QueryRow(ctx, `SELECT count(*), count(DISTINCT (tenant_id, rid)) FROM cycles_reservations WHERE tenant_id = ANY($1)`,
+		tenantsOf(gs)).Scan(&rows, &distinct); err != nil {
 		return err
 	}
 	res.ArchivedRows, res.ArchivedDupes = rows, rows-distinct
-	res.Ledger = append(res.Ledger, g.verify(ctx))
+	a.verifyGroups(ctx, res, gs)
 	a.logf("archive drain: %d archived in %.2fs after the first batch (%.0f/s; first batch %.2fs after the restart)",
 		queued, res.DrainS, res.DrainRate, res.DrainFirstS)
 	return nil
 }
 
+// lagMeasure is what the lag phase's figures are.
+const lagMeasure = "the bench's own sampling every 250 ms (after 2 s): the age, on Redis TIME, of the oldest entry in any of the phase's tenants' archive queues (a settled reservation not yet in PostgreSQL)"
+
 func (a *archiveRun) lag(ctx context.Context, res *ArchiveResult, rate float64, d time.Duration) error {
-	g, err := a.newGroupNamed(ctx, fmt.Sprintf("bench-%s-archive-lag", a.runID), "shared", a.workers)
+	gs, err := a.phaseGroups(ctx, "lag")
 	if err != nil {
 		return err
 	}
-	defer g.close()
-	a.logf("archive lag: reserve+commit paced at %.0f/s for %s", rate, d)
+	defer closeGroups(gs)
+	a.logf("archive lag: reserve+commit paced at %.0f/s for %s (%s, %d tenants)", rate, d, res.Load, len(gs))
 	stop := make(chan struct{})
 	var settled atomic.Int64
 	var samples []time.Duration
@@ -386,37 +501,44 @@ func (a *archiveRun) lag(ctx context.Context, res *ArchiveResult, rate float64, 
 			case <-stop:
 				return
 			case <-t.C:
-				if _, lag, err := a.queue(ctx, g); err == nil && time.Now().After(warm) {
+				if _, lag, err := a.queue(ctx, gs); err == nil && time.Now().After(warm) {
 					samples = append(samples, lag)
 				}
 			}
 		}
 	}()
 	start := time.Now()
+	cpu0 := a.pids.sample()
 	time.AfterFunc(d, func() { close(stop) })
-	errs := a.settle(ctx, g, 0, rate, stop, &settled)
+	errs := a.settle(ctx, gs, 0, rate, stop, &settled)
 	elapsed := time.Since(start)
+	cpu1 := a.pids.sample()
 	<-sampled
-	res.LagTarget, res.LagWindowS, res.LagErrors = rate, round3(elapsed.Seconds()), errs
+	res.LagTarget, res.LagWindowS, res.LagErrors, res.LagMeasure = rate, round3(elapsed.Seconds()), errs, lagMeasure
 	res.LagAchieved = float64(int64(float64(settled.Load()) / elapsed.Seconds()))
+	if secs := cpu1.at.Sub(cpu0.at).Seconds(); secs > 0 {
+		res.LagCyclesdCPU = round3((cpu1.server - cpu0.server).Seconds() / secs)
+		res.LagRedisCPU = round3((cpu1.redis - cpu0.redis).Seconds() / secs)
+		res.LagGeneratorCPU = round3((cpu1.client - cpu0.client).Seconds() / secs)
+	}
 	slices.Sort(samples)
 	res.LagSamples = len(samples)
 	if len(samples) > 0 {
 		pct := func(p float64) int64 { return samples[int(p*float64(len(samples)-1))].Milliseconds() }
 		res.LagP50Ms, res.LagP99Ms, res.LagMaxMs = pct(0.50), pct(0.99), samples[len(samples)-1].Milliseconds()
 	}
-	res.Ledger = append(res.Ledger, g.verify(ctx))
-	a.logf("archive lag: %.0f settles/s achieved; lag p50 %d ms, p99 %d ms, max %d ms (%d samples)",
-		res.LagAchieved, res.LagP50Ms, res.LagP99Ms, res.LagMaxMs, res.LagSamples)
+	a.verifyGroups(ctx, res, gs)
+	a.logf("archive lag: %.0f settles/s achieved; lag p50 %d ms, p99 %d ms, max %d ms (%d samples); cores: cyclesd %.2f, redis %.2f, generator %.2f",
+		res.LagAchieved, res.LagP50Ms, res.LagP99Ms, res.LagMaxMs, res.LagSamples, res.LagCyclesdCPU, res.LagRedisCPU, res.LagGeneratorCPU)
 	return nil
 }
 
 func (a *archiveRun) plateau(ctx context.Context, res *ArchiveResult, rate float64, d, hot time.Duration) error {
-	g, err := a.newGroupNamed(ctx, fmt.Sprintf("bench-%s-archive-plateau", a.runID), "shared", a.workers)
+	gs, err := a.phaseGroups(ctx, "plateau")
 	if err != nil {
 		return err
 	}
-	defer g.close()
+	defer closeGroups(gs)
 	// Let what earlier phases left in the hot window expire first, so the
 	// baseline is what Redis holds without settled history.
 	if res.DrainBacklog > 0 || res.LagAchieved > 0 {
@@ -446,13 +568,15 @@ func (a *archiveRun) plateau(ctx context.Context, res *ArchiveResult, rate float
 				return
 			case <-t.C:
 				used, err := usedMemory(ctx, a.rc)
-				queued, _, qerr := a.queue(ctx, g)
+				queued, _, qerr := a.queue(ctx, gs)
 				if err != nil || qerr != nil {
 					continue
 				}
 				s := MemorySample{AtS: round3(time.Since(start).Seconds()), Used: used, Settled: settled.Load(), Queued: queued}
 				s.Keys, s.Expired = a.keyCounts(ctx)
-				s.Indexed = a.rc.ZCard(ctx, keys.Tenant(g.tenant).Created()).Val()
+				for _, g := range gs {
+					s.Indexed += a.rc.ZCard(ctx, keys.Tenant(g.tenant).Created()).Val()
+				}
 				res.Memory = append(res.Memory, s)
 				a.logf("  t=%5.0fs used_memory %7.2f MB (+%6.2f MB)  settled %7d  queued %5d  keys %7d  expired %7d  index %7d", s.AtS,
 					float64(used)/1e6, float64(used-base)/1e6, s.Settled, s.Queued, s.Keys, s.Expired, s.Indexed)
@@ -460,7 +584,7 @@ func (a *archiveRun) plateau(ctx context.Context, res *ArchiveResult, rate float
 		}
 	}()
 	time.AfterFunc(d, func() { close(stop) })
-	errs := a.settle(ctx, g, 0, rate, stop, &settled)
+	errs := a.settle(ctx, gs, 0, rate, stop, &settled)
 	elapsed := time.Since(start)
 	<-sampled
 	if errs > 0 {
@@ -487,7 +611,7 @@ func (a *archiveRun) plateau(ctx context.Context, res *ArchiveResult, rate float
 		res.KeptBytesPerSettled = round3(slope / res.PlateauAchieved)
 		res.WindowGBAt1000 = round3(res.WindowBytesPerSettled * 1000 * 86400 / 1e9)
 	}
-	res.Ledger = append(res.Ledger, g.verify(ctx))
+	a.verifyGroups(ctx, res, gs)
 	a.logf("archive plateau: the window holds %.2f MB (%.0f B per settled reservation in it: %.1f GB at 1,000/s with a 24 h window); still growing %.0f B/s (%.0f B per settled reservation kept past the window)",
 		(float64(res.PlateauLevel)-float64(base))/1e6, res.WindowBytesPerSettled, res.WindowGBAt1000, res.PlateauGrowth, res.KeptBytesPerSettled)
 	return nil

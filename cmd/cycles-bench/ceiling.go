@@ -2,74 +2,51 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/cyclesgo/cycles-go/bench"
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/auth"
-	"github.com/cyclesgo/cycles-go/internal/eventctx"
-	"github.com/cyclesgo/cycles-go/internal/keys"
-	"github.com/cyclesgo/cycles-go/internal/scope"
+	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/store/redisinfo"
 )
 
 const ceilingScript = "ledger/reserve"
 
-// ceilingDef is the ledger's Def of ceilingScript (internal/ledger, linked in
-// by scriptcost, defines it before this package initializes).
-var ceilingDef = func() *script.Def {
-	d, ok := script.Lookup(ceilingScript)
-	if !ok {
-		panic(ceilingScript + " is not defined")
-	}
-	return d
-}()
-
 // ceilingCaller runs the ledger's reserve script straight through
-// internal/script with exactly the KEYS and ARGV internal/ledger builds for a live
-// reserve of the shared shape (same tenant layout, three budgeted scopes,
-// same JSON arguments), so the only difference from the service is
-// everything in front of Redis: gRPC, auth, validation, hashing, decoding.
+// internal/script with the typed KEYS and ARGV internal/ledger builds for a
+// live reserve of the shared shape (ledger.ReserveCall: the same derivation,
+// JSON arguments and event context), so the only difference from the
+// service is everything in front of Redis: gRPC, auth, validation, hashing,
+// decoding. The calls are prepared once per (ttl, grace) the tool uses (the
+// live reserve, the backlog's); only the reservation id and idempotency key
+// change per call.
 type ceilingCaller struct {
-	exec     *script.Executor
-	tenant   keys.Tenant
-	affected string
-	path     string
-	budgets  []string
-	subj     string
-	action   string
-	ctx      context.Context
+	exec  *script.Executor
+	calls map[[2]int]*ledger.ReserveCall // read-only once built
 }
 
 func newCeilingCaller(ctx context.Context, exec *script.Executor, tenant string) (*ceilingCaller, error) {
-	subj := &cyclesv1.Subject{Tenant: tenant, Workspace: "bench", Agent: "shared"}
-	d, err := scope.Derive(tenant, subj)
-	if err != nil {
-		return nil, err
-	}
-	aff, _ := json.Marshal(d.Affected)
-	out := protojson.MarshalOptions{UseProtoNames: true}
-	sj, err := out.Marshal(subj)
-	if err != nil {
-		return nil, err
-	}
-	aj, err := out.Marshal(&cyclesv1.Action{Kind: "llm.completion", Name: "bench-model"})
-	if err != nil {
-		return nil, err
-	}
-	t := keys.Tenant(tenant)
-	c := &ceilingCaller{exec: exec, tenant: t, affected: string(aff), path: d.Path, subj: string(sj), action: string(aj),
-		// The event context of an API-key caller, as the service builds it.
-		ctx: auth.WithPrincipal(ctx, auth.Principal{Tenant: tenant, KeyID: "0000000000000001"})}
-	for _, s := range d.Affected {
-		c.budgets = append(c.budgets, t.Budget(s, "TOKENS"))
+	led := ledger.New(exec, ledger.Options{})
+	// The event context of an API-key caller, as the service builds it.
+	lctx := auth.WithPrincipal(ctx, auth.Principal{Tenant: tenant, KeyID: "0000000000000001"})
+	c := &ceilingCaller{exec: exec, calls: map[[2]int]*ledger.ReserveCall{}}
+	for _, tg := range [][2]int{{ttlMs, 5000}, {backlogTTL, 0}} {
+		rc, err := led.NewReserveCall(lctx, tenant, &cyclesv1.CreateReservationRequest{
+			IdempotencyKey: "ceiling", Subject: &cyclesv1.Subject{Tenant: tenant, Workspace: "bench", Agent: "shared"},
+			Action:   &cyclesv1.Action{Kind: "llm.completion", Name: "bench-model"},
+			Estimate: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: estimate},
+			TtlMs:    ptr(int64(tg[0])), GracePeriodMs: ptr(int64(tg[1])),
+		})
+		if err != nil {
+			return nil, err
+		}
+		c.calls[tg] = rc
 	}
 	return c, nil
 }
@@ -82,18 +59,11 @@ func (c *ceilingCaller) reserve(ctx context.Context, w int, n int64) error {
 // reserveTTL runs one live reserve with reservation id (and idempotency key)
 // id, ttl and grace.
 func (c *ceilingCaller) reserveTTL(ctx context.Context, id string, ttl, grace int) error {
-	t := c.tenant
-	ks := append([]string{
-		t.Prefix(), t.Record(), t.Budgets(), t.Reservation(id), t.Deadlines(), t.Created(),
-		t.Expires(), t.Idempotency("reserve", id), t.Events(),
-	}, c.budgets...)
-	_, err := c.exec.RunFlat(ctx, ceilingDef, ks,
-		"live", id, "TOKENS", strconv.Itoa(estimate), strconv.Itoa(ttl), strconv.Itoa(grace), "", id,
-		// The payload hash: any string of internal/idempotency's length (the
-		// script only compares it).
-		"n4bQgYhMfWWaL-qgxVrQFa",
-		c.path, c.affected, c.subj, c.action, "", eventctx.Arg(c.ctx, 0))
-	return err
+	rc := c.calls[[2]int{ttl, grace}]
+	if rc == nil {
+		return fmt.Errorf("ceiling: no prepared reserve with ttl %d ms, grace %d ms", ttl, grace)
+	}
+	return rc.Run(ctx, c.exec, id)
 }
 
 // redisMajor is the major version of the Redis at c (0 if unknown).

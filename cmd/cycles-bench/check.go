@@ -40,6 +40,14 @@ func checkMain(args []string) error {
 	cmp, ok := bench.Compare(base, med, *maxReg)
 	fmt.Printf("bench-check: median of %d runs vs %s (baseline commit %s, %s)\n\n", fs.NArg(), *baseline, base.Commit, base.StartedAt)
 	bench.WriteComparison(os.Stdout, cmp, med.Failed, *maxReg)
+	if drift := bench.Drift(base, med); len(drift) > 0 {
+		// Not a failure: the figures decide. But a regression (or a pass)
+		// against a baseline taken another way means little.
+		fmt.Printf("\nthe baseline was taken differently from these runs (refresh it: cycles-bench median -o %s <three runs>):\n", *baseline)
+		for _, d := range drift {
+			fmt.Println("  " + d)
+		}
+	}
 	if !ok {
 		return fmt.Errorf("bench-check failed: a headline figure regressed more than %.0f%% or a run failed", 100**maxReg)
 	}

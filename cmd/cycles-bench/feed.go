@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,11 +79,7 @@ func feedMain(ctx context.Context, args []string) error {
 	if *profile != "" {
 		cfg.profileCell = "feed/replay"
 	}
-	b := &runner{cfg: cfg, log: os.Stderr, runID: newRunID()}
-	if *quiet {
-		b.log = io.Discard
-	}
-	cleanup, err := b.setup(ctx)
+	b, cleanup, err := startTool(ctx, cfg, *quiet)
 	if err != nil {
 		return err
 	}
@@ -94,14 +88,9 @@ func feedMain(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+	if err := saveResult(*out, res); err != nil {
 		return err
 	}
-	raw, _ := json.MarshalIndent(res, "", "  ")
-	if err := os.WriteFile(*out, append(raw, '\n'), 0o644); err != nil {
-		return err
-	}
-	fmt.Println(string(raw))
 	if res.Duplicates > 0 || res.Delivered != int64(res.Expirations) {
 		return fmt.Errorf("delivered %d of %d expirations, %d twice", res.Delivered, res.Expirations, res.Duplicates)
 	}

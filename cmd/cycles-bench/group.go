@@ -13,6 +13,7 @@ import (
 	"github.com/cyclesgo/cycles-go/bench"
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/ledger"
 )
 
 // Workload constants: every reservation holds estimate and commits actual,
@@ -38,6 +39,10 @@ type group struct {
 	ctxs    []context.Context // per worker: API key metadata
 	cj      *connectReserver  // the connect op's client (nil without an HTTP listener)
 	workers []*workerLedger
+	// led, when set, settles in process through internal/ledger (the same
+	// scripts, no transport: cycles-bench archive -load ledger) instead of
+	// over gRPC; ctxs then carry the tenant's principal.
+	led *ledger.Ledger
 }
 
 // workerLedger is what one worker's successful calls imply for its budgets.
@@ -148,6 +153,22 @@ func (g *group) close() {
 
 func (g *group) runtime(w int) cyclesv1.RuntimeServiceClient { return g.rt[w%len(g.rt)] }
 
+// createReservation and commitReservation send one call of worker w over
+// gRPC, or run it in process when the group has a ledger.
+func (g *group) createReservation(ctx context.Context, w int, req *cyclesv1.CreateReservationRequest) (*cyclesv1.CreateReservationResponse, error) {
+	if g.led != nil {
+		return g.led.Reserve(ctx, g.tenant, req)
+	}
+	return g.runtime(w).CreateReservation(ctx, req)
+}
+
+func (g *group) commitReservation(ctx context.Context, w int, req *cyclesv1.CommitReservationRequest) (*cyclesv1.CommitReservationResponse, error) {
+	if g.led != nil {
+		return g.led.Commit(ctx, g.tenant, req)
+	}
+	return g.runtime(w).CommitReservation(ctx, req)
+}
+
 func (g *group) reserveReq(w int) *cyclesv1.CreateReservationRequest {
 	wl := g.workers[w]
 	return &cyclesv1.CreateReservationRequest{
@@ -170,7 +191,7 @@ func (g *group) reserve(ctx context.Context, w int, keep bool) (string, error) {
 	req := g.reserveReq(w)
 	cctx, cancel := g.call(w)
 	defer cancel()
-	res, err := g.runtime(w).CreateReservation(cctx, req)
+	res, err := g.createReservation(cctx, w, req)
 	wl := g.workers[w]
 	if err != nil {
 		if ambiguous(err) {
@@ -194,7 +215,7 @@ func (g *group) commit(ctx context.Context, w int, id string) error {
 	}
 	cctx, cancel := g.call(w)
 	defer cancel()
-	res, err := g.runtime(w).CommitReservation(cctx, req)
+	res, err := g.commitReservation(cctx, w, req)
 	if err != nil {
 		if ambiguous(err) {
 			wl.pending = append(wl.pending, pendingCall{commit: req})
@@ -302,13 +323,13 @@ func (g *group) reconcile(ctx context.Context) (int, []string) {
 					cctx, cancel := g.call(w)
 					switch {
 					case p.reserve != nil:
-						_, err = g.runtime(w).CreateReservation(cctx, p.reserve)
+						_, err = g.createReservation(cctx, w, p.reserve)
 						if err == nil {
 							wl.reserved += estimate
 						}
 					case p.commit != nil:
 						var res *cyclesv1.CommitReservationResponse
-						res, err = g.runtime(w).CommitReservation(cctx, p.commit)
+						res, err = g.commitReservation(cctx, w, p.commit)
 						if err == nil {
 							wl.reserved -= estimate
 							wl.spent += res.GetCharged().GetAmount()

@@ -7,6 +7,7 @@
 //	cycles-bench feed [flags]                 the all-tenant event feed: one subscriber, an expiry backlog over many tenants, idle cost
 //	cycles-bench scriptcost [flags]           instructions Redis executes per script call (redis-server under callgrind)
 //	cycles-bench archive [flags]              the PostgreSQL archive: catch-up rate, lag under load, Redis memory plateau
+//	cycles-bench gogc [flags]                 cyclesd CPU per reserve under several GOGC values, interleaved in one run
 //
 // A run starts its own redis-server and cyclesd (or targets given addresses),
 // provisions tenants, API keys and budgets through the AdminService, and
@@ -40,7 +41,7 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	cmd := "run"
-	if len(args) > 0 && (args[0] == "run" || args[0] == "check" || args[0] == "median" || args[0] == "serve" || args[0] == "feed" || args[0] == "scriptcost" || args[0] == "archive") {
+	if len(args) > 0 && (args[0] == "run" || args[0] == "check" || args[0] == "median" || args[0] == "serve" || args[0] == "feed" || args[0] == "scriptcost" || args[0] == "archive" || args[0] == "gogc") {
 		cmd, args = args[0], args[1:]
 	}
 	var err error
@@ -59,6 +60,8 @@ func run(args []string) error {
 		err = scriptcostMain(ctx, args)
 	case "archive":
 		err = archiveMain(ctx, args)
+	case "gogc":
+		err = gogcMain(ctx, args)
 	}
 	return err
 }

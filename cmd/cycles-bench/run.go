@@ -381,6 +381,7 @@ func (b *runner) run(ctx context.Context) (*bench.Result, error) {
 			RateAlgorithm:    rateAlgorithm.String(),
 			StartedProcesses: b.pids.server > 0,
 			ServerArgs:       redactArgs(append(append([]string(nil), cfg.serverArgs...), cfg.serverEnv...)),
+			ServerGOGC:       b.serverGOGC(),
 		},
 	}
 	policy := "bench-" + b.runID
@@ -555,6 +556,26 @@ func (b *runner) startProfile(op, shape string, clients int) func() error {
 		}
 		return err2
 	}
+}
+
+// serverGOGC is the GOGC of the cyclesd the run started: the last GOGC in
+// -server-env, else this process's environment (which the child inherits),
+// else Go's default that cyclesd keeps. Empty when the run targets a
+// cyclesd it did not start.
+func (b *runner) serverGOGC() string {
+	if b.pids.server == 0 {
+		return ""
+	}
+	v := os.Getenv("GOGC")
+	for _, e := range b.cfg.serverEnv {
+		if g, ok := strings.CutPrefix(e, "GOGC="); ok {
+			v = g
+		}
+	}
+	if v == "" {
+		v = "100"
+	}
+	return v
 }
 
 // redactArgs hides the admin key in the server arguments kept in a result.

@@ -16,39 +16,15 @@ import (
 // effective tenant: docs/protocol.md#reserve. A live budget refusal is an error; a
 // dry-run refusal is a DENY response.
 func (l *Ledger) Reserve(ctx context.Context, tenant string, req *cyclesv1.CreateReservationRequest) (*cyclesv1.CreateReservationResponse, error) {
-	d, err := l.newCreating(tenant, req)
+	op := "reserve"
+	if req.GetDryRun() {
+		op = "dry_run"
+	}
+	ks, args, err := l.reserveCall(ctx, tenant, req, func() string { return reservationID(tenant, l.newID()) })
 	if err != nil {
 		return nil, err
 	}
-	subj := d.subject
-	if subj == keys.ImpliedSubject(d.Path) {
-		// The scope path says it all: the record leaves the subject out
-		// (docs/design.md#reservation-records).
-		subj = ""
-	}
-	mode, op := "live", "reserve"
-	if req.GetDryRun() {
-		mode, op = "dry", "dry_run"
-	}
-	ttl := ""
-	if req.TtlMs != nil {
-		ttl = strconv.FormatInt(req.GetTtlMs(), 10)
-	}
-	grace := int64(DefaultGraceMs)
-	if req.GracePeriodMs != nil {
-		grace = req.GetGracePeriodMs()
-	}
-	rid := reservationID(tenant, l.newID())
-	t := keys.Tenant(tenant)
-	ks := reserveKeys{
-		t.Prefix(), t.Record(), t.Budgets(), t.Reservation(rid), t.Deadlines(), t.Created(),
-		t.Expires(), t.Idempotency("reserve", req.GetIdempotencyKey()), t.Events(), d.budgetKeys,
-	}
-	rep, err := runFlat(ctx, l, scriptReserve, replyReserve, ks, reserveArgs{
-		mode, rid, d.unit, req.GetEstimate().GetAmount(), ttl,
-		grace, d.overage, req.GetIdempotencyKey(),
-		d.hash, d.Path, d.affected, subj, d.action, d.metadata, l.eventContext(ctx), d.observe,
-		d.kind, d.risk, d.runID, d.policyKeys})
+	rep, err := runFlat(ctx, l, scriptReserve, replyReserve, ks, args)
 	if err != nil {
 		return nil, l.refused(ctx, op, err)
 	}
@@ -74,6 +50,45 @@ func (l *Ledger) Reserve(ctx context.Context, tenant string, req *cyclesv1.Creat
 		l.m.created.Add(ctx, 1, attribute.String("decision", rep.Decision))
 	}
 	return resp, nil
+}
+
+// reserveCall is the reserve script's KEYS and ARGV for req, worked out
+// here only (Reserve, and ReserveCall for tools); newRID names the
+// reservation once the request is known to be valid.
+func (l *Ledger) reserveCall(ctx context.Context, tenant string, req *cyclesv1.CreateReservationRequest, newRID func() string) (reserveKeys, reserveArgs, error) {
+	d, err := l.newCreating(tenant, req)
+	if err != nil {
+		return reserveKeys{}, reserveArgs{}, err
+	}
+	rid := newRID()
+	subj := d.subject
+	if subj == keys.ImpliedSubject(d.Path) {
+		// The scope path says it all: the record leaves the subject out
+		// (docs/design.md#reservation-records).
+		subj = ""
+	}
+	mode := "live"
+	if req.GetDryRun() {
+		mode = "dry"
+	}
+	ttl := ""
+	if req.TtlMs != nil {
+		ttl = strconv.FormatInt(req.GetTtlMs(), 10)
+	}
+	grace := int64(DefaultGraceMs)
+	if req.GracePeriodMs != nil {
+		grace = req.GetGracePeriodMs()
+	}
+	t := keys.Tenant(tenant)
+	ks := reserveKeys{
+		t.Prefix(), t.Record(), t.Budgets(), t.Reservation(rid), t.Deadlines(), t.Created(),
+		t.Expires(), t.Idempotency("reserve", req.GetIdempotencyKey()), t.Events(), d.budgetKeys,
+	}
+	return ks, reserveArgs{
+		mode, rid, d.unit, req.GetEstimate().GetAmount(), ttl,
+		grace, d.overage, req.GetIdempotencyKey(),
+		d.hash, d.Path, d.affected, subj, d.action, d.metadata, l.eventContext(ctx), d.observe,
+		d.kind, d.risk, d.runID, d.policyKeys}, nil
 }
 
 // reserveResponse builds the response from a reserve's reply (fresh or

@@ -84,8 +84,8 @@ func Defs() []*Def {
 	return out
 }
 
-// Lookup returns the Def of script name, for tools that pick a script by
-// name (cmd/cycles-bench).
+// Lookup returns the Def of script name, for tests that check scripts by
+// name (a call goes through its typed binding, Bind).
 func Lookup(name string) (*Def, bool) {
 	defsMu.Lock()
 	defer defsMu.Unlock()
