@@ -457,6 +457,11 @@ func (s *Service) List(ctx context.Context, p auth.Principal, req *cyclesv1.List
 		// Redis keeps the log's newest part; what retention trimmed before
 		// its first entry is read from the archive, so the listing goes on
 		// where Redis's log starts, without a gap or a repeat.
+		if hasCursor {
+			if err := s.gone(ctx, "list", pos, from, w.First, w.Now); err != nil {
+				return nil, err
+			}
+		}
 		older, err := s.archived(ctx, f.tenant, from, to, w.First, scan)
 		if err != nil {
 			return nil, archiveUnavailable(err)
