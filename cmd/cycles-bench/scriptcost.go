@@ -37,7 +37,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("scriptcost", flag.ContinueOnError)
 	n := fs.Int("n", 400, "calls per measured operation")
 	useValgrind := fs.Bool("valgrind", true, "run redis-server under callgrind and count instructions")
-	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure (also: reserve-pol10, a reserve on a tenant with 10 scope policies, 5 matching with caps; reserve-pol10-read, the same without caps; reserve-gov5, a reserve on a tenant with an allowlist and 5 action/risk-class quotas that all govern it; reserve-rl, a reserve on a tenant whose one policy sets a reservation rate limit it stays under)")
+	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure (also: reserve-pol10, a reserve on a tenant with 10 scope policies, 5 matching with caps; reserve-pol10-read, the same without caps; reserve-gov5, a reserve on a tenant with an allowlist and 5 action/risk-class quotas that all govern it; reserve-spread and reserve-gov5-spread, reserve and reserve-gov5 for a new agent every call, so nothing kept per scope path between calls is reused; reserve-rl, a reserve on a tenant whose one policy sets a reservation rate limit it stays under)")
 	functions := fs.Bool("functions", true, "call the scripts as Redis 7 Functions (FUNCTION LOAD, FCALL), as cyclesd does on Redis 7; false: EVALSHA, as on Redis 6 and the embedded store")
 	keep := fs.String("keep", "", "keep the callgrind dumps (cg.out.N, one per op in order) in this directory for callgrind_annotate")
 	if err := fs.Parse(args); err != nil {
@@ -92,10 +92,20 @@ func scriptcostMain(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
-	reserveAs := func(tenant string) (string, error) {
+	// agent is the reserve's agent: "shared" (budgeted) for every call, or,
+	// for the -spread cells, a new one per call (no budget of its own, so
+	// the tenant and workspace budgets are charged): nothing the scripts
+	// keep per scope path between calls is ever reused.
+	agent := func(spread bool) string {
+		if spread {
+			return "s" + strconv.Itoa(seq)
+		}
+		return "shared"
+	}
+	reserveOn := func(tenant string, spread bool) (string, error) {
 		seq++
 		r, err := l.Reserve(lctx, tenant, &cyclesv1.CreateReservationRequest{
-			IdempotencyKey: "k" + strconv.Itoa(seq), Subject: &cyclesv1.Subject{Tenant: tenant, Workspace: "bench", Agent: "shared"},
+			IdempotencyKey: "k" + strconv.Itoa(seq), Subject: &cyclesv1.Subject{Tenant: tenant, Workspace: "bench", Agent: agent(spread)},
 			Action: act, Estimate: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: estimate}, TtlMs: ptr(int64(ttlMs)),
 		})
 		if err != nil {
@@ -103,6 +113,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 		}
 		return r.GetReservationId(), nil
 	}
+	reserveAs := func(tenant string) (string, error) { return reserveOn(tenant, false) }
 	if err := setup(tenant); err != nil {
 		return err
 	}
@@ -121,6 +132,8 @@ func scriptcostMain(ctx context.Context, args []string) error {
 		switch op {
 		case "reserve":
 			call = func(int) error { _, err := reserve(); return err }
+		case "reserve-spread":
+			call = func(int) error { _, err := reserveOn(tenant, true); return err }
 		case "reserve-pol10":
 			// A tenant of its own with 10 ACTIVE policies: 5 match the
 			// reserve's scope (caps, TTL, overage), 5 name other workspaces.
@@ -158,10 +171,13 @@ func scriptcostMain(ctx context.Context, args []string) error {
 				rlReady = true
 			}
 			call = func(int) error { _, err := reserveAs("costrl"); return err }
-		case "reserve-gov5":
+		case "reserve-gov5", "reserve-gov5-spread":
 			// v0.1.26 governance on a tenant of its own: an allowlist and 5
 			// quotas that all govern the reserve (checked and counted).
 			// Named twice in -ops (to interleave with reserve), it is set up once.
+			// The -spread twin reserves for a new agent every call, so its
+			// quota plans and policy matches are never the ones kept from an
+			// earlier call (compare with reserve-spread).
 			if !govReady {
 				if err := setup("costgov"); err != nil {
 					return err
@@ -171,7 +187,8 @@ func scriptcostMain(ctx context.Context, args []string) error {
 				}
 				govReady = true
 			}
-			call = func(int) error { _, err := reserveAs("costgov"); return err }
+			spread := op == "reserve-gov5-spread"
+			call = func(int) error { _, err := reserveOn("costgov", spread); return err }
 		case "commit", "release":
 			for i := 0; i < *n; i++ {
 				id, err := reserve()
