@@ -59,7 +59,7 @@ local function answer(snap_tbl, reason)
     emit('reservation.denied', 'reservation', scopes[1], {
       scope = scopes[1], unit = unit, reason_code = reason, requested_amount = E,
       action = jdecode(ARGV[8]), subject = jdecode(ARGV[7]), deny_detail = snap_tbl.deny_detail,
-    }, corr_deny(key_tenant(KEYS[1]), scopes[1], ARGV[10] or '', snap_tbl.deny_detail))
+    }, CORR.deny(key_tenant(KEYS[1]), scopes[1], ARGV[10] or '', snap_tbl.deny_detail))
   end
   idem_put(KEYS[4], hash, ms(DAY_MS), snap)
   return okf(decide_reply_of({'OK', FLAT_V, '', '', 0, reason or ''}, snap_tbl))

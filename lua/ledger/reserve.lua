@@ -163,7 +163,7 @@ end
 -- carry the denial's correlation id (lib/correlation.lua), so an observed
 -- denial and the enforced one of the same cause join on it.
 local function deny(reason, dd)
-  local corr = corr_deny(key_tenant(KEYS[1]), scope_path, ARGV[17] or '', dd)
+  local corr = CORR.deny(key_tenant(KEYS[1]), scope_path, ARGV[17] or '', dd)
   if observe then
     emit('reservation.observed_denied', 'reservation', scope_path, {
       scope = scope_path, unit = unit, deny_detail = dd, action = jdecode(ARGV[13]), subject = subject_json(),
@@ -288,7 +288,7 @@ if dry then
     emit('reservation.observed_allowed', 'reservation', scope_path, {
       scope = scope_path, decision = decision, unit = unit, action = jdecode(ARGV[13]), subject = subject_json(),
       estimated_amount = E, observe_mode = 'OBSERVE', caps_applied = caps and jdecode(caps) or nil,
-    }, corr_run(key_tenant(KEYS[1]), scope_path, ARGV[19] or ''))
+    }, CORR.run(key_tenant(KEYS[1]), scope_path, ARGV[19] or ''))
   end
   return dry_answer(finish(f, nil), nil)
 end

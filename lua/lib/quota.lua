@@ -442,7 +442,7 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
 end
 
 -- quota_crossed emits quota.threshold_approaching for the counter of rule
--- slot r reaching n, with the counter window's correlation id (corr_quota).
+-- slot r reaching n, with the counter window's correlation id (CORR.quota).
 local function quota_crossed(emit, tenant, plan, r, n, wk)
   local rules = plan.tpl.rules
   local q, st = rules[r], rules[r + 1]
@@ -451,7 +451,7 @@ local function quota_crossed(emit, tenant, plan, r, n, wk)
     tenant_id = tenant, scope = rules[r + 3], action_kind = (st == 1) and '__risk__' or plan.kind,
     risk_class = (st == 1) and plan.risk or nil, window = POLICY_WNAME[q.c], window_key = wk, used = n,
     limit = q.m, threshold_pct = tonumber(bp) / 10000, policy_id = plan.tpl.pols[st],
-  }, corr_quota(tenant, rules[r + 3], (st == 1) and plan.risk or plan.kind, POLICY_WNAME[q.c], wk))
+  }, CORR.quota(tenant, rules[r + 3], (st == 1) and plan.risk or plan.kind, POLICY_WNAME[q.c], wk))
 end
 
 -- quota_count writes the counts of a live ALLOW (every counter of plan +1;

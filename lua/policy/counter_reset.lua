@@ -19,7 +19,7 @@
 -- The threshold alert re-arms. Reservations holding counts are untouched
 -- (their later give-back never takes the counter below 0). Emits
 -- quota.counter_reset (category policy) with the previous count and the
--- counter window's correlation id (corr_quota in lib/correlation.lua).
+-- counter window's correlation id (CORR.quota in lib/correlation.lua).
 -- Result: ok({state = {scope, kind, risk class, window, window key, used,
 --   limit, policy id, expires at ms, last count ms}, previous = used before})
 -- Refusals: TENANT_NOT_FOUND, NOT_FOUND (no live counter under that key).
@@ -72,7 +72,7 @@ emit('quota.counter_reset', 'policy', v[6] or '', {
   tenant_id = ARGV[3], scope = v[6], action_kind = v[7], risk_class = (v[8] ~= '' and v[8]) or nil, window = v[9],
   window_key = v[10], previous_used = tonumber(prev), limit = tonumber(v[2] or ''), actor_id = ctx.key_id ~= '' and ctx.key_id or ctx.actor,
   reason = ARGV[2], policy_id = v[3],
-}, corr_quota(ARGV[3], v[6] or '', (v[8] ~= '' and v[8]) or v[7] or '', v[9] or '', v[10] or ''))
+}, CORR.quota(ARGV[3], v[6] or '', (v[8] ~= '' and v[8]) or v[7] or '', v[9] or '', v[10] or ''))
 audit_ok_at(KEYS[5], ARGV[1])
 return ok({state = {v[6] or '', v[7] or '', v[8] or '', v[9] or '', v[10] or '', '0', v[2] or '0', v[3] or '', exp, v[4] or '0'},
   previous = prev})
