@@ -74,7 +74,8 @@ func (s *Service) readLog(ctx context.Context, sp *streamPace, tenant, from, to 
 	if len(older) == 0 {
 		return lw, nil
 	}
-	merged := append(older, w.Entries...)
+	merged := older
+	merged = append(merged, w.Entries...)
 	if len(merged) >= n {
 		merged, lw.more = merged[:n], true
 	}

@@ -188,7 +188,8 @@ func (r *feedReader) readFeed(ctx context.Context, from string) (window, bool, e
 		return window{}, false, archiveUnavailable(err)
 	}
 	if len(older) > 0 {
-		merged := append(older, w.Entries...)
+		merged := older
+		merged = append(merged, w.Entries...)
 		if len(merged) >= feedBatch {
 			merged, more = merged[:feedBatch], true
 		}

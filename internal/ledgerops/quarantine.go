@@ -72,8 +72,7 @@ func (s *Service) ListQuarantined(ctx context.Context, req *cyclesv1.ListQuarant
 	defaults.Cap(&size, MaxListPage)
 	var tok listToken
 	if req.GetPageToken() != "" {
-		var err error
-		if err = pagecursor.DecodeJSON("page_token", req.GetPageToken(), &tok); err != nil {
+		if err := pagecursor.DecodeJSON("page_token", req.GetPageToken(), &tok); err != nil {
 			return nil, err
 		}
 		if req.GetTenantId() != "" && tok.Tenant != req.GetTenantId() {

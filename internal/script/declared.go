@@ -29,7 +29,7 @@ func ParseDeclared(src, tag string) (map[string][]string, error) {
 	lines := strings.Split(src, "\n")
 	for i := 0; i < len(lines); i++ {
 		m := declStart.FindStringSubmatch(lines[i])
-		if m == nil || m[1] != tag {
+		if len(m) < 3 || m[1] != tag {
 			continue
 		}
 		if _, dup := out[m[2]]; dup {

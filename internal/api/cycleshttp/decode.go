@@ -161,11 +161,11 @@ func (w *walker) object(m protoreflect.Message, prefix string) error {
 // the int64 field name_ms read as a date-time (iso).
 func memberOf(md protoreflect.MessageDescriptor, name string) (fd protoreflect.FieldDescriptor, iso bool) {
 	fields := md.Fields()
-	if fd = fields.ByName(protoreflect.Name(name)); fd != nil {
-		return fd, false
+	if f := fields.ByName(protoreflect.Name(name)); f != nil {
+		return f, false
 	}
-	if fd = fields.ByName(protoreflect.Name(name + "_ms")); fd != nil && fd.Kind() == protoreflect.Int64Kind && !fd.IsList() {
-		return fd, true
+	if f := fields.ByName(protoreflect.Name(name + "_ms")); f != nil && f.Kind() == protoreflect.Int64Kind && !f.IsList() {
+		return f, true
 	}
 	return nil, false
 }
