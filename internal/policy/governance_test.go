@@ -450,33 +450,16 @@ func TestQuotaExactUnderConcurrency(t *testing.T) {
 				}
 				e.create(p)
 				kinds := []string{email, "message.slack.post", "message.sms.send"}
-				var mu sync.Mutex
-				got := map[string]int{}
-				var wg sync.WaitGroup
-				for i := range c.n {
-					wg.Go(func() {
-						req := &cyclesv1.CreateReservationRequest{IdempotencyKey: fmt.Sprintf("race-%d", i),
-							Subject: &cyclesv1.Subject{Workspace: "prod", Agent: "bot", Dimensions: map[string]string{"run_id": "r"}},
-							Action:  &cyclesv1.Action{Kind: email, Name: "m"}, Estimate: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: 1}}
-						if c.risk {
-							req.Action.Kind = kinds[i%len(kinds)]
-						}
-						_, err := e.led.Reserve(e.ctx, e.tenant, req)
-						code := "ALLOW"
-						if err != nil {
-							ae, ok := apierr.As(err)
-							if !ok {
-								t.Errorf("reserve %d: %v", i, err)
-								return
-							}
-							code = string(ae.Code)
-						}
-						mu.Lock()
-						got[code]++
-						mu.Unlock()
-					})
-				}
-				wg.Wait()
+				got := raceOutcomes(t, c.n, "ALLOW", func(i int) error {
+					req := &cyclesv1.CreateReservationRequest{IdempotencyKey: fmt.Sprintf("race-%d", i),
+						Subject: &cyclesv1.Subject{Workspace: "prod", Agent: "bot", Dimensions: map[string]string{"run_id": "r"}},
+						Action:  &cyclesv1.Action{Kind: email, Name: "m"}, Estimate: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: 1}}
+					if c.risk {
+						req.Action.Kind = kinds[i%len(kinds)]
+					}
+					_, err := e.led.Reserve(e.ctx, e.tenant, req)
+					return err
+				})
 				want := map[string]int{"ALLOW": min(c.n, c.k)}
 				if c.n > c.k {
 					want["ACTION_QUOTA_EXCEEDED"] = c.n - c.k
@@ -597,4 +580,32 @@ func TestQuotaCounters(t *testing.T) {
 	wantCode(t, err, apierr.NotFound)
 	_, err = reset(&cyclesv1.ResetActionQuotaCounterRequest{Scope: botScope, ActionKind: actionkind.RiskCounter, Window: perDay, WindowKey: "x"})
 	wantField(t, err, "risk_class")
+}
+
+// raceOutcomes runs call(0..n-1) at once and counts the outcomes: ok for a
+// call without error, else the error's code. An error that is not an API
+// error fails t.
+func raceOutcomes(t *testing.T, n int, ok string, call func(i int) error) map[string]int {
+	t.Helper()
+	var mu sync.Mutex
+	got := map[string]int{}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			code := ok
+			if err := call(i); err != nil {
+				ae, isAPI := apierr.As(err)
+				if !isAPI {
+					t.Errorf("call %d: %v", i, err)
+					return
+				}
+				code = string(ae.Code)
+			}
+			mu.Lock()
+			got[code]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return got
 }

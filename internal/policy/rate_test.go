@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -335,35 +334,17 @@ func TestPolicyRateLimitExactUnderConcurrency(t *testing.T) {
 					}
 				}
 				e.freshWindow()
-				var mu sync.Mutex
-				got := map[string]int{}
-				var wg sync.WaitGroup
-				for i := range c.n {
-					wg.Go(func() {
-						var err error
-						if c.commit {
-							_, err = e.led.Commit(e.ctx, e.tenant, &cyclesv1.CommitReservationRequest{ReservationId: ids[i],
-								IdempotencyKey: fmt.Sprintf("c-%d", i), Actual: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: 1}})
-						} else {
-							_, err = e.led.Reserve(e.ctx, e.tenant, &cyclesv1.CreateReservationRequest{IdempotencyKey: fmt.Sprintf("race-%d", i),
-								Subject: bot, Action: &cyclesv1.Action{Kind: "llm.completion", Name: "m"},
-								Estimate: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: 1}})
-						}
-						code := "OK"
-						if err != nil {
-							ae, ok := apierr.As(err)
-							if !ok {
-								t.Errorf("call %d: %v", i, err)
-								return
-							}
-							code = string(ae.Code)
-						}
-						mu.Lock()
-						got[code]++
-						mu.Unlock()
-					})
-				}
-				wg.Wait()
+				got := raceOutcomes(t, c.n, "OK", func(i int) error {
+					if c.commit {
+						_, err := e.led.Commit(e.ctx, e.tenant, &cyclesv1.CommitReservationRequest{ReservationId: ids[i],
+							IdempotencyKey: fmt.Sprintf("c-%d", i), Actual: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: 1}})
+						return err
+					}
+					_, err := e.led.Reserve(e.ctx, e.tenant, &cyclesv1.CreateReservationRequest{IdempotencyKey: fmt.Sprintf("race-%d", i),
+						Subject: bot, Action: &cyclesv1.Action{Kind: "llm.completion", Name: "m"},
+						Estimate: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: 1}})
+					return err
+				})
 				want := map[string]int{"OK": min(c.n, c.k)}
 				if c.n > c.k {
 					want["LIMIT_EXCEEDED"] = c.n - c.k
