@@ -209,13 +209,9 @@ func parseShape(tokens []string) ([]string, error) {
 // declaration in its script: the same members, nested alike. A script
 // that declares one side only fails.
 func (d *Def) CheckReply() error {
-	src, err := fs.ReadFile(lua.FS, d.name+".lua")
+	decls, err := ParseDeclaredFile(d.name+".lua", "JSON")
 	if err != nil {
 		return err
-	}
-	decls, err := ParseDeclared(string(src), "JSON")
-	if err != nil {
-		return fmt.Errorf("lua/%s.lua: %w", d.name, err)
 	}
 	tokens, inLua := decls[d.name]
 	for name := range decls {
@@ -271,13 +267,9 @@ func declaredShapes() (map[string][]string, error) {
 		if err != nil || e.IsDir() || !strings.HasSuffix(path, ".lua") {
 			return err
 		}
-		src, err := fs.ReadFile(lua.FS, path)
+		decls, err := ParseDeclaredFile(path, "SHAPE")
 		if err != nil {
 			return err
-		}
-		decls, err := ParseDeclared(string(src), "SHAPE")
-		if err != nil {
-			return fmt.Errorf("lua/%s: %w", path, err)
 		}
 		for name, tokens := range decls {
 			if _, dup := out[name]; dup {
