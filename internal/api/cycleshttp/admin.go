@@ -29,7 +29,6 @@ import (
 var (
 	tenantStatusNames  = enumNames(cyclesv1.TenantStatus(0).Descriptor())
 	tenantStatusValues = enumValues(tenantStatusNames)
-	keyStatusNames     = enumNames(cyclesv1.ApiKeyStatus(0).Descriptor())
 	budgetStatusNames  = enumNames(cyclesv1.BudgetStatus(0).Descriptor())
 	fundingNames       = enumNames(cyclesv1.FundingOperation(0).Descriptor())
 	fundingValues      = enumValues(fundingNames)
