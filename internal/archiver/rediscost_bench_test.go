@@ -29,15 +29,20 @@ import (
 // BenchmarkArchiveRedisCost profiles what the archive costs Redis per
 // settled reservation: b.N x 1,000 reserve+commit through the ledger (16
 // workers, Functions, pipelined as cyclesd runs them) with the archive off,
-// the same with it on, then one archiver round draining them. For each
+// the same with it on, one archiver round draining them (a backlog, as
+// after an outage), then settles with the archiver running its rounds
+// meanwhile (steady traffic, as make bench-archive-lag). For each
 // phase it reports Redis's own CPU (INFO cpu: used_cpu_user + used_cpu_sys
 // deltas, the whole process, syscalls included) and the microseconds INFO
 // commandstats gives each command, per settle; -v logs the per-command
 // breakdown. Figures: BENCHMARKS.md, "Redis cost per archived settle".
 func BenchmarkArchiveRedisCost(b *testing.B) {
 	ctx := context.Background()
-	c := redistest.Start(b).Client(b)
-	ex, err := script.New(c, script.WithFunctions())
+	// Generous timeouts: the bench may run redis-server under callgrind.
+	c := redis.NewClient(&redis.Options{Addr: redistest.Start(b).Addr, PoolSize: 64,
+		ReadTimeout: time.Minute, WriteTimeout: time.Minute})
+	defer c.Close()
+	ex, err := script.New(c, script.WithFunctions(), script.WithCallTimeout(time.Minute))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,6 +77,23 @@ func BenchmarkArchiveRedisCost(b *testing.B) {
 		got, err := a.Once(ctx)
 		if err != nil || got != int64(n) {
 			b.Fatalf("archived %d of %d: %v", got, n, err)
+		}
+	})
+	// As under steady traffic (make bench-archive-lag): the archiver runs
+	// its rounds while the settles come, until the queue is empty.
+	led := ledger.New(ex, ledger.Options{Archive: true})
+	costPhase(ctx, b, c, "settle+archive-running", n, func() {
+		rctx, cancel := context.WithCancel(ctx)
+		ran := make(chan error, 1)
+		go func() { ran <- a.Run(rctx) }()
+		before := a.Stats().Archived
+		settleMany(ctx, b, led, tn, "running", n)
+		for a.Stats().Archived-before < int64(n) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+		if err := <-ran; err != nil {
+			b.Fatal(err)
 		}
 	})
 }
