@@ -23,14 +23,10 @@ func (a *API) bulkRoutes() []endpoint {
 	return []endpoint{
 		on(a, "POST /v1/admin/tenants/bulk-action", cyclesv1.OperatorService_BulkActionTenants_FullMethodName,
 			via(op, cyclesv1.OperatorServiceServer.BulkActionTenants), jsonBody(built((*tenantBulkIn).proto)),
-			func(b *cyclesv1.BulkActionTenantsResponse) *bulkOut {
-				return bulkOf(tenantBulkNames[int32(b.GetAction())], b)
-			}, offBulk),
+			shaped[*cyclesv1.BulkActionTenantsResponse](bulkShape), offBulk),
 		on(a, "POST /v1/admin/budgets/bulk-action", cyclesv1.OperatorService_BulkActionBudgets_FullMethodName,
 			via(op, cyclesv1.OperatorServiceServer.BulkActionBudgets), jsonBody(built((*budgetBulkIn).proto)),
-			func(b *cyclesv1.BulkActionBudgetsResponse) *bulkOut {
-				return bulkOf(fundingNames[int32(b.GetAction())], b)
-			}, offBulk),
+			shaped[*cyclesv1.BulkActionBudgetsResponse](bulkShape), offBulk),
 	}
 }
 
@@ -148,41 +144,9 @@ func (in *budgetBulkIn) proto() (*cyclesv1.BulkActionBudgetsRequest, error) {
 	return req, nil
 }
 
-// bulkOut is the spec's TenantBulkActionResponse / BudgetBulkActionResponse.
-type bulkOut struct {
-	Action         string        `json:"action"`
-	TotalMatched   int64         `json:"total_matched"`
-	Succeeded      []*bulkRowOut `json:"succeeded"`
-	Failed         []*bulkRowOut `json:"failed"`
-	Skipped        []*bulkRowOut `json:"skipped"`
-	IdempotencyKey string        `json:"idempotency_key"`
-}
+// bulkShape is the spec's TenantBulkActionResponse and
+// BudgetBulkActionResponse (one shape: the two answers share their fields).
+var bulkShape = shapeOf("action", "total_matched", "succeeded", "failed", "skipped", "idempotency_key").
+	nest("succeeded", bulkRow).nest("failed", bulkRow).nest("skipped", bulkRow)
 
-type bulkRowOut struct {
-	ID        string `json:"id"`
-	ErrorCode string `json:"error_code,omitempty"`
-	Message   string `json:"message,omitempty"`
-	Reason    string `json:"reason,omitempty"`
-}
-
-func rowsOf(rs []*cyclesv1.BulkRowOutcome) []*bulkRowOut {
-	out := make([]*bulkRowOut, 0, len(rs))
-	for _, r := range rs {
-		out = append(out, &bulkRowOut{ID: r.GetId(), ErrorCode: r.GetErrorCode(), Message: r.GetMessage(), Reason: r.GetReason()})
-	}
-	return out
-}
-
-// bulkResult is what both bulk answers share.
-type bulkResult interface {
-	GetTotalMatched() int64
-	GetSucceeded() []*cyclesv1.BulkRowOutcome
-	GetFailed() []*cyclesv1.BulkRowOutcome
-	GetSkipped() []*cyclesv1.BulkRowOutcome
-	GetIdempotencyKey() string
-}
-
-func bulkOf(action string, b bulkResult) *bulkOut {
-	return &bulkOut{Action: action, TotalMatched: b.GetTotalMatched(), Succeeded: rowsOf(b.GetSucceeded()),
-		Failed: rowsOf(b.GetFailed()), Skipped: rowsOf(b.GetSkipped()), IdempotencyKey: b.GetIdempotencyKey()}
-}
+var bulkRow = shapeOf("id", "error_code?", "message?", "reason?")

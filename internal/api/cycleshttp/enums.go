@@ -14,12 +14,10 @@ import (
 // INVALID_REQUEST naming the field, never a silent default.
 
 var (
-	unitNames     = enumNames(cyclesv1.Unit(0).Descriptor())
-	unitValues    = enumValues(unitNames)
-	decisionNames = enumNames(cyclesv1.Decision(0).Descriptor())
-	statusNames   = enumNames(cyclesv1.ReservationStatus(0).Descriptor())
-	policyNames   = enumNames(cyclesv1.CommitOveragePolicy(0).Descriptor())
-	policyValues  = enumValues(policyNames)
+	unitNames    = enumNames(cyclesv1.Unit(0).Descriptor())
+	unitValues   = enumValues(unitNames)
+	policyNames  = enumNames(cyclesv1.CommitOveragePolicy(0).Descriptor())
+	policyValues = enumValues(policyNames)
 )
 
 // lowerEnums are spelled in lower case on the wire: the v0.1.26 action

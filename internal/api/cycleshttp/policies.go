@@ -23,20 +23,20 @@ func (a *API) policyRoutes() []endpoint {
 	return []endpoint{
 		on(a, "POST /v1/admin/policies", cyclesv1.PolicyService_CreateScopePolicy_FullMethodName,
 			via(pol, cyclesv1.PolicyServiceServer.CreateScopePolicy), jsonBody((*policyIn).fillCreate),
-			func(p *cyclesv1.CreateScopePolicyResponse) *policyOut { return policyOutOf(p.GetPolicy()) }, created, offPolicy),
+			shaped[*cyclesv1.CreateScopePolicyResponse](policyShape.of("policy")), created, offPolicy),
 		// tenant_id is required (admin key); has_action_quotas and
 		// references_action_kind are the v0.1.26 filters.
 		on(a, "GET /v1/admin/policies", cyclesv1.PolicyService_ListScopePolicies_FullMethodName,
 			via(pol, cyclesv1.PolicyServiceServer.ListScopePolicies), check(tenantRequired),
-			shaped[*cyclesv1.ListScopePoliciesResponse](page("policies", item(policyOutOf))), offPolicy,
+			shaped[*cyclesv1.ListScopePoliciesResponse](page("policies", nil).nest("policies", policyShape)), offPolicy,
 			query(q("tenant_id"), q("scope_pattern"), q("cursor"), q("status"), q("limit"),
 				q("has_action_quotas"), q("references_action_kind"))),
 		on(a, "GET /v1/admin/policies/{policy_id}", cyclesv1.PolicyService_GetScopePolicy_FullMethodName,
 			via(pol, cyclesv1.PolicyServiceServer.GetScopePolicy), tenantFrom[*cyclesv1.GetScopePolicyRequest]("policy_id", policy.TenantOf, nil),
-			func(p *cyclesv1.GetScopePolicyResponse) *policyOut { return policyOutOf(p.GetPolicy()) }, offPolicy, query(q("tenant_id"))),
+			shaped[*cyclesv1.GetScopePolicyResponse](policyShape.of("policy")), offPolicy, query(q("tenant_id"))),
 		on(a, "PATCH /v1/admin/policies/{policy_id}", cyclesv1.PolicyService_UpdateScopePolicy_FullMethodName,
 			via(pol, cyclesv1.PolicyServiceServer.UpdateScopePolicy), tenantFrom("policy_id", policy.TenantOf, jsonBody((*policyIn).fillUpdate)),
-			func(p *cyclesv1.UpdateScopePolicyResponse) *policyOut { return policyOutOf(p.GetPolicy()) }, offPolicy, query(q("tenant_id"))),
+			shaped[*cyclesv1.UpdateScopePolicyResponse](policyShape.of("policy")), offPolicy, query(q("tenant_id"))),
 	}
 }
 
@@ -45,6 +45,15 @@ func tenantRequired(req *cyclesv1.ListScopePoliciesRequest) error {
 		return apierr.Invalid("tenant_id", "is required with the admin key")
 	}
 	return nil
+}
+
+// capsJSON is the protocol's Caps in a policy body.
+type capsJSON struct {
+	MaxTokens         *int64   `json:"max_tokens,omitempty"`
+	MaxStepsRemaining *int64   `json:"max_steps_remaining,omitempty"`
+	ToolAllowlist     []string `json:"tool_allowlist,omitempty"`
+	ToolDenylist      []string `json:"tool_denylist,omitempty"`
+	CooldownMs        *int64   `json:"cooldown_ms,omitempty"`
 }
 
 type ttlOverrideJSON struct {
@@ -80,39 +89,17 @@ func (r *rateLimitsJSON) proto() *cyclesv1.PolicyRateLimits {
 	return &cyclesv1.PolicyRateLimits{MaxReservationsPerMinute: r.MaxReservationsPerMinute, MaxCommitsPerMinute: r.MaxCommitsPerMinute}
 }
 
-type policyOut struct {
-	PolicyID               string           `json:"policy_id"`
-	Name                   string           `json:"name,omitempty"`
-	Description            string           `json:"description,omitempty"`
-	ScopePattern           string           `json:"scope_pattern"`
-	Priority               int32            `json:"priority"`
-	Caps                   *capsJSON        `json:"caps,omitempty"`
-	CommitOveragePolicy    string           `json:"commit_overage_policy,omitempty"`
-	ReservationTTLOverride *ttlOverrideJSON `json:"reservation_ttl_override,omitempty"`
-	RateLimits             *rateLimitsJSON  `json:"rate_limits,omitempty"`
-	Status                 string           `json:"status"`
-	EffectiveFrom          string           `json:"effective_from,omitempty"`
-	EffectiveUntil         string           `json:"effective_until,omitempty"`
-	CreatedAt              string           `json:"created_at"`
-	UpdatedAt              string           `json:"updated_at,omitempty"`
-	governanceOut
-}
-
-func policyOutOf(p *cyclesv1.ScopePolicy) *policyOut {
-	out := &policyOut{PolicyID: p.GetPolicyId(), Name: p.GetName(), Description: p.GetDescription(),
-		ScopePattern: p.GetScopePattern(), Priority: p.GetPriority(), Caps: capsOf(p.GetCaps()),
-		CommitOveragePolicy: policyNames[int32(p.GetCommitOveragePolicy())],
-		Status:              policyStatusNames[int32(p.GetStatus())],
-		EffectiveFrom:       isoTime(p.GetEffectiveFromMs()), EffectiveUntil: isoTime(p.GetEffectiveUntilMs()),
-		CreatedAt: isoTime(p.GetCreatedAtMs()), UpdatedAt: isoTime(p.GetUpdatedAtMs()), governanceOut: governanceOf(p)}
-	if t := p.GetReservationTtlOverride(); t != nil {
-		out.ReservationTTLOverride = &ttlOverrideJSON{DefaultTTLMs: t.DefaultTtlMs, MaxTTLMs: t.MaxTtlMs, MaxExtensions: t.MaxExtensions}
-	}
-	if r := p.GetRateLimits(); r != nil {
-		out.RateLimits = &rateLimitsJSON{MaxReservationsPerMinute: r.MaxReservationsPerMinute, MaxCommitsPerMinute: r.MaxCommitsPerMinute}
-	}
-	return out
-}
+// policyShape is the spec's Policy with the v0.1.26 governance lists,
+// which are always present (the spec: empty lists, never omitted).
+var policyShape = shapeOf("policy_id", "name?", "description?", "scope_pattern", "priority", "caps?", "commit_overage_policy?",
+	"reservation_ttl_override?", "rate_limits?", "status", "effective_from?", "effective_until?", "created_at", "updated_at?",
+	"action_quotas", "risk_class_quotas", "allowed_action_kinds", "denied_action_kinds").
+	nest("caps", capsShape).
+	nest("reservation_ttl_override", shapeOf("default_ttl_ms?", "max_ttl_ms?", "max_extensions?")).
+	nest("rate_limits", shapeOf("max_reservations_per_minute?", "max_commits_per_minute?")).
+	nest("action_quotas", shapeOf("action_kind", "max_calls", "window", "host_allowlist?", "recipient_domain_allowlist?",
+		"resource_type_allowlist?", "per_run_counter_ttl_ms?", "threshold_pct?")).
+	nest("risk_class_quotas", shapeOf("risk_class", "max_calls", "window", "per_run_counter_ttl_ms?", "threshold_pct?"))
 
 // dateTime reads an optional ISO 8601 date-time body field as Unix ms.
 func dateTime(field string, s *string) (*int64, error) {

@@ -42,15 +42,6 @@ type governanceIn struct {
 	DeniedActionKinds  *[]string             `json:"denied_action_kinds"`
 }
 
-// governanceOut is the four fields of a stored policy: always present (the
-// spec: empty lists, never omitted).
-type governanceOut struct {
-	ActionQuotas       []actionQuotaJSON    `json:"action_quotas"`
-	RiskClassQuotas    []riskClassQuotaJSON `json:"risk_class_quotas"`
-	AllowedActionKinds []string             `json:"allowed_action_kinds"`
-	DeniedActionKinds  []string             `json:"denied_action_kinds"`
-}
-
 func windowOf(field, s string) (cyclesv1.ActionQuotaWindow, error) {
 	w, ok := actionkind.ParseWindow(s)
 	if !ok {
@@ -142,22 +133,4 @@ func (g *governanceIn) update(out *cyclesv1.UpdateScopePolicyRequest) error {
 		out.DeniedActionKinds = &cyclesv1.ActionKindList{Kinds: *g.DeniedActionKinds}
 	}
 	return nil
-}
-
-func governanceOf(p *cyclesv1.ScopePolicy) governanceOut {
-	out := governanceOut{ActionQuotas: []actionQuotaJSON{}, RiskClassQuotas: []riskClassQuotaJSON{},
-		AllowedActionKinds: append([]string{}, p.GetAllowedActionKinds()...),
-		DeniedActionKinds:  append([]string{}, p.GetDeniedActionKinds()...)}
-	for _, q := range p.GetActionQuotas() {
-		out.ActionQuotas = append(out.ActionQuotas, actionQuotaJSON{ActionKind: q.GetActionKind(), MaxCalls: q.GetMaxCalls(),
-			Window: actionkind.WindowName(q.GetWindow()), HostAllowlist: q.GetHostAllowlist(),
-			RecipientDomainAllowlist: q.GetRecipientDomainAllowlist(), ResourceTypeAllowlist: q.GetResourceTypeAllowlist(),
-			PerRunCounterTTLMs: q.GetPerRunCounterTtlMs(), ThresholdPct: q.GetThresholdPct()})
-	}
-	for _, q := range p.GetRiskClassQuotas() {
-		out.RiskClassQuotas = append(out.RiskClassQuotas, riskClassQuotaJSON{RiskClass: string(actionkind.RiskOf(q.GetRiskClass())),
-			MaxCalls: q.GetMaxCalls(), Window: actionkind.WindowName(q.GetWindow()),
-			PerRunCounterTTLMs: q.GetPerRunCounterTtlMs(), ThresholdPct: q.GetThresholdPct()})
-	}
-	return out
 }
