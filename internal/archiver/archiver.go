@@ -339,7 +339,7 @@ func (a *Archiver) drain(ctx context.Context, tenant string, fence int64) (writt
 	for {
 		if len(b.entries) == 0 || budget <= 0 {
 			if !current {
-				if err = finished(); err != nil {
+				if err := finished(); err != nil {
 					return written, 0, 0, err
 				}
 				if b, err = a.read(ctx, t, "", 1); err != nil {
@@ -383,7 +383,7 @@ func (a *Archiver) drain(ctx context.Context, tenant string, fence int64) (writt
 			// The queue as it is once this batch is finished: the next batch
 			// or, when the drain's budget is spent, only its length and
 			// oldest entry (the rest is read again by the next round).
-			if err = finished(); err != nil {
+			if err := finished(); err != nil {
 				return written, b.pending, b.lag(), err
 			}
 			limit := a.opts.BatchSize

@@ -174,7 +174,7 @@ func callgrindDir() string { return os.Getenv("ARCHIVE_COST_CALLGRIND") }
 func callgrindDump(dir, pid string) (int64, error) {
 	before, _ := filepath.Glob(filepath.Join(dir, "cg.out.*"))
 	if out, err := exec.Command("callgrind_control", "--dump", pid).CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("callgrind_control --dump: %v %s", err, out)
+		return 0, fmt.Errorf("callgrind_control --dump: %w %s", err, out)
 	}
 	after, _ := filepath.Glob(filepath.Join(dir, "cg.out.*"))
 	seen := map[string]bool{}
