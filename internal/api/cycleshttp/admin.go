@@ -26,14 +26,6 @@ import (
 // or cyclesd's X-Cycles-Admin-Key). What is not served is listed in
 // docs/http-api.md.
 
-var (
-	tenantStatusNames  = enumNames(cyclesv1.TenantStatus(0).Descriptor())
-	tenantStatusValues = enumValues(tenantStatusNames)
-	budgetStatusNames  = enumNames(cyclesv1.BudgetStatus(0).Descriptor())
-	fundingNames       = enumNames(cyclesv1.FundingOperation(0).Descriptor())
-	fundingValues      = enumValues(fundingNames)
-)
-
 func isoTime(ms int64) string {
 	if ms == 0 {
 		return ""
@@ -50,7 +42,7 @@ func (a *API) adminRoutes() []endpoint {
 	keysPage := shaped[*cyclesv1.ListApiKeysResponse](page("keys=api_keys", nil).nest("keys", apiKeyShape))
 	return []endpoint{
 		on(a, "POST /v1/admin/tenants", cyclesv1.AdminService_CreateTenant_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.CreateTenant), jsonBody((*tenantIn).fillCreate),
+			via(adm, cyclesv1.AdminServiceServer.CreateTenant), protoJSON,
 			shaped[*cyclesv1.CreateTenantResponse](tenantShape.of("tenant")), created, offAdmin),
 		// GET /v1/admin/tenants: the order is always tenant_id ascending, so
 		// sort_by and sort_dir are ignored (the spec lets a server ignore
@@ -86,7 +78,7 @@ func (a *API) adminRoutes() []endpoint {
 			via(adm, cyclesv1.AdminServiceServer.RevokeApiKey), keyPath[*cyclesv1.RevokeApiKeyRequest](nil),
 			shaped[*cyclesv1.RevokeApiKeyResponse](apiKeyShape.of("api_key")), offAdmin),
 		on(a, "POST /v1/admin/budgets", cyclesv1.AdminService_CreateBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.CreateBudget), jsonBody((*budgetIn).fill),
+			via(adm, cyclesv1.AdminServiceServer.CreateBudget), bodyThenScoped,
 			shaped[*cyclesv1.CreateBudgetResponse](ledgerShape.of("budget")), created, offAdmin),
 		// Without tenant_id, AdminService.ListBudgets walks every tenant.
 		on(a, "GET /v1/admin/budgets", cyclesv1.AdminService_ListBudgets_FullMethodName,
@@ -97,19 +89,19 @@ func (a *API) adminRoutes() []endpoint {
 			via(adm, cyclesv1.AdminServiceServer.GetBudget), scoped[*cyclesv1.GetBudgetRequest](nil),
 			shaped[*cyclesv1.GetBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
 		on(a, "PATCH /v1/admin/budgets", cyclesv1.AdminService_UpdateBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.UpdateBudget), scoped(jsonBody((*budgetUpdateIn).fill)),
+			via(adm, cyclesv1.AdminServiceServer.UpdateBudget), scoped(protoJSON[*cyclesv1.UpdateBudgetRequest]),
 			shaped[*cyclesv1.UpdateBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
 		on(a, "POST /v1/admin/budgets/fund", cyclesv1.AdminService_FundBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.FundBudget), scoped(jsonBody((*fundIn).fill)),
+			via(adm, cyclesv1.AdminServiceServer.FundBudget), scoped(protoJSON[*cyclesv1.FundBudgetRequest]),
 			shaped[*cyclesv1.FundBudgetResponse](fundShape), offAdmin, budgetKey),
 		on(a, "POST /v1/admin/budgets/freeze", cyclesv1.AdminService_FreezeBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.FreezeBudget), scoped(transition[*cyclesv1.FreezeBudgetRequest]),
+			via(adm, cyclesv1.AdminServiceServer.FreezeBudget), scoped(optionalBody[*cyclesv1.FreezeBudgetRequest]),
 			shaped[*cyclesv1.FreezeBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
 		on(a, "POST /v1/admin/budgets/unfreeze", cyclesv1.AdminService_UnfreezeBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.UnfreezeBudget), scoped(transition[*cyclesv1.UnfreezeBudgetRequest]),
+			via(adm, cyclesv1.AdminServiceServer.UnfreezeBudget), scoped(optionalBody[*cyclesv1.UnfreezeBudgetRequest]),
 			shaped[*cyclesv1.UnfreezeBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
 		on(a, "POST /v1/admin/budgets/close", cyclesv1.AdminService_CloseBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.CloseBudget), scoped(transition[*cyclesv1.CloseBudgetRequest]),
+			via(adm, cyclesv1.AdminServiceServer.CloseBudget), scoped(optionalBody[*cyclesv1.CloseBudgetRequest]),
 			shaped[*cyclesv1.CloseBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
 		// Introspection answers who the credential is (AuthService.Introspect):
 		// the admin ("*") or a tenant key with its permissions and capabilities.
@@ -145,54 +137,6 @@ var tenantShape = shapeOf("tenant_id", "name", "status", "default_commit_overage
 		return n, n != "ENFORCE" && n != ""
 	})
 
-type tenantIn struct {
-	TenantID                   string            `json:"tenant_id"`
-	Name                       *string           `json:"name"`
-	ParentTenantID             string            `json:"parent_tenant_id"`
-	Status                     *string           `json:"status"`
-	Metadata                   map[string]string `json:"metadata"`
-	DefaultCommitOveragePolicy *string           `json:"default_commit_overage_policy"`
-	DefaultReservationTTLMs    *int64            `json:"default_reservation_ttl_ms"`
-	MaxReservationTTLMs        *int64            `json:"max_reservation_ttl_ms"`
-	MaxReservationExtensions   *int32            `json:"max_reservation_extensions"`
-	ReservationExpiryPolicy    string            `json:"reservation_expiry_policy"`
-	// ObserveMode (v0.1.26) is served by PATCH only.
-	ObserveMode *string `json:"observe_mode"`
-}
-
-func (t *tenantIn) unsupported() error {
-	if t.ParentTenantID != "" {
-		return apierr.Invalid("parent_tenant_id", "tenant hierarchies are not supported by cyclesd")
-	}
-	if t.ReservationExpiryPolicy != "" && t.ReservationExpiryPolicy != "AUTO_RELEASE" {
-		return apierr.Invalid("reservation_expiry_policy", "cyclesd always releases expired reservations (AUTO_RELEASE)")
-	}
-	return nil
-}
-
-func (t *tenantIn) fillCreate(out *cyclesv1.CreateTenantRequest) error {
-	if err := t.unsupported(); err != nil {
-		return err
-	}
-	if t.Status != nil {
-		return apierr.Invalid("status", "unknown field")
-	}
-	// A new tenant enforces (the spec's default); OBSERVE is set by PATCH.
-	if t.ObserveMode != nil && *t.ObserveMode != "ENFORCE" && *t.ObserveMode != "DISABLED" {
-		return apierr.Invalid("observe_mode", "a new tenant enforces; set OBSERVE with PATCH /v1/admin/tenants/{tenant_id}")
-	}
-	pol, err := policyOf("default_commit_overage_policy", t.DefaultCommitOveragePolicy)
-	if err != nil {
-		return err
-	}
-	out.TenantId, out.DefaultCommitOveragePolicy, out.Metadata = t.TenantID, pol, t.Metadata
-	if t.Name != nil {
-		out.Name = *t.Name
-	}
-	out.DefaultReservationTtlMs, out.MaxReservationTtlMs, out.MaxReservationExtensions = t.DefaultReservationTTLMs, t.MaxReservationTTLMs, t.MaxReservationExtensions
-	return nil
-}
-
 // updateTenantRoute is PATCH /v1/admin/tenants/{tenant_id}: the given fields
 // change; status CLOSED runs the close cascade (AdminService.CloseTenant) and
 // must come alone. It is two routes on one path, told apart by the body.
@@ -200,13 +144,13 @@ func (a *API) updateTenantRoute() endpoint {
 	const pattern = "PATCH /v1/admin/tenants/{tenant_id}"
 	adm, offAdmin := a.adm, off("the admin service is not enabled on this server")
 	update := on(a, pattern, cyclesv1.AdminService_UpdateTenant_FullMethodName,
-		via(adm, cyclesv1.AdminServiceServer.UpdateTenant), jsonBody((*tenantIn).fillUpdate),
+		via(adm, cyclesv1.AdminServiceServer.UpdateTenant), protoJSON,
 		shaped[*cyclesv1.UpdateTenantResponse](tenantShape.of("tenant")), offAdmin)
 	closing := on(a, pattern, cyclesv1.AdminService_CloseTenant_FullMethodName,
-		via(adm, cyclesv1.AdminServiceServer.CloseTenant), jsonBody((*tenantIn).fillClose),
+		via(adm, cyclesv1.AdminServiceServer.CloseTenant), closeBody,
 		shaped[*cyclesv1.CloseTenantResponse](tenantShape.of("tenant")), offAdmin)
 	return endpoint{pattern: pattern, h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Peek at the body (bounded; decodeJSON still refuses an oversize one).
+		// Peek at the body (bounded; readBody still refuses an oversize one).
 		body, err := io.ReadAll(io.LimitReader(r.Body, a.maxBody+1))
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var peek struct {
@@ -220,47 +164,14 @@ func (a *API) updateTenantRoute() endpoint {
 	})}
 }
 
-func (t *tenantIn) fillUpdate(up *cyclesv1.UpdateTenantRequest) error {
-	if err := t.unsupported(); err != nil {
+// closeBody: closing a tenant ({"status":"CLOSED"}) must be the only
+// change in its request.
+func closeBody(a *API, w http.ResponseWriter, r *http.Request, req *cyclesv1.CloseTenantRequest) error {
+	up := &cyclesv1.UpdateTenantRequest{TenantId: req.GetTenantId()}
+	if err := protoJSON(a, w, r, up); err != nil {
 		return err
 	}
-	if t.TenantID != "" {
-		return apierr.Invalid("tenant_id", "unknown field")
-	}
-	up.Name, up.DefaultReservationTtlMs, up.MaxReservationTtlMs, up.MaxReservationExtensions, up.Metadata = t.Name,
-		t.DefaultReservationTTLMs, t.MaxReservationTTLMs, t.MaxReservationExtensions, t.Metadata
-	pol, err := policyOf("default_commit_overage_policy", t.DefaultCommitOveragePolicy)
-	if err != nil {
-		return err
-	}
-	up.DefaultCommitOveragePolicy = pol
-	if t.ObserveMode != nil {
-		m, ok := actionkind.ParseObserveMode(*t.ObserveMode)
-		if !ok {
-			return apierr.Invalid("observe_mode", "must be DISABLED, OBSERVE or ENFORCE")
-		}
-		up.ObserveMode = m
-	}
-	if t.Status != nil {
-		v, err := parseEnum("status", *t.Status, tenantStatusValues)
-		if err != nil {
-			return err
-		}
-		up.Status = cyclesv1.TenantStatus(v)
-	}
-	return nil
-}
-
-// fillClose: closing a tenant must be the only change in its request.
-func (t *tenantIn) fillClose(_ *cyclesv1.CloseTenantRequest) error {
-	if err := t.unsupported(); err != nil {
-		return err
-	}
-	if t.TenantID != "" {
-		return apierr.Invalid("tenant_id", "unknown field")
-	}
-	if t.Name != nil || t.Metadata != nil || t.DefaultCommitOveragePolicy != nil || t.DefaultReservationTTLMs != nil ||
-		t.MaxReservationTTLMs != nil || t.MaxReservationExtensions != nil || t.ObserveMode != nil {
+	if !proto.Equal(up, &cyclesv1.UpdateTenantRequest{TenantId: req.GetTenantId(), Status: cyclesv1.TenantStatus_TENANT_STATUS_CLOSED}) {
 		return apierr.Invalid("status", "closing a tenant must be the only change in its request")
 	}
 	return nil
@@ -343,7 +254,7 @@ var ledgerShape = shapeOf("ledger_id", "tenant_id", "scope=scope_path", "scope_p
 	"overdraft_limit=overdraft_limit:unit", "is_over_limit", "commit_overage_policy?", "status", "created_at", "updated_at?").
 	calc("ledger_id", func(m protoreflect.Message) (any, bool) {
 		b := m.Interface().(*cyclesv1.Budget)
-		return b.GetScopePath() + "|" + unitName(b.GetUnit()), true
+		return b.GetScopePath() + "|" + enumName(b.GetUnit().Descriptor(), b.GetUnit().Number()), true
 	})
 
 // fundShape is the spec's BudgetFundingResponse, amounts in the budget's unit.
@@ -374,155 +285,22 @@ func tenantFrom[Req proto.Message](field protoreflect.Name, of func(string) stri
 	}
 }
 
-func stringMap(field string, m map[string]any) (map[string]string, error) {
-	if m == nil {
-		return nil, nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		s, ok := v.(string)
-		if !ok {
-			return nil, apierr.Invalid(field+"."+k, "must be a string (cyclesd keeps string metadata on budgets)")
-		}
-		out[k] = s
-	}
-	return out, nil
-}
-
-type budgetIn struct {
-	TenantID            string         `json:"tenant_id"`
-	Scope               string         `json:"scope"`
-	Unit                string         `json:"unit"`
-	Allocated           *amountIn      `json:"allocated"`
-	OverdraftLimit      *amountIn      `json:"overdraft_limit"`
-	CommitOveragePolicy *string        `json:"commit_overage_policy"`
-	RolloverPolicy      string         `json:"rollover_policy"`
-	PeriodStart         string         `json:"period_start"`
-	PeriodEnd           string         `json:"period_end"`
-	Metadata            map[string]any `json:"metadata"`
-}
-
-// unitAmount reads an Amount that must be in the budget's unit.
-func unitAmount(field string, a *amountIn, unit cyclesv1.Unit) (int64, error) {
-	p, err := a.proto(field)
-	if err != nil || p == nil {
-		return 0, err
-	}
-	if p.GetUnit() != unit {
-		return 0, apierr.New(apierr.UnitMismatch, "%s.unit must be the budget's unit %s", field, unitName(unit)).With("field", field+".unit")
-	}
-	return p.GetAmount(), nil
-}
-
-func (in *budgetIn) fill(out *cyclesv1.CreateBudgetRequest) error {
-	if in.RolloverPolicy != "" && in.RolloverPolicy != "NONE" {
-		return apierr.Invalid("rollover_policy", "only NONE is supported")
-	}
-	if in.PeriodStart != "" || in.PeriodEnd != "" {
-		return apierr.Invalid("period_start", "budget periods are not supported; use fund RESET_SPENT at a period boundary")
-	}
-	v, err := parseEnum("unit", in.Unit, unitValues)
-	if err != nil {
+// bodyThenScoped reads a create body, then defaults tenant_id to the tenant
+// its scope names.
+func bodyThenScoped(a *API, w http.ResponseWriter, r *http.Request, req *cyclesv1.CreateBudgetRequest) error {
+	if err := protoJSON(a, w, r, req); err != nil {
 		return err
 	}
-	unit := cyclesv1.Unit(v)
-	if in.Allocated == nil {
-		return apierr.Invalid("allocated", "is required")
-	}
-	if out.Allocated, err = unitAmount("allocated", in.Allocated, unit); err != nil {
-		return err
-	}
-	if in.OverdraftLimit != nil {
-		if out.OverdraftLimit, err = unitAmount("overdraft_limit", in.OverdraftLimit, unit); err != nil {
-			return err
-		}
-	}
-	if out.CommitOveragePolicy, err = policyOf("commit_overage_policy", in.CommitOveragePolicy); err != nil {
-		return err
-	}
-	if out.Metadata, err = stringMap("metadata", in.Metadata); err != nil {
-		return err
-	}
-	out.TenantId, out.ScopePath, out.Unit = in.TenantID, in.Scope, unit
-	if out.TenantId == "" {
-		out.TenantId = scope.TenantOf(in.Scope)
-	}
-	return nil
+	return scoped[*cyclesv1.CreateBudgetRequest](nil)(a, w, r, req)
 }
 
-type budgetUpdateIn struct {
-	OverdraftLimit      *amountIn      `json:"overdraft_limit"`
-	CommitOveragePolicy *string        `json:"commit_overage_policy"`
-	Metadata            map[string]any `json:"metadata"`
-}
-
-// fill: the budget (tenant, scope, unit) comes from the query.
-func (in *budgetUpdateIn) fill(up *cyclesv1.UpdateBudgetRequest) error {
-	if in.OverdraftLimit != nil {
-		n, err := unitAmount("overdraft_limit", in.OverdraftLimit, up.Unit)
-		if err != nil {
-			return err
-		}
-		up.OverdraftLimit = &n
-	}
-	var err error
-	if up.CommitOveragePolicy, err = policyOf("commit_overage_policy", in.CommitOveragePolicy); err != nil {
-		return err
-	}
-	up.Metadata, err = stringMap("metadata", in.Metadata)
-	return err
-}
-
-type fundIn struct {
-	Operation      string         `json:"operation"`
-	Amount         *amountIn      `json:"amount"`
-	Spent          *amountIn      `json:"spent"`
-	Reason         string         `json:"reason"`
-	IdempotencyKey string         `json:"idempotency_key"`
-	Metadata       map[string]any `json:"metadata"`
-}
-
-// fill: the budget (tenant, scope, unit) comes from the query.
-func (in *fundIn) fill(f *cyclesv1.FundBudgetRequest) error {
-	op, err := parseEnum("operation", in.Operation, fundingValues)
-	if err != nil {
-		return err
-	}
-	if in.Amount == nil {
-		return apierr.Invalid("amount", "is required")
-	}
-	if f.Amount, err = unitAmount("amount", in.Amount, f.Unit); err != nil {
-		return err
-	}
-	f.Operation, f.Reason, f.IdempotencyKey = cyclesv1.FundingOperation(op), in.Reason, in.IdempotencyKey
-	if in.Spent != nil {
-		s, err := unitAmount("spent", in.Spent, f.Unit)
-		if err != nil {
-			return err
-		}
-		f.Spent = &s
-	}
-	return nil
-}
-
-type transitionIn struct {
-	Reason   string         `json:"reason"`
-	Metadata map[string]any `json:"metadata"`
-}
-
-// transition reads a budget transition's optional {reason, metadata} body
-// into the request's reason (metadata is accepted and not kept).
-func transition[Req proto.Message](a *API, w http.ResponseWriter, r *http.Request, req Req) error {
+// optionalBody reads a body when there is one (a budget transition's
+// {reason, metadata} may be left out).
+func optionalBody[Req proto.Message](a *API, w http.ResponseWriter, r *http.Request, req Req) error {
 	if r.ContentLength == 0 {
 		return nil
 	}
-	var in transitionIn
-	if err := a.decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	m := req.ProtoReflect()
-	m.Set(m.Descriptor().Fields().ByName("reason"), protoreflect.ValueOfString(in.Reason))
-	return nil
+	return protoJSON(a, w, r, req)
 }
 
 // ---- introspection ---------------------------------------------------------------
