@@ -335,9 +335,13 @@ local function policy_terms(compiled, scope_path, now)
     if memo.n >= memo.max then memo.t, memo.n = {}, 0 end
     memo.t[compiled], memo.n = m, memo.n + 1
   end
-  -- The match set: POLICY_MEMO.hit, inline (the commonest kinds first).
+  -- The match set: POLICY_MEMO.hit, inline (the commonest kinds first);
+  -- the last call's when the scope path is the same (one entry, not a
+  -- memo per scope path).
   local lines, set, find, n = m.lines, 0, string.find, #scope_path
-  for i = 1, #lines do
+  local last = m.lsp == scope_path
+  if last then set = m.lset end
+  for i = 1, last and 0 or #lines do
     local l = lines[i]
     local k, hit = l[5], false
     if k == 'p' then
@@ -352,7 +356,7 @@ local function policy_terms(compiled, scope_path, now)
     end
     if hit then set = set + l[4] end
   end
-  if m.wide and set ~= 0 then
+  if m.wide and set ~= 0 and not last then
     -- Past 52 lines a sum of bits is no longer exact: the line numbers.
     local ns = {}
     for i = 1, #lines do
@@ -360,6 +364,7 @@ local function policy_terms(compiled, scope_path, now)
     end
     set = table.concat(ns, ',')
   end
+  m.lsp, m.lset = scope_path, set
   local s = m.sets[set]
   if s == nil then
     local ms_ = {}

@@ -175,8 +175,8 @@ end
 --     scope's; tpl.mw[j] for a tenant-scope calendar counter: the window
 --     instance in which this template last wrote its '@' field;
 --   tpl.seen, tpl.seenm: the scope paths whose '@' fields this template
---     wrote in minute seenm while they counted (a counter's first count in
---     a window instance writes its '@' field anyway);
+--     wrote in minute seenm (a counter's first count in a window instance
+--     writes its '@' field anyway);
 --   filled per call (arrays reused, no table per call): tpl.cid[j] the
 --     counter's day hash field, or its per_run key (false: a per_run
 --     counter without a run id); tpl.fields the calendar fields (one
@@ -375,7 +375,7 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   plan.kind, plan.risk, plan.run, plan.crossed, plan.bk = kind, risk, run_id, false, bk
   plan.sp, plan.ts = scope_path, tenant_scope
   local sec, fmt = math.floor(now / 1000) % 86400, string.format
-  local dnew = true
+  local dnew, fresh = true, false
   local v = nil
   if #set > 0 then
     if tpl.day ~= bk.day then tpl.day, tpl.dkey = bk.day, key_quota_day(prefix, bk.day) end
@@ -421,7 +421,9 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
     end
     used[j], thr[j] = n, t
     if n >= cmin[j] then over = true end
+    if n == 0 then fresh = true end
   end
+  plan.fresh = fresh
   -- dnew: none of the calendar counters is in the day hash yet (its first
   -- count of the day, or theirs): the count sets the hash's expiry and
   -- index entry, again if other counters made the hash already.
@@ -497,15 +499,17 @@ local function quota_count(plan, now, emit, tenant, prefix)
     -- hold this template's yet: a counter's first count in its window
     -- instance (or of a new day hash) writes its own; a tenant-scope one is
     -- written once per window instance by each template; the others once
-    -- a minute per scope path by each template while its counters count
-    -- (tpl.seen: bounded, reset every minute), so a policy change reaches
-    -- them too.
+    -- a minute per scope path by each template (tpl.seen: bounded, reset
+    -- every minute), so a policy change reaches them too.
     local bk, used, ct, extra = plan.bk, tpl.used, tpl.ct, nil
     if tpl.seenm ~= bk.mn or tpl.nseen >= QUOTA_MEMO.max then
       tpl.seen, tpl.seenm, tpl.nseen = {}, bk.mn, 0
     end
     local seen, mw, dnew = tpl.seen[plan.sp], tpl.mw, plan.dnew
-    for j = 1, #cid do
+    -- Nothing to check (the warm path): the scope's fields were written by
+    -- this template this minute (then so were the tenant scope's, in this
+    -- minute's window instances) and no counter starts a window instance.
+    for j = 1, (seen and not dnew and not plan.fresh) and 0 or #cid do
       local c = ccode[j]
       if c ~= 'r' then
         local w = used[j] == 0 or dnew
@@ -519,11 +523,12 @@ local function quota_count(plan, now, emit, tenant, prefix)
         if w then
           if extra == nil then extra = {unpack(set)} end
           extra[#extra + 1], extra[#extra + 2] = cid[j] .. '@', tpl.ctail[j]
-          if ct[j] then mw[j] = bk.a[c] elseif used[j] > 0 then seen = 1 end
+          if ct[j] then mw[j] = bk.a[c] end
         end
       end
     end
-    if seen == 1 then tpl.seen[plan.sp], tpl.nseen = true, tpl.nseen + 1 end
+    -- Every '@' field of the scope path now holds this template's values.
+    if not seen then tpl.seen[plan.sp], tpl.nseen = true, tpl.nseen + 1 end
     if dnew then
       local exp_s = ms((tonumber(plan.day) + 1) * 86400000 + QUOTA_GRACE_MS)
       extra[#extra + 1], extra[#extra + 2] = '_', exp_s
