@@ -186,6 +186,15 @@ type Backlog struct {
 	// sweep (read straight from Redis).
 	IndexedBefore int64 `json:"indexed_before"`
 	IndexedAfter  int64 `json:"indexed_after"`
+	// The expiry script calls of the triggered sweep, from Redis's SLOWLOG
+	// (logging every command during the drain): how many, and how long the
+	// longest held Redis (every other client waits that long). Less
+	// load-dependent than the drain time: the calls are bounded by
+	// cyclesd -sweeper-batch-time.
+	ScriptCalls   int64   `json:"script_calls,omitempty"`
+	ScriptMaxMs   float64 `json:"script_max_ms,omitempty"`
+	ScriptP50Ms   float64 `json:"script_p50_ms,omitempty"`
+	PerScriptCall float64 `json:"expired_per_script_call,omitempty"`
 }
 
 // Headline is one gated figure.

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,11 +122,15 @@ func (b *runner) runBacklog(ctx context.Context, n int) (*bench.Backlog, bench.L
 	if err != nil {
 		return nil, bench.LedgerCheck{}, fmt.Errorf("sweeper status: %w", err)
 	}
+	restore := logEveryCommand(ctx, client)
 	t0 := time.Now()
 	res, err := ops.TriggerSweep(sctx, &cyclesv1.TriggerSweepRequest{})
 	if err != nil {
+		restore()
 		return nil, bench.LedgerCheck{}, fmt.Errorf("trigger sweep: %w", err)
 	}
+	out.ScriptCalls, out.ScriptMaxMs, out.ScriptP50Ms = expireCalls(ctx, client)
+	restore()
 	out.DrainS = round3(time.Since(t0).Seconds())
 	out.ServerDrainS = round3(float64(res.GetDurationMs()) / 1000)
 	out.Expired = res.GetCounts().GetExpired()
@@ -137,6 +143,9 @@ func (b *runner) runBacklog(ctx context.Context, n int) (*bench.Backlog, bench.L
 	}
 	if out.DrainS > 0 {
 		out.Rate = round3(float64(out.Expired) / out.DrainS)
+	}
+	if out.ScriptCalls > 0 {
+		out.PerScriptCall = round3(float64(out.Expired) / float64(out.ScriptCalls))
 	}
 
 	out.IndexedAfter = indexed()
@@ -169,4 +178,58 @@ func (b *runner) runBacklog(ctx context.Context, n int) (*bench.Backlog, bench.L
 	}
 	out.Mismatches = chk.Mismatches
 	return out, chk, nil
+}
+
+// logEveryCommand has Redis's SLOWLOG record every command (threshold 0)
+// from now on, emptied, and returns the function that puts the previous
+// settings back.
+func logEveryCommand(ctx context.Context, c *redis.Client) func() {
+	prev, err := c.ConfigGet(ctx, "slowlog-*").Result()
+	if err != nil {
+		return func() {}
+	}
+	c.ConfigSet(ctx, "slowlog-log-slower-than", "0")
+	c.ConfigSet(ctx, "slowlog-max-len", "50000")
+	c.SlowLogReset(ctx)
+	return func() {
+		for _, k := range []string{"slowlog-log-slower-than", "slowlog-max-len"} {
+			if v, ok := prev[k]; ok {
+				c.ConfigSet(ctx, k, v)
+			}
+		}
+		c.SlowLogReset(ctx)
+	}
+}
+
+// expireCalls reads the SLOWLOG logEveryCommand started: the number of
+// expiry script calls (EVALSHA/FCALL naming a deadline index) and the
+// longest and median execution time, in ms.
+func expireCalls(ctx context.Context, c *redis.Client) (n int64, maxMs, p50Ms float64) {
+	logs, err := c.SlowLogGet(ctx, 50000).Result()
+	if err != nil {
+		return 0, 0, 0
+	}
+	var ds []time.Duration
+	for _, l := range logs {
+		if len(l.Args) < 4 {
+			continue
+		}
+		switch strings.ToLower(l.Args[0]) {
+		case "evalsha", "fcall", "eval":
+		default:
+			continue
+		}
+		for _, a := range l.Args[3:] {
+			if strings.HasSuffix(a, ":r:deadline") {
+				ds = append(ds, l.Duration)
+				break
+			}
+		}
+	}
+	if len(ds) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(ds)
+	ms := func(d time.Duration) float64 { return round3(float64(d.Microseconds()) / 1000) }
+	return int64(len(ds)), ms(ds[len(ds)-1]), ms(ds[len(ds)/2])
 }

@@ -203,6 +203,10 @@ func writeReport(w io.Writer, r *bench.Result) {
 	if b := r.Backlog; b != nil {
 		fmt.Fprintf(w, "\nbacklog: %d reservations over %d tenants seeded in %.1f s; one sweep expired %d in %.2f s (%.0f/s); %d mismatches\n",
 			b.Reservations, b.Tenants, b.SeedS, b.Expired, b.DrainS, b.Rate, b.Mismatches)
+		if b.ScriptCalls > 0 {
+			fmt.Fprintf(w, "  %d expiry script calls (%.1f expired per call); longest held Redis %.2f ms, median %.2f ms (SLOWLOG)\n",
+				b.ScriptCalls, b.PerScriptCall, b.ScriptMaxMs, b.ScriptP50Ms)
+		}
 	}
 	budgets := 0
 	for _, l := range r.Ledger {

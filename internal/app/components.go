@@ -99,6 +99,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 	sw := sweeper.New(exec, sweeper.Options{
 		Interval:       cfg.SweeperInterval,
 		BatchSize:      cfg.SweeperBatch,
+		BatchTime:      cfg.SweeperBatchTime,
 		EventRetention: cfg.EventRetention,
 		Archive:        archiving,
 		Reconcile:      ann.Reconcile,

@@ -60,6 +60,8 @@ type Config struct {
 	SweeperEnabled  bool
 	SweeperInterval time.Duration
 	SweeperBatch    int
+	// SweeperBatchTime bounds the Redis time of one expire-batch call.
+	SweeperBatchTime time.Duration
 	// AuditInterval runs the background ledger audit of all tenants (0 = off).
 	AuditInterval time.Duration
 
@@ -264,7 +266,8 @@ func define(fs *flag.FlagSet, c *Config, addrs, methodPolicies *string) {
 	dur(&c.HealthInterval, "health-interval", time.Second, "how often Redis reachability is probed for gRPC health")
 	boolean(&c.SweeperEnabled, "sweeper", true, "run the expiry sweeper")
 	dur(&c.SweeperInterval, "sweeper-interval", 5*time.Second, "pause between sweeps that found nothing left to do")
-	integer(&c.SweeperBatch, "sweeper-batch", 1000, "reservations expired per script call")
+	integer(&c.SweeperBatch, "sweeper-batch", 1000, "most reservations expired per script call")
+	dur(&c.SweeperBatchTime, "sweeper-batch-time", 5*time.Millisecond, "Redis time after which one expiry script call stops taking reservations (1µs..100ms): how long a sweep may hold Redis at a time")
 	dur(&c.AuditInterval, "audit-interval", 0, "pause between background ledger audits of all tenants (5 tenants/s), exported as cycles_audit_discrepancies{kind}; 0 = off")
 	dur(&c.EventRetention, "event-retention", 7*24*time.Hour, "how long events stay in a tenant's stream")
 	dur(&c.EventHeartbeat, "event-heartbeat", 15*time.Second, "heartbeat interval on idle WatchEvents streams")
@@ -332,6 +335,9 @@ func (c *Config) validate() error {
 	}
 	if c.SweeperBatch <= 0 || c.SweeperBatch > 10000 {
 		return fmt.Errorf("sweeper-batch must be between 1 and 10000")
+	}
+	if c.SweeperBatchTime < time.Microsecond || c.SweeperBatchTime > 100*time.Millisecond {
+		return fmt.Errorf("sweeper-batch-time must be between 1µs and 100ms")
 	}
 	if c.AuditInterval < 0 {
 		return fmt.Errorf("audit-interval must not be negative")

@@ -196,6 +196,13 @@ func (t Tenant) Events() string { return t.key("events") }
 // read and trimmed by internal/archiver once PostgreSQL holds the record.
 func (t Tenant) ArchiveQueue() string { return t.key("archq") }
 
+// SweepTally is the running outcome count of one sweeper drain of the tenant
+// (hash expired/skipped/in_grace/not_found/quarantined/due_before, with a
+// TTL): lua/sweeper/expire_batch.lua adds each call's outcomes to it and
+// returns the totals, so a call whose reply was lost (a client-side timeout
+// after the script ran) still counts (internal/sweeper).
+func (t Tenant) SweepTally(drainID string) string { return t.key("sweep", drainID) }
+
 // Audit is the tenant's audit trail (stream, append-only; lua/lib/audit.lua
 // derives it from the tenant prefix as prefix .. "audit").
 func (t Tenant) Audit() string { return t.key("audit") }

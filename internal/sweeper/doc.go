@@ -13,6 +13,40 @@
 // calls it again at once while any are, so a backlog drains at the speed of
 // Redis with the Go side holding one small reply at a time.
 //
+// # Bounded by time as well as by count
+//
+// A script holds Redis while it runs: every other tenant's reserve waits
+// behind it. BatchSize bounds a call's memory, but not its time (1,000 due
+// reservations on three scopes with their events took 40 ms on a quiet
+// machine and up to 640 ms on a loaded one, past the client's read deadline).
+// So the script also reads Redis TIME before each candidate after the first
+// and stops once BatchTime (default 5 ms, -sweeper-batch-time) has passed;
+// due > 0 in its reply makes the sweeper call again at once. The price is
+// more, shorter calls (one round trip each); the gain is that a backlog of any
+// size never makes Redis unresponsive for longer than about BatchTime per
+// call, however many reservations are due. BatchTime is not adapted from
+// measured durations on the Go side: the script measures itself, on the one
+// clock that matters, and the count bound stays as the memory bound.
+//
+// # A call whose reply is lost still counts
+//
+// Each batch call has its own deadline, CallTimeout (default 500 ms, a
+// hundred times BatchTime; the Redis client's read timeout caps it too), so a
+// call times out only when Redis is stalled or overloaded. A call that times
+// out on the client may still have run to the end inside Redis. Its effects
+// are then complete and exactly-once (the entries it expired left the index),
+// but its reply, with its counts, is gone. So each drain of a tenant names a
+// tally hash (keys.Tenant.SweepTally, random drain id, 10-minute TTL
+// refreshed by every call that counts something): every call adds its
+// outcomes there in the same script, and every reply returns the totals. The
+// drain reports the totals of its last reply and advances the outcome
+// counters by their growth, so the sweep's counts, Status and
+// cycles.sweeper.outcomes stay exact. A call with no reply (UNAVAILABLE) is
+// retried up to CallAttempts times in a row; past that the tenant is left to
+// the next sweep and the sweep reports the error. A tally exists only for a
+// drain that expired something and lives at most 10 minutes after its last
+// call: a few small hashes per busy tenant.
+//
 // # Finding due tenants without missing one
 //
 // Deadline indexes are per tenant (one Cluster slot each), so the sweeper needs

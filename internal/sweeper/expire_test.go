@@ -1,6 +1,7 @@
 package sweeper
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
@@ -501,14 +503,132 @@ func TestExpireBatchIsBounded(t *testing.T) {
 
 func TestExpireRefusesBadArguments(t *testing.T) {
 	f := newFixture(t, redistest.SharedClient(t))
-	for _, n := range []int{0, -1, 10001} {
-		if _, err := f.tryExpire(n); !apierr.HasCode(err, apierr.InvalidRequest) {
-			t.Fatalf("batch %d: err %v, want INVALID_REQUEST", n, err)
-		}
+	ectx := eventctx.Arg(context.Background(), eventctx.DefaultRetention)
+	good := f.k.SweepTally("d1")
+	for _, tc := range []struct {
+		name  string
+		tally string
+		args  []any
+	}{
+		{"batch 0", good, []any{0, ectx, "", "", "", 1000}},
+		{"batch -1", good, []any{-1, ectx, "", "", "", 1000}},
+		{"batch 10001", good, []any{10001, ectx, "", "", "", 1000}},
+		{"event context not json", good, []any{10, "not json", "", "", "", 1000}},
+		{"no time budget", good, []any{10, ectx}},
+		{"time budget 0", good, []any{10, ectx, "", "", "", 0}},
+		{"time budget over 1 s", good, []any{10, ectx, "", "", "", 1_000_001}},
+		{"time budget not a number", good, []any{10, ectx, "", "", "", "5ms"}},
+		{"tally of another tenant", keys.Tenant("other").SweepTally("d1"), []any{10, ectx, "", "", "", 1000}},
+		{"tally without a drain id", f.k.SweepTally(""), []any{10, ectx, "", "", "", 1000}},
+		{"tally outside the sweep namespace", f.k.Events(), []any{10, ectx, "", "", "", 1000}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r batchResult
+			err := f.ex.RunInto(f.ctx, &r, scriptExpireBatch.Def, []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events(), tc.tally}, tc.args...)
+			if !apierr.HasCode(err, apierr.InvalidRequest) {
+				t.Fatalf("err %v, want INVALID_REQUEST", err)
+			}
+		})
 	}
-	var r batchResult
-	err := f.ex.RunInto(f.ctx, &r, scriptExpireBatch.Def, []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events()}, 10, "not json")
-	if !apierr.HasCode(err, apierr.InvalidRequest) {
-		t.Fatalf("bad event context: %v", err)
+}
+
+// The time bound: once a call has used its budget of Redis time it takes no
+// further candidate (the first always), says how many are still due, and
+// the next call goes on; each reservation is expired once. With a 1 µs
+// budget every call handles exactly one candidate: handling one takes far
+// longer than a microsecond on any backend.
+func TestExpireBatchStopsAtItsTimeBudget(t *testing.T) {
+	for _, be := range redistest.Backends(t) {
+		t.Run(be.Name, func(t *testing.T) {
+			f := newFixtureFor(t, be)
+			now := f.redisNow()
+			sc := f.scopes(2)
+			var budgets []string
+			for _, s := range sc {
+				budgets = append(budgets, f.budget(s, "TOKENS", "1000", "20"))
+			}
+			for i := 0; i < 20; i++ {
+				f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000 + int64(i)})
+			}
+			tallyKey := f.k.SweepTally(newDrainID())
+			for call := 1; call <= 20; call++ {
+				var r batchResult
+				err := f.ex.RunInto(f.ctx, &r, scriptExpireBatch.Def, []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events(), tallyKey},
+					1000, eventctx.Arg(context.Background(), eventctx.DefaultRetention), "", "", "", 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := int64(20 - call)
+				if r.Expired != 1 || r.Processed() != 1 || r.Due != want || r.DueBefore != want+1 {
+					t.Fatalf("call %d: %+v, want one expiry and %d left due", call, r, want)
+				}
+				if r.Total.Expired != int64(call) || r.Total.DueBefore != 20 {
+					t.Fatalf("call %d: tally %+v, want %d expired of 20 due", call, r.Total, call)
+				}
+			}
+			for _, b := range budgets {
+				if res, rem := f.ledger(b); res != "0" || rem != "1000" {
+					t.Fatalf("%s: reserved=%s remaining=%s", b, res, rem)
+				}
+			}
+			if n := len(f.streamEvents()); n != 20 {
+				t.Fatalf("%d events, want one per expiry", n)
+			}
+		})
+	}
+}
+
+// The drain's tally: every call of one drain adds its outcomes, and each
+// reply returns the totals so far, so the counts of a call whose reply was
+// lost arrive with the next one. Another drain's tally is separate; a call
+// that handles nothing writes no tally; the tally expires.
+func TestExpireBatchTallyCarriesLostCounts(t *testing.T) {
+	for _, be := range redistest.Backends(t) {
+		t.Run(be.Name, func(t *testing.T) {
+			f := newFixtureFor(t, be)
+			now := f.redisNow()
+			sc := f.scopes(1)
+			f.budget(sc[0], "TOKENS", "1000", "14")
+			for i := 0; i < 12; i++ {
+				f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000 + int64(i)})
+			}
+			f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 6000, State: "COMMITTED"})
+			f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 6000, State: "RELEASED"})
+			run := func(tallyKey string) batchResult {
+				t.Helper()
+				var r batchResult
+				err := f.ex.RunInto(f.ctx, &r, scriptExpireBatch.Def, []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events(), tallyKey},
+					5, eventctx.Arg(context.Background(), eventctx.DefaultRetention), "", "", "", 1_000_000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			drain := f.k.SweepTally(newDrainID())
+			first := run(drain) // its reply "lost": only the next reply is read
+			if first.Processed() != 5 || first.Total.Processed() != 5 {
+				t.Fatalf("first call %+v", first)
+			}
+			second := run(drain)
+			want := tally{Counts: Counts{Expired: first.Expired + second.Expired, Skipped: first.Skipped + second.Skipped}, DueBefore: 14}
+			if second.Total != want || second.Total.Processed() != 10 {
+				t.Fatalf("tally after two calls %+v, want %+v", second.Total, want)
+			}
+			other := f.k.SweepTally(newDrainID())
+			third := run(other)
+			if third.Total != (tally{Counts: third.Counts, DueBefore: 4}) || third.Processed() != 4 || third.Due != 0 {
+				t.Fatalf("another drain's call %+v", third)
+			}
+			idle := f.k.SweepTally(newDrainID())
+			if r := run(idle); r.Processed() != 0 || r.Total != (tally{}) {
+				t.Fatalf("idle call %+v", r)
+			}
+			if n := f.c.Exists(f.ctx, idle).Val(); n != 0 {
+				t.Fatal("a call that handled nothing wrote a tally")
+			}
+			if ttl := f.c.PTTL(f.ctx, drain).Val(); ttl <= 0 || ttl > 10*time.Minute {
+				t.Fatalf("tally TTL %v, want at most 10 min", ttl)
+			}
+		})
 	}
 }

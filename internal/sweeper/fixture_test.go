@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -215,9 +216,12 @@ func (f *fixture) expire(batch int, extra ...any) batchResult {
 }
 
 func (f *fixture) tryExpire(batch int, extra ...any) (batchResult, error) {
-	args := append([]any{batch, eventctx.Arg(context.Background(), eventctx.DefaultRetention)}, extra...)
+	// ARGV 3.. default to no tail, no tenant check, no archive and a 1 s
+	// time budget (no test batch comes near it); extra overrides them.
+	args := []any{batch, eventctx.Arg(context.Background(), eventctx.DefaultRetention), "", "", "", int64(time.Second / time.Microsecond)}
+	args = append(args[:2], append(extra, args[2+min(len(extra), 4):]...)...)
 	var r batchResult
-	err := f.ex.RunInto(f.ctx, &r, scriptExpireBatch.Def, []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events()}, args...)
+	err := f.ex.RunInto(f.ctx, &r, scriptExpireBatch.Def, []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events(), f.k.SweepTally(newDrainID())}, args...)
 	return r, err
 }
 

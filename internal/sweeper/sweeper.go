@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/defaults"
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
@@ -29,6 +30,18 @@ const (
 	MaxBatchSize      = 10000
 	DefaultWorkers    = 4
 	DefaultTenantPage = 500
+	// DefaultBatchTime is the Redis time one expire-batch call may take
+	// before it stops taking candidates (Options.BatchTime).
+	DefaultBatchTime = 5 * time.Millisecond
+	// MaxBatchTime bounds Options.BatchTime (the script refuses more than 1 s).
+	MaxBatchTime = 100 * time.Millisecond
+	// DefaultCallTimeout bounds one expire-batch call, queueing included
+	// (Options.CallTimeout).
+	DefaultCallTimeout = 500 * time.Millisecond
+	// DefaultCallAttempts is how many times in a row a drain tries a batch
+	// call that got no reply before it gives the tenant up until the next
+	// sweep (Options.CallAttempts).
+	DefaultCallAttempts = 4
 	// DefaultReconcileInterval bounds how long a crash can delay events in
 	// the all-tenant feed.
 	DefaultReconcileInterval = 10 * time.Minute
@@ -47,9 +60,26 @@ const (
 type Options struct {
 	// Interval is the pause after a sweep that left nothing due; default 5 s.
 	Interval time.Duration
-	// BatchSize is the most reservations one script call expires (and the
-	// bound of the work and memory of one call); default 1,000, max 10,000.
+	// BatchSize is the most reservations one script call expires (the bound
+	// of the memory of one call); default 1,000, max 10,000.
 	BatchSize int
+	// BatchTime bounds the work of one script call by time: once a call has
+	// run this long (Redis TIME, measured inside the script) it takes no
+	// further candidate and the drain calls again at once. It is what keeps
+	// a large backlog from holding Redis, and every other tenant's calls,
+	// for tens or hundreds of milliseconds per call. Default 5 ms, max 100 ms.
+	BatchTime time.Duration
+	// CallTimeout is the deadline of one batch call (including its wait
+	// behind other clients' commands; Redis's socket read timeout,
+	// -redis-read-timeout, caps it too). Default 500 ms: a hundred times
+	// BatchTime, so only a stalled Redis reaches it.
+	CallTimeout time.Duration
+	// CallAttempts is how many times in a row a drain tries a call that got
+	// no reply (UNAVAILABLE: a timeout or a lost connection) before it leaves
+	// the tenant to the next sweep; default 4. A retry is safe: a call that
+	// ran but whose reply was lost expired its entries exactly once, and its
+	// counts reach the next reply through the drain's tally in Redis.
+	CallAttempts int
 	// Workers is how many tenants are swept concurrently; default 4.
 	Workers int
 	// TenantPage is how many registry entries are read per page; default 500.
@@ -138,6 +168,10 @@ func New(exec *script.Executor, opts Options) *Sweeper {
 	defaults.Set(&opts.Interval, DefaultInterval)
 	defaults.Set(&opts.BatchSize, DefaultBatchSize)
 	defaults.Cap(&opts.BatchSize, MaxBatchSize)
+	defaults.Set(&opts.BatchTime, DefaultBatchTime)
+	defaults.Cap(&opts.BatchTime, MaxBatchTime)
+	defaults.Set(&opts.CallTimeout, DefaultCallTimeout)
+	defaults.Set(&opts.CallAttempts, DefaultCallAttempts)
 	defaults.Set(&opts.Workers, DefaultWorkers)
 	defaults.Set(&opts.TenantPage, DefaultTenantPage)
 	defaults.Set(&opts.EventRetention, eventctx.DefaultRetention)
@@ -309,6 +343,7 @@ type expireKeys struct {
 	Prefix    string `lua:"tenant_prefix"`
 	Deadlines string `lua:"deadlines"`
 	Events    string `lua:"event_stream"`
+	Tally     string `lua:"sweep_tally"`
 }
 
 type expireArgs struct {
@@ -317,6 +352,7 @@ type expireArgs struct {
 	Tail      string `lua:"tail"`       // "tail" or ""
 	MustExist string `lua:"must_exist"` // "tenant" or ""
 	Archive   string `lua:"archive"`    // "1" or ""
+	BudgetUs  int64  `lua:"budget_us"`  // BatchTime in µs
 }
 
 type controlKeys struct {
@@ -369,6 +405,17 @@ type batchResult struct {
 	Due       int64                          `json:"due"`
 	Q         script.LuaArray[quarantineRow] `json:"q"`
 	Tail      string                         `json:"tail"`
+	// TookUs is the Redis time the call spent (up to its last candidate).
+	TookUs int64 `json:"took_us"`
+	// Total is the drain's tally after this call: every outcome of the
+	// drain so far, those of calls whose reply was lost included.
+	Total tally `json:"total"`
+}
+
+// tally is the drain's running totals kept in Redis (keys.Tenant.SweepTally).
+type tally struct {
+	Counts
+	DueBefore int64 `json:"due_before"`
 }
 
 type quarantineRow struct {
@@ -380,34 +427,83 @@ type quarantineRow struct {
 // counts and the number of entries that were due when it started.
 // With reconcile, the first batch also reports the tenant's newest event id
 // to Options.Reconcile.
+//
+// The counts come from the drain's tally in Redis, not from adding up
+// replies: a call that timed out client-side may still have run (Redis
+// finishes a script whatever the client does), and its outcomes then reach
+// the next reply's Total. A call with no reply is retried (CallAttempts):
+// re-running the script is safe, since whatever the lost call expired left
+// the index, so nothing is expired or announced twice.
 func (s *Sweeper) drain(ctx context.Context, tenant string, reconcile, mustExist bool) (Counts, int64, error) {
-	var total Counts
-	var dueAtStart int64
-	for first := true; ; first = false {
-		r, err := s.batch(ctx, tenant, reconcile && first, mustExist && first)
+	tallyKey := keys.Tenant(tenant).SweepTally(newDrainID())
+	var seen tally // the Total of the last reply
+	answered := false
+	for failures := 0; ; {
+		r, err := s.batch(ctx, tenant, tallyKey, reconcile && !answered, mustExist && !answered)
 		if err != nil {
-			return total, dueAtStart, err
+			failures++
+			if failures >= s.opts.CallAttempts || ctx.Err() != nil || !apierr.HasCode(err, apierr.Unavailable) {
+				return seen.Counts, seen.DueBefore, err
+			}
+			s.log.Debug("expire batch got no reply; retrying (its outcome, if it ran, is in the drain's tally)",
+				zap.String("tenant", tenant), zap.Int("attempt", failures), zap.Error(err))
+			if err := sleep(ctx, time.Duration(failures)*s.opts.BatchTime*10); err != nil {
+				return seen.Counts, seen.DueBefore, err
+			}
+			continue
 		}
-		if first {
-			dueAtStart = r.DueBefore
+		failures = 0
+		if !answered {
+			answered = true
 			if reconcile && r.Tail != "" {
 				s.opts.Reconcile(tenant, r.Tail)
 			}
 		}
-		total = total.Add(r.Counts)
+		// Counters advance by the tally's growth, which includes the
+		// outcomes of any call whose reply was lost.
+		s.count(ctx, r.Total.Counts.sub(seen.Counts))
+		seen = r.Total
 		// Every outcome removes or re-scores its entry past now, so a batch
 		// always makes progress; the check guards against a broken index.
 		if r.Due == 0 || r.Counts.Processed() == 0 {
-			return total, dueAtStart, nil
+			return seen.Counts, seen.DueBefore, nil
 		}
 	}
 }
 
-// batch runs one expire-batch call for tenant (at most BatchSize entries) and
-// counts its outcomes. mustExist has the script refuse TENANT_NOT_FOUND for a
-// tenant without a record (an operator naming one; the background sweep
-// walks the registry).
-func (s *Sweeper) batch(ctx context.Context, tenant string, tail, mustExist bool) (batchResult, error) {
+// sub returns c - o.
+func (c Counts) sub(o Counts) Counts {
+	return Counts{
+		Expired: c.Expired - o.Expired, Skipped: c.Skipped - o.Skipped, InGrace: c.InGrace - o.InGrace,
+		NotFound: c.NotFound - o.NotFound, Quarantined: c.Quarantined - o.Quarantined,
+	}
+}
+
+// newDrainID names one drain's tally: 16 random hex digits.
+func newDrainID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// batch runs one expire-batch call for tenant (at most BatchSize entries, at
+// most about BatchTime of Redis time, within CallTimeout) adding its outcomes
+// to the drain's tally at tallyKey. mustExist has the script refuse
+// TENANT_NOT_FOUND for a tenant without a record (an operator naming one; the
+// background sweep walks the registry).
+func (s *Sweeper) batch(ctx context.Context, tenant, tallyKey string, tail, mustExist bool) (batchResult, error) {
 	t := keys.Tenant(tenant)
 	var r batchResult
 	tailArg, tenantArg := "", ""
@@ -421,14 +517,15 @@ func (s *Sweeper) batch(ctx context.Context, tenant string, tail, mustExist bool
 	if s.opts.Archive {
 		archive = "1"
 	}
-	err := scriptExpireBatch.RunInto(ctx, s.exec, &r, expireKeys{t.Prefix(), t.Deadlines(), t.Events()},
-		expireArgs{s.opts.BatchSize, s.eventContext(), tailArg, tenantArg, archive})
+	cctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	defer cancel()
+	err := scriptExpireBatch.RunInto(cctx, s.exec, &r, expireKeys{t.Prefix(), t.Deadlines(), t.Events(), tallyKey},
+		expireArgs{s.opts.BatchSize, s.eventContext(), tailArg, tenantArg, archive, max(s.opts.BatchTime.Microseconds(), 1)})
 	s.batches.Add(ctx, 1)
 	if err != nil {
 		s.errs.Add(ctx, 1, metric.WithAttributes(attribute.String("script", "expire_batch")))
 		return r, fmt.Errorf("expire batch of tenant %s: %w", tenant, err)
 	}
-	s.count(ctx, r.Counts)
 	for _, q := range r.Q {
 		s.log.Warn("reservation quarantined (kept, flagged, removed from the deadline index)",
 			zap.String("tenant", tenant), zap.String("reservation_id", q.ID), zap.String("reason", q.Reason))

@@ -156,9 +156,10 @@ func TestSweepOnceDrainsEveryTenant(t *testing.T) {
 	if n := m.Sum(t, "cycles.sweeper.outcomes", attribute.String("outcome", OutcomeExpired)); n != 2_348 {
 		t.Fatalf("expired counter %d", n)
 	}
-	// 3 batches for the big tenant, 1 for each other tenant.
-	if n := m.Sum(t, "cycles.sweeper.batches"); n != 5 {
-		t.Fatalf("batches %d, want 5", n)
+	// At least 3 batches for the big tenant (more when a call reaches its
+	// time budget, BatchTime, first), 1 for each other tenant.
+	if n := m.Sum(t, "cycles.sweeper.batches"); n < 5 {
+		t.Fatalf("batches %d, want 5 or more", n)
 	}
 	if n := m.Sum(t, "cycles.sweeper.sweeps"); n != 1 {
 		t.Fatalf("sweeps %d", n)

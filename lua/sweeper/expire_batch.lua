@@ -1,6 +1,8 @@
 #!lua flags=allow-oom
 -- sweeper/expire_batch: expire up to N due reservations of one tenant, in one
--- atomic call (docs/protocol.md#expiry, docs/design.md#the-sweeper).
+-- atomic call that stops early once it has run for budget_us (Redis TIME), so
+-- no call holds Redis (and every other tenant's reserve) for long
+-- (docs/protocol.md#expiry, docs/design.md#the-sweeper, internal/sweeper/doc.go).
 -- include: lib/refund.lua lib/keys.lua lib/record_layout.lua
 --
 -- KEYS: 1 tenant_prefix   "cy:{t:<tenant>}:"; reservation and budget keys are
@@ -10,6 +12,13 @@
 --                         prefix .. "r:quarantine" (zset: id -> quarantined_at)
 --       2 deadlines       cy:{t:<tenant>}:r:deadline (zset: ACTIVE id -> expires_at + grace_ms)
 --       3 event_stream    cy:{t:<tenant>}:events
+--       4 sweep_tally     cy:{t:<tenant>}:sweep:<drain id> (hash: outcome -> count,
+--                         due_before): the running totals of one drain of the
+--                         tenant; each call that handled entries adds its counts
+--                         (HINCRBY) and refreshes a 10-minute TTL, and every call
+--                         returns the totals, so the outcome of a call whose reply
+--                         the client lost (a timeout after the script ran) is
+--                         reported by the next call of the same drain
 -- ARGV: 1 batch_size      N, 1..10000
 --       2 event_ctx       event context JSON (internal/eventctx.Arg: base,
 --                         retention_ms, actor, trace_id, ...)
@@ -22,15 +31,25 @@
 --       5 archive         '1' when an archive is configured: an expired record
 --                         gets no TTL but joins the tenant's archive queue
 --                         (key_archive_queue), the archiver setting its TTL once
---                         archived. Any further ARGV is ignored: the only clock
---                         is Redis TIME, read once here.
+--                         archived.
+--       6 budget_us       1..1000000: once this many microseconds of Redis TIME
+--                         have passed since the call began, no further candidate
+--                         is taken (the first always is), and due > 0 tells the
+--                         caller to call again. Any further ARGV is ignored:
+--                         the only clock is Redis TIME; `now` (every deadline
+--                         decision and expired_at) is read once at the start,
+--                         later reads only measure the time budget.
 --
 -- Result ok({now, due_before, due, expired, skipped, in_grace, not_found, quarantined,
---            q = [{id, reason}], tail})
+--            q = [{id, reason}], tail, took_us,
+--            total = {expired, skipped, in_grace, not_found, quarantined, due_before}})
 --   due_before / due: index entries due (score < now) before and after this call;
 --   due > 0 means the caller should call again at once. q lists the quarantined
 --   ids (at most N; it encodes as {} when empty). tail: the newest id of the
---   event stream ('' when empty or not asked for).
+--   event stream ('' when empty or not asked for). took_us: Redis TIME spent by
+--   this call up to its last candidate. total: the sweep_tally after this call
+--   (this call's counts included; due_before of the drain's first counted call,
+--   or this call's when nothing was counted yet).
 --
 -- Per candidate id (selected by ZRANGEBYSCORE -inf (now LIMIT 0 N):
 --   record missing                       -> ZREM                          NOT_FOUND
@@ -56,6 +75,20 @@ local n = tonumber(ARGV[1])
 if not n or n < 1 or n > 10000 or n ~= math.floor(n) then
   return fail('INVALID_REQUEST', 'batch size must be 1..10000')
 end
+-- The time budget and the drain's tally (KEYS[4]), in one table: the embedded
+-- store's Lua (gopher-lua) has few registers for top-level locals.
+local TB = {us = tonumber(ARGV[6]), tally = KEYS[4], TTL_MS = 600000}
+if not TB.us or TB.us < 1 or TB.us > 1000000 or TB.us ~= math.floor(TB.us) then
+  return fail('INVALID_REQUEST', 'time budget must be 1..1000000 microseconds')
+end
+if type(TB.tally) ~= 'string' or #TB.tally <= #KEYS[1] + 6 or string.sub(TB.tally, 1, #KEYS[1] + 6) ~= KEYS[1] .. 'sweep:' then
+  return fail('INVALID_REQUEST', 'sweep tally key must be the tenant prefix .. sweep:<drain id>')
+end
+-- clock_us is Redis TIME in microseconds (< 2^53): the budget's clock only.
+function TB.clock_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 local okc, ectx = pcall(cjson.decode, ARGV[2] or '')
 if not okc or type(ectx) ~= 'table' or type(ectx.base) ~= 'string' or #ectx.base < 12 then
   return fail('INVALID_REQUEST', 'event context is malformed')
@@ -70,6 +103,8 @@ if ARGV[4] == 'tenant' then
 end
 
 local now = now_ms()
+TB.start = TB.clock_us()
+TB.took = 0
 
 local function str(x) return string.format('%.0f', x) end
 
@@ -191,7 +226,11 @@ if due_before > 0 then
   ids = redis.call('ZRANGEBYSCORE', deadlines, '-inf', due_clause, 'LIMIT', 0, n)
 end
 
-for _, id in ipairs(ids) do
+for i, id in ipairs(ids) do
+  if i > 1 then
+    TB.took = TB.clock_us() - TB.start
+    if TB.took >= TB.us then break end
+  end
   local rkey = key_reservation(prefix, id)
   local reply = redis.pcall('HGETALL', rkey)
   if type(reply) == 'table' and reply.err then
@@ -230,7 +269,25 @@ for _, id in ipairs(ids) do
 end
 
 local due = 0
-if due_before > 0 then due = redis.call('ZCOUNT', deadlines, '-inf', due_clause) end
+if due_before > 0 then
+  due = redis.call('ZCOUNT', deadlines, '-inf', due_clause)
+  TB.took = TB.clock_us() - TB.start
+end
+
+-- The drain's running totals (KEYS[4]): written only by a call that handled
+-- entries, so an idle tenant gets no key.
+local total = {expired = 0, skipped = 0, in_grace = 0, not_found = 0, quarantined = 0, due_before = due_before}
+if counts.expired + counts.skipped + counts.in_grace + counts.not_found + counts.quarantined > 0 then
+  for field, v in pairs(counts) do
+    if v > 0 then redis.call('HINCRBY', TB.tally, field, v) end
+  end
+  redis.call('HSETNX', TB.tally, 'due_before', due_before)
+  redis.call('PEXPIRE', TB.tally, TB.TTL_MS)
+end
+local held = redis.call('HGETALL', TB.tally)
+for j = 1, #held, 2 do
+  if total[held[j]] ~= nil then total[held[j]] = tonumber(held[j + 1]) end
+end
 
 local tail = ''
 if ARGV[3] == 'tail' then
@@ -242,4 +299,5 @@ return ok({
   now = now, due_before = due_before, due = due, tail = tail,
   expired = counts.expired, skipped = counts.skipped, in_grace = counts.in_grace,
   not_found = counts.not_found, quarantined = counts.quarantined, q = quarantined,
+  took_us = TB.took, total = total,
 })

@@ -30,11 +30,11 @@ func (a *API) actionKindRoutes() []endpoint {
 	return []endpoint{
 		cached(on(a, "GET /v1/action-kinds", cyclesv1.ActionKindService_ListActionKinds_FullMethodName,
 			via(a.kinds, cyclesv1.ActionKindServiceServer.ListActionKinds), nil,
-			shaped[*cyclesv1.ListActionKindsResponse](shapeOf("version", "kinds", "next_cursor?", "has_more").with("kinds", item(actionKindOf))),
+			shaped[*cyclesv1.ListActionKindsResponse](shapeOf("version", "kinds", "next_cursor?", "has_more").nest("kinds", actionKindShape)),
 			query(q("cursor"), q("risk_class").with(riskParam), q("deprecated"), q("limit").with(kindLimit)))),
 		cached(on(a, "GET /v1/action-kinds/{kind}", cyclesv1.ActionKindService_GetActionKind_FullMethodName,
 			via(a.kinds, cyclesv1.ActionKindServiceServer.GetActionKind), nil,
-			func(p *cyclesv1.GetActionKindResponse) *actionKindOut { return actionKindOf(p.GetKind()) })),
+			shaped[*cyclesv1.GetActionKindResponse](actionKindShape.of("kind")))),
 	}
 }
 
@@ -76,37 +76,8 @@ func kindLimit(name, s string) (protoreflect.Value, error) {
 	return protoreflect.ValueOfInt32(int32(n)), nil
 }
 
-// actionKindOut is the protocol's ActionKind.
-type actionKindOut struct {
-	Kind            string            `json:"kind"`
-	RiskClass       string            `json:"risk_class"`
-	PolicyKeySpec   *policyKeySpecOut `json:"policy_key_spec,omitempty"`
-	Description     string            `json:"description,omitempty"`
-	MCPToolPrefixes []string          `json:"mcp_tool_prefixes"`
-	Deprecated      bool              `json:"deprecated"`
-	ReplacementKind string            `json:"replacement_kind,omitempty"`
-}
-
-// policyKeySpecOut is the protocol's ActionPolicyKeySpec: only the
-// dimensions that matter are present.
-type policyKeySpecOut struct {
-	Host            bool   `json:"host,omitempty"`
-	RecipientDomain bool   `json:"recipient_domain,omitempty"`
-	ResourceType    string `json:"resource_type,omitempty"`
-	PathPrefix      bool   `json:"path_prefix,omitempty"`
-}
-
-func actionKindOf(k *cyclesv1.ActionKind) *actionKindOut {
-	out := &actionKindOut{
-		Kind: k.GetKind(), RiskClass: string(actionkind.RiskOf(k.GetRiskClass())), Description: k.GetDescription(),
-		MCPToolPrefixes: k.GetMcpToolPrefixes(), Deprecated: k.GetDeprecated(), ReplacementKind: k.GetReplacementKind(),
-	}
-	if out.MCPToolPrefixes == nil {
-		out.MCPToolPrefixes = []string{}
-	}
-	if s := k.GetPolicyKeySpec(); s != nil {
-		out.PolicyKeySpec = &policyKeySpecOut{Host: s.GetHost(), RecipientDomain: s.GetRecipientDomain(),
-			ResourceType: s.GetResourceType(), PathPrefix: s.GetPathPrefix()}
-	}
-	return out
-}
+// actionKindShape is the protocol's ActionKind; a policy key spec names
+// only the dimensions that matter.
+var actionKindShape = shapeOf("kind", "risk_class", "policy_key_spec?", "description?", "mcp_tool_prefixes", "deprecated",
+	"replacement_kind?").
+	nest("policy_key_spec", shapeOf("host?", "recipient_domain?", "resource_type?", "path_prefix?"))

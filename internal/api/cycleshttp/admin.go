@@ -26,15 +26,6 @@ import (
 // or cyclesd's X-Cycles-Admin-Key). What is not served is listed in
 // docs/http-api.md.
 
-var (
-	tenantStatusNames  = enumNames(cyclesv1.TenantStatus(0).Descriptor())
-	tenantStatusValues = enumValues(tenantStatusNames)
-	keyStatusNames     = enumNames(cyclesv1.ApiKeyStatus(0).Descriptor())
-	budgetStatusNames  = enumNames(cyclesv1.BudgetStatus(0).Descriptor())
-	fundingNames       = enumNames(cyclesv1.FundingOperation(0).Descriptor())
-	fundingValues      = enumValues(fundingNames)
-)
-
 func isoTime(ms int64) string {
 	if ms == 0 {
 		return ""
@@ -48,29 +39,26 @@ func (a *API) adminRoutes() []endpoint {
 	adm, offAdmin := a.adm, off("the admin service is not enabled on this server")
 	keyList := query(q("tenant_id"), q("search"), q("cursor"), q("limit"))
 	budgetKey := query(qf("scope", "scope_path").must(), q("unit").must(), q("tenant_id"))
-	keysPage := shaped[*cyclesv1.ListApiKeysResponse](page("keys=api_keys",
-		item(func(k *cyclesv1.ApiKey) *apiKeyOut { return apiKeyOf(k, "", true) })))
+	keysPage := shaped[*cyclesv1.ListApiKeysResponse](page("keys=api_keys", nil).nest("keys", apiKeyShape))
 	return []endpoint{
 		on(a, "POST /v1/admin/tenants", cyclesv1.AdminService_CreateTenant_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.CreateTenant), jsonBody((*tenantIn).fillCreate),
-			func(p *cyclesv1.CreateTenantResponse) *tenantOut { return tenantOf(p.GetTenant()) }, created, offAdmin),
+			via(adm, cyclesv1.AdminServiceServer.CreateTenant), protoJSON,
+			shaped[*cyclesv1.CreateTenantResponse](tenantShape.of("tenant")), created, offAdmin),
 		// GET /v1/admin/tenants: the order is always tenant_id ascending, so
 		// sort_by and sort_dir are ignored (the spec lets a server ignore
 		// them), as is observe_mode (a v0.1.26 extension).
 		on(a, "GET /v1/admin/tenants", cyclesv1.AdminService_ListTenants_FullMethodName,
 			via(adm, cyclesv1.AdminServiceServer.ListTenants), nil,
-			shaped[*cyclesv1.ListTenantsResponse](page("tenants", item(tenantOf))), offAdmin,
+			shaped[*cyclesv1.ListTenantsResponse](page("tenants", nil).nest("tenants", tenantShape)), offAdmin,
 			query(refused("parent_tenant_id", "search", "tenant hierarchies are not supported by cyclesd"),
 				q("search"), q("cursor"), q("status"), q("limit"))),
 		on(a, "GET /v1/admin/tenants/{tenant_id}", cyclesv1.AdminService_GetTenant_FullMethodName,
 			via(adm, cyclesv1.AdminServiceServer.GetTenant), nil,
-			func(p *cyclesv1.GetTenantResponse) *tenantOut { return tenantOf(p.GetTenant()) }, offAdmin),
+			shaped[*cyclesv1.GetTenantResponse](tenantShape.of("tenant")), offAdmin),
 		a.updateTenantRoute(),
 		on(a, "POST /v1/admin/api-keys", cyclesv1.AdminService_CreateApiKey_FullMethodName,
 			via(adm, cyclesv1.AdminServiceServer.CreateApiKey), protoJSON,
-			func(k *cyclesv1.CreateApiKeyResponse) *apiKeyOut {
-				return apiKeyOf(k.GetApiKey(), k.GetSecret(), false)
-			}, created, offAdmin),
+			shaped[*cyclesv1.CreateApiKeyResponse](newKeyShape), created, offAdmin),
 		// GET /v1/admin/api-keys: without tenant_id it lists every tenant's
 		// keys (tenant_id, then key id order); sort_by and sort_dir are
 		// ignored. status EXPIRED matches nothing: an expired key keeps its
@@ -88,38 +76,39 @@ func (a *API) adminRoutes() []endpoint {
 				}, nil, keysPage, offAdmin, keyList)),
 		on(a, "DELETE /v1/admin/api-keys/{key_id}", cyclesv1.AdminService_RevokeApiKey_FullMethodName,
 			via(adm, cyclesv1.AdminServiceServer.RevokeApiKey), keyPath[*cyclesv1.RevokeApiKeyRequest](nil),
-			func(p *cyclesv1.RevokeApiKeyResponse) *apiKeyOut { return apiKeyOf(p.GetApiKey(), "", true) }, offAdmin),
+			shaped[*cyclesv1.RevokeApiKeyResponse](apiKeyShape.of("api_key")), offAdmin),
 		on(a, "POST /v1/admin/budgets", cyclesv1.AdminService_CreateBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.CreateBudget), jsonBody((*budgetIn).fill),
-			func(p *cyclesv1.CreateBudgetResponse) *ledgerOut { return ledgerOf(p.GetBudget()) }, created, offAdmin),
+			via(adm, cyclesv1.AdminServiceServer.CreateBudget), bodyThenScoped,
+			shaped[*cyclesv1.CreateBudgetResponse](ledgerShape.of("budget")), created, offAdmin),
 		// Without tenant_id, AdminService.ListBudgets walks every tenant.
 		on(a, "GET /v1/admin/budgets", cyclesv1.AdminService_ListBudgets_FullMethodName,
 			via(adm, cyclesv1.AdminServiceServer.ListBudgets), nil,
-			shaped[*cyclesv1.ListBudgetsResponse](page("ledgers=budgets", item(ledgerOf))), offAdmin,
+			shaped[*cyclesv1.ListBudgetsResponse](page("ledgers=budgets", nil).nest("ledgers", ledgerShape)), offAdmin,
 			query(q("tenant_id"), q("scope_prefix"), q("cursor"), q("unit"), q("limit"))),
 		on(a, "GET /v1/admin/budgets/lookup", cyclesv1.AdminService_GetBudget_FullMethodName,
 			via(adm, cyclesv1.AdminServiceServer.GetBudget), scoped[*cyclesv1.GetBudgetRequest](nil),
-			func(p *cyclesv1.GetBudgetResponse) *ledgerOut { return ledgerOf(p.GetBudget()) }, offAdmin, budgetKey),
+			shaped[*cyclesv1.GetBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
 		on(a, "PATCH /v1/admin/budgets", cyclesv1.AdminService_UpdateBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.UpdateBudget), scoped(jsonBody((*budgetUpdateIn).fill)),
-			func(p *cyclesv1.UpdateBudgetResponse) *ledgerOut { return ledgerOf(p.GetBudget()) }, offAdmin, budgetKey),
+			via(adm, cyclesv1.AdminServiceServer.UpdateBudget), scoped(protoJSON[*cyclesv1.UpdateBudgetRequest]),
+			shaped[*cyclesv1.UpdateBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
 		on(a, "POST /v1/admin/budgets/fund", cyclesv1.AdminService_FundBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.FundBudget), scoped(jsonBody((*fundIn).fill)), fundOf, offAdmin, budgetKey),
+			via(adm, cyclesv1.AdminServiceServer.FundBudget), scoped(protoJSON[*cyclesv1.FundBudgetRequest]),
+			shaped[*cyclesv1.FundBudgetResponse](fundShape), offAdmin, budgetKey),
 		on(a, "POST /v1/admin/budgets/freeze", cyclesv1.AdminService_FreezeBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.FreezeBudget), scoped(transition[*cyclesv1.FreezeBudgetRequest]),
-			func(p *cyclesv1.FreezeBudgetResponse) *ledgerOut { return ledgerOf(p.GetBudget()) }, offAdmin, budgetKey),
+			via(adm, cyclesv1.AdminServiceServer.FreezeBudget), scoped(optionalBody[*cyclesv1.FreezeBudgetRequest]),
+			shaped[*cyclesv1.FreezeBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
 		on(a, "POST /v1/admin/budgets/unfreeze", cyclesv1.AdminService_UnfreezeBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.UnfreezeBudget), scoped(transition[*cyclesv1.UnfreezeBudgetRequest]),
-			func(p *cyclesv1.UnfreezeBudgetResponse) *ledgerOut { return ledgerOf(p.GetBudget()) }, offAdmin, budgetKey),
+			via(adm, cyclesv1.AdminServiceServer.UnfreezeBudget), scoped(optionalBody[*cyclesv1.UnfreezeBudgetRequest]),
+			shaped[*cyclesv1.UnfreezeBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
 		on(a, "POST /v1/admin/budgets/close", cyclesv1.AdminService_CloseBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.CloseBudget), scoped(transition[*cyclesv1.CloseBudgetRequest]),
-			func(p *cyclesv1.CloseBudgetResponse) *ledgerOut { return ledgerOf(p.GetBudget()) }, offAdmin, budgetKey),
+			via(adm, cyclesv1.AdminServiceServer.CloseBudget), scoped(optionalBody[*cyclesv1.CloseBudgetRequest]),
+			shaped[*cyclesv1.CloseBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
 		// Introspection answers who the credential is (AuthService.Introspect):
 		// the admin ("*") or a tenant key with its permissions and capabilities.
 		on(a, "GET /v1/auth/introspect", server.IntrospectMethod,
 			func(ctx context.Context, _ *cyclesv1.IntrospectRequest) (*cyclesv1.IntrospectResponse, error) {
 				return authapi.Introspect(ctx)
-			}, nil, introspectOf),
+			}, nil, shaped[*cyclesv1.IntrospectResponse](introspectShape)),
 	}
 }
 
@@ -137,82 +126,16 @@ func byQuery(pattern, name, value string, main, alt endpoint) endpoint {
 
 // ---- tenants ------------------------------------------------------------------
 
-type tenantOut struct {
-	TenantID                   string            `json:"tenant_id"`
-	Name                       string            `json:"name"`
-	Status                     string            `json:"status"`
-	DefaultCommitOveragePolicy string            `json:"default_commit_overage_policy,omitempty"`
-	DefaultReservationTTLMs    int64             `json:"default_reservation_ttl_ms,omitempty"`
-	MaxReservationTTLMs        int64             `json:"max_reservation_ttl_ms,omitempty"`
-	MaxReservationExtensions   int32             `json:"max_reservation_extensions"`
-	Metadata                   map[string]string `json:"metadata,omitempty"`
-	CreatedAt                  string            `json:"created_at"`
-	UpdatedAt                  string            `json:"updated_at,omitempty"`
-	ClosedAt                   string            `json:"closed_at,omitempty"`
-	// ObserveMode is the v0.1.26 tenant observe mode, present only when it
-	// is not ENFORCE: the v0.1.25 Tenant schema is closed, and its clients
-	// (the dashboard, contract tests) must see no change until a tenant uses it.
-	ObserveMode string `json:"observe_mode,omitempty"`
-}
-
-func tenantOf(t *cyclesv1.Tenant) *tenantOut {
-	return &tenantOut{
-		TenantID: t.GetTenantId(), Name: t.GetName(), Status: tenantStatusNames[int32(t.GetStatus())],
-		DefaultCommitOveragePolicy: policyNames[int32(t.GetDefaultCommitOveragePolicy())],
-		DefaultReservationTTLMs:    t.GetDefaultReservationTtlMs(), MaxReservationTTLMs: t.GetMaxReservationTtlMs(),
-		MaxReservationExtensions: t.GetMaxReservationExtensions(), Metadata: t.GetMetadata(),
-		CreatedAt: isoTime(t.GetCreatedAtMs()), UpdatedAt: isoTime(t.GetUpdatedAtMs()), ClosedAt: isoTime(t.GetClosedAtMs()),
-		ObserveMode: observeModeOut(t.GetObserveMode()),
-	}
-}
-
-type tenantIn struct {
-	TenantID                   string            `json:"tenant_id"`
-	Name                       *string           `json:"name"`
-	ParentTenantID             string            `json:"parent_tenant_id"`
-	Status                     *string           `json:"status"`
-	Metadata                   map[string]string `json:"metadata"`
-	DefaultCommitOveragePolicy *string           `json:"default_commit_overage_policy"`
-	DefaultReservationTTLMs    *int64            `json:"default_reservation_ttl_ms"`
-	MaxReservationTTLMs        *int64            `json:"max_reservation_ttl_ms"`
-	MaxReservationExtensions   *int32            `json:"max_reservation_extensions"`
-	ReservationExpiryPolicy    string            `json:"reservation_expiry_policy"`
-	// ObserveMode (v0.1.26) is served by PATCH only.
-	ObserveMode *string `json:"observe_mode"`
-}
-
-func (t *tenantIn) unsupported() error {
-	if t.ParentTenantID != "" {
-		return apierr.Invalid("parent_tenant_id", "tenant hierarchies are not supported by cyclesd")
-	}
-	if t.ReservationExpiryPolicy != "" && t.ReservationExpiryPolicy != "AUTO_RELEASE" {
-		return apierr.Invalid("reservation_expiry_policy", "cyclesd always releases expired reservations (AUTO_RELEASE)")
-	}
-	return nil
-}
-
-func (t *tenantIn) fillCreate(out *cyclesv1.CreateTenantRequest) error {
-	if err := t.unsupported(); err != nil {
-		return err
-	}
-	if t.Status != nil {
-		return apierr.Invalid("status", "unknown field")
-	}
-	// A new tenant enforces (the spec's default); OBSERVE is set by PATCH.
-	if t.ObserveMode != nil && *t.ObserveMode != "ENFORCE" && *t.ObserveMode != "DISABLED" {
-		return apierr.Invalid("observe_mode", "a new tenant enforces; set OBSERVE with PATCH /v1/admin/tenants/{tenant_id}")
-	}
-	pol, err := policyOf("default_commit_overage_policy", t.DefaultCommitOveragePolicy)
-	if err != nil {
-		return err
-	}
-	out.TenantId, out.DefaultCommitOveragePolicy, out.Metadata = t.TenantID, pol, t.Metadata
-	if t.Name != nil {
-		out.Name = *t.Name
-	}
-	out.DefaultReservationTtlMs, out.MaxReservationTtlMs, out.MaxReservationExtensions = t.DefaultReservationTTLMs, t.MaxReservationTTLMs, t.MaxReservationExtensions
-	return nil
-}
+// tenantShape is the spec's Tenant. observe_mode (v0.1.26) is present only
+// when it is not ENFORCE: the v0.1.25 Tenant schema is closed, and its
+// clients (the dashboard, contract tests) must see no change until a tenant
+// uses it.
+var tenantShape = shapeOf("tenant_id", "name", "status", "default_commit_overage_policy?", "default_reservation_ttl_ms?",
+	"max_reservation_ttl_ms?", "max_reservation_extensions", "metadata?", "created_at", "updated_at?", "closed_at?", "observe_mode").
+	calc("observe_mode", func(m protoreflect.Message) (any, bool) {
+		n := actionkind.ObserveModeName(m.Interface().(*cyclesv1.Tenant).GetObserveMode())
+		return n, n != "ENFORCE" && n != ""
+	})
 
 // updateTenantRoute is PATCH /v1/admin/tenants/{tenant_id}: the given fields
 // change; status CLOSED runs the close cascade (AdminService.CloseTenant) and
@@ -220,15 +143,14 @@ func (t *tenantIn) fillCreate(out *cyclesv1.CreateTenantRequest) error {
 func (a *API) updateTenantRoute() endpoint {
 	const pattern = "PATCH /v1/admin/tenants/{tenant_id}"
 	adm, offAdmin := a.adm, off("the admin service is not enabled on this server")
-	tenant := func(p interface{ GetTenant() *cyclesv1.Tenant }) *tenantOut { return tenantOf(p.GetTenant()) }
 	update := on(a, pattern, cyclesv1.AdminService_UpdateTenant_FullMethodName,
-		via(adm, cyclesv1.AdminServiceServer.UpdateTenant), jsonBody((*tenantIn).fillUpdate),
-		func(p *cyclesv1.UpdateTenantResponse) *tenantOut { return tenant(p) }, offAdmin)
+		via(adm, cyclesv1.AdminServiceServer.UpdateTenant), protoJSON,
+		shaped[*cyclesv1.UpdateTenantResponse](tenantShape.of("tenant")), offAdmin)
 	closing := on(a, pattern, cyclesv1.AdminService_CloseTenant_FullMethodName,
-		via(adm, cyclesv1.AdminServiceServer.CloseTenant), jsonBody((*tenantIn).fillClose),
-		func(p *cyclesv1.CloseTenantResponse) *tenantOut { return tenant(p) }, offAdmin)
+		via(adm, cyclesv1.AdminServiceServer.CloseTenant), closeBody,
+		shaped[*cyclesv1.CloseTenantResponse](tenantShape.of("tenant")), offAdmin)
 	return endpoint{pattern: pattern, h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Peek at the body (bounded; decodeJSON still refuses an oversize one).
+		// Peek at the body (bounded; readBody still refuses an oversize one).
 		body, err := io.ReadAll(io.LimitReader(r.Body, a.maxBody+1))
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var peek struct {
@@ -242,47 +164,14 @@ func (a *API) updateTenantRoute() endpoint {
 	})}
 }
 
-func (t *tenantIn) fillUpdate(up *cyclesv1.UpdateTenantRequest) error {
-	if err := t.unsupported(); err != nil {
+// closeBody: closing a tenant ({"status":"CLOSED"}) must be the only
+// change in its request.
+func closeBody(a *API, w http.ResponseWriter, r *http.Request, req *cyclesv1.CloseTenantRequest) error {
+	up := &cyclesv1.UpdateTenantRequest{TenantId: req.GetTenantId()}
+	if err := protoJSON(a, w, r, up); err != nil {
 		return err
 	}
-	if t.TenantID != "" {
-		return apierr.Invalid("tenant_id", "unknown field")
-	}
-	up.Name, up.DefaultReservationTtlMs, up.MaxReservationTtlMs, up.MaxReservationExtensions, up.Metadata = t.Name,
-		t.DefaultReservationTTLMs, t.MaxReservationTTLMs, t.MaxReservationExtensions, t.Metadata
-	pol, err := policyOf("default_commit_overage_policy", t.DefaultCommitOveragePolicy)
-	if err != nil {
-		return err
-	}
-	up.DefaultCommitOveragePolicy = pol
-	if t.ObserveMode != nil {
-		m, ok := actionkind.ParseObserveMode(*t.ObserveMode)
-		if !ok {
-			return apierr.Invalid("observe_mode", "must be DISABLED, OBSERVE or ENFORCE")
-		}
-		up.ObserveMode = m
-	}
-	if t.Status != nil {
-		v, err := parseEnum("status", *t.Status, tenantStatusValues)
-		if err != nil {
-			return err
-		}
-		up.Status = cyclesv1.TenantStatus(v)
-	}
-	return nil
-}
-
-// fillClose: closing a tenant must be the only change in its request.
-func (t *tenantIn) fillClose(_ *cyclesv1.CloseTenantRequest) error {
-	if err := t.unsupported(); err != nil {
-		return err
-	}
-	if t.TenantID != "" {
-		return apierr.Invalid("tenant_id", "unknown field")
-	}
-	if t.Name != nil || t.Metadata != nil || t.DefaultCommitOveragePolicy != nil || t.DefaultReservationTTLMs != nil ||
-		t.MaxReservationTTLMs != nil || t.MaxReservationExtensions != nil || t.ObserveMode != nil {
+	if !proto.Equal(up, &cyclesv1.UpdateTenantRequest{TenantId: req.GetTenantId(), Status: cyclesv1.TenantStatus_TENANT_STATUS_CLOSED}) {
 		return apierr.Invalid("status", "closing a tenant must be the only change in its request")
 	}
 	return nil
@@ -305,45 +194,32 @@ func splitKeyID(s string) (tenant, keyID string, err error) {
 // field on every key answer.
 const neverExpires = "9999-12-31T23:59:59.999Z"
 
-type apiKeyOut struct {
-	KeyID         string            `json:"key_id"`
-	KeySecret     string            `json:"key_secret,omitempty"`
-	KeyPrefix     string            `json:"key_prefix"`
-	TenantID      string            `json:"tenant_id"`
-	Name          string            `json:"name,omitempty"`
-	Description   string            `json:"description,omitempty"`
-	Permissions   []string          `json:"permissions"`
-	Status        string            `json:"status,omitempty"`
-	CreatedAt     string            `json:"created_at"`
-	ExpiresAt     string            `json:"expires_at"`
-	RevokedAt     string            `json:"revoked_at,omitempty"`
-	RevokedReason string            `json:"revoked_reason,omitempty"`
-	Metadata      map[string]string `json:"metadata,omitempty"`
-	ScopeFilter   []string          `json:"scope_filter,omitempty"`
-	LastUsedAt    string            `json:"last_used_at,omitempty"`
+// apiKeyShape is the spec's ApiKey. key_prefix is cyclesd's public key id
+// behind "cyc_", and expires_at is required by the spec, so a key without
+// expiry answers neverExpires.
+var apiKeyShape = shapeOf("key_id", "key_prefix", "tenant_id", "name?", "description?", "permissions", "status?", "created_at",
+	"expires_at", "revoked_at?", "revoked_reason?", "metadata?", "scope_filter?", "last_used_at?").
+	calc("key_prefix", keyPrefix(nil)).calc("expires_at", keyExpiry(nil))
+
+// newKeyShape is the spec's ApiKeyCreateResponse: the new key with its
+// secret, shown once.
+var newKeyShape = shapeOf("key_id=api_key.key_id", "key_secret=secret?", "key_prefix", "tenant_id=api_key.tenant_id",
+	"permissions=api_key.permissions", "created_at=api_key.created_at", "expires_at").
+	calc("key_prefix", keyPrefix(pathOf("api_key"))).calc("expires_at", keyExpiry(pathOf("api_key")))
+
+func keyPrefix(at []protoreflect.Name) func(protoreflect.Message) (any, bool) {
+	return func(m protoreflect.Message) (any, bool) {
+		return "cyc_" + descend(m, at).Interface().(*cyclesv1.ApiKey).GetKeyId(), true
+	}
 }
 
-func apiKeyOf(k *cyclesv1.ApiKey, secret string, withStatus bool) *apiKeyOut {
-	out := &apiKeyOut{KeyID: k.GetKeyId(), KeySecret: secret,
-		KeyPrefix: "cyc_" + k.GetKeyId(), TenantID: k.GetTenantId(),
-		Permissions: k.GetPermissions(), CreatedAt: isoTime(k.GetCreatedAtMs()), ExpiresAt: neverExpires}
-	if k.ExpiresAtMs != nil {
-		out.ExpiresAt = isoTime(k.GetExpiresAtMs())
+func keyExpiry(at []protoreflect.Name) func(protoreflect.Message) (any, bool) {
+	return func(m protoreflect.Message) (any, bool) {
+		if k := descend(m, at).Interface().(*cyclesv1.ApiKey); k.ExpiresAtMs != nil {
+			return isoTime(k.GetExpiresAtMs()), true
+		}
+		return neverExpires, true
 	}
-	if out.Permissions == nil {
-		out.Permissions = []string{}
-	}
-	if withStatus {
-		out.Name = k.GetName()
-		out.Description = k.GetDescription()
-		out.Status = keyStatusNames[int32(k.GetStatus())]
-		out.RevokedAt = isoTime(k.GetRevokedAtMs())
-		out.RevokedReason = k.GetRevokedReason()
-		out.Metadata = k.GetMetadata()
-		out.ScopeFilter = k.GetScopeFilter()
-		out.LastUsedAt = isoTime(k.GetLastUsedAtMs())
-	}
-	return out
 }
 
 // keyPath reads the {key_id} path parameter into the request's tenant_id
@@ -370,37 +246,21 @@ func keyPath[Req interface {
 
 // ---- budgets ------------------------------------------------------------------
 
-type ledgerOut struct {
-	LedgerID            string    `json:"ledger_id"`
-	TenantID            string    `json:"tenant_id"`
-	Scope               string    `json:"scope"`
-	ScopePath           string    `json:"scope_path"`
-	Unit                string    `json:"unit"`
-	Allocated           amountOut `json:"allocated"`
-	Remaining           amountOut `json:"remaining"`
-	Reserved            amountOut `json:"reserved"`
-	Spent               amountOut `json:"spent"`
-	Debt                amountOut `json:"debt"`
-	OverdraftLimit      amountOut `json:"overdraft_limit"`
-	IsOverLimit         bool      `json:"is_over_limit"`
-	CommitOveragePolicy string    `json:"commit_overage_policy,omitempty"`
-	Status              string    `json:"status"`
-	CreatedAt           string    `json:"created_at"`
-	UpdatedAt           string    `json:"updated_at,omitempty"`
-}
+// ledgerShape is the spec's BudgetLedger: the proto's bare amounts as
+// amount objects in the budget's unit; ledger_id is "<scope>|<unit>", as
+// budget events name it.
+var ledgerShape = shapeOf("ledger_id", "tenant_id", "scope=scope_path", "scope_path", "unit", "allocated=allocated:unit",
+	"remaining=remaining:unit", "reserved=reserved:unit", "spent=spent:unit", "debt=debt:unit",
+	"overdraft_limit=overdraft_limit:unit", "is_over_limit", "commit_overage_policy?", "status", "created_at", "updated_at?").
+	calc("ledger_id", func(m protoreflect.Message) (any, bool) {
+		b := m.Interface().(*cyclesv1.Budget)
+		return b.GetScopePath() + "|" + enumName(b.GetUnit().Descriptor(), b.GetUnit().Number()), true
+	})
 
-func ledgerOf(b *cyclesv1.Budget) *ledgerOut {
-	u := unitName(b.GetUnit())
-	amt := func(n int64) amountOut { return amountOut{Unit: u, Amount: n} }
-	return &ledgerOut{
-		LedgerID: b.GetScopePath() + "|" + u, // as budget events name it
-		TenantID: b.GetTenantId(), Scope: b.GetScopePath(), ScopePath: b.GetScopePath(),
-		Unit: u, Allocated: amt(b.GetAllocated()), Remaining: amt(b.GetRemaining()), Reserved: amt(b.GetReserved()),
-		Spent: amt(b.GetSpent()), Debt: amt(b.GetDebt()), OverdraftLimit: amt(b.GetOverdraftLimit()),
-		IsOverLimit: b.GetIsOverLimit(), CommitOveragePolicy: policyNames[int32(b.GetCommitOveragePolicy())],
-		Status: budgetStatusNames[int32(b.GetStatus())], CreatedAt: isoTime(b.GetCreatedAtMs()), UpdatedAt: isoTime(b.GetUpdatedAtMs()),
-	}
-}
+// fundShape is the spec's BudgetFundingResponse, amounts in the budget's unit.
+var fundShape = shapeOf("operation", "previous_allocated:budget.unit", "new_allocated:budget.unit",
+	"previous_remaining:budget.unit", "new_remaining:budget.unit", "previous_debt:budget.unit", "new_debt:budget.unit",
+	"previous_spent:budget.unit", "new_spent:budget.unit", "timestamp?")
 
 // scoped: a budget route's tenant_id defaults to the tenant its scope
 // (?scope=, "tenant:<id>/...") names; then read runs (if any).
@@ -425,210 +285,32 @@ func tenantFrom[Req proto.Message](field protoreflect.Name, of func(string) stri
 	}
 }
 
-func stringMap(field string, m map[string]any) (map[string]string, error) {
-	if m == nil {
-		return nil, nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		s, ok := v.(string)
-		if !ok {
-			return nil, apierr.Invalid(field+"."+k, "must be a string (cyclesd keeps string metadata on budgets)")
-		}
-		out[k] = s
-	}
-	return out, nil
-}
-
-type budgetIn struct {
-	TenantID            string         `json:"tenant_id"`
-	Scope               string         `json:"scope"`
-	Unit                string         `json:"unit"`
-	Allocated           *amountIn      `json:"allocated"`
-	OverdraftLimit      *amountIn      `json:"overdraft_limit"`
-	CommitOveragePolicy *string        `json:"commit_overage_policy"`
-	RolloverPolicy      string         `json:"rollover_policy"`
-	PeriodStart         string         `json:"period_start"`
-	PeriodEnd           string         `json:"period_end"`
-	Metadata            map[string]any `json:"metadata"`
-}
-
-// unitAmount reads an Amount that must be in the budget's unit.
-func unitAmount(field string, a *amountIn, unit cyclesv1.Unit) (int64, error) {
-	p, err := a.proto(field)
-	if err != nil || p == nil {
-		return 0, err
-	}
-	if p.GetUnit() != unit {
-		return 0, apierr.New(apierr.UnitMismatch, "%s.unit must be the budget's unit %s", field, unitName(unit)).With("field", field+".unit")
-	}
-	return p.GetAmount(), nil
-}
-
-func (in *budgetIn) fill(out *cyclesv1.CreateBudgetRequest) error {
-	if in.RolloverPolicy != "" && in.RolloverPolicy != "NONE" {
-		return apierr.Invalid("rollover_policy", "only NONE is supported")
-	}
-	if in.PeriodStart != "" || in.PeriodEnd != "" {
-		return apierr.Invalid("period_start", "budget periods are not supported; use fund RESET_SPENT at a period boundary")
-	}
-	v, err := parseEnum("unit", in.Unit, unitValues)
-	if err != nil {
+// bodyThenScoped reads a create body, then defaults tenant_id to the tenant
+// its scope names.
+func bodyThenScoped(a *API, w http.ResponseWriter, r *http.Request, req *cyclesv1.CreateBudgetRequest) error {
+	if err := protoJSON(a, w, r, req); err != nil {
 		return err
 	}
-	unit := cyclesv1.Unit(v)
-	if in.Allocated == nil {
-		return apierr.Invalid("allocated", "is required")
-	}
-	if out.Allocated, err = unitAmount("allocated", in.Allocated, unit); err != nil {
-		return err
-	}
-	if in.OverdraftLimit != nil {
-		if out.OverdraftLimit, err = unitAmount("overdraft_limit", in.OverdraftLimit, unit); err != nil {
-			return err
-		}
-	}
-	if out.CommitOveragePolicy, err = policyOf("commit_overage_policy", in.CommitOveragePolicy); err != nil {
-		return err
-	}
-	if out.Metadata, err = stringMap("metadata", in.Metadata); err != nil {
-		return err
-	}
-	out.TenantId, out.ScopePath, out.Unit = in.TenantID, in.Scope, unit
-	if out.TenantId == "" {
-		out.TenantId = scope.TenantOf(in.Scope)
-	}
-	return nil
+	return scoped[*cyclesv1.CreateBudgetRequest](nil)(a, w, r, req)
 }
 
-type budgetUpdateIn struct {
-	OverdraftLimit      *amountIn      `json:"overdraft_limit"`
-	CommitOveragePolicy *string        `json:"commit_overage_policy"`
-	Metadata            map[string]any `json:"metadata"`
-}
-
-// fill: the budget (tenant, scope, unit) comes from the query.
-func (in *budgetUpdateIn) fill(up *cyclesv1.UpdateBudgetRequest) error {
-	if in.OverdraftLimit != nil {
-		n, err := unitAmount("overdraft_limit", in.OverdraftLimit, up.Unit)
-		if err != nil {
-			return err
-		}
-		up.OverdraftLimit = &n
-	}
-	var err error
-	if up.CommitOveragePolicy, err = policyOf("commit_overage_policy", in.CommitOveragePolicy); err != nil {
-		return err
-	}
-	up.Metadata, err = stringMap("metadata", in.Metadata)
-	return err
-}
-
-type fundIn struct {
-	Operation      string         `json:"operation"`
-	Amount         *amountIn      `json:"amount"`
-	Spent          *amountIn      `json:"spent"`
-	Reason         string         `json:"reason"`
-	IdempotencyKey string         `json:"idempotency_key"`
-	Metadata       map[string]any `json:"metadata"`
-}
-
-type fundOut struct {
-	Operation         string    `json:"operation"`
-	PreviousAllocated amountOut `json:"previous_allocated"`
-	NewAllocated      amountOut `json:"new_allocated"`
-	PreviousRemaining amountOut `json:"previous_remaining"`
-	NewRemaining      amountOut `json:"new_remaining"`
-	PreviousDebt      amountOut `json:"previous_debt"`
-	NewDebt           amountOut `json:"new_debt"`
-	PreviousSpent     amountOut `json:"previous_spent"`
-	NewSpent          amountOut `json:"new_spent"`
-	Timestamp         string    `json:"timestamp,omitempty"`
-}
-
-// fill: the budget (tenant, scope, unit) comes from the query.
-func (in *fundIn) fill(f *cyclesv1.FundBudgetRequest) error {
-	op, err := parseEnum("operation", in.Operation, fundingValues)
-	if err != nil {
-		return err
-	}
-	if in.Amount == nil {
-		return apierr.Invalid("amount", "is required")
-	}
-	if f.Amount, err = unitAmount("amount", in.Amount, f.Unit); err != nil {
-		return err
-	}
-	f.Operation, f.Reason, f.IdempotencyKey = cyclesv1.FundingOperation(op), in.Reason, in.IdempotencyKey
-	if in.Spent != nil {
-		s, err := unitAmount("spent", in.Spent, f.Unit)
-		if err != nil {
-			return err
-		}
-		f.Spent = &s
-	}
-	return nil
-}
-
-func fundOf(f *cyclesv1.FundBudgetResponse) *fundOut {
-	u := unitName(f.GetBudget().GetUnit())
-	amt := func(n int64) amountOut { return amountOut{Unit: u, Amount: n} }
-	return &fundOut{Operation: fundingNames[int32(f.GetOperation())],
-		PreviousAllocated: amt(f.GetPreviousAllocated()), NewAllocated: amt(f.GetNewAllocated()),
-		PreviousRemaining: amt(f.GetPreviousRemaining()), NewRemaining: amt(f.GetNewRemaining()),
-		PreviousDebt: amt(f.GetPreviousDebt()), NewDebt: amt(f.GetNewDebt()),
-		PreviousSpent: amt(f.GetPreviousSpent()), NewSpent: amt(f.GetNewSpent()), Timestamp: isoTime(f.GetTimestampMs())}
-}
-
-type transitionIn struct {
-	Reason   string         `json:"reason"`
-	Metadata map[string]any `json:"metadata"`
-}
-
-// transition reads a budget transition's optional {reason, metadata} body
-// into the request's reason (metadata is accepted and not kept).
-func transition[Req proto.Message](a *API, w http.ResponseWriter, r *http.Request, req Req) error {
+// optionalBody reads a body when there is one (a budget transition's
+// {reason, metadata} may be left out).
+func optionalBody[Req proto.Message](a *API, w http.ResponseWriter, r *http.Request, req Req) error {
 	if r.ContentLength == 0 {
 		return nil
 	}
-	var in transitionIn
-	if err := a.decodeJSON(w, r, &in); err != nil {
-		return err
-	}
-	m := req.ProtoReflect()
-	m.Set(m.Descriptor().Fields().ByName("reason"), protoreflect.ValueOfString(in.Reason))
-	return nil
+	return protoJSON(a, w, r, req)
 }
 
 // ---- introspection ---------------------------------------------------------------
 
-type introspectOut struct {
-	Authenticated bool            `json:"authenticated"`
-	AuthType      string          `json:"auth_type"`
-	Permissions   []string        `json:"permissions"`
-	Capabilities  map[string]bool `json:"capabilities"`
-	TenantID      string          `json:"tenant_id,omitempty"`
-	ScopeFilter   []string        `json:"scope_filter,omitempty"`
-	// KeyID is cyclesd's addition: the key's id as the admin routes name it.
-	KeyID string `json:"key_id,omitempty"`
-}
-
-func introspectOf(in *cyclesv1.IntrospectResponse) *introspectOut {
-	return &introspectOut{Authenticated: in.GetAuthenticated(), AuthType: in.GetAuthType(),
-		Permissions: in.GetPermissions(), Capabilities: in.GetCapabilities(), TenantID: in.GetTenantId(),
-		ScopeFilter: in.GetScopeFilter(), KeyID: in.GetKeyId()}
-}
+// introspectShape is the spec's introspection answer; key_id is cyclesd's
+// addition: the key's id as the admin routes name it.
+var introspectShape = shapeOf("authenticated", "auth_type", "permissions", "capabilities", "tenant_id?", "scope_filter?", "key_id?")
 
 // notServed answers a JSON 404 for protocol endpoints cyclesd does not serve.
 func (a *API) notServed(w http.ResponseWriter, r *http.Request, why string) {
 	writeBareError(w, r, http.StatusNotFound, apierr.NotFound,
 		r.Method+" "+r.URL.Path+" is not served by cyclesd: "+why+" (docs/http-api.md)")
-}
-
-// observeModeOut is a tenant's observe_mode on the wire: omitted for ENFORCE
-// (and unset), else its name.
-func observeModeOut(m cyclesv1.ObserveMode) string {
-	if n := actionkind.ObserveModeName(m); n != "ENFORCE" {
-		return n
-	}
-	return ""
 }

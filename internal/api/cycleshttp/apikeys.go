@@ -1,6 +1,8 @@
 package cycleshttp
 
 import (
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 )
 
@@ -11,10 +13,10 @@ func (a *API) keyRoutes() []endpoint {
 	return []endpoint{
 		on(a, "PATCH /v1/admin/api-keys/{key_id}", cyclesv1.AdminService_UpdateApiKey_FullMethodName,
 			via(a.adm, cyclesv1.AdminServiceServer.UpdateApiKey), keyPath(protoJSON[*cyclesv1.UpdateApiKeyRequest]),
-			func(p *cyclesv1.UpdateApiKeyResponse) *apiKeyOut { return apiKeyOf(p.GetApiKey(), "", true) },
+			shaped[*cyclesv1.UpdateApiKeyResponse](apiKeyShape.of("api_key")),
 			off("the admin service is not enabled on this server")),
 		on(a, "POST /v1/auth/validate", cyclesv1.AuthService_Validate_FullMethodName,
-			via(a.auth, cyclesv1.AuthServiceServer.Validate), protoJSON, validateOf,
+			via(a.auth, cyclesv1.AuthServiceServer.Validate), protoJSON, shaped[*cyclesv1.ValidateResponse](validateShape),
 			off("key validation is not enabled on this server")),
 	}
 }
@@ -24,28 +26,21 @@ func (a *API) keyRoutes() []endpoint {
 // addition to the spec's body (the spec has a key's expiry immutable; cyclesd
 // lets an operator shorten or extend it in place).
 
-// validateOut is the spec's ApiKeyValidationResponse.
-type validateOut struct {
-	Valid       bool     `json:"valid"`
-	TenantID    string   `json:"tenant_id"`
-	KeyID       string   `json:"key_id,omitempty"`
-	Permissions []string `json:"permissions,omitempty"`
-	ScopeFilter []string `json:"scope_filter,omitempty"`
-	ExpiresAt   string   `json:"expires_at,omitempty"`
-	Reason      string   `json:"reason,omitempty"`
-}
-
-func validateOf(v *cyclesv1.ValidateResponse) *validateOut {
-	out := &validateOut{Valid: v.GetValid(), TenantID: v.GetTenantId(), KeyID: v.GetKeyId(), Permissions: v.GetPermissions(),
-		ScopeFilter: v.GetScopeFilter(), Reason: v.GetReason()}
-	if v.GetValid() {
-		out.ExpiresAt = neverExpires
+// validateShape is the spec's ApiKeyValidationResponse: a valid key's
+// answer carries its expiry (neverExpires when it has none) and its
+// permissions ([] when none); an invalid one carries neither.
+var validateShape = shapeOf("valid", "tenant_id", "key_id?", "permissions", "scope_filter?", "expires_at", "reason?").
+	calc("permissions", func(m protoreflect.Message) (any, bool) {
+		v := m.Interface().(*cyclesv1.ValidateResponse)
+		if p := v.GetPermissions(); p != nil || !v.GetValid() {
+			return p, p != nil
+		}
+		return []string{}, true
+	}).
+	calc("expires_at", func(m protoreflect.Message) (any, bool) {
+		v := m.Interface().(*cyclesv1.ValidateResponse)
 		if v.ExpiresAtMs != nil {
-			out.ExpiresAt = isoTime(v.GetExpiresAtMs())
+			return isoTime(v.GetExpiresAtMs()), v.GetValid()
 		}
-		if out.Permissions == nil {
-			out.Permissions = []string{}
-		}
-	}
-	return out
-}
+		return neverExpires, v.GetValid()
+	})

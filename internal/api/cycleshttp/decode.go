@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
 
@@ -41,9 +43,74 @@ import (
 //   - google.protobuf.Struct members (metadata, metrics.custom) are free-form;
 //     their numbers are doubles, as in any Struct (amounts never travel there);
 //   - null is an absent member; a wrong JSON type is a 400 naming the member.
-// What the spec's shape adds beyond the proto is declared in the two tables
-// below; a route whose body truly differs from its request keeps a small
-// wire type of its own (wire.go) and says why.
+// Where the spec's body truly differs from the request proto, the difference
+// is declared in the tables below, by message, each entry saying why.
+
+// wireMember is a body member the request proto does not spell the same way.
+type wireMember struct {
+	field protoreflect.Name // the member binds this field (renamed)
+	// amount: the member is the spec's amount object {unit, amount}, kept as
+	// the bare int64 field; its unit must equal the message's field of this
+	// name ("-": not compared). The admin protos count a budget's amounts
+	// in its one unit.
+	amount protoreflect.Name
+	// allow: a member the proto lacks; these values (and null) are accepted
+	// and not kept, any other is refused with why.
+	allow []string
+	why   string
+	any   bool // a member the proto lacks, accepted in any form and not kept
+	// number: a JSON number kept as its decimal text in a string field
+	// (bulk utilization bounds: decimals, compared exactly downstream).
+	number bool
+	// clear: "" sets the optional instant to 0, clearing it (a PATCH).
+	clear bool
+}
+
+const (
+	noHierarchy = "tenant hierarchies are not supported by cyclesd"
+	notServed   = "is not served by cyclesd"
+)
+
+// wireMembers are the spec's members that differ from the request proto.
+var wireMembers = map[protoreflect.FullName]map[string]wireMember{
+	"cycles.v1.CreateTenantRequest": {
+		"parent_tenant_id": {allow: []string{""}, why: noHierarchy},
+		// cyclesd always releases expired reservations.
+		"reservation_expiry_policy": {allow: []string{"", "AUTO_RELEASE"}, why: "cyclesd always releases expired reservations (AUTO_RELEASE)"},
+		// A new tenant enforces (the spec's default); OBSERVE is set by PATCH.
+		"observe_mode": {allow: []string{"ENFORCE", "DISABLED"}, why: "a new tenant enforces; set OBSERVE with PATCH /v1/admin/tenants/{tenant_id}"},
+	},
+	"cycles.v1.UpdateTenantRequest": {
+		"parent_tenant_id":          {allow: []string{""}, why: noHierarchy},
+		"reservation_expiry_policy": {allow: []string{"", "AUTO_RELEASE"}, why: "cyclesd always releases expired reservations (AUTO_RELEASE)"},
+		"replace_metadata":          {why: "unknown field"}, // gRPC only: the spec merges metadata
+	},
+	"cycles.v1.CreateBudgetRequest": {
+		"scope":           {field: "scope_path"},
+		"allocated":       {amount: "unit"},
+		"overdraft_limit": {amount: "unit"},
+		"rollover_policy": {allow: []string{"", "NONE"}, why: "only NONE is supported"},
+		"period_start":    {allow: []string{""}, why: "budget periods are not supported; use fund RESET_SPENT at a period boundary"},
+		"period_end":      {allow: []string{""}, why: "budget periods are not supported; use fund RESET_SPENT at a period boundary"},
+	},
+	"cycles.v1.UpdateBudgetRequest": {"overdraft_limit": {amount: "unit"}},
+	"cycles.v1.FundBudgetRequest":   {"amount": {amount: "unit"}, "spent": {amount: "unit"}, "metadata": {any: true}},
+	// A budget transition's body is {reason, metadata}; metadata is not kept.
+	"cycles.v1.FreezeBudgetRequest":   {"metadata": {any: true}},
+	"cycles.v1.UnfreezeBudgetRequest": {"metadata": {any: true}},
+	"cycles.v1.CloseBudgetRequest":    {"metadata": {any: true}},
+	"cycles.v1.TenantBulkFilter": {
+		"parent_tenant_id": {allow: []string{""}, why: noHierarchy},
+		"observe_mode":     {any: true}, // v0.1.26; ignored, as the spec allows
+	},
+	"cycles.v1.BudgetBulkFilter": {"utilization_min": {number: true}, "utilization_max": {number: true}},
+	// spent is RESET_SPENT's new spent, in the action's amount unit.
+	"cycles.v1.BulkActionBudgetsRequest": {"spent": {amount: "-"}},
+	"cycles.v1.UpdateScopePolicyRequest": {
+		"effective_from":  {field: "effective_from_ms", clear: true},
+		"effective_until": {field: "effective_until_ms", clear: true},
+	},
+}
 
 // requiredMembers are members a body must carry when the object holding them
 // is present: proto3 cannot mark them required, and the spec does (an
@@ -51,6 +118,10 @@ import (
 var requiredMembers = map[protoreflect.FullName][]string{
 	"cycles.v1.Amount":                   {"unit", "amount"},
 	"cycles.v1.ExtendReservationRequest": {"extend_by_ms"},
+	"cycles.v1.CreateBudgetRequest":      {"allocated"},
+	"cycles.v1.FundBudgetRequest":        {"operation", "amount"},
+	"cycles.v1.BulkActionBudgetsRequest": {"amount"},
+	"cycles.v1.CreateScopePolicyRequest": {"tenant_id"},
 }
 
 // nonEmptyStrings are messages whose string members, when present, must not
@@ -104,13 +175,90 @@ func decodeMessage(body []byte, m protoreflect.Message) error {
 	case nil: // null: no members
 		return nil
 	case json.Delim('{'):
-		return (&walker{dec}).object(m, "")
+		return (&walker{dec: dec}).object(m, "")
 	}
 	return typeError("body", "an object", tok)
 }
 
 // walker reads the tokens of one body.
-type walker struct{ dec *json.Decoder }
+type walker struct {
+	dec   *json.Decoder
+	units []unitCheck
+}
+
+// unitCheck is an amount member's unit, compared with its message's unit
+// field once the message is read.
+type unitCheck struct {
+	prefix, path string
+	field        protoreflect.Name
+	unit         protoreflect.EnumNumber
+}
+
+// extra reads a member the proto lacks (wireMembers): accepted values are
+// not kept; any other is refused.
+func (w *walker) extra(wm wireMember, path string) error {
+	var v any
+	if err := w.dec.Decode(&v); err != nil {
+		return jsonError(err, 0)
+	}
+	if s, ok := v.(string); wm.any || v == nil || ok && slices.Contains(wm.allow, s) {
+		return nil
+	}
+	return apierr.Invalid(path, "%s", wm.why)
+}
+
+// amount reads the spec's amount object into the int64 field fd; unit names
+// the message field its unit must equal ("-": none).
+func (w *walker) amount(m protoreflect.Message, fd protoreflect.FieldDescriptor, unit protoreflect.Name, path string) error {
+	tok, err := w.dec.Token()
+	if err != nil || tok == nil {
+		return err
+	}
+	if tok != json.Delim('{') {
+		return typeError(path, "an object", tok)
+	}
+	a := &cyclesv1.Amount{}
+	if err := w.object(a.ProtoReflect(), path+"."); err != nil {
+		return err
+	}
+	m.Set(fd, protoreflect.ValueOfInt64(a.GetAmount()))
+	if unit != "-" {
+		prefix, _ := strings.CutSuffix(path, string(fd.Name()))
+		w.units = append(w.units, unitCheck{prefix: prefix, path: path, field: unit, unit: a.GetUnit().Number()})
+	}
+	return nil
+}
+
+// number reads a JSON number as its decimal text into string field fd.
+func (w *walker) number(m protoreflect.Message, fd protoreflect.FieldDescriptor, path string) error {
+	tok, err := w.dec.Token()
+	if err != nil || tok == nil {
+		return err
+	}
+	n, ok := tok.(json.Number)
+	if !ok {
+		return typeError(path, "a number", tok)
+	}
+	m.Set(fd, protoreflect.ValueOfString(string(n)))
+	return nil
+}
+
+// instant reads an optional date-time where "" clears it (sets 0).
+func (w *walker) instant(m protoreflect.Message, fd protoreflect.FieldDescriptor, path string) error {
+	tok, err := w.dec.Token()
+	if err != nil || tok == nil {
+		return err
+	}
+	if tok == "" {
+		m.Set(fd, protoreflect.ValueOfInt64(0))
+		return nil
+	}
+	v, err := scalar(fd, tok, true, path)
+	if err == nil {
+		m.Set(fd, v)
+	}
+	return err
+}
 
 // object reads the members of an object (its '{' read) into m; prefix is
 // the path of m's members ("estimate.").
@@ -133,7 +281,17 @@ func (w *walker) object(m protoreflect.Message, prefix string) error {
 			}
 		}
 		seen = append(seen, name)
+		wm, special := wireMembers[md.FullName()][name]
+		if special && wm.field == "" && wm.amount == "" && !wm.number && !wm.clear {
+			if err := w.extra(wm, path); err != nil {
+				return err
+			}
+			continue
+		}
 		fd, iso := memberOf(md, name)
+		if special && wm.field != "" {
+			fd, iso = md.Fields().ByName(wm.field), iso || strings.HasSuffix(string(wm.field), "_ms")
+		}
 		if fd == nil {
 			return apierr.Invalid(path, "unknown field (member names are case-sensitive)")
 		}
@@ -142,12 +300,30 @@ func (w *walker) object(m protoreflect.Message, prefix string) error {
 			// body may not name another reservation, key or tenant.
 			return apierr.Invalid(path, "unknown field (the path or query gives it)")
 		}
-		if err := w.member(m, fd, iso, path); err != nil {
+		switch {
+		case wm.amount != "":
+			err = w.amount(m, fd, wm.amount, path)
+		case wm.number:
+			err = w.number(m, fd, path)
+		case wm.clear:
+			err = w.instant(m, fd, path)
+		default:
+			err = w.member(m, fd, iso, path)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	if _, err := w.dec.Token(); err != nil { // '}'
 		return jsonError(err, 0)
+	}
+	// Amounts are checked against their unit once it is read (a missing
+	// unit is the validator's to name).
+	for _, u := range w.units {
+		if got := m.Get(md.Fields().ByName(u.field)).Enum(); u.prefix == prefix && got != 0 && got != u.unit {
+			return apierr.New(apierr.UnitMismatch, "%s.unit must be the budget's unit %s", u.path,
+				enumName(md.Fields().ByName(u.field).Enum(), got)).With("field", u.path+".unit")
+		}
 	}
 	for _, want := range requiredMembers[md.FullName()] {
 		if !slices.Contains(seen, want) {
@@ -192,9 +368,11 @@ func (w *walker) member(m protoreflect.Message, fd protoreflect.FieldDescriptor,
 	return err
 }
 
-// isWrapper: a message whose one field is "values" (ApiKeyStrings).
+// isWrapper: a message whose one field is a list or map (ApiKeyStrings,
+// ActionKindList, ActionQuotaList): it tells "absent" from "empty" in a
+// partial update, and the wire sends the bare list or map.
 func isWrapper(md protoreflect.MessageDescriptor) bool {
-	return md.Fields().Len() == 1 && md.Fields().Get(0).Name() == "values"
+	return md.Fields().Len() == 1 && (md.Fields().Get(0).IsList() || md.Fields().Get(0).IsMap())
 }
 
 // memberAt reads the value starting at tok (not null) into field fd of m.
@@ -355,6 +533,18 @@ func integer(tok json.Token, bits int) (int64, error) {
 	return strconv.ParseInt(string(n), 10, bits)
 }
 
+// freeBody reads a body (one valid JSON value) that has no request proto as
+// a free-form object, duplicate members refused.
+func freeBody(body []byte) (map[string]*structpb.Value, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, apierr.Invalid("body", "must be a JSON object")
+	}
+	s, err := (&walker{dec: dec}).freeObject("")
+	return s.GetFields(), err
+}
+
 // freeObject reads a free-form object (its '{' read) as a Struct.
 func (w *walker) freeObject(path string) (*structpb.Struct, error) {
 	s := &structpb.Struct{Fields: map[string]*structpb.Value{}}
@@ -364,10 +554,14 @@ func (w *walker) freeObject(path string) (*structpb.Struct, error) {
 			return nil, jsonError(err, 0)
 		}
 		k := kt.(string)
-		if _, dup := s.Fields[k]; dup {
-			return nil, apierr.Invalid(path+"."+k, "duplicate key")
+		at := k
+		if path != "" {
+			at = path + "." + k
 		}
-		v, err := w.freeValue(path + "." + k)
+		if _, dup := s.Fields[k]; dup {
+			return nil, apierr.Invalid(at, "duplicate key")
+		}
+		v, err := w.freeValue(at)
 		if err != nil {
 			return nil, err
 		}

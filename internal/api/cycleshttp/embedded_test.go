@@ -6,14 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
 
-// TestDecodeErrorNamesWireField: a type error inside a body member that the
-// wire type takes from an embedded struct (policyIn embeds governanceIn) names
-// the member as the wire spells it. encoding/json puts the embedded struct's
-// Go name in the path ("governanceIn.allowed_action_kinds"), which no client
-// could match to its request.
+// TestDecodeErrorNamesWireField: a type error inside a policy body member
+// names the member as the wire spells it, nested members by their path.
 func TestDecodeErrorNamesWireField(t *testing.T) {
 	a := &API{maxBody: 4096}
 	for _, tc := range []struct {
@@ -26,8 +24,7 @@ func TestDecodeErrorNamesWireField(t *testing.T) {
 	} {
 		t.Run(tc.body, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/v1/admin/policies", strings.NewReader(tc.body))
-			var in policyIn
-			err := a.decodeJSON(httptest.NewRecorder(), r, &in)
+			err := protoJSON(a, httptest.NewRecorder(), r, &cyclesv1.CreateScopePolicyRequest{})
 			e, ok := apierr.As(err)
 			if !ok || e.Code != apierr.InvalidRequest {
 				t.Fatalf("err %v, want INVALID_REQUEST", err)

@@ -3,6 +3,8 @@ package cycleshttp
 import (
 	"context"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
@@ -18,7 +20,7 @@ func (a *API) eventRoutes() []endpoint {
 	filters := query(qf("scope", "scope_prefix"), q("cursor"), qf("event_type", "event_types"), qf("category", "categories"),
 		qf("correlation_id", "correlation_id"),
 		qf("from", "from_ms"), qf("to", "to_ms"), q("limit"))
-	eventPage := shaped[*cyclesv1.ListEventsResponse](page("events", item(envelopeOf)))
+	eventPage := shaped[*cyclesv1.ListEventsResponse](page("events", nil).nest("events", envelopeShape))
 	return []endpoint{
 		on(a, "GET /v1/events", cyclesv1.EventService_ListEvents_FullMethodName,
 			keyOnly(false, via(ev, cyclesv1.EventServiceServer.ListEvents)), check(eventWindow), eventPage, offEvents, filters),
@@ -30,7 +32,7 @@ func (a *API) eventRoutes() []endpoint {
 		// docs/http-api.md). The answer is the envelope or 404 EVENT_NOT_FOUND.
 		on(a, "GET /v1/admin/events/{event_id}", cyclesv1.EventService_GetEvent_FullMethodName,
 			keyOnly(true, via(ev, cyclesv1.EventServiceServer.GetEvent)), nil,
-			func(p *cyclesv1.GetEventResponse) eventEnvelopeOut { return envelopeOf(p.GetEvent()) }, offEvents, query(q("tenant_id"))),
+			shaped[*cyclesv1.GetEventResponse](envelopeShape.of("event")), offEvents, query(q("tenant_id"))),
 	}
 }
 
@@ -57,38 +59,15 @@ func keyOnly[Req, Resp any](admin bool, call func(context.Context, Req) (Resp, e
 	}
 }
 
-type actorOut struct {
-	Type  string `json:"type"`
-	KeyID string `json:"key_id,omitempty"`
-}
+// envelopeShape is the protocol's Event envelope. The actor is omitted when
+// it has no type; data's integer members are exact JSON integers
+// (eventDataOf).
+var envelopeShape = shapeOf("event_id", "event_type", "category", "timestamp", "tenant_id", "scope?", "actor?", "source",
+	"data?", "request_id?", "trace_id?", "correlation_id?").
+	calc("actor", func(m protoreflect.Message) (any, bool) {
+		act := m.Interface().(*cyclesv1.Event).GetActor()
+		return actorShape.json(act.ProtoReflect()), act.GetType() != ""
+	}).
+	with("data", item(eventDataOf))
 
-type eventEnvelopeOut struct {
-	EventID   string         `json:"event_id"`
-	EventType string         `json:"event_type"`
-	Category  string         `json:"category"`
-	Timestamp string         `json:"timestamp"`
-	TenantID  string         `json:"tenant_id"`
-	Scope     string         `json:"scope,omitempty"`
-	Actor     *actorOut      `json:"actor,omitempty"`
-	Source    string         `json:"source"`
-	Data      map[string]any `json:"data,omitempty"`
-	RequestID string         `json:"request_id,omitempty"`
-	TraceID   string         `json:"trace_id,omitempty"`
-	// CorrelationID is omitted on events without one.
-	CorrelationID string `json:"correlation_id,omitempty"`
-}
-
-// envelopeOf is the protocol's Event envelope of one event.
-func envelopeOf(e *cyclesv1.Event) eventEnvelopeOut {
-	ev := eventEnvelopeOut{EventID: e.GetEventId(), EventType: e.GetEventType(), Category: e.GetCategory(),
-		Timestamp: isoTime(e.GetTimestampMs()), TenantID: e.GetTenantId(), Scope: e.GetScope(), Source: e.GetSource(),
-		Data: eventDataOf(e.GetData()), RequestID: e.GetRequestId(), TraceID: e.GetTraceId(),
-		CorrelationID: e.GetCorrelationId()}
-	if act := e.GetActor(); act != nil && act.GetType() != "" {
-		ev.Actor = &actorOut{Type: act.GetType()}
-		if act.GetKeyId() != "" {
-			ev.Actor.KeyID = act.GetKeyId()
-		}
-	}
-	return ev
-}
+var actorShape = shapeOf("type", "key_id?")

@@ -14,20 +14,18 @@
 // gRPC method, path and query parameters bound to proto fields by name, how
 // the body is read, answer encoder and success status, all served by one
 // generic handler. Bodies that follow the proto are read into the request by
-// one protoreflect decoder (decode.go), answers that follow it are written
-// from declared shapes (shape.go); hand-written wire types remain only where
-// the spec's shape differs. docs/http-api.md lists the wire rules and what is and is not served.
+// one protoreflect decoder (decode.go), answers are written from declared
+// shapes (shape.go); where the spec's shape differs from the proto, the
+// difference is declared in their tables (wireMembers, calc members).
+// docs/http-api.md lists the wire rules and what is and is not served.
 package cycleshttp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
-	"reflect"
-	"strconv"
 	"strings"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
@@ -297,101 +295,22 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_, _ = w.Write(b)
 }
 
-// decodeJSON reads one JSON object into dst: unknown keys, wrong types,
-// fractions or out-of-range integers, trailing data and oversize bodies are
-// INVALID_REQUEST naming the field; so are member names that match a field
-// only case-insensitively and duplicate members (strictKeys).
-func (a *API) decodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
-	if err != nil {
-		return jsonError(err, a.maxBody)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(dst); err != nil {
-		var typ *json.UnmarshalTypeError
-		if errors.As(err, &typ) {
-			typ.Field = wirePath(reflect.TypeOf(dst), typ.Field)
-		}
-		return jsonError(err, a.maxBody)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if err != nil {
-			return jsonError(err, a.maxBody)
-		}
-		return apierr.Invalid("body", "has data after the JSON object")
-	}
-	return strictKeys(body, dst)
-}
-
-// wirePath is a decode error's field path as the wire spells it:
-// encoding/json names an embedded struct by its Go type name in the path
-// (policyIn's "governanceIn.allowed_action_kinds"), a level the wire does not
-// have.
-func wirePath(t reflect.Type, path string) string {
-	var out []string
-	for _, seg := range strings.Split(path, ".") {
-		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map) {
-			t = t.Elem()
-		}
-		if t != nil && t.Kind() == reflect.Struct {
-			if f, ok := t.FieldByName(seg); ok && f.Anonymous {
-				t = f.Type
-				continue
-			}
-			t = jsonFields(t)[seg]
-		}
-		out = append(out, seg)
-	}
-	return strings.Join(out, ".")
-}
-
+// jsonError is a body that is not one well-formed JSON value, as a 400
+// naming body.
 func jsonError(err error, limit int64) error {
 	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
 	var big *http.MaxBytesError
 	switch {
 	case errors.As(err, &big):
 		return apierr.Invalid("body", "is larger than %d bytes", limit)
 	case errors.As(err, &syn):
 		return apierr.Invalid("body", "malformed JSON at offset %d: %v", syn.Offset, syn)
-	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
-			field = "body"
-		}
-		return apierr.Invalid(field, "must be %s, got JSON %s", jsonType(typ.Type.Kind().String()), typ.Value)
 	case errors.Is(err, io.EOF):
 		return apierr.Invalid("body", "is empty; a JSON object is required")
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return apierr.Invalid("body", "malformed JSON: unexpected end")
 	}
-	if quoted, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		name, uerr := strconv.Unquote(quoted)
-		if uerr != nil || name == "" {
-			return apierr.Invalid("body", "has an unknown field %s", quoted)
-		}
-		return apierr.Invalid(name, "unknown field")
-	}
 	return apierr.Invalid("body", "malformed JSON: %v", err)
-}
-
-func jsonType(kind string) string {
-	switch kind {
-	case "int64", "int", "int32":
-		return "an integer within int64"
-	case "ptr":
-		return "a value of another type"
-	case "struct", "map":
-		return "an object"
-	case "slice":
-		return "an array"
-	case "bool":
-		return "a boolean"
-	default:
-		return "a " + kind
-	}
 }
 
 func (a *API) notFound(w http.ResponseWriter, r *http.Request) {

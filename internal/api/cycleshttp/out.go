@@ -1,119 +1,83 @@
 package cycleshttp
 
 import (
-	"google.golang.org/protobuf/types/known/structpb"
+	"encoding/json"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
 
-// Response bodies: exactly the keys of the protocol's response schemas, none
+// Runtime answers: exactly the keys of the protocol's response schemas, none
 // more (the official SDKs refuse a success body with an unknown key), and
 // optional keys omitted where the reference server omits them
-// (docs/http-api.md, "Wire rules").
+// (docs/http-api.md, "Wire rules"). Each is a declared shape (shape.go).
 
-type amountOut struct {
-	Unit   string `json:"unit"`
-	Amount int64  `json:"amount"`
+var (
+	amountShape = shapeOf("unit", "amount")
+	capsShape   = shapeOf("max_tokens?", "max_steps_remaining?", "tool_allowlist?", "tool_denylist?", "cooldown_ms?")
+	// A balance's amounts all carry the unit of remaining; debt and
+	// overdraft_limit are omitted when zero, as the reference writes them.
+	balanceShape = shapeOf("scope", "scope_path", "remaining=remaining.amount:remaining.unit",
+		"reserved=reserved.amount:remaining.unit", "spent=spent.amount:remaining.unit",
+		"allocated=allocated.amount:remaining.unit", "debt=debt.amount:remaining.unit?",
+		"overdraft_limit=overdraft_limit.amount:remaining.unit?", "is_over_limit?")
+	reservationShape = shapeOf("reservation_id", "status", "idempotency_key?", "subject", "action", "reserved", "committed",
+		"created_at_ms", "expires_at_ms", "finalized_at_ms", "scope_path", "affected_scopes", "metadata?", "committed_metadata?").
+		nest("subject", shapeOf("tenant?", "workspace?", "app?", "workflow?", "agent?", "toolset?", "dimensions?")).
+		nest("action", shapeOf("kind", "name", "tags?")).nest("reserved", amountShape).
+		// committed and finalized_at_ms belong to a finalized reservation only.
+		calc("committed", func(m protoreflect.Message) (any, bool) {
+			r := m.Interface().(*cyclesv1.Reservation)
+			return amountShape.json(r.GetCommitted().ProtoReflect()),
+				r.GetStatus() == cyclesv1.ReservationStatus_RESERVATION_STATUS_COMMITTED && r.Committed != nil
+		}).
+		calc("finalized_at_ms", func(m protoreflect.Message) (any, bool) {
+			r := m.Interface().(*cyclesv1.Reservation)
+			s := r.GetStatus()
+			return r.GetFinalizedAtMs(), r.FinalizedAtMs != nil && (s == cyclesv1.ReservationStatus_RESERVATION_STATUS_COMMITTED ||
+				s == cyclesv1.ReservationStatus_RESERVATION_STATUS_RELEASED)
+		})
+)
+
+// withBalances adds the runtime answers' balances list.
+func withBalances(s *shape) *shape { return s.nest("balances", balanceShape) }
+
+// reserveAnswer and decideAnswer write deny_detail only when showDenyDetail
+// says so: the same answer in two shapes.
+func reserveAnswer(detail bool) *shape {
+	specs := []string{"decision", "reservation_id?", "reserved?", "expires_at_ms?", "remaining_ttl_ms", "scope_path?",
+		"affected_scopes", "caps?", "balances?", "reason_code?", "retry_after_ms?"}
+	s := withBalances(shapeOf(append(specs, denyDetailMember(detail)...)...)).nest("reserved", amountShape).nest("caps", capsShape).
+		// remaining_ttl_ms belongs to a live reservation; a dry run has none.
+		calc("remaining_ttl_ms", func(m protoreflect.Message) (any, bool) {
+			r := m.Interface().(*cyclesv1.CreateReservationResponse)
+			return r.GetRemainingTtlMs(), r.RemainingTtlMs != nil && r.GetReservationId() != ""
+		})
+	return withDenyDetailShape(s, detail)
 }
 
-func amountOf(a *cyclesv1.Amount) *amountOut {
-	if a == nil {
-		return nil
+func decideAnswer(detail bool) *shape {
+	s := shapeOf(append([]string{"decision", "caps?", "reason_code?", "retry_after_ms?", "affected_scopes?"},
+		denyDetailMember(detail)...)...).nest("caps", capsShape)
+	return withDenyDetailShape(s, detail)
+}
+
+func denyDetailMember(detail bool) []string {
+	if detail {
+		return []string{"deny_detail?"}
 	}
-	return &amountOut{Unit: unitName(a.GetUnit()), Amount: a.GetAmount()}
+	return nil
 }
 
-// nonZero is a for amounts the reference omits when zero (debt,
-// overdraft_limit, released).
-func nonZero(a *cyclesv1.Amount) *amountOut {
-	if a.GetAmount() == 0 {
-		return nil
-	}
-	return amountOf(a)
-}
-
-type balanceOut struct {
-	Scope          string     `json:"scope"`
-	ScopePath      string     `json:"scope_path"`
-	Remaining      amountOut  `json:"remaining"`
-	Reserved       amountOut  `json:"reserved"`
-	Spent          amountOut  `json:"spent"`
-	Allocated      amountOut  `json:"allocated"`
-	Debt           *amountOut `json:"debt,omitempty"`
-	OverdraftLimit *amountOut `json:"overdraft_limit,omitempty"`
-	IsOverLimit    bool       `json:"is_over_limit,omitempty"`
-}
-
-func balancesOf(in []*cyclesv1.Balance) []balanceOut {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]balanceOut, len(in))
-	for i, b := range in {
-		out[i] = balanceOf(b)
-	}
-	return out
-}
-
-// balanceOf is hand-written: every amount carries the unit of remaining,
-// and debt and overdraft_limit are omitted when zero (not when unset), as
-// the reference server writes them.
-func balanceOf(b *cyclesv1.Balance) balanceOut {
-	unit := unitName(b.GetRemaining().GetUnit())
-	return balanceOut{
-		Scope:          b.GetScope(),
-		ScopePath:      b.GetScopePath(),
-		Remaining:      amountOut{Unit: unit, Amount: b.GetRemaining().GetAmount()},
-		Reserved:       amountOut{Unit: unit, Amount: b.GetReserved().GetAmount()},
-		Spent:          amountOut{Unit: unit, Amount: b.GetSpent().GetAmount()},
-		Allocated:      amountOut{Unit: unit, Amount: b.GetAllocated().GetAmount()},
-		Debt:           nonZero(b.GetDebt()),
-		OverdraftLimit: nonZero(b.GetOverdraftLimit()),
-		IsOverLimit:    b.GetIsOverLimit(),
-	}
-}
-
-// capsJSON is the protocol's Caps, both ways (a policy body carries it too).
-type capsJSON struct {
-	MaxTokens         *int64   `json:"max_tokens,omitempty"`
-	MaxStepsRemaining *int64   `json:"max_steps_remaining,omitempty"`
-	ToolAllowlist     []string `json:"tool_allowlist,omitempty"`
-	ToolDenylist      []string `json:"tool_denylist,omitempty"`
-	CooldownMs        *int64   `json:"cooldown_ms,omitempty"`
-}
-
-func capsOf(c *cyclesv1.Caps) *capsJSON {
-	if c == nil {
-		return nil
-	}
-	return &capsJSON{MaxTokens: c.MaxTokens, MaxStepsRemaining: c.MaxStepsRemaining,
-		ToolAllowlist: c.GetToolAllowlist(), ToolDenylist: c.GetToolDenylist(), CooldownMs: c.CooldownMs}
-}
-
-// scopes keeps a required array an array ([] rather than null).
-func scopes(s []string) []string {
-	if s == nil {
-		return []string{}
+func withDenyDetailShape(s *shape, detail bool) *shape {
+	if detail {
+		s.with("deny_detail", item(actionkind.WireDenyDetail))
 	}
 	return s
-}
-
-type reserveOut struct {
-	Decision       string       `json:"decision"`
-	ReservationID  string       `json:"reservation_id,omitempty"`
-	Reserved       *amountOut   `json:"reserved,omitempty"`
-	ExpiresAtMs    int64        `json:"expires_at_ms,omitempty"`
-	RemainingTTLMs *int64       `json:"remaining_ttl_ms,omitempty"`
-	ScopePath      string       `json:"scope_path,omitempty"`
-	AffectedScopes []string     `json:"affected_scopes"`
-	Caps           *capsJSON    `json:"caps,omitempty"`
-	Balances       []balanceOut `json:"balances,omitempty"`
-	ReasonCode     string       `json:"reason_code,omitempty"`
-	RetryAfterMs   *int64       `json:"retry_after_ms,omitempty"`
-	// DenyDetail (v0.1.26) only when showDenyDetail says so.
-	DenyDetail *actionkind.DenyDetailJSON `json:"deny_detail,omitempty"`
 }
 
 // showDenyDetail decides whether a success body carries deny_detail. Strict
@@ -130,165 +94,26 @@ func showDenyDetail(optIn, observed bool, reason string) bool {
 	return optIn || observed
 }
 
-func reserveOf(r *cyclesv1.CreateReservationResponse) *reserveOut {
-	out := &reserveOut{
-		Decision:       decisionNames[int32(r.GetDecision())],
-		ReservationID:  r.GetReservationId(),
-		Reserved:       amountOf(r.GetReserved()),
-		ExpiresAtMs:    r.GetExpiresAtMs(),
-		ScopePath:      r.GetScopePath(),
-		AffectedScopes: scopes(r.GetAffectedScopes()),
-		Caps:           capsOf(r.GetCaps()),
-		Balances:       balancesOf(r.GetBalances()),
-		ReasonCode:     r.GetReasonCode(),
-		RetryAfterMs:   r.RetryAfterMs,
+// detailed picks the encoder of two shapes of one answer by showDenyDetail.
+func detailed[Req, Resp proto.Message](plain, detail *shape, show func(Req, Resp) bool) func(Req, Resp) json.RawMessage {
+	p, d := shaped[Resp](plain), shaped[Resp](detail)
+	return func(req Req, resp Resp) json.RawMessage {
+		if show(req, resp) {
+			return d(resp)
+		}
+		return p(resp)
 	}
-	if r.GetReservationId() != "" { // live reserve only; a dry run has none
-		out.RemainingTTLMs = r.RemainingTtlMs
-	}
-	return out
 }
 
-type decideOut struct {
-	Decision       string    `json:"decision"`
-	Caps           *capsJSON `json:"caps,omitempty"`
-	ReasonCode     string    `json:"reason_code,omitempty"`
-	RetryAfterMs   *int64    `json:"retry_after_ms,omitempty"`
-	AffectedScopes []string  `json:"affected_scopes,omitempty"`
-	// DenyDetail (v0.1.26) only when showDenyDetail says so.
-	DenyDetail *actionkind.DenyDetailJSON `json:"deny_detail,omitempty"`
-}
-
-func decideOf(r *cyclesv1.DecideResponse) *decideOut {
-	return &decideOut{Decision: decisionNames[int32(r.GetDecision())], Caps: capsOf(r.GetCaps()),
-		ReasonCode: r.GetReasonCode(), RetryAfterMs: r.RetryAfterMs, AffectedScopes: r.GetAffectedScopes()}
-}
-
-// withDenyDetail renders a reserve answer with deny_detail when showDenyDetail allows.
-func (o *reserveOut) withDenyDetail(r *cyclesv1.CreateReservationResponse, optIn bool) *reserveOut {
-	if showDenyDetail(optIn, r.GetObserved(), r.GetReasonCode()) {
-		o.DenyDetail = actionkind.WireDenyDetail(r.GetDenyDetail())
-	}
-	return o
-}
-
-// withDenyDetail renders a decision with deny_detail when showDenyDetail allows.
-func (o *decideOut) withDenyDetail(r *cyclesv1.DecideResponse, optIn bool) *decideOut {
-	if showDenyDetail(optIn, false, r.GetReasonCode()) {
-		o.DenyDetail = actionkind.WireDenyDetail(r.GetDenyDetail())
-	}
-	return o
-}
-
-type commitOut struct {
-	Status   string       `json:"status"`
-	Charged  *amountOut   `json:"charged"`
-	Released *amountOut   `json:"released,omitempty"`
-	Balances []balanceOut `json:"balances,omitempty"`
-}
-
-func commitOf(r *cyclesv1.CommitReservationResponse) *commitOut {
-	return &commitOut{Status: "COMMITTED", Charged: amountOf(r.GetCharged()), Released: nonZero(r.GetReleased()),
-		Balances: balancesOf(r.GetBalances())}
-}
-
-type releaseOut struct {
-	Status   string       `json:"status"`
-	Released *amountOut   `json:"released"`
-	Balances []balanceOut `json:"balances,omitempty"`
-}
-
-func releaseOf(r *cyclesv1.ReleaseReservationResponse) *releaseOut {
-	return &releaseOut{Status: "RELEASED", Released: amountOf(r.GetReleased()), Balances: balancesOf(r.GetBalances())}
-}
-
-type extendOut struct {
-	Status         string       `json:"status"`
-	ExpiresAtMs    int64        `json:"expires_at_ms"`
-	RemainingTTLMs int64        `json:"remaining_ttl_ms"`
-	Balances       []balanceOut `json:"balances,omitempty"`
-}
-
-func extendOf(r *cyclesv1.ExtendReservationResponse) *extendOut {
-	return &extendOut{Status: "ACTIVE", ExpiresAtMs: r.GetExpiresAtMs(), RemainingTTLMs: r.GetRemainingTtlMs(),
-		Balances: balancesOf(r.GetBalances())}
-}
-
-type eventOut struct {
-	Status   string       `json:"status"`
-	EventID  string       `json:"event_id"`
-	Charged  *amountOut   `json:"charged,omitempty"`
-	Balances []balanceOut `json:"balances,omitempty"`
-}
-
-func eventOf(r *cyclesv1.CreateEventResponse) *eventOut {
-	return &eventOut{Status: "APPLIED", EventID: r.GetEventId(), Charged: amountOf(r.GetCharged()),
-		Balances: balancesOf(r.GetBalances())}
-}
-
-type subjectOut struct {
-	Tenant     string            `json:"tenant,omitempty"`
-	Workspace  string            `json:"workspace,omitempty"`
-	App        string            `json:"app,omitempty"`
-	Workflow   string            `json:"workflow,omitempty"`
-	Agent      string            `json:"agent,omitempty"`
-	Toolset    string            `json:"toolset,omitempty"`
-	Dimensions map[string]string `json:"dimensions,omitempty"`
-}
-
-type actionOut struct {
-	Kind string   `json:"kind"`
-	Name string   `json:"name"`
-	Tags []string `json:"tags,omitempty"`
-}
-
-type reservationOut struct {
-	ReservationID     string         `json:"reservation_id"`
-	Status            string         `json:"status"`
-	IdempotencyKey    string         `json:"idempotency_key,omitempty"`
-	Subject           subjectOut     `json:"subject"`
-	Action            actionOut      `json:"action"`
-	Reserved          *amountOut     `json:"reserved"`
-	Committed         *amountOut     `json:"committed,omitempty"`
-	CreatedAtMs       int64          `json:"created_at_ms"`
-	ExpiresAtMs       int64          `json:"expires_at_ms"`
-	FinalizedAtMs     *int64         `json:"finalized_at_ms,omitempty"`
-	ScopePath         string         `json:"scope_path"`
-	AffectedScopes    []string       `json:"affected_scopes"`
-	Metadata          map[string]any `json:"metadata,omitempty"`
-	CommittedMetadata map[string]any `json:"committed_metadata,omitempty"`
-}
-
-func reservationOf(r *cyclesv1.Reservation) reservationOut {
-	s := r.GetSubject()
-	out := reservationOut{
-		ReservationID:  r.GetReservationId(),
-		Status:         statusNames[int32(r.GetStatus())],
-		IdempotencyKey: r.GetIdempotencyKey(),
-		Subject: subjectOut{Tenant: s.GetTenant(), Workspace: s.GetWorkspace(), App: s.GetApp(), Workflow: s.GetWorkflow(),
-			Agent: s.GetAgent(), Toolset: s.GetToolset(), Dimensions: s.GetDimensions()},
-		Action:            actionOut{Kind: r.GetAction().GetKind(), Name: r.GetAction().GetName(), Tags: r.GetAction().GetTags()},
-		Reserved:          amountOf(r.GetReserved()),
-		CreatedAtMs:       r.GetCreatedAtMs(),
-		ExpiresAtMs:       r.GetExpiresAtMs(),
-		ScopePath:         r.GetScopePath(),
-		AffectedScopes:    scopes(r.GetAffectedScopes()),
-		Metadata:          mapOf(r.GetMetadata()),
-		CommittedMetadata: mapOf(r.GetCommittedMetadata()),
-	}
-	switch r.GetStatus() {
-	case cyclesv1.ReservationStatus_RESERVATION_STATUS_COMMITTED:
-		out.Committed = amountOf(r.GetCommitted())
-		out.FinalizedAtMs = r.FinalizedAtMs
-	case cyclesv1.ReservationStatus_RESERVATION_STATUS_RELEASED:
-		out.FinalizedAtMs = r.FinalizedAtMs
-	}
-	return out
-}
-
-func mapOf(s *structpb.Struct) map[string]any {
-	if s == nil || len(s.GetFields()) == 0 {
-		return nil
-	}
-	return s.AsMap()
-}
+var (
+	commitAnswer = withBalances(shapeOf("status", "charged", "released", "balances?")).fixed("status", `"COMMITTED"`).
+			nest("charged", amountShape).
+			calc("released", func(m protoreflect.Message) (any, bool) { // omitted when zero, as the reference does
+			r := m.Interface().(*cyclesv1.CommitReservationResponse).GetReleased()
+			return amountShape.json(r.ProtoReflect()), r.GetAmount() != 0
+		})
+	releaseAnswer = withBalances(shapeOf("status", "released", "balances?")).fixed("status", `"RELEASED"`).nest("released", amountShape)
+	extendAnswer  = withBalances(shapeOf("status", "expires_at_ms", "remaining_ttl_ms", "balances?")).fixed("status", `"ACTIVE"`)
+	eventAnswer   = withBalances(shapeOf("status", "event_id", "charged?", "balances?")).fixed("status", `"APPLIED"`).
+			nest("charged", amountShape)
+)

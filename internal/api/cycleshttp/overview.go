@@ -30,6 +30,6 @@ var overviewShape = shapeOf("as_of", "event_window_seconds", "tenant_counts", "b
 	fixed("webhook_counts", `{"total":0,"active":0,"disabled":0,"with_failures":0}`).
 	fixed("failing_webhooks", `[]`).
 	nest("event_counts", shapeOf("total_recent", "by_category")).
-	with("recent_denials", item(envelopeOf)).
-	with("recent_expiries", item(envelopeOf)).
+	nest("recent_denials", envelopeShape).
+	nest("recent_expiries", envelopeShape).
 	nest("coverage", shapeOf("capped", "tenants_registered", "tenants_read", "budgets_read", "events_read"))

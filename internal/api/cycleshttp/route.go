@@ -16,7 +16,7 @@ import (
 
 // The route table: every route is one declaration (table.go) of its pattern,
 // the gRPC method it runs, how its request is read (path and query parameters
-// declared by name, a JSON body through a wire type), its success status and
+// declared by name, a JSON body through the decoder), its success status and
 // how its answer is written. One generic handler (route.ServeHTTP) serves them
 // all through serve, the one call path.
 
@@ -144,18 +144,6 @@ func planeOf(method string) plane {
 		return runtimePlane
 	}
 	return adminPlane
-}
-
-// jsonBody reads the body into the wire type In, then fill moves it into
-// the request (which path and query parameters have already set).
-func jsonBody[In any, Req proto.Message](fill func(*In, Req) error) func(*API, http.ResponseWriter, *http.Request, Req) error {
-	return func(a *API, w http.ResponseWriter, r *http.Request, req Req) error {
-		in := new(In)
-		if err := a.decodeJSON(w, r, in); err != nil {
-			return err
-		}
-		return fill(in, req)
-	}
 }
 
 // ---- declared parameters ---------------------------------------------------------

@@ -21,28 +21,27 @@ func (a *API) runtimeRoutes() []endpoint {
 	return []endpoint{
 		onReq(a, "POST /v1/reservations", cyclesv1.RuntimeService_CreateReservation_FullMethodName,
 			via(rt, cyclesv1.RuntimeServiceServer.CreateReservation), protoJSON,
-			func(req *cyclesv1.CreateReservationRequest, p *cyclesv1.CreateReservationResponse) *reserveOut {
-				return reserveOf(p).withDenyDetail(p, req.GetObserveMode() != 0 || req.GetAction().GetPolicyKeys() != nil)
-			}),
+			detailed(reserveAnswer(false), reserveAnswer(true),
+				func(req *cyclesv1.CreateReservationRequest, p *cyclesv1.CreateReservationResponse) bool {
+					return showDenyDetail(req.GetObserveMode() != 0 || req.GetAction().GetPolicyKeys() != nil, p.GetObserved(), p.GetReasonCode())
+				})),
 		onReq(a, "POST /v1/decide", cyclesv1.RuntimeService_Decide_FullMethodName,
 			via(rt, cyclesv1.RuntimeServiceServer.Decide), protoJSON,
-			func(req *cyclesv1.DecideRequest, p *cyclesv1.DecideResponse) *decideOut {
-				return decideOf(p).withDenyDetail(p, req.GetAction().GetPolicyKeys() != nil)
-			}),
+			detailed(decideAnswer(false), decideAnswer(true), func(req *cyclesv1.DecideRequest, p *cyclesv1.DecideResponse) bool {
+				return showDenyDetail(req.GetAction().GetPolicyKeys() != nil, false, p.GetReasonCode())
+			})),
 		on(a, "POST /v1/events", cyclesv1.RuntimeService_CreateEvent_FullMethodName,
-			via(rt, cyclesv1.RuntimeServiceServer.CreateEvent), protoJSON, eventOf, created),
+			via(rt, cyclesv1.RuntimeServiceServer.CreateEvent), protoJSON, shaped[*cyclesv1.CreateEventResponse](eventAnswer), created),
 		on(a, "POST /v1/reservations/{reservation_id}/commit", cyclesv1.RuntimeService_CommitReservation_FullMethodName,
-			via(rt, cyclesv1.RuntimeServiceServer.CommitReservation), protoJSON, commitOf),
+			via(rt, cyclesv1.RuntimeServiceServer.CommitReservation), protoJSON, shaped[*cyclesv1.CommitReservationResponse](commitAnswer)),
 		on(a, "POST /v1/reservations/{reservation_id}/release", cyclesv1.RuntimeService_ReleaseReservation_FullMethodName,
-			asOwner(via(rt, cyclesv1.RuntimeServiceServer.ReleaseReservation)), protoJSON, releaseOf, dual),
+			asOwner(via(rt, cyclesv1.RuntimeServiceServer.ReleaseReservation)), protoJSON,
+			shaped[*cyclesv1.ReleaseReservationResponse](releaseAnswer), dual),
 		on(a, "POST /v1/reservations/{reservation_id}/extend", cyclesv1.RuntimeService_ExtendReservation_FullMethodName,
-			via(rt, cyclesv1.RuntimeServiceServer.ExtendReservation), protoJSON, extendOf),
+			via(rt, cyclesv1.RuntimeServiceServer.ExtendReservation), protoJSON, shaped[*cyclesv1.ExtendReservationResponse](extendAnswer)),
 		on(a, "GET /v1/reservations/{reservation_id}", cyclesv1.RuntimeService_GetReservation_FullMethodName,
 			asOwner(via(rt, cyclesv1.RuntimeServiceServer.GetReservation)), nil,
-			func(p *cyclesv1.GetReservationResponse) *reservationOut {
-				out := reservationOf(p.GetReservation())
-				return &out
-			}, dual),
+			shaped[*cyclesv1.GetReservationResponse](reservationShape.of("reservation")), dual),
 		on(a, "GET /v1/reservations", cyclesv1.RuntimeService_ListReservations_FullMethodName,
 			func(ctx context.Context, req *cyclesv1.ListReservationsRequest) (*cyclesv1.ListReservationsResponse, error) {
 				ctx, err := onBehalf(ctx, req.GetTenant(),
@@ -52,7 +51,7 @@ func (a *API) runtimeRoutes() []endpoint {
 				}
 				return rt.ListReservations(ctx, req)
 			}, check(listChecks),
-			shaped[*cyclesv1.ListReservationsResponse](page("reservations", item(reservationOf))), dual,
+			shaped[*cyclesv1.ListReservationsResponse](page("reservations", nil).nest("reservations", reservationShape)), dual,
 			query(q("idempotency_key"), q("tenant"), q("workspace"), q("app"), q("workflow"), q("agent"), q("toolset"),
 				q("cursor"), q("status"), q("include"), q("limit"),
 				qf("from", "created_from_ms"), qf("to", "created_to_ms"), qf("expires_from", "expires_from_ms"),
@@ -60,7 +59,7 @@ func (a *API) runtimeRoutes() []endpoint {
 				q("sort_by").with(sortByParam), q("sort_dir").with(sortDirParam))),
 		on(a, "GET /v1/balances", cyclesv1.RuntimeService_GetBalances_FullMethodName,
 			via(rt, cyclesv1.RuntimeServiceServer.GetBalances), nil,
-			shaped[*cyclesv1.GetBalancesResponse](page("balances", item(balanceOf))),
+			shaped[*cyclesv1.GetBalancesResponse](page("balances", nil).nest("balances", balanceShape)),
 			query(q("tenant"), q("workspace"), q("app"), q("workflow"), q("agent"), q("toolset"), q("cursor"),
 				q("include_children"), q("unit"), q("limit"))),
 	}

@@ -9,92 +9,119 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// Answers whose wire shape follows the proto are written by one generic
-// encoder from a declared shape, not by a hand-written type each. The wire's
-// rules are declared here once:
+// Answers are written by one generic encoder from a declared shape, not by a
+// hand-written type each. The wire's rules are declared here once:
 //   - a member is named for its proto field (snake_case);
-//   - "wire=field" renames (the spec's name is not the field's);
+//   - "wire=field" renames (the spec's name is not the field's); a field may
+//     be a path through singular messages ("api_key.key_id");
 //   - a member "x" read from an int64 field "x_ms" is that instant as an
 //     ISO 8601 date-time in UTC, milliseconds precise ("" when 0);
+//   - "wire=field:unit" writes the bare int64 field as the spec's amount
+//     object, {"unit": <the enum at path unit>, "amount": n}: the admin
+//     protos carry a budget's amounts as integers in its one unit;
 //   - a trailing "?" omits the member when it is zero, empty or unset;
-//     without it the member is always written (lists as [], never null);
+//     without it the member is always written (lists as [], never null; an
+//     unset message as its zero value);
 //   - an enum is its value's name without the enum's prefix ("UNIT_TOKENS"
 //     is "TOKENS"; UNSPECIFIED is "");
 //   - an integer is written exactly (int64 never passes through float64);
-//   - a map is an object with sorted keys; strings are escaped as
-//     encoding/json escapes them.
-// Answers whose shape truly differs from the proto (amount objects built from
-// bare integers, members derived from others, runtime bodies the official SDKs
-// read strictly) keep hand-written types; each says why.
+//   - a map is an object with sorted keys; a google.protobuf.Struct is its
+//     free-form object; strings are escaped as encoding/json escapes them.
+// What the proto does not carry is declared beside the member: a constant
+// (fixed) or a value computed from the message (calc), each saying why.
 
 // shape is a message's wire members, in wire order.
 type shape struct {
+	at      []protoreflect.Name // the shape is of the message at this path
 	members []member
 }
 
 type member struct {
-	wire  string
-	field protoreflect.Name
-	omit  bool
+	wire string
+	path []protoreflect.Name // the field, through singular messages
+	unit []protoreflect.Name // set: an amount object in the unit at this path
+	omit bool
 	// A message member is written by each (a hand-written type) or in sub.
 	each func(protoreflect.Message) any
 	sub  *shape
 	// fixed is the member's constant value, for a spec member the proto does
 	// not carry (what cyclesd never has, such as webhook counts).
 	fixed json.RawMessage
+	// calc computes the member from the whole message (false: omitted).
+	calc func(protoreflect.Message) (any, bool)
 }
 
-// shapeOf declares a shape: each spec is "name", "name?", "wire=field" or
-// "wire=field?" (see the rules above). Fields are checked on first use.
+// shapeOf declares a shape: each spec is "wire[=field][:unit][?]" (see the
+// rules above). Fields are checked when the route table is built.
 func shapeOf(specs ...string) *shape {
 	s := &shape{}
 	for _, spec := range specs {
 		m := member{}
 		spec, m.omit = strings.CutSuffix(spec, "?")
+		spec, unit, isAmount := strings.Cut(spec, ":")
 		wire, field, renamed := strings.Cut(spec, "=")
 		if !renamed {
 			field = wire
 		}
-		m.wire, m.field = wire, protoreflect.Name(field)
+		m.wire, m.path = wire, pathOf(field)
+		if isAmount {
+			m.unit = pathOf(unit)
+		}
 		s.members = append(s.members, m)
 	}
 	return s
 }
 
-// with writes the message members named wire with each (a hand-written
-// type where the item's shape differs from its proto).
-func (s *shape) with(wire string, each func(protoreflect.Message) any) *shape {
+func pathOf(dotted string) []protoreflect.Name {
+	var out []protoreflect.Name
+	for _, n := range strings.Split(dotted, ".") {
+		out = append(out, protoreflect.Name(n))
+	}
+	return out
+}
+
+// of is s written from the message at field path dotted (a response that
+// wraps the one resource it answers: {"tenant": {...}}).
+func (s *shape) of(dotted string) *shape {
+	c := *s
+	c.at = pathOf(dotted)
+	return &c
+}
+
+// calc computes the member named wire from the message.
+func (s *shape) calc(wire string, f func(protoreflect.Message) (any, bool)) *shape {
+	return s.set(wire, func(mb *member) { mb.calc = f })
+}
+
+// set changes the member named wire; a name the shape lacks is a
+// declaration error, found when the route table is built.
+func (s *shape) set(wire string, f func(*member)) *shape {
 	for i := range s.members {
 		if s.members[i].wire == wire {
-			s.members[i].each = each
+			f(&s.members[i])
 			return s
 		}
 	}
 	panic("cycleshttp: shape has no member " + wire)
+}
+
+// with writes the message members named wire with each (a hand-written
+// type where the item's shape differs from its proto).
+func (s *shape) with(wire string, each func(protoreflect.Message) any) *shape {
+	return s.set(wire, func(mb *member) { mb.each = each })
 }
 
 // nest writes the message members named wire in shape sub.
 func (s *shape) nest(wire string, sub *shape) *shape {
-	for i := range s.members {
-		if s.members[i].wire == wire {
-			s.members[i].sub = sub
-			return s
-		}
-	}
-	panic("cycleshttp: shape has no member " + wire)
+	return s.set(wire, func(mb *member) { mb.sub = sub })
 }
 
 // fixed writes the member named wire as the constant value raw (JSON).
 func (s *shape) fixed(wire, raw string) *shape {
-	for i := range s.members {
-		if s.members[i].wire == wire {
-			s.members[i].fixed = json.RawMessage(raw)
-			return s
-		}
-	}
-	panic("cycleshttp: shape has no member " + wire)
+	return s.set(wire, func(mb *member) { mb.fixed = json.RawMessage(raw) })
 }
 
 // item adapts a hand-written item encoder to shape.with.
@@ -115,65 +142,106 @@ func page(items string, each func(protoreflect.Message) any) *shape {
 func shaped[Resp proto.Message](s *shape) func(Resp) json.RawMessage {
 	var zero Resp
 	s.check(zero.ProtoReflect().Descriptor())
-	return func(resp Resp) json.RawMessage {
-		var buf bytes.Buffer
-		s.write(&buf, resp.ProtoReflect())
-		return buf.Bytes()
-	}
+	return func(resp Resp) json.RawMessage { return s.json(resp.ProtoReflect()) }
 }
 
-// fieldOf is the field member mb reads, and whether it is an instant
-// written as an ISO date-time (member "x" from int64 field "x_ms").
-func (mb member) fieldOf(md protoreflect.MessageDescriptor) (protoreflect.FieldDescriptor, bool) {
-	fields := md.Fields()
-	if fd := fields.ByName(mb.field); fd != nil {
-		return fd, false
+// json is m written in shape s.
+func (s *shape) json(m protoreflect.Message) json.RawMessage {
+	var buf bytes.Buffer
+	s.write(&buf, m)
+	return buf.Bytes()
+}
+
+// descend is the message at path below m (an empty one where a message on
+// the way is unset).
+func descend(m protoreflect.Message, path []protoreflect.Name) protoreflect.Message {
+	for _, n := range path {
+		m = m.Get(m.Descriptor().Fields().ByName(n)).Message()
 	}
-	if fd := fields.ByName(mb.field + "_ms"); fd != nil && fd.Kind() == protoreflect.Int64Kind {
-		return fd, true
+	return m
+}
+
+// fieldOf is the field at path below md (and the message holding it), and
+// whether it is an instant written as an ISO date-time (member "x" from
+// int64 field "x_ms"). A path naming no field panics: declaration error.
+func fieldOf(md protoreflect.MessageDescriptor, path []protoreflect.Name) (protoreflect.FieldDescriptor, bool) {
+	for i, n := range path {
+		fields := md.Fields()
+		fd := fields.ByName(n)
+		if fd == nil && i == len(path)-1 {
+			if fd = fields.ByName(n + "_ms"); fd != nil && fd.Kind() == protoreflect.Int64Kind {
+				return fd, true
+			}
+		}
+		if fd == nil || (i < len(path)-1 && (fd.Message() == nil || fd.IsList() || fd.IsMap())) {
+			panic("cycleshttp: " + string(md.FullName()) + " has no field " + string(n))
+		}
+		if i == len(path)-1 {
+			return fd, false
+		}
+		md = fd.Message()
 	}
-	panic("cycleshttp: " + string(md.FullName()) + " has no field " + string(mb.field))
+	panic("cycleshttp: empty field path")
 }
 
 // check walks s (and its nested shapes) against md.
 func (s *shape) check(md protoreflect.MessageDescriptor) {
+	for _, n := range s.at {
+		md = md.Fields().ByName(n).Message()
+	}
 	for _, mb := range s.members {
-		if mb.fixed != nil {
+		if mb.fixed != nil || mb.calc != nil {
 			continue
 		}
-		if fd, _ := mb.fieldOf(md); mb.sub != nil {
+		fd, _ := fieldOf(md, mb.path)
+		if mb.unit != nil {
+			fieldOf(md, mb.unit)
+		}
+		if mb.sub != nil {
 			mb.sub.check(fd.Message())
 		}
 	}
 }
 
 func (s *shape) write(buf *bytes.Buffer, m protoreflect.Message) {
+	m = descend(m, s.at)
 	buf.WriteByte('{')
 	first := true
-	for _, mb := range s.members {
-		if mb.fixed != nil {
-			if !first {
-				buf.WriteByte(',')
-			}
-			first = false
-			writeString(buf, mb.wire)
-			buf.WriteByte(':')
-			buf.Write(mb.fixed)
-			continue
-		}
-		fd, iso := mb.fieldOf(m.Descriptor())
-		v := m.Get(fd)
-		empty := !m.Has(fd) || (iso && v.Int() == 0)
-		if mb.omit && empty {
-			continue
-		}
+	key := func(wire string) {
 		if !first {
 			buf.WriteByte(',')
 		}
 		first = false
-		writeString(buf, mb.wire)
+		writeString(buf, wire)
 		buf.WriteByte(':')
+	}
+	for _, mb := range s.members {
+		if mb.fixed != nil {
+			key(mb.wire)
+			buf.Write(mb.fixed)
+			continue
+		}
+		if mb.calc != nil {
+			if v, ok := mb.calc(m); ok {
+				key(mb.wire)
+				writeAny(buf, v)
+			}
+			continue
+		}
+		fd, iso := fieldOf(m.Descriptor(), mb.path)
+		owner := descend(m, mb.path[:len(mb.path)-1])
+		v := owner.Get(fd)
+		empty := !owner.Has(fd) || (iso && v.Int() == 0) || (isStruct(fd) && len(v.Message().Interface().(*structpb.Struct).GetFields()) == 0)
+		if mb.omit && empty {
+			continue
+		}
+		key(mb.wire)
 		switch {
+		case mb.unit != nil:
+			ufd, _ := fieldOf(m.Descriptor(), mb.unit)
+			buf.WriteString(`{"unit":`)
+			writeString(buf, enumName(ufd.Enum(), descend(m, mb.unit[:len(mb.unit)-1]).Get(ufd).Enum()))
+			buf.WriteString(`,"amount":` + strconv.FormatInt(v.Int(), 10) + "}")
 		case iso:
 			writeString(buf, isoTime(v.Int()))
 		case fd.IsList():
@@ -195,6 +263,19 @@ func (s *shape) write(buf *bytes.Buffer, m protoreflect.Message) {
 	buf.WriteByte('}')
 }
 
+func isStruct(fd protoreflect.FieldDescriptor) bool {
+	return fd.Message() != nil && fd.Message().FullName() == "google.protobuf.Struct" && !fd.IsList() && !fd.IsMap()
+}
+
+// writeAny writes a hand-built value (a calc result, an each item).
+func writeAny(buf *bytes.Buffer, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("cycleshttp: " + err.Error()) // hand-built wire values always encode
+	}
+	buf.Write(b)
+}
+
 func writeValue(buf *bytes.Buffer, fd protoreflect.FieldDescriptor, v protoreflect.Value, mb member) {
 	switch fd.Kind() {
 	case protoreflect.StringKind:
@@ -207,13 +288,15 @@ func writeValue(buf *bytes.Buffer, fd protoreflect.FieldDescriptor, v protorefle
 		buf.WriteString(strconv.FormatUint(v.Uint(), 10))
 	case protoreflect.EnumKind:
 		writeString(buf, enumName(fd.Enum(), v.Enum()))
+	case protoreflect.DoubleKind: // ratios (threshold_pct), never money
+		writeAny(buf, v.Float())
 	case protoreflect.MessageKind:
 		if mb.each != nil {
-			b, err := json.Marshal(mb.each(v.Message()))
-			if err != nil {
-				panic("cycleshttp: " + err.Error()) // hand-written wire types always encode
-			}
-			buf.Write(b)
+			writeAny(buf, mb.each(v.Message()))
+			return
+		}
+		if fd.Message().FullName() == "google.protobuf.Struct" {
+			writeAny(buf, v.Message().Interface().(*structpb.Struct).AsMap())
 			return
 		}
 		if mb.sub == nil {

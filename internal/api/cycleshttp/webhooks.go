@@ -1,10 +1,13 @@
 package cycleshttp
 
 import (
+	"math"
+
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
@@ -82,13 +85,6 @@ func (a *API) webhookServe(w http.ResponseWriter, r *http.Request, admin bool, d
 		func(resp any) any { return resp })
 }
 
-type webhookBulkIn struct {
-	Filter         json.RawMessage `json:"filter"`
-	Action         string          `json:"action"`
-	ExpectedCount  *int64          `json:"expected_count"`
-	IdempotencyKey string          `json:"idempotency_key"`
-}
-
 type webhookBulkOut struct {
 	Action         string     `json:"action"`
 	TotalMatched   int64      `json:"total_matched"`
@@ -101,36 +97,49 @@ type webhookBulkOut struct {
 // webhookBulk answers POST /v1/admin/webhooks/bulk-action: a well-formed
 // request matches no subscription; an expected_count other than 0 is the
 // spec's 409 COUNT_MISMATCH, as for any filter that matched another count.
+// No proto request exists for it (cyclesd has no webhooks), so its four
+// members are read from the free-form body here.
 func (a *API) webhookBulk(w http.ResponseWriter, r *http.Request) {
-	var in webhookBulkIn
-	err := a.decodeJSON(w, r, &in)
+	var in map[string]*structpb.Value
+	body, err := a.readBody(w, r)
 	if err == nil {
-		err = in.check()
+		in, err = freeBody(body)
+	}
+	if err == nil {
+		err = webhookBulkCheck(in)
 	}
 	a.webhookServe(w, r, true, err, func() (any, error) {
-		if in.ExpectedCount != nil && *in.ExpectedCount != 0 {
-			return nil, apierr.New(apierr.CountMismatch, "the filter matched 0 webhook subscriptions, expected_count is %d", *in.ExpectedCount).
+		if n := in["expected_count"].GetNumberValue(); n != 0 {
+			return nil, apierr.New(apierr.CountMismatch, "the filter matched 0 webhook subscriptions, expected_count is %d", int64(n)).
 				With("total_matched", "0")
 		}
-		return &webhookBulkOut{Action: in.Action, Succeeded: []struct{}{}, Failed: []struct{}{}, Skipped: []struct{}{},
-			IdempotencyKey: in.IdempotencyKey}, nil
+		return &webhookBulkOut{Action: in["action"].GetStringValue(), Succeeded: []struct{}{}, Failed: []struct{}{}, Skipped: []struct{}{},
+			IdempotencyKey: in["idempotency_key"].GetStringValue()}, nil
 	})
 }
 
-func (in *webhookBulkIn) check() error {
-	if f := strings.TrimSpace(string(in.Filter)); f == "" || f[0] != '{' {
+func webhookBulkCheck(in map[string]*structpb.Value) error {
+	for k := range in {
+		if k != "filter" && k != "action" && k != "expected_count" && k != "idempotency_key" {
+			return apierr.Invalid(k, "unknown field (member names are case-sensitive)")
+		}
+	}
+	if in["filter"].GetStructValue() == nil {
 		return apierr.Invalid("filter", "is required (an object)")
 	}
-	switch in.Action {
+	switch in["action"].GetStringValue() {
 	case "PAUSE", "RESUME", "DELETE":
 	default:
 		return apierr.Invalid("action", "must be one of PAUSE, RESUME, DELETE")
 	}
-	if n := len(in.IdempotencyKey); n < 1 || n > 128 {
+	if n := len(in["idempotency_key"].GetStringValue()); n < 1 || n > 128 {
 		return apierr.Invalid("idempotency_key", "is required (1..128 characters)")
 	}
-	if in.ExpectedCount != nil && *in.ExpectedCount < 0 {
-		return apierr.Invalid("expected_count", "must be >= 0")
+	if c, ok := in["expected_count"]; ok {
+		if n := c.GetNumberValue(); c.GetKind() != nil && (c.GetStructValue() != nil || n < 0 || n != math.Trunc(n) ||
+			c.GetStringValue() != "" || c.GetBoolValue()) {
+			return apierr.Invalid("expected_count", "must be an integer >= 0")
+		}
 	}
 	return nil
 }
