@@ -299,11 +299,15 @@ func (a *Archiver) Once(ctx context.Context) (int64, error) {
 // returns the rows written, the entries still queued and the age of the
 // oldest of them.
 //
-// While PostgreSQL stores a full batch, the next one is already read from
-// Redis (the entries after it: the batch itself stays queued until
-// archive/done), so the two servers work at once; nothing is trimmed or
-// given a TTL before its batch committed, and a failed batch discards the
-// read ahead (the next round starts from the queue's head again).
+// Redis and PostgreSQL work at once: while PostgreSQL stores a full batch,
+// the next one is already read from Redis (the entries after it: the batch
+// itself stays queued until archive/done), and the batch before it is
+// finished (archive/done: TTLs, trim). Nothing is trimmed or given a TTL
+// before its batch committed, batches are finished one at a time in queue
+// order (archive/done trims the queue up to a batch's last entry), and a
+// failure of either server ends the drain once everything it started is
+// over: a batch read ahead is discarded, and the next round starts from the
+// queue's head again (entries already stored are skipped by the position).
 func (a *Archiver) drain(ctx context.Context, tenant string, fence int64) (written, pending int64, lag time.Duration, err error) {
 	t := keys.Tenant(tenant)
 	stream := "reservations/" + tenant
@@ -311,6 +315,22 @@ func (a *Archiver) drain(ctx context.Context, tenant string, fence int64) (writt
 	if err != nil {
 		return 0, 0, 0, err
 	}
+	var finishing chan error // the previous batch's archive/done, running
+	finished := func() error {
+		if finishing == nil {
+			return nil
+		}
+		err := <-finishing
+		finishing = nil
+		return err
+	}
+	// Every return below waits for the batch being finished first: no call
+	// outlives the drain, and its error is reported.
+	defer func() {
+		if ferr := finished(); ferr != nil && err == nil {
+			err = ferr
+		}
+	}()
 	budget := b.pending
 	// current: b was read after the last archive/done, so its pending count
 	// and lag are the queue's (a batch read ahead counted the one before).
@@ -319,6 +339,9 @@ func (a *Archiver) drain(ctx context.Context, tenant string, fence int64) (writt
 	for {
 		if len(b.entries) == 0 || budget <= 0 {
 			if !current {
+				if err := finished(); err != nil {
+					return written, 0, 0, err
+				}
 				if b, err = a.read(ctx, t, "", 1); err != nil {
 					return written, 0, 0, err
 				}
@@ -341,19 +364,36 @@ func (a *Archiver) drain(ctx context.Context, tenant string, fence int64) (writt
 				ahead <- queueRead{nb, err}
 			}()
 		}
-		w, err := a.archiveBatch(ctx, t, tenant, stream, fence, &pos, b)
+		w, err := a.writeBatch(ctx, tenant, stream, fence, &pos, b)
 		written += w
+		// The batch before this one was finished meanwhile; this one is
+		// finished only after it (archive/done trims up to a batch's end).
+		if ferr := finished(); err == nil {
+			err = ferr
+		}
+		if err != nil {
+			if ahead != nil {
+				<-ahead // waited for even on failure: no read outlives the drain
+			}
+			return written, b.pending, b.lag(), err
+		}
+		finishing = make(chan error, 1)
+		go func(entries []queued) { finishing <- a.done(ctx, t, entries) }(b.entries)
 		if ahead == nil {
-			if err != nil {
+			// The queue as it is once this batch is finished: the next batch
+			// or, when the drain's budget is spent, only its length and
+			// oldest entry (the rest is read again by the next round).
+			if err := finished(); err != nil {
 				return written, b.pending, b.lag(), err
 			}
-			b, err = a.read(ctx, t, "", a.opts.BatchSize)
+			limit := a.opts.BatchSize
+			if budget <= 0 {
+				limit = 1
+			}
+			b, err = a.read(ctx, t, "", limit)
 			current = true
 		} else {
-			r := <-ahead // waited for even on failure: no read outlives the drain
-			if err != nil {
-				return written, b.pending, b.lag(), err
-			}
+			r := <-ahead
 			b, err, current = r.b, r.err, false
 		}
 		if err != nil {
@@ -368,11 +408,11 @@ type queueRead struct {
 	err error
 }
 
-// archiveBatch writes one batch read from the queue (the entries past
-// *pos) with its position, then finishes its entries (TTL, trim); it
-// returns the rows written and advances *pos.
-func (a *Archiver) archiveBatch(ctx context.Context, t keys.Tenant, tenant, stream string, fence int64, pos *string, b queueBatch) (int64, error) {
-	var written int64
+// writeBatch writes one batch read from the queue (the entries past *pos)
+// with its position; it returns the rows written and advances *pos. The
+// entries that need no TTL (no record, or a record that cannot be archived)
+// lose their fields, so archive/done only removes them.
+func (a *Archiver) writeBatch(ctx context.Context, tenant, stream string, fence int64, pos *string, b queueBatch) (int64, error) {
 	batch := archive.Batch{Stream: stream, Fence: fence, Position: *pos}
 	for i := range b.entries {
 		e := &b.entries[i]
@@ -395,15 +435,15 @@ func (a *Archiver) archiveBatch(ctx context.Context, t keys.Tenant, tenant, stre
 		}
 		batch.Reservations = append(batch.Reservations, row)
 	}
-	if batch.Position != *pos {
-		w, err := a.write(ctx, batch)
-		if err != nil {
-			return 0, err
-		}
-		written = w.Reservations
-		*pos = batch.Position
+	if batch.Position == *pos {
+		return 0, nil
 	}
-	return written, a.done(ctx, t, b.entries)
+	w, err := a.write(ctx, batch)
+	if err != nil {
+		return 0, err
+	}
+	*pos = batch.Position
+	return w.Reservations, nil
 }
 
 // position returns the archived position of stream ("" = none yet),

@@ -30,17 +30,19 @@ if ARGV[2] and ARGV[2] ~= '' then
 end
 local out = {'OK', FLAT_V, '', '', now_ms(), redis.call('XLEN', KEYS[2])}
 local entries = redis.call('XRANGE', KEYS[2], start, '+', 'COUNT', n)
-out[#out + 1] = #entries
+-- k counts out's length: '#out' is a search of the table on every append.
+local k = #out + 1
+out[k] = #entries
 for _, e in ipairs(entries) do
   local fields, rid = e[2], ''
   for i = 1, #fields, 2 do
     if fields[i] == 'id' then rid = fields[i + 1] end
   end
-  out[#out + 1] = e[1]
-  out[#out + 1] = rid
   local rec = {}
   if rid ~= '' then rec = redis.call('HGETALL', key_reservation(KEYS[1], rid)) end
-  out[#out + 1] = #rec / 2
-  for i = 1, #rec do out[#out + 1] = rec[i] end
+  out[k + 1], out[k + 2], out[k + 3] = e[1], rid, #rec / 2
+  k = k + 3
+  for i = 1, #rec do out[k + i] = rec[i] end
+  k = k + #rec
 end
 return okf(out)

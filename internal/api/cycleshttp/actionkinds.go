@@ -28,12 +28,10 @@ func (a *API) actionKindRoutes() []endpoint {
 		return nil
 	}
 	return []endpoint{
-		cached(on(a, "GET /v1/action-kinds", cyclesv1.ActionKindService_ListActionKinds_FullMethodName,
-			via(a.kinds, cyclesv1.ActionKindServiceServer.ListActionKinds), nil,
+		cached(on(a, "GET /v1/action-kinds", via(a.kinds, cyclesv1.ActionKindServiceServer.ListActionKinds), nil,
 			shaped[*cyclesv1.ListActionKindsResponse](shapeOf("version", "kinds", "next_cursor?", "has_more").nest("kinds", actionKindShape)),
 			query(q("cursor"), q("risk_class").with(riskParam), q("deprecated"), q("limit").with(kindLimit)))),
-		cached(on(a, "GET /v1/action-kinds/{kind}", cyclesv1.ActionKindService_GetActionKind_FullMethodName,
-			via(a.kinds, cyclesv1.ActionKindServiceServer.GetActionKind), nil,
+		cached(on(a, "GET /v1/action-kinds/{kind}", via(a.kinds, cyclesv1.ActionKindServiceServer.GetActionKind), nil,
 			shaped[*cyclesv1.GetActionKindResponse](actionKindShape.of("kind")))),
 	}
 }

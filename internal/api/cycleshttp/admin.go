@@ -17,7 +17,6 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/scope"
-	"github.com/cyclesgo/cycles-go/internal/server"
 )
 
 // The admin surface a Cycles quickstart needs, in the governance spec's
@@ -41,23 +40,19 @@ func (a *API) adminRoutes() []endpoint {
 	budgetKey := query(qf("scope", "scope_path").must(), q("unit").must(), q("tenant_id"))
 	keysPage := shaped[*cyclesv1.ListApiKeysResponse](page("keys=api_keys", nil).nest("keys", apiKeyShape))
 	return []endpoint{
-		on(a, "POST /v1/admin/tenants", cyclesv1.AdminService_CreateTenant_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.CreateTenant), protoJSON,
+		on(a, "POST /v1/admin/tenants", via(adm, cyclesv1.AdminServiceServer.CreateTenant), protoJSON,
 			shaped[*cyclesv1.CreateTenantResponse](tenantShape.of("tenant")), created, offAdmin),
 		// GET /v1/admin/tenants: the order is always tenant_id ascending, so
 		// sort_by and sort_dir are ignored (the spec lets a server ignore
 		// them), as is observe_mode (a v0.1.26 extension).
-		on(a, "GET /v1/admin/tenants", cyclesv1.AdminService_ListTenants_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.ListTenants), nil,
+		on(a, "GET /v1/admin/tenants", via(adm, cyclesv1.AdminServiceServer.ListTenants), nil,
 			shaped[*cyclesv1.ListTenantsResponse](page("tenants", nil).nest("tenants", tenantShape)), offAdmin,
 			query(refused("parent_tenant_id", "search", "tenant hierarchies are not supported by cyclesd"),
 				q("search"), q("cursor"), q("status"), q("limit"))),
-		on(a, "GET /v1/admin/tenants/{tenant_id}", cyclesv1.AdminService_GetTenant_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.GetTenant), nil,
+		on(a, "GET /v1/admin/tenants/{tenant_id}", via(adm, cyclesv1.AdminServiceServer.GetTenant), nil,
 			shaped[*cyclesv1.GetTenantResponse](tenantShape.of("tenant")), offAdmin),
 		a.updateTenantRoute(),
-		on(a, "POST /v1/admin/api-keys", cyclesv1.AdminService_CreateApiKey_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.CreateApiKey), protoJSON,
+		on(a, "POST /v1/admin/api-keys", via(adm, cyclesv1.AdminServiceServer.CreateApiKey), protoJSON,
 			shaped[*cyclesv1.CreateApiKeyResponse](newKeyShape), created, offAdmin),
 		// GET /v1/admin/api-keys: without tenant_id it lists every tenant's
 		// keys (tenant_id, then key id order); sort_by and sort_dir are
@@ -65,50 +60,38 @@ func (a *API) adminRoutes() []endpoint {
 		// stored status ACTIVE (it is refused at authentication from its
 		// expires_at on), so it answers an empty list once the tenant is known.
 		byQuery("GET /v1/admin/api-keys", "status", "EXPIRED",
-			on(a, "GET /v1/admin/api-keys", cyclesv1.AdminService_ListApiKeys_FullMethodName,
-				via(adm, cyclesv1.AdminServiceServer.ListApiKeys), nil, keysPage, offAdmin, keyList, query(q("status"))),
-			on(a, "GET /v1/admin/api-keys", cyclesv1.AdminService_ListApiKeys_FullMethodName,
-				func(ctx context.Context, req *cyclesv1.ListApiKeysRequest) (*cyclesv1.ListApiKeysResponse, error) {
-					if _, err := adm.ListApiKeys(ctx, req); err != nil {
-						return nil, err
-					}
-					return &cyclesv1.ListApiKeysResponse{}, nil
-				}, nil, keysPage, offAdmin, keyList)),
-		on(a, "DELETE /v1/admin/api-keys/{key_id}", cyclesv1.AdminService_RevokeApiKey_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.RevokeApiKey), keyPath[*cyclesv1.RevokeApiKeyRequest](nil),
+			on(a, "GET /v1/admin/api-keys", via(adm, cyclesv1.AdminServiceServer.ListApiKeys), nil, keysPage, offAdmin, keyList, query(q("status"))),
+			on(a, "GET /v1/admin/api-keys", func(ctx context.Context, req *cyclesv1.ListApiKeysRequest) (*cyclesv1.ListApiKeysResponse, error) {
+				if _, err := adm.ListApiKeys(ctx, req); err != nil {
+					return nil, err
+				}
+				return &cyclesv1.ListApiKeysResponse{}, nil
+			}, nil, keysPage, offAdmin, keyList)),
+		on(a, "DELETE /v1/admin/api-keys/{key_id}", via(adm, cyclesv1.AdminServiceServer.RevokeApiKey), keyPath[*cyclesv1.RevokeApiKeyRequest](nil),
 			shaped[*cyclesv1.RevokeApiKeyResponse](apiKeyShape.of("api_key")), offAdmin),
-		on(a, "POST /v1/admin/budgets", cyclesv1.AdminService_CreateBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.CreateBudget), bodyThenScoped,
+		on(a, "POST /v1/admin/budgets", via(adm, cyclesv1.AdminServiceServer.CreateBudget), bodyThenScoped,
 			shaped[*cyclesv1.CreateBudgetResponse](ledgerShape.of("budget")), created, offAdmin),
 		// Without tenant_id, AdminService.ListBudgets walks every tenant.
-		on(a, "GET /v1/admin/budgets", cyclesv1.AdminService_ListBudgets_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.ListBudgets), nil,
+		on(a, "GET /v1/admin/budgets", via(adm, cyclesv1.AdminServiceServer.ListBudgets), nil,
 			shaped[*cyclesv1.ListBudgetsResponse](page("ledgers=budgets", nil).nest("ledgers", ledgerShape)), offAdmin,
 			query(q("tenant_id"), q("scope_prefix"), q("cursor"), q("unit"), q("limit"))),
-		on(a, "GET /v1/admin/budgets/lookup", cyclesv1.AdminService_GetBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.GetBudget), scoped[*cyclesv1.GetBudgetRequest](nil),
+		on(a, "GET /v1/admin/budgets/lookup", via(adm, cyclesv1.AdminServiceServer.GetBudget), scoped[*cyclesv1.GetBudgetRequest](nil),
 			shaped[*cyclesv1.GetBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
-		on(a, "PATCH /v1/admin/budgets", cyclesv1.AdminService_UpdateBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.UpdateBudget), scoped(protoJSON[*cyclesv1.UpdateBudgetRequest]),
+		on(a, "PATCH /v1/admin/budgets", via(adm, cyclesv1.AdminServiceServer.UpdateBudget), scoped(protoJSON[*cyclesv1.UpdateBudgetRequest]),
 			shaped[*cyclesv1.UpdateBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
-		on(a, "POST /v1/admin/budgets/fund", cyclesv1.AdminService_FundBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.FundBudget), scoped(protoJSON[*cyclesv1.FundBudgetRequest]),
+		on(a, "POST /v1/admin/budgets/fund", via(adm, cyclesv1.AdminServiceServer.FundBudget), scoped(protoJSON[*cyclesv1.FundBudgetRequest]),
 			shaped[*cyclesv1.FundBudgetResponse](fundShape), offAdmin, budgetKey),
-		on(a, "POST /v1/admin/budgets/freeze", cyclesv1.AdminService_FreezeBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.FreezeBudget), scoped(optionalBody[*cyclesv1.FreezeBudgetRequest]),
+		on(a, "POST /v1/admin/budgets/freeze", via(adm, cyclesv1.AdminServiceServer.FreezeBudget), scoped(optionalBody[*cyclesv1.FreezeBudgetRequest]),
 			shaped[*cyclesv1.FreezeBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
-		on(a, "POST /v1/admin/budgets/unfreeze", cyclesv1.AdminService_UnfreezeBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.UnfreezeBudget), scoped(optionalBody[*cyclesv1.UnfreezeBudgetRequest]),
+		on(a, "POST /v1/admin/budgets/unfreeze", via(adm, cyclesv1.AdminServiceServer.UnfreezeBudget), scoped(optionalBody[*cyclesv1.UnfreezeBudgetRequest]),
 			shaped[*cyclesv1.UnfreezeBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
-		on(a, "POST /v1/admin/budgets/close", cyclesv1.AdminService_CloseBudget_FullMethodName,
-			via(adm, cyclesv1.AdminServiceServer.CloseBudget), scoped(optionalBody[*cyclesv1.CloseBudgetRequest]),
+		on(a, "POST /v1/admin/budgets/close", via(adm, cyclesv1.AdminServiceServer.CloseBudget), scoped(optionalBody[*cyclesv1.CloseBudgetRequest]),
 			shaped[*cyclesv1.CloseBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
 		// Introspection answers who the credential is (AuthService.Introspect):
 		// the admin ("*") or a tenant key with its permissions and capabilities.
-		on(a, "GET /v1/auth/introspect", server.IntrospectMethod,
-			func(ctx context.Context, _ *cyclesv1.IntrospectRequest) (*cyclesv1.IntrospectResponse, error) {
-				return authapi.Introspect(ctx)
-			}, nil, shaped[*cyclesv1.IntrospectResponse](introspectShape)),
+		on(a, "GET /v1/auth/introspect", func(ctx context.Context, _ *cyclesv1.IntrospectRequest) (*cyclesv1.IntrospectResponse, error) {
+			return authapi.Introspect(ctx)
+		}, nil, shaped[*cyclesv1.IntrospectResponse](introspectShape)),
 	}
 }
 
@@ -143,11 +126,9 @@ var tenantShape = shapeOf("tenant_id", "name", "status", "default_commit_overage
 func (a *API) updateTenantRoute() endpoint {
 	const pattern = "PATCH /v1/admin/tenants/{tenant_id}"
 	adm, offAdmin := a.adm, off("the admin service is not enabled on this server")
-	update := on(a, pattern, cyclesv1.AdminService_UpdateTenant_FullMethodName,
-		via(adm, cyclesv1.AdminServiceServer.UpdateTenant), protoJSON,
+	update := on(a, pattern, via(adm, cyclesv1.AdminServiceServer.UpdateTenant), protoJSON,
 		shaped[*cyclesv1.UpdateTenantResponse](tenantShape.of("tenant")), offAdmin)
-	closing := on(a, pattern, cyclesv1.AdminService_CloseTenant_FullMethodName,
-		via(adm, cyclesv1.AdminServiceServer.CloseTenant), closeBody,
+	closing := on(a, pattern, via(adm, cyclesv1.AdminServiceServer.CloseTenant), closeBody,
 		shaped[*cyclesv1.CloseTenantResponse](tenantShape.of("tenant")), offAdmin)
 	return endpoint{pattern: pattern, h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Peek at the body (bounded; readBody still refuses an oversize one).

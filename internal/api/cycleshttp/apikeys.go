@@ -11,12 +11,10 @@ import (
 
 func (a *API) keyRoutes() []endpoint {
 	return []endpoint{
-		on(a, "PATCH /v1/admin/api-keys/{key_id}", cyclesv1.AdminService_UpdateApiKey_FullMethodName,
-			via(a.adm, cyclesv1.AdminServiceServer.UpdateApiKey), keyPath(protoJSON[*cyclesv1.UpdateApiKeyRequest]),
+		on(a, "PATCH /v1/admin/api-keys/{key_id}", via(a.adm, cyclesv1.AdminServiceServer.UpdateApiKey), keyPath(protoJSON[*cyclesv1.UpdateApiKeyRequest]),
 			shaped[*cyclesv1.UpdateApiKeyResponse](apiKeyShape.of("api_key")),
 			off("the admin service is not enabled on this server")),
-		on(a, "POST /v1/auth/validate", cyclesv1.AuthService_Validate_FullMethodName,
-			via(a.auth, cyclesv1.AuthServiceServer.Validate), protoJSON, shaped[*cyclesv1.ValidateResponse](validateShape),
+		on(a, "POST /v1/auth/validate", via(a.auth, cyclesv1.AuthServiceServer.Validate), protoJSON, shaped[*cyclesv1.ValidateResponse](validateShape),
 			off("key validation is not enabled on this server")),
 	}
 }

@@ -10,11 +10,9 @@ import (
 func (a *API) bulkRoutes() []endpoint {
 	op, offBulk := a.op, off("bulk actions are not enabled on this server")
 	return []endpoint{
-		on(a, "POST /v1/admin/tenants/bulk-action", cyclesv1.OperatorService_BulkActionTenants_FullMethodName,
-			via(op, cyclesv1.OperatorServiceServer.BulkActionTenants), protoJSON,
+		on(a, "POST /v1/admin/tenants/bulk-action", via(op, cyclesv1.OperatorServiceServer.BulkActionTenants), protoJSON,
 			shaped[*cyclesv1.BulkActionTenantsResponse](bulkShape), offBulk),
-		on(a, "POST /v1/admin/budgets/bulk-action", cyclesv1.OperatorService_BulkActionBudgets_FullMethodName,
-			via(op, cyclesv1.OperatorServiceServer.BulkActionBudgets), protoJSON,
+		on(a, "POST /v1/admin/budgets/bulk-action", via(op, cyclesv1.OperatorServiceServer.BulkActionBudgets), protoJSON,
 			shaped[*cyclesv1.BulkActionBudgetsResponse](bulkShape), offBulk),
 	}
 }

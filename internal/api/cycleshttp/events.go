@@ -22,16 +22,13 @@ func (a *API) eventRoutes() []endpoint {
 		qf("from", "from_ms"), qf("to", "to_ms"), q("limit"))
 	eventPage := shaped[*cyclesv1.ListEventsResponse](page("events", nil).nest("events", envelopeShape))
 	return []endpoint{
-		on(a, "GET /v1/events", cyclesv1.EventService_ListEvents_FullMethodName,
-			keyOnly(false, via(ev, cyclesv1.EventServiceServer.ListEvents)), check(eventWindow), eventPage, offEvents, filters),
-		on(a, "GET /v1/admin/events", cyclesv1.EventService_ListEvents_FullMethodName,
-			keyOnly(true, via(ev, cyclesv1.EventServiceServer.ListEvents)), check(eventWindow), eventPage, offEvents, filters,
+		on(a, "GET /v1/events", keyOnly(false, via(ev, cyclesv1.EventServiceServer.ListEvents)), check(eventWindow), eventPage, offEvents, filters),
+		on(a, "GET /v1/admin/events", keyOnly(true, via(ev, cyclesv1.EventServiceServer.ListEvents)), check(eventWindow), eventPage, offEvents, filters,
 			query(q("tenant_id"))),
 		// The event id names its tenant, so no tenant_id is needed (an optional
 		// tenant_id still reads events written before ids named their tenant;
 		// docs/http-api.md). The answer is the envelope or 404 EVENT_NOT_FOUND.
-		on(a, "GET /v1/admin/events/{event_id}", cyclesv1.EventService_GetEvent_FullMethodName,
-			keyOnly(true, via(ev, cyclesv1.EventServiceServer.GetEvent)), nil,
+		on(a, "GET /v1/admin/events/{event_id}", keyOnly(true, via(ev, cyclesv1.EventServiceServer.GetEvent)), nil,
 			shaped[*cyclesv1.GetEventResponse](envelopeShape.of("event")), offEvents, query(q("tenant_id"))),
 	}
 }

@@ -12,8 +12,7 @@ import (
 
 func (a *API) overviewRoutes() []endpoint {
 	return []endpoint{
-		on(a, "GET /v1/admin/overview", cyclesv1.OverviewService_GetOverview_FullMethodName,
-			via(a.ov, cyclesv1.OverviewServiceServer.GetOverview), nil, shaped[*cyclesv1.GetOverviewResponse](overviewShape),
+		on(a, "GET /v1/admin/overview", via(a.ov, cyclesv1.OverviewServiceServer.GetOverview), nil, shaped[*cyclesv1.GetOverviewResponse](overviewShape),
 			off("the admin overview is not enabled on this server")),
 	}
 }

@@ -14,21 +14,17 @@ import (
 func (a *API) policyRoutes() []endpoint {
 	pol, offPolicy := a.pol, off("the policy service is not enabled on this server")
 	return []endpoint{
-		on(a, "POST /v1/admin/policies", cyclesv1.PolicyService_CreateScopePolicy_FullMethodName,
-			via(pol, cyclesv1.PolicyServiceServer.CreateScopePolicy), protoJSON,
+		on(a, "POST /v1/admin/policies", via(pol, cyclesv1.PolicyServiceServer.CreateScopePolicy), protoJSON,
 			shaped[*cyclesv1.CreateScopePolicyResponse](policyShape.of("policy")), created, offPolicy),
 		// tenant_id is required (admin key); has_action_quotas and
 		// references_action_kind are the v0.1.26 filters.
-		on(a, "GET /v1/admin/policies", cyclesv1.PolicyService_ListScopePolicies_FullMethodName,
-			via(pol, cyclesv1.PolicyServiceServer.ListScopePolicies), check(tenantRequired),
+		on(a, "GET /v1/admin/policies", via(pol, cyclesv1.PolicyServiceServer.ListScopePolicies), check(tenantRequired),
 			shaped[*cyclesv1.ListScopePoliciesResponse](page("policies", nil).nest("policies", policyShape)), offPolicy,
 			query(q("tenant_id"), q("scope_pattern"), q("cursor"), q("status"), q("limit"),
 				q("has_action_quotas"), q("references_action_kind"))),
-		on(a, "GET /v1/admin/policies/{policy_id}", cyclesv1.PolicyService_GetScopePolicy_FullMethodName,
-			via(pol, cyclesv1.PolicyServiceServer.GetScopePolicy), tenantFrom[*cyclesv1.GetScopePolicyRequest]("policy_id", policy.TenantOf, nil),
+		on(a, "GET /v1/admin/policies/{policy_id}", via(pol, cyclesv1.PolicyServiceServer.GetScopePolicy), tenantFrom[*cyclesv1.GetScopePolicyRequest]("policy_id", policy.TenantOf, nil),
 			shaped[*cyclesv1.GetScopePolicyResponse](policyShape.of("policy")), offPolicy, query(q("tenant_id"))),
-		on(a, "PATCH /v1/admin/policies/{policy_id}", cyclesv1.PolicyService_UpdateScopePolicy_FullMethodName,
-			via(pol, cyclesv1.PolicyServiceServer.UpdateScopePolicy), tenantFrom("policy_id", policy.TenantOf, protoJSON[*cyclesv1.UpdateScopePolicyRequest]),
+		on(a, "PATCH /v1/admin/policies/{policy_id}", via(pol, cyclesv1.PolicyServiceServer.UpdateScopePolicy), tenantFrom("policy_id", policy.TenantOf, protoJSON[*cyclesv1.UpdateScopePolicyRequest]),
 			shaped[*cyclesv1.UpdateScopePolicyResponse](policyShape.of("policy")), offPolicy, query(q("tenant_id"))),
 	}
 }

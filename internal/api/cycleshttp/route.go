@@ -2,6 +2,7 @@ package cycleshttp
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
@@ -70,22 +72,23 @@ func via[S any, Req, Resp any](svc S, m func(S, context.Context, Req) (Resp, err
 }
 
 // on declares a route whose answer depends on the response only.
-func on[Req proto.Message, Resp, Out any](a *API, pattern, method string, call func(context.Context, Req) (Resp, error),
+func on[Req proto.Message, Resp, Out any](a *API, pattern string, call func(context.Context, Req) (Resp, error),
 	body func(*API, http.ResponseWriter, *http.Request, Req) error, encode func(Resp) Out, opts ...opt) endpoint {
-	return onReq(a, pattern, method, call, body, func(_ Req, resp Resp) Out { return encode(resp) }, opts...)
+	return onReq(a, pattern, call, body, func(_ Req, resp Resp) Out { return encode(resp) }, opts...)
 }
 
-// onReq declares a route whose answer also depends on the request.
-func onReq[Req proto.Message, Resp, Out any](a *API, pattern, method string, call func(context.Context, Req) (Resp, error),
+// onReq declares a route whose answer also depends on the request. The
+// route runs the gRPC method its request type belongs to (methodOf).
+func onReq[Req proto.Message, Resp, Out any](a *API, pattern string, call func(context.Context, Req) (Resp, error),
 	body func(*API, http.ResponseWriter, *http.Request, Req) error, encode func(Req, Resp) Out, opts ...opt) endpoint {
 	o := routeOpts{status: http.StatusOK, off: "its service is not enabled on this server"}
 	for _, f := range opts {
 		f(&o)
 	}
-	rt := &route[Req, Resp]{a: a, method: method, status: o.status, off: o.off, dual: o.dual, params: o.params,
-		body: body, call: call, encode: func(req Req, resp Resp) any { return encode(req, resp) }}
-	// Path wildcards bind the request field of the same name, if it has one.
 	var zero Req
+	rt := &route[Req, Resp]{a: a, method: methodOf(zero.ProtoReflect().Descriptor()), status: o.status, off: o.off, dual: o.dual,
+		params: o.params, body: body, call: call, encode: func(req Req, resp Resp) any { return encode(req, resp) }}
+	// Path wildcards bind the request field of the same name, if it has one.
 	fields := zero.ProtoReflect().Descriptor().Fields()
 	for _, seg := range strings.Split(pattern, "/") {
 		if name, ok := strings.CutPrefix(seg, "{"); ok {
@@ -99,6 +102,28 @@ func onReq[Req proto.Message, Resp, Out any](a *API, pattern, method string, cal
 		p.fieldOf(fields, zero.ProtoReflect().Descriptor().FullName())
 	}
 	return endpoint{pattern: pattern, h: rt}
+}
+
+// methodOf is the full name of the one gRPC method whose request is md: a
+// route names its method by its request type, so the two cannot disagree.
+// A request type no method (or two) takes panics at New, in every test.
+func methodOf(md protoreflect.MessageDescriptor) string {
+	var found []string
+	protoregistry.GlobalFiles.RangeFilesByPackage(md.ParentFile().Package(), func(f protoreflect.FileDescriptor) bool {
+		for i := range f.Services().Len() {
+			s := f.Services().Get(i)
+			for j := range s.Methods().Len() {
+				if m := s.Methods().Get(j); m.Input().FullName() == md.FullName() {
+					found = append(found, "/"+string(s.FullName())+"/"+string(m.Name()))
+				}
+			}
+		}
+		return true
+	})
+	if len(found) != 1 {
+		panic(fmt.Sprintf("cycleshttp: %s is the request of %d methods %v", md.FullName(), len(found), found))
+	}
+	return found[0]
 }
 
 // fieldOf is the request field p binds; a declaration naming no field of
