@@ -119,10 +119,7 @@ func (s *Service) RevokeApiKey(ctx context.Context, req *cyclesv1.RevokeApiKeyRe
 		return nil, s.done(ctx, "RevokeApiKey", err)
 	}
 	tk := keys.Tenant(tenant)
-	var out struct {
-		Key        record `json:"key"`
-		RevokedNow bool   `json:"revoked_now"`
-	}
+	var out revokeReply
 	s.keys.drop(tenant, keyID)
 	err = scriptRevokeAPIKey.RunInto(ctx, s.exec, &out, keyEventKeys{tk.APIKey(keyID), tk.Events()},
 		revokeKeyArgs{tenant, keyID, s.eventContext(ctx), req.GetReason()})
@@ -217,16 +214,7 @@ type keyVerdict struct {
 // against the store's clock.
 func (s *Service) readKey(ctx context.Context, pk auth.ParsedKey, hash string) (keyVerdict, error) {
 	tk := keys.Tenant(pk.Tenant)
-	var out struct {
-		Hash         string `json:"hash"`
-		Status       string `json:"status"`
-		TenantID     string `json:"tenant_id"`
-		TenantStatus string `json:"tenant_status"`
-		Permissions  string `json:"permissions"`
-		ExpiresAt    string `json:"expires_at"`
-		ScopeFilter  string `json:"scope_filter"`
-		Now          string `json:"now"`
-	}
+	var out verifyReply
 	if err := scriptVerifyAPIKey.RunInto(ctx, s.exec, &out, verifyKeyKeys{tk.APIKey(pk.KeyID), tk.Record()}, script.None{}); err != nil {
 		return keyVerdict{}, err
 	}

@@ -208,14 +208,7 @@ func (s *Service) budgetPage(ctx context.Context, tenant, prefix, unit, after st
 	for _, r := range ranges {
 		args.Ranges = append(args.Ranges, r[0], r[1])
 	}
-	var out struct {
-		Items jsonList[struct {
-			M string `json:"m"`
-			B record `json:"b"`
-		}] `json:"items"`
-		Last string `json:"last"`
-		More bool   `json:"more"`
-	}
+	var out budgetsPage
 	if err := scriptListBudgets.RunInto(ctx, s.exec, &out, listBudgetsKeys{tk.Prefix(), tk.Budgets()}, args); err != nil {
 		return nil, err
 	}

@@ -62,11 +62,15 @@ func fundingPayloadHash(req *cyclesv1.FundBudgetRequest, canonicalScope string) 
 	return idempotency.PayloadHash(c)
 }
 
+// fundingState is a budget's balances before or after a funding call, as
+// admin/fund_budget answers them. Reserved is part of the script's answer
+// (and of its event) but not of FundBudgetResponse, which has no reserved.
 type fundingState struct {
 	Allocated string `json:"allocated"`
 	Remaining string `json:"remaining"`
 	Debt      string `json:"debt"`
 	Spent     string `json:"spent"`
+	Reserved  string `json:"reserved"`
 }
 
 type fundingResult struct {

@@ -91,11 +91,7 @@ func (s *Service) keyPage(ctx context.Context, tenant, after string, limit int, 
 		scan = keyFilterScan * limit
 	}
 	tk := keys.Tenant(tenant)
-	var out struct {
-		Items jsonList[record] `json:"items"`
-		Last  string           `json:"last"`
-		More  bool             `json:"more"`
-	}
+	var out keysPage
 	if err := scriptListAPIKeys.RunInto(ctx, s.exec, &out, listKeysKeys{tk.Record(), tk.APIKeys(), tk.APIKey("")},
 		listKeysArgs{tenant, after, limit, f.status, f.search, scan}); err != nil {
 		return keyPageResult{}, err

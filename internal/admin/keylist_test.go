@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"sort"
@@ -84,8 +85,12 @@ func TestListApiKeys(t *testing.T) {
 	var raw struct {
 		Items jsonList[map[string]any] `json:"items"`
 	}
-	if err := e.svc.exec.RunInto(context.Background(), &raw, scriptListAPIKeys.Def, []string{tk.Record(), tk.APIKeys(), tk.APIKey(localKeyID(""))},
-		a, "", 100, "", "", 100); err != nil {
+	reply, err := e.svc.exec.Run(context.Background(), scriptListAPIKeys.Def, []string{tk.Record(), tk.APIKeys(), tk.APIKey(localKeyID(""))},
+		a, "", 100, "", "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(reply, &raw); err != nil {
 		t.Fatal(err)
 	}
 	if len(raw.Items) != len(want) {
@@ -102,7 +107,7 @@ func TestListApiKeys(t *testing.T) {
 		}
 	}
 
-	_, err := call(e.ctx, &cyclesv1.ListApiKeysRequest{TenantId: newTenantID(t)}, e.svc.ListApiKeys)
+	_, err = call(e.ctx, &cyclesv1.ListApiKeysRequest{TenantId: newTenantID(t)}, e.svc.ListApiKeys)
 	wantRefused(t, err, codes.NotFound, apierr.TenantNotFound)
 	for _, req := range []*cyclesv1.ListApiKeysRequest{
 		{TenantId: "Not A Tenant"},

@@ -6,23 +6,61 @@ import "github.com/cyclesgo/cycles-go/internal/script"
 // order and under the names of each script's header. Only the API-key check
 // runs per request; the rest are operator calls, each on its own.
 var (
-	scriptCloseTenant     = script.Bind[tenantKeys, tenantCtxArgs]("admin/close_tenant")
-	scriptCreateAPIKey    = script.Bind[createKeyKeys, createKeyArgs]("admin/create_api_key")
-	scriptCreateBudget    = script.Bind[createBudgetKeys, createBudgetArgs]("admin/create_budget")
-	scriptCreateTenant    = script.Bind[tenantKeys, createTenantArgs]("admin/create_tenant")
-	scriptFundBudget      = script.Bind[fundKeys, fundArgs]("admin/fund_budget")
-	scriptGetBudget       = script.Bind[budgetKeys, budgetIDArgs]("admin/get_budget")
-	scriptGetTenant       = script.Bind[recordKeys, tenantIDArgs]("admin/get_tenant")
-	scriptListAPIKeys     = script.Bind[listKeysKeys, listKeysArgs]("admin/list_api_keys")
-	scriptListBudgets     = script.Bind[listBudgetsKeys, listBudgetsArgs]("admin/list_budgets")
-	scriptRegisterTenant  = script.Bind[registryKeys, tenantIDArgs]("admin/register_tenant")
-	scriptRevokeAPIKey    = script.Bind[keyEventKeys, revokeKeyArgs]("admin/revoke_api_key")
-	scriptSetBudgetStatus = script.Bind[budgetChangeKeys, budgetStatusArgs]("admin/set_budget_status")
-	scriptUpdateBudget    = script.Bind[budgetChangeKeys, budgetPatchArgs]("admin/update_budget")
-	scriptUpdateTenant    = script.Bind[tenantKeys, tenantPatchArgs]("admin/update_tenant")
-	scriptVerifyAPIKey    = script.Bind[verifyKeyKeys, script.None]("admin/verify_api_key", script.Pipelined)
-	scriptTouchAPIKey     = script.Bind[apiKeyKeys, script.None]("admin/touch_api_key")
-	scriptUpdateAPIKey    = script.Bind[keyEventKeys, updateKeyArgs]("admin/update_api_key")
+	scriptCloseTenant     = script.Bind[tenantKeys, tenantCtxArgs]("admin/close_tenant", script.Returns[closeReply]())
+	scriptCreateAPIKey    = script.Bind[createKeyKeys, createKeyArgs]("admin/create_api_key", script.Returns[record]())
+	scriptCreateBudget    = script.Bind[createBudgetKeys, createBudgetArgs]("admin/create_budget", script.Returns[record]())
+	scriptCreateTenant    = script.Bind[tenantKeys, createTenantArgs]("admin/create_tenant", script.Returns[record]())
+	scriptFundBudget      = script.Bind[fundKeys, fundArgs]("admin/fund_budget", script.Returns[fundingResult]())
+	scriptGetBudget       = script.Bind[budgetKeys, budgetIDArgs]("admin/get_budget", script.Returns[record]())
+	scriptGetTenant       = script.Bind[recordKeys, tenantIDArgs]("admin/get_tenant", script.Returns[record]())
+	scriptListAPIKeys     = script.Bind[listKeysKeys, listKeysArgs]("admin/list_api_keys", script.Returns[keysPage]())
+	scriptListBudgets     = script.Bind[listBudgetsKeys, listBudgetsArgs]("admin/list_budgets", script.Returns[budgetsPage]())
+	scriptRegisterTenant  = script.Bind[registryKeys, tenantIDArgs]("admin/register_tenant", script.Returns[registered]())
+	scriptRevokeAPIKey    = script.Bind[keyEventKeys, revokeKeyArgs]("admin/revoke_api_key", script.Returns[revokeReply]())
+	scriptSetBudgetStatus = script.Bind[budgetChangeKeys, budgetStatusArgs]("admin/set_budget_status", script.Returns[record]())
+	scriptUpdateBudget    = script.Bind[budgetChangeKeys, budgetPatchArgs]("admin/update_budget", script.Returns[record]())
+	scriptUpdateTenant    = script.Bind[tenantKeys, tenantPatchArgs]("admin/update_tenant", script.Returns[record]())
+	scriptVerifyAPIKey    = script.Bind[verifyKeyKeys, script.None]("admin/verify_api_key", script.Pipelined, script.Returns[verifyReply]())
+	scriptTouchAPIKey     = script.Bind[apiKeyKeys, script.None]("admin/touch_api_key", script.Returns[bool]())
+	scriptUpdateAPIKey    = script.Bind[keyEventKeys, updateKeyArgs]("admin/update_api_key", script.Returns[record]())
+)
+
+// The JSON replies (script.Returns) that are not a stored record.
+type (
+	closeReply struct {
+		Tenant    record `json:"tenant"`
+		ClosedNow bool   `json:"closed_now"`
+	}
+	revokeReply struct {
+		Key        record `json:"key"`
+		RevokedNow bool   `json:"revoked_now"`
+	}
+	registered struct {
+		Added int `json:"added"`
+	}
+	verifyReply struct {
+		Hash         string `json:"hash"`
+		Status       string `json:"status"`
+		TenantID     string `json:"tenant_id"`
+		TenantStatus string `json:"tenant_status"`
+		Permissions  string `json:"permissions"`
+		ExpiresAt    string `json:"expires_at"`
+		ScopeFilter  string `json:"scope_filter"`
+		Now          string `json:"now"`
+	}
+	keysPage struct {
+		Items jsonList[record] `json:"items"`
+		Last  string           `json:"last"`
+		More  bool             `json:"more"`
+	}
+	budgetsPage struct {
+		Items jsonList[struct {
+			M string `json:"m"`
+			B record `json:"b"`
+		}] `json:"items"`
+		Last string `json:"last"`
+		More bool   `json:"more"`
+	}
 )
 
 type registryKeys struct {

@@ -147,10 +147,7 @@ func (s *Service) UpdateTenant(ctx context.Context, req *cyclesv1.UpdateTenantRe
 func (s *Service) CloseTenant(ctx context.Context, req *cyclesv1.CloseTenantRequest) (*cyclesv1.CloseTenantResponse, error) {
 	id := req.GetTenantId()
 	tk := keys.Tenant(id)
-	var out struct {
-		Tenant    record `json:"tenant"`
-		ClosedNow bool   `json:"closed_now"`
-	}
+	var out closeReply
 	if err := scriptCloseTenant.RunInto(ctx, s.exec, &out, tenantKeys{tk.Record(), tk.Events()}, tenantCtxArgs{id, s.eventContext(ctx)}); err != nil {
 		return nil, s.done(ctx, "CloseTenant", err)
 	}

@@ -9,7 +9,8 @@ import (
 // Every script is declared with a typed binding (script.Bind) whose KEYS
 // and ARGV names, count and order are those of its Lua header: a script
 // without a binding or without a machine-readable header fails, as does a
-// binding that disagrees with its header.
+// binding that disagrees with its header, or a JSON reply declared on one
+// side only or differently (script.Returns and "-- JSON").
 func TestEveryScriptIsBoundToItsHeader(t *testing.T) {
 	ex, err := script.New(nil)
 	if err != nil {
@@ -21,6 +22,9 @@ func TestEveryScriptIsBoundToItsHeader(t *testing.T) {
 			continue // TestEveryScriptHasOneDef
 		}
 		if err := d.CheckHeader(); err != nil {
+			t.Error(err)
+		}
+		if err := d.CheckReply(); err != nil {
 			t.Error(err)
 		}
 	}

@@ -26,11 +26,7 @@ func layoutNames() []string {
 // (lib/ledger_record.lua) are "id" and then the layout's read fields in
 // its order.
 func TestReservationLayoutMatchesLua(t *testing.T) {
-	src, err := fs.ReadFile(lua.FS, "lib/record_layout.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	declared, err := script.ParseDeclared(string(src), "RECORD")
+	declared, err := script.ParseDeclaredFile("lib/record_layout.lua", "RECORD")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +35,7 @@ func TestReservationLayoutMatchesLua(t *testing.T) {
 			strings.Join(got, " "), strings.Join(want, " "))
 	}
 
-	src, err = fs.ReadFile(lua.FS, "lib/ledger_record.lua")
+	src, err := fs.ReadFile(lua.FS, "lib/ledger_record.lua")
 	if err != nil {
 		t.Fatal(err)
 	}

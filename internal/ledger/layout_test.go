@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"io/fs"
 	"reflect"
 	"slices"
 	"strings"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/script"
-	"github.com/cyclesgo/cycles-go/lua"
 	"github.com/cyclesgo/cycles-go/test/docblock"
 )
 
@@ -45,11 +43,7 @@ func luaToken(f script.ReplyField) string {
 // each with the same kind and markers. A reply the Lua writes differently
 // from its declaration fails the readers (End) in every suite.
 func TestReplyLayoutsMatchLua(t *testing.T) {
-	src, err := fs.ReadFile(lua.FS, "lib/ledger_snapshot.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
-	declared, err := script.ParseDeclared(string(src), "REPLY")
+	declared, err := script.ParseDeclaredFile("lib/ledger_snapshot.lua", "REPLY")
 	if err != nil {
 		t.Fatal(err)
 	}

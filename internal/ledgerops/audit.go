@@ -66,7 +66,7 @@ func (r *report) addOnce(f finding, seen map[string]bool, archive bool) bool {
 }
 
 func (r *report) addFinding(f finding) {
-	r.add(&cyclesv1.AuditDiscrepancy{Kind: f.Kind, ReservationId: f.ID, ScopePath: f.Scope, Unit: f.Unit,
+	r.add(&cyclesv1.AuditDiscrepancy{Kind: f.Kind, ReservationId: f.ID,
 		Message: f.Msg, Evidence: evidence(f.Ev), Repairable: f.Fix})
 }
 
@@ -209,13 +209,42 @@ func (h heldTotals) mismatches(reserved map[string]*big.Int) map[string]*big.Int
 	return out
 }
 
-// findingPage is what every page of the audit's index walks answers: its
-// findings, the cursor of the next page and whether the walk is done; each
-// walk's reply adds its own counts.
-type findingPage struct {
-	Rows script.LuaArray[finding] `json:"rows"`
-	Next cursor                   `json:"next"`
-	Done bool                     `json:"done"`
+// zpage is what every page of an index walk answers: its rows, the cursor
+// of the next page and whether the walk is done; the audit's walks add
+// their own counts.
+type zpage[R any] struct {
+	Rows script.LuaArray[R] `json:"rows"`
+	Next cursor             `json:"next"`
+	Done bool               `json:"done"`
+}
+
+// recordsPage is ops/audit_records' reply.
+type recordsPage struct {
+	zpage[finding]
+	Records      int64          `json:"records"`
+	Active       int64          `json:"active"`
+	Quarantined  int64          `json:"quarantined"`
+	Holds        luaMap[string] `json:"holds"`
+	Uncertain    luaMap[bool]   `json:"uncertain"`
+	AllUncertain bool           `json:"all_uncertain"`
+}
+
+// indexPage is ops/audit_index's reply.
+type indexPage struct {
+	zpage[finding]
+	Entries int64 `json:"entries"`
+}
+
+// budgetsPage is ops/audit_budgets' reply: each budget's fields, or that
+// it is missing or not a hash.
+type budgetsPage struct {
+	Rows script.LuaArray[struct {
+		M         string         `json:"m"`
+		Exists    bool           `json:"exists"`
+		WrongType bool           `json:"wrong_type"`
+		F         luaMap[string] `json:"f"`
+	}] `json:"rows"`
+	Done bool `json:"done"`
 }
 
 // recordsPass pages through the created index. With r it records the
@@ -225,15 +254,7 @@ func (s *Service) recordsPass(ctx context.Context, prefix string, r *report) (he
 	seen := map[string]bool{} // a restarted page may repeat ids
 	var cur cursor
 	for {
-		var page struct {
-			findingPage
-			Records      int64          `json:"records"`
-			Active       int64          `json:"active"`
-			Quarantined  int64          `json:"quarantined"`
-			Holds        luaMap[string] `json:"holds"`
-			Uncertain    luaMap[bool]   `json:"uncertain"`
-			AllUncertain bool           `json:"all_uncertain"`
-		}
+		var page recordsPage
 		if err := scriptAuditRecords.RunInto(ctx, s.exec, &page, prefixKeys{prefix}, zpageArgs{cur.Member, cur.Score, s.opts.PageSize}); err != nil {
 			return held, err
 		}
@@ -278,10 +299,7 @@ func (s *Service) indexPasses(ctx context.Context, prefix string, r *report) err
 	for _, which := range []string{"deadline", "quarantine"} {
 		var cur cursor
 		for {
-			var page struct {
-				findingPage
-				Entries int64 `json:"entries"`
-			}
+			var page indexPage
 			if err := scriptAuditIndex.RunInto(ctx, s.exec, &page, prefixKeys{prefix},
 				indexPageArgs{which, cur.Member, cur.Score, s.opts.PageSize}); err != nil {
 				return fmt.Errorf("%s index: %w", which, err)
@@ -314,15 +332,7 @@ func (s *Service) budgetsPass(ctx context.Context, prefix string, r *report) (ma
 	}
 	after := ""
 	for {
-		var page struct {
-			Rows script.LuaArray[struct {
-				M         string         `json:"m"`
-				Exists    bool           `json:"exists"`
-				WrongType bool           `json:"wrong_type"`
-				F         luaMap[string] `json:"f"`
-			}] `json:"rows"`
-			Done bool `json:"done"`
-		}
+		var page budgetsPage
 		if err := scriptAuditBudgets.RunInto(ctx, s.exec, &page, prefixKeys{prefix}, budgetPageArgs{after, s.opts.PageSize}); err != nil {
 			return nil, nil, err
 		}

@@ -20,13 +20,13 @@ import (
 // The operator scripts (lua/ops/): audits, repair and quarantine, each call
 // on its own.
 var (
-	scriptAuditBudgets      = script.Bind[prefixKeys, budgetPageArgs]("ops/audit_budgets")
-	scriptAuditIndex        = script.Bind[prefixKeys, indexPageArgs]("ops/audit_index")
-	scriptAuditRecords      = script.Bind[prefixKeys, zpageArgs]("ops/audit_records")
-	scriptHolds             = script.Bind[prefixKeys, holdsArgs]("ops/holds")
-	scriptQuarantineList    = script.Bind[prefixKeys, zpageArgs]("ops/quarantine_list")
-	scriptQuarantineResolve = script.Bind[settleKeys, resolveArgs]("ops/quarantine_resolve")
-	scriptRepair            = script.Bind[settleKeys, repairArgs]("ops/repair")
+	scriptAuditBudgets      = script.Bind[prefixKeys, budgetPageArgs]("ops/audit_budgets", script.Returns[budgetsPage]())
+	scriptAuditIndex        = script.Bind[prefixKeys, indexPageArgs]("ops/audit_index", script.Returns[indexPage]())
+	scriptAuditRecords      = script.Bind[prefixKeys, zpageArgs]("ops/audit_records", script.Returns[recordsPage]())
+	scriptHolds             = script.Bind[prefixKeys, holdsArgs]("ops/holds", script.Returns[holdsResult]())
+	scriptQuarantineList    = script.Bind[prefixKeys, zpageArgs]("ops/quarantine_list", script.Returns[zpage[quarantineRow]]())
+	scriptQuarantineResolve = script.Bind[settleKeys, resolveArgs]("ops/quarantine_resolve", script.Returns[resolveResult]())
+	scriptRepair            = script.Bind[settleKeys, repairArgs]("ops/repair", script.Returns[repairResult]())
 )
 
 // prefixKeys are the KEYS of the scripts that derive every key from the
@@ -211,15 +211,14 @@ type cursor struct {
 	Score  string `json:"score"`
 }
 
-// finding is one discrepancy row of an ops script.
+// finding is one discrepancy row of the audit scripts (a record or an
+// index entry: budget findings are made in Go).
 type finding struct {
-	Kind  string           `json:"kind"`
-	ID    string           `json:"id"`
-	Scope string           `json:"scope"`
-	Unit  string           `json:"unit"`
-	Msg   string           `json:"msg"`
-	Ev    luaMap[jsonText] `json:"ev"`
-	Fix   bool             `json:"fix"`
+	Kind string           `json:"kind"`
+	ID   string           `json:"id"`
+	Msg  string           `json:"msg"`
+	Ev   luaMap[jsonText] `json:"ev"`
+	Fix  bool             `json:"fix"`
 }
 
 // jsonText accepts a JSON string or number (Lua numbers in evidence).

@@ -84,11 +84,7 @@ func (s *Service) ListQuarantined(ctx context.Context, req *cyclesv1.ListQuarant
 	// the cursor to continue from, or nil when the tenant is done.
 	page := func(tenant string, c cursor) (*cursor, error) {
 		for {
-			var out struct {
-				Rows script.LuaArray[quarantineRow] `json:"rows"`
-				Next cursor                         `json:"next"`
-				Done bool                           `json:"done"`
-			}
+			var out zpage[quarantineRow]
 			n := size - len(resp.Reservations)
 			if err := scriptQuarantineList.RunInto(ctx, s.exec, &out, prefixKeys{keys.Tenant(tenant).Prefix()},
 				zpageArgs{c.Member, c.Score, n}); err != nil {

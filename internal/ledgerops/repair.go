@@ -39,11 +39,20 @@ type repairChange struct {
 	After  luaMap[string] `json:"after"`
 }
 
+// skipped is a budget the repair script left alone, and why.
+type skipped struct {
+	Kind  string           `json:"kind"`
+	Scope string           `json:"scope"`
+	Unit  string           `json:"unit"`
+	Msg   string           `json:"msg"`
+	Ev    luaMap[jsonText] `json:"ev"`
+}
+
 type repairResult struct {
 	Replay bool `json:"replay"`
 	Resp   struct {
 		Changes script.LuaArray[repairChange] `json:"changes"`
-		Skipped script.LuaArray[finding]      `json:"skipped"`
+		Skipped script.LuaArray[skipped]      `json:"skipped"`
 	} `json:"resp"`
 }
 
@@ -129,7 +138,7 @@ func planOf(r *report) repairPlan {
 // unrepaired are the audit's discrepancies no change covers, plus what the
 // script refused to touch. A budget change covers every budget-level
 // discrepancy of that budget (one HSET restores reserved and the identity).
-func unrepaired(r *report, changes []*cyclesv1.RepairChange, skipped []finding) []*cyclesv1.AuditDiscrepancy {
+func unrepaired(r *report, changes []*cyclesv1.RepairChange, skips []skipped) []*cyclesv1.AuditDiscrepancy {
 	fixedRecord := map[string]bool{}
 	fixedBudget := map[string]bool{}
 	for _, c := range changes {
@@ -139,8 +148,8 @@ func unrepaired(r *report, changes []*cyclesv1.RepairChange, skipped []finding) 
 			fixedBudget[keys.BudgetMember(c.GetScopePath(), c.GetUnit())] = true
 		}
 	}
-	skippedBudget := map[string]finding{}
-	for _, f := range skipped {
+	skippedBudget := map[string]skipped{}
+	for _, f := range skips {
 		skippedBudget[keys.BudgetMember(f.Scope, f.Unit)] = f
 	}
 	var out []*cyclesv1.AuditDiscrepancy

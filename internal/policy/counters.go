@@ -40,6 +40,20 @@ func (r counterRow) proto() (*cyclesv1.ActionQuotaState, error) {
 		LastIncrementedAtMs: n[3]}, nil
 }
 
+// countersPage is policy/counters' reply.
+type countersPage struct {
+	Items script.LuaArray[counterRow] `json:"items"`
+	Next  string                      `json:"next"`
+	More  bool                        `json:"more"`
+}
+
+// resetReply is policy/counter_reset's reply: the counter after the reset
+// and its count before.
+type resetReply struct {
+	State    counterRow `json:"state"`
+	Previous string     `json:"previous"`
+}
+
 // ListActionQuotaCounters pages a tenant's live counters in expiry order.
 // The cursor is an offset into the live counters: counters that expire
 // between pages shift it (an operator's debug view, not a ledger).
@@ -61,11 +75,7 @@ func (s *Service) ListActionQuotaCounters(ctx context.Context, req *cyclesv1.Lis
 	if tenant == "" {
 		return nil, apierr.Invalid("tenant_id", "is required with the admin key")
 	}
-	var out struct {
-		Items script.LuaArray[counterRow] `json:"items"`
-		Next  string                      `json:"next"`
-		More  bool                        `json:"more"`
-	}
+	var out countersPage
 	t := keys.Tenant(tenant)
 	if err := scriptCounters.RunInto(ctx, s.exec, &out, countersKeys{t.Record(), t.QuotaCounters()},
 		countersArgs{req.GetScope(), req.GetActionKind(), actionkind.WindowName(req.GetWindow()), off, limit,
@@ -152,10 +162,7 @@ func (s *Service) ResetActionQuotaCounter(ctx context.Context, req *cyclesv1.Res
 		counted += ":" + string(actionkind.RiskOf(req.GetRiskClass()))
 	}
 	t := keys.Tenant(req.GetTenantId())
-	var out struct {
-		State    counterRow `json:"state"`
-		Previous string     `json:"previous"`
-	}
+	var out resetReply
 	key, field, bucket, ok := counterKey(t, req.GetScope(), counted, req.GetWindow(), req.GetWindowKey())
 	if !ok {
 		// No window instance: the script refuses it as it refuses any counter

@@ -344,11 +344,14 @@ func (s *Service) UpdateScopePolicy(ctx context.Context, req *cyclesv1.UpdateSco
 	return &cyclesv1.UpdateScopePolicyResponse{Policy: pb}, nil
 }
 
+// getReply is policy/get's reply: the stored policies as JSON strings.
+type getReply struct {
+	Items jsonList `json:"items"`
+}
+
 // read returns one policy (id) or all of a tenant's (id "").
 func (s *Service) read(ctx context.Context, tenant, id string) ([]stored, error) {
-	var out struct {
-		Items jsonList `json:"items"`
-	}
+	var out getReply
 	if err := scriptGet.RunInto(ctx, s.exec, &out, policiesKeys{keys.Tenant(tenant).Policies()}, getArgs{id}); err != nil {
 		return nil, err
 	}

@@ -6,11 +6,11 @@ import "github.com/cyclesgo/cycles-go/internal/script"
 // and under the names of each script's header. The quota counters
 // themselves are written by the reserve script (lua/lib/quota.lua).
 var (
-	scriptCreate       = script.Bind[policyKeys, createArgs]("policy/create")
-	scriptUpdate       = script.Bind[policyKeys, updateArgs]("policy/update")
-	scriptGet          = script.Bind[policiesKeys, getArgs]("policy/get")
-	scriptCounters     = script.Bind[countersKeys, countersArgs]("policy/counters")
-	scriptCounterReset = script.Bind[counterResetKeys, counterResetArgs]("policy/counter_reset")
+	scriptCreate       = script.Bind[policyKeys, createArgs]("policy/create", script.Returns[stored]())
+	scriptUpdate       = script.Bind[policyKeys, updateArgs]("policy/update", script.Returns[stored]())
+	scriptGet          = script.Bind[policiesKeys, getArgs]("policy/get", script.Returns[getReply]())
+	scriptCounters     = script.Bind[countersKeys, countersArgs]("policy/counters", script.Returns[countersPage]())
+	scriptCounterReset = script.Bind[counterResetKeys, counterResetArgs]("policy/counter_reset", script.Returns[resetReply]())
 )
 
 type policyKeys struct {

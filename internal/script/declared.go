@@ -2,8 +2,11 @@ package script
 
 import (
 	"fmt"
+	"io/fs"
 	"regexp"
 	"strings"
+
+	"github.com/cyclesgo/cycles-go/lua"
 )
 
 // A Lua library declares the layouts it writes (flat replies, record
@@ -45,6 +48,20 @@ func ParseDeclared(src, tag string) (map[string][]string, error) {
 			tokens = append(tokens, strings.Fields(c[1])...)
 		}
 		out[m[2]] = tokens
+	}
+	return out, nil
+}
+
+// ParseDeclaredFile is ParseDeclared on the embedded Lua file path (e.g.
+// "lib/record_layout.lua"), its errors naming the file.
+func ParseDeclaredFile(path, tag string) (map[string][]string, error) {
+	src, err := fs.ReadFile(lua.FS, path)
+	if err != nil {
+		return nil, err
+	}
+	out, err := ParseDeclared(string(src), tag)
+	if err != nil {
+		return nil, fmt.Errorf("lua/%s: %w", path, err)
 	}
 	return out, nil
 }

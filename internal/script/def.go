@@ -3,6 +3,7 @@ package script
 import (
 	"fmt"
 	"io/fs"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -25,6 +26,10 @@ type Def struct {
 	// binding (Define alone).
 	keyNames, argNames []string
 	bound              bool
+	// reply is the declared type of a JSON reply and replyShape its
+	// member paths (Returns, jsonreply.go); nil when none is declared.
+	reply      reflect.Type
+	replyShape []string
 }
 
 // Name is the script's path under lua/ without ".lua", e.g. "ledger/reserve".

@@ -310,7 +310,9 @@ func (e *Executor) run(ctx context.Context, d *Def, keys []string, args []any) (
 	return out, err
 }
 
-// RunInto runs a script and unmarshals its JSON result into out.
+// RunInto runs a script and unmarshals its JSON result into out: strictly,
+// and only into the declared type, when the script declares its reply
+// (Returns).
 func (e *Executor) RunInto(ctx context.Context, out any, d *Def, keys []string, args ...any) error {
 	raw, err := e.Run(ctx, d, keys, args...)
 	if err != nil {
@@ -318,6 +320,9 @@ func (e *Executor) RunInto(ctx context.Context, out any, d *Def, keys []string, 
 	}
 	if out == nil {
 		return nil
+	}
+	if d.reply != nil {
+		return d.decodeReply(raw, out)
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return fmt.Errorf("script %s: decode result: %w", d.name, err)

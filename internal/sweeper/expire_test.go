@@ -632,3 +632,51 @@ func TestExpireBatchTallyCarriesLostCounts(t *testing.T) {
 		})
 	}
 }
+
+// One call reads its candidates in pages (lua TB.PAGE = 128) up to the batch
+// size: past a page boundary it goes on with the next due entries, and an
+// entry it re-scored (in grace) or removed is not met again in the same call.
+func TestExpireBatchPagesThroughItsCandidates(t *testing.T) {
+	for _, be := range redistest.Backends(t) {
+		t.Run(be.Name, func(t *testing.T) {
+			f := newFixtureFor(t, be)
+			now := f.redisNow()
+			sc := f.scopes(1)
+			b := f.budget(sc[0], "TOKENS", "1000", "200")
+			for i := 0; i < 300; i++ {
+				if i%3 == 2 {
+					// Scored as due, but its record's deadline is a minute away.
+					f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now + 60_000, Score: ptr(now - 4000 + int64(i))})
+					continue
+				}
+				f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000 + int64(i)})
+			}
+			r := f.expire(1000)
+			if r.Expired != 200 || r.InGrace != 100 || r.Processed() != 300 || r.DueBefore != 300 || r.Due != 0 {
+				t.Fatalf("one call over 300 due: %+v", r)
+			}
+			if res, rem := f.ledger(b); res != "0" || rem != "1000" {
+				t.Fatalf("reserved=%s remaining=%s", res, rem)
+			}
+			if n := len(f.streamEvents()); n != 200 {
+				t.Fatalf("%d events, want 200", n)
+			}
+			// A batch smaller than a page, then one ending mid-page.
+			f2 := newFixtureFor(t, be)
+			now = f2.redisNow()
+			sc = f2.scopes(1)
+			f2.budget(sc[0], "TOKENS", "1000", "200")
+			for i := 0; i < 200; i++ {
+				f2.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000 + int64(i)})
+			}
+			for _, want := range []struct {
+				n            int
+				expired, due int64
+			}{{5, 5, 195}, {150, 150, 45}, {1000, 45, 0}} {
+				if r := f2.expire(want.n); r.Expired != want.expired || r.Due != want.due {
+					t.Fatalf("batch %d: %+v, want %d expired and %d due", want.n, r, want.expired, want.due)
+				}
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@
 --       2 event_stream      tenant event stream
 -- ARGV: 1 tenant_id         tenant id
 --       2 event_ctx         event context (internal/eventctx.Arg)
+-- JSON admin/close_tenant: tenant closed_now
 -- Result: ok({tenant = <tenant hash after>, closed_now = bool})
 --   Closing a CLOSED tenant changes nothing (closed_now = false, no event).
 -- Refusals: TENANT_NOT_FOUND.

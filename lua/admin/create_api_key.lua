@@ -17,6 +17,7 @@
 --       9 metadata          metadata (JSON object, '' = none)
 --       10 scope_filter     scope filter (JSON array of canonical patterns, checked in Go; '' = none)
 -- Result: ok(<API key hash after the write>)
+-- JSON admin/create_api_key: {*}
 -- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, DUPLICATE_RESOURCE (key id taken),
 --   INVALID_REQUEST (expires_at not after the store's clock).
 -- Events: api_key.created (category api_key).

@@ -16,6 +16,7 @@
 --       8 metadata                  metadata (JSON object of strings)
 --       9 event_ctx                 event context (internal/eventctx.Arg)
 -- Result: ok(<budget hash after the write>)
+-- JSON admin/create_budget: {*}
 -- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, TENANT_SUSPENDED, DUPLICATE_RESOURCE,
 --   INVALID_REQUEST, INTERNAL_ERROR (malformed tenant status).
 -- remaining = allocated; reserved = spent = debt = 0; is_over_limit false; ACTIVE.

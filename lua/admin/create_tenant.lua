@@ -13,6 +13,7 @@
 --       7 metadata           metadata (JSON object of strings)
 --       8 event_ctx          event context (internal/eventctx.Arg)
 -- Result: ok(<tenant hash after the write>)
+-- JSON admin/create_tenant: {*}
 -- Refusals: DUPLICATE_RESOURCE (record exists), INVALID_REQUEST (malformed ARGV).
 -- created_at/updated_at come from Redis TIME; extra ARGV are ignored.
 

@@ -16,9 +16,10 @@
 --       7 scope_path           canonical scope path
 --       8 unit                 unit
 --       9 event_ctx            event context (internal/eventctx.Arg)
--- Result: {"replay":bool,"resp":R} where R = {operation, timestamp_ms,
---   previous = {allocated, remaining, debt, spent, reserved}, new = {same},
---   budget = <budget hash after>} (amounts as decimal strings).
+-- JSON admin/fund_budget: replay resp{operation timestamp_ms
+--   previous{allocated remaining debt spent reserved} new{allocated remaining debt spent reserved} budget}
+-- Result: {"replay":bool,"resp":R}: the operation, its time, the balances before
+-- and after and the budget hash after (amounts as decimal strings).
 --   R is stored, as bytes, in KEYS[3] for 24 h; a same-key same-payload replay
 --   returns exactly those bytes (no write, no event).
 -- Refusals, all before the first write: IDEMPOTENCY_MISMATCH, TENANT_CLOSED,

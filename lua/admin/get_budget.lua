@@ -5,6 +5,7 @@
 -- ARGV: 1 scope_path   for the refusal
 --       2 unit         for the refusal
 -- Result: ok(<budget hash>)
+-- JSON admin/get_budget: {*}
 -- Refusals: BUDGET_NOT_FOUND.
 
 local b = hgetall(KEYS[1])

@@ -4,6 +4,7 @@
 -- KEYS: 1 tenant_record     tenant record hash
 -- ARGV: 1 tenant_id         tenant id (for the refusal message)
 -- Result: ok(<tenant hash>)
+-- JSON admin/get_tenant: {*}
 -- Refusals: TENANT_NOT_FOUND.
 
 local t = hgetall(KEYS[1])

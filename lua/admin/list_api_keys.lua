@@ -13,10 +13,9 @@
 --       5 search            search text, lowercase ('' = none): kept when the key id or the
 --                           lowercased name contains it (plain substring, no patterns)
 --       6 scan              at most this many index entries are examined (bounds the work)
--- Result: ok({items = [{key_id, tenant_id, name, status, created_at,
---             revoked_at, revoked_reason, permissions, expires_at,
---             description, metadata, scope_filter, last_used_at}, ...], last = <last key id examined, '' if none>,
---             more = bool})
+-- JSON admin/list_api_keys: items last more
+-- Result: ok(): the keys' stored fields, the last key id examined ('' if none)
+-- and whether more follow.
 --   The next page starts after `last`. `more` is true when another entry was
 --   seen or (conservatively) when the examination bound was hit.
 -- Refusals: TENANT_NOT_FOUND.

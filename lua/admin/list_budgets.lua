@@ -11,8 +11,9 @@
 --       3 scan            at most this many index entries are examined (bounds the work)
 --       4.. ranges        ZRANGEBYLEX (min, max) pairs, walked in order; the
 --                         caller builds them from the scope prefix and the cursor
--- Result: ok({items = [{m = member, b = <budget hash>}, ...],
---             last = <last index member consumed, '' if none>, more = bool})
+-- JSON admin/list_budgets: items[]{m b} last more
+-- Result: ok(): items {m = member, b = <budget hash>}, the last index member
+-- consumed ('' if none) and more.
 --   The next page starts after `last`. `more` is true when another matching
 --   entry was seen, or (conservatively) when the examination bound was hit.
 -- Read only. No string ordering comparisons in Lua (Redis may collate by locale);

@@ -3,6 +3,7 @@
 -- KEYS: 1 tenants       cy:tenants (global registry zset, members lex-ordered, score 0)
 -- ARGV: 1 tenant_id     tenant id
 -- Result: ok({added = 0|1})
+-- JSON admin/register_tenant: added
 --
 -- Runs BEFORE admin/create_tenant and in its own script because the registry is
 -- a global key (on Cluster another slot than the tenant's keys). A registry

@@ -9,6 +9,7 @@
 --       2 key_id           key id
 --       3 event_ctx        event context (internal/eventctx.Arg)
 --       4 reason           reason ('' = none; recorded as revoked_reason)
+-- JSON admin/revoke_api_key: key revoked_now
 -- Result: ok({key = <API key hash after>, revoked_now = bool})
 --   Revoking a REVOKED key changes nothing (revoked_now = false, no event).
 -- Refusals: KEY_NOT_FOUND.

@@ -17,6 +17,7 @@
 --       4 event_ctx         event context (internal/eventctx.Arg)
 --       5 status            target status: FROZEN | ACTIVE | CLOSED
 -- Result: ok(<budget hash after>)
+-- JSON admin/set_budget_status: {*}
 -- Refusals: TENANT_CLOSED, BUDGET_NOT_FOUND; freeze: BUDGET_FROZEN (already
 --   frozen), BUDGET_CLOSED; unfreeze: INVALID_STATE (not FROZEN; details.status
 --   says which); close: BUDGET_CLOSED (already closed); INTERNAL_ERROR

@@ -5,6 +5,7 @@
 --
 -- KEYS: 1 api_key     API key hash
 -- ARGV: none
+-- JSON admin/touch_api_key: value
 -- Result: ok(true) when written, ok(false) when the key is gone or was
 --   touched less than a minute ago (by Redis TIME).
 -- Refusals: none.

@@ -14,6 +14,7 @@
 --                           expires_at (ms), metadata (JSON object); '' removes the field. At most
 --                           the six fields.
 -- Result: ok(<API key hash after the write>)
+-- JSON admin/update_api_key: {*}
 -- Refusals: KEY_NOT_FOUND; INVALID_STATE (REVOKED, or expired by the store's
 --   clock: such a key cannot be changed); INVALID_REQUEST (an unknown field,
 --   expires_at not after the store's clock).

@@ -15,6 +15,7 @@
 --                           replace_metadata (bool)}
 --       4 event_ctx         event context (internal/eventctx.Arg)
 -- Result: ok(<budget hash after>)
+-- JSON admin/update_budget: {*}
 -- Refusals: TENANT_CLOSED, BUDGET_NOT_FOUND, BUDGET_CLOSED, INVALID_REQUEST,
 --   INTERNAL_ERROR (malformed stored values). Nothing is written when nothing changes.
 -- Events: budget.updated (EventDataBudgetLifecycle, operation UPDATE, changed_fields),

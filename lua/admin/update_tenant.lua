@@ -13,6 +13,7 @@
 --                           observe_mode (DISABLED|OBSERVE|ENFORCE; v0.1.26, absent in a record = ENFORCE)}
 --       3 event_ctx         event context (internal/eventctx.Arg)
 -- Result: ok(<tenant hash after the update>)
+-- JSON admin/update_tenant: {*}
 -- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, INVALID_REQUEST, INTERNAL_ERROR
 -- (malformed stored metadata). Nothing is written when nothing changes.
 -- Events: tenant.suspended / tenant.reactivated on a status change,

@@ -4,8 +4,9 @@
 -- KEYS: 1 api_key           API key hash
 --       2 tenant_record     tenant record hash
 -- ARGV: none
--- Result: ok({hash, status, tenant_id, tenant_status, permissions,
---   expires_at, scope_filter, now}); '' for anything absent. permissions is
+-- JSON admin/verify_api_key: hash status tenant_id tenant_status permissions
+--   expires_at scope_filter now
+-- Result: ok() of those, '' for anything absent. permissions is
 --   the stored JSON array ('' for a key stored before keys had permissions),
 --   scope_filter likewise ('' = no narrowing); now is Redis TIME in ms, the
 --   clock expires_at is compared with.

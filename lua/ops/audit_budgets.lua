@@ -7,9 +7,12 @@
 --                         hashes (prefix .. "b:<scope_path>:<UNIT>") are derived from it
 -- ARGV: 1 after           cursor: last member seen ('' = start)
 --       2 page_size       1..1000
--- Result ok({rows = [{m, exists, f = {allocated, remaining, reserved, spent, debt}}], done})
---   f holds the stored strings; a missing field is absent. The caller checks
---   the values (internal/ledgerops), so the arithmetic lives in one place.
+-- Result ok(): per budget member m, whether its key exists, whether it is not a
+-- hash (wrong_type) and f = {allocated, remaining, reserved, spent, debt} as
+-- stored (a missing field is absent); done when the page is the last. The
+-- caller checks the values (internal/ledgerops), so the arithmetic lives in
+-- one place.
+-- JSON ops/audit_budgets: rows[]{m exists wrong_type f} done
 
 local prefix = KEYS[1]
 local n = tonumber(ARGV[2])

@@ -8,7 +8,8 @@
 --       2 cursor_member   '' = start
 --       3 cursor_score
 --       4 page_size       1..1000
--- Result ok({rows = [{kind, id, msg, ev, fix}], next = {member, score}, done, entries})
+-- Result ok(): the page's findings, the next page's cursor and the entries read.
+-- JSON ops/audit_index: rows[]{kind id msg ev fix} next{member score} done entries
 -- Kinds: INDEX_ORPHAN (deadline entry without a record; fix: ZREM),
 --   INDEX_FINALIZED (deadline entry of a terminal record; fix: ZREM),
 --   QUARANTINE_STALE (quarantine entry whose record is gone, terminal or no

@@ -10,13 +10,13 @@
 --       2 cursor_score
 --       3 page_size       1..1000
 -- Refusals: INVALID_REQUEST; TENANT_NOT_FOUND (first page: the tenant has no record)
--- Result ok({rows = [{kind, id, msg, ev = {...}, fix}], next = {member, score},
---            done, records, active, quarantined,
---            holds = {member -> sum of this page's ACTIVE estimates on it},
---            uncertain = {member -> true} (a holder whose estimate does not
---            parse, or a quarantined record in an invalid state), all_uncertain})
---   The holds are partial sums; the caller adds the pages up (internal/ledgerops)
---   and confirms any mismatch with reserved inside one script (ops/holds).
+-- JSON ops/audit_records: rows[]{kind id msg ev fix} next{member score} done
+--   records active quarantined holds uncertain all_uncertain
+-- Result ok(): the page's findings and counts; holds = {member -> sum of this
+-- page's ACTIVE estimates on it}, uncertain = {member -> true} (a holder whose
+-- estimate does not parse, or a quarantined record in an invalid state). The
+-- holds are partial sums; the caller adds the pages up (internal/ledgerops)
+-- and confirms any mismatch with reserved inside one script (ops/holds).
 -- Kinds (docs/operations-runbook.md):
 --   INVALID_RECORD          ACTIVE, not quarantined, and the sweeper could not expire it
 --   ACTIVE_NOT_INDEXED      ACTIVE, not quarantined, missing from the deadline index (fix: ZADD)

@@ -9,8 +9,10 @@
 --       2 extra_ids       JSON array of extra ids (ACTIVE records outside both indexes)
 --       3 members         JSON array of budget members "<scope_path>|<UNIT>"
 --                         whose reserved to return
--- Result ok({over_limit, sums = {member -> E}, uncertain = {member -> true},
---   quarantined = {member -> id}, all_uncertain, active, reserved = {member -> stored string}})
+-- Result ok(): sums = {member -> E}, uncertain = {member -> true},
+-- quarantined = {member -> id}, reserved = {member -> stored string}; only
+-- over_limit when more than limit records are active.
+-- JSON ops/holds: over_limit sums uncertain quarantined all_uncertain active reserved
 
 local prefix = KEYS[1]
 local limit = tonumber(ARGV[1])

@@ -8,8 +8,10 @@
 -- ARGV: 1 cursor_member   '' = start
 --       2 cursor_score
 --       3 page_size       1..500
--- Result ok({rows = [{id, reason, at, fields, holds = [{scope, unit, amount, reserved}]}],
---            next = {member, score}, done})
+-- Result ok(): the page's rows (lib/ops_hold.lua quarantine_row) and the next
+-- page's cursor.
+-- JSON ops/quarantine_list: rows[]{id reason at fields holds[]{scope unit amount reserved}}
+--   next{member score} done
 -- A quarantined record is flagged and not terminal (ACTIVE, or an invalid
 -- state: INVALID_STATE). Entries whose record is gone, terminal or unflagged are left out (the audit
 -- reports them as QUARANTINE_STALE and RepairTenant drops them).

@@ -21,7 +21,10 @@
 --                          a released or expired record joins the tenant's archive
 --                          queue (key_archive_queue) instead of getting its 30-day
 --                          TTL; the archiver sets it once archived
--- Result {"replay":bool,"resp":{outcome, row (lib quarantine_row), budgets = [{scope, unit, f}]}}
+-- Result {"replay":bool,"resp":...}: the outcome, the record's row (lib/ops_hold.lua
+-- quarantine_row) and the touched budgets' fields after the change.
+-- JSON ops/quarantine_resolve: replay resp{outcome
+--   row{id reason at fields holds[]{scope unit amount reserved}} budgets[]{scope unit f}}
 -- Refusals, all before the first write: IDEMPOTENCY_MISMATCH, NOT_FOUND (no
 --   record), INVALID_STATE (not quarantined, or already settled), BUDGET_NOT_FOUND,
 --   INVALID_REQUEST (an amount above the budget's reserved, a scope the record

@@ -18,8 +18,10 @@
 --       6 holds_limit
 -- Refusals: INVALID_REQUEST; TENANT_NOT_FOUND (the tenant has no record: no
 --   repair, and no idempotency record, is written)
--- Result ok({replay, applied, changes = [{kind, action, id, scope, unit, before, after}],
---            skipped = [{kind, id, scope, unit, msg, ev}]})
+-- Result {"replay":bool,"resp":...}: the changes made (or, dry, to make) and the
+-- budgets left alone.
+-- JSON ops/repair: replay resp{changes[]{kind action id scope unit before after}
+--   skipped[]{kind scope unit msg ev}}
 --
 -- What is safe (docs/operations-runbook.md): dropping index entries whose
 -- record is gone or terminal, indexing ACTIVE records with a valid expiry,

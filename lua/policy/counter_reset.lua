@@ -20,8 +20,9 @@
 -- (their later give-back never takes the counter below 0). Emits
 -- quota.counter_reset (category policy) with the previous count and the
 -- counter window's correlation id (CORR.quota in lib/correlation.lua).
--- Result: ok({state = {scope, kind, risk class, window, window key, used,
---   limit, policy id, expires at ms, last count ms}, previous = used before})
+-- JSON policy/counter_reset: state previous
+-- Result: ok(): state = {scope, kind, risk class, window, window key, used,
+-- limit, policy id, expires at ms, last count ms}, previous = used before.
 -- Refusals: TENANT_NOT_FOUND, NOT_FOUND (no live counter under that key).
 
 local now = now_ms()

@@ -13,9 +13,10 @@
 --       5 page_size
 --       6 run_id           run id filter ('' = any; else only per_run counters of that run)
 --       7 include_zero     '1' = list counters at 0 too
--- Result: ok({items = {{scope, kind, risk class, window, window key, used,
---   limit, policy id, expires at ms, last count ms}, ...}, next = cursor,
---   more = bool}) (every value a string). At most SCAN index entries are
+-- JSON policy/counters: items next more
+-- Result: ok(): items, each {scope, kind, risk class, window, window key, used,
+-- limit, policy id, expires at ms, last count ms} (every value a string),
+-- next = the cursor and more = bool. At most SCAN index entries are
 --   read per call, so a page may be short while more follows. A day hash's
 --   counters are walked in field order.
 -- Refusals: TENANT_NOT_FOUND.

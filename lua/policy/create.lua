@@ -11,6 +11,16 @@
 --       2 max_policies     the most policies one tenant may hold
 --       3 event_ctx        event context (internal/eventctx.Arg; carries the audit entry)
 -- Result: ok(<the policy as stored>)
+-- JSON policy/create: <policy>
+-- The stored form of a policy (internal/policy), each a JSON value of the
+-- tenant's policies hash:
+-- SHAPE policy: policy_id tenant_id name description
+--   scope_pattern lua_pattern priority caps commit_overage_policy default_ttl_ms
+--   max_ttl_ms max_extensions max_reservations_per_minute max_commits_per_minute
+--   status effective_from_ms effective_until_ms created_at_ms updated_at_ms
+--   allowed_action_kinds denied_action_kinds
+--   action_quotas[]{action_kind risk_class max_calls window ttl_ms threshold_bp hosts domains resources}
+--   risk_class_quotas[]{action_kind risk_class max_calls window ttl_ms threshold_bp hosts domains resources}
 -- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, DUPLICATE_RESOURCE (a policy of
 --   that name or id exists), LIMIT_EXCEEDED (the tenant holds the most
 --   policies), INTERNAL_ERROR (a malformed stored policy). Writes the policy

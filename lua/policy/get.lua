@@ -3,7 +3,8 @@
 --
 -- KEYS: 1 policies    the tenant's policies hash
 -- ARGV: 1 policy_id   '' = all of them (a tenant holds a bounded number)
--- Result: ok({<policy JSON>, ...}) (the stored strings, decoded by internal/policy)
+-- Result: ok() with items: the stored strings (<policy> JSON), decoded by internal/policy.
+-- JSON policy/get: items
 -- Refusals: NOT_FOUND (a named policy that does not exist).
 
 if ARGV[1] == '' then

@@ -11,6 +11,7 @@
 --                          validated by internal/policy; absent = unchanged
 --       3 event_ctx        event context (internal/eventctx.Arg; carries the audit entry)
 -- Result: ok(<the policy as stored after the change>)
+-- JSON policy/update: <policy>
 -- Refusals: NOT_FOUND (no such policy), TENANT_CLOSED, DUPLICATE_RESOURCE (the
 --   new name is taken), INVALID_REQUEST (the effective window would end before
 --   it starts, or the policy would hold both an allow and a deny list), INTERNAL_ERROR (a malformed stored policy). Rewrites the policy

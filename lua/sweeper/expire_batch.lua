@@ -51,7 +51,8 @@
 --   (this call's counts included; due_before of the drain's first counted call,
 --   or this call's when nothing was counted yet).
 --
--- Per candidate id (selected by ZRANGEBYSCORE -inf (now LIMIT 0 N):
+-- Per candidate id (selected by ZRANGEBYSCORE -inf (now LIMIT 0 k, in pages of
+-- k <= 128 up to N in all, until the time budget is spent):
 --   record missing                       -> ZREM                          NOT_FOUND
 --   state COMMITTED|RELEASED|EXPIRED     -> ZREM, ledger untouched        SKIP
 --   now <= expires_at + grace_ms         -> re-score to that deadline     IN_GRACE (record untouched)
@@ -221,16 +222,10 @@ end
 
 local due_clause = '(' .. str(now)
 local due_before = redis.call('ZCOUNT', deadlines, '-inf', due_clause)
-local ids = {}
-if due_before > 0 then
-  ids = redis.call('ZRANGEBYSCORE', deadlines, '-inf', due_clause, 'LIMIT', 0, n)
-end
-
-for i, id in ipairs(ids) do
-  if i > 1 then
-    TB.took = TB.clock_us() - TB.start
-    if TB.took >= TB.us then break end
-  end
+-- handle decides and applies the outcome of one due candidate. Every outcome
+-- takes the entry out of the due range (ZREM, or IN_GRACE's re-score to a
+-- deadline >= now), so the next page starts again at the head of the index.
+function TB.handle(id)
   local rkey = key_reservation(prefix, id)
   local reply = redis.pcall('HGETALL', rkey)
   if type(reply) == 'table' and reply.err then
@@ -266,6 +261,22 @@ for i, id in ipairs(ids) do
       end
     end
   end
+end
+
+-- Candidates are read a page at a time, so a call that stops at its time
+-- budget has not fetched (up to N) ids it never handles.
+TB.PAGE, TB.taken = 128, 0
+while due_before > 0 and TB.taken < n and not TB.stop do
+  local page = redis.call('ZRANGEBYSCORE', deadlines, '-inf', due_clause, 'LIMIT', 0, math.min(TB.PAGE, n - TB.taken))
+  for _, id in ipairs(page) do
+    if TB.taken > 0 then
+      TB.took = TB.clock_us() - TB.start
+      if TB.took >= TB.us then TB.stop = true; break end
+    end
+    TB.handle(id)
+    TB.taken = TB.taken + 1
+  end
+  if #page < TB.PAGE then break end
 end
 
 local due = 0
