@@ -37,7 +37,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("scriptcost", flag.ContinueOnError)
 	n := fs.Int("n", 400, "calls per measured operation")
 	useValgrind := fs.Bool("valgrind", true, "run redis-server under callgrind and count instructions")
-	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure (also: reserve-pol10, a reserve on a tenant with 10 scope policies, 5 matching with caps; reserve-pol10-read, the same without caps; reserve-gov5, a reserve on a tenant with an allowlist and 5 action/risk-class quotas that all govern it; reserve-spread and reserve-gov5-spread, reserve and reserve-gov5 for a new agent every call, so nothing kept per scope path between calls is reused; reserve-rl, a reserve on a tenant whose one policy sets a reservation rate limit it stays under)")
+	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure (also: reserve-pol10, a reserve on a tenant with 10 scope policies, 5 matching with caps; reserve-pol10-read, the same without caps; reserve-pol10-read-spread, that for a new agent every call; reserve-gov5, a reserve on a tenant with an allowlist and 5 action/risk-class quotas that all govern it; reserve-spread and reserve-gov5-spread, reserve and reserve-gov5 for a new agent every call, so nothing kept per scope path between calls is reused; reserve-rl, a reserve on a tenant whose one policy sets a reservation rate limit it stays under)")
 	functions := fs.Bool("functions", true, "call the scripts as Redis 7 Functions (FUNCTION LOAD, FCALL), as cyclesd does on Redis 7; false: EVALSHA, as on Redis 6 and the embedded store")
 	keep := fs.String("keep", "", "keep the callgrind dumps (cg.out.N, one per op in order) in this directory for callgrind_annotate")
 	if err := fs.Parse(args); err != nil {
@@ -140,7 +140,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 			if err := setup("costpol"); err != nil {
 				return err
 			}
-			if err := benchPolicies(ctx, policy.New(exec, policy.Options{}), "costpol", 10, true); err != nil {
+			if err := benchPolicies(ctx, policy.New(exec, policy.Options{}), "costpol", 10, true, false); err != nil {
 				return err
 			}
 			call = func(int) error { _, err := reserveAs("costpol"); return err }
@@ -151,10 +151,32 @@ func scriptcostMain(ctx context.Context, args []string) error {
 			if err := setup("costpolr"); err != nil {
 				return err
 			}
-			if err := benchPolicies(ctx, policy.New(exec, policy.Options{}), "costpolr", 10, false); err != nil {
+			if err := benchPolicies(ctx, policy.New(exec, policy.Options{}), "costpolr", 10, false, false); err != nil {
 				return err
 			}
 			call = func(int) error { _, err := reserveAs("costpolr"); return err }
+		case "reserve-pol10-read-spread":
+			// reserve-pol10-read for a new agent every call (compare with
+			// reserve-spread): 10 policies, 5 matching, on a scope path no
+			// earlier call used, so nothing kept per scope path is reused.
+			// The agent-specific pattern names every agent of the workspace,
+			// so 5 still match. The tenant is fresh, so 200 unmeasured
+			// reserves of its shared agent first take its reservation index
+			// and records past Redis's small encodings (listpacks, whose
+			// inserts cost O(n)), as the other cells' tenants are by then:
+			// the difference is then the policies'.
+			if err := setup("costpols"); err != nil {
+				return err
+			}
+			if err := benchPolicies(ctx, policy.New(exec, policy.Options{}), "costpols", 10, false, true); err != nil {
+				return err
+			}
+			for i := 0; i < 200; i++ {
+				if _, err := reserveOn("costpols", false); err != nil {
+					return err
+				}
+			}
+			call = func(int) error { _, err := reserveOn("costpols", true); return err }
 		case "reserve-rl":
 			// A tenant of its own whose one policy (*) carries
 			// rate_limits.max_reservations_per_minute, too high to refuse:
@@ -320,13 +342,18 @@ func callgrindTotal(path string) (int64, error) {
 }
 
 // benchPolicies gives tenant n ACTIVE scope policies, half of them matching
-// the bench reserve's scope (tenant/workspace:bench/agent:shared).
-func benchPolicies(ctx context.Context, svc *policy.Service, tenant string, n int, caps bool) error {
+// the bench reserve's scope (tenant/workspace:bench/agent:shared; with spread,
+// the first names every agent of workspace:bench instead of agent:shared, so
+// that 5 match a new agent's scope too).
+func benchPolicies(ctx context.Context, svc *policy.Service, tenant string, n int, caps, spread bool) error {
 	for i := 0; i < n; i++ {
 		req := &cyclesv1.CreateScopePolicyRequest{TenantId: tenant, Name: "bench-" + strconv.Itoa(i), Priority: int32(i),
 			ScopePattern: "tenant:" + tenant + "/workspace:other" + strconv.Itoa(i) + "/*"}
 		if i%2 == 0 {
 			req.ScopePattern = []string{"agent:shared", "tenant:" + tenant + "/*", "*/agent:*", "workspace:bench/*", "*"}[i/2%5]
+			if spread && i == 0 {
+				req.ScopePattern = "workspace:bench/agent:*"
+			}
 			if caps {
 				req.Caps = &cyclesv1.Caps{MaxTokens: ptr(int64(1000 + i))}
 			}

@@ -11,7 +11,7 @@ import (
 // real redis-server (here without valgrind: Redis's own time per call).
 func TestScriptCostRunsEveryOperation(t *testing.T) {
 	if err := scriptcostMain(context.Background(), []string{"-valgrind=false", "-n", "20",
-		"-ops", "reserve,commit,release,physical,reserve-pol10,reserve-pol10-read,reserve-gov5,reserve-gov5,reserve-rl,reserve-rl,reserve-spread,reserve-gov5-spread,reserve-gov5-spread"}); err != nil {
+		"-ops", "reserve,commit,release,physical,reserve-pol10,reserve-pol10-read,reserve-gov5,reserve-gov5,reserve-rl,reserve-rl,reserve-spread,reserve-gov5-spread,reserve-gov5-spread,reserve-pol10-read-spread"}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -609,3 +609,51 @@ func raceOutcomes(t *testing.T, n int, ok string, call func(i int) error) map[st
 	wg.Wait()
 	return got
 }
+
+// TestQuotaCounterLimitFollowsPolicyChange: the listing's limit and policy
+// of a calendar counter (its '@' field) follow a policy update within the
+// window instance, for a scope path and the tenant scope, also once the
+// Functions library has memoized the plan and already written the field in
+// this window (lib/quota.lua quota_count), and for a second scope path
+// counted under the same plan.
+func TestQuotaCounterLimitFollowsPolicyChange(t *testing.T) {
+	for _, be := range redistest.Backends(t) {
+		t.Run(be.Name, func(t *testing.T) {
+			e := newEnvFor(t, be)
+			quotas := func(max int64) []*cyclesv1.ActionQuota {
+				return []*cyclesv1.ActionQuota{aq(email, max, perDay), aq(email, max, perTDay)}
+			}
+			p := e.create(&cyclesv1.CreateScopePolicyRequest{ScopePattern: "*", ActionQuotas: quotas(10)})
+			limits := func(want int64, used map[string]int64) {
+				t.Helper()
+				page := must(t, e.pol.ListActionQuotaCounters, e.ctx, &cyclesv1.ListActionQuotaCountersRequest{TenantId: e.tenant})
+				if len(page.GetCounters()) != len(used) {
+					t.Fatalf("counters %v, want %d", page.GetCounters(), len(used))
+				}
+				for _, c := range page.GetCounters() {
+					k := c.GetScope() + "|" + c.GetWindow().String()
+					if c.GetLimit() != want || c.GetPolicyId() != p.GetPolicyId() || c.GetUsed() != used[k] {
+						t.Fatalf("counter %s: %v, want limit %d, used %d", k, c, want, used[k])
+					}
+				}
+			}
+			for _, s := range []*cyclesv1.Subject{bot, bot, prod} {
+				if got, _, _ := e.try(s, email, "live"); got != "ALLOW" {
+					t.Fatalf("call: %s", got)
+				}
+			}
+			ts := "tenant:" + e.tenant
+			bs, ps := ts+"/workspace:prod/agent:bot", ts+"/workspace:prod"
+			day, tday := perDay.String(), perTDay.String()
+			limits(10, map[string]int64{bs + "|" + day: 2, ps + "|" + day: 1, ts + "|" + tday: 3})
+			must(t, e.pol.UpdateScopePolicy, e.ctx, &cyclesv1.UpdateScopePolicyRequest{TenantId: e.tenant, PolicyId: p.GetPolicyId(),
+				ActionQuotas: &cyclesv1.ActionQuotaList{Quotas: quotas(20)}})
+			for _, s := range []*cyclesv1.Subject{bot, prod} {
+				if got, _, _ := e.try(s, email, "live"); got != "ALLOW" {
+					t.Fatalf("call after the update: %s", got)
+				}
+			}
+			limits(20, map[string]int64{bs + "|" + day: 3, ps + "|" + day: 2, ts + "|" + tday: 5})
+		})
+	}
+}

@@ -193,15 +193,20 @@ end
 
 -- POLICY_MEMO: what policy_terms derived from a match table, kept across
 -- calls while the Functions library stays loaded (under EVALSHA every call
--- starts empty): memo.t[table] = {lines = {{pattern, tagged items}, ...},
--- timed = any line has an effective window, scopes = {[scope path] = the
--- terms (false: none match), or with timed the matching lines}}. An entry is
--- a pure function of the table's text and the scope path, so it can never
--- be stale; the reserve pays a table lookup instead of walking the text.
--- Bounded: past memo.max entries it starts over. Callers must not change
--- the terms they get. (Its helpers are fields, not locals: the reserve
--- script's chunk is near the embedded store's register limit.)
-local POLICY_MEMO = {t = {}, n = 0, max = 1024}
+-- starts empty): memo.t[table] = {lines = {{pattern, tagged items, line
+-- number, bit}, ...}, timed = any line has an effective window, sets =
+-- {[match set] = the terms (false: none match), or with timed the matching
+-- lines}}. A match set is which lines match a scope path: the sum of their
+-- bits (2^(line number - 1)), exact up to POLICY_MEMO.bits lines, past that
+-- the list of their numbers as a string. It depends on the table and on the
+-- scope path only through its patterns, so a table has at most a few sets
+-- however many scope paths a tenant's agents use (a stranger spreading over
+-- scopes adds none), and an entry is a pure function of the table's text:
+-- never stale. A call for an unseen scope path pays one pattern test per
+-- line and a lookup. Bounded: past memo.max entries it starts over. Callers
+-- must not change the terms they get. (Its helpers are fields, not locals:
+-- the reserve script's chunk is near the embedded store's register limit.)
+local POLICY_MEMO = {t = {}, n = 0, max = 1024, bits = 52}
 
 -- POLICY_MEMO.fold applies the matching lines ms (each {pattern, items, line
 -- number}) in order at now: the terms, nil when none applies, or nil and a
@@ -220,6 +225,88 @@ function POLICY_MEMO.fold(ms_, now)
   return t
 end
 
+-- POLICY_MEMO.parse is the memo entry of match table compiled (nil and a
+-- message when it is malformed).
+function POLICY_MEMO.parse(compiled)
+  if string.sub(compiled, 1, 3) ~= POLICY_HEAD then return nil, POLICY_BAD end
+  local lines, i, pos, n, timed = {}, 0, 4, #compiled, false
+  while pos <= n do
+    local e = string.find(compiled, '\n', pos, true)
+    local tab = e and string.find(compiled, '\t', pos, true)
+    if tab == nil or tab > e then return nil, POLICY_BAD end
+    i = i + 1
+    local rest = string.sub(compiled, tab + 1, e - 1)
+    -- 'w': an effective window (compiled as the first item).
+    if string.byte(rest, 1) == 119 or string.find(rest, '\tw', 1, true) then timed = true end
+    local l = {string.sub(compiled, pos, tab - 1), rest, i, 2 ^ (i - 1)}
+    POLICY_MEMO.plain(l)
+    lines[i] = l
+    pos = e + 1
+  end
+  return {lines = lines, timed = timed, sets = {}, wide = i > POLICY_MEMO.bits}
+end
+
+-- POLICY_MEMO.plain derives, once per match table, the test of line l's
+-- Lua pattern (internal/policy Compile: '^' when anchored at the tenant,
+-- '/'-joined '<level>:<value>' segments with '%'-escaped values, '[^/]+'
+-- for a '*' value, '/.+' for a trailing '/*', then '$'; or '.' for '*')
+-- that a call runs on the scope path without trying the pattern at every
+-- position: l[5] its kind, l[6] its literal, l[7] the literal's length,
+-- l[8] a pattern anchored where the literal is found:
+--   a  every scope path
+--   e  the path is the literal (no '*' value, anchored, no trailing '/*')
+--   p  the path starts with the literal, which ends with '/' (anchored,
+--      trailing '/*')
+--   s  the path ends with the literal, which starts with '/' (unanchored)
+--   c  the path holds the literal ('/' at both ends; unanchored, trailing)
+--   w  a '*' value, unanchored: the literal (the pattern's text up to its
+--      first wildcard, starting with '/<level>:') occurs at most once in a
+--      scope path (levels are unique, values hold no '/' or ':'), so the
+--      pattern is tried once, anchored where it is
+--   l  a '*' value, anchored: the pattern itself (tried once: anchored)
+function POLICY_MEMO.plain(l)
+  local pat = l[1]
+  if pat == '.' then l[5] = 'a'; return end
+  local anchored = string.byte(pat, 1) == 94
+  local body = string.sub(pat, anchored and 2 or 1, -2)
+  local trail = string.sub(body, -3) == '/.+'
+  if trail then body = string.sub(body, 1, -4) end
+  local wild = string.find(body, '[', 1, true)
+  if wild then
+    if anchored then l[5] = 'l'; return end
+    l[5], l[6], l[8] = 'w', string.gsub(string.sub(body, 1, wild - 1), '%%(.)', '%1'), '^' .. string.sub(pat, 1)
+    return
+  end
+  local lit = string.gsub(body, '%%(.)', '%1')
+  if anchored then
+    if trail then l[5], l[6] = 'p', lit .. '/' else l[5], l[6] = 'e', lit end
+  elseif trail then
+    l[5], l[6] = 'c', lit .. '/'
+  else
+    l[5], l[6] = 's', lit
+  end
+  l[7] = #l[6]
+end
+
+-- POLICY_MEMO.hit is whether line l (POLICY_MEMO.plain) matches scope_path
+-- (policy_terms runs the same tests inline).
+function POLICY_MEMO.hit(l, scope_path)
+  local k, find = l[5], string.find
+  if k == 'a' then return true end
+  if k == 'e' then return scope_path == l[6] end
+  if k == 'p' then return find(scope_path, l[6], 1, true) == 1 end
+  if k == 's' then
+    local at = #scope_path - l[7] + 1
+    return at > 1 and find(scope_path, l[6], at, true) ~= nil
+  end
+  if k == 'c' then return find(scope_path, l[6], 1, true) ~= nil end
+  if k == 'w' then
+    local at = find(scope_path, l[6], 1, true)
+    return at ~= nil and find(scope_path, l[8], at) ~= nil
+  end
+  return find(scope_path, l[1]) ~= nil
+end
+
 -- policy_terms evaluates the match table (the tenant record's pol) against a
 -- scope path at now: every field is taken from the first (highest-priority)
 -- matching policy in its effective window that sets it. Returns nil when
@@ -229,37 +316,62 @@ end
 -- {i = line number (a string), id = policy id, f = flags}; gline: the same
 -- by line number, what lib/quota.lua reads the pk:/pr: lines against); nil and a
 -- message when the table is malformed (the caller fails closed). The answer
--- may be shared with later calls (POLICY_MEMO): read it, never change it.
--- Cost: the first call for a table splits it into lines; the first for a
--- scope path matches every line's pattern; after that, without effective
--- windows, a lookup (with them, the matching lines are applied at now).
+-- may be shared with later calls, for other scope paths too (POLICY_MEMO):
+-- read it, never change it, and take no scope path from it.
+-- Cost: the first call for a table splits it into lines and derives each
+-- line's plain test (POLICY_MEMO.plain); every call runs each line's test
+-- (a string comparison or one plain find: no string or table is made, no
+-- pattern is tried at every position); the first call for a
+-- match set folds its lines; after that, without effective windows, a
+-- lookup (with them, the matching lines are applied at now).
 local function policy_terms(compiled, scope_path, now)
   if compiled == nil or compiled == '' then return nil end
   local memo = POLICY_MEMO
   local m = memo.t[compiled]
   if m == nil then
-    if string.sub(compiled, 1, 3) ~= POLICY_HEAD then return nil, POLICY_BAD end
-    local lines, i, pos, n, timed = {}, 0, 4, #compiled, false
-    while pos <= n do
-      local e = string.find(compiled, '\n', pos, true)
-      local tab = e and string.find(compiled, '\t', pos, true)
-      if tab == nil or tab > e then return nil, POLICY_BAD end
-      i = i + 1
-      local rest = string.sub(compiled, tab + 1, e - 1)
-      -- 'w': an effective window (compiled as the first item).
-      if string.byte(rest, 1) == 119 or string.find(rest, '\tw', 1, true) then timed = true end
-      lines[i] = {string.sub(compiled, pos, tab - 1), rest, i}
-      pos = e + 1
-    end
+    local err
+    m, err = memo.parse(compiled)
+    if m == nil then return nil, err end
     if memo.n >= memo.max then memo.t, memo.n = {}, 0 end
-    m = {lines = lines, timed = timed, scopes = {}}
     memo.t[compiled], memo.n = m, memo.n + 1
   end
-  local s = m.scopes[scope_path]
+  -- The match set: POLICY_MEMO.hit, inline (the commonest kinds first);
+  -- the last call's when the scope path is the same (one entry, not a
+  -- memo per scope path).
+  local lines, set, find, n = m.lines, 0, string.find, #scope_path
+  local last = m.lsp == scope_path
+  if last then set = m.lset end
+  for i = 1, last and 0 or #lines do
+    local l = lines[i]
+    local k, hit = l[5], false
+    if k == 'p' then
+      hit = find(scope_path, l[6], 1, true) == 1
+    elseif k == 's' then
+      local at = n - l[7] + 1
+      hit = at > 1 and find(scope_path, l[6], at, true) ~= nil
+    elseif k == 'a' then
+      hit = true
+    else
+      hit = POLICY_MEMO.hit(l, scope_path)
+    end
+    if hit then set = set + l[4] end
+  end
+  if m.wide and set ~= 0 and not last then
+    -- Past 52 lines a sum of bits is no longer exact: the line numbers.
+    local ns = {}
+    for i = 1, #lines do
+      if POLICY_MEMO.hit(lines[i], scope_path) then ns[#ns + 1] = i end
+    end
+    set = table.concat(ns, ',')
+  end
+  m.lsp, m.lset = scope_path, set
+  local s = m.sets[set]
   if s == nil then
     local ms_ = {}
-    for _, l in ipairs(m.lines) do
-      if string.find(scope_path, l[1]) then ms_[#ms_ + 1] = l end
+    if set ~= 0 then
+      for _, l in ipairs(lines) do
+        if POLICY_MEMO.hit(l, scope_path) then ms_[#ms_ + 1] = l end
+      end
     end
     if m.timed then
       s = ms_
@@ -267,15 +379,18 @@ local function policy_terms(compiled, scope_path, now)
       local err
       s, err = POLICY_MEMO.fold(ms_, now)
       if err then return nil, err end
-      -- stable: the same answer for every call (lib/quota.lua keys its
-      -- own memo on it).
+      -- stable: the same answer for every call with this match set
+      -- (lib/quota.lua keys its own memo on it).
       if s then s.stable = true end
       s = s or false
     end
-    if memo.n >= memo.max then memo.t, memo.n, m.scopes = {[compiled] = m}, 1, {} end
-    m.scopes[scope_path], memo.n = s, memo.n + 1
+    if memo.n >= memo.max then memo.t, memo.n, m.sets = {[compiled] = m}, 1, {} end
+    m.sets[set], memo.n = s, memo.n + 1
   end
-  if m.timed then return POLICY_MEMO.fold(s, now) end
+  if m.timed then
+    if s[1] == nil then return nil end
+    return POLICY_MEMO.fold(s, now)
+  end
   return s or nil
 end
 

@@ -20,8 +20,9 @@
 -- day of the last count (Redis TIME), bucket the window instance's number in
 -- the day (Redis TIME ms / the window's length, minus the day's first; below
 -- 1,440). The field plus '@' holds '<limit>:<policy id>' for the listing,
--- written by the first count of each window instance by each memoized plan
--- (QUOTA_MEMO; so after a policy change too), not by every count. A value
+-- written by the counter's first count of each window instance and by the
+-- first count under each memoized template (QUOTA_MEMO; so after a policy
+-- change too; see quota_count), not by every count. A value
 -- of an earlier bucket reads as 0 (the window rolled over) and is
 -- overwritten by the next count. Every window divides the UTC day, so a
 -- bucket never spans two day hashes. Field '_' holds when the hash expires (the day's end plus
@@ -93,21 +94,15 @@ end
 -- rules = {rule, ...}}, ...}}, a rule being {c = window code, m = max_calls,
 -- ms = max_calls as written, tn = threshold count, x = '<per_run TTL
 -- ms>,<threshold basis points>[,<filters JSON>]', fs = its allowlists
--- ({{set, policy key name}, ...}; nil: none), sfx = '|<counted>|<c>', ids =
--- {[scope] = its day hash field}}. An entry is a pure function of what is
--- counted and the value's text, so it is never stale. memo.b holds the
--- buckets of the current minute. Bounded: past memo.max entries it starts
--- over. Its helpers are fields, not locals: the reserve script's chunk is
--- near the embedded store's register limit.
+-- ({{set, policy key name}, ...}; nil: none), sfx = '|<counted>|<c>' (the
+-- day hash field of a scope S is S .. sfx), cnt = <counted>}. An entry is a
+-- pure function of what is counted and the value's text, so it is never
+-- stale, and nothing in it depends on a scope path. memo.p holds the
+-- templates (below). memo.b holds the buckets of the current minute.
+-- Bounded: past memo.max entries it starts over. Its helpers are fields,
+-- not locals: the reserve script's chunk is near the embedded store's
+-- register limit.
 local QUOTA_MEMO = {k = {}, r = {}, p = {}, n = 0, b = {}, max = 2048}
-
--- QUOTA_MEMO.put keeps v under k in memo table tbl (the memo starts over
--- when full).
-function QUOTA_MEMO.put(tbl, k, v)
-  local memo = QUOTA_MEMO
-  if memo.n >= QUOTA_MEMO.max then memo.k, memo.r, memo.p, memo.n = {}, {}, {}, 0 end
-  tbl[k], memo.n = v, memo.n + 1
-end
 
 -- QUOTA_MEMO.rules is the memo entry of compiled value v ('' = none: nil) of the
 -- rules naming key (a kind, or with risk a risk class).
@@ -123,7 +118,7 @@ function QUOTA_MEMO.rules(v, key, risk)
     if e.marks[ln] == nil then e.marks[ln] = mark end
     local rules = {}
     for c, m, tn, x in string.gmatch(qs, '\t(%a),(%d+),(%d+),([^\t]*)') do
-      local r = {c = c, m = tonumber(m), ms = m, tn = tonumber(tn), x = x, sfx = '|' .. counted .. '|' .. c, ids = {}}
+      local r = {c = c, m = tonumber(m), ms = m, tn = tonumber(tn), x = x, sfx = '|' .. counted .. '|' .. c, cnt = counted}
       if string.find(x, '{', 1, true) then
         -- Allowlists: the call's host / recipient domain / resource type
         -- must be named.
@@ -163,27 +158,34 @@ function QUOTA_MEMO.buckets(now)
 end
 
 -- The plan of a call has a static part, its template (what applies and
--- which counters; kept in QUOTA_MEMO.p when it depends only on memoized
--- inputs: stable terms, the kind's and the class's memo entries, no per_run
--- rule, no quota allowlist), and the counts read by this call:
+-- which counters, by name stem: nothing in it depends on the scope path;
+-- kept in QUOTA_MEMO.p when it depends only on memoized inputs: stable
+-- terms, the kind's and the class's memo entries, no quota allowlist), and
+-- what the call fills in: the counter names (the scope path or the tenant
+-- scope, plus the stem) and the counts it reads:
 --   tpl.rules, RS slots per rule: the rule (QUOTA_MEMO's, read only), step
---     (1 the risk class's, 2 the kind's), counter (its index, false = a
---     per_run rule without a run id), scope;
---   tpl.cid[j], ccode[j], cr[j], ctn[j], cmin[j], cmid[j], ctail[j], mw[j]:
---     counter j's id (the day hash field, or the per_run counter's key),
---     window code, the slot of the first rule counting it, that rule's
---     threshold count, the least max_calls of the rules counting it, and for
---     a calendar counter its '@' field, that field's value and the window
---     instance it was last written for by this template;
---   tpl.fields: the calendar ids (one HMGET); tpl.set: the HSET
---     arguments of the calendar counts (ids, then the values each call
---     writes in place: one array reused, no table per call); tpl.pols: the
---     policy of each step (false: none); tpl.day, tpl.dkey: the day hash
---     last used; tpl.mwm: the minute in which the '@' fields were last
---     checked; tpl.used, tpl.thr: the counts read by the call (reused);
---     tpl.nrun: the per_run counters; tpl.plan: the plan (reused);
---     tpl.eval: a rule has no counter (per_run without a run id), so the
---     rules are always evaluated.
+--     (1 the risk class's, 2 the kind's), counter (its index), and whether
+--     it counts at the tenant scope (per_tenant_per_day) instead of the
+--     scope path;
+--   tpl.ccode[j], cr[j], ctn[j], cmin[j], ctail[j], csfx[j], ccnt[j], ct[j]:
+--     counter j's window code, the slot of the first rule counting it,
+--     that rule's threshold count, the least max_calls of the rules
+--     counting it, its '@' field's value, its day hash field's stem, what
+--     it counts (a kind or __risk__:<class>), and whether it is the tenant
+--     scope's; tpl.mw[j] for a tenant-scope calendar counter: the window
+--     instance in which this template last wrote its '@' field;
+--   tpl.seen, tpl.seenm: the scope paths whose '@' fields this template
+--     wrote in minute seenm (a counter's first count in a window instance
+--     writes its '@' field anyway);
+--   filled per call (arrays reused, no table per call): tpl.cid[j] the
+--     counter's day hash field, or its per_run key (false: a per_run
+--     counter without a run id); tpl.fields the calendar fields (one
+--     HMGET); tpl.set the HSET arguments of the calendar counts (fields,
+--     then the values each call writes in place); tpl.used, tpl.thr the
+--     counts read; tpl.plan the plan; tpl.lsp, tpl.lts: the scope path and
+--     tenant scope of the last call (the same again: the calendar names
+--     stand); tpl.day, tpl.dkey: the day hash last used; tpl.nrun: the
+--     per_run counters.
 local RS = 4
 
 -- quota_pick appends to rules the applying quotas of the highest-priority
@@ -229,7 +231,7 @@ end
 -- QUOTA_MEMO.template builds the template of a call (see above); nil when no
 -- rule applies; nil and a refusal from the access lists; and whether it
 -- may be kept.
-function QUOTA_MEMO.template(terms, ek, er, kind, risk, run_id, keys_json, scope_path, tenant_scope, prefix)
+function QUOTA_MEMO.template(terms, ek, er, kind, keys_json, scope_path)
   local gov = terms.gov
   -- Step 1: the access lists of the highest-priority matching policy that has any.
   for _, g in ipairs(gov) do
@@ -255,51 +257,39 @@ function QUOTA_MEMO.template(terms, ek, er, kind, risk, run_id, keys_json, scope
   pols[2] = quota_pick(rules, ek, 2, terms.gline, keys_json, memo) or false
   local keep = terms.stable and not memo.used
   if #rules == 0 then return nil, nil, keep end
-  local tpl = {rules = rules, pols = pols, cid = {}, ccode = {}, cr = {}, ctn = {}, cmin = {}, cmid = {}, ctail = {},
-    mw = {}, mwm = false, fields = {}, set = {}, used = {}, thr = {}, eval = false, nrun = 0}
+  local tpl = {rules = rules, pols = pols, cid = {}, ccode = {}, cr = {}, ctn = {}, cmin = {}, ctail = {}, csfx = {},
+    ccnt = {}, ct = {}, mw = {}, seen = {}, seenm = false, nseen = 0, fields = {}, set = {}, used = {}, thr = {}, nrun = 0}
   tpl.plan = {tpl = tpl}
-  local cid = tpl.cid
+  local ccode, csfx = tpl.ccode, tpl.csfx
   for r = 1, #rules, RS do
     local q, st = rules[r], rules[r + 1]
     local c = q.c
-    local sc = (c == 't') and tenant_scope or scope_path
-    rules[r + 3] = sc
-    local id = nil
-    if c == 'r' then
-      keep = false
-      if run_id ~= '' then
-        id = key_quota_counter(prefix, sc, (st == 1) and ('__risk__:' .. risk) or kind, 'per_run', run_id)
-      end
-    else
-      id = q.ids[sc]
-      if id == nil then
-        id = sc .. q.sfx
-        QUOTA_MEMO.put(q.ids, sc, id)
+    rules[r + 3] = (c == 't')
+    -- One counter per stem: the scope (path or tenant) follows from the
+    -- window code, which the stem ends with.
+    local j = nil
+    for k = 1, #csfx do
+      if csfx[k] == q.sfx then j = k; break end
+    end
+    if j == nil then
+      j = #csfx + 1
+      ccode[j], csfx[j], tpl.ccnt[j], tpl.ct[j], tpl.cr[j], tpl.ctn[j], tpl.cmin[j] = c, q.sfx, q.cnt, (c == 't'), r, q.tn, q.m
+      if c ~= 'r' then
+        tpl.set[#tpl.set + 1], tpl.set[#tpl.set + 2] = '', 0
+        tpl.ctail[j] = q.ms .. ':' .. pols[st]
+      else
+        tpl.nrun = tpl.nrun + 1
       end
     end
-    if id then
-      local j = nil
-      for k = 1, #cid do
-        if cid[k] == id then j = k; break end
-      end
-      if j == nil then
-        j = #cid + 1
-        cid[j], tpl.ccode[j], tpl.cr[j], tpl.ctn[j], tpl.cmin[j] = id, c, r, q.tn, q.m
-        if c ~= 'r' then
-          tpl.fields[#tpl.fields + 1] = id
-          tpl.set[#tpl.set + 1], tpl.set[#tpl.set + 2] = id, 0
-          tpl.cmid[j], tpl.ctail[j] = id .. '@', q.ms .. ':' .. pols[st]
-        else
-          tpl.nrun = tpl.nrun + 1
-        end
-      end
-      if q.m < tpl.cmin[j] then tpl.cmin[j] = q.m end
-      rules[r + 2] = j
-    else
-      tpl.eval = true
-    end
+    if q.m < tpl.cmin[j] then tpl.cmin[j] = q.m end
+    rules[r + 2] = j
   end
   return tpl, nil, keep
+end
+
+-- QUOTA_MEMO.scope is the scope rule slot r of plan counts at.
+function QUOTA_MEMO.scope(plan, r)
+  return plan.tpl.rules[r + 3] and plan.ts or plan.sp
 end
 
 -- quota_plan evaluates the governance steps for a call of kind (risk class
@@ -339,7 +329,7 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   local tpl = bye and bye[er or 0]
   if tpl == nil then
     local refusal, keep
-    tpl, refusal, keep = QUOTA_MEMO.template(terms, ek, er, kind, risk, run_id, keys_json, scope_path, tenant_scope, prefix)
+    tpl, refusal, keep = QUOTA_MEMO.template(terms, ek, er, kind, keys_json, scope_path)
     if refusal then return nil, refusal end
     tpl = tpl or false
     if keep then
@@ -352,30 +342,56 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
     end
   end
   if not tpl then return nil, nil end
+  -- The counter names of this call: the scope (path, or the tenant's) and
+  -- the stem; one string each, the only per-scope work.
+  local cid, ccode, cmin, ctn, set, fields = tpl.cid, tpl.ccode, tpl.cmin, tpl.ctn, tpl.set, tpl.fields
+  local csfx, ct = tpl.csfx, tpl.ct
+  local over, i = false, 0
+  -- The same scopes as this template's last call: the calendar names stand.
+  local same = tpl.lsp == scope_path and tpl.lts == tenant_scope
+  tpl.lsp, tpl.lts = scope_path, tenant_scope
+  for j = 1, #ccode do
+    local sc = ct[j] and tenant_scope or scope_path
+    if ccode[j] == 'r' then
+      if run_id ~= '' then
+        cid[j] = key_quota_counter(prefix, sc, tpl.ccnt[j], 'per_run', run_id)
+      else
+        -- A per_run rule without a run id: evaluated (refused) below.
+        cid[j], over = false, true
+      end
+    elseif not same then
+      local id = sc .. csfx[j]
+      i = i + 1
+      cid[j], fields[i], set[2 * i - 1] = id, id, id
+    end
+  end
   -- The counts: calendar ones by one HMGET of the day hash, per_run ones by
   -- one HMGET each. Nothing is written here, but the values a count would
   -- write are put in tpl.set as they are read (the count writes them as
   -- they are; a refusal leaves them for the next call to overwrite).
-  local cid, ccode, cmin, ctn, set = tpl.cid, tpl.ccode, tpl.cmin, tpl.ctn, tpl.set
   local used, thr = tpl.used, tpl.thr
   local plan = tpl.plan
   local bk = QUOTA_MEMO.buckets(now)
   plan.kind, plan.risk, plan.run, plan.crossed, plan.bk = kind, risk, run_id, false, bk
+  plan.sp, plan.ts = scope_path, tenant_scope
   local sec, fmt = math.floor(now / 1000) % 86400, string.format
-  local over, dnew = tpl.eval, true
+  local dnew, fresh = true, false
   local v = nil
   if #set > 0 then
     if tpl.day ~= bk.day then tpl.day, tpl.dkey = bk.day, key_quota_day(prefix, bk.day) end
     plan.day, plan.dkey = bk.day, tpl.dkey
-    v = redis.call('HMGET', plan.dkey, unpack(tpl.fields))
+    v = redis.call('HMGET', plan.dkey, unpack(fields))
   end
-  local i, vi = 0, 0
+  local vi = 0
+  i = 0
   for j = 1, #cid do
     local c = ccode[j]
     local n, t = 0, 0
     if c == 'r' then
-      local pv = redis.call('HMGET', cid[j], 'n', 'thr')
-      n, t = tonumber(pv[1] or '0') or 0, pv[2]
+      if cid[j] then
+        local pv = redis.call('HMGET', cid[j], 'n', 'thr')
+        n, t = tonumber(pv[1] or '0') or 0, pv[2]
+      end
     else
       i, vi = i + 2, vi + 1
       -- quota_value, inline: ((n * 2 + thr) * 131072 + at) * 2048 + bucket.
@@ -405,7 +421,9 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
     end
     used[j], thr[j] = n, t
     if n >= cmin[j] then over = true end
+    if n == 0 then fresh = true end
   end
+  plan.fresh = fresh
   -- dnew: none of the calendar counters is in the day hash yet (its first
   -- count of the day, or theirs): the count sets the hash's expiry and
   -- index entry, again if other counters made the hash already.
@@ -418,7 +436,7 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
     for r = 1, #rules, RS do
       if rules[r + 1] == st then
         local j = rules[r + 2]
-        if not j then
+        if not cid[j] then
           return nil, {code = 'INVALID_REQUEST', field = 'subject.dimensions.run_id',
             msg = 'subject.dimensions.run_id is required: a per_run quota of policy ' .. pols[st] .. ' applies'}
         end
@@ -430,14 +448,13 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
       local q, rc = rules[worst], (st == 1) and risk or nil
       local c = q.c
       local w = POLICY_WNAME[c]
-      local dv = {q = {w = w, m = q.m}, used = wu, pol = pols[st], sc = rules[worst + 3], kind = kind, rc = rc,
+      local dv = {q = {w = w, m = q.m}, used = wu, pol = pols[st], sc = QUOTA_MEMO.scope(plan, worst), kind = kind, rc = rc,
         wk = (c == 'r') and run_id or quota_wkey(c, bk.a[c])}
       local what = rc and ('risk-class quota ' .. rc) or ('action quota ' .. kind)
       return nil, {code = 'ACTION_QUOTA_EXCEEDED', dd = quota_deny(dv),
         msg = what .. ' ' .. w .. ' limit ' .. dv.q.m .. ' reached at ' .. dv.sc}
     end
   end
-  if #cid == 0 then return nil, nil end
   return plan, nil
 end
 
@@ -447,11 +464,12 @@ local function quota_crossed(emit, tenant, plan, r, n, wk)
   local rules = plan.tpl.rules
   local q, st = rules[r], rules[r + 1]
   local _, bp = quota_extra(q)
-  emit('quota.threshold_approaching', 'policy', rules[r + 3], {
-    tenant_id = tenant, scope = rules[r + 3], action_kind = (st == 1) and '__risk__' or plan.kind,
+  local sc = QUOTA_MEMO.scope(plan, r)
+  emit('quota.threshold_approaching', 'policy', sc, {
+    tenant_id = tenant, scope = sc, action_kind = (st == 1) and '__risk__' or plan.kind,
     risk_class = (st == 1) and plan.risk or nil, window = POLICY_WNAME[q.c], window_key = wk, used = n,
     limit = q.m, threshold_pct = tonumber(bp) / 10000, policy_id = plan.tpl.pols[st],
-  }, CORR.quota(tenant, rules[r + 3], (st == 1) and plan.risk or plan.kind, POLICY_WNAME[q.c], wk))
+  }, CORR.quota(tenant, sc, (st == 1) and plan.risk or plan.kind, POLICY_WNAME[q.c], wk))
 end
 
 -- quota_count writes the counts of a live ALLOW (every counter of plan +1;
@@ -477,20 +495,41 @@ local function quota_count(plan, now, emit, tenant, prefix)
   local set, cid, ccode = tpl.set, tpl.cid, tpl.ccode
   if #set > 0 then
     -- The calendar counts (quota_plan put their values in tpl.set), with
-    -- the '@' fields this template has not written in their window instance
-    -- (checked once a minute; every window is whole minutes) or of a new day
-    -- hash.
-    local bk, mw, extra = plan.bk, tpl.mw, nil
-    if tpl.mwm ~= bk.mn or plan.dnew then
-      for j = 1, #cid do
-        local c = ccode[j]
-        if c ~= 'r' and (mw[j] ~= bk.a[c] or plan.dnew) then
+    -- the '@' fields ('<limit>:<policy id>', for the listing) that may not
+    -- hold this template's yet: a counter's first count in its window
+    -- instance (or of a new day hash) writes its own; a tenant-scope one is
+    -- written once per window instance by each template; the others once
+    -- a minute per scope path by each template (tpl.seen: bounded, reset
+    -- every minute), so a policy change reaches them too.
+    local bk, used, ct, extra = plan.bk, tpl.used, tpl.ct, nil
+    if tpl.seenm ~= bk.mn or tpl.nseen >= QUOTA_MEMO.max then
+      tpl.seen, tpl.seenm, tpl.nseen = {}, bk.mn, 0
+    end
+    local seen, mw, dnew = tpl.seen[plan.sp], tpl.mw, plan.dnew
+    -- Nothing to check (the warm path): the scope's fields were written by
+    -- this template this minute (then so were the tenant scope's, in this
+    -- minute's window instances) and no counter starts a window instance.
+    for j = 1, (seen and not dnew and not plan.fresh) and 0 or #cid do
+      local c = ccode[j]
+      if c ~= 'r' then
+        local w = used[j] == 0 or dnew
+        if not w then
+          if ct[j] then
+            w = mw[j] ~= bk.a[c]
+          else
+            w = not seen
+          end
+        end
+        if w then
           if extra == nil then extra = {unpack(set)} end
-          extra[#extra + 1], extra[#extra + 2] = tpl.cmid[j], tpl.ctail[j]
+          extra[#extra + 1], extra[#extra + 2] = cid[j] .. '@', tpl.ctail[j]
+          if ct[j] then mw[j] = bk.a[c] end
         end
       end
     end
-    if plan.dnew then
+    -- Every '@' field of the scope path now holds this template's values.
+    if not seen then tpl.seen[plan.sp], tpl.nseen = true, tpl.nseen + 1 end
+    if dnew then
       local exp_s = ms((tonumber(plan.day) + 1) * 86400000 + QUOTA_GRACE_MS)
       extra[#extra + 1], extra[#extra + 2] = '_', exp_s
       redis.call('HSET', plan.dkey, unpack(extra))
@@ -498,13 +537,6 @@ local function quota_count(plan, now, emit, tenant, prefix)
       index(plan.dkey, exp_s)
     else
       redis.call('HSET', plan.dkey, unpack(extra or set))
-    end
-    if tpl.mwm ~= bk.mn or plan.dnew then
-      for j = 1, #cid do
-        local c = ccode[j]
-        if c ~= 'r' then mw[j] = bk.a[c] end
-      end
-      tpl.mwm = bk.mn
     end
     if plan.crossed then
       for _, j in ipairs(plan.crossed) do
@@ -526,7 +558,7 @@ local function quota_count(plan, now, emit, tenant, prefix)
       local exp_s = ms(now + tonumber(ttl))
       now_s = now_s or ms(now)
       if u == 0 then
-        redis.call('HSET', id, 'n', n, 'at', now_s, 'lim', q.ms, 'pol', pol, 'exp', exp_s, 'sc', rules[r + 3],
+        redis.call('HSET', id, 'n', n, 'at', now_s, 'lim', q.ms, 'pol', pol, 'exp', exp_s, 'sc', QUOTA_MEMO.scope(plan, r),
           'k', (st == 1) and '__risk__' or plan.kind, 'rc', (st == 1) and plan.risk or '', 'w', 'per_run', 'wk', plan.run,
           'ttl', ttl)
       else

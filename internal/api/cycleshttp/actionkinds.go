@@ -24,15 +24,15 @@ const actionKindsPrefix = "/v1/action-kinds"
 const registryETag = `"cycles-action-kinds-` + actionkind.Version + `"`
 
 func (a *API) actionKindRoutes() []endpoint {
-	if a.kinds == nil {
+	if a.svc.ActionKinds == nil {
 		return nil
 	}
 	return []endpoint{
-		cached(on(a, "GET /v1/action-kinds", via(a.kinds, cyclesv1.ActionKindServiceServer.ListActionKinds), nil,
-			shaped[*cyclesv1.ListActionKindsResponse](shapeOf("version", "kinds", "next_cursor?", "has_more").nest("kinds", actionKindShape)),
+		cached(on(a, "GET /v1/action-kinds", via(a.svc.ActionKinds, cyclesv1.ActionKindServiceServer.ListActionKinds), nil,
+			shapeOf("version", "kinds", "next_cursor?", "has_more").nest("kinds", actionKindShape),
 			query(q("cursor"), q("risk_class").with(riskParam), q("deprecated"), q("limit").with(kindLimit)))),
-		cached(on(a, "GET /v1/action-kinds/{kind}", via(a.kinds, cyclesv1.ActionKindServiceServer.GetActionKind), nil,
-			shaped[*cyclesv1.GetActionKindResponse](actionKindShape.of("kind")))),
+		cached(on(a, "GET /v1/action-kinds/{kind}", via(a.svc.ActionKinds, cyclesv1.ActionKindServiceServer.GetActionKind), nil,
+			actionKindShape.of("kind"))),
 	}
 }
 

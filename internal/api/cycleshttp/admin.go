@@ -35,25 +35,25 @@ func isoTime(ms int64) string {
 // adminRoutes are the admin plane's routes over AdminService (and
 // AuthService's introspection).
 func (a *API) adminRoutes() []endpoint {
-	adm, offAdmin := a.adm, off("the admin service is not enabled on this server")
+	adm, offAdmin := a.svc.Admin, off("the admin service is not enabled on this server")
 	keyList := query(q("tenant_id"), q("search"), q("cursor"), q("limit"))
 	budgetKey := query(qf("scope", "scope_path").must(), q("unit").must(), q("tenant_id"))
-	keysPage := shaped[*cyclesv1.ListApiKeysResponse](page("keys=api_keys", nil).nest("keys", apiKeyShape))
+	keysPage := page("keys=api_keys", nil).nest("keys", apiKeyShape)
 	return []endpoint{
 		on(a, "POST /v1/admin/tenants", via(adm, cyclesv1.AdminServiceServer.CreateTenant), protoJSON,
-			shaped[*cyclesv1.CreateTenantResponse](tenantShape.of("tenant")), created, offAdmin),
+			tenantShape.of("tenant"), created, offAdmin),
 		// GET /v1/admin/tenants: the order is always tenant_id ascending, so
 		// sort_by and sort_dir are ignored (the spec lets a server ignore
 		// them), as is observe_mode (a v0.1.26 extension).
 		on(a, "GET /v1/admin/tenants", via(adm, cyclesv1.AdminServiceServer.ListTenants), nil,
-			shaped[*cyclesv1.ListTenantsResponse](page("tenants", nil).nest("tenants", tenantShape)), offAdmin,
+			page("tenants", nil).nest("tenants", tenantShape), offAdmin,
 			query(refused("parent_tenant_id", "search", "tenant hierarchies are not supported by cyclesd"),
 				q("search"), q("cursor"), q("status"), q("limit"))),
 		on(a, "GET /v1/admin/tenants/{tenant_id}", via(adm, cyclesv1.AdminServiceServer.GetTenant), nil,
-			shaped[*cyclesv1.GetTenantResponse](tenantShape.of("tenant")), offAdmin),
+			tenantShape.of("tenant"), offAdmin),
 		a.updateTenantRoute(),
 		on(a, "POST /v1/admin/api-keys", via(adm, cyclesv1.AdminServiceServer.CreateApiKey), protoJSON,
-			shaped[*cyclesv1.CreateApiKeyResponse](newKeyShape), created, offAdmin),
+			newKeyShape, created, offAdmin),
 		// GET /v1/admin/api-keys: without tenant_id it lists every tenant's
 		// keys (tenant_id, then key id order); sort_by and sort_dir are
 		// ignored. status EXPIRED matches nothing: an expired key keeps its
@@ -68,30 +68,30 @@ func (a *API) adminRoutes() []endpoint {
 				return &cyclesv1.ListApiKeysResponse{}, nil
 			}, nil, keysPage, offAdmin, keyList)),
 		on(a, "DELETE /v1/admin/api-keys/{key_id}", via(adm, cyclesv1.AdminServiceServer.RevokeApiKey), keyPath[*cyclesv1.RevokeApiKeyRequest](nil),
-			shaped[*cyclesv1.RevokeApiKeyResponse](apiKeyShape.of("api_key")), offAdmin),
+			apiKeyShape.of("api_key"), offAdmin),
 		on(a, "POST /v1/admin/budgets", via(adm, cyclesv1.AdminServiceServer.CreateBudget), bodyThenScoped,
-			shaped[*cyclesv1.CreateBudgetResponse](ledgerShape.of("budget")), created, offAdmin),
+			ledgerShape.of("budget"), created, offAdmin),
 		// Without tenant_id, AdminService.ListBudgets walks every tenant.
 		on(a, "GET /v1/admin/budgets", via(adm, cyclesv1.AdminServiceServer.ListBudgets), nil,
-			shaped[*cyclesv1.ListBudgetsResponse](page("ledgers=budgets", nil).nest("ledgers", ledgerShape)), offAdmin,
+			page("ledgers=budgets", nil).nest("ledgers", ledgerShape), offAdmin,
 			query(q("tenant_id"), q("scope_prefix"), q("cursor"), q("unit"), q("limit"))),
 		on(a, "GET /v1/admin/budgets/lookup", via(adm, cyclesv1.AdminServiceServer.GetBudget), scoped[*cyclesv1.GetBudgetRequest](nil),
-			shaped[*cyclesv1.GetBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
+			ledgerShape.of("budget"), offAdmin, budgetKey),
 		on(a, "PATCH /v1/admin/budgets", via(adm, cyclesv1.AdminServiceServer.UpdateBudget), scoped(protoJSON[*cyclesv1.UpdateBudgetRequest]),
-			shaped[*cyclesv1.UpdateBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
+			ledgerShape.of("budget"), offAdmin, budgetKey),
 		on(a, "POST /v1/admin/budgets/fund", via(adm, cyclesv1.AdminServiceServer.FundBudget), scoped(protoJSON[*cyclesv1.FundBudgetRequest]),
-			shaped[*cyclesv1.FundBudgetResponse](fundShape), offAdmin, budgetKey),
+			fundShape, offAdmin, budgetKey),
 		on(a, "POST /v1/admin/budgets/freeze", via(adm, cyclesv1.AdminServiceServer.FreezeBudget), scoped(optionalBody[*cyclesv1.FreezeBudgetRequest]),
-			shaped[*cyclesv1.FreezeBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
+			ledgerShape.of("budget"), offAdmin, budgetKey),
 		on(a, "POST /v1/admin/budgets/unfreeze", via(adm, cyclesv1.AdminServiceServer.UnfreezeBudget), scoped(optionalBody[*cyclesv1.UnfreezeBudgetRequest]),
-			shaped[*cyclesv1.UnfreezeBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
+			ledgerShape.of("budget"), offAdmin, budgetKey),
 		on(a, "POST /v1/admin/budgets/close", via(adm, cyclesv1.AdminServiceServer.CloseBudget), scoped(optionalBody[*cyclesv1.CloseBudgetRequest]),
-			shaped[*cyclesv1.CloseBudgetResponse](ledgerShape.of("budget")), offAdmin, budgetKey),
+			ledgerShape.of("budget"), offAdmin, budgetKey),
 		// Introspection answers who the credential is (AuthService.Introspect):
 		// the admin ("*") or a tenant key with its permissions and capabilities.
 		on(a, "GET /v1/auth/introspect", func(ctx context.Context, _ *cyclesv1.IntrospectRequest) (*cyclesv1.IntrospectResponse, error) {
 			return authapi.Introspect(ctx)
-		}, nil, shaped[*cyclesv1.IntrospectResponse](introspectShape)),
+		}, nil, introspectShape),
 	}
 }
 
@@ -125,11 +125,11 @@ var tenantShape = shapeOf("tenant_id", "name", "status", "default_commit_overage
 // must come alone. It is two routes on one path, told apart by the body.
 func (a *API) updateTenantRoute() endpoint {
 	const pattern = "PATCH /v1/admin/tenants/{tenant_id}"
-	adm, offAdmin := a.adm, off("the admin service is not enabled on this server")
+	adm, offAdmin := a.svc.Admin, off("the admin service is not enabled on this server")
 	update := on(a, pattern, via(adm, cyclesv1.AdminServiceServer.UpdateTenant), protoJSON,
-		shaped[*cyclesv1.UpdateTenantResponse](tenantShape.of("tenant")), offAdmin)
+		tenantShape.of("tenant"), offAdmin)
 	closing := on(a, pattern, via(adm, cyclesv1.AdminServiceServer.CloseTenant), closeBody,
-		shaped[*cyclesv1.CloseTenantResponse](tenantShape.of("tenant")), offAdmin)
+		tenantShape.of("tenant"), offAdmin)
 	return endpoint{pattern: pattern, h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Peek at the body (bounded; readBody still refuses an oversize one).
 		body, err := io.ReadAll(io.LimitReader(r.Body, a.maxBody+1))

@@ -11,10 +11,10 @@ import (
 
 func (a *API) keyRoutes() []endpoint {
 	return []endpoint{
-		on(a, "PATCH /v1/admin/api-keys/{key_id}", via(a.adm, cyclesv1.AdminServiceServer.UpdateApiKey), keyPath(protoJSON[*cyclesv1.UpdateApiKeyRequest]),
-			shaped[*cyclesv1.UpdateApiKeyResponse](apiKeyShape.of("api_key")),
+		on(a, "PATCH /v1/admin/api-keys/{key_id}", via(a.svc.Admin, cyclesv1.AdminServiceServer.UpdateApiKey), keyPath(protoJSON[*cyclesv1.UpdateApiKeyRequest]),
+			apiKeyShape.of("api_key"),
 			off("the admin service is not enabled on this server")),
-		on(a, "POST /v1/auth/validate", via(a.auth, cyclesv1.AuthServiceServer.Validate), protoJSON, shaped[*cyclesv1.ValidateResponse](validateShape),
+		on(a, "POST /v1/auth/validate", via(a.svc.Auth, cyclesv1.AuthServiceServer.Validate), protoJSON, validateShape,
 			off("key validation is not enabled on this server")),
 	}
 }

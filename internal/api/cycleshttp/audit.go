@@ -16,7 +16,7 @@ func (a *API) auditRoutes() []endpoint {
 		// Entries are read newest first; sort keys other than the time are not
 		// offered (the spec lets a server ignore sort_by); an ascending order
 		// is refused rather than silently reversed.
-		on(a, "GET /v1/admin/audit/logs", via(a.aud, cyclesv1.AuditServiceServer.ListAuditLogs), nil, shaped[*cyclesv1.ListAuditLogsResponse](auditPage),
+		on(a, "GET /v1/admin/audit/logs", via(a.svc.Audit, cyclesv1.AuditServiceServer.ListAuditLogs), nil, auditPage,
 			off("the audit trail is not enabled on this server"),
 			query(q("tenant_id"), q("key_id"), q("resource_id"), q("search"), q("trace_id"), q("request_id"), q("cursor"),
 				qf("operation", "operations"), qf("resource_type", "resource_types"), qf("error_code", "error_codes"),

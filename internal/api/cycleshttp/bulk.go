@@ -8,12 +8,12 @@ import (
 // and POST /v1/admin/budgets/bulk-action.
 
 func (a *API) bulkRoutes() []endpoint {
-	op, offBulk := a.op, off("bulk actions are not enabled on this server")
+	op, offBulk := a.svc.Operator, off("bulk actions are not enabled on this server")
 	return []endpoint{
 		on(a, "POST /v1/admin/tenants/bulk-action", via(op, cyclesv1.OperatorServiceServer.BulkActionTenants), protoJSON,
-			shaped[*cyclesv1.BulkActionTenantsResponse](bulkShape), offBulk),
+			bulkShape, offBulk),
 		on(a, "POST /v1/admin/budgets/bulk-action", via(op, cyclesv1.OperatorServiceServer.BulkActionBudgets), protoJSON,
-			shaped[*cyclesv1.BulkActionBudgetsResponse](bulkShape), offBulk),
+			bulkShape, offBulk),
 	}
 }
 

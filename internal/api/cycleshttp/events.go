@@ -16,11 +16,11 @@ import (
 // without subscriptions (webhooks.go).
 
 func (a *API) eventRoutes() []endpoint {
-	ev, offEvents := a.ev, off("the event service is not enabled on this server")
+	ev, offEvents := a.svc.Events, off("the event service is not enabled on this server")
 	filters := query(qf("scope", "scope_prefix"), q("cursor"), qf("event_type", "event_types"), qf("category", "categories"),
 		qf("correlation_id", "correlation_id"),
 		qf("from", "from_ms"), qf("to", "to_ms"), q("limit"))
-	eventPage := shaped[*cyclesv1.ListEventsResponse](page("events", nil).nest("events", envelopeShape))
+	eventPage := page("events", nil).nest("events", envelopeShape)
 	return []endpoint{
 		on(a, "GET /v1/events", keyOnly(false, via(ev, cyclesv1.EventServiceServer.ListEvents)), check(eventWindow), eventPage, offEvents, filters),
 		on(a, "GET /v1/admin/events", keyOnly(true, via(ev, cyclesv1.EventServiceServer.ListEvents)), check(eventWindow), eventPage, offEvents, filters,
@@ -29,7 +29,7 @@ func (a *API) eventRoutes() []endpoint {
 		// tenant_id still reads events written before ids named their tenant;
 		// docs/http-api.md). The answer is the envelope or 404 EVENT_NOT_FOUND.
 		on(a, "GET /v1/admin/events/{event_id}", keyOnly(true, via(ev, cyclesv1.EventServiceServer.GetEvent)), nil,
-			shaped[*cyclesv1.GetEventResponse](envelopeShape.of("event")), offEvents, query(q("tenant_id"))),
+			envelopeShape.of("event"), offEvents, query(q("tenant_id"))),
 	}
 }
 

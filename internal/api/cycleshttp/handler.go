@@ -12,7 +12,7 @@
 //
 // Routes are declared in a table, one declaration each (route.go): pattern,
 // gRPC method, path and query parameters bound to proto fields by name, how
-// the body is read, answer encoder and success status, all served by one
+// the body is read, answer shape and success status, all served by one
 // generic handler. Bodies that follow the proto are read into the request by
 // one protoreflect decoder (decode.go), answers are written from declared
 // shapes (shape.go); where the spec's shape differs from the proto, the
@@ -82,18 +82,7 @@ type Options struct {
 
 // API is the Cycles HTTP/JSON surface.
 type API struct {
-	inv     Invoker
-	rt      cyclesv1.RuntimeServiceServer
-	adm     cyclesv1.AdminServiceServer
-	ev      cyclesv1.EventServiceServer
-	pol     cyclesv1.PolicyServiceServer
-	qc      cyclesv1.QuotaCounterServiceServer
-	usage   cyclesv1.UsageServiceServer
-	aud     cyclesv1.AuditServiceServer
-	op      cyclesv1.OperatorServiceServer
-	ov      cyclesv1.OverviewServiceServer
-	kinds   cyclesv1.ActionKindServiceServer
-	auth    cyclesv1.AuthServiceServer
+	svc     Options // the services (nil: their routes answer 404)
 	maxBody int64
 	mux     *http.ServeMux
 	handler http.Handler
@@ -101,7 +90,7 @@ type API struct {
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
-	a := &API{inv: opts.Invoker, rt: opts.Runtime, adm: opts.Admin, ev: opts.Events, kinds: opts.ActionKinds, aud: opts.Audit, pol: opts.Policy, qc: opts.QuotaCounters, usage: opts.Usage, op: opts.Operator, ov: opts.Overview, auth: opts.Auth, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
+	a := &API{svc: opts, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
 	defaults.Set(&a.maxBody, DefaultMaxBodyBytes)
 	a.routes()
 	var otelOpts []otelhttp.Option
@@ -136,7 +125,7 @@ const preAuthMethod = cyclesv1.EventService_ListEvents_FullMethodName
 // or recently refused, or whose peer is over its failed-authentication
 // budget, before the body is read (docs/limits.md).
 func (a *API) preAuth(next http.Handler) http.Handler {
-	pa, ok := a.inv.(preAuther)
+	pa, ok := a.svc.Invoker.(preAuther)
 	if !ok {
 		return next
 	}
@@ -210,7 +199,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, method string, p pla
 	}
 	// The chain's one log line per call says which wire it came from.
 	ctx := logging.InjectFields(r.Context(), logging.Fields{"transport", "http", "http.route", r.Pattern})
-	resp, hdr, err := a.inv.Invoke(ctx, method, metadataOf(r), req, func(ctx context.Context, req any) (any, error) {
+	resp, hdr, err := a.svc.Invoker.Invoke(ctx, method, metadataOf(r), req, func(ctx context.Context, req any) (any, error) {
 		if p, ok := auth.FromContext(ctx); ok {
 			tenant = p.Tenant
 		}

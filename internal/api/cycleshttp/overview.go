@@ -12,7 +12,7 @@ import (
 
 func (a *API) overviewRoutes() []endpoint {
 	return []endpoint{
-		on(a, "GET /v1/admin/overview", via(a.ov, cyclesv1.OverviewServiceServer.GetOverview), nil, shaped[*cyclesv1.GetOverviewResponse](overviewShape),
+		on(a, "GET /v1/admin/overview", via(a.svc.Overview, cyclesv1.OverviewServiceServer.GetOverview), nil, overviewShape,
 			off("the admin overview is not enabled on this server")),
 	}
 }

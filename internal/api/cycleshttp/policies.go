@@ -12,20 +12,20 @@ import (
 // policy id when tenant_id is not in the query (docs/http-api.md).
 
 func (a *API) policyRoutes() []endpoint {
-	pol, offPolicy := a.pol, off("the policy service is not enabled on this server")
+	pol, offPolicy := a.svc.Policy, off("the policy service is not enabled on this server")
 	return []endpoint{
 		on(a, "POST /v1/admin/policies", via(pol, cyclesv1.PolicyServiceServer.CreateScopePolicy), protoJSON,
-			shaped[*cyclesv1.CreateScopePolicyResponse](policyShape.of("policy")), created, offPolicy),
+			policyShape.of("policy"), created, offPolicy),
 		// tenant_id is required (admin key); has_action_quotas and
 		// references_action_kind are the v0.1.26 filters.
 		on(a, "GET /v1/admin/policies", via(pol, cyclesv1.PolicyServiceServer.ListScopePolicies), check(tenantRequired),
-			shaped[*cyclesv1.ListScopePoliciesResponse](page("policies", nil).nest("policies", policyShape)), offPolicy,
+			page("policies", nil).nest("policies", policyShape), offPolicy,
 			query(q("tenant_id"), q("scope_pattern"), q("cursor"), q("status"), q("limit"),
 				q("has_action_quotas"), q("references_action_kind"))),
 		on(a, "GET /v1/admin/policies/{policy_id}", via(pol, cyclesv1.PolicyServiceServer.GetScopePolicy), tenantFrom[*cyclesv1.GetScopePolicyRequest]("policy_id", policy.TenantOf, nil),
-			shaped[*cyclesv1.GetScopePolicyResponse](policyShape.of("policy")), offPolicy, query(q("tenant_id"))),
+			policyShape.of("policy"), offPolicy, query(q("tenant_id"))),
 		on(a, "PATCH /v1/admin/policies/{policy_id}", via(pol, cyclesv1.PolicyServiceServer.UpdateScopePolicy), tenantFrom("policy_id", policy.TenantOf, protoJSON[*cyclesv1.UpdateScopePolicyRequest]),
-			shaped[*cyclesv1.UpdateScopePolicyResponse](policyShape.of("policy")), offPolicy, query(q("tenant_id"))),
+			policyShape.of("policy"), offPolicy, query(q("tenant_id"))),
 	}
 }
 

@@ -16,14 +16,14 @@ import (
 // /v1/admin/action-quota-counters/reset (ActionQuotaCounterResetRequest).
 
 func (a *API) quotaCounterRoutes() []endpoint {
-	qc, offQC := a.qc, off("the quota counter service is not enabled on this server")
+	qc, offQC := a.svc.QuotaCounters, off("the quota counter service is not enabled on this server")
 	return []endpoint{
 		on(a, "GET /v1/admin/action-quota-counters", via(qc, cyclesv1.QuotaCounterServiceServer.ListActionQuotaCounters), keyTenant,
-			shaped[*cyclesv1.ListActionQuotaCountersResponse](page("counters", nil).nest("counters", quotaState)), offQC,
+			page("counters", nil).nest("counters", quotaState), offQC,
 			query(q("tenant_id"), q("scope"), q("action_kind"), q("cursor"), q("run_id"), q("include_zero"),
 				q("window"), q("limit"))),
 		on(a, "POST /v1/admin/action-quota-counters/reset", via(qc, cyclesv1.QuotaCounterServiceServer.ResetActionQuotaCounter), protoJSON,
-			shaped[*cyclesv1.ResetActionQuotaCounterResponse](shapeOf("counter", "previous_used").nest("counter", quotaState)), offQC),
+			shapeOf("counter", "previous_used").nest("counter", quotaState), offQC),
 	}
 }
 

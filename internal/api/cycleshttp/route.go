@@ -2,6 +2,7 @@ package cycleshttp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -16,8 +17,9 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
 
-// The route table: every route is one declaration (table.go) of its pattern,
-// the gRPC method it runs, how its request is read (path and query parameters
+// The route table: every route is one declaration (in its service's file) of
+// its pattern, the call it makes (the gRPC method is the one its request type
+// belongs to: methodOf), how its request is read (path and query parameters
 // declared by name, a JSON body through the decoder), its success status and
 // how its answer is written. One generic handler (route.ServeHTTP) serves them
 // all through serve, the one call path.
@@ -71,10 +73,11 @@ func via[S any, Req, Resp any](svc S, m func(S, context.Context, Req) (Resp, err
 	return func(ctx context.Context, req Req) (Resp, error) { return m(svc, ctx, req) }
 }
 
-// on declares a route whose answer depends on the response only.
-func on[Req proto.Message, Resp, Out any](a *API, pattern string, call func(context.Context, Req) (Resp, error),
-	body func(*API, http.ResponseWriter, *http.Request, Req) error, encode func(Resp) Out, opts ...opt) endpoint {
-	return onReq(a, pattern, call, body, func(_ Req, resp Resp) Out { return encode(resp) }, opts...)
+// on declares a route whose answer is the response written in shape answer.
+func on[Req, Resp proto.Message](a *API, pattern string, call func(context.Context, Req) (Resp, error),
+	body func(*API, http.ResponseWriter, *http.Request, Req) error, answer *shape, opts ...opt) endpoint {
+	enc := shaped[Resp](answer)
+	return onReq(a, pattern, call, body, func(_ Req, resp Resp) json.RawMessage { return enc(resp) }, opts...)
 }
 
 // onReq declares a route whose answer also depends on the request. The

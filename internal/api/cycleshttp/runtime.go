@@ -17,7 +17,7 @@ import (
 // Runtime routes (cycles-protocol-v0 paths), each bound to its RuntimeService
 // method.
 func (a *API) runtimeRoutes() []endpoint {
-	rt := a.rt
+	rt := a.svc.Runtime
 	return []endpoint{
 		onReq(a, "POST /v1/reservations", via(rt, cyclesv1.RuntimeServiceServer.CreateReservation), protoJSON,
 			detailed(reserveAnswer(false), reserveAnswer(true),
@@ -28,13 +28,13 @@ func (a *API) runtimeRoutes() []endpoint {
 			detailed(decideAnswer(false), decideAnswer(true), func(req *cyclesv1.DecideRequest, p *cyclesv1.DecideResponse) bool {
 				return showDenyDetail(req.GetAction().GetPolicyKeys() != nil, false, p.GetReasonCode())
 			})),
-		on(a, "POST /v1/events", via(rt, cyclesv1.RuntimeServiceServer.CreateEvent), protoJSON, shaped[*cyclesv1.CreateEventResponse](eventAnswer), created),
-		on(a, "POST /v1/reservations/{reservation_id}/commit", via(rt, cyclesv1.RuntimeServiceServer.CommitReservation), protoJSON, shaped[*cyclesv1.CommitReservationResponse](commitAnswer)),
+		on(a, "POST /v1/events", via(rt, cyclesv1.RuntimeServiceServer.CreateEvent), protoJSON, eventAnswer, created),
+		on(a, "POST /v1/reservations/{reservation_id}/commit", via(rt, cyclesv1.RuntimeServiceServer.CommitReservation), protoJSON, commitAnswer),
 		on(a, "POST /v1/reservations/{reservation_id}/release", asOwner(via(rt, cyclesv1.RuntimeServiceServer.ReleaseReservation)), protoJSON,
-			shaped[*cyclesv1.ReleaseReservationResponse](releaseAnswer), dual),
-		on(a, "POST /v1/reservations/{reservation_id}/extend", via(rt, cyclesv1.RuntimeServiceServer.ExtendReservation), protoJSON, shaped[*cyclesv1.ExtendReservationResponse](extendAnswer)),
+			releaseAnswer, dual),
+		on(a, "POST /v1/reservations/{reservation_id}/extend", via(rt, cyclesv1.RuntimeServiceServer.ExtendReservation), protoJSON, extendAnswer),
 		on(a, "GET /v1/reservations/{reservation_id}", asOwner(via(rt, cyclesv1.RuntimeServiceServer.GetReservation)), nil,
-			shaped[*cyclesv1.GetReservationResponse](reservationShape.of("reservation")), dual),
+			reservationShape.of("reservation"), dual),
 		on(a, "GET /v1/reservations", func(ctx context.Context, req *cyclesv1.ListReservationsRequest) (*cyclesv1.ListReservationsResponse, error) {
 			ctx, err := onBehalf(ctx, req.GetTenant(),
 				apierr.Invalid("tenant", "tenant query parameter is required when using admin key authentication"))
@@ -43,14 +43,14 @@ func (a *API) runtimeRoutes() []endpoint {
 			}
 			return rt.ListReservations(ctx, req)
 		}, check(listChecks),
-			shaped[*cyclesv1.ListReservationsResponse](page("reservations", nil).nest("reservations", reservationShape)), dual,
+			page("reservations", nil).nest("reservations", reservationShape), dual,
 			query(q("idempotency_key"), q("tenant"), q("workspace"), q("app"), q("workflow"), q("agent"), q("toolset"),
 				q("cursor"), q("status"), q("include"), q("limit"),
 				qf("from", "created_from_ms"), qf("to", "created_to_ms"), qf("expires_from", "expires_from_ms"),
 				qf("expires_to", "expires_to_ms"), qf("finalized_from", "finalized_from_ms"), qf("finalized_to", "finalized_to_ms"),
 				q("sort_by").with(sortByParam), q("sort_dir").with(sortDirParam))),
 		on(a, "GET /v1/balances", via(rt, cyclesv1.RuntimeServiceServer.GetBalances), nil,
-			shaped[*cyclesv1.GetBalancesResponse](page("balances", nil).nest("balances", balanceShape)),
+			page("balances", nil).nest("balances", balanceShape),
 			query(q("tenant"), q("workspace"), q("app"), q("workflow"), q("agent"), q("toolset"), q("cursor"),
 				q("include_children"), q("unit"), q("limit"))),
 	}

@@ -60,11 +60,11 @@ func TestDeclarationsNamingNoFieldPanic(t *testing.T) {
 			on(&API{}, "GET /x", func(context.Context, *cyclesv1.QueryUsageRequest) (*cyclesv1.QueryUsageResponse, error) {
 				return nil, nil
 			},
-				nil, func(*cyclesv1.QueryUsageResponse) any { return nil }, query(q("nope")))
+				nil, shapeOf(), query(q("nope")))
 		},
 		"request of no method": func() {
 			on(&API{}, "GET /x", func(context.Context, *cyclesv1.UsageRow) (*cyclesv1.UsageRow, error) { return nil, nil },
-				nil, func(*cyclesv1.UsageRow) any { return nil })
+				nil, shapeOf())
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 
 func (a *API) usageRoutes() []endpoint {
 	return []endpoint{
-		on(a, "GET /v1/admin/usage", via(a.usage, cyclesv1.UsageServiceServer.QueryUsage), check(dailyByDefault), shaped[*cyclesv1.QueryUsageResponse](usageReport),
+		on(a, "GET /v1/admin/usage", via(a.svc.Usage, cyclesv1.UsageServiceServer.QueryUsage), check(dailyByDefault), usageReport,
 			off("usage reports need the archive (-archive-dsn) on this server"),
 			query(q("tenant_id"), q("scope_prefix"), qf("from", "from_ms").must(), qf("to", "to_ms").must(),
 				q("bucket").with(bucketParam), q("scope_depth"), q("unit"))),
