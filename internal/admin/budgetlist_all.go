@@ -29,22 +29,13 @@ func (s *Service) listAllBudgets(ctx context.Context, req *cyclesv1.ListBudgetsR
 		}
 		cursor = raw
 	}
-	resp := &cyclesv1.ListBudgetsResponse{}
-	next, err := s.walkTenants(ctx, cursor, pageLimit(req.GetLimit(), DefaultListLimit, MaxListLimit),
+	budgets, next, err := walkAll(ctx, s, cursor, pageLimit(req.GetLimit(), DefaultListLimit, MaxListLimit),
 		func(t, m string) bool { return strings.HasPrefix(m, "tenant:"+t) },
-		func(ctx context.Context, t, after string, room int) (int, string, bool, error) {
-			page, err := s.budgetPage(ctx, t, "", unit, after, room)
-			if err != nil {
-				return 0, "", false, err
-			}
-			resp.Budgets = append(resp.Budgets, page.items...)
-			return len(page.items), page.last, page.more, nil
+		func(ctx context.Context, t, after string, room int) (*scanPage[*cyclesv1.Budget], error) {
+			return s.budgetPage(ctx, t, "", unit, after, room)
 		})
 	if err != nil {
 		return nil, err
 	}
-	if next != "" {
-		resp.HasMore, resp.NextCursor = true, pagecursor.Encode(next)
-	}
-	return resp, nil
+	return &cyclesv1.ListBudgetsResponse{Budgets: budgets, HasMore: next != "", NextCursor: next}, nil
 }

@@ -96,26 +96,18 @@ func (s *Service) keyPage(ctx context.Context, tenant, after string, limit int, 
 // listAllAPIKeys walks every tenant's keys (walkTenants), skipping a
 // registry id without a tenant record.
 func (s *Service) listAllAPIKeys(ctx context.Context, f keyFilter, cursor string) (*cyclesv1.ListApiKeysResponse, error) {
-	resp := &cyclesv1.ListApiKeysResponse{}
-	next, err := s.walkTenants(ctx, cursor, f.limit, func(_, m string) bool { return isKeyID(m) },
-		func(ctx context.Context, t, after string, room int) (int, string, bool, error) {
+	apiKeys, next, err := walkAll(ctx, s, cursor, f.limit, func(_, m string) bool { return isKeyID(m) },
+		func(ctx context.Context, t, after string, room int) (*scanPage[*cyclesv1.ApiKey], error) {
 			page, err := s.keyPage(ctx, t, after, room, f)
 			if ae, ok := apierr.As(err); ok && ae.Code == apierr.TenantNotFound {
-				return 0, "", false, nil
+				return nil, nil
 			}
-			if err != nil {
-				return 0, "", false, err
-			}
-			resp.ApiKeys = append(resp.ApiKeys, page.items...)
-			return len(page.items), page.last, page.more, nil
+			return page, err
 		})
 	if err != nil {
 		return nil, err
 	}
-	if next != "" {
-		resp.HasMore, resp.NextCursor = true, pagecursor.Encode(next)
-	}
-	return resp, nil
+	return &cyclesv1.ListApiKeysResponse{ApiKeys: apiKeys, HasMore: next != "", NextCursor: next}, nil
 }
 
 // isKeyID: a key id as stored, 16 lowercase hex.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	pagecursor "github.com/cyclesgo/cycles-go/internal/cursor"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
 )
 
@@ -18,6 +19,26 @@ const walkTenantsPerCall = 100
 // after ("" = t's first) and reports the last member it consumed and whether
 // more may follow in t.
 type tenantPage func(ctx context.Context, t, after string, room int) (added int, last string, more bool, err error)
+
+// walkAll runs walkTenants with page, collecting every tenant's items; it
+// returns them and the encoded next cursor ("" when the walk is done). A nil
+// page is a tenant with nothing to list.
+func walkAll[T any](ctx context.Context, s *Service, cursor string, limit int, inner func(t, m string) bool,
+	page func(ctx context.Context, t, after string, room int) (*scanPage[T], error)) ([]T, string, error) {
+	var items []T
+	next, err := s.walkTenants(ctx, cursor, limit, inner, func(ctx context.Context, t, after string, room int) (int, string, bool, error) {
+		p, err := page(ctx, t, after, room)
+		if err != nil || p == nil {
+			return 0, "", false, err
+		}
+		items = append(items, p.items...)
+		return len(p.items), p.last, p.more, nil
+	})
+	if err != nil || next == "" {
+		return items, "", err
+	}
+	return items, pagecursor.Encode(next), nil
+}
 
 // walkTenants is the all-tenant listing of the admin plane (keys, budgets
 // without tenant_id): the tenant registry in tenant_id order (sweeper/tenants,
