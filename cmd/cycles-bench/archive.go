@@ -116,11 +116,10 @@ func archiveMain(ctx context.Context, args []string) error {
 	workers := fs.Int("workers", 64, "concurrent reserve+commit loops")
 	load := fs.String("load", "grpc", "how settles are produced: grpc (reserve+commit through cyclesd's gRPC API) or ledger (in this process by internal/ledger's scripts against the same Redis, no transport; cyclesd only archives)")
 	tenants := fs.Int("tenants", 16, "with -load ledger: tenants the settles are spread over (shared budgets in each)")
-	out := fs.String("out", "bench/results/archive.json", "result file")
-	bin := fs.String("cyclesd", "", "cyclesd binary (default: bin/cyclesd, else go build)")
+	var tf toolFlags
+	tf.register(fs, "bench/results/archive.json")
 	profile := fs.String("profile-out", "", "CPU-profile cyclesd (serve mode) during the drain into this file")
 	profileSecs := fs.Int("profile-seconds", 5, "length of the drain profile")
-	quiet := fs.Bool("q", false, "no progress lines")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -151,12 +150,12 @@ func archiveMain(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg := &config{adminKey: defaultAdminKey, cyclesdBin: *bin, allocated: 1 << 50,
+	cfg := &config{adminKey: defaultAdminKey, cyclesdBin: tf.bin, allocated: 1 << 50,
 		serverArgs: []string{"-archive-dsn", dsn, "-hot-retention", hot.String()}}
 	if *profile != "" {
 		cfg.profileCell = "archive/drain"
 	}
-	b, cleanup, err := startTool(ctx, cfg, *quiet)
+	b, cleanup, err := startTool(ctx, cfg, tf.quiet)
 	if err != nil {
 		return err
 	}
@@ -189,7 +188,7 @@ func archiveMain(ctx context.Context, args []string) error {
 		}
 	}
 	res.LoadAvgEnd = loadAvg()
-	if err := saveResult(*out, res); err != nil {
+	if err := saveResult(tf.out, res); err != nil {
 		return err
 	}
 	for _, l := range res.Ledger {

@@ -67,19 +67,18 @@ func feedMain(ctx context.Context, args []string) error {
 	expirations := fs.Int("expirations", 100_000, "reservations that expire in one sweep")
 	idle := fs.Int("idle-tenants", 10_000, "tenants that exist but do nothing during the idle window")
 	window := fs.Duration("idle-window", 20*time.Second, "idle measurement window (each, with and without the subscriber)")
-	out := fs.String("out", "bench/results/feed.json", "result file")
-	bin := fs.String("cyclesd", "", "cyclesd binary (default: bin/cyclesd, else go build)")
-	quiet := fs.Bool("q", false, "no progress lines")
+	var tf toolFlags
+	tf.register(fs, "bench/results/feed.json")
 	redisAddr := fs.String("redis-addr", "", "target this Redis (default: start a private redis-server)")
 	profile := fs.String("profile-out", "", "CPU-profile cyclesd (serve mode) during the replay into this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg := &config{adminKey: defaultAdminKey, cyclesdBin: *bin, allocated: 1_000_000_000_000, redisAddr: *redisAddr, profileOut: *profile}
+	cfg := &config{adminKey: defaultAdminKey, cyclesdBin: tf.bin, allocated: 1_000_000_000_000, redisAddr: *redisAddr, profileOut: *profile}
 	if *profile != "" {
 		cfg.profileCell = "feed/replay"
 	}
-	b, cleanup, err := startTool(ctx, cfg, *quiet)
+	b, cleanup, err := startTool(ctx, cfg, tf.quiet)
 	if err != nil {
 		return err
 	}
@@ -88,7 +87,7 @@ func feedMain(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := saveResult(*out, res); err != nil {
+	if err := saveResult(tf.out, res); err != nil {
 		return err
 	}
 	if res.Duplicates > 0 || res.Delivered != int64(res.Expirations) {

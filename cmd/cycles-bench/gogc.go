@@ -62,9 +62,8 @@ func gogcMain(ctx context.Context, args []string) error {
 	shape := fs.String("shape", "shared", "budget shape: shared or independent")
 	duration := fs.Duration("duration", 5*time.Second, "measured window per pass")
 	warmup := fs.Duration("warmup", time.Second, "warm-up per pass (not measured)")
-	out := fs.String("out", "bench/results/gogc.json", "result file")
-	bin := fs.String("cyclesd", "", "cyclesd binary (default: bin/cyclesd, else go build)")
-	quiet := fs.Bool("q", false, "no progress lines")
+	var tf toolFlags
+	tf.register(fs, "bench/results/gogc.json")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -102,13 +101,13 @@ func gogcMain(ctx context.Context, args []string) error {
 			slices.Reverse(order)
 		}
 		for _, v := range order {
-			p, err := gogcPass(ctx, addr, *bin, v, *shape, *clients, *warmup, *duration)
+			p, err := gogcPass(ctx, addr, tf.bin, v, *shape, *clients, *warmup, *duration)
 			if err != nil {
 				return fmt.Errorf("round %d, GOGC=%s: %w", r, v, err)
 			}
 			p.Round = r
 			res.Passes = append(res.Passes, p)
-			if !*quiet {
+			if !tf.quiet {
 				fmt.Fprintf(os.Stderr, "round %d GOGC=%-4s %8.0f reserves/s  p50 %6.3f ms  cyclesd %6.1f ms CPU per 1k ops (%.2f cores), redis %6.1f; cyclesd peak RSS %d MB; errors %d\n",
 					r, v, p.Throughput, p.P50Ms, p.ServerMsPerKop, p.ServerCores, p.RedisMsPerKop, p.PeakRSSKB/1024, p.Errors)
 			}
@@ -119,7 +118,7 @@ func gogcMain(ctx context.Context, args []string) error {
 		res.ServerCPUChange = round3((last - first) / first)
 	}
 	res.LoadAvgEnd = loadAvg()
-	if err := saveResult(*out, res); err != nil {
+	if err := saveResult(tf.out, res); err != nil {
 		return err
 	}
 	fmt.Printf("\nmedians of %d rounds, %s/%s/%d clients, %s per pass:\n", *rounds, res.Op, *shape, *clients, *duration)

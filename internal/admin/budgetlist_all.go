@@ -37,8 +37,8 @@ func (s *Service) listAllBudgets(ctx context.Context, req *cyclesv1.ListBudgetsR
 			if err != nil {
 				return 0, "", false, err
 			}
-			resp.Budgets = append(resp.Budgets, page.budgets...)
-			return len(page.budgets), page.last, page.more, nil
+			resp.Budgets = append(resp.Budgets, page.items...)
+			return len(page.items), page.last, page.more, nil
 		})
 	if err != nil {
 		return nil, err

@@ -178,27 +178,33 @@ func (s *Service) listBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequ
 	if err != nil {
 		return nil, err
 	}
-	resp := &cyclesv1.ListBudgetsResponse{HasMore: page.more, Budgets: page.budgets}
-	if page.more && page.last != "" {
-		resp.NextCursor = pagecursor.Encode(page.last)
-	} else if page.more {
-		// Nothing consumed but more may remain: resume where this call started.
-		resp.NextCursor = req.GetCursor()
-	}
-	return resp, nil
+	return &cyclesv1.ListBudgetsResponse{HasMore: page.more, Budgets: page.items, NextCursor: page.next(req.GetCursor())}, nil
 }
 
-// budgetPageResult is one list_budgets call: the budgets, the last index
-// member consumed, and whether more may follow.
-type budgetPageResult struct {
-	budgets []*cyclesv1.Budget
-	last    string
-	more    bool
+// scanPage is one call of a listing script that examines a bounded run of
+// its index (admin/list_budgets, admin/list_api_keys): the items kept, the
+// last index member examined, and whether more may follow.
+type scanPage[T any] struct {
+	items []T
+	last  string
+	more  bool
+}
+
+// next is the cursor of the page after p, for a call that started at cur.
+func (p *scanPage[T]) next(cur string) string {
+	switch {
+	case !p.more:
+		return ""
+	case p.last != "":
+		return pagecursor.Encode(p.last)
+	default: // nothing consumed but more may remain: resume where this call started
+		return cur
+	}
 }
 
 // budgetPage runs one list_budgets call on tenant's index after the member
 // after (exclusive; "" = from the start).
-func (s *Service) budgetPage(ctx context.Context, tenant, prefix, unit, after string, limit int) (*budgetPageResult, error) {
+func (s *Service) budgetPage(ctx context.Context, tenant, prefix, unit, after string, limit int) (*scanPage[*cyclesv1.Budget], error) {
 	ranges, err := listRanges(prefix, after)
 	if err != nil {
 		return nil, err
@@ -212,14 +218,14 @@ func (s *Service) budgetPage(ctx context.Context, tenant, prefix, unit, after st
 	if err := scriptListBudgets.RunInto(ctx, s.exec, &out, listBudgetsKeys{tk.Prefix(), tk.Budgets()}, args); err != nil {
 		return nil, err
 	}
-	page := &budgetPageResult{last: out.Last, more: out.More}
+	page := &scanPage[*cyclesv1.Budget]{last: out.Last, more: out.More}
 	for _, it := range out.Items {
 		sp, u, _ := strings.Cut(it.M, "|")
 		b, err := budgetFromRecord(tenant, it.B.withIdentity(sp, u))
 		if err != nil {
 			return nil, err
 		}
-		page.budgets = append(page.budgets, b)
+		page.items = append(page.items, b)
 	}
 	return page, nil
 }

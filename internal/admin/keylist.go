@@ -68,24 +68,10 @@ func (s *Service) listAPIKeys(ctx context.Context, req *cyclesv1.ListApiKeysRequ
 	if err != nil {
 		return nil, err
 	}
-	resp := &cyclesv1.ListApiKeysResponse{HasMore: page.more}
-	resp.ApiKeys = page.keys
-	if page.more && page.last != "" {
-		resp.NextCursor = pagecursor.Encode(page.last)
-	} else if page.more {
-		resp.NextCursor = req.GetCursor()
-	}
-	return resp, nil
+	return &cyclesv1.ListApiKeysResponse{HasMore: page.more, ApiKeys: page.items, NextCursor: page.next(req.GetCursor())}, nil
 }
 
-// keyPage is one admin/list_api_keys call.
-type keyPageResult struct {
-	keys []*cyclesv1.ApiKey
-	last string
-	more bool
-}
-
-func (s *Service) keyPage(ctx context.Context, tenant, after string, limit int, f keyFilter) (keyPageResult, error) {
+func (s *Service) keyPage(ctx context.Context, tenant, after string, limit int, f keyFilter) (*scanPage[*cyclesv1.ApiKey], error) {
 	scan := limit
 	if f.status != "" || f.search != "" {
 		scan = keyFilterScan * limit
@@ -94,15 +80,15 @@ func (s *Service) keyPage(ctx context.Context, tenant, after string, limit int, 
 	var out keysPage
 	if err := scriptListAPIKeys.RunInto(ctx, s.exec, &out, listKeysKeys{tk.Record(), tk.APIKeys(), tk.APIKey("")},
 		listKeysArgs{tenant, after, limit, f.status, f.search, scan}); err != nil {
-		return keyPageResult{}, err
+		return nil, err
 	}
-	res := keyPageResult{last: out.Last, more: out.More}
+	res := &scanPage[*cyclesv1.ApiKey]{last: out.Last, more: out.More}
 	for _, r := range out.Items {
 		k, err := apiKeyFromRecord(r)
 		if err != nil {
-			return keyPageResult{}, err
+			return nil, err
 		}
-		res.keys = append(res.keys, k)
+		res.items = append(res.items, k)
 	}
 	return res, nil
 }
@@ -120,8 +106,8 @@ func (s *Service) listAllAPIKeys(ctx context.Context, f keyFilter, cursor string
 			if err != nil {
 				return 0, "", false, err
 			}
-			resp.ApiKeys = append(resp.ApiKeys, page.keys...)
-			return len(page.keys), page.last, page.more, nil
+			resp.ApiKeys = append(resp.ApiKeys, page.items...)
+			return len(page.items), page.last, page.more, nil
 		})
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"cmp"
 	"slices"
 	"testing"
 
@@ -35,9 +36,9 @@ func TestListReservationsSortedByKeysWithoutIndex(t *testing.T) {
 		by  cyclesv1.ReservationSortField
 		key func(a, b string) int
 	}{
-		{cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_RESERVED, func(a, b string) int { return cmpInt(amounts[a], amounts[b]) }},
-		{cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_SCOPE_PATH, func(a, b string) int { return cmpStr(paths[a], paths[b]) }},
-		{cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_STATUS, func(a, b string) int { return cmpStr(status[a], status[b]) }},
+		{cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_RESERVED, func(a, b string) int { return cmp.Compare(amounts[a], amounts[b]) }},
+		{cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_SCOPE_PATH, func(a, b string) int { return cmp.Compare(paths[a], paths[b]) }},
+		{cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_STATUS, func(a, b string) int { return cmp.Compare(status[a], status[b]) }},
 		{cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_RESERVATION_ID, func(a, b string) int { return 0 }},
 		{cyclesv1.ReservationSortField_RESERVATION_SORT_FIELD_TENANT, func(a, b string) int { return 0 }},
 	}
@@ -52,7 +53,7 @@ func TestListReservationsSortedByKeysWithoutIndex(t *testing.T) {
 				slices.SortFunc(want, func(a, b string) int {
 					k := c.key(a, b)
 					if k == 0 {
-						k = cmpStr(a, b)
+						k = cmp.Compare(a, b)
 					}
 					if dir == cyclesv1.SortDirection_SORT_DIRECTION_DESC {
 						return -k
@@ -92,24 +93,4 @@ func TestListReservationsSortWindow(t *testing.T) {
 	if err != nil || len(page.GetReservations()) == 0 {
 		t.Fatalf("expires sort: %v", err)
 	}
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -48,14 +48,8 @@ if p.commit_overage_policy ~= nil and not POLICIES[p.commit_overage_policy] then
   return fail('INVALID_REQUEST', 'unknown overage policy', {field = 'commit_overage_policy'})
 end
 
-local set, changed = {}, {}
-local function put(field, v)
-  if v ~= nil and b[field] ~= v then
-    set[#set + 1] = field
-    set[#set + 1] = v
-    changed[#changed + 1] = field
-  end
-end
+local patch = record_patch(b)
+local put, changed = patch.put, patch.changed
 put('overdraft_limit', p.overdraft_limit and limit or nil)
 put('commit_overage_policy', p.commit_overage_policy)
 if p.caps ~= nil then put('caps', p.caps) end
@@ -76,10 +70,7 @@ if #changed == 0 then
   audit_ok_ev(KEYS[3], ARGV[4])
   return ok(b)
 end
-local now = now_ms()
-set[#set + 1] = 'updated_at'
-set[#set + 1] = string.format('%.0f', now)
-redis.call('HSET', KEYS[2], unpack(set))
+local now = patch.save(KEYS[2])
 if del_caps then redis.call('HDEL', KEYS[2], 'caps') end
 
 -- Amounts do not change on an update; previous and new state are two tables

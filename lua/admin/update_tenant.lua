@@ -30,14 +30,10 @@ if t.status == 'CLOSED' then
 end
 local p = cjson.decode(ARGV[2])
 
-local set, changed = {}, {}
-local function put(field, v)
-  if v ~= nil and t[field] ~= v then
-    set[#set + 1] = field
-    set[#set + 1] = v
-    if field ~= 'status' then changed[#changed + 1] = field end
-  end
-end
+-- A status change is its own event (tenant.suspended / reactivated), not a
+-- changed field.
+local patch = record_patch(t, {status = true})
+local put, changed = patch.put, patch.changed
 
 if p.default_policy ~= nil and not POLICIES[p.default_policy] then
   return fail('INVALID_REQUEST', 'unknown overage policy', {field = 'default_commit_overage_policy'})
@@ -75,15 +71,12 @@ if meta == false then
 end
 put('metadata', meta)
 
-if #set == 0 then
+if #patch.set == 0 then
   audit_ok_ev(KEYS[2], ARGV[3])
   return ok(t)
 end
 
-local now = now_ms()
-set[#set + 1] = 'updated_at'
-set[#set + 1] = string.format('%.0f', now)
-redis.call('HSET', KEYS[1], unpack(set))
+local now = patch.save(KEYS[1])
 
 local emit = event_emitter(KEYS[2], ARGV[3], now)
 local scope = 'tenant:' .. ARGV[1]

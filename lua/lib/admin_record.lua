@@ -36,3 +36,27 @@ local function merged_metadata(stored_json, given, replace)
   for k, _ in pairs(old) do if new[k] == nil then return cjson.encode(new) end end
   return nil
 end
+
+-- record_patch collects the changes to a stored record (a hash read into
+-- stored): put(field, v) queues v when it is given and differs from
+-- stored[field], and lists field in changed unless unlisted[field]; save(key)
+-- writes the queued fields with updated_at (Redis TIME) in one HSET and
+-- returns that time.
+local function record_patch(stored, unlisted)
+  local pt = {set = {}, changed = {}}
+  function pt.put(field, v)
+    if v ~= nil and stored[field] ~= v then
+      pt.set[#pt.set + 1] = field
+      pt.set[#pt.set + 1] = v
+      if not (unlisted and unlisted[field]) then pt.changed[#pt.changed + 1] = field end
+    end
+  end
+  function pt.save(key)
+    local now = now_ms()
+    pt.set[#pt.set + 1] = 'updated_at'
+    pt.set[#pt.set + 1] = string.format('%.0f', now)
+    redis.call('HSET', key, unpack(pt.set))
+    return now
+  end
+  return pt
+end

@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
 // SuperUser is the role initdb creates; authentication is trust, local only.
@@ -415,4 +417,14 @@ func StopShared() {
 		shared = nil
 	}
 	sharedErr = nil
+}
+
+// Main is the TestMain of a package whose tests use the shared server:
+// redistest.Main with its leak check (no temp dir, redis-server, postgres
+// or goroutine left behind), stopping the shared server at the end.
+func Main(m *testing.M) {
+	redistest.Main(m, redistest.MainOptions{
+		LeakCheck: true,
+		Setup:     func() (func(), error) { return StopShared, nil },
+	})
 }

@@ -5,16 +5,10 @@ import (
 	"os"
 	"testing"
 
-	"github.com/cyclesgo/cycles-go/test/redistest"
 	"github.com/jackc/pgx/v5"
 )
 
-func TestMain(m *testing.M) {
-	redistest.Main(m, redistest.MainOptions{
-		LeakCheck: true,
-		Setup:     func() (func(), error) { return StopShared, nil },
-	})
-}
+func TestMain(m *testing.M) { Main(m) }
 
 func query(t *testing.T, dsn string) (int, error) {
 	t.Helper()
