@@ -1,6 +1,6 @@
 -- admin/create_budget: create the ledger of one (scope, unit).
 --
--- include: lib/audit.lua
+-- include: lib/ledger_util.lua lib/audit.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS: 1 tenant_record             tenant record hash
 --       2 budget                    budget hash (cy:{t:T}:b:<scope_path>:<UNIT>)
@@ -40,14 +40,10 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
   return fail('DUPLICATE_RESOURCE', 'budget ' .. scope .. ' ' .. unit .. ' already exists',
     {scope = scope, unit = unit})
 end
-local allocated = i64_norm(ARGV[4])
-if allocated == nil or i64_cmp(allocated, '0') < 0 then
-  return fail('INVALID_REQUEST', 'allocated must be an int64 >= 0', {field = 'allocated'})
-end
-local limit = i64_norm(ARGV[5])
-if limit == nil or i64_cmp(limit, '0') < 0 then
-  return fail('INVALID_REQUEST', 'overdraft_limit must be an int64 >= 0', {field = 'overdraft_limit'})
-end
+local allocated, bad = amount_arg(ARGV[4], 'allocated')
+if bad then return bad end
+local limit, bad_limit = amount_arg(ARGV[5], 'overdraft_limit')
+if bad_limit then return bad_limit end
 
 local now = now_ms()
 local ts = string.format('%.0f', now)

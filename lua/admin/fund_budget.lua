@@ -1,6 +1,6 @@
 -- admin/fund_budget: apply one funding operation to a budget, exactly and
 -- idempotently (docs/protocol.md#budgets-and-funding-admin).
--- include: lib/idem.lua lib/audit.lua lib/admin_record.lua
+-- include: lib/ledger_util.lua lib/idem.lua lib/audit.lua lib/admin_record.lua
 --
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS: 1 tenant_record        tenant record hash
@@ -62,10 +62,8 @@ elseif status ~= 'ACTIVE' then
   return fail('INTERNAL_ERROR', 'budget has a malformed status', details)
 end
 
-local amt = i64_norm(ARGV[2])
-if amt == nil or i64_cmp(amt, '0') < 0 then
-  return fail('INVALID_REQUEST', 'amount must be an int64 >= 0', {field = 'amount'})
-end
+local amt, bad = amount_arg(ARGV[2], 'amount')
+if bad then return bad end
 local ttl = tonumber(ARGV[6])
 if ttl == nil or ttl < 1 or ttl ~= math.floor(ttl) then
   return fail('INVALID_REQUEST', 'idempotency lifetime must be a positive integer', {field = 'ttl'})
@@ -109,10 +107,8 @@ elseif op == 'RESET' or op == 'RESET_SPENT' then
   if op == 'RESET_SPENT' then
     nxt.spent = '0'
     if ARGV[3] ~= '' then
-      local s = i64_norm(ARGV[3])
-      if s == nil or i64_cmp(s, '0') < 0 then
-        return fail('INVALID_REQUEST', 'spent must be an int64 >= 0', {field = 'spent'})
-      end
+      local s, bad_spent = amount_arg(ARGV[3], 'spent')
+      if bad_spent then return bad_spent end
       nxt.spent = s
       spent_override = true
     end

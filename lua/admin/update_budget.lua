@@ -2,7 +2,7 @@
 -- metadata of a budget; allowed while FROZEN, refused once CLOSED. Recomputes
 -- is_over_limit = debt > overdraft_limit (which also clears a stale flag).
 --
--- include: lib/audit.lua lib/admin_record.lua
+-- include: lib/ledger_util.lua lib/audit.lua lib/admin_record.lua
 -- Audit: on success, the call's audit entry in the same run (lib/audit.lua).
 -- KEYS: 1 tenant_record     tenant record hash
 --       2 budget            budget hash
@@ -21,7 +21,6 @@
 -- Events: budget.updated (EventDataBudgetLifecycle, operation UPDATE, changed_fields),
 --   budget.over_limit_entered/exited when the flag flips.
 
-local POLICIES = {REJECT = true, ALLOW_IF_AVAILABLE = true, ALLOW_WITH_OVERDRAFT = true}
 local scope, unit = ARGV[1], ARGV[2]
 local details = {scope = scope, unit = unit}
 
@@ -39,10 +38,9 @@ if limit == nil or debt == nil then
   return fail('INTERNAL_ERROR', 'budget debt or overdraft_limit is not an int64', details)
 end
 if p.overdraft_limit ~= nil then
-  limit = i64_norm(p.overdraft_limit)
-  if limit == nil or i64_cmp(limit, '0') < 0 then
-    return fail('INVALID_REQUEST', 'overdraft_limit must be an int64 >= 0', {field = 'overdraft_limit'})
-  end
+  local bad
+  limit, bad = amount_arg(p.overdraft_limit, 'overdraft_limit')
+  if bad then return bad end
 end
 if p.commit_overage_policy ~= nil and not POLICIES[p.commit_overage_policy] then
   return fail('INVALID_REQUEST', 'unknown overage policy', {field = 'commit_overage_policy'})
