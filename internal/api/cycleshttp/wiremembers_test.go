@@ -1,6 +1,8 @@
 package cycleshttp
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -14,7 +16,8 @@ import (
 // the admin requests: renamed members, amount objects kept as bare integers
 // with their unit checked, members the proto lacks (accepted values dropped,
 // others refused naming them), numbers kept as text, "" clearing an
-// instant, wrappers read from the bare list, and required members.
+// instant, wrappers read from the bare list, and required members. The
+// budget bulk body keeps spent for RESET_SPENT only.
 func TestDecodeWireMembers(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -101,5 +104,13 @@ func TestDecodeWireMembers(t *testing.T) {
 				t.Fatal("no message")
 			}
 		})
+	}
+	for action, keep := range map[string]bool{"RESET_SPENT": true, "CREDIT": false} {
+		body := `{"action":"` + action + `","amount":{"unit":"TOKENS","amount":1},"spent":{"unit":"TOKENS","amount":4}}`
+		req := &cyclesv1.BulkActionBudgetsRequest{}
+		r := httptest.NewRequest(http.MethodPost, "/v1/admin/budgets/bulk-action", strings.NewReader(body))
+		if err := budgetBulkBody(&API{maxBody: 4096}, httptest.NewRecorder(), r, req); err != nil || (req.Spent != nil) != keep {
+			t.Errorf("%s: spent %v (err %v), kept want %v", action, req.Spent, err, keep)
+		}
 	}
 }
