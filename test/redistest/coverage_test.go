@@ -11,8 +11,10 @@ import (
 )
 
 // testMainCall is what a package's TestMain must contain for Main's
-// leftover, server and goroutine checks to cover its tests.
-var testMainCall = regexp.MustCompile(`(?s)func TestMain\(m \*testing\.M\) \{.*?\b(redistest\.)?Main\(m,`)
+// leftover, server and goroutine checks to cover its tests: a call of
+// redistest.Main, or of pgtest.Main, which runs redistest.Main with the
+// shared PostgreSQL's stop as its setup.
+var testMainCall = regexp.MustCompile(`(?s)func TestMain\(m \*testing\.M\) \{.*?\b((redistest\.)?Main\(m,|(pgtest\.)?Main\(m\))`)
 
 // Every package with tests runs them under Main: a package without it can
 // leave temp dirs and redis-servers behind unseen (cycleshttp once left
