@@ -525,7 +525,11 @@ func TestExpireRefusesBadArguments(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var r batchResult
 			err := f.ex.RunInto(f.ctx, &r, scriptExpireBatch.Def, []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events(), tc.tally}, tc.args...)
-			if !apierr.HasCode(err, apierr.InvalidRequest) {
+			// On a Cluster, another tenant's key is in another slot: Redis
+			// refuses the call before the script runs, which is the same
+			// refusal with nothing written.
+			crossSlot := redistest.OnCluster() && err != nil && strings.Contains(err.Error(), "CROSSSLOT")
+			if !apierr.HasCode(err, apierr.InvalidRequest) && !crossSlot {
 				t.Fatalf("err %v, want INVALID_REQUEST", err)
 			}
 		})
