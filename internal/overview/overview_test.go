@@ -3,6 +3,7 @@ package overview_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,11 +47,22 @@ func seed(t *testing.T, c redis.UniversalClient) {
 		ledgertest.SeedBudget(t, c, b.tenant, b.b)
 	}
 	ctx := context.Background()
+	// Each event in the window gets its own millisecond, its stream id and
+	// its ts the same (as the ledger writes them): the overview orders by
+	// stream id, and two tenants' events in one millisecond have no order
+	// the test could assert.
+	base := c.Time(ctx).Val().UnixMilli() - 1000
 	add := func(tenant, id, typ, cat, data string) {
 		t.Helper()
+		ts := strings.TrimSuffix(id, "-0")
+		if id == "*" {
+			base++
+			ts = strconv.FormatInt(base, 10)
+			id = ts + "-0"
+		}
 		err := c.XAdd(ctx, &redis.XAddArgs{Stream: keys.Tenant(tenant).Events(), ID: id, Values: []string{
 			"id", "evt_" + tenant + "_" + strconv.FormatInt(time.Now().UnixNano(), 16)[:16], "type", typ, "cat", cat,
-			"ts", strconv.FormatInt(time.Now().UnixMilli(), 10), "scope", "tenant:" + tenant, "actor", "system", "key_id", "",
+			"ts", ts, "scope", "tenant:" + tenant, "actor", "system", "key_id", "",
 			"req", "", "trace", "", "src", "cyclesd", "data", data}}).Err()
 		if err != nil {
 			t.Fatal(err)
