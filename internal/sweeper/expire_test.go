@@ -523,8 +523,7 @@ func TestExpireRefusesBadArguments(t *testing.T) {
 		{"tally outside the sweep namespace", f.k.Events(), []any{10, ectx, "", "", "", 1000}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var r batchResult
-			err := f.ex.RunInto(f.ctx, &r, scriptExpireBatch.Def, []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events(), tc.tally}, tc.args...)
+			_, err := f.runExpire(tc.tally, tc.args...)
 			// On a Cluster, another tenant's key is in another slot: Redis
 			// refuses the call before the script runs, which is the same
 			// refusal with nothing written.
@@ -556,9 +555,7 @@ func TestExpireBatchStopsAtItsTimeBudget(t *testing.T) {
 			}
 			tallyKey := f.k.SweepTally(newDrainID())
 			for call := 1; call <= 20; call++ {
-				var r batchResult
-				err := f.ex.RunInto(f.ctx, &r, scriptExpireBatch.Def, []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events(), tallyKey},
-					1000, eventctx.Arg(context.Background(), eventctx.DefaultRetention), "", "", "", 1)
+				r, err := f.runExpire(tallyKey, 1000, eventctx.Arg(context.Background(), eventctx.DefaultRetention), "", "", "", 1)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -600,9 +597,7 @@ func TestExpireBatchTallyCarriesLostCounts(t *testing.T) {
 			f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 6000, State: "RELEASED"})
 			run := func(tallyKey string) batchResult {
 				t.Helper()
-				var r batchResult
-				err := f.ex.RunInto(f.ctx, &r, scriptExpireBatch.Def, []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events(), tallyKey},
-					5, eventctx.Arg(context.Background(), eventctx.DefaultRetention), "", "", "", 1_000_000)
+				r, err := f.runExpire(tallyKey, 5, eventctx.Arg(context.Background(), eventctx.DefaultRetention), "", "", "", 1_000_000)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -220,8 +220,14 @@ func (f *fixture) tryExpire(batch int, extra ...any) (batchResult, error) {
 	// time budget (no test batch comes near it); extra overrides them.
 	args := []any{batch, eventctx.Arg(context.Background(), eventctx.DefaultRetention), "", "", "", int64(time.Second / time.Microsecond)}
 	args = append(args[:2], append(extra, args[2+min(len(extra), 4):]...)...)
+	return f.runExpire(f.k.SweepTally(newDrainID()), args...)
+}
+
+// runExpire runs expire_batch on the fixture's tenant with the given tally
+// key and ARGV as they are: for the tests of the tally and of bad arguments.
+func (f *fixture) runExpire(tally string, args ...any) (batchResult, error) {
 	var r batchResult
-	err := f.ex.RunInto(f.ctx, &r, scriptExpireBatch.Def, []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events(), f.k.SweepTally(newDrainID())}, args...)
+	err := f.ex.RunInto(f.ctx, &r, scriptExpireBatch.Def, []string{f.k.Prefix(), f.k.Deadlines(), f.k.Events(), tally}, args...)
 	return r, err
 }
 
