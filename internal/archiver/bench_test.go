@@ -51,20 +51,14 @@ func benchArchive(b *testing.B, batch int) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	const tn = "acme"
-	ledgertest.SeedTenant(b, c, tn, ledgertest.Tenant{})
-	scope := "tenant:acme/workspace:prod/app:chatbot/agent:a-17"
-	ledgertest.SeedBudget(b, c, tn, ledgertest.Budget{Scope: scope, Unit: "USD_MICROCENTS", Allocated: 1 << 40})
+	const tn = benchTenant
+	seedBenchTenant(b, c, 1<<40)
 	led := ledger.New(ex, ledger.Options{Archive: true})
-	res, err := led.Reserve(ctx, tn, &cyclesv1.CreateReservationRequest{IdempotencyKey: "bench-reserve-0001",
-		Subject:  &cyclesv1.Subject{Workspace: "prod", App: "chatbot", Agent: "a-17"},
-		Action:   &cyclesv1.Action{Kind: "llm.completion", Name: "gpt-4o"},
-		Estimate: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_USD_MICROCENTS, Amount: 10_000}})
+	res, err := led.Reserve(ctx, tn, benchReserve("bench-reserve-0001"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := led.Commit(ctx, tn, &cyclesv1.CommitReservationRequest{ReservationId: res.GetReservationId(),
-		IdempotencyKey: "bench-commit-0001", Actual: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_USD_MICROCENTS, Amount: 9_000}}); err != nil {
+	if _, err := led.Commit(ctx, tn, benchCommit(res.GetReservationId(), "bench-commit-0001")); err != nil {
 		b.Fatal(err)
 	}
 	tk := keys.Tenant(tn)
@@ -129,4 +123,27 @@ func benchArchive(b *testing.B, batch int) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(len(row.Replay)), "replay-bytes/row")
+}
+
+// The archive benchmarks' tenant: one budget on a four-level scope, settled
+// with the same reserve and commit (estimate 10,000, actual 9,000).
+const benchTenant = "acme"
+
+func seedBenchTenant(b *testing.B, c redis.UniversalClient, allocated int64) {
+	b.Helper()
+	ledgertest.SeedTenant(b, c, benchTenant, ledgertest.Tenant{})
+	ledgertest.SeedBudget(b, c, benchTenant, ledgertest.Budget{Scope: "tenant:acme/workspace:prod/app:chatbot/agent:a-17",
+		Unit: "USD_MICROCENTS", Allocated: allocated})
+}
+
+func benchReserve(key string) *cyclesv1.CreateReservationRequest {
+	return &cyclesv1.CreateReservationRequest{IdempotencyKey: key,
+		Subject:  &cyclesv1.Subject{Workspace: "prod", App: "chatbot", Agent: "a-17"},
+		Action:   &cyclesv1.Action{Kind: "llm.completion", Name: "gpt-4o"},
+		Estimate: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_USD_MICROCENTS, Amount: 10_000}}
+}
+
+func benchCommit(id, key string) *cyclesv1.CommitReservationRequest {
+	return &cyclesv1.CommitReservationRequest{ReservationId: id, IdempotencyKey: key,
+		Actual: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_USD_MICROCENTS, Amount: 9_000}}
 }

@@ -17,11 +17,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/archive"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/script"
-	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/pgtest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
@@ -54,10 +52,8 @@ func BenchmarkArchiveRedisCost(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	const tn = "acme"
-	ledgertest.SeedTenant(b, c, tn, ledgertest.Tenant{})
-	scope := "tenant:acme/workspace:prod/app:chatbot/agent:a-17"
-	ledgertest.SeedBudget(b, c, tn, ledgertest.Budget{Scope: scope, Unit: "USD_MICROCENTS", Allocated: 1 << 50})
+	const tn = benchTenant
+	seedBenchTenant(b, c, 1<<50)
 	n := b.N * 1000
 	b.ResetTimer()
 	for _, ph := range []struct {
@@ -108,13 +104,9 @@ func settleMany(ctx context.Context, b *testing.B, led *ledger.Ledger, tn, tag s
 		go func(w int) {
 			defer wg.Done()
 			for i := w; i < n; i += workers {
-				res, err := led.Reserve(ctx, tn, &cyclesv1.CreateReservationRequest{IdempotencyKey: fmt.Sprintf("%s-r-%d", tag, i),
-					Subject:  &cyclesv1.Subject{Workspace: "prod", App: "chatbot", Agent: "a-17"},
-					Action:   &cyclesv1.Action{Kind: "llm.completion", Name: "gpt-4o"},
-					Estimate: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_USD_MICROCENTS, Amount: 10_000}})
+				res, err := led.Reserve(ctx, tn, benchReserve(fmt.Sprintf("%s-r-%d", tag, i)))
 				if err == nil {
-					_, err = led.Commit(ctx, tn, &cyclesv1.CommitReservationRequest{ReservationId: res.GetReservationId(),
-						IdempotencyKey: fmt.Sprintf("%s-c-%d", tag, i), Actual: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_USD_MICROCENTS, Amount: 9_000}})
+					_, err = led.Commit(ctx, tn, benchCommit(res.GetReservationId(), fmt.Sprintf("%s-c-%d", tag, i)))
 				}
 				if err != nil {
 					errs <- err
