@@ -14,18 +14,14 @@
 -- Result okf({'OK', FLAT_V, '', '', now_ms, pending (XLEN), n, then n times:
 --   queue entry id, reservation id ('' when the entry names none)}).
 -- Refusals: INVALID_REQUEST (batch size, after).
+-- include: lib/paging.lua
 
-local n = tonumber(ARGV[1])
-if not n or n < 1 or n > 1000 or n ~= math.floor(n) then
-  return fail('INVALID_REQUEST', 'batch size must be 1..1000')
+local n, refused = paging.size(ARGV[1], 1000, 'batch size')
+if not n then return refused end
+if ARGV[2] and ARGV[2] ~= '' and not string.match(ARGV[2], '^%d+%-%d+$') then
+  return fail('INVALID_REQUEST', 'after must be a stream id')
 end
-local start = '-'
-if ARGV[2] and ARGV[2] ~= '' then
-  if not string.match(ARGV[2], '^%d+%-%d+$') then
-    return fail('INVALID_REQUEST', 'after must be a stream id')
-  end
-  start = '(' .. ARGV[2]
-end
+local start = paging.after(ARGV[2])
 local out = {'OK', FLAT_V, '', '', now_ms(), redis.call('XLEN', KEYS[1])}
 local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', n)
 -- k counts out's length: '#out' is a search of the table on every append.
