@@ -26,10 +26,7 @@ type fx struct {
 }
 
 func (f *fx) scope(rest string) string {
-	if rest == "" {
-		return "tenant:" + f.tenant
-	}
-	return "tenant:" + f.tenant + "/" + rest
+	return ledgertest.ScopePath(f.tenant, rest)
 }
 
 // setup runs an audited call that is not under test (its own request id).
