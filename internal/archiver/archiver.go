@@ -22,7 +22,6 @@ import (
 
 var (
 	scriptLease = script.Bind[leaseKeys, leaseArgs]("archive/lease")
-	scriptQueue = script.Bind[queueReadKeys, batchArgs]("archive/queue")
 	scriptDone  = script.Bind[queueKeys, doneArgs]("archive/done")
 )
 
@@ -42,18 +41,10 @@ type queueKeys struct {
 	Queue  string `lua:"archive_queue"`
 }
 
-type queueReadKeys struct {
-	Queue string `lua:"archive_queue"`
-}
-
-type batchArgs struct {
-	BatchSize int    `lua:"batch_size"`
-	After     string `lua:"after"` // '': from the oldest
-}
-
 type doneArgs struct {
 	HotRetentionMs int64    `lua:"hot_retention_ms"`
-	Pairs          []string `lua:"entry_pairs"` // queue entry id, reservation id, ...
+	LastEntry      string   `lua:"last_entry"` // '': nothing to trim
+	Records        []string `lua:"reservation_ids"`
 }
 
 // Defaults of ArchiverOptions.
@@ -507,27 +498,27 @@ func (b queueBatch) lag() time.Duration {
 // records false the entries come without their records (only the queue's
 // length and oldest entry are wanted).
 //
-// The queue is read by a script (its clock is Redis TIME, on the tenant's
-// node), the records then with pipelined HGETALLs: a settled record no
-// longer changes, and has no TTL before its batch is archived, so reading
-// it a moment later gives what the script would have read. A record gone
-// meanwhile (it cannot be with the ledger's scripts, only by hand or by
-// eviction) reads as empty, as a record gone before the queue read did:
-// its entry is dropped with a warning (writeBatch).
+// Two round trips, no script: the queue page (with its length and Redis
+// TIME), then the records it names, with pipelined HGETALLs. Through a
+// script each crossed Lua twice, which cost Redis more than reading them
+// (BENCHMARKS.md). Nothing is lost by the split: only this archiver trims
+// the queue, and a settled record no longer changes and has no TTL before
+// its batch is archived, so reading it a moment later gives what one
+// script would have read. A record gone meanwhile (it cannot be with the
+// ledger's scripts; only by hand or by eviction) reads as empty, as a
+// record gone before the queue read: its entry is dropped with a warning
+// (writeBatch).
 func (a *Archiver) read(ctx context.Context, t keys.Tenant, after string, limit int, records bool) (queueBatch, error) {
-	res, err := scriptQueue.RunFlat(ctx, a.exec, queueReadKeys{t.ArchiveQueue()}, batchArgs{limit, after})
+	page, err := a.exec.ReadStream(ctx, t.ArchiveQueue(), after, int64(limit))
 	if err != nil {
 		return queueBatch{}, fmt.Errorf("archive queue of %s: %w", t, err)
 	}
-	f := script.NewFlatReader(res)
-	b := queueBatch{now: time.UnixMilli(f.Int()).UTC(), pending: f.Int()}
-	n := f.Count(2)
+	b := queueBatch{now: time.UnixMilli(page.Now.UnixMilli()).UTC(), pending: page.Len}
+	n := len(page.Entries)
 	b.entries = make([]queued, 0, n)
-	for i := 0; i < n; i++ {
-		b.entries = append(b.entries, queued{qid: f.Str(), rid: f.Str()})
-	}
-	if err := f.End(); err != nil {
-		return queueBatch{}, fmt.Errorf("archive queue of %s: %w", t, err)
+	for _, m := range page.Entries {
+		rid, _ := m.Values["id"].(string)
+		b.entries = append(b.entries, queued{qid: m.ID, rid: rid})
 	}
 	if !records || n == 0 {
 		return b, nil
@@ -555,17 +546,18 @@ func (a *Archiver) read(ctx context.Context, t keys.Tenant, after string, limit 
 // done starts the hot-window TTL of the archived records and trims their
 // queue entries (only after the PostgreSQL commit).
 func (a *Archiver) done(ctx context.Context, t keys.Tenant, entries []queued) error {
-	pairs := make([]string, 0, 2*len(entries))
+	if len(entries) == 0 {
+		return nil
+	}
+	rids := make([]string, 0, len(entries))
 	for _, e := range entries {
-		rid := e.rid
-		if len(e.fields) == 0 {
-			rid = ""
+		if len(e.fields) > 0 {
+			rids = append(rids, e.rid)
 		}
-		pairs = append(pairs, e.qid, rid)
 	}
 	var r struct{}
 	if err := scriptDone.RunInto(ctx, a.exec, &r, queueKeys{t.Prefix(), t.ArchiveQueue()},
-		doneArgs{a.opts.HotRetention.Milliseconds(), pairs}); err != nil {
+		doneArgs{a.opts.HotRetention.Milliseconds(), entries[len(entries)-1].qid, rids}); err != nil {
 		return fmt.Errorf("archive done of %s: %w", t, err)
 	}
 	return nil

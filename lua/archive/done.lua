@@ -16,35 +16,33 @@
 -- KEYS: 1 tenant_prefix      "cy:{t:<tenant>}:" (records derived: key_reservation)
 --       2 archive_queue      cy:{t:<tenant>}:archq
 -- ARGV: 1 hot_retention_ms   -hot-retention; 1000..2^53
---       2.. entry_pairs      queue entry id, reservation id ('' when the entry
---                            named no record: only the entry is removed), in
---                            queue order; at most 1000 pairs
+--       2 last_entry         the batch's last queue entry id: the queue is
+--                            trimmed up to it ('': nothing is trimmed)
+--       3.. reservation_ids  the batch's archived records (entries that named
+--                            no record have none here); at most 1000
 -- Result ok({expiring = records given the TTL, removed = queue entries
 --   removed}).
--- Refusals: INVALID_REQUEST (retention, odd or too many pairs, a queue
---   entry id that is no stream id).
+-- Refusals: INVALID_REQUEST (retention, too many ids, a last entry that is
+--   no stream id).
 -- include: lib/keys.lua
 
 local hot = tonumber(ARGV[1])
 if not hot or hot < 1000 or hot ~= math.floor(hot) then
   return fail('INVALID_REQUEST', 'hot retention must be at least 1000 ms')
 end
-if #ARGV % 2 ~= 1 or #ARGV > 2001 then
-  return fail('INVALID_REQUEST', 'pairs of queue entry id and reservation id, at most 1000')
+if #ARGV < 2 or #ARGV > 1002 then
+  return fail('INVALID_REQUEST', 'a last queue entry id and at most 1000 reservation ids')
 end
-local last = ARGV[#ARGV - 1]
-if #ARGV > 1 and not string.match(last, '^%d+%-%d+$') then
+local last = ARGV[2]
+if last ~= '' and not string.match(last, '^%d+%-%d+$') then
   return fail('INVALID_REQUEST', 'queue entry ids must be stream ids')
 end
 local expiring, prefix = 0, KEYS[1]
-for i = 2, #ARGV, 2 do
-  local rid = ARGV[i + 1]
-  if rid ~= '' then
-    expiring = expiring + redis.call('PEXPIRE', key_reservation(prefix, rid), ARGV[1])
-  end
+for i = 3, #ARGV do
+  expiring = expiring + redis.call('PEXPIRE', key_reservation(prefix, ARGV[i]), ARGV[1])
 end
 local removed = 0
-if #ARGV > 1 then
+if last ~= '' then
   removed = redis.call('XTRIM', KEYS[2], 'MINID', last) + redis.call('XDEL', KEYS[2], last)
 end
 return ok({expiring = expiring, removed = removed})

@@ -1,6 +1,6 @@
 -- lib/paging.lua: the paging arguments of the read scripts that walk a
 -- sorted set or a stream one bounded page at a time (the tenant registry,
--- the archive's streams and queue, a tenant's event stream). Included with
+-- the archive's streams, a tenant's event stream). Included with
 -- "-- include: lib/paging.lua". One table, so the Functions library's chunk
 -- gains one local, not one per helper.
 local paging = {}
