@@ -74,11 +74,13 @@ type Entry struct {
 	Body   []byte
 }
 
-// insertReservations writes rows in one statement (column arrays through
-// unnest: one round trip, no parameter limit), skipping rows present.
-func insertReservations(ctx context.Context, tx pgx.Tx, rows []Reservation) (int64, error) {
+// queueReservations queues the statement that writes rows (column arrays
+// through unnest: one statement, no parameter limit), skipping rows
+// present, into q; *written is set to the rows inserted once q ran. Rows it
+// cannot write are refused before anything is queued.
+func queueReservations(q *pgx.Batch, rows []Reservation, written *int64) error {
 	if len(rows) == 0 {
-		return 0, nil
+		return nil
 	}
 	n := len(rows)
 	var (
@@ -98,24 +100,24 @@ func insertReservations(ctx context.Context, tx pgx.Tx, rows []Reservation) (int
 	)
 	for i, r := range rows {
 		if r.TenantID == "" || r.ReservationID == "" || r.SettledAt.IsZero() {
-			return 0, fmt.Errorf("archive: reservation %q of tenant %q: missing id, tenant or settle time", r.ReservationID, r.TenantID)
+			return fmt.Errorf("archive: reservation %q of tenant %q: missing id, tenant or settle time", r.ReservationID, r.TenantID)
 		}
 		rid[i], id[i] = encodeID(r.TenantID, r.ReservationID)
 		tenant[i], settled[i], state[i] = r.TenantID, r.SettledAt, int16(r.State)
 		var ok bool
 		if unit[i], ok = UnitCode(r.Unit); !ok {
-			return 0, fmt.Errorf("archive: reservation %q of tenant %q: unit %q has no code", r.ReservationID, r.TenantID, r.Unit)
+			return fmt.Errorf("archive: reservation %q of tenant %q: unit %q has no code", r.ReservationID, r.TenantID, r.Unit)
 		}
 		scope[i], estimate[i], charged[i], debt[i] = r.ScopePath, r.Estimate, r.Charged, r.DebtIncurred
 		created[i], expires[i], grace[i], ext[i], maxExt[i] = r.CreatedAtMs, r.ExpiresAtMs, r.GraceMs, r.ExtCount, r.MaxExt
 		code, ok := PolicyCode(r.Policy)
 		if !ok {
-			return 0, fmt.Errorf("archive: reservation %q of tenant %q: policy %q has no code", r.ReservationID, r.TenantID, r.Policy)
+			return fmt.Errorf("archive: reservation %q of tenant %q: policy %q has no code", r.ReservationID, r.TenantID, r.Policy)
 		}
 		policy[i], idem[i], subject[i], action[i], kind[i], name[i] = code, r.IdemKey, r.Subject, r.Action, r.ActionKind, r.ActionName
 		affected[i], budgeted[i], meta[i], cmeta[i], replay[i] = r.Affected, r.Budgeted, r.Metadata, r.CommittedMetadata, r.Replay
 	}
-	tag, err := tx.Exec(ctx, `INSERT INTO cycles_reservations (tenant_id, rid, reservation_id, settled_at, state, unit,
+	q.Queue(`INSERT INTO cycles_reservations (tenant_id, rid, reservation_id, settled_at, state, unit,
 		scope_path, estimate, charged, debt_incurred, created_at_ms, expires_at_ms, grace_ms, ext_count, max_ext,
 		policy, idem_key, subject, action, affected, budgeted, metadata, committed_metadata, replay, action_kind,
 		action_name)
@@ -125,64 +127,63 @@ func insertReservations(ctx context.Context, tx pgx.Tx, rows []Reservation) (int
 		$21::text[], $22::text[], $23::text[], $24::bytea[], $25::text[], $26::text[])
 		ON CONFLICT DO NOTHING`,
 		tenant, rid, id, settled, state, unit, scope, estimate, charged, debt, created, expires, grace, ext, maxExt,
-		policy, idem, subject, action, affected, budgeted, meta, cmeta, replay, kind, name)
-	if err != nil {
-		return 0, fmt.Errorf("archive: insert reservations: %w", err)
-	}
-	return tag.RowsAffected(), nil
+		policy, idem, subject, action, affected, budgeted, meta, cmeta, replay, kind, name).Exec(rowsAffected(written))
+	return nil
 }
 
-// insertEntries writes events or audit entries, skipping rows present.
-func insertEntries(ctx context.Context, tx pgx.Tx, table, idCol string, rows []Entry) (int64, error) {
+// rowsAffected is a batch callback that stores a statement's row count.
+func rowsAffected(n *int64) func(pgconn.CommandTag) error {
+	return func(tag pgconn.CommandTag) error {
+		*n = tag.RowsAffected()
+		return nil
+	}
+}
+
+// queueEntries queues the statement that writes events or audit entries,
+// skipping rows present (as queueReservations).
+func queueEntries(q *pgx.Batch, table, idCol string, rows []Entry, written *int64) error {
 	if len(rows) == 0 {
-		return 0, nil
+		return nil
 	}
 	n := len(rows)
 	tenant, id, at, body := make([]string, n), make([]string, n), make([]time.Time, n), make([][]byte, n)
 	seq, global := make([]int64, n), make([]bool, n)
 	for i, e := range rows {
 		if e.TenantID == "" || e.ID == "" || e.OccurredAt.IsZero() || e.Body == nil || e.Seq < 0 {
-			return 0, fmt.Errorf("archive: %s row %q of tenant %q: missing id, tenant, time or body", table, e.ID, e.TenantID)
+			return fmt.Errorf("archive: %s row %q of tenant %q: missing id, tenant, time or body", table, e.ID, e.TenantID)
 		}
 		tenant[i], id[i], at[i], body[i], seq[i], global[i] = e.TenantID, e.ID, e.OccurredAt, e.Body, e.Seq, e.Global
 	}
-	var tag pgconn.CommandTag
-	var err error
 	if table == tableAudit {
-		tag, err = tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (tenant_id, %s, occurred_at, body, seq, global)
+		q.Queue(fmt.Sprintf(`INSERT INTO %s (tenant_id, %s, occurred_at, body, seq, global)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bytea[], $5::bigint[], $6::boolean[])
-		ON CONFLICT DO NOTHING`, table, idCol), tenant, id, at, body, seq, global)
+		ON CONFLICT DO NOTHING`, table, idCol), tenant, id, at, body, seq, global).Exec(rowsAffected(written))
 	} else {
-		tag, err = tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (tenant_id, %s, occurred_at, body, seq)
+		q.Queue(fmt.Sprintf(`INSERT INTO %s (tenant_id, %s, occurred_at, body, seq)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bytea[], $5::bigint[])
-		ON CONFLICT DO NOTHING`, table, idCol), tenant, id, at, body, seq)
+		ON CONFLICT DO NOTHING`, table, idCol), tenant, id, at, body, seq).Exec(rowsAffected(written))
 	}
-	if err != nil {
-		return 0, fmt.Errorf("archive: insert %s: %w", table, err)
-	}
-	return tag.RowsAffected(), nil
+	return nil
 }
 
-// insertFeed writes entries of the all-tenant feed, skipping rows present.
-func insertFeed(ctx context.Context, tx pgx.Tx, rows []Entry) (int64, error) {
+// queueFeed queues the statement that writes entries of the all-tenant
+// feed, skipping rows present (as queueReservations).
+func queueFeed(q *pgx.Batch, rows []Entry, written *int64) error {
 	if len(rows) == 0 {
-		return 0, nil
+		return nil
 	}
 	n := len(rows)
 	tenant, at, seq, body := make([]string, n), make([]time.Time, n), make([]int64, n), make([][]byte, n)
 	for i, e := range rows {
 		if e.OccurredAt.IsZero() || e.Body == nil || e.Seq < 0 {
-			return 0, fmt.Errorf("archive: feed row %d-%d: missing time or body", e.OccurredAt.UnixMilli(), e.Seq)
+			return fmt.Errorf("archive: feed row %d-%d: missing time or body", e.OccurredAt.UnixMilli(), e.Seq)
 		}
 		tenant[i], at[i], seq[i], body[i] = e.TenantID, e.OccurredAt, e.Seq, e.Body
 	}
-	tag, err := tx.Exec(ctx, `INSERT INTO cycles_feed (occurred_at, seq, tenant_id, body)
+	q.Queue(`INSERT INTO cycles_feed (occurred_at, seq, tenant_id, body)
 		SELECT * FROM unnest($1::timestamptz[], $2::bigint[], $3::text[], $4::bytea[])
-		ON CONFLICT DO NOTHING`, at, seq, tenant, body)
-	if err != nil {
-		return 0, fmt.Errorf("archive: insert %s: %w", tableFeed, err)
-	}
-	return tag.RowsAffected(), nil
+		ON CONFLICT DO NOTHING`, at, seq, tenant, body).Exec(rowsAffected(written))
+	return nil
 }
 
 // GetReservation returns an archived reservation of a tenant (false: not

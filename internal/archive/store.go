@@ -117,40 +117,44 @@ func (s *Store) Write(ctx context.Context, b Batch) (Written, error) {
 	if err := s.ensureBatchDays(ctx, b); err != nil {
 		return w, err
 	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return w, fmt.Errorf("archive: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
+	// Everything between BEGIN and COMMIT goes as one pgx batch: one round
+	// trip instead of one per statement. The statements run in order inside
+	// the transaction, so the position row is locked before any row is
+	// written; the fence is checked once the batch ran, and a fenced batch
+	// is rolled back (its writes never commit).
+	q := &pgx.Batch{}
 	// Create the position row if missing, then lock it: concurrent writers
 	// of one stream queue here, and the fence check below sees the winner.
-	if _, err := tx.Exec(ctx, `INSERT INTO cycles_archive_positions (stream, position, fence)
-		VALUES ($1, '', 0) ON CONFLICT (stream) DO NOTHING`, b.Stream); err != nil {
-		return w, fmt.Errorf("archive: position row: %w", err)
-	}
+	q.Queue(`INSERT INTO cycles_archive_positions (stream, position, fence)
+		VALUES ($1, '', 0) ON CONFLICT (stream) DO NOTHING`, b.Stream)
 	var fence int64
-	if err := tx.QueryRow(ctx, "SELECT fence FROM cycles_archive_positions WHERE stream = $1 FOR UPDATE", b.Stream).
-		Scan(&fence); err != nil {
-		return w, fmt.Errorf("archive: lock position: %w", err)
+	q.Queue("SELECT fence FROM cycles_archive_positions WHERE stream = $1 FOR UPDATE", b.Stream).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&fence) })
+	if err := queueReservations(q, b.Reservations, &w.Reservations); err != nil {
+		return Written{}, err
+	}
+	if err := queueEntries(q, "cycles_events", "event_id", b.Events, &w.Events); err != nil {
+		return Written{}, err
+	}
+	if err := queueEntries(q, "cycles_audit_entries", "entry_id", b.Audit, &w.Audit); err != nil {
+		return Written{}, err
+	}
+	if err := queueFeed(q, b.Feed, &w.Feed); err != nil {
+		return Written{}, err
+	}
+	// A fenced writer's update changes nothing (and is rolled back anyway).
+	q.Queue(`UPDATE cycles_archive_positions SET position = $2, fence = $3, updated_at = now()
+		WHERE stream = $1 AND fence <= $3`, b.Stream, b.Position, b.Fence)
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return Written{}, fmt.Errorf("archive: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := tx.SendBatch(ctx, q).Close(); err != nil {
+		return Written{}, fmt.Errorf("archive: write batch of %s: %w", b.Stream, err)
 	}
 	if fence > b.Fence {
-		return w, ErrFenced
-	}
-	if w.Reservations, err = insertReservations(ctx, tx, b.Reservations); err != nil {
-		return Written{}, err
-	}
-	if w.Events, err = insertEntries(ctx, tx, "cycles_events", "event_id", b.Events); err != nil {
-		return Written{}, err
-	}
-	if w.Audit, err = insertEntries(ctx, tx, "cycles_audit_entries", "entry_id", b.Audit); err != nil {
-		return Written{}, err
-	}
-	if w.Feed, err = insertFeed(ctx, tx, b.Feed); err != nil {
-		return Written{}, err
-	}
-	if _, err := tx.Exec(ctx, `UPDATE cycles_archive_positions SET position = $2, fence = $3, updated_at = now()
-		WHERE stream = $1`, b.Stream, b.Position, b.Fence); err != nil {
-		return Written{}, fmt.Errorf("archive: record position: %w", err)
+		return Written{}, ErrFenced
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Written{}, fmt.Errorf("archive: commit batch: %w", err)
