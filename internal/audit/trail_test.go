@@ -399,7 +399,7 @@ func TestEveryMutationIsAudited(t *testing.T) {
 		}
 	}
 	for m := range audit.Operations() {
-		if _, ok := mutations[m]; !ok && m != "/cycles.v1.AdminOnBehalfService/ReleaseReservation" {
+		if _, ok := mutations[m]; !ok && m != cyclesv1.RuntimeService_ReleaseReservation_FullMethodName {
 			t.Errorf("audited %s has no test case", m)
 		}
 	}

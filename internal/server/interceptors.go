@@ -80,7 +80,7 @@ func (c *chain) unaryInterceptors() []grpc.UnaryServerInterceptor {
 	if c.guard != nil {
 		list = append(list, c.guard)
 	}
-	return append(list, validateUnary, scopeUnary)
+	return append(list, validateUnary, scopeUnary, onBehalfUnary)
 }
 
 func (c *chain) streamInterceptors() []grpc.StreamServerInterceptor {
