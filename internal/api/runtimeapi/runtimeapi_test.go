@@ -62,10 +62,6 @@ type fixture struct {
 	tenant string
 }
 
-func (f *fixture) path(rest string) string {
-	return ledgertest.ScopePath(f.tenant, rest)
-}
-
 func (f *fixture) budget(rest string, b ledgertest.Budget) {
 	ledgertest.SeedBudgetAt(f.t, f.c, f.tenant, rest, b)
 }
