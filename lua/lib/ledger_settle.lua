@@ -71,7 +71,7 @@ local function settle(bs, E, A, policy)
     if row.rem == nil or row.res == nil or row.spent == nil or row.debt == nil then
       return nil, 'AMOUNT_OVERFLOW', 'the charge would overflow int64 at ' .. row.b.path, {scope = row.b.path}
     end
-    debt_total = i64_add_sat(debt_total, row.deficit)
+    if row.deficit ~= '0' then debt_total = i64_add_sat(debt_total, row.deficit) end
   end
   return {charged = charged, debt_total = debt_total, delta = delta, rows = rows}
 end
@@ -95,7 +95,7 @@ end
 local function emit_transitions(emit, unit, plan, rid, policy)
   for _, row in ipairs(plan.rows) do
     local b = row.b
-    if i64_cmp(b.rem, '0') > 0 and row.rem == '0' then
+    if row.rem == '0' and i64_cmp(b.rem, '0') > 0 then
       emit('budget.exhausted', 'budget', b.path, {
         scope = b.path, unit = unit, threshold = 1, direction = 'rising', remaining = '0',
         allocated = b.alloc, spent = row.spent, reserved = row.res,
