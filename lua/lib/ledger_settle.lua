@@ -20,9 +20,20 @@ local function settle(bs, E, A, policy)
   local charged, cap
   if i64_cmp(delta, '0') <= 0 then
     local back = i64_sub(E, A)
+    -- Fast path (0 <= A <= E < 10^15, budget amounts below 10^15 in
+    -- magnitude): every sum is exact in a double and stays inside int64, so
+    -- each amount is converted once and formatted as i64_add would.
+    local nb, nE, nA = (#E < 16) and (back + 0), (#E < 16) and (E + 0), (#E < 16) and (A + 0)
     for i, b in ipairs(bs) do
-      rows[i] = {b = b, rem = i64_add(b.rem, back), res = i64_sub(b.res, E), spent = i64_add(b.spent, A),
-        debt = b.debt, over = b.over, deficit = '0'}
+      if nE and #b.rem < 16 and #b.res < 16 and #b.spent < 16 then
+        local rem, res, spent = b.rem + nb, b.res - nE, b.spent + nA
+        rows[i] = {b = b, rem = (rem == 0) and '0' or string.format('%d', rem),
+          res = (res == 0) and '0' or string.format('%d', res),
+          spent = (spent == 0) and '0' or string.format('%d', spent), debt = b.debt, over = b.over, deficit = '0'}
+      else
+        rows[i] = {b = b, rem = i64_add(b.rem, back), res = i64_sub(b.res, E), spent = i64_add(b.spent, A),
+          debt = b.debt, over = b.over, deficit = '0'}
+      end
     end
     charged = A
   else
