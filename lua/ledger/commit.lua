@@ -135,7 +135,7 @@ local function emit(...)
   return emitter(...)
 end
 local overage = '0'
-if i64_cmp(plan.delta, '0') > 0 then
+if plan.delta ~= '0' and string.byte(plan.delta, 1) ~= 45 then -- canonical: > 0 without a conversion
   overage = plan.delta
   emit('reservation.commit_overage', 'reservation', r.scope_path, {
     reservation_id = rid, scope = r.scope_path, unit = unit, estimated_amount = r.E,
@@ -150,7 +150,8 @@ local fields = {'state', 'COMMITTED', 'charged', plan.charged,
 -- (docs/design.md#reservation-records) from the same values; row i is
 -- r.scopes[i].
 local rows, j = {}, 1
-for k, row in ipairs(plan.rows) do
+for k = 1, #plan.rows do
+  local row = plan.rows[k]
   local b = row.b
   while r.scopes[j] ~= nil and r.scopes[j] ~= b.path do j = j + 1 end
   local idx = r.scopes[j] and j or 0

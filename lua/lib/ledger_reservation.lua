@@ -55,8 +55,9 @@ end
 -- budgeted scopes. A budget hash that no longer exists is skipped (nothing
 -- left to settle against); a corrupt one fails closed.
 local function reservation_budgets(prefix, r)
-  local bs = {}
-  for _, path in ipairs(r.scopes) do
+  local bs, scopes = {}, r.scopes
+  for i = 1, #scopes do
+    local path = scopes[i]
     local b, err = load_budget(key_budget(prefix, path, r.unit), path, true)
     if err then return nil, err end
     if b then bs[#bs + 1] = b end

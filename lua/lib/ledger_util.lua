@@ -33,6 +33,6 @@ end
 -- small_int parses a non-negative integer field that is not money (times,
 -- durations, counters); nil when malformed.
 local function small_int(s)
-  if s == nil or s == false or not string.match(s, '^%d+$') or #s > 15 then return nil end
-  return tonumber(s)
+  if s == nil or s == false or not string.find(s, '^%d+$') or #s > 15 then return nil end
+  return s + 0 -- digits only: arithmetic converts once, tonumber() twice
 end
