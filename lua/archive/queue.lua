@@ -15,19 +15,14 @@
 --   (the record's HGETALL; k = 0 when the record is gone)}). Flat, so
 --   every value reaches Go byte for byte.
 -- Refusals: INVALID_REQUEST (batch size, after).
--- include: lib/keys.lua
+-- include: lib/keys.lua lib/paging.lua
 
-local n = tonumber(ARGV[1])
-if not n or n < 1 or n > 1000 or n ~= math.floor(n) then
-  return fail('INVALID_REQUEST', 'batch size must be 1..1000')
+local n, refused = paging.size(ARGV[1], 1000, 'batch size')
+if not n then return refused end
+if ARGV[2] and ARGV[2] ~= '' and not string.match(ARGV[2], '^%d+%-%d+$') then
+  return fail('INVALID_REQUEST', 'after must be a stream id')
 end
-local start = '-'
-if ARGV[2] and ARGV[2] ~= '' then
-  if not string.match(ARGV[2], '^%d+%-%d+$') then
-    return fail('INVALID_REQUEST', 'after must be a stream id')
-  end
-  start = '(' .. ARGV[2]
-end
+local start = paging.after(ARGV[2])
 local out = {'OK', FLAT_V, '', '', now_ms(), redis.call('XLEN', KEYS[2])}
 local entries = redis.call('XRANGE', KEYS[2], start, '+', 'COUNT', n)
 -- k counts out's length: '#out' is a search of the table on every append.
