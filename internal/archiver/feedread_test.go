@@ -30,23 +30,15 @@ func (r *rig) announceRound(ann *events.Announcer, tenants []string, n int) {
 // listFeed pages the all-tenant ListEvents (admin, no tenant_id) to its end.
 func listFeed(t *testing.T, svc *events.Service, req *cyclesv1.ListEventsRequest) [][]byte {
 	t.Helper()
-	var out [][]byte
-	for page := 0; page < 200; page++ {
+	req = proto.Clone(req).(*cyclesv1.ListEventsRequest)
+	return readPages(t, "all-tenant listing", req.GetCursor(), func(cursor string) ([][]byte, string, bool) {
+		req.Cursor = cursor
 		res, err := svc.List(t.Context(), auth.Principal{Admin: true}, req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, e := range res.GetEvents() {
-			out = append(out, marshal(t, e))
-		}
-		if !res.GetHasMore() {
-			return out
-		}
-		req = proto.Clone(req).(*cyclesv1.ListEventsRequest)
-		req.Cursor = res.GetNextCursor()
-	}
-	t.Fatal("all-tenant listing does not end")
-	return nil
+		return marshalAll(t, res.GetEvents()), res.GetNextCursor(), res.GetHasMore()
+	})
 }
 
 // TestFeedPastRetention: the all-tenant feed (admin WatchEvents and

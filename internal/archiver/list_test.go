@@ -17,28 +17,15 @@ import (
 // part of it; the rows and their order may not differ).
 func listAll(t *testing.T, r *rig, led *ledger.Ledger, tn string, req *cyclesv1.ListReservationsRequest) [][]byte {
 	t.Helper()
-	var out [][]byte
 	req = proto.Clone(req).(*cyclesv1.ListReservationsRequest)
-	for pages := 0; ; pages++ {
-		if pages > 200 {
-			t.Fatal("listing does not end")
-		}
+	return readPages(t, "listing", req.GetCursor(), func(cursor string) ([][]byte, string, bool) {
+		req.Cursor = cursor
 		res, err := led.List(r.ctx, tn, req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, rv := range res.GetReservations() {
-			b, err := proto.MarshalOptions{Deterministic: true}.Marshal(rv)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, b)
-		}
-		if !res.GetHasMore() {
-			return out
-		}
-		req.Cursor = res.GetNextCursor()
-	}
+		return marshalAll(t, res.GetReservations()), res.GetNextCursor(), res.GetHasMore()
+	})
 }
 
 // TestListPastHotWindow: ListReservations with every filter and sort

@@ -26,6 +26,35 @@ func marshal(t *testing.T, m proto.Message) []byte {
 	return b
 }
 
+// marshalAll is marshal of every message of a page.
+func marshalAll[M proto.Message](t *testing.T, ms []M) [][]byte {
+	t.Helper()
+	out := make([][]byte, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, marshal(t, m))
+	}
+	return out
+}
+
+// readPages reads a paged listing to its end: page answers the page at a
+// cursor (start for the first call) with its items, the next cursor and
+// whether more follow. A listing of more than 200 pages fails the test.
+func readPages(t *testing.T, what, start string, page func(cursor string) (items [][]byte, next string, more bool)) [][]byte {
+	t.Helper()
+	var out [][]byte
+	cursor := start
+	for range 200 {
+		items, next, more := page(cursor)
+		out = append(out, items...)
+		if !more {
+			return out
+		}
+		cursor = next
+	}
+	t.Fatalf("%s does not end", what)
+	return nil
+}
+
 // TestStreamReadsPastRetention: GetEvent, ListEvents and the audit listing
 // give the same events and entries, in the same order and with the same
 // bytes, while the streams are whole in Redis, once archived, once Redis
@@ -76,42 +105,24 @@ func TestStreamReadsPastRetention(t *testing.T) {
 		do   func() [][]byte
 	}
 	listEvents := func(req *cyclesv1.ListEventsRequest) [][]byte {
-		var out [][]byte
-		for page := 0; page < 100; page++ {
+		return readPages(t, "event listing", req.GetCursor(), func(cursor string) ([][]byte, string, bool) {
+			req.Cursor = cursor
 			res, err := ev.List(r.ctx, admin, req)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, e := range res.GetEvents() {
-				out = append(out, marshal(t, e))
-			}
-			if !res.GetHasMore() {
-				return out
-			}
-			req = proto.Clone(req).(*cyclesv1.ListEventsRequest)
-			req.Cursor = res.GetNextCursor()
-		}
-		t.Fatal("event listing does not end")
-		return nil
+			return marshalAll(t, res.GetEvents()), res.GetNextCursor(), res.GetHasMore()
+		})
 	}
 	listAudit := func(req *cyclesv1.ListAuditLogsRequest) [][]byte {
-		var out [][]byte
-		for page := 0; page < 100; page++ {
+		return readPages(t, "audit listing", req.GetCursor(), func(cursor string) ([][]byte, string, bool) {
+			req.Cursor = cursor
 			res, err := aud.List(r.ctx, req)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, e := range res.GetLogs() {
-				out = append(out, marshal(t, e))
-			}
-			if !res.GetHasMore() {
-				return out
-			}
-			req = proto.Clone(req).(*cyclesv1.ListAuditLogsRequest)
-			req.Cursor = res.GetNextCursor()
-		}
-		t.Fatal("audit listing does not end")
-		return nil
+			return marshalAll(t, res.GetLogs()), res.GetNextCursor(), res.GetHasMore()
+		})
 	}
 	reads := []read{
 		{"events", func() [][]byte { return listEvents(&cyclesv1.ListEventsRequest{TenantId: tn}) }},

@@ -152,7 +152,7 @@ func New(exec *script.Executor, opts Options) *Service {
 // mutating script appends it on success); a refused one gets its entry here.
 func (s *Service) Intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	op, ok := operations[info.FullMethod]
-	if !ok {
+	if p, _ := auth.FromContext(ctx); !ok || onBehalf()[info.FullMethod] && !p.Admin {
 		return h(ctx, req)
 	}
 	a := s.entry(ctx, op, req)

@@ -3,12 +3,14 @@ package audit
 import (
 	"net/http"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
+	"github.com/cyclesgo/cycles-go/internal/contract"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
 )
 
@@ -44,12 +46,21 @@ type operation struct {
 	script bool
 }
 
-// onBehalfRelease is the method under which the HTTP wire runs a release
-// called with the admin key (internal/api/cycleshttp dualAuth).
-const onBehalfRelease = "/cycles.v1.AdminOnBehalfService/ReleaseReservation"
+// onBehalf are the tenant methods the admin key may call on a tenant's
+// behalf (their access option names admin_on_behalf_of): of those, only the
+// admin's calls are audited; a tenant's own are the ledger's events.
+var onBehalf = sync.OnceValue(func() map[string]bool {
+	out := map[string]bool{}
+	for full, md := range contract.Methods() {
+		if a, ok := proto.GetExtension(md.Options(), cyclesv1.E_Access).(*cyclesv1.Access); ok && a.GetAdminOnBehalfOf() != "" {
+			out[full] = true
+		}
+	}
+	return out
+})
 
 // operations are the audited RPCs: every mutation of the admin plane, the
-// ops plane, and the runtime calls the admin key makes on a tenant's behalf.
+// ops plane, and the runtime release the admin key makes on a tenant's behalf.
 // TestEveryMutationIsAudited keeps the list complete.
 var operations = map[string]operation{
 	cyclesv1.AdminService_CreateTenant_FullMethodName:   {"createTenant", ResourceTenant, http.StatusCreated, true},
@@ -77,7 +88,7 @@ var operations = map[string]operation{
 
 	cyclesv1.QuotaCounterService_ResetActionQuotaCounter_FullMethodName: {"resetActionQuotaCounter", ResourceQuotaCounter, http.StatusOK, true},
 
-	onBehalfRelease: {"releaseReservation", ResourceReservation, http.StatusOK, true},
+	cyclesv1.RuntimeService_ReleaseReservation_FullMethodName: {"releaseReservation", ResourceReservation, http.StatusOK, true},
 
 	// Bulk actions: one entry for the request (after it returns), plus one
 	// per row, written by the row's own script (or its refusal).

@@ -26,10 +26,7 @@ type fx struct {
 }
 
 func (f *fx) scope(rest string) string {
-	if rest == "" {
-		return "tenant:" + f.tenant
-	}
-	return "tenant:" + f.tenant + "/" + rest
+	return ledgertest.ScopePath(f.tenant, rest)
 }
 
 // setup runs an audited call that is not under test (its own request id).
@@ -402,7 +399,7 @@ func TestEveryMutationIsAudited(t *testing.T) {
 		}
 	}
 	for m := range audit.Operations() {
-		if _, ok := mutations[m]; !ok && m != "/cycles.v1.AdminOnBehalfService/ReleaseReservation" {
+		if _, ok := mutations[m]; !ok && m != cyclesv1.RuntimeService_ReleaseReservation_FullMethodName {
 			t.Errorf("audited %s has no test case", m)
 		}
 	}

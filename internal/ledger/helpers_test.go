@@ -45,19 +45,28 @@ func newEnvOn(t *testing.T, c redis.UniversalClient) *env {
 // newEnv runs on the shared real redis-server.
 func newEnv(t *testing.T) *env { return newEnvOn(t, redistest.SharedClient(t)) }
 
-func (e *env) scope(rest string) string {
+// scopeOf is the scope path rest below tenant's root ("" for the root).
+func scopeOf(tenant, rest string) string {
 	if rest == "" {
-		return "tenant:" + e.tenant
+		return "tenant:" + tenant
 	}
-	return "tenant:" + e.tenant + "/" + rest
+	return "tenant:" + tenant + "/" + rest
 }
 
-func (e *env) budget(b ledgertest.Budget) {
-	e.t.Helper()
+// seedBudget seeds b on tenant, in TOKENS unless b names a unit.
+func seedBudget(t *testing.T, c redis.UniversalClient, tenant string, b ledgertest.Budget) {
+	t.Helper()
 	if b.Unit == "" {
 		b.Unit = "TOKENS"
 	}
-	ledgertest.SeedBudget(e.t, e.c, e.tenant, b)
+	ledgertest.SeedBudget(t, c, tenant, b)
+}
+
+func (e *env) scope(rest string) string { return scopeOf(e.tenant, rest) }
+
+func (e *env) budget(b ledgertest.Budget) {
+	e.t.Helper()
+	seedBudget(e.t, e.c, e.tenant, b)
 }
 
 func (e *env) state(scopeRest string) ledgertest.State {

@@ -47,20 +47,13 @@ func eachBackend(t *testing.T, f func(t *testing.T, s *sx)) {
 	}
 }
 
-func (s *sx) path(rest string) string {
-	if rest == "" {
-		return "tenant:" + s.tenant
-	}
-	return "tenant:" + s.tenant + "/" + rest
-}
+func (s *sx) path(rest string) string { return scopeOf(s.tenant, rest) }
 
+// budget seeds b with its scope taken below the tenant's root.
 func (s *sx) budget(b ledgertest.Budget) {
 	s.t.Helper()
-	if b.Unit == "" {
-		b.Unit = "TOKENS"
-	}
 	b.Scope = s.path(b.Scope)
-	ledgertest.SeedBudget(s.t, s.c, s.tenant, b)
+	seedBudget(s.t, s.c, s.tenant, b)
 }
 
 func (s *sx) st(rest string) ledgertest.State {

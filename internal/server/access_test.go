@@ -43,6 +43,15 @@ func TestEveryRPCIsAnnotated(t *testing.T) {
 		if tenantCallable && a.GetPermission() == "" && full != IntrospectMethod {
 			t.Errorf("%s: a tenant key may call it but it names no permission", full)
 		}
+		// admin_on_behalf_of names a string field of the request of a
+		// tenant-only method, and onBehalfUnary reads only those two names.
+		if f := protoreflect.Name(a.GetAdminOnBehalfOf()); f != "" {
+			fd := md.Input().Fields().ByName(f)
+			if fd == nil || fd.Kind() != protoreflect.StringKind || a.GetCaller() != cyclesv1.Caller_CALLER_TENANT ||
+				(f != "tenant" && f != "reservation_id") {
+				t.Errorf("%s: admin_on_behalf_of %q is not the tenant or reservation_id field of a tenant method", full, f)
+			}
+		}
 		if r := accessOf(full); r.permission != a.GetPermission() {
 			t.Errorf("%s: table says %q, option %q", full, r.permission, a.GetPermission())
 		}
@@ -107,7 +116,7 @@ func (permVerifier) VerifyAPIKey(_ context.Context, presented string) (auth.Prin
 // Every RPC through the one chain both wires use (Invoke): a key holding the
 // method's permission gets past auth, a key holding every other permission
 // is refused with PERMISSION_DENIED naming it, admin-only methods refuse any
-// API key, and the admin key passes everywhere.
+// API key, and the admin key passes everywhere but on tenant-only methods.
 func TestEveryRPCNeedsItsPermission(t *testing.T) {
 	s := New(Options{Verifier: permVerifier{}, AdminKey: "the-admin-key"}, Services{})
 	t.Cleanup(func() { s.Stop(0) })
@@ -129,7 +138,9 @@ func TestEveryRPCNeedsItsPermission(t *testing.T) {
 			c := status.Code(err)
 			return c != codes.Unauthenticated && c != codes.PermissionDenied
 		}
-		if err := call(method, req, auth.AdminKeyHeader, "the-admin-key"); (r.who == accessTenant) == passed(err) {
+		// A tenant method the admin may call on a tenant's behalf
+		// (admin_on_behalf_of) passes the admin key too.
+		if err := call(method, req, auth.AdminKeyHeader, "the-admin-key"); (r.who == accessTenant && r.onBehalfOf == "") == passed(err) {
 			t.Errorf("%s with the admin key: %v", method, err)
 		}
 		if r.who == accessAdmin {

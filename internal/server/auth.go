@@ -34,6 +34,9 @@ type rule struct {
 	who        access
 	permission string
 	deprecated string // also admitted, with PermissionDeprecatedHeader
+	// onBehalfOf names the request field giving the tenant the admin key may
+	// call this tenant method for (Access.admin_on_behalf_of; onbehalf.go).
+	onBehalfOf protoreflect.Name
 }
 
 // PermissionDeprecatedHeader names, on an answer, the deprecated permission
@@ -77,7 +80,8 @@ func ruleOf(md protoreflect.MethodDescriptor) rule {
 		return rule{who: accessAdmin}
 	}
 	a, _ := proto.GetExtension(opts, cyclesv1.E_Access).(*cyclesv1.Access)
-	r := rule{permission: a.GetPermission(), deprecated: a.GetDeprecatedPermission()}
+	r := rule{permission: a.GetPermission(), deprecated: a.GetDeprecatedPermission(),
+		onBehalfOf: protoreflect.Name(a.GetAdminOnBehalfOf())}
 	switch a.GetCaller() {
 	case cyclesv1.Caller_CALLER_PUBLIC:
 		r.who = accessNone

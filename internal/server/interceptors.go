@@ -80,7 +80,7 @@ func (c *chain) unaryInterceptors() []grpc.UnaryServerInterceptor {
 	if c.guard != nil {
 		list = append(list, c.guard)
 	}
-	return append(list, validateUnary, scopeUnary)
+	return append(list, validateUnary, scopeUnary, onBehalfUnary)
 }
 
 func (c *chain) streamInterceptors() []grpc.StreamServerInterceptor {
@@ -91,8 +91,8 @@ func (c *chain) streamInterceptors() []grpc.StreamServerInterceptor {
 		recovery.StreamServerInterceptor(recovery.WithRecoveryHandlerContext(c.onPanic)),
 		c.authStream,
 		c.streamLimit,
-		validateStream,
-		scopeStream,
+		checkEachRecv(func(_ context.Context, m any) error { return validateMessage(m) }),
+		checkEachRecv(scopeDenied),
 	}
 }
 
@@ -351,14 +351,22 @@ func validateUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc
 	return h(ctx, req)
 }
 
-func validateStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	return h(srv, &validatingStream{ServerStream: ss})
+// checkEachRecv is a stream interceptor that runs check on every message
+// the client sends, once grpc-go has decoded it: the stream form of a unary
+// check (validation, the scope filter).
+func checkEachRecv(check func(ctx context.Context, m any) error) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		return h(srv, &checkedStream{ServerStream: ss, check: check})
+	}
 }
 
-// validatingStream validates every received message.
-type validatingStream struct{ grpc.ServerStream }
+// checkedStream checks every received message.
+type checkedStream struct {
+	grpc.ServerStream
+	check func(ctx context.Context, m any) error
+}
 
-func (s *validatingStream) RecvMsg(m any) error {
+func (s *checkedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		// grpc-go has already written the final status of a receive
 		// error (its serverStream.RecvMsg does, e.g. for a message over
@@ -366,11 +374,9 @@ func (s *validatingStream) RecvMsg(m any) error {
 		// the client sees (docs/limits.md).
 		return err
 	}
-	return validateMessage(m)
+	return s.check(s.Context(), m)
 }
 
-// validateMessage runs the one validation path on cycles.v1 messages; other
-// packages (health, reflection, Envoy RLS) validate themselves.
 func validateMessage(m any) error {
 	pm, ok := m.(proto.Message)
 	if !ok {

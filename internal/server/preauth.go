@@ -87,11 +87,15 @@ const (
 // local authenticates without I/O. For verdictNeedsStore it returns the
 // presented API key.
 func (a *authenticator) local(ctx context.Context, fullMethod string) (verdict, auth.Principal, string, error) {
-	who := accessOf(fullMethod).who
+	r := accessOf(fullMethod)
+	who := r.who
 	if who == accessNone {
 		return verdictPublic, auth.Principal{}, "", nil
 	}
-	if adminKey := auth.FirstMetadata(ctx, auth.AdminKeyHeader); adminKey != "" && (who == accessAdmin || who == accessEither) {
+	// A tenant method the admin may call on a tenant's behalf takes the
+	// admin key only when no API key is sent (the API key then decides).
+	onBehalf := r.onBehalfOf != "" && auth.FirstMetadata(ctx, auth.APIKeyHeader) == ""
+	if adminKey := auth.FirstMetadata(ctx, auth.AdminKeyHeader); adminKey != "" && (who == accessAdmin || who == accessEither || onBehalf) {
 		if !auth.EqualAdminKey(adminKey, a.adminKey) {
 			return 0, auth.Principal{}, "", apierr.New(apierr.Unauthorized, "invalid admin key")
 		}

@@ -52,17 +52,3 @@ func scopeUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.Un
 	}
 	return resp, nil
 }
-
-func scopeStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	return h(srv, &scopeCheckedStream{ServerStream: ss})
-}
-
-// scopeCheckedStream checks every received message (WatchEvents' request).
-type scopeCheckedStream struct{ grpc.ServerStream }
-
-func (s *scopeCheckedStream) RecvMsg(m any) error {
-	if err := s.ServerStream.RecvMsg(m); err != nil {
-		return err
-	}
-	return scopeDenied(s.Context(), m)
-}

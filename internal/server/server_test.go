@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -123,7 +124,17 @@ func TestAuthRules(t *testing.T) {
 	}{
 		{"runtime without key", func(ctx context.Context) error { _, err := runtime.GetReservation(ctx, get); return err }, context.Background(), codes.Unauthenticated, apierr.Unauthorized},
 		{"runtime with unknown key", func(ctx context.Context) error { _, err := runtime.GetReservation(ctx, get); return err }, withMD(auth.APIKeyHeader, "nope"), codes.Unauthenticated, apierr.Unauthorized},
-		{"runtime with admin key only", func(ctx context.Context) error { _, err := runtime.GetReservation(ctx, get); return err }, withMD(auth.AdminKeyHeader, adminKey), codes.Unauthenticated, apierr.Unauthorized},
+		// GetReservation's access option lets the admin key call it on the
+		// owner's behalf (admin_on_behalf_of: reservation_id): r1 names no owner.
+		{"runtime with admin key only", func(ctx context.Context) error { _, err := runtime.GetReservation(ctx, get); return err }, withMD(auth.AdminKeyHeader, adminKey), codes.NotFound, apierr.NotFound},
+		{"commit with admin key only", func(ctx context.Context) error {
+			_, err := runtime.CommitReservation(ctx, &cyclesv1.CommitReservationRequest{ReservationId: "r1"})
+			return err
+		}, withMD(auth.AdminKeyHeader, adminKey), codes.Unauthenticated, apierr.Unauthorized},
+		{"list on behalf without tenant", func(ctx context.Context) error {
+			_, err := runtime.ListReservations(ctx, &cyclesv1.ListReservationsRequest{})
+			return err
+		}, withMD(auth.AdminKeyHeader, adminKey), codes.InvalidArgument, apierr.InvalidRequest},
 		{"runtime with tenant key", func(ctx context.Context) error { _, err := runtime.GetReservation(ctx, get); return err }, withMD(auth.APIKeyHeader, "good-key"), codes.OK, ""},
 		{"admin without key", func(ctx context.Context) error {
 			_, err := admin.GetTenant(ctx, &cyclesv1.GetTenantRequest{TenantId: "acme"})
@@ -155,6 +166,19 @@ func TestAuthRules(t *testing.T) {
 	}
 	if rt.seen.Tenant != "acme" || rt.seen.KeyID != "k1" {
 		t.Fatalf("handler saw principal %+v", rt.seen)
+	}
+	// On the owner's behalf, the handler runs as the owner with the admin as
+	// the actor; a tenant key sent as well decides instead.
+	owned := &cyclesv1.GetReservationRequest{ReservationId: "r_acme_" + strings.Repeat("ab", 16)}
+	if _, err := runtime.GetReservation(withMD(auth.AdminKeyHeader, adminKey), owned); err != nil {
+		t.Fatalf("on behalf: %v", err)
+	}
+	if want := (auth.Principal{Tenant: "acme", Admin: true}); !reflect.DeepEqual(rt.seen, want) {
+		t.Fatalf("on behalf: handler saw %+v, want %+v", rt.seen, want)
+	}
+	both := withMD(auth.AdminKeyHeader, adminKey, auth.APIKeyHeader, "good-key")
+	if _, err := runtime.GetReservation(both, owned); err != nil || rt.seen.Admin || rt.seen.KeyID != "k1" {
+		t.Fatalf("both keys: %v, handler saw %+v", err, rt.seen)
 	}
 }
 

@@ -25,80 +25,70 @@ import (
 // C1: ACTIVE -> EXPIRED, exact refund at every budgeted scope, index entry
 // removed, 30-day audit TTL, one reservation.expired event.
 func TestC1ExpireRefundsEveryBudgetedScope(t *testing.T) {
-	for _, be := range redistest.Backends(t) {
-		t.Run(be.Name, func(t *testing.T) {
-			f := newFixtureFor(t, be)
-			now := f.redisNow()
-			sc := f.scopes(3)
-			var budgets []string
-			for _, s := range sc {
-				budgets = append(budgets, f.budget(s, "TOKENS", "1000", "100"))
-			}
-			// A scope the subject derives but that held no budget at reserve
-			// time is not in "budgeted" and must stay untouched.
-			other := f.budget(sc[0]+"/agent:other", "TOKENS", "50", "0")
-			id := f.reservation(resv{Estimate: "100", Budgeted: sc, CreatedAt: now - 61_000, ExpiresAt: now - 6_000, GraceMs: 5_000, ExtCount: 2})
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		now := f.redisNow()
+		sc := f.scopes(3)
+		var budgets []string
+		for _, s := range sc {
+			budgets = append(budgets, f.budget(s, "TOKENS", "1000", "100"))
+		}
+		// A scope the subject derives but that held no budget at reserve
+		// time is not in "budgeted" and must stay untouched.
+		other := f.budget(sc[0]+"/agent:other", "TOKENS", "50", "0")
+		id := f.reservation(resv{Estimate: "100", Budgeted: sc, CreatedAt: now - 61_000, ExpiresAt: now - 6_000, GraceMs: 5_000, ExtCount: 2})
 
-			r := f.expire(1000)
-			if r.Expired != 1 || r.Processed() != 1 || r.Due != 0 || r.DueBefore != 1 {
-				t.Fatalf("result %+v, want exactly one expiry and nothing left due", r)
-			}
-			for _, b := range budgets {
-				if res, rem := f.ledger(b); res != "0" || rem != "1000" {
-					t.Fatalf("%s: reserved=%s remaining=%s, want 0 and 1000", b, res, rem)
-				}
-				f.checkInvariant(b)
-			}
-			if res, rem := f.ledger(other); res != "0" || rem != "50" {
-				t.Fatalf("unbudgeted scope touched: reserved=%s remaining=%s", res, rem)
-			}
-			rec := f.hgetall(f.k.Reservation(id))
-			if rec["state"] != "EXPIRED" || rec["expired_at"] != strconv.FormatInt(r.Now, 10) {
-				t.Fatalf("record state=%s expired_at=%s, want EXPIRED at %d", rec["state"], rec["expired_at"], r.Now)
-			}
-			// The audit trail keeps what the reservation held.
-			if rec["estimate"] != "100" || rec["unit"] != "TOKENS" || rec["budgeted"] == "" || rec["scope_path"] != sc[2] {
-				t.Fatalf("audit fields lost: %v", rec)
-			}
-			if f.inIndex(id) {
-				t.Fatal("expired id still in the deadline index")
-			}
-			ttl := be.Client.PTTL(f.ctx, f.k.Reservation(id)).Val()
-			if ttl <= time.Duration(keys.TerminalRetentionMs-60_000)*time.Millisecond || ttl > time.Duration(keys.TerminalRetentionMs)*time.Millisecond {
-				t.Fatalf("record TTL %v, want ~30 days", ttl)
-			}
+		r := f.expire(1000)
+		if r.Expired != 1 || r.Processed() != 1 || r.Due != 0 || r.DueBefore != 1 {
+			t.Fatalf("result %+v, want exactly one expiry and nothing left due", r)
+		}
+		for _, b := range budgets {
+			f.wantLedger(b, "0", "1000")
+			f.checkInvariant(b)
+		}
+		f.wantLedger(other, "0", "50")
+		rec := f.hgetall(f.k.Reservation(id))
+		if rec["state"] != "EXPIRED" || rec["expired_at"] != strconv.FormatInt(r.Now, 10) {
+			t.Fatalf("record state=%s expired_at=%s, want EXPIRED at %d", rec["state"], rec["expired_at"], r.Now)
+		}
+		// The audit trail keeps what the reservation held.
+		if rec["estimate"] != "100" || rec["unit"] != "TOKENS" || rec["budgeted"] == "" || rec["scope_path"] != sc[2] {
+			t.Fatalf("audit fields lost: %v", rec)
+		}
+		if f.inIndex(id) {
+			t.Fatal("expired id still in the deadline index")
+		}
+		ttl := f.c.PTTL(f.ctx, f.k.Reservation(id)).Val()
+		if ttl <= time.Duration(keys.TerminalRetentionMs-60_000)*time.Millisecond || ttl > time.Duration(keys.TerminalRetentionMs)*time.Millisecond {
+			t.Fatalf("record TTL %v, want ~30 days", ttl)
+		}
 
-			msgs := f.streamEvents()
-			if len(msgs) != 1 {
-				t.Fatalf("%d events, want 1", len(msgs))
+		msgs := f.wantEvents(1)
+		v := msgs[0].Values
+		if v["type"] != "reservation.expired" || v["cat"] != "reservation" || v["scope"] != sc[2] || v["actor"] != "system" || v["ts"] != strconv.FormatInt(r.Now, 10) {
+			t.Fatalf("event envelope %v", v)
+		}
+		if id, _ := v["id"].(string); len(id) != len("evt_"+f.tenant+"_")+16 || !strings.HasPrefix(id, "evt_"+f.tenant+"_") {
+			t.Fatalf("event id %q, want evt_<tenant>_ + 16 hex", id)
+		}
+		if tr, _ := v["trace"].(string); tr != "" && len(tr) != 32 {
+			t.Fatalf("trace id %q", tr)
+		}
+		var data map[string]any
+		if err := json.Unmarshal([]byte(v["data"].(string)), &data); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{
+			"reservation_id": id, "scope": sc[2], "unit": "TOKENS", "estimated_amount": "100",
+			"expires_at_ms": float64(now - 6_000), "ttl_ms": float64(55_000), "extensions_used": float64(2),
+			"created_at": time.UnixMilli(now - 61_000).UTC().Format("2006-01-02T15:04:05.000Z"),
+			"expired_at": time.UnixMilli(r.Now).UTC().Format("2006-01-02T15:04:05.000Z"),
+		}
+		for k, w := range want {
+			if data[k] != w {
+				t.Errorf("data[%s] = %#v, want %#v", k, data[k], w)
 			}
-			v := msgs[0].Values
-			if v["type"] != "reservation.expired" || v["cat"] != "reservation" || v["scope"] != sc[2] || v["actor"] != "system" || v["ts"] != strconv.FormatInt(r.Now, 10) {
-				t.Fatalf("event envelope %v", v)
-			}
-			if id, _ := v["id"].(string); len(id) != len("evt_"+f.tenant+"_")+16 || !strings.HasPrefix(id, "evt_"+f.tenant+"_") {
-				t.Fatalf("event id %q, want evt_<tenant>_ + 16 hex", id)
-			}
-			if tr, _ := v["trace"].(string); tr != "" && len(tr) != 32 {
-				t.Fatalf("trace id %q", tr)
-			}
-			var data map[string]any
-			if err := json.Unmarshal([]byte(v["data"].(string)), &data); err != nil {
-				t.Fatal(err)
-			}
-			want := map[string]any{
-				"reservation_id": id, "scope": sc[2], "unit": "TOKENS", "estimated_amount": "100",
-				"expires_at_ms": float64(now - 6_000), "ttl_ms": float64(55_000), "extensions_used": float64(2),
-				"created_at": time.UnixMilli(now - 61_000).UTC().Format("2006-01-02T15:04:05.000Z"),
-				"expired_at": time.UnixMilli(r.Now).UTC().Format("2006-01-02T15:04:05.000Z"),
-			}
-			for k, w := range want {
-				if data[k] != w {
-					t.Errorf("data[%s] = %#v, want %#v", k, data[k], w)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // C2: the refund is exact at the int64 edges on every scope; a refund that
@@ -128,9 +118,7 @@ func TestC2ExactInt64Refunds(t *testing.T) {
 						t.Fatalf("result %+v", r)
 					}
 					for _, b := range bs {
-						if res, rem := f.ledger(b); res != tc.wantReserved || rem != tc.wantRemaining {
-							t.Fatalf("%s: reserved=%s remaining=%s, want %s %s", b, res, rem, tc.wantReserved, tc.wantRemaining)
-						}
+						f.wantLedger(b, tc.wantReserved, tc.wantRemaining)
 						f.checkInvariant(b)
 					}
 					var data map[string]any
@@ -154,16 +142,12 @@ func TestC2ExactInt64Refunds(t *testing.T) {
 					t.Fatalf("result %+v, want one AMOUNT_OVERFLOW quarantine", r)
 				}
 				for b, want := range map[string][2]string{b0: {"10", "990"}, b1: {"10", "990"}, b2: {"10", "9223372036854775800"}} {
-					if res, rem := f.ledger(b); res != want[0] || rem != want[1] {
-						t.Fatalf("%s written: reserved=%s remaining=%s", b, res, rem)
-					}
+					f.wantLedger(b, want[0], want[1])
 				}
 				if st := f.hget(f.k.Reservation(id), "state"); st != "ACTIVE" {
 					t.Fatalf("state %s, want ACTIVE (quarantine leaves the state)", st)
 				}
-				if len(f.streamEvents()) != 0 {
-					t.Fatal("event emitted for a refused refund")
-				}
+				f.wantEvents(0)
 			})
 		})
 	}
@@ -172,72 +156,58 @@ func TestC2ExactInt64Refunds(t *testing.T) {
 // C3: COMMITTED/RELEASED/EXPIRED entries are dropped from the index with no
 // ledger change and no event.
 func TestC3FinalizedAreSkipped(t *testing.T) {
-	for _, be := range redistest.Backends(t) {
-		t.Run(be.Name, func(t *testing.T) {
-			f := newFixtureFor(t, be)
-			now := f.redisNow()
-			sc := f.scopes(2)
-			b0 := f.budget(sc[0], "TOKENS", "1000", "300")
-			b1 := f.budget(sc[1], "TOKENS", "1000", "300")
-			var ids []string
-			for _, st := range []string{"COMMITTED", "RELEASED", "EXPIRED"} {
-				ids = append(ids, f.reservation(resv{State: st, Estimate: "100", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000}))
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		now := f.redisNow()
+		sc := f.scopes(2)
+		b0 := f.budget(sc[0], "TOKENS", "1000", "300")
+		b1 := f.budget(sc[1], "TOKENS", "1000", "300")
+		var ids []string
+		for _, st := range []string{"COMMITTED", "RELEASED", "EXPIRED"} {
+			ids = append(ids, f.reservation(resv{State: st, Estimate: "100", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000}))
+		}
+		before := f.hgetall(f.k.Reservation(ids[0]))
+		r := f.expire(100)
+		if r.Skipped != 3 || r.Processed() != 3 {
+			t.Fatalf("result %+v, want 3 skipped", r)
+		}
+		for _, b := range []string{b0, b1} {
+			f.wantLedger(b, "300", "700")
+		}
+		for _, id := range ids {
+			if f.inIndex(id) {
+				t.Fatalf("%s left in the index", id)
 			}
-			before := f.hgetall(f.k.Reservation(ids[0]))
-			r := f.expire(100)
-			if r.Skipped != 3 || r.Processed() != 3 {
-				t.Fatalf("result %+v, want 3 skipped", r)
-			}
-			for _, b := range []string{b0, b1} {
-				if res, rem := f.ledger(b); res != "300" || rem != "700" {
-					t.Fatalf("%s changed: reserved=%s remaining=%s", b, res, rem)
-				}
-			}
-			for _, id := range ids {
-				if f.inIndex(id) {
-					t.Fatalf("%s left in the index", id)
-				}
-			}
-			if after := f.hgetall(f.k.Reservation(ids[0])); fmt.Sprint(after) != fmt.Sprint(before) {
-				t.Fatalf("finalized record changed: %v -> %v", before, after)
-			}
-			if len(f.streamEvents()) != 0 {
-				t.Fatal("event emitted for a skipped entry")
-			}
-		})
-	}
+		}
+		if after := f.hgetall(f.k.Reservation(ids[0])); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Fatalf("finalized record changed: %v -> %v", before, after)
+		}
+		f.wantEvents(0)
+	})
 }
 
 // C4: a second run over an already expired reservation (a second sweeper that
 // read a stale index, or a retry) refunds nothing and emits nothing.
 func TestC4ReRunIsIdempotent(t *testing.T) {
-	for _, be := range redistest.Backends(t) {
-		t.Run(be.Name, func(t *testing.T) {
-			f := newFixtureFor(t, be)
-			now := f.redisNow()
-			sc := f.scopes(2)
-			b0 := f.budget(sc[0], "TOKENS", "1000", "100")
-			f.budget(sc[1], "TOKENS", "1000", "100")
-			id := f.reservation(resv{Estimate: "100", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000})
-			if r := f.expire(10); r.Expired != 1 {
-				t.Fatalf("first run %+v", r)
-			}
-			if r := f.expire(10); r.Processed() != 0 || r.DueBefore != 0 {
-				t.Fatalf("second run with nothing due %+v", r)
-			}
-			// Put the id back in the index, as a racing writer could have.
-			f.c.ZAdd(f.ctx, f.k.Deadlines(), redis.Z{Score: float64(now - 5000), Member: id})
-			if r := f.expire(10); r.Skipped != 1 || r.Expired != 0 {
-				t.Fatalf("re-run on EXPIRED %+v, want skipped", r)
-			}
-			if res, rem := f.ledger(b0); res != "0" || rem != "1000" {
-				t.Fatalf("double refund: reserved=%s remaining=%s", res, rem)
-			}
-			if n := len(f.streamEvents()); n != 1 {
-				t.Fatalf("%d events, want exactly 1", n)
-			}
-		})
-	}
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		now := f.redisNow()
+		sc := f.scopes(2)
+		b0 := f.budget(sc[0], "TOKENS", "1000", "100")
+		f.budget(sc[1], "TOKENS", "1000", "100")
+		id := f.reservation(resv{Estimate: "100", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000})
+		if r := f.expire(10); r.Expired != 1 {
+			t.Fatalf("first run %+v", r)
+		}
+		if r := f.expire(10); r.Processed() != 0 || r.DueBefore != 0 {
+			t.Fatalf("second run with nothing due %+v", r)
+		}
+		// Put the id back in the index, as a racing writer could have.
+		f.c.ZAdd(f.ctx, f.k.Deadlines(), redis.Z{Score: float64(now - 5000), Member: id})
+		if r := f.expire(10); r.Skipped != 1 || r.Expired != 0 {
+			t.Fatalf("re-run on EXPIRED %+v, want skipped", r)
+		}
+		f.wantLedger(b0, "0", "1000")
+		f.wantEvents(1)
+	})
 }
 
 // C5: grace is honoured to the millisecond. The clock of the embedded store is
@@ -294,9 +264,7 @@ func TestC5GraceBoundary(t *testing.T) {
 	if r := f.expire(100); r.Expired != 1 || f.hget(f.k.Reservation(inside), "state") != "EXPIRED" {
 		t.Fatalf("at +2 ms: %+v", r)
 	}
-	if res, rem := f.ledger(b); res != "0" || rem != "1000" {
-		t.Fatalf("final ledger reserved=%s remaining=%s", res, rem)
-	}
+	f.wantLedger(b, "0", "1000")
 }
 
 // C5 on a real Redis, whose clock cannot be frozen: deadlines straddle the
@@ -328,119 +296,109 @@ func TestC5GraceBoundaryRealClock(t *testing.T) {
 // C6: an index entry whose record is gone is removed (NOT_FOUND) and nothing
 // else is written.
 func TestC6NotFoundCleansIndex(t *testing.T) {
-	for _, be := range redistest.Backends(t) {
-		t.Run(be.Name, func(t *testing.T) {
-			f := newFixtureFor(t, be)
-			now := f.redisNow()
-			f.c.ZAdd(f.ctx, f.k.Deadlines(), redis.Z{Score: float64(now - 1000), Member: "ghost"})
-			r := f.expire(10)
-			if r.NotFound != 1 || r.Processed() != 1 {
-				t.Fatalf("result %+v", r)
-			}
-			if f.inIndex("ghost") {
-				t.Fatal("orphan entry kept")
-			}
-			if n := f.c.Exists(f.ctx, f.k.Reservation("ghost"), f.k.Events()).Val(); n != 0 {
-				t.Fatalf("NOT_FOUND wrote %d keys", n)
-			}
-		})
-	}
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		now := f.redisNow()
+		f.c.ZAdd(f.ctx, f.k.Deadlines(), redis.Z{Score: float64(now - 1000), Member: "ghost"})
+		r := f.expire(10)
+		if r.NotFound != 1 || r.Processed() != 1 {
+			t.Fatalf("result %+v", r)
+		}
+		if f.inIndex("ghost") {
+			t.Fatal("orphan entry kept")
+		}
+		if n := f.c.Exists(f.ctx, f.k.Reservation("ghost"), f.k.Events()).Val(); n != 0 {
+			t.Fatalf("NOT_FOUND wrote %d keys", n)
+		}
+	})
 }
 
 // C7: corrupt records are quarantined (kept, flagged, removed from the index,
 // counted) without touching the ledger, and never stop the rest of the batch.
 func TestC7CorruptRecordsAreQuarantined(t *testing.T) {
-	for _, be := range redistest.Backends(t) {
-		t.Run(be.Name, func(t *testing.T) {
-			f := newFixtureFor(t, be)
-			now := f.redisNow()
-			sc := f.scopes(2)
-			b0 := f.budget(sc[0], "TOKENS", "100000", "10000")
-			b1 := f.budget(sc[1], "TOKENS", "100000", "10000")
-			f.budgetRaw(sc[1]+"/agent:bad", "TOKENS", map[string]any{"allocated": "10", "reserved": "x1", "remaining": "0"})
-			f.budget(sc[1]+"/agent:low", "TOKENS", "10", "5")
-			base := resv{Estimate: "100", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000}
-			with := func(fields map[string]string) resv { r := base; r.Fields = fields; return r }
-			scopes := func(s ...string) resv { r := base; r.Budgeted = s; return r }
-			cases := map[string]struct {
-				r      resv
-				reason string
-			}{
-				"bad expiry":        {with(map[string]string{"expires_at": "soon"}), "INVALID_EXPIRY"},
-				"missing grace":     {with(map[string]string{"grace_ms": ""}), "INVALID_EXPIRY"},
-				"negative estimate": {with(map[string]string{"estimate": "-5"}), "INVALID_ESTIMATE"},
-				"fractional":        {with(map[string]string{"estimate": "1.5"}), "INVALID_ESTIMATE"},
-				"too large":         {with(map[string]string{"estimate": "9223372036854775808"}), "INVALID_ESTIMATE"},
-				"missing estimate":  {with(map[string]string{"estimate": ""}), "INVALID_ESTIMATE"},
-				"missing unit":      {with(map[string]string{"unit": ""}), "INVALID_ESTIMATE"},
-				"missing scopes":    {with(map[string]string{"budgeted": ""}), "MISSING_SCOPES"},
-				"empty scopes":      {with(map[string]string{"budgeted": "[]"}), "MISSING_SCOPES"},
-				"scopes not json":   {with(map[string]string{"budgeted": "tenant:x"}), "MALFORMED_SCOPES"},
-				"scopes object":     {with(map[string]string{"budgeted": `{"a":1}`}), "MALFORMED_SCOPES"},
-				"scope not string":  {with(map[string]string{"budgeted": `[1]`}), "MALFORMED_SCOPES"},
-				"duplicate scope":   {scopes(sc[0], sc[0]), "MALFORMED_SCOPES"},
-				"unknown state":     {with(map[string]string{"state": "PENDING"}), "INVALID_STATE"},
-				"missing budget":    {scopes(sc[0], sc[1]+"/agent:gone"), "MISSING_BUDGET"},
-				"corrupt budget":    {scopes(sc[0], sc[1]+"/agent:bad"), "CORRUPT_BUDGET"},
-				"reserved too low":  {scopes(sc[0], sc[1]+"/agent:low"), "RESERVED_UNDERFLOW"},
-			}
-			want := map[string]string{}
-			for name, tc := range cases {
-				r := tc.r
-				r.ID = "q-" + randHex(4)
-				f.reservation(r)
-				want[r.ID] = tc.reason
-				_ = name
-			}
-			// A key of the wrong type cannot be flagged, only unindexed.
-			f.c.Set(f.ctx, f.k.Reservation("wrongtype"), "x", 0)
-			f.c.ZAdd(f.ctx, f.k.Deadlines(), redis.Z{Score: float64(now - 5000), Member: "wrongtype"})
-			want["wrongtype"] = "WRONG_TYPE"
-			healthy := f.reservation(base)
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		now := f.redisNow()
+		sc := f.scopes(2)
+		b0 := f.budget(sc[0], "TOKENS", "100000", "10000")
+		b1 := f.budget(sc[1], "TOKENS", "100000", "10000")
+		f.budgetRaw(sc[1]+"/agent:bad", "TOKENS", map[string]any{"allocated": "10", "reserved": "x1", "remaining": "0"})
+		f.budget(sc[1]+"/agent:low", "TOKENS", "10", "5")
+		base := resv{Estimate: "100", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000}
+		with := func(fields map[string]string) resv { r := base; r.Fields = fields; return r }
+		scopes := func(s ...string) resv { r := base; r.Budgeted = s; return r }
+		cases := map[string]struct {
+			r      resv
+			reason string
+		}{
+			"bad expiry":        {with(map[string]string{"expires_at": "soon"}), "INVALID_EXPIRY"},
+			"missing grace":     {with(map[string]string{"grace_ms": ""}), "INVALID_EXPIRY"},
+			"negative estimate": {with(map[string]string{"estimate": "-5"}), "INVALID_ESTIMATE"},
+			"fractional":        {with(map[string]string{"estimate": "1.5"}), "INVALID_ESTIMATE"},
+			"too large":         {with(map[string]string{"estimate": "9223372036854775808"}), "INVALID_ESTIMATE"},
+			"missing estimate":  {with(map[string]string{"estimate": ""}), "INVALID_ESTIMATE"},
+			"missing unit":      {with(map[string]string{"unit": ""}), "INVALID_ESTIMATE"},
+			"missing scopes":    {with(map[string]string{"budgeted": ""}), "MISSING_SCOPES"},
+			"empty scopes":      {with(map[string]string{"budgeted": "[]"}), "MISSING_SCOPES"},
+			"scopes not json":   {with(map[string]string{"budgeted": "tenant:x"}), "MALFORMED_SCOPES"},
+			"scopes object":     {with(map[string]string{"budgeted": `{"a":1}`}), "MALFORMED_SCOPES"},
+			"scope not string":  {with(map[string]string{"budgeted": `[1]`}), "MALFORMED_SCOPES"},
+			"duplicate scope":   {scopes(sc[0], sc[0]), "MALFORMED_SCOPES"},
+			"unknown state":     {with(map[string]string{"state": "PENDING"}), "INVALID_STATE"},
+			"missing budget":    {scopes(sc[0], sc[1]+"/agent:gone"), "MISSING_BUDGET"},
+			"corrupt budget":    {scopes(sc[0], sc[1]+"/agent:bad"), "CORRUPT_BUDGET"},
+			"reserved too low":  {scopes(sc[0], sc[1]+"/agent:low"), "RESERVED_UNDERFLOW"},
+		}
+		want := map[string]string{}
+		for name, tc := range cases {
+			r := tc.r
+			r.ID = "q-" + randHex(4)
+			f.reservation(r)
+			want[r.ID] = tc.reason
+			_ = name
+		}
+		// A key of the wrong type cannot be flagged, only unindexed.
+		f.c.Set(f.ctx, f.k.Reservation("wrongtype"), "x", 0)
+		f.c.ZAdd(f.ctx, f.k.Deadlines(), redis.Z{Score: float64(now - 5000), Member: "wrongtype"})
+		want["wrongtype"] = "WRONG_TYPE"
+		healthy := f.reservation(base)
 
-			r := f.expire(1000)
-			if r.Expired != 1 || r.Quarantined != int64(len(want)) || r.Due != 0 {
-				t.Fatalf("result %+v, want 1 expired and %d quarantined", r, len(want))
+		r := f.expire(1000)
+		if r.Expired != 1 || r.Quarantined != int64(len(want)) || r.Due != 0 {
+			t.Fatalf("result %+v, want 1 expired and %d quarantined", r, len(want))
+		}
+		got := map[string]string{}
+		for _, q := range r.Q {
+			got[q.ID] = q.Reason
+		}
+		for id, reason := range want {
+			if got[id] != reason {
+				t.Errorf("%s: reason %q, want %q", id, got[id], reason)
 			}
-			got := map[string]string{}
-			for _, q := range r.Q {
-				got[q.ID] = q.Reason
+			if f.inIndex(id) {
+				t.Errorf("%s: still indexed", id)
 			}
-			for id, reason := range want {
-				if got[id] != reason {
-					t.Errorf("%s: reason %q, want %q", id, got[id], reason)
-				}
-				if f.inIndex(id) {
-					t.Errorf("%s: still indexed", id)
-				}
-				if id == "wrongtype" {
-					continue
-				}
-				rec := f.hgetall(f.k.Reservation(id))
-				if rec["quarantine_reason"] != reason || rec["quarantined_at"] != strconv.FormatInt(r.Now, 10) {
-					t.Errorf("%s: not flagged: %v", id, rec)
-				}
-				if rec["expired_at"] != "" || (rec["state"] != "ACTIVE" && rec["state"] != "PENDING") {
-					t.Errorf("%s: state changed: %v", id, rec)
-				}
-				if ttl := f.c.PTTL(f.ctx, f.k.Reservation(id)).Val(); ttl != -1 {
-					t.Errorf("%s: quarantined record must be kept, TTL %v", id, ttl)
-				}
+			if id == "wrongtype" {
+				continue
 			}
-			if st := f.hget(f.k.Reservation(healthy), "state"); st != "EXPIRED" {
-				t.Fatalf("healthy reservation in the same batch: %s", st)
+			rec := f.hgetall(f.k.Reservation(id))
+			if rec["quarantine_reason"] != reason || rec["quarantined_at"] != strconv.FormatInt(r.Now, 10) {
+				t.Errorf("%s: not flagged: %v", id, rec)
 			}
-			// Only the healthy reservation was refunded.
-			for _, b := range []string{b0, b1} {
-				if res, rem := f.ledger(b); res != "9900" || rem != "90100" {
-					t.Fatalf("%s: reserved=%s remaining=%s", b, res, rem)
-				}
+			if rec["expired_at"] != "" || (rec["state"] != "ACTIVE" && rec["state"] != "PENDING") {
+				t.Errorf("%s: state changed: %v", id, rec)
 			}
-			if n := len(f.streamEvents()); n != 1 {
-				t.Fatalf("%d events, want 1", n)
+			if ttl := f.c.PTTL(f.ctx, f.k.Reservation(id)).Val(); ttl != -1 {
+				t.Errorf("%s: quarantined record must be kept, TTL %v", id, ttl)
 			}
-		})
-	}
+		}
+		if st := f.hget(f.k.Reservation(healthy), "state"); st != "EXPIRED" {
+			t.Fatalf("healthy reservation in the same batch: %s", st)
+		}
+		// Only the healthy reservation was refunded.
+		for _, b := range []string{b0, b1} {
+			f.wantLedger(b, "9900", "90100")
+		}
+		f.wantEvents(1)
+	})
 }
 
 // C8: only Redis TIME decides. A client time passed as extra ARGV (far future
@@ -479,26 +437,19 @@ func TestC8RedisTimeOnly(t *testing.T) {
 
 // The batch bound: at most N per call, and due tells the caller to go on.
 func TestExpireBatchIsBounded(t *testing.T) {
-	for _, be := range redistest.Backends(t) {
-		t.Run(be.Name, func(t *testing.T) {
-			f := newFixtureFor(t, be)
-			now := f.redisNow()
-			sc := f.scopes(1)
-			b := f.budget(sc[0], "TOKENS", "1000", "25")
-			for i := 0; i < 25; i++ {
-				f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000 + int64(i)})
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		now := f.redisNow()
+		sc := f.scopes(1)
+		b := f.budget(sc[0], "TOKENS", "1000", "25")
+		f.seedDue(now, sc, 25)
+		for _, want := range []struct{ expired, dueBefore, due int64 }{{10, 25, 15}, {10, 15, 5}, {5, 5, 0}} {
+			r := f.expire(10)
+			if r.Expired != want.expired || r.DueBefore != want.dueBefore || r.Due != want.due {
+				t.Fatalf("got %+v, want %+v", r, want)
 			}
-			for _, want := range []struct{ expired, dueBefore, due int64 }{{10, 25, 15}, {10, 15, 5}, {5, 5, 0}} {
-				r := f.expire(10)
-				if r.Expired != want.expired || r.DueBefore != want.dueBefore || r.Due != want.due {
-					t.Fatalf("got %+v, want %+v", r, want)
-				}
-			}
-			if res, rem := f.ledger(b); res != "0" || rem != "1000" {
-				t.Fatalf("reserved=%s remaining=%s", res, rem)
-			}
-		})
-	}
+		}
+		f.wantLedger(b, "0", "1000")
+	})
 }
 
 func TestExpireRefusesBadArguments(t *testing.T) {
@@ -541,42 +492,33 @@ func TestExpireRefusesBadArguments(t *testing.T) {
 // budget every call handles exactly one candidate: handling one takes far
 // longer than a microsecond on any backend.
 func TestExpireBatchStopsAtItsTimeBudget(t *testing.T) {
-	for _, be := range redistest.Backends(t) {
-		t.Run(be.Name, func(t *testing.T) {
-			f := newFixtureFor(t, be)
-			now := f.redisNow()
-			sc := f.scopes(2)
-			var budgets []string
-			for _, s := range sc {
-				budgets = append(budgets, f.budget(s, "TOKENS", "1000", "20"))
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		now := f.redisNow()
+		sc := f.scopes(2)
+		var budgets []string
+		for _, s := range sc {
+			budgets = append(budgets, f.budget(s, "TOKENS", "1000", "20"))
+		}
+		f.seedDue(now, sc, 20)
+		tallyKey := f.k.SweepTally(newDrainID())
+		for call := 1; call <= 20; call++ {
+			r, err := f.runExpire(tallyKey, 1000, eventctx.Arg(context.Background(), eventctx.DefaultRetention), "", "", "", 1)
+			if err != nil {
+				t.Fatal(err)
 			}
-			for i := 0; i < 20; i++ {
-				f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000 + int64(i)})
+			want := int64(20 - call)
+			if r.Expired != 1 || r.Processed() != 1 || r.Due != want || r.DueBefore != want+1 {
+				t.Fatalf("call %d: %+v, want one expiry and %d left due", call, r, want)
 			}
-			tallyKey := f.k.SweepTally(newDrainID())
-			for call := 1; call <= 20; call++ {
-				r, err := f.runExpire(tallyKey, 1000, eventctx.Arg(context.Background(), eventctx.DefaultRetention), "", "", "", 1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := int64(20 - call)
-				if r.Expired != 1 || r.Processed() != 1 || r.Due != want || r.DueBefore != want+1 {
-					t.Fatalf("call %d: %+v, want one expiry and %d left due", call, r, want)
-				}
-				if r.Total.Expired != int64(call) || r.Total.DueBefore != 20 {
-					t.Fatalf("call %d: tally %+v, want %d expired of 20 due", call, r.Total, call)
-				}
+			if r.Total.Expired != int64(call) || r.Total.DueBefore != 20 {
+				t.Fatalf("call %d: tally %+v, want %d expired of 20 due", call, r.Total, call)
 			}
-			for _, b := range budgets {
-				if res, rem := f.ledger(b); res != "0" || rem != "1000" {
-					t.Fatalf("%s: reserved=%s remaining=%s", b, res, rem)
-				}
-			}
-			if n := len(f.streamEvents()); n != 20 {
-				t.Fatalf("%d events, want one per expiry", n)
-			}
-		})
-	}
+		}
+		for _, b := range budgets {
+			f.wantLedger(b, "0", "1000")
+		}
+		f.wantEvents(20)
+	})
 }
 
 // The drain's tally: every call of one drain adds its outcomes, and each
@@ -584,98 +526,84 @@ func TestExpireBatchStopsAtItsTimeBudget(t *testing.T) {
 // lost arrive with the next one. Another drain's tally is separate; a call
 // that handles nothing writes no tally; the tally expires.
 func TestExpireBatchTallyCarriesLostCounts(t *testing.T) {
-	for _, be := range redistest.Backends(t) {
-		t.Run(be.Name, func(t *testing.T) {
-			f := newFixtureFor(t, be)
-			now := f.redisNow()
-			sc := f.scopes(1)
-			f.budget(sc[0], "TOKENS", "1000", "14")
-			for i := 0; i < 12; i++ {
-				f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000 + int64(i)})
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		now := f.redisNow()
+		sc := f.scopes(1)
+		f.budget(sc[0], "TOKENS", "1000", "14")
+		f.seedDue(now, sc, 12)
+		f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 6000, State: "COMMITTED"})
+		f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 6000, State: "RELEASED"})
+		run := func(tallyKey string) batchResult {
+			t.Helper()
+			r, err := f.runExpire(tallyKey, 5, eventctx.Arg(context.Background(), eventctx.DefaultRetention), "", "", "", 1_000_000)
+			if err != nil {
+				t.Fatal(err)
 			}
-			f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 6000, State: "COMMITTED"})
-			f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 6000, State: "RELEASED"})
-			run := func(tallyKey string) batchResult {
-				t.Helper()
-				r, err := f.runExpire(tallyKey, 5, eventctx.Arg(context.Background(), eventctx.DefaultRetention), "", "", "", 1_000_000)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return r
-			}
-			drain := f.k.SweepTally(newDrainID())
-			first := run(drain) // its reply "lost": only the next reply is read
-			if first.Processed() != 5 || first.Total.Processed() != 5 {
-				t.Fatalf("first call %+v", first)
-			}
-			second := run(drain)
-			want := tally{Counts: Counts{Expired: first.Expired + second.Expired, Skipped: first.Skipped + second.Skipped}, DueBefore: 14}
-			if second.Total != want || second.Total.Processed() != 10 {
-				t.Fatalf("tally after two calls %+v, want %+v", second.Total, want)
-			}
-			other := f.k.SweepTally(newDrainID())
-			third := run(other)
-			if third.Total != (tally{Counts: third.Counts, DueBefore: 4}) || third.Processed() != 4 || third.Due != 0 {
-				t.Fatalf("another drain's call %+v", third)
-			}
-			idle := f.k.SweepTally(newDrainID())
-			if r := run(idle); r.Processed() != 0 || r.Total != (tally{}) {
-				t.Fatalf("idle call %+v", r)
-			}
-			if n := f.c.Exists(f.ctx, idle).Val(); n != 0 {
-				t.Fatal("a call that handled nothing wrote a tally")
-			}
-			if ttl := f.c.PTTL(f.ctx, drain).Val(); ttl <= 0 || ttl > 10*time.Minute {
-				t.Fatalf("tally TTL %v, want at most 10 min", ttl)
-			}
-		})
-	}
+			return r
+		}
+		drain := f.k.SweepTally(newDrainID())
+		first := run(drain) // its reply "lost": only the next reply is read
+		if first.Processed() != 5 || first.Total.Processed() != 5 {
+			t.Fatalf("first call %+v", first)
+		}
+		second := run(drain)
+		want := tally{Counts: Counts{Expired: first.Expired + second.Expired, Skipped: first.Skipped + second.Skipped}, DueBefore: 14}
+		if second.Total != want || second.Total.Processed() != 10 {
+			t.Fatalf("tally after two calls %+v, want %+v", second.Total, want)
+		}
+		other := f.k.SweepTally(newDrainID())
+		third := run(other)
+		if third.Total != (tally{Counts: third.Counts, DueBefore: 4}) || third.Processed() != 4 || third.Due != 0 {
+			t.Fatalf("another drain's call %+v", third)
+		}
+		idle := f.k.SweepTally(newDrainID())
+		if r := run(idle); r.Processed() != 0 || r.Total != (tally{}) {
+			t.Fatalf("idle call %+v", r)
+		}
+		if n := f.c.Exists(f.ctx, idle).Val(); n != 0 {
+			t.Fatal("a call that handled nothing wrote a tally")
+		}
+		if ttl := f.c.PTTL(f.ctx, drain).Val(); ttl <= 0 || ttl > 10*time.Minute {
+			t.Fatalf("tally TTL %v, want at most 10 min", ttl)
+		}
+	})
 }
 
 // One call reads its candidates in pages (lua TB.PAGE = 128) up to the batch
 // size: past a page boundary it goes on with the next due entries, and an
 // entry it re-scored (in grace) or removed is not met again in the same call.
 func TestExpireBatchPagesThroughItsCandidates(t *testing.T) {
-	for _, be := range redistest.Backends(t) {
-		t.Run(be.Name, func(t *testing.T) {
-			f := newFixtureFor(t, be)
-			now := f.redisNow()
-			sc := f.scopes(1)
-			b := f.budget(sc[0], "TOKENS", "1000", "200")
-			for i := 0; i < 300; i++ {
-				if i%3 == 2 {
-					// Scored as due, but its record's deadline is a minute away.
-					f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now + 60_000, Score: ptr(now - 4000 + int64(i))})
-					continue
-				}
-				f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000 + int64(i)})
+	eachBackend(t, func(t *testing.T, f *fixture) {
+		now := f.redisNow()
+		sc := f.scopes(1)
+		b := f.budget(sc[0], "TOKENS", "1000", "200")
+		for i := 0; i < 300; i++ {
+			if i%3 == 2 {
+				// Scored as due, but its record's deadline is a minute away.
+				f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now + 60_000, Score: ptr(now - 4000 + int64(i))})
+				continue
 			}
-			r := f.expire(1000)
-			if r.Expired != 200 || r.InGrace != 100 || r.Processed() != 300 || r.DueBefore != 300 || r.Due != 0 {
-				t.Fatalf("one call over 300 due: %+v", r)
+			f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000 + int64(i)})
+		}
+		r := f.expire(1000)
+		if r.Expired != 200 || r.InGrace != 100 || r.Processed() != 300 || r.DueBefore != 300 || r.Due != 0 {
+			t.Fatalf("one call over 300 due: %+v", r)
+		}
+		f.wantLedger(b, "0", "1000")
+		f.wantEvents(200)
+		// A batch smaller than a page, then one ending mid-page.
+		f2 := newFixtureFor(t, f.be)
+		now = f2.redisNow()
+		sc = f2.scopes(1)
+		f2.budget(sc[0], "TOKENS", "1000", "200")
+		f2.seedDue(now, sc, 200)
+		for _, want := range []struct {
+			n            int
+			expired, due int64
+		}{{5, 5, 195}, {150, 150, 45}, {1000, 45, 0}} {
+			if r := f2.expire(want.n); r.Expired != want.expired || r.Due != want.due {
+				t.Fatalf("batch %d: %+v, want %d expired and %d due", want.n, r, want.expired, want.due)
 			}
-			if res, rem := f.ledger(b); res != "0" || rem != "1000" {
-				t.Fatalf("reserved=%s remaining=%s", res, rem)
-			}
-			if n := len(f.streamEvents()); n != 200 {
-				t.Fatalf("%d events, want 200", n)
-			}
-			// A batch smaller than a page, then one ending mid-page.
-			f2 := newFixtureFor(t, be)
-			now = f2.redisNow()
-			sc = f2.scopes(1)
-			f2.budget(sc[0], "TOKENS", "1000", "200")
-			for i := 0; i < 200; i++ {
-				f2.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000 + int64(i)})
-			}
-			for _, want := range []struct {
-				n            int
-				expired, due int64
-			}{{5, 5, 195}, {150, 150, 45}, {1000, 45, 0}} {
-				if r := f2.expire(want.n); r.Expired != want.expired || r.Due != want.due {
-					t.Fatalf("batch %d: %+v, want %d expired and %d due", want.n, r, want.expired, want.due)
-				}
-			}
-		})
-	}
+		}
+	})
 }

@@ -33,6 +33,7 @@ const (
 type fixture struct {
 	t      testing.TB
 	ctx    context.Context
+	be     redistest.Backend
 	c      redis.UniversalClient
 	ex     *script.Executor
 	tenant string
@@ -48,7 +49,18 @@ func newFixture(t testing.TB, c redis.UniversalClient) *fixture {
 // sent the way production sends them on that backend.
 func newFixtureFor(t testing.TB, be redistest.Backend) *fixture {
 	t.Helper()
-	return newFixtureWith(t, be.Client, scripttest.New(t, be))
+	f := newFixtureWith(t, be.Client, scripttest.New(t, be))
+	f.be = be
+	return f
+}
+
+// eachBackend runs body once on every leg of redistest.Backends, as a
+// subtest with a fresh fixture (a new tenant) on that leg.
+func eachBackend(t *testing.T, body func(t *testing.T, f *fixture)) {
+	t.Helper()
+	for _, be := range redistest.Backends(t) {
+		t.Run(be.Name, func(t *testing.T) { body(t, newFixtureFor(t, be)) })
+	}
 }
 
 func newFixtureWith(t testing.TB, c redis.UniversalClient, ex *script.Executor) *fixture {
@@ -191,6 +203,16 @@ func (f *fixture) reservationTo(p redis.Cmdable, r resv) {
 	p.ZAdd(f.ctx, f.k.Deadlines(), redis.Z{Score: float64(score), Member: r.ID})
 }
 
+// seedDue seeds n ACTIVE reservations of estimate 1 held on the scopes sc,
+// created at now-9000 ms and due one millisecond apart from now-5000 ms, so
+// the script meets them in seeding order.
+func (f *fixture) seedDue(now int64, sc []string, n int) {
+	f.t.Helper()
+	for i := 0; i < n; i++ {
+		f.reservation(resv{Estimate: "1", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000 + int64(i)})
+	}
+}
+
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
 func ptr(v int64) *int64 { return &v }
@@ -288,6 +310,26 @@ func (f *fixture) ledger(key string) (reserved, remaining string) {
 		f.t.Fatal(err)
 	}
 	return str(v[0]), str(v[1])
+}
+
+// wantLedger fails the test unless the budget key holds reserved and
+// remaining.
+func (f *fixture) wantLedger(key, reserved, remaining string) {
+	f.t.Helper()
+	if res, rem := f.ledger(key); res != reserved || rem != remaining {
+		f.t.Fatalf("%s: reserved=%s remaining=%s, want %s and %s", key, res, rem, reserved, remaining)
+	}
+}
+
+// wantEvents fails the test unless the tenant's stream holds n events, and
+// returns them.
+func (f *fixture) wantEvents(n int) []redis.XMessage {
+	f.t.Helper()
+	msgs := f.streamEvents()
+	if len(msgs) != n {
+		f.t.Fatalf("%d events, want %d", len(msgs), n)
+	}
+	return msgs
 }
 
 func str(v any) string {

@@ -11,14 +11,11 @@
 --   field count k, k field/value pairs in stream order}). Flat, so every
 --   value reaches Go byte for byte.
 -- Refusals: INVALID_REQUEST (batch size).
+-- include: lib/paging.lua
 
-local n = tonumber(ARGV[2])
-if not n or n < 1 or n > 1000 or n ~= math.floor(n) then
-  return fail('INVALID_REQUEST', 'batch size must be 1..1000')
-end
-local from = '-'
-if ARGV[1] ~= '' then from = '(' .. ARGV[1] end
-local entries = redis.call('XRANGE', KEYS[1], from, '+', 'COUNT', n)
+local n, refused = paging.size(ARGV[2], 1000, 'batch size')
+if not n then return refused end
+local entries = redis.call('XRANGE', KEYS[1], paging.after(ARGV[1]), '+', 'COUNT', n)
 local out = {'OK', FLAT_V, '', '', now_ms(), #entries}
 for _, e in ipairs(entries) do
   out[#out + 1] = e[1]

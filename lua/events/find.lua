@@ -13,11 +13,11 @@
 --            more = true when the window was full (older entries may remain)})
 -- emit_event writes the 'id' field first, so an entry is matched on its first
 -- field pair without decoding the rest; only the match is returned.
+-- Refusals: INVALID_REQUEST (window out of range).
+-- include: lib/paging.lua
 
-local limit = tonumber(ARGV[3])
-if not limit or limit < 1 or limit > 5000 or limit ~= math.floor(limit) then
-  return fail('INVALID_REQUEST', 'find window must be 1..5000')
-end
+local limit, refused = paging.size(ARGV[3], 5000, 'find window')
+if not limit then return refused end
 local now = now_ms()
 local entries = redis.call('XREVRANGE', KEYS[1], ARGV[2], '-', 'COUNT', limit)
 local res = {now = now, last = '', more = (#entries == limit)}

@@ -13,11 +13,11 @@
 --          cursor older than it may have lost entries to retention trimming
 --   last:  id of the newest entry ('' when empty)
 --   entries encodes as {} when empty.
+-- Refusals: INVALID_REQUEST (read size out of range).
+-- include: lib/paging.lua
 
-local limit = tonumber(ARGV[3])
-if not limit or limit < 1 or limit > 1000 or limit ~= math.floor(limit) then
-  return fail('INVALID_REQUEST', 'read size must be 1..1000')
-end
+local limit, refused = paging.size(ARGV[3], 1000, 'read size')
+if not limit then return refused end
 local now = now_ms()
 local first, last = '', ''
 local head = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)

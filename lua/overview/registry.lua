@@ -8,11 +8,9 @@
 -- Result: ok({now = Redis TIME ms, n = tenants registered, tenants = [id, ...]}) in lex order
 --   (tenants encodes as {} when empty).
 -- Refusals: INVALID_REQUEST (page size out of range).
+-- include: lib/paging.lua
 
-local limit = tonumber(ARGV[2])
-if not limit or limit < 1 or limit > 1000 or limit ~= math.floor(limit) then
-  return fail('INVALID_REQUEST', 'overview/registry: page size must be 1..1000')
-end
-local min = '-'
-if ARGV[1] ~= '' then min = '(' .. ARGV[1] end
-return ok({now = now_ms(), n = redis.call('ZCARD', KEYS[1]), tenants = redis.call('ZRANGEBYLEX', KEYS[1], min, '+', 'LIMIT', 0, limit)})
+local limit, refused = paging.size(ARGV[2], 1000, 'page size')
+if not limit then return refused end
+local tenants = redis.call('ZRANGEBYLEX', KEYS[1], paging.after(ARGV[1]), '+', 'LIMIT', 0, limit)
+return ok({now = now_ms(), n = redis.call('ZCARD', KEYS[1]), tenants = tenants})

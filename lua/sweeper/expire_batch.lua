@@ -3,7 +3,7 @@
 -- atomic call that stops early once it has run for budget_us (Redis TIME), so
 -- no call holds Redis (and every other tenant's reserve) for long
 -- (docs/protocol.md#expiry, docs/design.md#the-sweeper, internal/sweeper/doc.go).
--- include: lib/refund.lua lib/keys.lua lib/record_layout.lua
+-- include: lib/refund.lua lib/keys.lua lib/record_layout.lua lib/paging.lua
 --
 -- KEYS: 1 tenant_prefix   "cy:{t:<tenant>}:"; reservation and budget keys are
 --                         derived from it (prefix .. "r:" .. id, prefix .. "b:" ..
@@ -72,10 +72,8 @@ local MAX_SCOPES = 6
 local prefix, deadlines, stream = KEYS[1], KEYS[2], KEYS[3]
 local quarantine_index = key_index(prefix, 'quarantine')
 local archive, archive_queue = ARGV[5] == '1', key_archive_queue(prefix)
-local n = tonumber(ARGV[1])
-if not n or n < 1 or n > 10000 or n ~= math.floor(n) then
-  return fail('INVALID_REQUEST', 'batch size must be 1..10000')
-end
+local n, refused = paging.size(ARGV[1], 10000, 'batch size')
+if not n then return refused end
 -- The time budget and the drain's tally (KEYS[4]), in one table: the embedded
 -- store's Lua (gopher-lua) has few registers for top-level locals.
 local TB = {us = tonumber(ARGV[6]), tally = KEYS[4], TTL_MS = 600000}

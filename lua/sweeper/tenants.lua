@@ -9,11 +9,9 @@
 -- than the page size is the last one. The cursor is a member, not an offset,
 -- so tenants added during a walk never shift it: a tenant added behind the
 -- cursor is visited by the next sweep, one added ahead of it by this one.
+-- Refusals: INVALID_REQUEST (page size out of range).
+-- include: lib/paging.lua
 
-local limit = tonumber(ARGV[2])
-if not limit or limit < 1 or limit > 10000 or limit ~= math.floor(limit) then
-  return fail('INVALID_REQUEST', 'page size must be 1..10000')
-end
-local min = '-'
-if ARGV[1] ~= nil and ARGV[1] ~= '' then min = '(' .. ARGV[1] end
-return ok({tenants = redis.call('ZRANGEBYLEX', KEYS[1], min, '+', 'LIMIT', 0, limit)})
+local limit, refused = paging.size(ARGV[2], 10000, 'page size')
+if not limit then return refused end
+return ok({tenants = redis.call('ZRANGEBYLEX', KEYS[1], paging.after(ARGV[1]), '+', 'LIMIT', 0, limit)})

@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -17,33 +15,14 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/test/crash/cyclesdtest"
+	"github.com/cyclesgo/cycles-go/test/httpjson"
 )
 
 // httpCall sends one Cycles HTTP request with tn's key and returns the
 // status and the decoded body.
 func httpCall(t *testing.T, d *Daemon, key, method, path, body string) (int, map[string]any) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+d.HTTPAddr+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-Cycles-API-Key", key)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("%s %s: %s: body %q is not JSON", method, path, res.Status, raw)
-	}
-	return res.StatusCode, out
+	return httpjson.Call(t, method, "http://"+d.HTTPAddr+path, body, "X-Cycles-API-Key", key)
 }
 
 // TestListReservationsOnAFullRedis: with Redis at maxmemory (noeviction) a

@@ -17,8 +17,6 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/keys"
-	"github.com/cyclesgo/cycles-go/test/pgtest"
-	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
 // TestEventGoldensPastRetentionOnTheBinary: the real binary with an
@@ -29,12 +27,7 @@ import (
 // trimmed their older part, and once Redis holds none of them (then
 // everything is served from PostgreSQL).
 func TestEventGoldensPastRetentionOnTheBinary(t *testing.T) {
-	srv := redistest.Start(t)
-	dsn := pgtest.NewDatabase(t, pgtest.Start(t))
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
-	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey, "CYCLESD_ARCHIVE_DSN=" + dsn},
-		"-http-listen", httpAddr, "-event-heartbeat", "200ms")
-	d.waitServing(t)
+	srv, dsn, d, httpAddr := startArchiving(t, "-event-heartbeat", "200ms")
 	conn := d.conn(t)
 	admin := cyclesv1.NewAdminServiceClient(conn)
 	rt := cyclesv1.NewRuntimeServiceClient(conn)

@@ -22,18 +22,28 @@ import (
 // callIDs are the per-call fields of an error body.
 var callIDs = regexp.MustCompile(`,?"(request_id|trace_id)":"[^"]*"`)
 
+// startArchiving starts the real binary on a fresh Redis with the archive on
+// (a new database of the shared PostgreSQL) and the HTTP listener, args
+// adding further flags, and waits until it serves. It returns the Redis, the
+// archive's DSN, the daemon and the HTTP address.
+func startArchiving(t *testing.T, args ...string) (*redistest.Server, string, *daemon, string) {
+	t.Helper()
+	srv := redistest.Start(t)
+	dsn := pgtest.NewDatabase(t, pgtest.Start(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey, "CYCLESD_ARCHIVE_DSN=" + dsn},
+		append([]string{"-http-listen", httpAddr}, args...)...)
+	d.waitServing(t)
+	return srv, dsn, d, httpAddr
+}
+
 // TestArchiveGoldensOnTheBinary: the real binary with an archive and a
 // 1 s hot window. Every read of a settled reservation (get, list) and every
 // commit and release replay answers, on gRPC and on HTTP, with the same
 // bytes after the reservation left Redis (served from PostgreSQL) as
 // before; usage reports count it.
 func TestArchiveGoldensOnTheBinary(t *testing.T) {
-	srv := redistest.Start(t)
-	dsn := pgtest.NewDatabase(t, pgtest.Start(t))
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
-	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey, "CYCLESD_ARCHIVE_DSN=" + dsn},
-		"-http-listen", httpAddr, "-hot-retention", "1s")
-	d.waitServing(t)
+	srv, _, d, httpAddr := startArchiving(t, "-hot-retention", "1s")
 	conn := d.conn(t)
 	admin := cyclesv1.NewAdminServiceClient(conn)
 	rt := cyclesv1.NewRuntimeServiceClient(conn)

@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,6 +13,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/app"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/test/httpjson"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
@@ -32,20 +31,7 @@ func startDevHTTP(t *testing.T) string {
 // curlJSON is what `curl -H 'Content-Type: application/json' -H 'x-cycles-api-key: …' -d '…'` sends.
 func curlJSON(t *testing.T, url, key, body string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(auth.APIKeyHeader, key)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("HTTP %d: not JSON: %q", res.StatusCode, raw)
-	}
-	return res.StatusCode, out
+	return httpjson.Call(t, http.MethodPost, url, body, auth.APIKeyHeader, key)
 }
 
 func TestConnectJSONOnTheHTTPListener(t *testing.T) {

@@ -200,7 +200,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, method string, p pla
 	// The chain's one log line per call says which wire it came from.
 	ctx := logging.InjectFields(r.Context(), logging.Fields{"transport", "http", "http.route", r.Pattern})
 	resp, hdr, err := a.svc.Invoker.Invoke(ctx, method, metadataOf(r), req, func(ctx context.Context, req any) (any, error) {
-		if p, ok := auth.FromContext(ctx); ok {
+		if p, ok := auth.FromContext(ctx); ok && !p.Admin { // not the tenant the admin acts for
 			tenant = p.Tenant
 		}
 		if decodeErr != nil {

@@ -149,10 +149,7 @@ type fixture struct {
 func (e *env) fixture() *fixture { return &fixture{env: e, tenant: ledgertest.NewTenantID(e.t)} }
 
 func (f *fixture) path(rest string) string {
-	if rest == "" {
-		return "tenant:" + f.tenant
-	}
-	return "tenant:" + f.tenant + "/" + rest
+	return ledgertest.ScopePath(f.tenant, rest)
 }
 
 func (f *fixture) budget(rest string, b ledgertest.Budget) {

@@ -1,7 +1,6 @@
 package cycleshttp_test
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,19 +13,9 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
+	"github.com/cyclesgo/cycles-go/test/httpjson"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
-
-// watchedBody records whether the handler read any of it.
-type watchedBody struct {
-	r    io.Reader
-	read bool
-}
-
-func (b *watchedBody) Read(p []byte) (int, error) {
-	b.read = true
-	return b.r.Read(p)
-}
 
 // A caller without valid credentials costs no body read: the shell's
 // pre-auth runs before the route decodes anything (docs/limits.md). A caller
@@ -55,7 +44,7 @@ func TestRefusedBeforeTheBodyIsRead(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			wb := &watchedBody{r: strings.NewReader(body)}
+			wb := httpjson.NewWatchedBody(body)
 			req := httptest.NewRequest(http.MethodPost, "/v1/reservations", wb)
 			req.Header.Set("Content-Type", "application/json")
 			for k, v := range tc.header {
@@ -63,8 +52,8 @@ func TestRefusedBeforeTheBodyIsRead(t *testing.T) {
 			}
 			rec := httptest.NewRecorder()
 			api.ServeHTTP(rec, req)
-			if wb.read != tc.wantRead {
-				t.Fatalf("body read = %v, want %v (status %d %s)", wb.read, tc.wantRead, rec.Code, rec.Body)
+			if wb.WasRead() != tc.wantRead {
+				t.Fatalf("body read = %v, want %v (status %d %s)", wb.WasRead(), tc.wantRead, rec.Code, rec.Body)
 			}
 			if tc.status != 0 && rec.Code != tc.status {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)

@@ -36,7 +36,6 @@ type route[Req proto.Message, Resp any] struct {
 	method string // full gRPC method name (auth rule, guard, logs)
 	status int    // success status
 	off    string // why the route answers 404 when its service is absent (call nil)
-	dual   bool   // the admin key may call it on a tenant's behalf (dualAuth)
 	params []param
 	body   func(a *API, w http.ResponseWriter, r *http.Request, req Req) error
 	call   func(ctx context.Context, req Req) (Resp, error)
@@ -49,15 +48,11 @@ type opt func(*routeOpts)
 type routeOpts struct {
 	status int
 	off    string
-	dual   bool
 	params []param
 }
 
 // created: the route answers 201 on success.
 func created(o *routeOpts) { o.status = http.StatusCreated }
-
-// dual: the admin key may call the route for a tenant (dualAuth).
-func dual(o *routeOpts) { o.dual = true }
 
 // off says why the route answers 404 when its service is not configured.
 func off(why string) opt { return func(o *routeOpts) { o.off = why } }
@@ -89,7 +84,7 @@ func onReq[Req proto.Message, Resp, Out any](a *API, pattern string, call func(c
 		f(&o)
 	}
 	var zero Req
-	rt := &route[Req, Resp]{a: a, method: methodOf(zero.ProtoReflect().Descriptor()), status: o.status, off: o.off, dual: o.dual,
+	rt := &route[Req, Resp]{a: a, method: methodOf(zero.ProtoReflect().Descriptor()), status: o.status, off: o.off,
 		params: o.params, body: body, call: call, encode: func(req Req, resp Resp) any { return encode(req, resp) }}
 	// Path wildcards bind the request field of the same name, if it has one.
 	fields := zero.ProtoReflect().Descriptor().Fields()
@@ -156,11 +151,7 @@ func (rt *route[Req, Resp]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err == nil && rt.body != nil {
 		err = rt.body(a, w, r, req)
 	}
-	method := rt.method
-	if rt.dual {
-		method = dualAuth(r, method)
-	}
-	a.serve(w, r, method, planeOf(rt.method), rt.status, req, err,
+	a.serve(w, r, rt.method, planeOf(rt.method), rt.status, req, err,
 		func(ctx context.Context, req any) (any, error) { return rt.call(ctx, req.(Req)) },
 		func(resp any) any { return rt.encode(req, resp.(Resp)) })
 }

@@ -1,21 +1,19 @@
 package cycleshttp
 
 import (
-	"context"
 	"net/http"
-	"strings"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
-	"github.com/cyclesgo/cycles-go/internal/auth"
-	"github.com/cyclesgo/cycles-go/internal/ledger"
 )
 
 // Runtime routes (cycles-protocol-v0 paths), each bound to its RuntimeService
-// method.
+// method. The admin key may get, list and release reservations on a tenant's
+// behalf: the methods' access option (admin_on_behalf_of) says so, and the
+// chain runs them as that tenant (internal/server onBehalfUnary).
 func (a *API) runtimeRoutes() []endpoint {
 	rt := a.svc.Runtime
 	return []endpoint{
@@ -30,20 +28,13 @@ func (a *API) runtimeRoutes() []endpoint {
 			})),
 		on(a, "POST /v1/events", via(rt, cyclesv1.RuntimeServiceServer.CreateEvent), protoJSON, eventAnswer, created),
 		on(a, "POST /v1/reservations/{reservation_id}/commit", via(rt, cyclesv1.RuntimeServiceServer.CommitReservation), protoJSON, commitAnswer),
-		on(a, "POST /v1/reservations/{reservation_id}/release", asOwner(via(rt, cyclesv1.RuntimeServiceServer.ReleaseReservation)), protoJSON,
-			releaseAnswer, dual),
+		on(a, "POST /v1/reservations/{reservation_id}/release", via(rt, cyclesv1.RuntimeServiceServer.ReleaseReservation), protoJSON,
+			releaseAnswer),
 		on(a, "POST /v1/reservations/{reservation_id}/extend", via(rt, cyclesv1.RuntimeServiceServer.ExtendReservation), protoJSON, extendAnswer),
-		on(a, "GET /v1/reservations/{reservation_id}", asOwner(via(rt, cyclesv1.RuntimeServiceServer.GetReservation)), nil,
-			reservationShape.of("reservation"), dual),
-		on(a, "GET /v1/reservations", func(ctx context.Context, req *cyclesv1.ListReservationsRequest) (*cyclesv1.ListReservationsResponse, error) {
-			ctx, err := onBehalf(ctx, req.GetTenant(),
-				apierr.Invalid("tenant", "tenant query parameter is required when using admin key authentication"))
-			if err != nil {
-				return nil, err
-			}
-			return rt.ListReservations(ctx, req)
-		}, check(listChecks),
-			page("reservations", nil).nest("reservations", reservationShape), dual,
+		on(a, "GET /v1/reservations/{reservation_id}", via(rt, cyclesv1.RuntimeServiceServer.GetReservation), nil,
+			reservationShape.of("reservation")),
+		on(a, "GET /v1/reservations", via(rt, cyclesv1.RuntimeServiceServer.ListReservations), check(listChecks),
+			page("reservations", nil).nest("reservations", reservationShape),
 			query(q("idempotency_key"), q("tenant"), q("workspace"), q("app"), q("workflow"), q("agent"), q("toolset"),
 				q("cursor"), q("status"), q("include"), q("limit"),
 				qf("from", "created_from_ms"), qf("to", "created_to_ms"), qf("expires_from", "expires_from_ms"),
@@ -54,57 +45,6 @@ func (a *API) runtimeRoutes() []endpoint {
 			query(q("tenant"), q("workspace"), q("app"), q("workflow"), q("agent"), q("toolset"), q("cursor"),
 				q("include_children"), q("unit"), q("limit"))),
 	}
-}
-
-// asOwner runs a reservation-id route as the id's owner when the admin key
-// calls it (onBehalf).
-func asOwner[Req interface{ GetReservationId() string }, Resp any](call func(context.Context, Req) (Resp, error)) func(context.Context, Req) (Resp, error) {
-	if call == nil {
-		return nil
-	}
-	return func(ctx context.Context, req Req) (Resp, error) {
-		owner, err := ownerOf(req.GetReservationId())
-		if ctx, err = onBehalf(ctx, owner, err); err != nil {
-			var zero Resp
-			return zero, err
-		}
-		return call(ctx, req)
-	}
-}
-
-// dualAuth is the chain method of a route the runtime spec lets the admin
-// key call: the runtime method for a tenant key; for an admin-key-only
-// caller a method under AdminOnBehalfService, which the chain (like every
-// method it does not know as tenant-callable) admits with the admin key
-// only. gRPC's own auth rules stay unchanged.
-func dualAuth(r *http.Request, method string) string {
-	if r.Header.Get("X-Cycles-API-Key") == "" && (r.Header.Get("X-Admin-API-Key") != "" || r.Header.Get("X-Cycles-Admin-Key") != "") {
-		return "/cycles.v1.AdminOnBehalfService/" + method[strings.LastIndexByte(method, '/')+1:]
-	}
-	return method
-}
-
-// onBehalf lets the admin key act for tenant on the protocol's dual-auth
-// routes (get, list, release of reservations): the handler then runs as that
-// tenant, and events record the admin as the actor.
-func onBehalf(ctx context.Context, tenant string, missing error) (context.Context, error) {
-	p, ok := auth.FromContext(ctx)
-	if !ok || !p.Admin {
-		return ctx, nil
-	}
-	if tenant == "" {
-		return ctx, missing
-	}
-	return auth.WithPrincipal(ctx, auth.Principal{Tenant: tenant, Admin: true}), nil
-}
-
-// ownerOf is the tenant a reservation id names (ids name their owner).
-func ownerOf(id string) (string, error) {
-	owner, ok := ledger.OwnerOf(id)
-	if !ok {
-		return "", apierr.New(apierr.NotFound, "reservation %s not found", id)
-	}
-	return owner, nil
 }
 
 // check adapts a request check to the route's read step (a route without a

@@ -6,15 +6,14 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc/metadata"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/ratelimit"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
@@ -119,11 +118,7 @@ func TestErrorStatuses(t *testing.T) {
 		{"reservation expired", 410, "RESERVATION_EXPIRED", nil, func(f *fixture) func() reply {
 			f.budget("", ledgertest.Budget{Allocated: 100})
 			rid := f.reserve("k", 10)
-			tk := keys.Tenant(f.tenant)
-			now, _ := f.c.Time(context.Background()).Result()
-			past := now.UnixMilli() - 10_000
-			f.c.HSet(context.Background(), tk.Reservation(rid), "expires_at", past)
-			f.c.ZAdd(context.Background(), tk.Deadlines(), redis.Z{Score: float64(past + 5000), Member: rid})
+			ledgertest.Backdate(f.t, f.c, f.tenant, rid, 10*time.Second, 5*time.Second)
 			return func() reply { return commit(f, rid, `{"idempotency_key":"c","actual":{"unit":"TOKENS","amount":1}}`) }
 		}},
 		{"idempotency mismatch", 409, "IDEMPOTENCY_MISMATCH", nil, func(f *fixture) func() reply {

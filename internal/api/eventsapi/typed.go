@@ -15,147 +15,58 @@ import (
 )
 
 // eventKind ties a protocol event name to its typed enum value and the
-// payload member that carries its data.
+// member of Event's payload oneof that carries its data.
 type eventKind struct {
 	name    string
 	typ     cyclesv1.EventType
-	payload func(ev *cyclesv1.Event) proto.Message // allocates and sets the member
+	payload protoreflect.Name // a message field of Event's oneof payload
 }
 
-func reservationDenied(ev *cyclesv1.Event) proto.Message {
-	m := &cyclesv1.ReservationDenied{}
-	ev.Payload = &cyclesv1.Event_ReservationDenied{ReservationDenied: m}
-	return m
-}
-
-func reservationObserved(ev *cyclesv1.Event) proto.Message {
-	m := &cyclesv1.ReservationObserved{}
-	ev.Payload = &cyclesv1.Event_ReservationObserved{ReservationObserved: m}
-	return m
-}
-
-func reservationExpired(ev *cyclesv1.Event) proto.Message {
-	m := &cyclesv1.ReservationExpired{}
-	ev.Payload = &cyclesv1.Event_ReservationExpired{ReservationExpired: m}
-	return m
-}
-
-func commitOverage(ev *cyclesv1.Event) proto.Message {
-	m := &cyclesv1.CommitOverage{}
-	ev.Payload = &cyclesv1.Event_CommitOverage{CommitOverage: m}
-	return m
-}
-
-func reservationReleased(ev *cyclesv1.Event) proto.Message {
-	m := &cyclesv1.ReservationReleased{}
-	ev.Payload = &cyclesv1.Event_ReservationReleased{ReservationReleased: m}
-	return m
-}
-
-func budgetChanged(ev *cyclesv1.Event) proto.Message {
-	m := &cyclesv1.BudgetChanged{}
-	ev.Payload = &cyclesv1.Event_BudgetChanged{BudgetChanged: m}
-	return m
-}
-
-func budgetExhausted(ev *cyclesv1.Event) proto.Message {
-	m := &cyclesv1.BudgetExhausted{}
-	ev.Payload = &cyclesv1.Event_BudgetExhausted{BudgetExhausted: m}
-	return m
-}
-
-func budgetOverLimit(ev *cyclesv1.Event) proto.Message {
-	m := &cyclesv1.BudgetOverLimit{}
-	ev.Payload = &cyclesv1.Event_BudgetOverLimit{BudgetOverLimit: m}
-	return m
-}
-
-func budgetDebtIncurred(ev *cyclesv1.Event) proto.Message {
-	m := &cyclesv1.BudgetDebtIncurred{}
-	ev.Payload = &cyclesv1.Event_BudgetDebtIncurred{BudgetDebtIncurred: m}
-	return m
-}
-
-func tenantChanged(ev *cyclesv1.Event) proto.Message {
-	m := &cyclesv1.TenantChanged{}
-	ev.Payload = &cyclesv1.Event_TenantChanged{TenantChanged: m}
-	return m
-}
-
-func apiKeyChanged(ev *cyclesv1.Event) proto.Message {
-	m := &cyclesv1.ApiKeyChanged{}
-	ev.Payload = &cyclesv1.Event_ApiKeyChanged{ApiKeyChanged: m}
-	return m
-}
-
-func policyChanged(ev *cyclesv1.Event) proto.Message {
-	m := &cyclesv1.PolicyChanged{}
-	ev.Payload = &cyclesv1.Event_PolicyChanged{PolicyChanged: m}
-	return m
-}
-
-func quarantineResolved(ev *cyclesv1.Event) proto.Message {
-	m := &cyclesv1.QuarantineResolved{}
-	ev.Payload = &cyclesv1.Event_QuarantineResolved{QuarantineResolved: m}
-	return m
-}
-
-func ledgerRepaired(ev *cyclesv1.Event) proto.Message {
-	m := &cyclesv1.LedgerRepaired{}
-	ev.Payload = &cyclesv1.Event_LedgerRepaired{LedgerRepaired: m}
-	return m
-}
-
-func quotaThresholdApproaching(ev *cyclesv1.Event) proto.Message {
-	m := &cyclesv1.QuotaThresholdApproaching{}
-	ev.Payload = &cyclesv1.Event_QuotaThresholdApproaching{QuotaThresholdApproaching: m}
-	return m
-}
-
-func quotaCounterReset(ev *cyclesv1.Event) proto.Message {
-	m := &cyclesv1.QuotaCounterReset{}
-	ev.Payload = &cyclesv1.Event_QuotaCounterReset{QuotaCounterReset: m}
-	return m
+// setPayload allocates ev's payload member named field (clearing any other
+// member of the oneof) and returns it to be filled.
+func setPayload(ev *cyclesv1.Event, field protoreflect.Name) proto.Message {
+	m := ev.ProtoReflect()
+	return m.Mutable(m.Descriptor().Fields().ByName(field)).Message().Interface()
 }
 
 // eventKinds lists every event the server's scripts emit (lua/; the
 // EventType comments in proto/cycles/v1/event_types.proto say which
 // operation emits which). TestEveryEmittedEventIsTyped keeps it complete.
 var eventKinds = []eventKind{
-	{"reservation.denied", cyclesv1.EventType_EVENT_TYPE_RESERVATION_DENIED, reservationDenied},
-	{"reservation.observed_denied", cyclesv1.EventType_EVENT_TYPE_RESERVATION_OBSERVED_DENIED, reservationObserved},
-	{"reservation.observed_allowed", cyclesv1.EventType_EVENT_TYPE_RESERVATION_OBSERVED_ALLOWED, reservationObserved},
-	{"reservation.expired", cyclesv1.EventType_EVENT_TYPE_RESERVATION_EXPIRED, reservationExpired},
-	{"reservation.commit_overage", cyclesv1.EventType_EVENT_TYPE_RESERVATION_COMMIT_OVERAGE, commitOverage},
-	{"reservation.released_via_tenant_cascade", cyclesv1.EventType_EVENT_TYPE_RESERVATION_RELEASED_VIA_TENANT_CASCADE, reservationReleased},
-	{"reservation.quarantine_resolved", cyclesv1.EventType_EVENT_TYPE_RESERVATION_QUARANTINE_RESOLVED, quarantineResolved},
-	{"budget.created", cyclesv1.EventType_EVENT_TYPE_BUDGET_CREATED, budgetChanged},
-	{"budget.updated", cyclesv1.EventType_EVENT_TYPE_BUDGET_UPDATED, budgetChanged},
-	{"budget.funded", cyclesv1.EventType_EVENT_TYPE_BUDGET_FUNDED, budgetChanged},
-	{"budget.debited", cyclesv1.EventType_EVENT_TYPE_BUDGET_DEBITED, budgetChanged},
-	{"budget.reset", cyclesv1.EventType_EVENT_TYPE_BUDGET_RESET, budgetChanged},
-	{"budget.reset_spent", cyclesv1.EventType_EVENT_TYPE_BUDGET_RESET_SPENT, budgetChanged},
-	{"budget.debt_repaid", cyclesv1.EventType_EVENT_TYPE_BUDGET_DEBT_REPAID, budgetChanged},
-	{"budget.frozen", cyclesv1.EventType_EVENT_TYPE_BUDGET_FROZEN, budgetChanged},
-	{"budget.unfrozen", cyclesv1.EventType_EVENT_TYPE_BUDGET_UNFROZEN, budgetChanged},
-	{"budget.closed", cyclesv1.EventType_EVENT_TYPE_BUDGET_CLOSED, budgetChanged},
-	{"budget.exhausted", cyclesv1.EventType_EVENT_TYPE_BUDGET_EXHAUSTED, budgetExhausted},
-	{"budget.over_limit_entered", cyclesv1.EventType_EVENT_TYPE_BUDGET_OVER_LIMIT_ENTERED, budgetOverLimit},
-	{"budget.over_limit_exited", cyclesv1.EventType_EVENT_TYPE_BUDGET_OVER_LIMIT_EXITED, budgetOverLimit},
-	{"budget.debt_incurred", cyclesv1.EventType_EVENT_TYPE_BUDGET_DEBT_INCURRED, budgetDebtIncurred},
-	{"tenant.created", cyclesv1.EventType_EVENT_TYPE_TENANT_CREATED, tenantChanged},
-	{"tenant.updated", cyclesv1.EventType_EVENT_TYPE_TENANT_UPDATED, tenantChanged},
-	{"tenant.suspended", cyclesv1.EventType_EVENT_TYPE_TENANT_SUSPENDED, tenantChanged},
-	{"tenant.reactivated", cyclesv1.EventType_EVENT_TYPE_TENANT_REACTIVATED, tenantChanged},
-	{"tenant.closed", cyclesv1.EventType_EVENT_TYPE_TENANT_CLOSED, tenantChanged},
-	{"tenant.ledger_repaired", cyclesv1.EventType_EVENT_TYPE_TENANT_LEDGER_REPAIRED, ledgerRepaired},
-	{"api_key.created", cyclesv1.EventType_EVENT_TYPE_API_KEY_CREATED, apiKeyChanged},
-	{"api_key.revoked", cyclesv1.EventType_EVENT_TYPE_API_KEY_REVOKED, apiKeyChanged},
-	{"api_key.permissions_changed", cyclesv1.EventType_EVENT_TYPE_API_KEY_PERMISSIONS_CHANGED, apiKeyChanged},
-	{"policy.created", cyclesv1.EventType_EVENT_TYPE_POLICY_CREATED, policyChanged},
-	{"policy.updated", cyclesv1.EventType_EVENT_TYPE_POLICY_UPDATED, policyChanged},
-	{"quota.threshold_approaching", cyclesv1.EventType_EVENT_TYPE_QUOTA_THRESHOLD_APPROACHING, quotaThresholdApproaching},
-	{"quota.counter_reset", cyclesv1.EventType_EVENT_TYPE_QUOTA_COUNTER_RESET, quotaCounterReset},
+	{"reservation.denied", cyclesv1.EventType_EVENT_TYPE_RESERVATION_DENIED, "reservation_denied"},
+	{"reservation.observed_denied", cyclesv1.EventType_EVENT_TYPE_RESERVATION_OBSERVED_DENIED, "reservation_observed"},
+	{"reservation.observed_allowed", cyclesv1.EventType_EVENT_TYPE_RESERVATION_OBSERVED_ALLOWED, "reservation_observed"},
+	{"reservation.expired", cyclesv1.EventType_EVENT_TYPE_RESERVATION_EXPIRED, "reservation_expired"},
+	{"reservation.commit_overage", cyclesv1.EventType_EVENT_TYPE_RESERVATION_COMMIT_OVERAGE, "commit_overage"},
+	{"reservation.released_via_tenant_cascade", cyclesv1.EventType_EVENT_TYPE_RESERVATION_RELEASED_VIA_TENANT_CASCADE, "reservation_released"},
+	{"reservation.quarantine_resolved", cyclesv1.EventType_EVENT_TYPE_RESERVATION_QUARANTINE_RESOLVED, "quarantine_resolved"},
+	{"budget.created", cyclesv1.EventType_EVENT_TYPE_BUDGET_CREATED, "budget_changed"},
+	{"budget.updated", cyclesv1.EventType_EVENT_TYPE_BUDGET_UPDATED, "budget_changed"},
+	{"budget.funded", cyclesv1.EventType_EVENT_TYPE_BUDGET_FUNDED, "budget_changed"},
+	{"budget.debited", cyclesv1.EventType_EVENT_TYPE_BUDGET_DEBITED, "budget_changed"},
+	{"budget.reset", cyclesv1.EventType_EVENT_TYPE_BUDGET_RESET, "budget_changed"},
+	{"budget.reset_spent", cyclesv1.EventType_EVENT_TYPE_BUDGET_RESET_SPENT, "budget_changed"},
+	{"budget.debt_repaid", cyclesv1.EventType_EVENT_TYPE_BUDGET_DEBT_REPAID, "budget_changed"},
+	{"budget.frozen", cyclesv1.EventType_EVENT_TYPE_BUDGET_FROZEN, "budget_changed"},
+	{"budget.unfrozen", cyclesv1.EventType_EVENT_TYPE_BUDGET_UNFROZEN, "budget_changed"},
+	{"budget.closed", cyclesv1.EventType_EVENT_TYPE_BUDGET_CLOSED, "budget_changed"},
+	{"budget.exhausted", cyclesv1.EventType_EVENT_TYPE_BUDGET_EXHAUSTED, "budget_exhausted"},
+	{"budget.over_limit_entered", cyclesv1.EventType_EVENT_TYPE_BUDGET_OVER_LIMIT_ENTERED, "budget_over_limit"},
+	{"budget.over_limit_exited", cyclesv1.EventType_EVENT_TYPE_BUDGET_OVER_LIMIT_EXITED, "budget_over_limit"},
+	{"budget.debt_incurred", cyclesv1.EventType_EVENT_TYPE_BUDGET_DEBT_INCURRED, "budget_debt_incurred"},
+	{"tenant.created", cyclesv1.EventType_EVENT_TYPE_TENANT_CREATED, "tenant_changed"},
+	{"tenant.updated", cyclesv1.EventType_EVENT_TYPE_TENANT_UPDATED, "tenant_changed"},
+	{"tenant.suspended", cyclesv1.EventType_EVENT_TYPE_TENANT_SUSPENDED, "tenant_changed"},
+	{"tenant.reactivated", cyclesv1.EventType_EVENT_TYPE_TENANT_REACTIVATED, "tenant_changed"},
+	{"tenant.closed", cyclesv1.EventType_EVENT_TYPE_TENANT_CLOSED, "tenant_changed"},
+	{"tenant.ledger_repaired", cyclesv1.EventType_EVENT_TYPE_TENANT_LEDGER_REPAIRED, "ledger_repaired"},
+	{"api_key.created", cyclesv1.EventType_EVENT_TYPE_API_KEY_CREATED, "api_key_changed"},
+	{"api_key.revoked", cyclesv1.EventType_EVENT_TYPE_API_KEY_REVOKED, "api_key_changed"},
+	{"api_key.permissions_changed", cyclesv1.EventType_EVENT_TYPE_API_KEY_PERMISSIONS_CHANGED, "api_key_changed"},
+	{"policy.created", cyclesv1.EventType_EVENT_TYPE_POLICY_CREATED, "policy_changed"},
+	{"policy.updated", cyclesv1.EventType_EVENT_TYPE_POLICY_UPDATED, "policy_changed"},
+	{"quota.threshold_approaching", cyclesv1.EventType_EVENT_TYPE_QUOTA_THRESHOLD_APPROACHING, "quota_threshold_approaching"},
+	{"quota.counter_reset", cyclesv1.EventType_EVENT_TYPE_QUOTA_COUNTER_RESET, "quota_counter_reset"},
 }
 
 // kindByName finds the kind of a protocol event name.
@@ -205,7 +116,7 @@ func Typed(ev *cyclesv1.Event) {
 	if ev.GetData() == nil {
 		return
 	}
-	msg := k.payload(ev)
+	msg := setPayload(ev, k.payload)
 	if err := decodePayload(ev.GetData(), msg); err != nil {
 		ev.Payload = nil
 	}

@@ -136,3 +136,32 @@ func TestTypeFilterRejectsUnspecified(t *testing.T) {
 		t.Fatalf("%v %v", names, err)
 	}
 }
+
+// TestEveryKindNamesAPayloadMember keeps the kinds table and Event's oneof
+// payload in step: a name that is not a message member of the oneof would
+// panic in setPayload, and every member must be reachable from some kind.
+func TestEveryKindNamesAPayloadMember(t *testing.T) {
+	oneof := (&cyclesv1.Event{}).ProtoReflect().Descriptor().Oneofs().ByName("payload")
+	if oneof == nil {
+		t.Fatal("cycles.v1.Event has no oneof payload")
+	}
+	used := map[string]bool{}
+	for _, k := range eventKinds {
+		fd := oneof.Fields().ByName(k.payload)
+		if fd == nil || fd.Message() == nil {
+			t.Errorf("%s: %q is not a message member of Event.payload", k.name, k.payload)
+			continue
+		}
+		used[string(k.payload)] = true
+		ev := &cyclesv1.Event{}
+		got := setPayload(ev, k.payload)
+		if got.ProtoReflect().Descriptor() != fd.Message() || !ev.ProtoReflect().Has(fd) {
+			t.Errorf("%s: setPayload did not set %s", k.name, k.payload)
+		}
+	}
+	for i := range oneof.Fields().Len() {
+		if n := oneof.Fields().Get(i).Name(); !used[string(n)] {
+			t.Errorf("Event.payload member %s is named by no event kind", n)
+		}
+	}
+}

@@ -32,140 +32,90 @@ func New(l *ledger.Ledger) cyclesv1.RuntimeServiceServer {
 	return &server{l: l}
 }
 
-// caller returns the effective tenant and checks the idempotency header
-// against the body key (bodyKey "" = the RPC has none).
-func caller(ctx context.Context, bodyKey string) (string, error) {
+// serve is every RPC's one path: the effective tenant and the idempotency
+// header against the body key (key "" = the RPC has none), then the RPC's
+// tenant rule (check), then the ledger, always with the effective tenant.
+func serve[Req, Resp any](ctx context.Context, req Req, key string, check func(tenant string) error,
+	do func(context.Context, string, Req) (Resp, error)) (Resp, error) {
+	var none Resp
 	tenant, err := auth.TenantFromContext(ctx)
 	if err != nil {
-		return "", err
+		return none, err
 	}
-	if bodyKey != "" {
-		if h := auth.FirstMetadata(ctx, auth.IdempotencyKeyHeader); h != "" && h != bodyKey {
-			return "", apierr.Invalid("idempotency_key", "metadata %s does not match the body's idempotency_key", auth.IdempotencyKeyHeader)
+	if key != "" {
+		if h := auth.FirstMetadata(ctx, auth.IdempotencyKeyHeader); h != "" && h != key {
+			return none, apierr.Invalid("idempotency_key", "metadata %s does not match the body's idempotency_key", auth.IdempotencyKeyHeader)
 		}
 	}
-	return tenant, nil
+	if err := check(tenant); err != nil {
+		return none, err
+	}
+	return do(ctx, tenant, req)
 }
 
-// sameTenant: a named tenant must be the caller's, compared exactly.
-func sameTenant(tenant, named, field string) error {
-	if named != "" && named != tenant {
-		return apierr.New(apierr.Forbidden, "%s %q is not the caller's tenant", field, named).With("field", field)
+// named is the rule of a request naming a tenant (subject.tenant, or the
+// tenant filter of list and balances): when set, it must be the caller's,
+// compared exactly.
+func named(name, field string) func(tenant string) error {
+	return func(tenant string) error {
+		if name != "" && name != tenant {
+			return apierr.New(apierr.Forbidden, "%s %q is not the caller's tenant", field, name).With("field", field)
+		}
+		return nil
 	}
-	return nil
 }
 
-// owned checks the owner named by a reservation id against the caller.
-func (s *server) owned(ctx context.Context, tenant, id string) error {
-	owner, ok := ledger.OwnerOf(id)
-	if !ok || owner == tenant {
-		return nil // the caller's own keyspace answers (NOT_FOUND if absent)
+// owned is the rule of a request naming a reservation: the owner its id
+// names is checked against the caller before either tenant's state is read.
+func (s *server) owned(ctx context.Context, id string) func(tenant string) error {
+	return func(tenant string) error {
+		owner, ok := ledger.OwnerOf(id)
+		if !ok || owner == tenant {
+			return nil // the caller's own keyspace answers (NOT_FOUND if absent)
+		}
+		exists, err := s.l.Exists(ctx, owner, id)
+		if err != nil {
+			return err
+		}
+		if exists {
+			return apierr.New(apierr.Forbidden, "reservation %s belongs to another tenant", id)
+		}
+		return apierr.New(apierr.NotFound, "reservation %s not found", id)
 	}
-	exists, err := s.l.Exists(ctx, owner, id)
-	if err != nil {
-		return err
-	}
-	if exists {
-		return apierr.New(apierr.Forbidden, "reservation %s belongs to another tenant", id)
-	}
-	return apierr.New(apierr.NotFound, "reservation %s not found", id)
 }
 
 func (s *server) CreateReservation(ctx context.Context, req *cyclesv1.CreateReservationRequest) (*cyclesv1.CreateReservationResponse, error) {
-	tenant, err := caller(ctx, req.GetIdempotencyKey())
-	if err != nil {
-		return nil, err
-	}
-	if err := sameTenant(tenant, req.GetSubject().GetTenant(), "subject.tenant"); err != nil {
-		return nil, err
-	}
-	return s.l.Reserve(ctx, tenant, req)
+	return serve(ctx, req, req.GetIdempotencyKey(), named(req.GetSubject().GetTenant(), "subject.tenant"), s.l.Reserve)
 }
 
 func (s *server) CommitReservation(ctx context.Context, req *cyclesv1.CommitReservationRequest) (*cyclesv1.CommitReservationResponse, error) {
-	tenant, err := caller(ctx, req.GetIdempotencyKey())
-	if err != nil {
-		return nil, err
-	}
-	if err := s.owned(ctx, tenant, req.GetReservationId()); err != nil {
-		return nil, err
-	}
-	return s.l.Commit(ctx, tenant, req)
+	return serve(ctx, req, req.GetIdempotencyKey(), s.owned(ctx, req.GetReservationId()), s.l.Commit)
 }
 
 func (s *server) ReleaseReservation(ctx context.Context, req *cyclesv1.ReleaseReservationRequest) (*cyclesv1.ReleaseReservationResponse, error) {
-	tenant, err := caller(ctx, req.GetIdempotencyKey())
-	if err != nil {
-		return nil, err
-	}
-	if err := s.owned(ctx, tenant, req.GetReservationId()); err != nil {
-		return nil, err
-	}
-	return s.l.Release(ctx, tenant, req)
+	return serve(ctx, req, req.GetIdempotencyKey(), s.owned(ctx, req.GetReservationId()), s.l.Release)
 }
 
 func (s *server) ExtendReservation(ctx context.Context, req *cyclesv1.ExtendReservationRequest) (*cyclesv1.ExtendReservationResponse, error) {
-	tenant, err := caller(ctx, req.GetIdempotencyKey())
-	if err != nil {
-		return nil, err
-	}
-	if err := s.owned(ctx, tenant, req.GetReservationId()); err != nil {
-		return nil, err
-	}
-	return s.l.Extend(ctx, tenant, req)
+	return serve(ctx, req, req.GetIdempotencyKey(), s.owned(ctx, req.GetReservationId()), s.l.Extend)
 }
 
 func (s *server) GetReservation(ctx context.Context, req *cyclesv1.GetReservationRequest) (*cyclesv1.GetReservationResponse, error) {
-	tenant, err := caller(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	if err := s.owned(ctx, tenant, req.GetReservationId()); err != nil {
-		return nil, err
-	}
-	return s.l.Get(ctx, tenant, req)
+	return serve(ctx, req, "", s.owned(ctx, req.GetReservationId()), s.l.Get)
 }
 
 func (s *server) ListReservations(ctx context.Context, req *cyclesv1.ListReservationsRequest) (*cyclesv1.ListReservationsResponse, error) {
-	tenant, err := caller(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	if err := sameTenant(tenant, req.GetTenant(), "tenant"); err != nil {
-		return nil, err
-	}
-	return s.l.List(ctx, tenant, req)
+	return serve(ctx, req, "", named(req.GetTenant(), "tenant"), s.l.List)
 }
 
 func (s *server) Decide(ctx context.Context, req *cyclesv1.DecideRequest) (*cyclesv1.DecideResponse, error) {
-	tenant, err := caller(ctx, req.GetIdempotencyKey())
-	if err != nil {
-		return nil, err
-	}
-	if err := sameTenant(tenant, req.GetSubject().GetTenant(), "subject.tenant"); err != nil {
-		return nil, err
-	}
-	return s.l.Decide(ctx, tenant, req)
+	return serve(ctx, req, req.GetIdempotencyKey(), named(req.GetSubject().GetTenant(), "subject.tenant"), s.l.Decide)
 }
 
 func (s *server) CreateEvent(ctx context.Context, req *cyclesv1.CreateEventRequest) (*cyclesv1.CreateEventResponse, error) {
-	tenant, err := caller(ctx, req.GetIdempotencyKey())
-	if err != nil {
-		return nil, err
-	}
-	if err := sameTenant(tenant, req.GetSubject().GetTenant(), "subject.tenant"); err != nil {
-		return nil, err
-	}
-	return s.l.CreateEvent(ctx, tenant, req)
+	return serve(ctx, req, req.GetIdempotencyKey(), named(req.GetSubject().GetTenant(), "subject.tenant"), s.l.CreateEvent)
 }
 
 func (s *server) GetBalances(ctx context.Context, req *cyclesv1.GetBalancesRequest) (*cyclesv1.GetBalancesResponse, error) {
-	tenant, err := caller(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	if err := sameTenant(tenant, req.GetTenant(), "tenant"); err != nil {
-		return nil, err
-	}
-	return s.l.Balances(ctx, tenant, req)
+	return serve(ctx, req, "", named(req.GetTenant(), "tenant"), s.l.Balances)
 }

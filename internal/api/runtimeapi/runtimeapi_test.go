@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
@@ -14,7 +15,6 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
-	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
@@ -63,10 +63,7 @@ type fixture struct {
 }
 
 func (f *fixture) path(rest string) string {
-	if rest == "" {
-		return "tenant:" + f.tenant
-	}
-	return "tenant:" + f.tenant + "/" + rest
+	return ledgertest.ScopePath(f.tenant, rest)
 }
 
 func (f *fixture) budget(rest string, b ledgertest.Budget) {
@@ -189,12 +186,7 @@ func TestErrorCodes(t *testing.T) {
 		{"reservation expired", codes.FailedPrecondition, apierr.ReservationExpired, nil, func(f *fixture) func() error {
 			f.budget("", ledgertest.Budget{Allocated: 100})
 			rid := f.reserve("k", 10)
-			// Move the expiry (and its index entry) 10 s into the past.
-			tk := keys.Tenant(f.tenant)
-			now, _ := f.c.Time(context.Background()).Result()
-			past := now.UnixMilli() - 10_000
-			f.c.HSet(context.Background(), tk.Reservation(rid), "expires_at", past)
-			f.c.ZAdd(context.Background(), tk.Deadlines(), redis.Z{Score: float64(past + 5000), Member: rid})
+			ledgertest.Backdate(f.t, f.c, f.tenant, rid, 10*time.Second, 5*time.Second)
 			return func() error {
 				_, err := f.rt.CommitReservation(as(f.tenant), &cyclesv1.CommitReservationRequest{ReservationId: rid, IdempotencyKey: "c", Actual: tokens(1)})
 				return err
