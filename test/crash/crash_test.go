@@ -29,13 +29,7 @@ import (
 
 var binary string
 
-func TestMain(m *testing.M) {
-	redistest.Main(m, redistest.MainOptions{LeakCheck: true, Setup: func() (func(), error) {
-		bin, teardown, err := cyclesdtest.BuildTemp("cyclesd-crash-")
-		binary = bin
-		return teardown, err
-	}})
-}
+func TestMain(m *testing.M) { cyclesdtest.Main(m, "cyclesd-crash-", &binary) }
 
 const phase = 1200 * time.Millisecond
 

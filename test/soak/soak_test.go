@@ -43,9 +43,7 @@ func TestMain(m *testing.M) {
 		if !*run {
 			return nil, nil // TestSoak skips itself
 		}
-		bin, teardown, err := cyclesdtest.BuildTemp("cyclesd-soak-")
-		binary = bin
-		return teardown, err
+		return cyclesdtest.BuildTemp("cyclesd-soak-", &binary)
 	}})
 }
 
