@@ -113,7 +113,7 @@ func TestWorseByZeroBaseline(t *testing.T) {
 func TestSaveLoadRoundTripAndReport(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "r.json")
 	r := run(1234, 0.321)
-	r.Cells = []Cell{{Op: "reserve", Shape: "shared", Clients: 50, Throughput: 1234}}
+	r.Cells = []Cell{{Op: "reserve", Shape: "shared", Clients: 50, Window: Window{Throughput: 1234}}}
 	if err := r.Save(p); err != nil {
 		t.Fatal(err)
 	}

@@ -83,22 +83,30 @@ type CPU struct {
 	CommandsPerRead float64 `json:"redis_commands_per_read,omitempty"`
 }
 
+// Window is what one load phase measured: the operations and errors of
+// its measured window, the window's length, the throughput and latency over
+// it, and the CPU the processes used meanwhile. Cells, the ceiling and the
+// physical limit are each a Window plus what sets them apart.
+type Window struct {
+	Ops        int64   `json:"ops"`
+	Errors     int64   `json:"errors"`
+	DurationS  float64 `json:"duration_s"`
+	Throughput float64 `json:"throughput_per_s"`
+	Latency    Latency `json:"latency"`
+	CPU        *CPU    `json:"cpu,omitempty"`
+}
+
 // Cell is one (operation, shape, clients) measurement.
 type Cell struct {
 	Op         string         `json:"op"`
 	Shape      string         `json:"shape"`
 	Clients    int            `json:"clients"`
-	Ops        int64          `json:"ops"`
-	Errors     int64          `json:"errors"`
 	ErrorCodes map[string]int `json:"error_codes,omitempty"`
 	// Outcomes counts non-error results worth telling apart (rate-limit
 	// allowed/denied, decide ALLOW/DENY).
-	Outcomes   map[string]int64 `json:"outcomes,omitempty"`
-	DurationS  float64          `json:"duration_s"`
-	Throughput float64          `json:"throughput_per_s"`
-	Latency    Latency          `json:"latency"`
-	CPU        *CPU             `json:"cpu,omitempty"`
-	Note       string           `json:"note,omitempty"`
+	Outcomes map[string]int64 `json:"outcomes,omitempty"`
+	Window
+	Note string `json:"note,omitempty"`
 }
 
 // LedgerCheck compares the Redis totals of every budget a group of cells
@@ -117,30 +125,20 @@ type LedgerCheck struct {
 // Ceiling is the raw EVALSHA throughput of the reserve script straight
 // against the same Redis, with the same KEYS/ARGV shape as the service.
 type Ceiling struct {
-	Script     string  `json:"script"`
-	Conns      int     `json:"conns"`
-	Ops        int64   `json:"ops"`
-	Errors     int64   `json:"errors"`
-	DurationS  float64 `json:"duration_s"`
-	Throughput float64 `json:"throughput_per_s"`
-	Latency    Latency `json:"latency"`
+	Script string `json:"script"`
+	Conns  int    `json:"conns"`
+	Window
 	// Single is the same script on one connection (the floor of a reserve's
 	// latency).
 	Single *Latency `json:"single_conn_latency,omitempty"`
-	CPU    *CPU     `json:"cpu,omitempty"`
 }
 
 // Physical is the physical-limit row: the smallest script with a 3-scope
 // reserve's atomic shape (cmd/cycles-bench physicalScript) run with EVALSHA
 // on Conns connections against the same Redis right after the ceiling.
 type Physical struct {
-	Conns      int     `json:"conns"`
-	Ops        int64   `json:"ops"`
-	Errors     int64   `json:"errors"`
-	DurationS  float64 `json:"duration_s"`
-	Throughput float64 `json:"throughput_per_s"`
-	Latency    Latency `json:"latency"`
-	CPU        *CPU    `json:"cpu,omitempty"`
+	Conns int `json:"conns"`
+	Window
 	// Ratio is the ceiling's throughput over this one's (same run).
 	Ratio float64 `json:"ceiling_ratio"`
 }

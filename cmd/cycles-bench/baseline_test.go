@@ -22,12 +22,12 @@ func fullRun(t *testing.T) *bench.Result {
 	for _, c := range cfg.clients {
 		for _, s := range cfg.shapes {
 			for _, op := range cfg.ops {
-				r.Cells = append(r.Cells, bench.Cell{Op: op, Shape: s, Clients: c, Ops: 10, Throughput: 100, Latency: bench.Latency{P50: 1}})
+				r.Cells = append(r.Cells, bench.Cell{Op: op, Shape: s, Clients: c, Window: bench.Window{Ops: 10, Throughput: 100, Latency: bench.Latency{P50: 1}}})
 			}
 		}
 	}
-	r.Ceiling = &bench.Ceiling{Throughput: 200}
-	r.Physical = &bench.Physical{Throughput: 400}
+	r.Ceiling = &bench.Ceiling{Window: bench.Window{Throughput: 200}}
+	r.Physical = &bench.Physical{Window: bench.Window{Throughput: 400}}
 	r.Memory = &bench.Memory{Reservations: 10, ActiveBytes: 1, SettledBytes: 1}
 	r.Backlog = &bench.Backlog{Reservations: 10, DrainS: 1}
 	finish(r)

@@ -169,13 +169,13 @@ func TestLedgerCheckCatchesAMismatch(t *testing.T) {
 func TestTargetsAndHeadline(t *testing.T) {
 	r := &bench.Result{
 		Cells: []bench.Cell{
-			{Op: "reserve", Shape: "shared", Clients: 1, Ops: 100, Latency: bench.Latency{P50: 0.4}},
-			{Op: "reserve", Shape: "shared", Clients: 50, Ops: 100, Throughput: 16000},
-			{Op: "reserve", Shape: "shared", Clients: 200, Ops: 100, Throughput: 12000},
-			{Op: "ratelimit", Shape: "shared", Clients: 50, Ops: 100, Throughput: 10000},
-			{Op: "decide", Shape: "shared", Clients: 50, Ops: 90, Errors: 10},
+			{Op: "reserve", Shape: "shared", Clients: 1, Window: bench.Window{Ops: 100, Latency: bench.Latency{P50: 0.4}}},
+			{Op: "reserve", Shape: "shared", Clients: 50, Window: bench.Window{Ops: 100, Throughput: 16000}},
+			{Op: "reserve", Shape: "shared", Clients: 200, Window: bench.Window{Ops: 100, Throughput: 12000}},
+			{Op: "ratelimit", Shape: "shared", Clients: 50, Window: bench.Window{Ops: 100, Throughput: 10000}},
+			{Op: "decide", Shape: "shared", Clients: 50, Window: bench.Window{Ops: 90, Errors: 10}},
 		},
-		Ceiling: &bench.Ceiling{Throughput: 40000},
+		Ceiling: &bench.Ceiling{Window: bench.Window{Throughput: 40000}},
 		Backlog: &bench.Backlog{Reservations: 100000, Expired: 100000, DrainS: 5},
 	}
 	finish(r)

@@ -130,13 +130,7 @@ func (b *runner) runCeiling(ctx context.Context) (*bench.Ceiling, bench.LedgerCh
 	pp := b.pids
 	pp.server = 0 // cyclesd is idle here
 	res := runPhase(ctx, conns, b.cfg.warmup, b.cfg.duration, pp, op)
-	out := &bench.Ceiling{
-		Script: ceilingScript, Conns: conns, Ops: res.ops, Errors: res.errors,
-		DurationS: round3(res.window.Seconds()), Latency: latency(res.samples), CPU: res.cpu,
-	}
-	if res.window > 0 {
-		out.Throughput = round3(float64(res.ops) / res.window.Seconds())
-	}
+	out := &bench.Ceiling{Script: ceilingScript, Conns: conns, Window: res.measured()}
 	// One connection: the latency floor of the script itself.
 	single := runPhase(ctx, 1, b.cfg.warmup/2, b.cfg.duration/2, pids{}, func(ctx context.Context, _ int) (string, error) {
 		return op(ctx, conns)

@@ -199,20 +199,23 @@ func latency(samples []int64) bench.Latency {
 
 func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }
 
+// measured is what the phase measured, as the results report it.
+func (r phaseResult) measured() bench.Window {
+	w := bench.Window{Ops: r.ops, Errors: r.errors, DurationS: round3(r.window.Seconds()), Latency: latency(r.samples), CPU: r.cpu}
+	if r.window > 0 {
+		w.Throughput = round3(float64(r.ops) / r.window.Seconds())
+	}
+	return w
+}
+
 // cell turns a phase into a result cell.
 func (r phaseResult) cell(op, shape string, clients int) bench.Cell {
-	c := bench.Cell{
-		Op: op, Shape: shape, Clients: clients, Ops: r.ops, Errors: r.errors,
-		DurationS: round3(r.window.Seconds()), Latency: latency(r.samples), CPU: r.cpu,
-	}
+	c := bench.Cell{Op: op, Shape: shape, Clients: clients, Window: r.measured()}
 	if len(r.codes) > 0 {
 		c.ErrorCodes = r.codes
 	}
 	if len(r.outcomes) > 0 {
 		c.Outcomes = r.outcomes
-	}
-	if r.window > 0 {
-		c.Throughput = round3(float64(r.ops) / r.window.Seconds())
 	}
 	return c
 }

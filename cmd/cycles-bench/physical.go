@@ -76,11 +76,7 @@ func (b *runner) runPhysical(ctx context.Context, conns int) (*bench.Physical, b
 	pp := b.pids
 	pp.server = 0
 	res := runPhase(ctx, conns, b.cfg.warmup, b.cfg.duration, pp, op)
-	out := &bench.Physical{Conns: conns, Ops: res.ops, Errors: res.errors, DurationS: round3(res.window.Seconds()),
-		Latency: latency(res.samples), CPU: res.cpu}
-	if res.window > 0 {
-		out.Throughput = round3(float64(res.ops) / res.window.Seconds())
-	}
+	out := &bench.Physical{Conns: conns, Window: res.measured()}
 	var ok int64
 	for _, c := range counts {
 		ok += c

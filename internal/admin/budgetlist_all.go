@@ -21,13 +21,9 @@ func (s *Service) listAllBudgets(ctx context.Context, req *cyclesv1.ListBudgetsR
 			return nil, apierr.Invalid("unit", "unknown unit")
 		}
 	}
-	var cursor string
-	if c := req.GetCursor(); c != "" {
-		raw, err := pagecursor.Decode("cursor", c)
-		if err != nil {
-			return nil, err
-		}
-		cursor = raw
+	cursor, err := pagecursor.Decode("cursor", req.GetCursor())
+	if err != nil {
+		return nil, err
 	}
 	budgets, next, err := walkAll(ctx, s, cursor, pageLimit(req.GetLimit(), DefaultListLimit, MaxListLimit),
 		func(t, m string) bool { return strings.HasPrefix(m, "tenant:"+t) },

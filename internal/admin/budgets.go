@@ -162,17 +162,13 @@ func (s *Service) listBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequ
 		}
 	}
 	limit := pageLimit(req.GetLimit(), DefaultListLimit, MaxListLimit)
-	after := ""
-	if c := req.GetCursor(); c != "" {
-		raw, err := pagecursor.Decode("cursor", c)
-		if err != nil {
-			return nil, err
-		}
-		root := "tenant:" + tenant
-		if !strings.Contains(raw, "|") || !(strings.HasPrefix(raw, root+"/") || strings.HasPrefix(raw, root+"|")) {
-			return nil, pagecursor.Invalid("cursor")
-		}
-		after = raw
+	after, err := pagecursor.Decode("cursor", req.GetCursor())
+	if err != nil {
+		return nil, err
+	}
+	root := "tenant:" + tenant
+	if after != "" && (!strings.Contains(after, "|") || !(strings.HasPrefix(after, root+"/") || strings.HasPrefix(after, root+"|"))) {
+		return nil, pagecursor.Invalid("cursor")
 	}
 	page, err := s.budgetPage(ctx, tenant, prefix, unit, after, limit)
 	if err != nil {

@@ -49,13 +49,9 @@ func (s *Service) listAPIKeys(ctx context.Context, req *cyclesv1.ListApiKeysRequ
 	if st := req.GetStatus(); st != cyclesv1.ApiKeyStatus_API_KEY_STATUS_UNSPECIFIED {
 		f.status = strings.TrimPrefix(st.String(), "API_KEY_STATUS_")
 	}
-	var raw string
-	if c := req.GetCursor(); c != "" {
-		b, err := pagecursor.Decode("cursor", c)
-		if err != nil {
-			return nil, err
-		}
-		raw = b
+	raw, err := pagecursor.Decode("cursor", req.GetCursor())
+	if err != nil {
+		return nil, err
 	}
 	tenant := req.GetTenantId()
 	if tenant == "" {

@@ -47,16 +47,12 @@ func (s *Service) ListTenants(ctx context.Context, req *cyclesv1.ListTenantsRequ
 
 func (s *Service) listTenants(ctx context.Context, req *cyclesv1.ListTenantsRequest) (*cyclesv1.ListTenantsResponse, error) {
 	limit := pageLimit(req.GetLimit(), DefaultTenantListLimit, MaxTenantListLimit)
-	after := ""
-	if c := req.GetCursor(); c != "" {
-		raw, err := pagecursor.Decode("cursor", c)
-		if err != nil {
-			return nil, err
-		}
-		if !auth.ValidTenantID(raw) {
-			return nil, pagecursor.Invalid("cursor")
-		}
-		after = raw
+	after, err := pagecursor.Decode("cursor", req.GetCursor())
+	if err != nil {
+		return nil, err
+	}
+	if after != "" && !auth.ValidTenantID(after) {
+		return nil, pagecursor.Invalid("cursor")
 	}
 	search := strings.ToLower(req.GetSearch())
 	status := req.GetStatus()

@@ -35,39 +35,51 @@ func BenchmarkWrite(b *testing.B) {
 // benchWrite is BenchmarkWrite with or without the stored commit reply
 // (withReply false: replays re-rendered from the row's fields).
 func benchWrite(b *testing.B, withReply bool) {
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	rows := make([]Reservation, benchBatch)
+	benchBatches(b, "cycles_reservations", func(n int) Batch {
+		for i := range rows {
+			rows[i] = typical(n*benchBatch+i, at.Add(time.Duration(n*benchBatch+i)*time.Millisecond))
+			if !withReply {
+				rows[i].Replay = nil
+			}
+		}
+		return Batch{Stream: "bench", Fence: 1, Position: fmt.Sprint(n), Reservations: rows}
+	})
+}
+
+// benchBatch is the rows of one batch the write benchmarks archive.
+const benchBatch = 1000
+
+// benchBatches archives b.N batches of benchBatch rows, batch(n) making the
+// n-th, and reports the rate and the bytes per row PostgreSQL holds in the
+// partitions of table: with indexes (pg-bytes/row) and without
+// (heap-bytes/row).
+func benchBatches(b *testing.B, table string, batch func(n int) Batch) {
 	ctx := context.Background()
 	s, err := Open(ctx, pgtest.SharedDatabase(b))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	const batch = 1000
-	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	rows := make([]Reservation, batch)
 	b.ResetTimer()
 	start := time.Now()
 	for n := 0; n < b.N; n++ {
-		for i := range rows {
-			rows[i] = typical(n*batch+i, at.Add(time.Duration(n*batch+i)*time.Millisecond))
-			if !withReply {
-				rows[i].Replay = nil
-			}
-		}
-		if _, err := s.Write(ctx, Batch{Stream: "bench", Fence: 1, Position: fmt.Sprint(n), Reservations: rows}); err != nil {
+		if _, err := s.Write(ctx, batch(n)); err != nil {
 			b.Fatal(err)
 		}
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "rows/s")
-	if _, err := s.pool.Exec(ctx, "VACUUM ANALYZE cycles_reservations"); err != nil {
+	b.ReportMetric(float64(b.N*benchBatch)/elapsed.Seconds(), "rows/s")
+	if _, err := s.pool.Exec(ctx, "VACUUM ANALYZE "+table); err != nil {
 		b.Fatal(err)
 	}
 	var total, heap, count int64
 	if err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(i.inhrelid)), 0),
 		coalesce(sum(pg_table_size(i.inhrelid)), 0),
-		(SELECT count(*) FROM cycles_reservations) FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent
-		WHERE p.relname = 'cycles_reservations'`).Scan(&total, &heap, &count); err != nil {
+		(SELECT count(*) FROM `+table+`) FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent
+		WHERE p.relname = $1`, table).Scan(&total, &heap, &count); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(total)/float64(count), "pg-bytes/row")

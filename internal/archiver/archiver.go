@@ -22,7 +22,7 @@ import (
 
 var (
 	scriptLease = script.Bind[leaseKeys, leaseArgs]("archive/lease")
-	scriptQueue = script.Bind[queueKeys, batchArgs]("archive/queue")
+	scriptQueue = script.Bind[queueReadKeys, batchArgs]("archive/queue")
 	scriptDone  = script.Bind[queueKeys, doneArgs]("archive/done")
 )
 
@@ -40,6 +40,10 @@ type leaseArgs struct {
 type queueKeys struct {
 	Prefix string `lua:"tenant_prefix"`
 	Queue  string `lua:"archive_queue"`
+}
+
+type queueReadKeys struct {
+	Queue string `lua:"archive_queue"`
 }
 
 type batchArgs struct {
@@ -311,7 +315,7 @@ func (a *Archiver) Once(ctx context.Context) (int64, error) {
 func (a *Archiver) drain(ctx context.Context, tenant string, fence int64) (written, pending int64, lag time.Duration, err error) {
 	t := keys.Tenant(tenant)
 	stream := "reservations/" + tenant
-	b, err := a.read(ctx, t, "", a.opts.BatchSize)
+	b, err := a.read(ctx, t, "", a.opts.BatchSize, true)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -342,7 +346,7 @@ func (a *Archiver) drain(ctx context.Context, tenant string, fence int64) (writt
 				if err := finished(); err != nil {
 					return written, 0, 0, err
 				}
-				if b, err = a.read(ctx, t, "", 1); err != nil {
+				if b, err = a.read(ctx, t, "", 1, false); err != nil {
 					return written, 0, 0, err
 				}
 			}
@@ -360,7 +364,7 @@ func (a *Archiver) drain(ctx context.Context, tenant string, fence int64) (writt
 			ahead = make(chan queueRead, 1)
 			from := b.entries[len(b.entries)-1].qid
 			go func() {
-				nb, err := a.read(ctx, t, from, a.opts.BatchSize)
+				nb, err := a.read(ctx, t, from, a.opts.BatchSize, true)
 				ahead <- queueRead{nb, err}
 			}()
 		}
@@ -386,11 +390,11 @@ func (a *Archiver) drain(ctx context.Context, tenant string, fence int64) (writt
 			if err := finished(); err != nil {
 				return written, b.pending, b.lag(), err
 			}
-			limit := a.opts.BatchSize
 			if budget <= 0 {
-				limit = 1
+				b, err = a.read(ctx, t, "", 1, false)
+			} else {
+				b, err = a.read(ctx, t, "", a.opts.BatchSize, true)
 			}
-			b, err = a.read(ctx, t, "", limit)
 			current = true
 		} else {
 			r := <-ahead
@@ -499,28 +503,51 @@ func (b queueBatch) lag() time.Duration {
 }
 
 // read returns up to limit of t's queued entries with their records, the
-// oldest first, or (after set) the oldest after queue id after.
-func (a *Archiver) read(ctx context.Context, t keys.Tenant, after string, limit int) (queueBatch, error) {
-	res, err := scriptQueue.RunFlat(ctx, a.exec, queueKeys{t.Prefix(), t.ArchiveQueue()}, batchArgs{limit, after})
+// oldest first, or (after set) the oldest after queue id after. With
+// records false the entries come without their records (only the queue's
+// length and oldest entry are wanted).
+//
+// The queue is read by a script (its clock is Redis TIME, on the tenant's
+// node), the records then with pipelined HGETALLs: a settled record no
+// longer changes, and has no TTL before its batch is archived, so reading
+// it a moment later gives what the script would have read. A record gone
+// meanwhile (it cannot be with the ledger's scripts, only by hand or by
+// eviction) reads as empty, as a record gone before the queue read did:
+// its entry is dropped with a warning (writeBatch).
+func (a *Archiver) read(ctx context.Context, t keys.Tenant, after string, limit int, records bool) (queueBatch, error) {
+	res, err := scriptQueue.RunFlat(ctx, a.exec, queueReadKeys{t.ArchiveQueue()}, batchArgs{limit, after})
 	if err != nil {
 		return queueBatch{}, fmt.Errorf("archive queue of %s: %w", t, err)
 	}
 	f := script.NewFlatReader(res)
 	b := queueBatch{now: time.UnixMilli(f.Int()).UTC(), pending: f.Int()}
-	n := f.Count(3)
+	n := f.Count(2)
 	b.entries = make([]queued, 0, n)
 	for i := 0; i < n; i++ {
-		e := queued{qid: f.Str(), rid: f.Str()}
-		k := f.Count(2)
-		e.fields = make(map[string]string, k)
-		for j := 0; j < k; j++ {
-			name := f.Str()
-			e.fields[name] = f.Str()
-		}
-		b.entries = append(b.entries, e)
+		b.entries = append(b.entries, queued{qid: f.Str(), rid: f.Str()})
 	}
 	if err := f.End(); err != nil {
 		return queueBatch{}, fmt.Errorf("archive queue of %s: %w", t, err)
+	}
+	if !records || n == 0 {
+		return b, nil
+	}
+	recKeys := make([]string, 0, n)
+	for _, e := range b.entries {
+		if e.rid != "" {
+			recKeys = append(recKeys, t.Reservation(e.rid))
+		}
+	}
+	recs, err := a.exec.ReadHashes(ctx, recKeys)
+	if err != nil {
+		return queueBatch{}, fmt.Errorf("archive records of %s: %w", t, err)
+	}
+	j := 0
+	for i := range b.entries {
+		if b.entries[i].rid != "" {
+			b.entries[i].fields = recs[j]
+			j++
+		}
 	}
 	return b, nil
 }

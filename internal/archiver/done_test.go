@@ -20,7 +20,7 @@ func TestDoneTrimsUpToTheBatch(t *testing.T) {
 	r.tenant(tn)
 	ids := r.settle(tn, 6)
 	tk := keys.Tenant(tn)
-	b, err := r.archiver(ArchiverOptions{}).read(r.ctx, tk, "", 6)
+	b, err := r.archiver(ArchiverOptions{}).read(r.ctx, tk, "", 6, true)
 	if err != nil || len(b.entries) != 6 {
 		t.Fatalf("queue read: %d entries, %v", len(b.entries), err)
 	}

@@ -186,13 +186,13 @@ func (m *matcher) match(f map[string]string) bool {
 	return true
 }
 
-// List returns one page of the audit trail, newest first. With a tenant_id it
+// ListAuditLogs returns one page of the audit trail, newest first. With a tenant_id it
 // reads that tenant's stream (or the non-tenant log for a sentinel); without,
 // it merges the non-tenant log with every registered tenant's stream (at most
 // MaxListFanout tenants). Each stream is read from the cursor down, at most
 // maxScanPerStream entries per page, so a page is bounded work; a page may be
 // short with has_more set when filters skip many entries.
-func (s *Service) List(ctx context.Context, req *cyclesv1.ListAuditLogsRequest) (*cyclesv1.ListAuditLogsResponse, error) {
+func (s *Service) ListAuditLogs(ctx context.Context, req *cyclesv1.ListAuditLogsRequest) (*cyclesv1.ListAuditLogsResponse, error) {
 	m := newMatcher(req)
 	var after *pos
 	if c := req.GetCursor(); c != "" {

@@ -153,8 +153,9 @@ func countCheck(expected *int64, matched int) error {
 	return nil
 }
 
-// Tenants runs a tenant bulk action.
-func (s *Service) Tenants(ctx context.Context, req *cyclesv1.BulkActionTenantsRequest) (*cyclesv1.BulkActionTenantsResponse, error) {
+// BulkActionTenants runs a tenant bulk action (OperatorService, served by
+// internal/api/operatorapi as is).
+func (s *Service) BulkActionTenants(ctx context.Context, req *cyclesv1.BulkActionTenantsRequest) (*cyclesv1.BulkActionTenantsResponse, error) {
 	hash, err := idempotency.PayloadHash(req)
 	if err != nil {
 		return nil, err
@@ -205,8 +206,8 @@ func (s *Service) Tenants(ctx context.Context, req *cyclesv1.BulkActionTenantsRe
 	return answer(ctx, s, rk, hash, resp)
 }
 
-// Budgets runs a budget bulk action on one tenant's budgets.
-func (s *Service) Budgets(ctx context.Context, req *cyclesv1.BulkActionBudgetsRequest) (*cyclesv1.BulkActionBudgetsResponse, error) {
+// BulkActionBudgets runs a budget bulk action on one tenant's budgets.
+func (s *Service) BulkActionBudgets(ctx context.Context, req *cyclesv1.BulkActionBudgetsRequest) (*cyclesv1.BulkActionBudgetsResponse, error) {
 	f := req.GetFilter()
 	tenant := f.GetTenantId()
 	uMin, uMax, err := utilizationBounds(f)

@@ -25,7 +25,8 @@ func Encode(position string) string {
 }
 
 // Decode is the position of a cursor made by Encode; anything else is
-// INVALID_REQUEST naming field.
+// INVALID_REQUEST naming field. The empty cursor (a request for the first
+// page) is the empty position.
 func Decode(field, c string) (string, error) {
 	if len(c) > MaxLen {
 		return "", Invalid(field)

@@ -44,8 +44,9 @@ type key struct {
 	unit   cyclesv1.Unit
 }
 
-// Query is QueryUsage: docs/archive.md#usage-reports.
-func (s *Service) Query(ctx context.Context, req *cyclesv1.QueryUsageRequest) (*cyclesv1.QueryUsageResponse, error) {
+// QueryUsage answers UsageService.QueryUsage (served by internal/api/usageapi
+// as is): docs/archive.md#usage-reports.
+func (s *Service) QueryUsage(ctx context.Context, req *cyclesv1.QueryUsageRequest) (*cyclesv1.QueryUsageResponse, error) {
 	q, err := query(req)
 	if err != nil {
 		return nil, err

@@ -112,7 +112,7 @@ func TestUsageEqualsLedger(t *testing.T) {
 		{"tokens only, by workspace", &cyclesv1.QueryUsageRequest{TenantId: tn, FromMs: start, ToMs: end, ScopeDepth: 2, Unit: cyclesv1.Unit_UNIT_TOKENS}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := svc.Query(ctx, tc.req)
+			res, err := svc.QueryUsage(ctx, tc.req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,7 +143,7 @@ func TestUsageEqualsLedger(t *testing.T) {
 		})
 	}
 	// Outside the range: nothing.
-	if res, err := svc.Query(ctx, &cyclesv1.QueryUsageRequest{TenantId: tn, FromMs: start - 7_200_000, ToMs: start - 3_600_000}); err != nil || len(res.GetRows()) != 0 {
+	if res, err := svc.QueryUsage(ctx, &cyclesv1.QueryUsageRequest{TenantId: tn, FromMs: start - 7_200_000, ToMs: start - 3_600_000}); err != nil || len(res.GetRows()) != 0 {
 		t.Fatalf("empty range: %v %v", res, err)
 	}
 	for _, bad := range []*cyclesv1.QueryUsageRequest{
@@ -153,7 +153,7 @@ func TestUsageEqualsLedger(t *testing.T) {
 		{TenantId: tn, FromMs: 1, ToMs: 1 + MaxRange.Milliseconds() + 1},
 		{TenantId: tn, FromMs: start, ToMs: end, ScopePrefix: "tenant:other"},
 	} {
-		if _, err := svc.Query(ctx, bad); !apierr.HasCode(err, apierr.InvalidRequest) {
+		if _, err := svc.QueryUsage(ctx, bad); !apierr.HasCode(err, apierr.InvalidRequest) {
 			t.Fatalf("%v: %v, want INVALID_REQUEST", bad, err)
 		}
 	}

@@ -75,9 +75,8 @@ func (d *daemon) metricValue(t *testing.T, name string) float64 {
 // refused before its body is read (the tap's refusal counter).
 func TestUnauthenticatedFloodIsRefusedBeforeTheBody(t *testing.T) {
 	srv := redistest.Start(t)
-	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey},
+	d := serveOn(t, srv,
 		"-max-recv-msg-bytes", strconv.Itoa(8<<20), "-max-runtime-recv-bytes", strconv.Itoa(8<<20))
-	d.waitServing(t)
 	conn := d.conn(t)
 	rt := cyclesv1.NewRuntimeServiceClient(conn)
 	pid := d.cmd.Process.Pid
@@ -137,9 +136,7 @@ func TestUnauthenticatedFloodIsRefusedBeforeTheBody(t *testing.T) {
 // after -handshake-timeout, not held for minutes.
 func TestSilentSocketsAreClosed(t *testing.T) {
 	srv := redistest.Start(t)
-	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey},
-		"-handshake-timeout", "500ms")
-	d.waitServing(t)
+	d := serveOn(t, srv, "-handshake-timeout", "500ms")
 	c, err := net.Dial("tcp", d.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -168,9 +165,7 @@ func TestSilentSocketsAreClosed(t *testing.T) {
 // its own rate, which is not what this test is about.
 func TestStreamChurnDoesNotHurtOtherTenants(t *testing.T) {
 	srv := redistest.Start(t)
-	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey},
-		"-streams-per-key", "32", "-guard-policy=")
-	d.waitServing(t)
+	d := serveOn(t, srv, "-streams-per-key", "32", "-guard-policy=")
 	keyA := provision(t, d.conn(t), "tenant-a", 1_000_000)
 	keyB := provision(t, d.conn(t), "tenant-b", 1_000_000_000)
 	connA, connB := d.conn(t), d.conn(t)
@@ -298,9 +293,7 @@ func TestPlaintextNonLoopbackListenerWarns(t *testing.T) {
 // refused before their body is read. Peak RSS grows by less than 100 MB.
 func TestKeyGuessingLoopIsThrottled(t *testing.T) {
 	srv := redistest.Start(t)
-	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey},
-		"-max-runtime-recv-bytes", strconv.Itoa(1<<20))
-	d.waitServing(t)
+	d := serveOn(t, srv, "-max-runtime-recv-bytes", strconv.Itoa(1<<20))
 	rt := cyclesv1.NewRuntimeServiceClient(d.conn(t))
 	pid := d.cmd.Process.Pid
 	hwmBefore := procKB(t, pid, "VmHWM")

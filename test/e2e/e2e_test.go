@@ -54,6 +54,15 @@ type daemon struct {
 	done    chan error
 }
 
+// serveOn starts cyclesd on srv with the test admin key, args adding
+// flags, and waits until it serves.
+func serveOn(t *testing.T, srv *redistest.Server, args ...string) *daemon {
+	t.Helper()
+	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey}, args...)
+	d.waitServing(t)
+	return d
+}
+
 func startDaemon(t *testing.T, env []string, args ...string) *daemon {
 	t.Helper()
 	d := &daemon{
@@ -123,8 +132,7 @@ func keyCtx(key string) context.Context {
 
 func TestOperatorAndAgentSessionOnRealRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey})
-	d.waitServing(t)
+	d := serveOn(t, srv)
 	conn := d.conn(t)
 	admin := cyclesv1.NewAdminServiceClient(conn)
 	runtime := cyclesv1.NewRuntimeServiceClient(conn)
@@ -240,8 +248,7 @@ func TestRefusesEvictingRedis(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("cyclesd started on an allkeys-lru Redis")
 	}
-	ok := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey}, "-allow-eviction-policy")
-	ok.waitServing(t)
+	serveOn(t, srv, "-allow-eviction-policy") // fails the test unless it serves
 }
 
 func httpGet(t *testing.T, url string) string {

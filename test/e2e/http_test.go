@@ -19,8 +19,7 @@ import (
 func TestHTTPWireOnTheBinary(t *testing.T) {
 	srv := redistest.Start(t)
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
-	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey}, "-http-listen", httpAddr)
-	d.waitServing(t)
+	d := serveOn(t, srv, "-http-listen", httpAddr)
 	base := "http://" + httpAddr
 	do := func(method, path, body string, hdr ...string) (int, map[string]any) {
 		t.Helper()

@@ -65,11 +65,10 @@ func budgetOf(t *testing.T, conn *grpc.ClientConn, tenant string) *cyclesv1.Budg
 // when Redis comes back service and health recover with no restart.
 func TestFailClosedAndRecover(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
-	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey},
+	d := serveOn(t, srv,
 		// The guard is off: 4 unpaced workers can outrun its default 1,000/s on
 		// a fast machine, and a LIMIT_EXCEEDED is not what this test is about.
 		"-health-interval", "100ms", "-request-timeout", "300ms", "-guard-policy=")
-	d.waitServing(t)
 	conn := d.conn(t)
 	key := provision(t, conn, "failclosed", 1_000_000_000)
 	runtime := cyclesv1.NewRuntimeServiceClient(conn)
@@ -171,8 +170,7 @@ func waitHealth(t *testing.T, hc healthpb.HealthClient, want healthpb.HealthChec
 // sending and retries with the same key gets exactly one reservation.
 func TestLostResponseRetryHasOneEffect(t *testing.T) {
 	srv := redistest.Start(t)
-	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey})
-	d.waitServing(t)
+	d := serveOn(t, srv)
 	conn := d.conn(t)
 	key := provision(t, conn, "lostresp", 1_000_000)
 	runtime := cyclesv1.NewRuntimeServiceClient(conn)

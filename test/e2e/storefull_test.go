@@ -28,9 +28,7 @@ import (
 // Raising maxmemory brings everything back without a restart.
 func TestFullRedis(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{Args: []string{"--maxmemory-policy", "noeviction"}})
-	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey},
-		"-health-interval", "100ms")
-	d.waitServing(t)
+	d := serveOn(t, srv, "-health-interval", "100ms")
 	conn := d.conn(t)
 	key := provision(t, conn, "full", 1_000)
 	rt := cyclesv1.NewRuntimeServiceClient(conn)
@@ -134,9 +132,8 @@ func TestPausedRedisRetryConvergesToOneReservation(t *testing.T) {
 	// The default per-key guard is off: 8 unpaced workers reserve faster
 	// than its 1,000/s on a quiet machine, and its refusals (LIMIT_EXCEEDED)
 	// are not what this test is about.
-	d := startDaemon(t, []string{"CYCLESD_REDIS_ADDRS=" + srv.Addr, "CYCLESD_ADMIN_KEY=" + adminKey},
+	d := serveOn(t, srv,
 		"-request-timeout", "300ms", "-health-interval", "100ms", "-guard-policy=")
-	d.waitServing(t)
 	conn := d.conn(t)
 	key := provision(t, conn, "paused", 1_000_000_000)
 	rt := cyclesv1.NewRuntimeServiceClient(conn)

@@ -39,3 +39,14 @@ func Backdate(tb testing.TB, c redis.UniversalClient, tenant, rid string, ago, g
 		tb.Fatalf("backdate %s deadline: %v", rid, err)
 	}
 }
+
+// SeedBudgetAt seeds b at ScopePath(tenant, rest), in TOKENS unless b.Unit
+// names another unit: the budget a test of one tenant's calls starts from.
+func SeedBudgetAt(tb testing.TB, c redis.UniversalClient, tenant, rest string, b Budget) {
+	tb.Helper()
+	b.Scope = ScopePath(tenant, rest)
+	if b.Unit == "" {
+		b.Unit = "TOKENS"
+	}
+	SeedBudget(tb, c, tenant, b)
+}

@@ -153,11 +153,7 @@ func (f *fixture) path(rest string) string {
 }
 
 func (f *fixture) budget(rest string, b ledgertest.Budget) {
-	b.Scope = f.path(rest)
-	if b.Unit == "" {
-		b.Unit = "TOKENS"
-	}
-	ledgertest.SeedBudget(f.t, f.c, f.tenant, b)
+	ledgertest.SeedBudgetAt(f.t, f.c, f.tenant, rest, b)
 }
 
 func reserveBody(key string, est int64) string {

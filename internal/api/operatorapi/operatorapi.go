@@ -3,24 +3,17 @@
 package operatorapi
 
 import (
-	"context"
-
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/bulk"
 )
 
+// handler serves OperatorService with internal/bulk's own methods, which
+// carry the RPCs' names and types (as adminapi; the Unsafe embedding makes a
+// missing method a compile error).
 type handler struct {
-	cyclesv1.UnimplementedOperatorServiceServer
-	bulk *bulk.Service
+	cyclesv1.UnsafeOperatorServiceServer
+	*bulk.Service
 }
 
 // New returns the OperatorService implementation.
-func New(b *bulk.Service) cyclesv1.OperatorServiceServer { return &handler{bulk: b} }
-
-func (h *handler) BulkActionTenants(ctx context.Context, req *cyclesv1.BulkActionTenantsRequest) (*cyclesv1.BulkActionTenantsResponse, error) {
-	return h.bulk.Tenants(ctx, req)
-}
-
-func (h *handler) BulkActionBudgets(ctx context.Context, req *cyclesv1.BulkActionBudgetsRequest) (*cyclesv1.BulkActionBudgetsResponse, error) {
-	return h.bulk.Budgets(ctx, req)
-}
+func New(b *bulk.Service) cyclesv1.OperatorServiceServer { return handler{Service: b} }

@@ -62,16 +62,8 @@ type fixture struct {
 	tenant string
 }
 
-func (f *fixture) path(rest string) string {
-	return ledgertest.ScopePath(f.tenant, rest)
-}
-
 func (f *fixture) budget(rest string, b ledgertest.Budget) {
-	b.Scope = f.path(rest)
-	if b.Unit == "" {
-		b.Unit = "TOKENS"
-	}
-	ledgertest.SeedBudget(f.t, f.c, f.tenant, b)
+	ledgertest.SeedBudgetAt(f.t, f.c, f.tenant, rest, b)
 }
 
 func (f *fixture) reserve(key string, est int64) string {

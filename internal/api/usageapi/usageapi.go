@@ -2,20 +2,17 @@
 package usageapi
 
 import (
-	"context"
-
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/usage"
 )
 
+// handler serves UsageService with internal/usage's own method, which
+// carries the RPC's name and types (as adminapi; the Unsafe embedding makes a
+// missing method a compile error).
 type handler struct {
-	cyclesv1.UnimplementedUsageServiceServer
-	svc *usage.Service
+	cyclesv1.UnsafeUsageServiceServer
+	*usage.Service
 }
 
 // New returns the UsageService server backed by svc.
-func New(svc *usage.Service) cyclesv1.UsageServiceServer { return &handler{svc: svc} }
-
-func (h *handler) QueryUsage(ctx context.Context, r *cyclesv1.QueryUsageRequest) (*cyclesv1.QueryUsageResponse, error) {
-	return h.svc.Query(ctx, r)
-}
+func New(svc *usage.Service) cyclesv1.UsageServiceServer { return handler{Service: svc} }
