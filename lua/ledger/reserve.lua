@@ -231,7 +231,8 @@ if bs == nil then return fail('INTERNAL_ERROR', berr) end
 -- E as a number when the int64 fast path applies (|x| < 10^15: every sum
 -- below is exact in a double).
 local En = (#E < 16) and tonumber(E) or nil
-for _, b in ipairs(bs) do
+for i = 1, #bs do
+  local b = bs[i]
   local code = check_scope(b, E, En)
   if code then
     local dd = budget_deny(code, b, E, unit)
@@ -311,7 +312,8 @@ local now_s, exp_s = ms(now), ms(expires_at)
 -- fewer than 16 characters), so the double arithmetic is exact and cannot
 -- leave int64; check_scope left remaining as a number (b.rem_n).
 local new_res, new_rem = {}, {}
-for i, b in ipairs(bs) do
+for i = 1, #bs do
+  local b = bs[i]
   if b.rem_n and #b.res < 16 then
     local rem = b.rem_n - En
     b.exhausted = (b.rem_n > 0 and rem == 0)
@@ -334,7 +336,8 @@ if rate then policy_rate.count(rate) end
 -- pack_balances; row i is budgeted[i]) for the answer, and from the same
 -- values into the record's rows rb<i> (lib/record_layout.lua compact_row).
 local budgeted, rows, tail = {}, {}, {}
-for i, b in ipairs(bs) do
+for i = 1, #bs do
+  local b = bs[i]
   redis.call('HSET', b.key, 'reserved', new_res[i], 'remaining', new_rem[i])
   budgeted[i] = b.path
   rows[i] = (ROW_INDEX[i] or ms(i)) .. ',' .. new_rem[i] .. ',' .. new_res[i] .. ',' .. b.spent .. ',' .. b.alloc

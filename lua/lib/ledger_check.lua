@@ -34,11 +34,13 @@ end
 
 -- load_scopes reads the budget of every affected scope (keys from KEYS[first]);
 -- returns the budgeted ones in canonical order (b.pos: the position in
--- scopes), or nil and a message.
+-- scopes), or nil and a message. Only the last scope's caps are ever used
+-- (a budget's caps apply at the deepest derived scope), so only its HMGET
+-- reads them.
 local function load_scopes(first, scopes)
-  local bs = {}
-  for i = 1, #scopes do
-    local b, err = load_budget(KEYS[first + i - 1], scopes[i])
+  local bs, n = {}, #scopes
+  for i = 1, n do
+    local b, err = load_budget(KEYS[first + i - 1], scopes[i], i < n)
     if err then return nil, err end
     if b then b.pos = i; bs[#bs + 1] = b end
   end

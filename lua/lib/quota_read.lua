@@ -19,9 +19,9 @@ local function quota_value(raw)
 end
 
 -- quota_meta reads a calendar counter's '@' field: limit, policy id
--- (strings, '' when absent).
+-- (strings; '0' and '' when absent).
 local function quota_meta(raw)
-  if not raw then return '', '' end
-  local lmt, pol = string.match(raw, '^(%d*):(.*)$')
-  return lmt or '', pol or ''
+  if not raw then return '0', '' end
+  local lmt, pol = string.match(raw, '^(%d+):(.*)$')
+  return lmt or '0', pol or ''
 end
