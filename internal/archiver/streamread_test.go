@@ -117,7 +117,7 @@ func TestStreamReadsPastRetention(t *testing.T) {
 	listAudit := func(req *cyclesv1.ListAuditLogsRequest) [][]byte {
 		return readPages(t, "audit listing", req.GetCursor(), func(cursor string) ([][]byte, string, bool) {
 			req.Cursor = cursor
-			res, err := aud.List(r.ctx, req)
+			res, err := aud.ListAuditLogs(r.ctx, req)
 			if err != nil {
 				t.Fatal(err)
 			}
