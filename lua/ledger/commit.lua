@@ -56,8 +56,11 @@ local idem_key, hash = ARGV[4], ARGV[5]
 -- once): no unpack, no loop, no rehash as it grows key by key.
 local v = redis.call('HMGET', KEYS[3], 'state', 'unit', 'estimate', 'budgeted', 'expires_at', 'grace_ms', 'policy',
   'scope_path')
+-- The false slots are the keys load_reservation adds, so the table is sized
+-- for them at once.
 local r = {state = v[1] or nil, unit = v[2] or nil, estimate = v[3] or nil, budgeted = v[4] or nil,
-  expires_at = v[5] or nil, grace_ms = v[6] or nil, policy = v[7] or nil, scope_path = v[8] or nil}
+  expires_at = v[5] or nil, grace_ms = v[6] or nil, policy = v[7] or nil, scope_path = v[8] or nil,
+  prc = false, n_expires = false, n_grace = false, E = false, scopes = false}
 local af
 if not (v[1] or v[2] or v[3] or v[4] or v[5] or v[6] or v[7] or v[8]) and redis.call('EXISTS', KEYS[3]) == 0 then
   af = archived_fields(11)
@@ -144,12 +147,13 @@ if plan.delta ~= '0' and string.byte(plan.delta, 1) ~= 45 then -- canonical: > 0
 end
 emit_transitions(emit, unit, plan, rid, r.policy)
 
+-- (The trailing nils size the array for the three balance rows appended below.)
 local fields = {'state', 'COMMITTED', 'charged', plan.charged,
-  'finalized_at', ms(now), 'commit_key', idem_key, 'commit_hash', hash}
+  'finalized_at', ms(now), 'commit_key', idem_key, 'commit_hash', hash, nil, nil, nil, nil, nil, nil}
 -- The answer's packed rows and the record's balance rows cb<i>
 -- (docs/design.md#reservation-records) from the same values; row i is
 -- r.scopes[i].
-local rows, j = {}, 1
+local rows, j = {nil, nil, nil}, 1 -- presized for three scopes (lib/ledger_settle.lua)
 for k = 1, #plan.rows do
   local row = plan.rows[k]
   local b = row.b
@@ -171,5 +175,7 @@ if ARGV[6] ~= '' then fields[#fields + 1] = 'metrics'; fields[#fields + 1] = ARG
 redis.call('HSET', KEYS[3], unpack(fields))
 finalize(KEYS[1], KEYS[3], KEYS[4], rid, ARGV[9])
 
-return okf(commit_reply({'OK', FLAT_V, '', '', 0, overage, plan.debt_total}, unit, plan.charged, r.scopes, cbal,
-  plan.debt_total, r.E))
+-- The trailing nils size the answer for what commit_reply appends (three
+-- budgeted scopes: 16 elements), so it is not rehashed as it grows.
+return okf(commit_reply({'OK', FLAT_V, '', '', 0, overage, plan.debt_total, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+  unit, plan.charged, r.scopes, cbal, plan.debt_total, r.E))

@@ -35,13 +35,16 @@ local function load_budget(key, path, no_caps)
   if status == '' then status = 'ACTIVE' end
   local b = {key = key, path = path, rem = canon(v[1] or '0'), res = canon(v[2] or '0'), spent = canon(v[3] or '0'),
     alloc = canon(v[4] or '0'), debt = canon(v[5] or '0'), lim = canon(v[6] or '0'), over = (v[7] == 'true'),
-    status = status, caps = (v[9] and v[9] ~= '') and v[9] or nil}
+    status = status}
   if not (b.rem and b.res and b.spent and b.alloc and b.debt and b.lim) then
     for i = 1, #BUDGET_AMOUNTS do
       if b[BUDGET_AMOUNTS[i]] == nil then return nil, 'budget ' .. path .. ' holds a malformed ' .. BUDGET_READ[i] end
     end
   end
   if not BUDGET_STATUSES[status] then return nil, 'budget ' .. path .. ' has an invalid status' end
+  -- Only when set: a nil in the constructor would still take a slot, and the
+  -- callers' own keys (pos, rem_n, exhausted) would then outgrow the table.
+  if v[9] and v[9] ~= '' then b.caps = v[9] end
   return b
 end
 

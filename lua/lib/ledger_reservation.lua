@@ -55,7 +55,7 @@ end
 -- budgeted scopes. A budget hash that no longer exists is skipped (nothing
 -- left to settle against); a corrupt one fails closed.
 local function reservation_budgets(prefix, r)
-  local bs, scopes = {}, r.scopes
+  local bs, scopes = {nil, nil, nil}, r.scopes -- presized for three scopes (no rehash while filled)
   for i = 1, #scopes do
     local path = scopes[i]
     local b, err = load_budget(key_budget(prefix, path, r.unit), path, true)

@@ -16,7 +16,9 @@
 -- or nil, code, message, details.
 local function settle(bs, E, A, policy)
   local delta = i64_sub(A, E)
-  local rows = {}
+  -- {nil, nil, nil}: the array part sized for three scopes at once (filled
+  -- from 1, an empty table rehashes at 1, 2 and 4 entries).
+  local rows = {nil, nil, nil}
   local charged, cap
   if delta == '0' or string.byte(delta, 1) == 45 then -- delta <= 0 (canonical: no conversion)
     local back = i64_sub(E, A)
