@@ -9,16 +9,6 @@ import (
 // API-key routes beyond create/list/revoke (admin.go): the partial update
 // (AdminService.UpdateApiKey) and key validation (AuthService.Validate).
 
-func (a *API) keyRoutes() []endpoint {
-	return []endpoint{
-		on(a, "PATCH /v1/admin/api-keys/{key_id}", via(a.svc.Admin, cyclesv1.AdminServiceServer.UpdateApiKey), keyPath(protoJSON[*cyclesv1.UpdateApiKeyRequest]),
-			apiKeyShape.of("api_key"),
-			off("the admin service is not enabled on this server")),
-		on(a, "POST /v1/auth/validate", via(a.svc.Auth, cyclesv1.AuthServiceServer.Validate), protoJSON, validateShape,
-			off("key validation is not enabled on this server")),
-	}
-}
-
 // PATCH /v1/admin/api-keys/{key_id} reads its body into UpdateApiKeyRequest:
 // a member absent (or null) is left as it is. expires_at is cyclesd's
 // addition to the spec's body (the spec has a key's expiry immutable; cyclesd

@@ -1,21 +1,10 @@
 package cycleshttp
 
-import (
-	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-)
-
 // GET /v1/admin/overview (AdminOverviewResponse) over
 // OverviewService.GetOverview. cyclesd keeps no webhook subscriptions
 // (webhooks.go), so the webhook parts are zeros and empty lists. The
 // extension field coverage says how much the bounded walk read
 // (docs/protocol.md#admin-overview).
-
-func (a *API) overviewRoutes() []endpoint {
-	return []endpoint{
-		on(a, "GET /v1/admin/overview", via(a.svc.Overview, cyclesv1.OverviewServiceServer.GetOverview), nil, overviewShape,
-			off("the admin overview is not enabled on this server")),
-	}
-}
 
 // overviewShape is the protocol's AdminOverviewResponse plus coverage: the
 // proto's shape, with the webhook members cyclesd never has as constants.

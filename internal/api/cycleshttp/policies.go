@@ -3,31 +3,12 @@ package cycleshttp
 import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
-	"github.com/cyclesgo/cycles-go/internal/policy"
 )
 
 // Scope policies (governance v0.1.25 Policy) over PolicyService, admin key
 // only: POST/GET /v1/admin/policies, GET and PATCH
 // /v1/admin/policies/{policy_id}. The tenant of a get or patch comes from the
 // policy id when tenant_id is not in the query (docs/http-api.md).
-
-func (a *API) policyRoutes() []endpoint {
-	pol, offPolicy := a.svc.Policy, off("the policy service is not enabled on this server")
-	return []endpoint{
-		on(a, "POST /v1/admin/policies", via(pol, cyclesv1.PolicyServiceServer.CreateScopePolicy), protoJSON,
-			policyShape.of("policy"), created, offPolicy),
-		// tenant_id is required (admin key); has_action_quotas and
-		// references_action_kind are the v0.1.26 filters.
-		on(a, "GET /v1/admin/policies", via(pol, cyclesv1.PolicyServiceServer.ListScopePolicies), check(tenantRequired),
-			page("policies", nil).nest("policies", policyShape), offPolicy,
-			query(q("tenant_id"), q("scope_pattern"), q("cursor"), q("status"), q("limit"),
-				q("has_action_quotas"), q("references_action_kind"))),
-		on(a, "GET /v1/admin/policies/{policy_id}", via(pol, cyclesv1.PolicyServiceServer.GetScopePolicy), tenantFrom[*cyclesv1.GetScopePolicyRequest]("policy_id", policy.TenantOf, nil),
-			policyShape.of("policy"), offPolicy, query(q("tenant_id"))),
-		on(a, "PATCH /v1/admin/policies/{policy_id}", via(pol, cyclesv1.PolicyServiceServer.UpdateScopePolicy), tenantFrom("policy_id", policy.TenantOf, protoJSON[*cyclesv1.UpdateScopePolicyRequest]),
-			policyShape.of("policy"), offPolicy, query(q("tenant_id"))),
-	}
-}
 
 func tenantRequired(req *cyclesv1.ListScopePoliciesRequest) error {
 	if req.TenantId == "" {

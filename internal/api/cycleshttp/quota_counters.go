@@ -15,18 +15,6 @@ import (
 // action_kind, window, run_id, include_zero, limit, cursor) and POST
 // /v1/admin/action-quota-counters/reset (ActionQuotaCounterResetRequest).
 
-func (a *API) quotaCounterRoutes() []endpoint {
-	qc, offQC := a.svc.QuotaCounters, off("the quota counter service is not enabled on this server")
-	return []endpoint{
-		on(a, "GET /v1/admin/action-quota-counters", via(qc, cyclesv1.QuotaCounterServiceServer.ListActionQuotaCounters), keyTenant,
-			page("counters", nil).nest("counters", quotaState), offQC,
-			query(q("tenant_id"), q("scope"), q("action_kind"), q("cursor"), q("run_id"), q("include_zero"),
-				q("window"), q("limit"))),
-		on(a, "POST /v1/admin/action-quota-counters/reset", via(qc, cyclesv1.QuotaCounterServiceServer.ResetActionQuotaCounter), protoJSON,
-			shapeOf("counter", "previous_used").nest("counter", quotaState), offQC),
-	}
-}
-
 // keyTenant: without tenant_id, a tenant key lists its own tenant's counters
 // (the key names it; the chain proves the key and the service confines it to
 // that tenant); the admin key must name the tenant.

@@ -13,15 +13,6 @@ import (
 // (tenant_id, from and to as ISO 8601 date-times, bucket hour|day,
 // scope_prefix, scope_depth, unit); docs/archive.md#usage-reports.
 
-func (a *API) usageRoutes() []endpoint {
-	return []endpoint{
-		on(a, "GET /v1/admin/usage", via(a.svc.Usage, cyclesv1.UsageServiceServer.QueryUsage), check(dailyByDefault), usageReport,
-			off("usage reports need the archive (-archive-dsn) on this server"),
-			query(q("tenant_id"), q("scope_prefix"), qf("from", "from_ms").must(), qf("to", "to_ms").must(),
-				q("bucket").with(bucketParam), q("scope_depth"), q("unit"))),
-	}
-}
-
 // usageReport is the report's wire shape: the proto's, times as ISO 8601.
 var usageReport = shapeOf("rows").nest("rows", shapeOf("bucket_start", "scope", "unit", "reserved", "committed", "released",
 	"expired", "debt_incurred", "reservations", "commits", "releases", "expirations", "denials"))
