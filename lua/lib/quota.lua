@@ -11,9 +11,10 @@
 -- calendar counter a call touches. A counter is the field
 --   <scope>|<counted>|<window code>      (counted: the kind, or
 --                                         __risk__:<class>; POLICY_WCODE)
--- holding one integer, ((n * 2 + thr) * 131072 + at) * 2048 + bucket
--- (lib/quota_read.lua quota_value), so the hot path reads it with one
--- tonumber and writes it without a string to build: n the calls counted in
+-- holding one integer, ((n * 2 + thr) * 131072 + at) * 2048 + bucket,
+-- written in hexadecimal (lib/quota_read.lua quota_value), so the hot path
+-- reads it with one tonumber(v, 16) and writes it with one string.format:
+-- n the calls counted in
 -- the window instance (at most 100,000 by the quota bounds, so the value
 -- stays an exact integer below 2^53), thr 1 once
 -- quota.threshold_approaching was emitted for it, at the second of the UTC
@@ -397,7 +398,7 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
       i, vi = i + 2, vi + 1
       -- quota_value, inline: ((n * 2 + thr) * 131072 + at) * 2048 + bucket.
       local raw = v[vi]
-      local x = raw and tonumber(raw)
+      local x = raw and tonumber(raw, 16)
       local b = bk[c]
       if raw then dnew = false end
       if x then
@@ -409,16 +410,17 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
           n = (x - t) / 2
         end
       end
-      -- The value a count writes, as a decimal string (%d formats an
-      -- integer far cheaper than Redis formats a Lua number, %.17g); the
-      -- threshold crossing, once per window instance (t marks it emitted).
+      -- The value a count writes, as a hexadecimal string (%x formats an
+      -- integer far cheaper than Redis formats a Lua number, %.17g, and
+      -- tonumber reads base 16 with strtoul, not strtod); the threshold
+      -- crossing, once per window instance (t marks it emitted).
       local tn, t1 = ctn[j], t
       if t == 0 and n < tn and n + 1 >= tn then
         t1 = 1
         if not plan.crossed then plan.crossed = {} end
         plan.crossed[#plan.crossed + 1] = j
       end
-      set[i] = fmt('%d', (((n + 1) * 2 + t1) * 131072 + sec) * 2048 + b)
+      set[i] = fmt('%x', (((n + 1) * 2 + t1) * 131072 + sec) * 2048 + b)
     end
     used[j], thr[j] = n, t
     if n >= cmin[j] then over = true end

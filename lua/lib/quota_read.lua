@@ -3,12 +3,13 @@
 -- the reset. Included with "-- include: lib/quota_read.lua"; the reserve
 -- reads the same value inline (quota_plan).
 
--- quota_value reads a calendar counter's value (raw, a string or false):
+-- quota_value reads a calendar counter's value (raw, a hexadecimal string or
+-- false):
 -- its bucket in the day, n, thr and the second of the day of its last count
 -- (numbers); nil when absent or malformed.
 local function quota_value(raw)
   if not raw then return nil end
-  local x = tonumber(raw)
+  local x = tonumber(raw, 16)
   if x == nil then return nil end
   local bod = x % 2048
   x = (x - bod) / 2048

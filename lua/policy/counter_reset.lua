@@ -45,7 +45,7 @@ if ARGV[4] ~= '' then
   -- n and thr back to 0, the bucket and the last count's time kept
   -- (quota_value); an '@' field stays. The limit and policy: the '@'
   -- field's, else the current policies' (QUOTA_MEMO.meta).
-  redis.call('HSET', KEYS[2], ARGV[4], ms(sec * 2048 + bod))
+  redis.call('HSET', KEYS[2], ARGV[4], string.format('%x', sec * 2048 + bod))
   local raw_meta = redis.call('HGET', KEYS[2], ARGV[4] .. '@')
   local lmt, pol = quota_meta(raw_meta)
   if not raw_meta then lmt, pol = QUOTA_MEMO.meta(KEYS[1], sc, counted, code, now, {}) end
