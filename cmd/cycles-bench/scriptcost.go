@@ -247,13 +247,15 @@ func scriptcostMain(ctx context.Context, args []string) error {
 				return err
 			}
 		}
-		cpu0 := processCPU()
+		cpu0, heap0 := processCPU(), processAllocs()
 		per, err := meter.measure(ctx, *n, call)
 		if err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
 		cpu := float64((processCPU() - cpu0).Microseconds()) / float64(*n)
-		fmt.Printf("  %-18s %12.0f %s per call  %7.1f µs client CPU per call\n", op, per, meter.unit(), cpu)
+		heap := processAllocs().per(heap0, *n)
+		fmt.Printf("  %-18s %12.0f %s per call  %7.1f µs client CPU per call  %6.1f allocs %7.0f B per call\n",
+			op, per, meter.unit(), cpu, heap.objects, heap.bytes)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -47,4 +48,21 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// allocs is this process's heap allocations so far (runtime.MemStats
+// Mallocs and TotalAlloc). Unlike CPU time it does not move with the load of
+// a shared machine, so its growth per call is the steadier figure of the Go
+// side's work per operation (BENCHMARKS.md, "Action governance").
+type allocs struct{ objects, bytes float64 }
+
+func processAllocs() allocs {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return allocs{float64(m.Mallocs), float64(m.TotalAlloc)}
+}
+
+// per is the growth since a0 per call over n calls.
+func (a allocs) per(a0 allocs, n int) allocs {
+	return allocs{(a.objects - a0.objects) / float64(n), (a.bytes - a0.bytes) / float64(n)}
 }

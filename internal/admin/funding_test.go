@@ -84,6 +84,9 @@ func TestFundingArithmeticOnEveryBackend(t *testing.T) {
 	maxI := mustInt(t, max)
 	p53I := mustInt(t, p53)
 	type want struct{ allocated, remaining, spent, debt string }
+	// inUse is a budget with some of everything: reserved, spent, debt
+	// and an overdraft limit.
+	inUse := ledgerState{allocated: "1000", reserved: "100", spent: "200", debt: "50", limit: "100"}
 	cases := []struct {
 		name   string
 		seed   ledgerState
@@ -94,23 +97,23 @@ func TestFundingArithmeticOnEveryBackend(t *testing.T) {
 		over   bool
 		events []string
 	}{
-		{"credit keeps spent reserved debt", ledgerState{allocated: "1000", reserved: "100", spent: "200", debt: "50", limit: "100"}, credit, 500, nil,
+		{"credit keeps spent reserved debt", inUse, credit, 500, nil,
 			want{"1500", "1150", "200", "50"}, false, []string{"budget.funded"}},
-		{"debit", ledgerState{allocated: "1000", reserved: "100", spent: "200", debt: "50", limit: "100"}, debit, 300, nil,
+		{"debit", inUse, debit, 300, nil,
 			want{"700", "350", "200", "50"}, false, []string{"budget.debited"}},
-		{"debit all of remaining", ledgerState{allocated: "1000", reserved: "100", spent: "200", debt: "50", limit: "100"}, debit, 650, nil,
+		{"debit all of remaining", inUse, debit, 650, nil,
 			want{"350", "0", "200", "50"}, false, []string{"budget.debited"}},
-		{"reset", ledgerState{allocated: "1000", reserved: "100", spent: "200", debt: "50", limit: "100"}, reset, 2000, nil,
+		{"reset", inUse, reset, 2000, nil,
 			want{"2000", "1650", "200", "50"}, false, []string{"budget.reset"}},
-		{"reset below usage goes negative", ledgerState{allocated: "1000", reserved: "100", spent: "200", debt: "50", limit: "100"}, reset, 100, nil,
+		{"reset below usage goes negative", inUse, reset, 100, nil,
 			want{"100", "-250", "200", "50"}, false, []string{"budget.reset"}},
-		{"reset_spent with override", ledgerState{allocated: "1000", reserved: "100", spent: "200", debt: "50", limit: "100"}, resetSpent, 1000, i64(10),
+		{"reset_spent with override", inUse, resetSpent, 1000, i64(10),
 			want{"1000", "840", "10", "50"}, false, []string{"budget.reset_spent"}},
-		{"reset_spent defaults spent to 0", ledgerState{allocated: "1000", reserved: "100", spent: "200", debt: "50", limit: "100"}, resetSpent, 1000, nil,
+		{"reset_spent defaults spent to 0", inUse, resetSpent, 1000, nil,
 			want{"1000", "850", "0", "50"}, false, []string{"budget.reset_spent"}},
-		{"repay part of the debt", ledgerState{allocated: "1000", reserved: "100", spent: "200", debt: "50", limit: "100"}, repayDebt, 30, nil,
+		{"repay part of the debt", inUse, repayDebt, 30, nil,
 			want{"1000", "680", "200", "20"}, false, []string{"budget.debt_repaid"}},
-		{"repay with excess credits allocated", ledgerState{allocated: "1000", reserved: "100", spent: "200", debt: "50", limit: "100"}, repayDebt, 80, nil,
+		{"repay with excess credits allocated", inUse, repayDebt, 80, nil,
 			want{"1030", "730", "200", "0"}, false, []string{"budget.debt_repaid"}},
 		{"repay without debt is a credit", ledgerState{allocated: "10"}, repayDebt, 5, nil,
 			want{"15", "15", "0", "0"}, false, []string{"budget.debt_repaid"}},

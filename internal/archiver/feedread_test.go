@@ -31,13 +31,10 @@ func (r *rig) announceRound(ann *events.Announcer, tenants []string, n int) {
 func listFeed(t *testing.T, svc *events.Service, req *cyclesv1.ListEventsRequest) [][]byte {
 	t.Helper()
 	req = proto.Clone(req).(*cyclesv1.ListEventsRequest)
-	return readPages(t, "all-tenant listing", req.GetCursor(), func(cursor string) ([][]byte, string, bool) {
+	return readPages(t, "all-tenant listing", req.GetCursor(), func(cursor string) ([][]byte, string, bool, error) {
 		req.Cursor = cursor
 		res, err := svc.List(t.Context(), auth.Principal{Admin: true}, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return marshalAll(t, res.GetEvents()), res.GetNextCursor(), res.GetHasMore()
+		return marshalAll(t, res.GetEvents()), res.GetNextCursor(), res.GetHasMore(), err
 	})
 }
 

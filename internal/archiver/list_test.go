@@ -18,13 +18,10 @@ import (
 func listAll(t *testing.T, r *rig, led *ledger.Ledger, tn string, req *cyclesv1.ListReservationsRequest) [][]byte {
 	t.Helper()
 	req = proto.Clone(req).(*cyclesv1.ListReservationsRequest)
-	return readPages(t, "listing", req.GetCursor(), func(cursor string) ([][]byte, string, bool) {
+	return readPages(t, "listing", req.GetCursor(), func(cursor string) ([][]byte, string, bool, error) {
 		req.Cursor = cursor
 		res, err := led.List(r.ctx, tn, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return marshalAll(t, res.GetReservations()), res.GetNextCursor(), res.GetHasMore()
+		return marshalAll(t, res.GetReservations()), res.GetNextCursor(), res.GetHasMore(), err
 	})
 }
 

@@ -38,13 +38,17 @@ func marshalAll[M proto.Message](t *testing.T, ms []M) [][]byte {
 
 // readPages reads a paged listing to its end: page answers the page at a
 // cursor (start for the first call) with its items, the next cursor and
-// whether more follow. A listing of more than 200 pages fails the test.
-func readPages(t *testing.T, what, start string, page func(cursor string) (items [][]byte, next string, more bool)) [][]byte {
+// whether more follow, or an error, which fails the test; so does a listing
+// of more than 200 pages.
+func readPages(t *testing.T, what, start string, page func(cursor string) (items [][]byte, next string, more bool, err error)) [][]byte {
 	t.Helper()
 	var out [][]byte
 	cursor := start
 	for range 200 {
-		items, next, more := page(cursor)
+		items, next, more, err := page(cursor)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
 		out = append(out, items...)
 		if !more {
 			return out
@@ -105,23 +109,17 @@ func TestStreamReadsPastRetention(t *testing.T) {
 		do   func() [][]byte
 	}
 	listEvents := func(req *cyclesv1.ListEventsRequest) [][]byte {
-		return readPages(t, "event listing", req.GetCursor(), func(cursor string) ([][]byte, string, bool) {
+		return readPages(t, "event listing", req.GetCursor(), func(cursor string) ([][]byte, string, bool, error) {
 			req.Cursor = cursor
 			res, err := ev.List(r.ctx, admin, req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return marshalAll(t, res.GetEvents()), res.GetNextCursor(), res.GetHasMore()
+			return marshalAll(t, res.GetEvents()), res.GetNextCursor(), res.GetHasMore(), err
 		})
 	}
 	listAudit := func(req *cyclesv1.ListAuditLogsRequest) [][]byte {
-		return readPages(t, "audit listing", req.GetCursor(), func(cursor string) ([][]byte, string, bool) {
+		return readPages(t, "audit listing", req.GetCursor(), func(cursor string) ([][]byte, string, bool, error) {
 			req.Cursor = cursor
 			res, err := aud.ListAuditLogs(r.ctx, req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return marshalAll(t, res.GetLogs()), res.GetNextCursor(), res.GetHasMore()
+			return marshalAll(t, res.GetLogs()), res.GetNextCursor(), res.GetHasMore(), err
 		})
 	}
 	reads := []read{

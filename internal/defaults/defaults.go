@@ -1,7 +1,9 @@
-// Package defaults fills an options struct's unset settings, one line per
-// setting, so every package's New reads the same way: a setting left at zero
-// (or set below it, which no setting here means) takes its default, and a
-// bounded one is capped.
+// Package defaults fills an options struct's unset settings, so every
+// package's New reads the same way: a setting left at zero (or set below it,
+// which no setting here means) takes its default, and a bounded one is
+// capped. Set does one setting; Fill does every number of a struct from a
+// struct of defaults declared once (a negative that means "off" is kept by
+// the field's tag).
 package defaults
 
 // number is what a setting can be: a count, a size, a rate or a duration.

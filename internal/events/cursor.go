@@ -100,11 +100,8 @@ func DecodeCursor(field, c string) (Position, error) {
 	bad := func() (Position, error) {
 		return Position{}, apierr.Invalid(field, "is not a cursor issued by this server")
 	}
-	if c == "" || len(c) > 128 {
-		return bad()
-	}
-	raw, err := cursor.Decode(field, c)
-	if err != nil {
+	raw, ok := cursorText(field, c, 128)
+	if !ok {
 		return bad()
 	}
 	idPart, markPart, hasMark := strings.Cut(raw, ".")
@@ -114,17 +111,33 @@ func DecodeCursor(field, c string) (Position, error) {
 	}
 	p := Position{ID: id}
 	if hasMark {
-		w, err := parseDigits(markPart)
-		if err != nil || w > math.MaxInt64 {
+		if p.Watermark, ok = parseWatermark(markPart); !ok {
 			return bad()
 		}
-		p.Watermark = int64(w)
 	}
 	// Only canonical encodings are accepted, so one position has one cursor.
 	if EncodeCursor(p) != c {
 		return bad()
 	}
 	return p, nil
+}
+
+// cursorText is the decoded text of c, a cursor of 1..max characters.
+func cursorText(field, c string, max int) (string, bool) {
+	if c == "" || len(c) > max {
+		return "", false
+	}
+	raw, err := cursor.Decode(field, c)
+	return raw, err == nil
+}
+
+// parseWatermark is a cursor's watermark: decimal digits within int64.
+func parseWatermark(s string) (int64, bool) {
+	w, err := parseDigits(s)
+	if err != nil || w > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(w), true
 }
 
 // before is the largest id before id (id must not be 0-0).

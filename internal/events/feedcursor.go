@@ -1,7 +1,6 @@
 package events
 
 import (
-	"math"
 	"strconv"
 	"strings"
 
@@ -55,11 +54,8 @@ func DecodeFeedCursor(field, c string) (FeedPosition, error) {
 	bad := func() (FeedPosition, error) {
 		return FeedPosition{}, apierr.Invalid(field, "is not an all-tenant cursor issued by this server")
 	}
-	if c == "" || len(c) > 160 {
-		return bad()
-	}
-	raw, err := cursor.Decode(field, c)
-	if err != nil {
+	raw, ok := cursorText(field, c, 160)
+	if !ok {
 		return bad()
 	}
 	body, ok := strings.CutPrefix(raw, feedCursorTag)
@@ -69,6 +65,7 @@ func DecodeFeedCursor(field, c string) (FeedPosition, error) {
 	body, markPart, hasMark := strings.Cut(body, ".")
 	entryPart, inPart, partial := strings.Cut(body, "~")
 	var p FeedPosition
+	var err error
 	if p.Entry, err = ParseID(entryPart); err != nil {
 		return bad()
 	}
@@ -79,11 +76,9 @@ func DecodeFeedCursor(field, c string) (FeedPosition, error) {
 		p.Partial = true
 	}
 	if hasMark {
-		w, err := parseDigits(markPart)
-		if err != nil || w > math.MaxInt64 {
+		if p.Watermark, ok = parseWatermark(markPart); !ok {
 			return bad()
 		}
-		p.Watermark = int64(w)
 	}
 	if EncodeFeedCursor(p) != c {
 		return bad()

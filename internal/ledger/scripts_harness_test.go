@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -285,24 +286,12 @@ func (s *sx) budgetKeys(paths []string, unit string) []string {
 }
 
 func (s *sx) reserve(c rc) (*out, error) {
-	if c.Mode == "" {
-		c.Mode = "live"
-	}
-	if c.RID == "" {
-		c.RID = uuid.NewString()
-	}
-	if c.Unit == "" {
-		c.Unit = "TOKENS"
-	}
-	if c.Grace == "" {
-		c.Grace = "5000"
-	}
-	if c.Key == "" {
-		c.Key = "rk-" + uuid.NewString()
-	}
-	if c.Hash == "" {
-		c.Hash = "h-" + c.Key
-	}
+	c.Mode = cmp.Or(c.Mode, "live")
+	c.RID = cmp.Or(c.RID, uuid.NewString())
+	c.Unit = cmp.Or(c.Unit, "TOKENS")
+	c.Grace = cmp.Or(c.Grace, "5000")
+	c.Key = cmp.Or(c.Key, "rk-"+uuid.NewString())
+	c.Hash = cmp.Or(c.Hash, "h-"+c.Key)
 	paths, aff := s.affected(c.Scopes)
 	return call(s, scriptReserve, ledger.ReserveKeys{Prefix: s.tk.Prefix(), Record: s.tk.Record(), Budgets: s.tk.Budgets(),
 		Reservation: s.tk.Reservation(c.RID), Deadlines: s.tk.Deadlines(), Created: s.tk.Created(), Expires: s.tk.Expires(),
@@ -357,15 +346,9 @@ type ec struct {
 }
 
 func (s *sx) event(c ec) (*out, error) {
-	if c.Unit == "" {
-		c.Unit = "TOKENS"
-	}
-	if c.Key == "" {
-		c.Key = "ek-" + uuid.NewString()
-	}
-	if c.Hash == "" {
-		c.Hash = "h-" + c.Key
-	}
+	c.Unit = cmp.Or(c.Unit, "TOKENS")
+	c.Key = cmp.Or(c.Key, "ek-"+uuid.NewString())
+	c.Hash = cmp.Or(c.Hash, "h-"+c.Key)
 	eid := uuid.NewString()
 	paths, aff := s.affected(c.Scopes)
 	return call(s, ledger.ScriptEvent, ledger.EventKeys{Prefix: s.tk.Prefix(), Record: s.tk.Record(), Budgets: s.tk.Budgets(),

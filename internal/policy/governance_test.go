@@ -582,6 +582,51 @@ func TestQuotaCounters(t *testing.T) {
 	wantField(t, err, "risk_class")
 }
 
+// TestQuotaCalendarCounterReset: resetting a calendar counter (a field of
+// the day hash, lib/quota.lua) sets its count to 0 and keeps its limit and
+// policy (the listing and the reset's answer show them), the calls are
+// admitted again, and the next count starts from 0; on every backend (the
+// embedded store formats the value too).
+func TestQuotaCalendarCounterReset(t *testing.T) {
+	for _, be := range redistest.Backends(t) {
+		t.Run(be.Name, func(t *testing.T) {
+			e := newEnvFor(t, be)
+			p := e.create(&cyclesv1.CreateScopePolicyRequest{ScopePattern: "*", ActionQuotas: []*cyclesv1.ActionQuota{aq(email, 2, perDay)}})
+			for _, want := range []string{"ALLOW", "ALLOW", "ACTION_QUOTA_EXCEEDED"} {
+				if got, _, _ := e.try(bot, email, "live"); got != want {
+					t.Fatalf("call: %s, want %s", got, want)
+				}
+			}
+			botScope := "tenant:" + e.tenant + "/workspace:prod/agent:bot"
+			state := func(want int64) *cyclesv1.ActionQuotaState {
+				t.Helper()
+				l := must(t, e.pol.ListActionQuotaCounters, e.ctx, &cyclesv1.ListActionQuotaCountersRequest{TenantId: e.tenant,
+					Scope: botScope, IncludeZero: true})
+				if len(l.GetCounters()) != 1 {
+					t.Fatalf("counters: %v", l)
+				}
+				c := l.GetCounters()[0]
+				if c.GetUsed() != want || c.GetLimit() != 2 || c.GetPolicyId() != p.GetPolicyId() || c.GetWindow() != perDay {
+					t.Fatalf("counter %v, want used %d, limit 2, policy %s", c, want, p.GetPolicyId())
+				}
+				return c
+			}
+			c := state(2)
+			r, err := call(e.ctx, e.pol.ResetActionQuotaCounter, &cyclesv1.ResetActionQuotaCounterRequest{TenantId: e.tenant,
+				Scope: botScope, ActionKind: email, Window: perDay, WindowKey: c.GetWindowKey(), Reason: "test"})
+			if err != nil || r.GetPreviousUsed() != 2 || r.GetCounter().GetUsed() != 0 || r.GetCounter().GetLimit() != 2 ||
+				r.GetCounter().GetPolicyId() != p.GetPolicyId() {
+				t.Fatalf("reset: %v %v", r, err)
+			}
+			state(0)
+			if got, _, _ := e.try(bot, email, "live"); got != "ALLOW" {
+				t.Fatalf("after the reset: %s", got)
+			}
+			state(1)
+		})
+	}
+}
+
 // raceOutcomes runs call(0..n-1) at once and counts the outcomes: ok for a
 // call without error, else the error's code. An error that is not an API
 // error fails t.
@@ -611,11 +656,12 @@ func raceOutcomes(t *testing.T, n int, ok string, call func(i int) error) map[st
 }
 
 // TestQuotaCounterLimitFollowsPolicyChange: the listing's limit and policy
-// of a calendar counter (its '@' field) follow a policy update within the
-// window instance, for a scope path and the tenant scope, also once the
-// Functions library has memoized the plan and already written the field in
-// this window (lib/quota.lua quota_count), and for a second scope path
-// counted under the same plan.
+// of a calendar counter (derived from the current policies, or for a
+// per_tenant_per_day counter its '@' field; lib/quota.lua) follow a policy
+// update within the window instance, for a scope path and the tenant scope,
+// also once the Functions library has memoized the plan and counted the
+// counter in this window, and for a second scope path counted under the
+// same plan; a counter no rule limits any more lists limit 0.
 func TestQuotaCounterLimitFollowsPolicyChange(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
@@ -654,6 +700,20 @@ func TestQuotaCounterLimitFollowsPolicyChange(t *testing.T) {
 				}
 			}
 			limits(20, map[string]int64{bs + "|" + day: 3, ps + "|" + day: 2, ts + "|" + tday: 5})
+			// A counter no current rule gives a limit: limit 0, no policy (the
+			// per_tenant_per_day one keeps the limit it was counted under).
+			must(t, e.pol.UpdateScopePolicy, e.ctx, &cyclesv1.UpdateScopePolicyRequest{TenantId: e.tenant, PolicyId: p.GetPolicyId(),
+				ActionQuotas: &cyclesv1.ActionQuotaList{Quotas: []*cyclesv1.ActionQuota{aq(email, 30, perTDay)}}})
+			page := must(t, e.pol.ListActionQuotaCounters, e.ctx, &cyclesv1.ListActionQuotaCountersRequest{TenantId: e.tenant})
+			for _, c := range page.GetCounters() {
+				want, pol := int64(0), ""
+				if c.GetWindow() == perTDay {
+					want, pol = 20, p.GetPolicyId()
+				}
+				if c.GetLimit() != want || c.GetPolicyId() != pol {
+					t.Fatalf("counter %v after the per_day quota was removed: want limit %d, policy %q", c, want, pol)
+				}
+			}
 		})
 	}
 }

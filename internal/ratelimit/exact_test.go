@@ -50,41 +50,37 @@ func TestLogsAreExactAtWindowEdges(t *testing.T) {
 // allows the next request (counting first would deny it). Runs on both
 // backends by planting expired state directly.
 func TestPruneBeforeCount(t *testing.T) {
-	for _, e := range backends(t) {
-		for _, alg := range logAlgorithms {
-			t.Run(e.name+"/"+AlgorithmName(alg), func(t *testing.T) {
-				ctx := context.Background()
-				p := e.mustPolicy(t, Policy{Algorithm: alg, Limit: 5, WindowMs: 60_000})
-				rk := StateKey(p.Name, "stale")
-				if alg == PackedLog {
-					// Ring full of hits at t = 1 ms (epoch), all long expired.
-					hdr := "P" + enc6(5) + enc6(5) + enc6(0) + enc6(1)
-					slots := ""
-					for i := 0; i < 5; i++ {
-						slots += enc6(1)
-					}
-					if err := e.client.Set(ctx, rk, hdr+slots, 0).Err(); err != nil {
-						t.Fatal(err)
-					}
-				} else {
-					for i := 1; i <= 5; i++ {
-						if err := e.client.ZAdd(ctx, rk, redisZ(1, fmt.Sprintf("a%d", i))).Err(); err != nil {
-							t.Fatal(err)
-						}
-					}
+	eachAlgorithm(t, logAlgorithms, func(t *testing.T, e *env, alg Algorithm) {
+		ctx := context.Background()
+		p := e.mustPolicy(t, Policy{Algorithm: alg, Limit: 5, WindowMs: 60_000})
+		rk := StateKey(p.Name, "stale")
+		if alg == PackedLog {
+			// Ring full of hits at t = 1 ms (epoch), all long expired.
+			hdr := "P" + enc6(5) + enc6(5) + enc6(0) + enc6(1)
+			slots := ""
+			for i := 0; i < 5; i++ {
+				slots += enc6(1)
+			}
+			if err := e.client.Set(ctx, rk, hdr+slots, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			for i := 1; i <= 5; i++ {
+				if err := e.client.ZAdd(ctx, rk, redisZ(1, fmt.Sprintf("a%d", i))).Err(); err != nil {
+					t.Fatal(err)
 				}
-				d := e.check(t, p.Name, "stale", 1)
-				if !d.Allowed || d.Count != 1 {
-					t.Fatalf("after expired hits: %+v, want allowed with count 1", d)
-				}
-				if alg != PackedLog {
-					if n := e.client.ZCard(ctx, rk).Val(); n != 1 {
-						t.Fatalf("zcard = %d, want the 5 stale members pruned", n)
-					}
-				}
-			})
+			}
 		}
-	}
+		d := e.check(t, p.Name, "stale", 1)
+		if !d.Allowed || d.Count != 1 {
+			t.Fatalf("after expired hits: %+v, want allowed with count 1", d)
+		}
+		if alg != PackedLog {
+			if n := e.client.ZCard(ctx, rk).Val(); n != 1 {
+				t.Fatalf("zcard = %d, want the 5 stale members pruned", n)
+			}
+		}
+	})
 }
 
 // The scripts take no client time: an extra time-like ARGV changes nothing,
@@ -133,53 +129,45 @@ func TestClockStepBackIsClamped(t *testing.T) {
 // Costs: a request of h hits takes h of the limit, on every algorithm;
 // h > limit is refused as INVALID_REQUEST (it could never pass).
 func TestCosts(t *testing.T) {
-	for _, e := range backends(t) {
-		for _, alg := range allAlgorithms {
-			t.Run(e.name+"/"+AlgorithmName(alg), func(t *testing.T) {
-				p := e.mustPolicy(t, Policy{Algorithm: alg, Limit: 5, WindowMs: 86_400_000})
-				for i, s := range []struct {
-					hits      int64
-					allowed   bool
-					count     int64
-					remaining int64
-				}{{3, true, 3, 2}, {3, false, 3, 2}, {2, true, 5, 0}, {1, false, 5, 0}} {
-					d := e.check(t, p.Name, "cost", s.hits)
-					if d.Allowed != s.allowed || d.Count != s.count || d.Remaining != s.remaining {
-						t.Fatalf("step %d hits=%d: %+v, want %+v", i, s.hits, d, s)
-					}
-				}
-				_, err := e.lim.Check(context.Background(), p.Name, "cost", 6)
-				if !apierr.HasCode(err, apierr.InvalidRequest) {
-					t.Fatalf("hits > limit: err %v, want INVALID_REQUEST", err)
-				}
-			})
+	eachAlgorithm(t, allAlgorithms, func(t *testing.T, e *env, alg Algorithm) {
+		p := e.mustPolicy(t, Policy{Algorithm: alg, Limit: 5, WindowMs: 86_400_000})
+		for i, s := range []struct {
+			hits      int64
+			allowed   bool
+			count     int64
+			remaining int64
+		}{{3, true, 3, 2}, {3, false, 3, 2}, {2, true, 5, 0}, {1, false, 5, 0}} {
+			d := e.check(t, p.Name, "cost", s.hits)
+			if d.Allowed != s.allowed || d.Count != s.count || d.Remaining != s.remaining {
+				t.Fatalf("step %d hits=%d: %+v, want %+v", i, s.hits, d, s)
+			}
 		}
-	}
+		_, err := e.lim.Check(context.Background(), p.Name, "cost", 6)
+		if !apierr.HasCode(err, apierr.InvalidRequest) {
+			t.Fatalf("hits > limit: err %v, want INVALID_REQUEST", err)
+		}
+	})
 }
 
 // Shadow mode decides and counts but never denies; the would-be denial is
 // reported and counted in cycles.ratelimit.decisions{outcome=shadow_denied}.
 func TestShadowMode(t *testing.T) {
-	for _, e := range backends(t) {
-		for _, alg := range allAlgorithms {
-			t.Run(e.name+"/"+AlgorithmName(alg), func(t *testing.T) {
-				p := e.mustPolicy(t, Policy{Algorithm: alg, Limit: 2, WindowMs: 86_400_000, Shadow: true})
-				for i := 1; i <= 4; i++ {
-					d := e.check(t, p.Name, "k", 1)
-					wantShadow := i > 2
-					if !d.Allowed || d.ShadowDenied != wantShadow || d.RetryAfter != 0 {
-						t.Fatalf("hit %d: %+v", i, d)
-					}
-				}
-				if got := e.tel.Sum(t, "cycles.ratelimit.decisions", attrPolicy(p.Name), attrOutcome("shadow_denied")); got != 2 {
-					t.Fatalf("shadow_denied decisions = %d, want 2", got)
-				}
-				if got := e.tel.Sum(t, "cycles.ratelimit.decisions", attrPolicy(p.Name), attrOutcome("denied")); got != 0 {
-					t.Fatalf("denied decisions = %d, want 0 in shadow mode", got)
-				}
-			})
+	eachAlgorithm(t, allAlgorithms, func(t *testing.T, e *env, alg Algorithm) {
+		p := e.mustPolicy(t, Policy{Algorithm: alg, Limit: 2, WindowMs: 86_400_000, Shadow: true})
+		for i := 1; i <= 4; i++ {
+			d := e.check(t, p.Name, "k", 1)
+			wantShadow := i > 2
+			if !d.Allowed || d.ShadowDenied != wantShadow || d.RetryAfter != 0 {
+				t.Fatalf("hit %d: %+v", i, d)
+			}
 		}
-	}
+		if got := e.tel.Sum(t, "cycles.ratelimit.decisions", attrPolicy(p.Name), attrOutcome("shadow_denied")); got != 2 {
+			t.Fatalf("shadow_denied decisions = %d, want 2", got)
+		}
+		if got := e.tel.Sum(t, "cycles.ratelimit.decisions", attrPolicy(p.Name), attrOutcome("denied")); got != 0 {
+			t.Fatalf("denied decisions = %d, want 0 in shadow mode", got)
+		}
+	})
 }
 
 // A flood of served requests (shadow mode: everything is served) grows the
@@ -226,23 +214,19 @@ func TestCapBoundsTheLogUnderAFlood(t *testing.T) {
 // Every served request refreshes the key's TTL to window + slack (+ one
 // window for SLIDING_WINDOW); an idle key then expires by itself.
 func TestTTLRefreshAndIdleExpiry(t *testing.T) {
-	for _, e := range backends(t) {
-		for _, alg := range allAlgorithms {
-			t.Run(e.name+"/"+AlgorithmName(alg), func(t *testing.T) {
-				ctx := context.Background()
-				p := e.mustPolicy(t, Policy{Algorithm: alg, Limit: 100, WindowMs: 60_000, SlackMs: 7_000})
-				e.check(t, p.Name, "ttl", 1)
-				want := p.TTL().Milliseconds()
-				if alg == SlidingWindow && want != 127_000 || alg != SlidingWindow && want != 67_000 {
-					t.Fatalf("policy TTL %d", want)
-				}
-				pttl := e.client.PTTL(ctx, StateKey(p.Name, "ttl")).Val().Milliseconds()
-				if pttl <= want-5_000 || pttl > want {
-					t.Fatalf("PTTL = %d ms, want (%d, %d]", pttl, want-5_000, want)
-				}
-			})
+	eachAlgorithm(t, allAlgorithms, func(t *testing.T, e *env, alg Algorithm) {
+		ctx := context.Background()
+		p := e.mustPolicy(t, Policy{Algorithm: alg, Limit: 100, WindowMs: 60_000, SlackMs: 7_000})
+		e.check(t, p.Name, "ttl", 1)
+		want := p.TTL().Milliseconds()
+		if alg == SlidingWindow && want != 127_000 || alg != SlidingWindow && want != 67_000 {
+			t.Fatalf("policy TTL %d", want)
 		}
-	}
+		pttl := e.client.PTTL(ctx, StateKey(p.Name, "ttl")).Val().Milliseconds()
+		if pttl <= want-5_000 || pttl > want {
+			t.Fatalf("PTTL = %d ms, want (%d, %d]", pttl, want-5_000, want)
+		}
+	})
 	for _, alg := range allAlgorithms {
 		t.Run("expiry/"+AlgorithmName(alg), func(t *testing.T) {
 			ctx := context.Background()

@@ -54,6 +54,17 @@ func backends(t testing.TB) []*env {
 	}
 }
 
+// eachAlgorithm runs body as a subtest per backend and algorithm of algs,
+// named <backend>/<algorithm>.
+func eachAlgorithm(t *testing.T, algs []Algorithm, body func(t *testing.T, e *env, alg Algorithm)) {
+	t.Helper()
+	for _, e := range backends(t) {
+		for _, alg := range algs {
+			t.Run(e.name+"/"+AlgorithmName(alg), func(t *testing.T) { body(t, e, alg) })
+		}
+	}
+}
+
 // at sets the embedded clock to base + ms.
 func (e *env) at(base time.Time, ms int64) {
 	e.mr.SetTime(base.Add(time.Duration(ms) * time.Millisecond))

@@ -205,33 +205,29 @@ func TestDecisionMetrics(t *testing.T) {
 
 // Inspect reports the live count, footprint, encoding and TTL of a key.
 func TestInspect(t *testing.T) {
-	for _, e := range backends(t) {
-		for _, alg := range allAlgorithms {
-			t.Run(e.name+"/"+AlgorithmName(alg), func(t *testing.T) {
-				ctx := context.Background()
-				p := e.mustPolicy(t, Policy{Algorithm: alg, Limit: 10, WindowMs: 86_400_000})
-				in, err := e.lim.Inspect(ctx, p.Name, "i")
-				if err != nil || in.Type != "none" || in.TTLms != -2 || in.Count != 0 || in.MemoryUsageBytes != 0 {
-					t.Fatalf("absent key: %+v %v", in, err)
-				}
-				e.check(t, p.Name, "i", 3)
-				in, err = e.lim.Inspect(ctx, p.Name, "i")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if in.Count != 3 || in.MemoryUsageBytes <= 0 || in.TTLms <= 0 || in.RedisKey != StateKey(p.Name, "i") || in.Algorithm != alg {
-					t.Fatalf("inspect: %+v", in)
-				}
-				if e.mr == nil {
-					want := map[Algorithm]string{SlidingLog: "listpack", CappedLog: "listpack", PackedLog: "raw", SlidingWindow: "listpack", TokenBucket: "listpack"}[alg]
-					if in.Encoding != want {
-						t.Fatalf("encoding %q, want %q", in.Encoding, want)
-					}
-				}
-				if got := e.tel.Sum(t, "cycles.ratelimit.inspections", attrPolicy(p.Name)); got != 2 {
-					t.Fatalf("inspections = %d", got)
-				}
-			})
+	eachAlgorithm(t, allAlgorithms, func(t *testing.T, e *env, alg Algorithm) {
+		ctx := context.Background()
+		p := e.mustPolicy(t, Policy{Algorithm: alg, Limit: 10, WindowMs: 86_400_000})
+		in, err := e.lim.Inspect(ctx, p.Name, "i")
+		if err != nil || in.Type != "none" || in.TTLms != -2 || in.Count != 0 || in.MemoryUsageBytes != 0 {
+			t.Fatalf("absent key: %+v %v", in, err)
 		}
-	}
+		e.check(t, p.Name, "i", 3)
+		in, err = e.lim.Inspect(ctx, p.Name, "i")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Count != 3 || in.MemoryUsageBytes <= 0 || in.TTLms <= 0 || in.RedisKey != StateKey(p.Name, "i") || in.Algorithm != alg {
+			t.Fatalf("inspect: %+v", in)
+		}
+		if e.mr == nil {
+			want := map[Algorithm]string{SlidingLog: "listpack", CappedLog: "listpack", PackedLog: "raw", SlidingWindow: "listpack", TokenBucket: "listpack"}[alg]
+			if in.Encoding != want {
+				t.Fatalf("encoding %q, want %q", in.Encoding, want)
+			}
+		}
+		if got := e.tel.Sum(t, "cycles.ratelimit.inspections", attrPolicy(p.Name)); got != 2 {
+			t.Fatalf("inspections = %d", got)
+		}
+	})
 }

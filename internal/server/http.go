@@ -78,14 +78,7 @@ type HTTPServer struct {
 // NewHTTP builds the HTTP listener. Its readiness follows the same Redis
 // probe as gRPC health (WatchHealth on s).
 func (s *Server) NewHTTP(opts HTTPOptions) *HTTPServer {
-	def := DefaultHTTPOptions()
-	defaults.Set(&opts.ReadHeaderTimeout, def.ReadHeaderTimeout)
-	defaults.Set(&opts.IdleTimeout, def.IdleTimeout)
-	defaults.Set(&opts.MaxHeaderBytes, def.MaxHeaderBytes)
-	defaults.Set(&opts.MaxConnections, def.MaxConnections)
-	defaults.Set(&opts.MaxBodyBytes, def.MaxBodyBytes)
-	defaults.Set(&opts.BodyTimeout, def.BodyTimeout)
-	defaults.Set(&opts.MinBodyRate, def.MinBodyRate)
+	defaults.Fill(&opts, DefaultHTTPOptions())
 	log := opts.Logger
 	if log == nil {
 		log = s.log

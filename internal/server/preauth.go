@@ -51,7 +51,7 @@ type PreAuthLimits struct {
 	// address or an IPv6 /64) may make before it is throttled; 0: 20;
 	// negative: no per-peer tracking at all (behind an L7 proxy every caller
 	// shares the proxy's address; throttle at the proxy instead).
-	AuthFailBurst int
+	AuthFailBurst int `defaults:"keep-negative"`
 	// AuthFailRate is how many failures per second are forgiven; 0: 2.
 	AuthFailRate float64
 	// UnverifiedPerFailingPeer bounds a recently failing peer's requests with
@@ -64,14 +64,13 @@ type PreAuthLimits struct {
 	MaxPeers int
 }
 
+// DefaultPreAuthLimits are the pre-authentication bounds of a public listener.
+func DefaultPreAuthLimits() PreAuthLimits {
+	return PreAuthLimits{AuthFailBurst: 20, AuthFailRate: 2, UnverifiedPerFailingPeer: 4, UnverifiedKeysPerPeer: 8, MaxPeers: 1 << 16}
+}
+
 func (l PreAuthLimits) withDefaults() PreAuthLimits {
-	if l.AuthFailBurst == 0 {
-		l.AuthFailBurst = 20
-	}
-	defaults.Set(&l.AuthFailRate, 2)
-	defaults.Set(&l.UnverifiedPerFailingPeer, 4)
-	defaults.Set(&l.UnverifiedKeysPerPeer, 8)
-	defaults.Set(&l.MaxPeers, 1<<16)
+	defaults.Fill(&l, DefaultPreAuthLimits())
 	return l
 }
 

@@ -94,7 +94,7 @@ type Limits struct {
 	FirstStreamTimeout    time.Duration
 	WriteStallTimeout     time.Duration
 	RefusedStreamsPerConn int
-	FloodClosuresPerPeer  int
+	FloodClosuresPerPeer  int `defaults:"keep-negative"`
 	FloodPeerCooldown     time.Duration
 
 	// Public methods (publicstream.go): health and reflection streams open
@@ -120,7 +120,7 @@ func DefaultLimits() Limits {
 		MaxConnectionIdle:     5 * time.Minute,
 		StreamsPerKey:         32,
 		StreamsTotal:          2048,
-		PreAuth:               PreAuthLimits{}.withDefaults(),
+		PreAuth:               DefaultPreAuthLimits(),
 		FirstStreamTimeout:    10 * time.Second,
 		WriteStallTimeout:     10 * time.Second,
 		RefusedStreamsPerConn: 16,
@@ -134,37 +134,10 @@ func DefaultLimits() Limits {
 	}
 }
 
+// withDefaults gives each unset limit its DefaultLimits value (defaults.Fill;
+// FloodClosuresPerPeer and PreAuth.AuthFailBurst keep a negative "off").
 func (l Limits) withDefaults() Limits {
-	d := DefaultLimits()
-	defaults.Set(&l.MaxRecvMsgBytes, d.MaxRecvMsgBytes)
-	defaults.Set(&l.MaxRuntimeRecvBytes, d.MaxRuntimeRecvBytes)
-	if l.MaxConcurrentStreams == 0 {
-		l.MaxConcurrentStreams = d.MaxConcurrentStreams
-	}
-	if l.MaxHeaderListBytes == 0 {
-		l.MaxHeaderListBytes = d.MaxHeaderListBytes
-	}
-	if l.MaxConnections == 0 {
-		l.MaxConnections = d.MaxConnections
-	}
-	defaults.Set(&l.HandshakeTimeout, d.HandshakeTimeout)
-	defaults.Set(&l.MaxConnectionIdle, d.MaxConnectionIdle)
-	defaults.Set(&l.StreamsPerKey, d.StreamsPerKey)
-	defaults.Set(&l.StreamsTotal, d.StreamsTotal)
-	l.PreAuth = l.PreAuth.withDefaults()
-	defaults.Set(&l.FirstStreamTimeout, d.FirstStreamTimeout)
-	defaults.Set(&l.WriteStallTimeout, d.WriteStallTimeout)
-	defaults.Set(&l.RefusedStreamsPerConn, d.RefusedStreamsPerConn)
-	// Negative FloodClosuresPerPeer is "off", so only zero takes the default.
-	if l.FloodClosuresPerPeer == 0 {
-		l.FloodClosuresPerPeer = d.FloodClosuresPerPeer
-	}
-	defaults.Set(&l.FloodPeerCooldown, d.FloodPeerCooldown)
-	defaults.Set(&l.PublicStreamsPerConn, d.PublicStreamsPerConn)
-	defaults.Set(&l.PublicStreamsTotal, d.PublicStreamsTotal)
-	defaults.Set(&l.PublicAwaitingPerConn, d.PublicAwaitingPerConn)
-	defaults.Set(&l.PublicAwaitingTotal, d.PublicAwaitingTotal)
-	defaults.Set(&l.PublicRecvTimeout, d.PublicRecvTimeout)
+	defaults.Fill(&l, DefaultLimits())
 	return l
 }
 

@@ -52,22 +52,27 @@ local idem_key, hash = ARGV[4], ARGV[5]
 -- here). A listpack-encoded record is searched field by field, an absent
 -- field costing a full scan, so the fields only a committed record has are
 -- read only when it is committed.
-local COMMIT_READ = {'state', 'unit', 'estimate', 'budgeted', 'expires_at', 'grace_ms', 'policy', 'scope_path'}
-local COMMITTED_READ = {'commit_key', 'commit_hash', 'charged', 'debt_incurred'}
-local v = redis.call('HMGET', KEYS[3], unpack(COMMIT_READ))
-local r, any = {}, false
-for i = 1, #COMMIT_READ do
-  if v[i] then r[COMMIT_READ[i]] = v[i]; any = true end
-end
+-- The fields are named in the call and r is built by one constructor (sized
+-- once): no unpack, no loop, no rehash as it grows key by key.
+local v = redis.call('HMGET', KEYS[3], 'state', 'unit', 'estimate', 'budgeted', 'expires_at', 'grace_ms', 'policy',
+  'scope_path')
+-- The false slots are the keys load_reservation adds, so the table is sized
+-- for them at once.
+local r = {state = v[1] or nil, unit = v[2] or nil, estimate = v[3] or nil, budgeted = v[4] or nil,
+  expires_at = v[5] or nil, grace_ms = v[6] or nil, policy = v[7] or nil, scope_path = v[8] or nil,
+  prc = false, n_expires = false, n_grace = false, E = false, scopes = false}
 local af
-if not any and redis.call('EXISTS', KEYS[3]) == 0 then
+if not (v[1] or v[2] or v[3] or v[4] or v[5] or v[6] or v[7] or v[8]) and redis.call('EXISTS', KEYS[3]) == 0 then
   af = archived_fields(11)
   if af == nil then return fail('NOT_FOUND', 'reservation ' .. rid .. ' not found') end
-  for _, name in ipairs(COMMIT_READ) do r[name] = af[name] end
+  for _, name in ipairs({'state', 'unit', 'estimate', 'budgeted', 'expires_at', 'grace_ms', 'policy', 'scope_path'}) do
+    r[name] = af[name]
+  end
 end
 local denied = scope_filter_refusal(ARGV[10], r.scope_path)
 if denied then return denied end
 if r.state == 'COMMITTED' then
+  local COMMITTED_READ = {'commit_key', 'commit_hash', 'charged', 'debt_incurred'}
   if af then
     for _, name in ipairs(COMMITTED_READ) do r[name] = af[name] end
   else
@@ -125,9 +130,15 @@ if plan == nil then return fail(pcode, pmsg, pdet) end
 apply_plan(plan)
 if rate then policy_rate.count(rate) end
 
-local emit = event_emitter(KEYS[5], ARGV[8], now)
+-- The emitter decodes the event context; most commits emit nothing, so it
+-- is built on the first event only.
+local emitter = nil
+local function emit(...)
+  if emitter == nil then emitter = event_emitter(KEYS[5], ARGV[8], now) end
+  return emitter(...)
+end
 local overage = '0'
-if i64_cmp(plan.delta, '0') > 0 then
+if plan.delta ~= '0' and string.byte(plan.delta, 1) ~= 45 then -- canonical: > 0 without a conversion
   overage = plan.delta
   emit('reservation.commit_overage', 'reservation', r.scope_path, {
     reservation_id = rid, scope = r.scope_path, unit = unit, estimated_amount = r.E,
@@ -136,13 +147,15 @@ if i64_cmp(plan.delta, '0') > 0 then
 end
 emit_transitions(emit, unit, plan, rid, r.policy)
 
+-- (The trailing nils size the array for the three balance rows appended below.)
 local fields = {'state', 'COMMITTED', 'charged', plan.charged,
-  'finalized_at', ms(now), 'commit_key', idem_key, 'commit_hash', hash}
+  'finalized_at', ms(now), 'commit_key', idem_key, 'commit_hash', hash, nil, nil, nil, nil, nil, nil}
 -- The answer's packed rows and the record's balance rows cb<i>
 -- (docs/design.md#reservation-records) from the same values; row i is
 -- r.scopes[i].
-local rows, j = {}, 1
-for k, row in ipairs(plan.rows) do
+local rows, j = {nil, nil, nil}, 1 -- presized for three scopes (lib/ledger_settle.lua)
+for k = 1, #plan.rows do
+  local row = plan.rows[k]
   local b = row.b
   while r.scopes[j] ~= nil and r.scopes[j] ~= b.path do j = j + 1 end
   local idx = r.scopes[j] and j or 0
@@ -162,5 +175,7 @@ if ARGV[6] ~= '' then fields[#fields + 1] = 'metrics'; fields[#fields + 1] = ARG
 redis.call('HSET', KEYS[3], unpack(fields))
 finalize(KEYS[1], KEYS[3], KEYS[4], rid, ARGV[9])
 
-return okf(commit_reply({'OK', FLAT_V, '', '', 0, overage, plan.debt_total}, unit, plan.charged, r.scopes, cbal,
-  plan.debt_total, r.E))
+-- The trailing nils size the answer for what commit_reply appends (three
+-- budgeted scopes: 16 elements), so it is not rehashed as it grows.
+return okf(commit_reply({'OK', FLAT_V, '', '', 0, overage, plan.debt_total, nil, nil, nil, nil, nil, nil, nil, nil, nil},
+  unit, plan.charged, r.scopes, cbal, plan.debt_total, r.E))

@@ -230,8 +230,9 @@ local bs, berr = load_scopes(10, scopes)
 if bs == nil then return fail('INTERNAL_ERROR', berr) end
 -- E as a number when the int64 fast path applies (|x| < 10^15: every sum
 -- below is exact in a double).
-local En = (#E < 16) and tonumber(E) or nil
-for _, b in ipairs(bs) do
+local En = (#E < 16) and (E + 0) or nil -- canonical digits: arithmetic converts once, tonumber() twice
+for i = 1, #bs do
+  local b = bs[i]
   local code = check_scope(b, E, En)
   if code then
     local dd = budget_deny(code, b, E, unit)
@@ -310,13 +311,16 @@ local now_s, exp_s = ms(now), ms(expires_at)
 -- E, remaining and reserved below 10^15 in magnitude (canonical strings of
 -- fewer than 16 characters), so the double arithmetic is exact and cannot
 -- leave int64; check_scope left remaining as a number (b.rem_n).
-local new_res, new_rem = {}, {}
-for i, b in ipairs(bs) do
+-- ({nil, nil, nil}: the array part sized for the usual three scopes at once;
+-- filled from 1 it grows by rehashing at 1, 2 and 4 entries otherwise.)
+local new_res, new_rem = {nil, nil, nil}, {nil, nil, nil}
+for i = 1, #bs do
+  local b = bs[i]
   if b.rem_n and #b.res < 16 then
     local rem = b.rem_n - En
     b.exhausted = (b.rem_n > 0 and rem == 0)
     new_rem[i] = (rem == 0) and '0' or string.format('%d', rem)
-    new_res[i] = string.format('%d', tonumber(b.res) + En)
+    new_res[i] = string.format('%d', b.res + En)
   else
     new_res[i] = i64_add(b.res, E)
     new_rem[i] = i64_sub(b.rem, E)
@@ -333,8 +337,9 @@ if rate then policy_rate.count(rate) end
 -- The balances go straight into their packed form (lib/ledger_snapshot.lua
 -- pack_balances; row i is budgeted[i]) for the answer, and from the same
 -- values into the record's rows rb<i> (lib/record_layout.lua compact_row).
-local budgeted, rows, tail = {}, {}, {}
-for i, b in ipairs(bs) do
+local budgeted, rows, tail = {nil, nil, nil}, {nil, nil, nil}, {nil, nil, nil, nil, nil, nil, nil, nil} -- presized
+for i = 1, #bs do
+  local b = bs[i]
   redis.call('HSET', b.key, 'reserved', new_res[i], 'remaining', new_rem[i])
   budgeted[i] = b.path
   rows[i] = (ROW_INDEX[i] or ms(i)) .. ',' .. new_rem[i] .. ',' .. new_res[i] .. ',' .. b.spent .. ',' .. b.alloc
@@ -407,5 +412,8 @@ for _ = 1, 16 do
   redis.call('ZREM', KEYS[7], old[1])
 end
 
-return okf(reserve_reply({'OK', FLAT_V, '', '', 0, ms(ttl), ''}, rid, E, unit, exp_s, scope_path,
-  explicit and scopes or nil, caps, budgeted, rbal, grace_s, policy))
+-- The trailing nils size the answer for what reserve_reply appends (three
+-- budgeted scopes: 24 elements), so it is not rehashed as it grows.
+return okf(reserve_reply({'OK', FLAT_V, '', '', 0, ms(ttl), '', nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+  nil, nil, nil, nil, nil, nil}, rid, E, unit, exp_s, scope_path, explicit and scopes or nil, caps, budgeted, rbal,
+  grace_s, policy))

@@ -74,6 +74,9 @@ local function i64_norm(v)
     if v == 0 then return '0' end
     return string.format('%d', v)
   end
+  -- Canonical already (every stored amount and most arguments): one
+  -- pattern match instead of match, gsub and a range check.
+  if v == '0' or (#v < 16 and string.find(v, '^%-?[1-9]%d*$')) then return v end
   local sign, digits = string.match(v, '^(%-?)(%d+)$')
   if not digits then return nil end
   digits = strip_zeros(digits)
@@ -83,11 +86,16 @@ local function i64_norm(v)
   return (neg and '-' or '') .. digits
 end
 
+-- The fast paths below convert by arithmetic (a - b) rather than tonumber:
+-- Lua's tonumber() parses its argument twice (lua_isnumber, then
+-- lua_tonumber: two strtod calls), an arithmetic operand once. Equal
+-- strings (interned: a pointer comparison) need no conversion at all.
 local function i64_cmp(a, b)
+  if a == b then return 0 end
   if #a < 16 and #b < 16 then
-    local x, y = tonumber(a), tonumber(b)
-    if x == y then return 0 end
-    return (x < y) and -1 or 1
+    local d = a - b
+    if d == 0 then return 0 end
+    return (d < 0) and -1 or 1
   end
   local an, am = split_sign(a)
   local bn, bm = split_sign(b)
@@ -101,7 +109,7 @@ local function i64_add(a, b)
   if #a < 16 and #b < 16 then
     -- %d, not %.0f: an exact integer (< 2^53) formats as a C long without
     -- the floating-point printer (a fifth of a reserve's instructions).
-    local r = tonumber(a) + tonumber(b)
+    local r = a + b
     if r == 0 then return '0' end
     return string.format('%d', r)
   end
@@ -128,6 +136,12 @@ end
 
 -- a - b (b may be int64 min: its negation is only an intermediate).
 local function i64_sub(a, b)
+  if #a < 16 and #b < 16 then
+    -- As i64_add's fast path, without building the negated string first.
+    local r = a - b
+    if r == 0 then return '0' end
+    return string.format('%d', r)
+  end
   return i64_add(a, i64_neg(b))
 end
 

@@ -16,24 +16,34 @@ end
 
 -- load_budget reads one budget hash into canonical int64 strings. Returns nil
 -- when the key holds no budget, or nil and a message when it is corrupt
--- (callers fail closed with INTERNAL_ERROR before any write).
-local function load_budget(key, path)
-  local v = redis.call('HMGET', key, unpack(BUDGET_READ))
-  local any = false
-  for i = 1, #BUDGET_READ do
-    if v[i] then any = true end
+-- (callers fail closed with INTERNAL_ERROR before any write). no_caps: the
+-- settling scripts, which never read a budget's caps, leave the field out
+-- of the HMGET (an absent field costs Redis a scan of the whole hash).
+-- The table is built by one constructor (sized once; growing a table key by
+-- key rehashes it at every power of two).
+local function load_budget(key, path, no_caps)
+  local v
+  if no_caps then
+    v = redis.call('HMGET', key, 'remaining', 'reserved', 'spent', 'allocated', 'debt', 'overdraft_limit',
+      'is_over_limit', 'status')
+  else
+    v = redis.call('HMGET', key, 'remaining', 'reserved', 'spent', 'allocated', 'debt', 'overdraft_limit',
+      'is_over_limit', 'status', 'caps')
   end
-  if not any then return nil end
-  local b = {key = key, path = path}
-  for i = 1, #BUDGET_AMOUNTS do
-    local n = canon(v[i] or '0')
-    if n == nil then return nil, 'budget ' .. path .. ' holds a malformed ' .. BUDGET_READ[i] end
-    b[BUDGET_AMOUNTS[i]] = n
+  if not (v[1] or v[2] or v[3] or v[4] or v[5] or v[6] or v[7] or v[8] or v[9]) then return nil end
+  local status = v[8] or 'ACTIVE'
+  if status == '' then status = 'ACTIVE' end
+  local b = {key = key, path = path, rem = canon(v[1] or '0'), res = canon(v[2] or '0'), spent = canon(v[3] or '0'),
+    alloc = canon(v[4] or '0'), debt = canon(v[5] or '0'), lim = canon(v[6] or '0'), over = (v[7] == 'true'),
+    status = status}
+  if not (b.rem and b.res and b.spent and b.alloc and b.debt and b.lim) then
+    for i = 1, #BUDGET_AMOUNTS do
+      if b[BUDGET_AMOUNTS[i]] == nil then return nil, 'budget ' .. path .. ' holds a malformed ' .. BUDGET_READ[i] end
+    end
   end
-  b.over = (v[7] == 'true')
-  b.status = v[8] or 'ACTIVE'
-  if b.status == '' then b.status = 'ACTIVE' end
-  if not BUDGET_STATUSES[b.status] then return nil, 'budget ' .. path .. ' has an invalid status' end
+  if not BUDGET_STATUSES[status] then return nil, 'budget ' .. path .. ' has an invalid status' end
+  -- Only when set: a nil in the constructor would still take a slot, and the
+  -- callers' own keys (pos, rem_n, exhausted) would then outgrow the table.
   if v[9] and v[9] ~= '' then b.caps = v[9] end
   return b
 end

@@ -24,7 +24,7 @@ local function check_scope(b, E, En)
   if b.over then return 'OVERDRAFT_LIMIT_EXCEEDED' end
   if b.debt ~= '0' and string.byte(b.debt, 1) ~= 45 and b.lim == '0' then return 'DEBT_OUTSTANDING' end
   if En and #b.rem < 16 then
-    b.rem_n = tonumber(b.rem)
+    b.rem_n = b.rem + 0 -- canonical (load_budget): one conversion, not tonumber()'s two
     if b.rem_n < En then return 'BUDGET_EXCEEDED' end
   elseif i64_cmp(b.rem, E) < 0 then
     return 'BUDGET_EXCEEDED'
@@ -34,11 +34,13 @@ end
 
 -- load_scopes reads the budget of every affected scope (keys from KEYS[first]);
 -- returns the budgeted ones in canonical order (b.pos: the position in
--- scopes), or nil and a message.
+-- scopes), or nil and a message. Only the last scope's caps are ever used
+-- (a budget's caps apply at the deepest derived scope), so only its HMGET
+-- reads them.
 local function load_scopes(first, scopes)
-  local bs = {}
-  for i = 1, #scopes do
-    local b, err = load_budget(KEYS[first + i - 1], scopes[i])
+  local bs, n = {nil, nil, nil}, #scopes -- presized for three scopes (no rehash while filled)
+  for i = 1, n do
+    local b, err = load_budget(KEYS[first + i - 1], scopes[i], i < n)
     if err then return nil, err end
     if b then b.pos = i; bs[#bs + 1] = b end
   end

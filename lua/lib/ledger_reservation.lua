@@ -19,18 +19,28 @@ end
 -- load_reservation checks the settlement preconditions shared by commit,
 -- release and extend after the replay check: record, tenant guard (CLOSED
 -- only; settlement of a SUSPENDED tenant proceeds), state.
+-- Of the tenant record a settlement needs only the status and the compiled
+-- commit rate limits (prc): two fields, not tenant_conf's eight (the TTL,
+-- extension and policy defaults are the reserve's). No record is a
+-- runtime-only deployment (no guard), as in tenant_conf; a record without a
+-- valid status fails closed.
 -- Returns the record or nil, code, message.
 local function load_reservation(r, tenant_key)
-  local conf, terr = tenant_conf(tenant_key)
-  if conf == nil then return nil, 'INTERNAL_ERROR', terr end
-  if conf.status == 'CLOSED' then return nil, 'TENANT_CLOSED', 'tenant is closed' end
+  local t = redis.call('HMGET', tenant_key, 'status', 'prc')
+  local status = t[1]
+  if status then
+    if not TENANT_STATUSES[status] then return nil, 'INTERNAL_ERROR', 'tenant record has an invalid status' end
+    if status == 'CLOSED' then return nil, 'TENANT_CLOSED', 'tenant is closed' end
+  elseif t[2] or redis.call('EXISTS', tenant_key) == 1 then
+    return nil, 'INTERNAL_ERROR', 'tenant record has an invalid status'
+  end
   if r.state == 'EXPIRED' then return nil, 'RESERVATION_EXPIRED', 'reservation expired' end
   if r.state == 'COMMITTED' or r.state == 'RELEASED' then
     return nil, 'RESERVATION_FINALIZED', 'reservation is already ' .. r.state
   end
   if r.state ~= 'ACTIVE' then return nil, 'INTERNAL_ERROR', 'reservation has an invalid state' end
   -- The tenant's compiled commit rate limits (lib/policy_rate.lua; '' none).
-  r.prc = conf.prc
+  r.prc = t[2] or ''
   r.n_expires = small_int(r.expires_at)
   r.n_grace = small_int(r.grace_ms)
   r.E = i64_norm(r.estimate)
@@ -45,9 +55,10 @@ end
 -- budgeted scopes. A budget hash that no longer exists is skipped (nothing
 -- left to settle against); a corrupt one fails closed.
 local function reservation_budgets(prefix, r)
-  local bs = {}
-  for _, path in ipairs(r.scopes) do
-    local b, err = load_budget(key_budget(prefix, path, r.unit), path)
+  local bs, scopes = {nil, nil, nil}, r.scopes -- presized for three scopes (no rehash while filled)
+  for i = 1, #scopes do
+    local path = scopes[i]
+    local b, err = load_budget(key_budget(prefix, path, r.unit), path, true)
     if err then return nil, err end
     if b then bs[#bs + 1] = b end
   end

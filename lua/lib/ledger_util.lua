@@ -23,7 +23,8 @@ local function ms(n) return string.format('%d', n) end
 -- integer in 0..2^63-1.
 local function amount_arg(v, field)
   local a = i64_norm(v)
-  if a == nil or i64_cmp(a, '0') < 0 then
+  -- Canonical: negative exactly when it starts with '-' (no conversion).
+  if a == nil or string.byte(a, 1) == 45 then
     return nil, fail('INVALID_REQUEST', field .. ' must be an integer in 0..2^63-1', {field = field})
   end
   return a
@@ -32,6 +33,6 @@ end
 -- small_int parses a non-negative integer field that is not money (times,
 -- durations, counters); nil when malformed.
 local function small_int(s)
-  if s == nil or s == false or not string.match(s, '^%d+$') or #s > 15 then return nil end
-  return tonumber(s)
+  if s == nil or s == false or not string.find(s, '^%d+$') or #s > 15 then return nil end
+  return s + 0 -- digits only: arithmetic converts once, tonumber() twice
 end

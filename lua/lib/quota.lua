@@ -11,18 +11,22 @@
 -- calendar counter a call touches. A counter is the field
 --   <scope>|<counted>|<window code>      (counted: the kind, or
 --                                         __risk__:<class>; POLICY_WCODE)
--- holding one integer, ((n * 2 + thr) * 131072 + at) * 2048 + bucket
--- (lib/quota_read.lua quota_value), so the hot path reads it with one
--- tonumber and writes it without a string to build: n the calls counted in
+-- holding one integer, ((n * 2 + thr) * 131072 + at) * 2048 + bucket,
+-- written in hexadecimal (lib/quota_read.lua quota_value), so the hot path
+-- reads it with one tonumber(v, 16) and writes it with one string.format:
+-- n the calls counted in
 -- the window instance (at most 100,000 by the quota bounds, so the value
 -- stays an exact integer below 2^53), thr 1 once
 -- quota.threshold_approaching was emitted for it, at the second of the UTC
 -- day of the last count (Redis TIME), bucket the window instance's number in
 -- the day (Redis TIME ms / the window's length, minus the day's first; below
--- 1,440). The field plus '@' holds '<limit>:<policy id>' for the listing,
--- written by the counter's first count of each window instance and by the
--- first count under each memoized template (QUOTA_MEMO; so after a policy
--- change too; see quota_count), not by every count. A value
+-- 1,440). A counter's limit and policy id are not written by a count: the
+-- listing and the reset derive them from the current policies
+-- (QUOTA_MEMO.meta), so a new scope path adds only its counter fields.
+-- Except for a per_tenant_per_day counter (at the tenant scope, counted
+-- under the rules that match each call's scope path, which the tenant scope
+-- may not match): the field plus '@' holds '<limit>:<policy id>', written
+-- by its first count in the day and once a day by each template. A value
 -- of an earlier bucket reads as 0 (the window rolled over) and is
 -- overwritten by the next count. Every window divides the UTC day, so a
 -- bucket never spans two day hashes. Field '_' holds when the hash expires (the day's end plus
@@ -170,13 +174,11 @@ end
 --   tpl.ccode[j], cr[j], ctn[j], cmin[j], ctail[j], csfx[j], ccnt[j], ct[j]:
 --     counter j's window code, the slot of the first rule counting it,
 --     that rule's threshold count, the least max_calls of the rules
---     counting it, its '@' field's value, its day hash field's stem, what
---     it counts (a kind or __risk__:<class>), and whether it is the tenant
---     scope's; tpl.mw[j] for a tenant-scope calendar counter: the window
---     instance in which this template last wrote its '@' field;
---   tpl.seen, tpl.seenm: the scope paths whose '@' fields this template
---     wrote in minute seenm (a counter's first count in a window instance
---     writes its '@' field anyway);
+--     counting it, its '@' field's value (tenant-scope counters), its day
+--     hash field's stem, what it counts (a kind or __risk__:<class>), and
+--     whether it is the tenant scope's; tpl.tj the indexes of the
+--     tenant-scope calendar counters, tpl.mw[j] the day in which this
+--     template last wrote counter j's '@' field;
 --   filled per call (arrays reused, no table per call): tpl.cid[j] the
 --     counter's day hash field, or its per_run key (false: a per_run
 --     counter without a run id); tpl.fields the calendar fields (one
@@ -258,7 +260,7 @@ function QUOTA_MEMO.template(terms, ek, er, kind, keys_json, scope_path)
   local keep = terms.stable and not memo.used
   if #rules == 0 then return nil, nil, keep end
   local tpl = {rules = rules, pols = pols, cid = {}, ccode = {}, cr = {}, ctn = {}, cmin = {}, ctail = {}, csfx = {},
-    ccnt = {}, ct = {}, mw = {}, seen = {}, seenm = false, nseen = 0, fields = {}, set = {}, used = {}, thr = {}, nrun = 0}
+    ccnt = {}, ct = {}, tj = {}, mw = {}, fields = {}, set = {}, used = {}, thr = {}, nrun = 0}
   tpl.plan = {tpl = tpl}
   local ccode, csfx = tpl.ccode, tpl.csfx
   for r = 1, #rules, RS do
@@ -276,7 +278,7 @@ function QUOTA_MEMO.template(terms, ek, er, kind, keys_json, scope_path)
       ccode[j], csfx[j], tpl.ccnt[j], tpl.ct[j], tpl.cr[j], tpl.ctn[j], tpl.cmin[j] = c, q.sfx, q.cnt, (c == 't'), r, q.tn, q.m
       if c ~= 'r' then
         tpl.set[#tpl.set + 1], tpl.set[#tpl.set + 2] = '', 0
-        tpl.ctail[j] = q.ms .. ':' .. pols[st]
+        if c == 't' then tpl.tj[#tpl.tj + 1], tpl.ctail[j] = j, q.ms .. ':' .. pols[st] end
       else
         tpl.nrun = tpl.nrun + 1
       end
@@ -375,7 +377,7 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   plan.kind, plan.risk, plan.run, plan.crossed, plan.bk = kind, risk, run_id, false, bk
   plan.sp, plan.ts = scope_path, tenant_scope
   local sec, fmt = math.floor(now / 1000) % 86400, string.format
-  local dnew, fresh = true, false
+  local dnew = true
   local v = nil
   if #set > 0 then
     if tpl.day ~= bk.day then tpl.day, tpl.dkey = bk.day, key_quota_day(prefix, bk.day) end
@@ -396,7 +398,7 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
       i, vi = i + 2, vi + 1
       -- quota_value, inline: ((n * 2 + thr) * 131072 + at) * 2048 + bucket.
       local raw = v[vi]
-      local x = raw and tonumber(raw)
+      local x = raw and tonumber(raw, 16)
       local b = bk[c]
       if raw then dnew = false end
       if x then
@@ -408,22 +410,21 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
           n = (x - t) / 2
         end
       end
-      -- The value a count writes, as a decimal string (%d formats an
-      -- integer far cheaper than Redis formats a Lua number, %.17g); the
-      -- threshold crossing, once per window instance (t marks it emitted).
+      -- The value a count writes, as a hexadecimal string (%x formats an
+      -- integer far cheaper than Redis formats a Lua number, %.17g, and
+      -- tonumber reads base 16 with strtoul, not strtod); the threshold
+      -- crossing, once per window instance (t marks it emitted).
       local tn, t1 = ctn[j], t
       if t == 0 and n < tn and n + 1 >= tn then
         t1 = 1
         if not plan.crossed then plan.crossed = {} end
         plan.crossed[#plan.crossed + 1] = j
       end
-      set[i] = fmt('%d', (((n + 1) * 2 + t1) * 131072 + sec) * 2048 + b)
+      set[i] = fmt('%x', (((n + 1) * 2 + t1) * 131072 + sec) * 2048 + b)
     end
     used[j], thr[j] = n, t
     if n >= cmin[j] then over = true end
-    if n == 0 then fresh = true end
   end
-  plan.fresh = fresh
   -- dnew: none of the calendar counters is in the day hash yet (its first
   -- count of the day, or theirs): the count sets the hash's expiry and
   -- index entry, again if other counters made the hash already.
@@ -456,6 +457,35 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
     end
   end
   return plan, nil
+end
+
+-- QUOTA_MEMO.meta is the limit and policy id (strings; '0' and '' when no
+-- rule applies now) of a calendar counter: the one of counted (a kind or
+-- __risk__:<class>) and window code c at scope sc, under the tenant's
+-- current policies, as quota_plan picks it: the first rule of that window
+-- in the highest-priority matching policy that has rules for counted (a
+-- quota allowlist is not evaluated: there is no call to match it against).
+-- For the listing and the reset (reads only); key is the tenant record,
+-- cache a table kept across one script's calls.
+function QUOTA_MEMO.meta(key, sc, counted, c, now, cache)
+  local risk = string.match(counted, '^__risk__:(.*)$')
+  local f = risk and ('pr:' .. risk) or ('pk:' .. counted)
+  if cache.pol == nil then cache.pol = redis.call('HGET', key, 'pol') or '' end
+  if cache[f] == nil then cache[f] = redis.call('HGET', key, f) or '' end
+  local e = QUOTA_MEMO.rules(cache[f], risk or counted, risk ~= nil)
+  local terms = e and policy_terms(cache.pol, sc, now)
+  local gline = terms and terms.gline
+  if gline == nil then return '0', '' end
+  for _, l in ipairs(e.lines) do
+    local g = gline[l.ln]
+    if g and l.q then
+      for _, q in ipairs(l.rules) do
+        if q.c == c then return q.ms, g.id end
+      end
+      return '0', ''
+    end
+  end
+  return '0', ''
 end
 
 -- quota_crossed emits quota.threshold_approaching for the counter of rule
@@ -495,49 +525,28 @@ local function quota_count(plan, now, emit, tenant, prefix)
   local set, cid, ccode = tpl.set, tpl.cid, tpl.ccode
   if #set > 0 then
     -- The calendar counts (quota_plan put their values in tpl.set), with
-    -- the '@' fields ('<limit>:<policy id>', for the listing) that may not
-    -- hold this template's yet: a counter's first count in its window
-    -- instance (or of a new day hash) writes its own; a tenant-scope one is
-    -- written once per window instance by each template; the others once
-    -- a minute per scope path by each template (tpl.seen: bounded, reset
-    -- every minute), so a policy change reaches them too.
-    local bk, used, ct, extra = plan.bk, tpl.used, tpl.ct, nil
-    if tpl.seenm ~= bk.mn or tpl.nseen >= QUOTA_MEMO.max then
-      tpl.seen, tpl.seenm, tpl.nseen = {}, bk.mn, 0
-    end
-    local seen, mw, dnew = tpl.seen[plan.sp], tpl.mw, plan.dnew
-    -- Nothing to check (the warm path): the scope's fields were written by
-    -- this template this minute (then so were the tenant scope's, in this
-    -- minute's window instances) and no counter starts a window instance.
-    for j = 1, (seen and not dnew and not plan.fresh) and 0 or #cid do
-      local c = ccode[j]
-      if c ~= 'r' then
-        local w = used[j] == 0 or dnew
-        if not w then
-          if ct[j] then
-            w = mw[j] ~= bk.a[c]
-          else
-            w = not seen
-          end
-        end
-        if w then
-          if extra == nil then extra = {unpack(set)} end
-          extra[#extra + 1], extra[#extra + 2] = cid[j] .. '@', tpl.ctail[j]
-          if ct[j] then mw[j] = bk.a[c] end
-        end
+    -- the '@' fields of the tenant-scope counters that may not hold this
+    -- template's yet (its first count in the day, or this template's first
+    -- of the day), and the day's first count adds the expiry field. The
+    -- extra pairs go after the counts and are taken off again.
+    local bk, used, mw, tj, n0 = plan.bk, tpl.used, tpl.mw, tpl.tj, #set
+    for k = 1, #tj do
+      local j = tj[k]
+      if used[j] == 0 or mw[j] ~= bk.day then
+        local n = #set
+        set[n + 1], set[n + 2], mw[j] = cid[j] .. '@', tpl.ctail[j], bk.day
       end
     end
-    -- Every '@' field of the scope path now holds this template's values.
-    if not seen then tpl.seen[plan.sp], tpl.nseen = true, tpl.nseen + 1 end
-    if dnew then
-      local exp_s = ms((tonumber(plan.day) + 1) * 86400000 + QUOTA_GRACE_MS)
-      extra[#extra + 1], extra[#extra + 2] = '_', exp_s
-      redis.call('HSET', plan.dkey, unpack(extra))
+    if plan.dnew then
+      local exp_s, n = ms((tonumber(plan.day) + 1) * 86400000 + QUOTA_GRACE_MS), #set
+      set[n + 1], set[n + 2] = '_', exp_s
+      redis.call('HSET', plan.dkey, unpack(set))
       redis.call('PEXPIREAT', plan.dkey, exp_s)
       index(plan.dkey, exp_s)
     else
-      redis.call('HSET', plan.dkey, unpack(extra or set))
+      redis.call('HSET', plan.dkey, unpack(set))
     end
+    for k = #set, n0 + 1, -1 do set[k] = nil end
     if plan.crossed then
       for _, j in ipairs(plan.crossed) do
         local c = ccode[j]

@@ -67,6 +67,9 @@ local function unpack_budgeted(s, scope_path)
   end
   if type(scope_path) ~= 'string' or string.find(s, '^[1-9]+$') == nil then return nil end
   local prefixes = scope_prefixes(scope_path)
+  -- Every level budgeted ("123" on a 3-level path, the usual record): the
+  -- prefixes themselves (a fresh table), no second list built.
+  if #s == #prefixes and s == string.sub('123456789', 1, #s) then return prefixes end
   local out = {}
   for i = 1, #s do
     local p = prefixes[string.byte(s, i) - 48]

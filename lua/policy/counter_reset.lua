@@ -43,9 +43,12 @@ if ARGV[4] ~= '' then
   local exp = (bn + 1) * QUOTA_LEN[code] + QUOTA_GRACE_MS
   if exp <= now then return fail('NOT_FOUND', NONE) end
   -- n and thr back to 0, the bucket and the last count's time kept
-  -- (quota_value); the '@' field stays.
-  redis.call('HSET', KEYS[2], ARGV[4], ms(sec * 2048 + bod))
-  local lmt, pol = quota_meta(redis.call('HGET', KEYS[2], ARGV[4] .. '@'))
+  -- (quota_value); an '@' field stays. The limit and policy: the '@'
+  -- field's, else the current policies' (QUOTA_MEMO.meta).
+  redis.call('HSET', KEYS[2], ARGV[4], string.format('%x', sec * 2048 + bod))
+  local raw_meta = redis.call('HGET', KEYS[2], ARGV[4] .. '@')
+  local lmt, pol = quota_meta(raw_meta)
+  if not raw_meta then lmt, pol = QUOTA_MEMO.meta(KEYS[1], sc, counted, code, now, {}) end
   local day = math.floor(bn * QUOTA_LEN[code] / DAY_MS)
   local at = ms(day * DAY_MS + sec * 1000)
   n = ms(n)

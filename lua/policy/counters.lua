@@ -15,7 +15,8 @@
 --       7 include_zero     '1' = list counters at 0 too
 -- JSON policy/counters: items next more
 -- Result: ok(): items, each {scope, kind, risk class, window, window key, used,
--- limit, policy id, expires at ms, last count ms} (every value a string),
+-- limit, policy id, expires at ms, last count ms} (every value a string;
+-- limit '0' and policy id '' when no current rule gives the counter one),
 -- next = the cursor and more = bool. At most SCAN index entries are
 --   read per call, so a page may be short while more follows. A day hash's
 --   counters are walked in field order.
@@ -40,7 +41,10 @@ local function wanted(sc, k, w, wk, n)
     and (run == '' or (w == 'per_run' and wk == run)) and (zero or n ~= '0')
 end
 -- day_items: the live counters of day hash k that pass the filters, in
--- field order, as {field position, item}.
+-- field order, as {field position, item}. A counter's limit and policy:
+-- its '@' field's (a per_tenant_per_day counter), else those the current
+-- policies give it (QUOTA_MEMO.meta; meta caches the tenant fields read).
+local meta = {}
 local function day_items(k)
   local h = hgetall(k)
   local day = tonumber(string.match(k, 'qd:(%d+)$') or '')
@@ -64,6 +68,7 @@ local function day_items(k)
       n = ms(n)
       if exp > now and wanted(sc, k_, w, nil, n) then
         local lmt, pol = quota_meta(h[f .. '@'])
+        if h[f .. '@'] == nil then lmt, pol = QUOTA_MEMO.meta(KEYS[1], sc, counted, code, now, meta) end
         out[#out + 1] = {j, {sc, k_, rc, w, quota_wkey(code, bn), n, lmt, pol, ms(exp), ms(day * DAY_MS + sec * 1000)}}
       end
     end

@@ -132,20 +132,16 @@ func cpuTime(pid int) time.Duration {
 }
 
 // RSSKB is cyclesd's resident set size now.
-func (d *Daemon) RSSKB(t *testing.T) int64 {
-	t.Helper()
-	n, err := procKB(d.PID(), "VmRSS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
+func (d *Daemon) RSSKB(t *testing.T) int64 { return d.statusKB(t, "VmRSS") }
 
 // PeakKB is cyclesd's peak resident set size (since start or the last
 // resetPeak).
-func (d *Daemon) PeakKB(t *testing.T) int64 {
+func (d *Daemon) PeakKB(t *testing.T) int64 { return d.statusKB(t, "VmHWM") }
+
+// statusKB is one kB field of cyclesd's /proc status.
+func (d *Daemon) statusKB(t *testing.T, field string) int64 {
 	t.Helper()
-	n, err := procKB(d.PID(), "VmHWM")
+	n, err := procKB(d.PID(), field)
 	if err != nil {
 		t.Fatal(err)
 	}

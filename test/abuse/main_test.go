@@ -30,8 +30,6 @@ func TestMain(m *testing.M) {
 			binary = bin
 			return func() {}, nil
 		}
-		bin, teardown, err := cyclesdtest.BuildTemp("cyclesd-abuse-")
-		binary = bin
-		return teardown, err
+		return cyclesdtest.BuildTemp("cyclesd-abuse-", &binary)
 	}})
 }

@@ -24,18 +24,13 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/test/crash/cyclesdtest"
+	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
 var binary string
 
-func TestMain(m *testing.M) {
-	redistest.Main(m, redistest.MainOptions{LeakCheck: true, Setup: func() (func(), error) {
-		bin, teardown, err := cyclesdtest.BuildTemp("cyclesd-crash-")
-		binary = bin
-		return teardown, err
-	}})
-}
+func TestMain(m *testing.M) { cyclesdtest.Main(m, "cyclesd-crash-", &binary) }
 
 const phase = 1200 * time.Millisecond
 
@@ -240,19 +235,10 @@ func TestCyclesdKilledUnderLoad(t *testing.T) {
 	// The new process's sweeper expires every abandoned reservation,
 	// including those that came due while no cyclesd ran.
 	tn := keys.Tenant(tenant)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		n, err := rc.ZCard(context.Background(), tn.Deadlines()).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d reservations still ACTIVE 20 s after the restart: the sweeper did not resume", n)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if n, err := ledgertest.AwaitNoneActive(context.Background(), rc, tenant, 20*time.Second, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	} else if n > 0 {
+		t.Fatalf("%d reservations still ACTIVE 20 s after the restart: the sweeper did not resume", n)
 	}
 	var dueDuringOutage, expiredByNew int
 	for _, r := range l.resvs {
@@ -309,7 +295,7 @@ func TestCyclesdKilledUnderLoad(t *testing.T) {
 	// Exactly one reservation.expired event per EXPIRED reservation, and the
 	// subscriber has the whole log, in order, once.
 	want := streamIDs(t, rc, tenant)
-	deadline = time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for {
 		got, seen, reconnects, errs := sub.snapshot()
 		if len(got) >= len(want) || time.Now().After(deadline) {

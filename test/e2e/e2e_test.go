@@ -37,13 +37,7 @@ const adminKey = "e2e-admin-key-0123456789abcdef0123456789"
 
 var binary string
 
-func TestMain(m *testing.M) {
-	redistest.Main(m, redistest.MainOptions{LeakCheck: true, Setup: func() (func(), error) {
-		bin, teardown, err := cyclesdtest.BuildTemp("cyclesd-e2e-")
-		binary = bin
-		return teardown, err
-	}})
-}
+func TestMain(m *testing.M) { cyclesdtest.Main(m, "cyclesd-e2e-", &binary) }
 
 // daemon is one running cyclesd.
 type daemon struct {

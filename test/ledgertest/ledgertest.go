@@ -406,6 +406,20 @@ func Violations(ctx context.Context, c redis.UniversalClient, tenant string) []s
 	return bad
 }
 
+// AwaitNoneActive polls tenant's deadline index every poll until it is empty
+// (every reservation settled or expired, e.g. by a sweeper) or timeout has
+// passed, and returns how many entries it still holds then (0: none).
+func AwaitNoneActive(ctx context.Context, c redis.UniversalClient, tenant string, timeout, poll time.Duration) (int64, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		n, err := c.ZCard(ctx, keys.Tenant(tenant).Deadlines()).Result()
+		if err != nil || n == 0 || time.Now().After(deadline) {
+			return n, err
+		}
+		time.Sleep(poll)
+	}
+}
+
 // Dump renders every key of the tenant (type and full content, TTLs left
 // out) in a canonical form, to assert that a refused request changed nothing.
 func Dump(tb testing.TB, c redis.UniversalClient, tenant string) string {

@@ -43,9 +43,7 @@ func TestMain(m *testing.M) {
 		if !*run {
 			return nil, nil // TestSoak skips itself
 		}
-		bin, teardown, err := cyclesdtest.BuildTemp("cyclesd-soak-")
-		binary = bin
-		return teardown, err
+		return cyclesdtest.BuildTemp("cyclesd-soak-", &binary)
 	}})
 }
 
@@ -309,20 +307,10 @@ func TestSoak(t *testing.T) {
 	// Quiesce: abandoned reservations (TTL 1 s) are expired by the sweeper.
 	ctx := context.Background()
 	tn := keys.Tenant(tenant)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		n, err := rc.ZCard(ctx, tn.Deadlines()).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("S3: %d reservations still ACTIVE 30 s after the load stopped", n)
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
+	if n, err := ledgertest.AwaitNoneActive(ctx, rc, tenant, 30*time.Second, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	} else if n > 0 {
+		t.Errorf("S3: %d reservations still ACTIVE 30 s after the load stopped", n)
 	}
 
 	// S3: key counts and TTLs.

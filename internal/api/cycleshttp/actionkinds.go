@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
@@ -23,27 +22,18 @@ const actionKindsPrefix = "/v1/action-kinds"
 // with its version (custom kinds are not published).
 const registryETag = `"cycles-action-kinds-` + actionkind.Version + `"`
 
-func (a *API) actionKindRoutes() []endpoint {
-	if a.svc.ActionKinds == nil {
+// cached answers 304 before the route runs when the client holds the
+// current registry; the registry's routes are not mounted when it is not
+// enabled.
+func cached(_ *API, rt *route) http.Handler {
+	if rt.call == nil {
 		return nil
 	}
-	return []endpoint{
-		cached(on(a, "GET /v1/action-kinds", via(a.svc.ActionKinds, cyclesv1.ActionKindServiceServer.ListActionKinds), nil,
-			shapeOf("version", "kinds", "next_cursor?", "has_more").nest("kinds", actionKindShape),
-			query(q("cursor"), q("risk_class").with(riskParam), q("deprecated"), q("limit").with(kindLimit)))),
-		cached(on(a, "GET /v1/action-kinds/{kind}", via(a.svc.ActionKinds, cyclesv1.ActionKindServiceServer.GetActionKind), nil,
-			actionKindShape.of("kind"))),
-	}
-}
-
-// cached answers 304 before the route runs when the client holds the
-// current registry.
-func cached(e endpoint) endpoint {
-	return endpoint{pattern: e.pattern, h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !notModified(w, r) {
-			e.h.ServeHTTP(w, r)
+			rt.ServeHTTP(w, r)
 		}
-	})}
+	})
 }
 
 // notModified answers 304 when the client holds the current registry.

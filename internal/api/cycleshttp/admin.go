@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -13,7 +14,6 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
-	"github.com/cyclesgo/cycles-go/internal/api/authapi"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/scope"
@@ -32,81 +32,6 @@ func isoTime(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
-// adminRoutes are the admin plane's routes over AdminService (and
-// AuthService's introspection).
-func (a *API) adminRoutes() []endpoint {
-	adm, offAdmin := a.svc.Admin, off("the admin service is not enabled on this server")
-	keyList := query(q("tenant_id"), q("search"), q("cursor"), q("limit"))
-	budgetKey := query(qf("scope", "scope_path").must(), q("unit").must(), q("tenant_id"))
-	keysPage := page("keys=api_keys", nil).nest("keys", apiKeyShape)
-	return []endpoint{
-		on(a, "POST /v1/admin/tenants", via(adm, cyclesv1.AdminServiceServer.CreateTenant), protoJSON,
-			tenantShape.of("tenant"), created, offAdmin),
-		// GET /v1/admin/tenants: the order is always tenant_id ascending, so
-		// sort_by and sort_dir are ignored (the spec lets a server ignore
-		// them), as is observe_mode (a v0.1.26 extension).
-		on(a, "GET /v1/admin/tenants", via(adm, cyclesv1.AdminServiceServer.ListTenants), nil,
-			page("tenants", nil).nest("tenants", tenantShape), offAdmin,
-			query(refused("parent_tenant_id", "search", "tenant hierarchies are not supported by cyclesd"),
-				q("search"), q("cursor"), q("status"), q("limit"))),
-		on(a, "GET /v1/admin/tenants/{tenant_id}", via(adm, cyclesv1.AdminServiceServer.GetTenant), nil,
-			tenantShape.of("tenant"), offAdmin),
-		a.updateTenantRoute(),
-		on(a, "POST /v1/admin/api-keys", via(adm, cyclesv1.AdminServiceServer.CreateApiKey), protoJSON,
-			newKeyShape, created, offAdmin),
-		// GET /v1/admin/api-keys: without tenant_id it lists every tenant's
-		// keys (tenant_id, then key id order); sort_by and sort_dir are
-		// ignored. status EXPIRED matches nothing: an expired key keeps its
-		// stored status ACTIVE (it is refused at authentication from its
-		// expires_at on), so it answers an empty list once the tenant is known.
-		byQuery("GET /v1/admin/api-keys", "status", "EXPIRED",
-			on(a, "GET /v1/admin/api-keys", via(adm, cyclesv1.AdminServiceServer.ListApiKeys), nil, keysPage, offAdmin, keyList, query(q("status"))),
-			on(a, "GET /v1/admin/api-keys", func(ctx context.Context, req *cyclesv1.ListApiKeysRequest) (*cyclesv1.ListApiKeysResponse, error) {
-				if _, err := adm.ListApiKeys(ctx, req); err != nil {
-					return nil, err
-				}
-				return &cyclesv1.ListApiKeysResponse{}, nil
-			}, nil, keysPage, offAdmin, keyList)),
-		on(a, "DELETE /v1/admin/api-keys/{key_id}", via(adm, cyclesv1.AdminServiceServer.RevokeApiKey), keyPath[*cyclesv1.RevokeApiKeyRequest](nil),
-			apiKeyShape.of("api_key"), offAdmin),
-		on(a, "POST /v1/admin/budgets", via(adm, cyclesv1.AdminServiceServer.CreateBudget), bodyThenScoped,
-			ledgerShape.of("budget"), created, offAdmin),
-		// Without tenant_id, AdminService.ListBudgets walks every tenant.
-		on(a, "GET /v1/admin/budgets", via(adm, cyclesv1.AdminServiceServer.ListBudgets), nil,
-			page("ledgers=budgets", nil).nest("ledgers", ledgerShape), offAdmin,
-			query(q("tenant_id"), q("scope_prefix"), q("cursor"), q("unit"), q("limit"))),
-		on(a, "GET /v1/admin/budgets/lookup", via(adm, cyclesv1.AdminServiceServer.GetBudget), scoped[*cyclesv1.GetBudgetRequest](nil),
-			ledgerShape.of("budget"), offAdmin, budgetKey),
-		on(a, "PATCH /v1/admin/budgets", via(adm, cyclesv1.AdminServiceServer.UpdateBudget), scoped(protoJSON[*cyclesv1.UpdateBudgetRequest]),
-			ledgerShape.of("budget"), offAdmin, budgetKey),
-		on(a, "POST /v1/admin/budgets/fund", via(adm, cyclesv1.AdminServiceServer.FundBudget), scoped(protoJSON[*cyclesv1.FundBudgetRequest]),
-			fundShape, offAdmin, budgetKey),
-		on(a, "POST /v1/admin/budgets/freeze", via(adm, cyclesv1.AdminServiceServer.FreezeBudget), scoped(optionalBody[*cyclesv1.FreezeBudgetRequest]),
-			ledgerShape.of("budget"), offAdmin, budgetKey),
-		on(a, "POST /v1/admin/budgets/unfreeze", via(adm, cyclesv1.AdminServiceServer.UnfreezeBudget), scoped(optionalBody[*cyclesv1.UnfreezeBudgetRequest]),
-			ledgerShape.of("budget"), offAdmin, budgetKey),
-		on(a, "POST /v1/admin/budgets/close", via(adm, cyclesv1.AdminServiceServer.CloseBudget), scoped(optionalBody[*cyclesv1.CloseBudgetRequest]),
-			ledgerShape.of("budget"), offAdmin, budgetKey),
-		// Introspection answers who the credential is (AuthService.Introspect):
-		// the admin ("*") or a tenant key with its permissions and capabilities.
-		on(a, "GET /v1/auth/introspect", func(ctx context.Context, _ *cyclesv1.IntrospectRequest) (*cyclesv1.IntrospectResponse, error) {
-			return authapi.Introspect(ctx)
-		}, nil, introspectShape),
-	}
-}
-
-// byQuery serves pattern with alt when query parameter name is value, else
-// with main: one path whose meaning a parameter changes.
-func byQuery(pattern, name, value string, main, alt endpoint) endpoint {
-	return endpoint{pattern: pattern, h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get(name) == value {
-			alt.h.ServeHTTP(w, r)
-			return
-		}
-		main.h.ServeHTTP(w, r)
-	})}
-}
-
 // ---- tenants ------------------------------------------------------------------
 
 // tenantShape is the spec's Tenant. observe_mode (v0.1.26) is present only
@@ -120,17 +45,15 @@ var tenantShape = shapeOf("tenant_id", "name", "status", "default_commit_overage
 		return n, n != "ENFORCE" && n != ""
 	})
 
-// updateTenantRoute is PATCH /v1/admin/tenants/{tenant_id}: the given fields
-// change; status CLOSED runs the close cascade (AdminService.CloseTenant) and
-// must come alone. It is two routes on one path, told apart by the body.
-func (a *API) updateTenantRoute() endpoint {
-	const pattern = "PATCH /v1/admin/tenants/{tenant_id}"
-	adm, offAdmin := a.svc.Admin, off("the admin service is not enabled on this server")
-	update := on(a, pattern, via(adm, cyclesv1.AdminServiceServer.UpdateTenant), protoJSON,
-		tenantShape.of("tenant"), offAdmin)
-	closing := on(a, pattern, via(adm, cyclesv1.AdminServiceServer.CloseTenant), closeBody,
-		tenantShape.of("tenant"), offAdmin)
-	return endpoint{pattern: pattern, h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// closeOrUpdate is PATCH /v1/admin/tenants/{tenant_id}: the given fields
+// change (UpdateTenant); status CLOSED runs the close cascade
+// (AdminService.CloseTenant) and must come alone. It is two routes on one
+// path, told apart by the body.
+func closeOrUpdate(a *API, update *route) http.Handler {
+	md := cyclesv1.File_cycles_v1_admin_proto.Services().ByName("AdminService").Methods().ByName("CloseTenant")
+	closing := newRoute(a, cyclesv1.AdminService_CloseTenant_FullMethodName, md, &cyclesv1.HttpRoute{Pattern: update.spec.GetPattern()},
+		wire{answer: tenantShape.of("tenant"), before: typed(closeBody)}, a.services[cyclesv1.AdminService_ServiceDesc.ServiceName])
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Peek at the body (bounded; readBody still refuses an oversize one).
 		body, err := io.ReadAll(io.LimitReader(r.Body, a.maxBody+1))
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -138,11 +61,36 @@ func (a *API) updateTenantRoute() endpoint {
 			Status string `json:"status"`
 		}
 		if err == nil && json.Unmarshal(body, &peek) == nil && peek.Status == "CLOSED" {
-			closing.h.ServeHTTP(w, r)
+			closing.ServeHTTP(w, r)
 			return
 		}
-		update.h.ServeHTTP(w, r)
-	})}
+		update.ServeHTTP(w, r)
+	})
+}
+
+// expiredKeys is GET /v1/admin/api-keys: status EXPIRED matches nothing (an
+// expired key keeps its stored status ACTIVE and is refused at
+// authentication from its expires_at on), so it answers an empty list once
+// the tenant is known.
+func expiredKeys(a *API, list *route) http.Handler {
+	spec := proto.Clone(list.spec).(*cyclesv1.HttpRoute)
+	spec.Query = slices.DeleteFunc(spec.Query, func(q string) bool { return q == "status" })
+	none := newRoute(a, list.method, list.md, spec, wire{answer: list.w.answer}, service{})
+	if list.call != nil {
+		none.call = func(ctx context.Context, req proto.Message) (any, error) {
+			if _, err := list.call(ctx, req); err != nil {
+				return nil, err
+			}
+			return &cyclesv1.ListApiKeysResponse{}, nil
+		}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("status") == "EXPIRED" {
+			none.ServeHTTP(w, r)
+			return
+		}
+		list.ServeHTTP(w, r)
+	})
 }
 
 // closeBody: closing a tenant ({"status":"CLOSED"}) must be the only
@@ -204,25 +152,17 @@ func keyExpiry(at []protoreflect.Name) func(protoreflect.Message) (any, bool) {
 }
 
 // keyPath reads the {key_id} path parameter into the request's tenant_id
-// and key_id, then runs read (if any).
-func keyPath[Req interface {
-	proto.Message
-	GetKeyId() string
-}](read func(*API, http.ResponseWriter, *http.Request, Req) error) func(*API, http.ResponseWriter, *http.Request, Req) error {
-	return func(a *API, w http.ResponseWriter, r *http.Request, req Req) error {
-		tenant, keyID, err := splitKeyID(r.PathValue("key_id"))
-		if err != nil {
-			return err
-		}
-		m := req.ProtoReflect()
-		fields := m.Descriptor().Fields()
-		m.Set(fields.ByName("tenant_id"), protoreflect.ValueOfString(tenant))
-		m.Set(fields.ByName("key_id"), protoreflect.ValueOfString(keyID))
-		if read == nil {
-			return nil
-		}
-		return read(a, w, r, req)
+// and key_id.
+func keyPath(_ *API, _ http.ResponseWriter, r *http.Request, req proto.Message) error {
+	tenant, keyID, err := splitKeyID(r.PathValue("key_id"))
+	if err != nil {
+		return err
 	}
+	m := req.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	m.Set(fields.ByName("tenant_id"), protoreflect.ValueOfString(tenant))
+	m.Set(fields.ByName("key_id"), protoreflect.ValueOfString(keyID))
+	return nil
 }
 
 // ---- budgets ------------------------------------------------------------------
@@ -244,44 +184,20 @@ var fundShape = shapeOf("operation", "previous_allocated:budget.unit", "new_allo
 	"previous_spent:budget.unit", "new_spent:budget.unit", "timestamp?")
 
 // scoped: a budget route's tenant_id defaults to the tenant its scope
-// (?scope=, "tenant:<id>/...") names; then read runs (if any).
-func scoped[Req proto.Message](read func(*API, http.ResponseWriter, *http.Request, Req) error) func(*API, http.ResponseWriter, *http.Request, Req) error {
-	return tenantFrom("scope_path", scope.TenantOf, read)
-}
+// (?scope=, "tenant:<id>/...") names.
+var scoped = tenantFrom("scope_path", scope.TenantOf)
 
 // tenantFrom defaults the request's tenant_id to the tenant field's value
-// names (of), then runs read (if any).
-func tenantFrom[Req proto.Message](field protoreflect.Name, of func(string) string,
-	read func(*API, http.ResponseWriter, *http.Request, Req) error) func(*API, http.ResponseWriter, *http.Request, Req) error {
-	return func(a *API, w http.ResponseWriter, r *http.Request, req Req) error {
+// names (of).
+func tenantFrom(field protoreflect.Name, of func(string) string) hook {
+	return func(_ *API, _ http.ResponseWriter, _ *http.Request, req proto.Message) error {
 		m := req.ProtoReflect()
 		fields := m.Descriptor().Fields()
 		if tenant := fields.ByName("tenant_id"); m.Get(tenant).String() == "" {
 			m.Set(tenant, protoreflect.ValueOfString(of(m.Get(fields.ByName(field)).String())))
 		}
-		if read == nil {
-			return nil
-		}
-		return read(a, w, r, req)
-	}
-}
-
-// bodyThenScoped reads a create body, then defaults tenant_id to the tenant
-// its scope names.
-func bodyThenScoped(a *API, w http.ResponseWriter, r *http.Request, req *cyclesv1.CreateBudgetRequest) error {
-	if err := protoJSON(a, w, r, req); err != nil {
-		return err
-	}
-	return scoped[*cyclesv1.CreateBudgetRequest](nil)(a, w, r, req)
-}
-
-// optionalBody reads a body when there is one (a budget transition's
-// {reason, metadata} may be left out).
-func optionalBody[Req proto.Message](a *API, w http.ResponseWriter, r *http.Request, req Req) error {
-	if r.ContentLength == 0 {
 		return nil
 	}
-	return protoJSON(a, w, r, req)
 }
 
 // ---- introspection ---------------------------------------------------------------
@@ -295,3 +211,27 @@ func (a *API) notServed(w http.ResponseWriter, r *http.Request, why string) {
 	writeBareError(w, r, http.StatusNotFound, apierr.NotFound,
 		r.Method+" "+r.URL.Path+" is not served by cyclesd: "+why+" (docs/http-api.md)")
 }
+
+// PATCH /v1/admin/api-keys/{key_id} reads its body into UpdateApiKeyRequest:
+// a member absent (or null) is left as it is. expires_at is cyclesd's
+// addition to the spec's body (the spec has a key's expiry immutable; cyclesd
+// lets an operator shorten or extend it in place).
+
+// validateShape is the spec's ApiKeyValidationResponse: a valid key's
+// answer carries its expiry (neverExpires when it has none) and its
+// permissions ([] when none); an invalid one carries neither.
+var validateShape = shapeOf("valid", "tenant_id", "key_id?", "permissions", "scope_filter?", "expires_at", "reason?").
+	calc("permissions", func(m protoreflect.Message) (any, bool) {
+		v := m.Interface().(*cyclesv1.ValidateResponse)
+		if p := v.GetPermissions(); p != nil || !v.GetValid() {
+			return p, p != nil
+		}
+		return []string{}, true
+	}).
+	calc("expires_at", func(m protoreflect.Message) (any, bool) {
+		v := m.Interface().(*cyclesv1.ValidateResponse)
+		if v.ExpiresAtMs != nil {
+			return isoTime(v.GetExpiresAtMs()), v.GetValid()
+		}
+		return neverExpires, v.GetValid()
+	})

@@ -10,10 +10,11 @@
 // (internal/validate), idempotency and the ledger are the very path gRPC calls
 // take. This package only translates JSON and maps errors onto HTTP statuses.
 //
-// Routes are declared in a table, one declaration each (route.go): pattern,
-// gRPC method, path and query parameters bound to proto fields by name, how
-// the body is read, answer shape and success status, all served by one
-// generic handler. Bodies that follow the proto are read into the request by
+// Routes are declared on the RPCs they run, as the (cycles.v1.http) method
+// option (proto/cycles/v1/http.proto: pattern, status, body, query
+// parameters bound to proto fields by name), and served by one generic
+// handler (route.go); wires.go declares beside them each RPC's answer shape
+// and the steps no field name can say. Bodies are read into the request by
 // one protoreflect decoder (decode.go), answers are written from declared
 // shapes (shape.go); where the spec's shape differs from the proto, the
 // difference is declared in their tables (wireMembers, calc members).
@@ -82,10 +83,12 @@ type Options struct {
 
 // API is the Cycles HTTP/JSON surface.
 type API struct {
-	svc     Options // the services (nil: their routes answer 404)
-	maxBody int64
-	mux     *http.ServeMux
-	handler http.Handler
+	svc Options // the services (nil: their routes answer 404)
+	// services are the gRPC services by full name, nil impl when absent.
+	services map[string]service
+	maxBody  int64
+	mux      *http.ServeMux
+	handler  http.Handler
 }
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
@@ -169,17 +172,6 @@ func (a *API) preAuth(next http.Handler) http.Handler {
 
 // ServeHTTP implements http.Handler.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
-
-func (a *API) routes() {
-	for _, table := range [][]endpoint{a.runtimeRoutes(), a.adminRoutes(), a.keyRoutes(), a.policyRoutes(), a.quotaCounterRoutes(),
-		a.usageRoutes(), a.auditRoutes(), a.bulkRoutes(), a.overviewRoutes(), a.eventRoutes(), a.actionKindRoutes()} {
-		for _, e := range table {
-			a.mux.Handle(e.pattern, e.h)
-		}
-	}
-	a.webhookRoutes()
-	a.mux.HandleFunc("/v1/", a.notFound)
-}
 
 // ---- the one call path ---------------------------------------------------------
 

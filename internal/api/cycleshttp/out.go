@@ -94,14 +94,16 @@ func showDenyDetail(optIn, observed bool, reason string) bool {
 	return optIn || observed
 }
 
-// detailed picks the encoder of two shapes of one answer by showDenyDetail.
-func detailed[Req, Resp proto.Message](plain, detail *shape, show func(Req, Resp) bool) func(Req, Resp) json.RawMessage {
-	p, d := shaped[Resp](plain), shaped[Resp](detail)
-	return func(req Req, resp Resp) json.RawMessage {
-		if show(req, resp) {
-			return d(resp)
+// detailed picks the shape of an answer by showDenyDetail.
+func detailed[Req, Resp proto.Message](plain, detail *shape, show func(Req, Resp) bool) func(req, resp protoreflect.Message) json.RawMessage {
+	var zero Resp
+	plain.check(zero.ProtoReflect().Descriptor())
+	detail.check(zero.ProtoReflect().Descriptor())
+	return func(req, resp protoreflect.Message) json.RawMessage {
+		if show(req.Interface().(Req), resp.Interface().(Resp)) {
+			return detail.json(resp)
 		}
-		return p(resp)
+		return plain.json(resp)
 	}
 }
 

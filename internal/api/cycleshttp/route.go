@@ -3,125 +3,172 @@ package cycleshttp
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/contract"
 )
 
-// The route table: every route is one declaration (in its service's file) of
-// its pattern, the call it makes (the gRPC method is the one its request type
-// belongs to: methodOf), how its request is read (path and query parameters
-// declared by name, a JSON body through the decoder), its success status and
-// how its answer is written. One generic handler (route.ServeHTTP) serves them
-// all through serve, the one call path.
+// The route table is the RPCs' (cycles.v1.http) method option
+// (proto/cycles/v1/http.proto): each route's pattern, success status, how its
+// body is read and its query parameters are declared on the RPC it runs.
+// Here, beside it, each routed RPC declares only what the proto cannot say
+// (wires): how its answer is written, and the steps reading what no field
+// binds by name. One generic handler (route.ServeHTTP) serves every route
+// through serve, the one call path.
 
-// endpoint is one row of the route table.
-type endpoint struct {
-	pattern string // net/http pattern: "METHOD /path/{param}"
-	h       http.Handler
+// wire is what one routed RPC declares beside its routes.
+type wire struct {
+	answer *shape // the answer's shape (or encode)
+	// encode writes an answer that also depends on the request.
+	encode func(req, resp protoreflect.Message) json.RawMessage
+	// before runs after the path and query are bound, before the body is
+	// read (what it sets, the body may not set); after runs last.
+	before, after hook
+	// params reads query parameters by name where the field's kind does not
+	// say how (parserOf).
+	params parsers
+	// call replaces the service's method (nil: the service's own).
+	call func(ctx context.Context, req proto.Message) (any, error)
+	// mount wraps the route's handler (one path whose meaning a parameter or
+	// the body changes, a cached answer); nil leaves the route unmounted.
+	mount func(a *API, h *route) http.Handler
 }
 
-// route binds one HTTP route to one gRPC method.
-type route[Req proto.Message, Resp any] struct {
+// parsers read query parameters by name.
+type parsers map[string]func(name, s string) (protoreflect.Value, error)
+
+// hook is a request step of a route: w and r to read the body itself.
+type hook func(a *API, w http.ResponseWriter, r *http.Request, req proto.Message) error
+
+// typed adapts a hook written for one request type.
+func typed[Req proto.Message](f func(a *API, w http.ResponseWriter, r *http.Request, req Req) error) hook {
+	return func(a *API, w http.ResponseWriter, r *http.Request, req proto.Message) error {
+		return f(a, w, r, req.(Req))
+	}
+}
+
+// check adapts a request check (a route without a body checks what its
+// parameters cannot check one by one).
+func check[Req proto.Message](f func(Req) error) hook {
+	return func(_ *API, _ http.ResponseWriter, _ *http.Request, req proto.Message) error { return f(req.(Req)) }
+}
+
+// route serves one declared route.
+type route struct {
 	a      *API
+	md     protoreflect.MethodDescriptor
 	method string // full gRPC method name (auth rule, guard, logs)
-	status int    // success status
-	off    string // why the route answers 404 when its service is absent (call nil)
+	spec   *cyclesv1.HttpRoute
 	params []param
-	body   func(a *API, w http.ResponseWriter, r *http.Request, req Req) error
-	call   func(ctx context.Context, req Req) (Resp, error)
-	encode func(req Req, resp Resp) any
+	w      wire
+	req    protoreflect.MessageType
+	// call runs the service's method; nil: the service is not enabled.
+	call func(ctx context.Context, req proto.Message) (any, error)
 }
 
-// opt sets one of a route's optional properties.
-type opt func(*routeOpts)
-
-type routeOpts struct {
-	status int
-	off    string
-	params []param
+// service is one gRPC service the wire calls, nil when not enabled.
+type service struct {
+	desc *grpc.ServiceDesc
+	impl any
 }
 
-// created: the route answers 201 on success.
-func created(o *routeOpts) { o.status = http.StatusCreated }
-
-// off says why the route answers 404 when its service is not configured.
-func off(why string) opt { return func(o *routeOpts) { o.off = why } }
-
-// query declares the route's query parameters.
-func query(ps ...param) opt { return func(o *routeOpts) { o.params = append(o.params, ps...) } }
-
-// via binds method m of service svc; nil (route not served) when svc is nil.
-func via[S any, Req, Resp any](svc S, m func(S, context.Context, Req) (Resp, error)) func(context.Context, Req) (Resp, error) {
-	if any(svc) == nil {
-		return nil
+// routes mounts every declared route (one of a service not enabled answers
+// 404 saying why), then the webhook family and the catch-all.
+func (a *API) routes() {
+	a.services = map[string]service{}
+	for _, s := range []service{{&cyclesv1.RuntimeService_ServiceDesc, a.svc.Runtime}, {&cyclesv1.AdminService_ServiceDesc, a.svc.Admin},
+		{&cyclesv1.EventService_ServiceDesc, a.svc.Events}, {&cyclesv1.PolicyService_ServiceDesc, a.svc.Policy},
+		{&cyclesv1.QuotaCounterService_ServiceDesc, a.svc.QuotaCounters}, {&cyclesv1.UsageService_ServiceDesc, a.svc.Usage},
+		{&cyclesv1.AuditService_ServiceDesc, a.svc.Audit}, {&cyclesv1.OperatorService_ServiceDesc, a.svc.Operator},
+		{&cyclesv1.OverviewService_ServiceDesc, a.svc.Overview}, {&cyclesv1.ActionKindService_ServiceDesc, a.svc.ActionKinds},
+		{&cyclesv1.AuthService_ServiceDesc, a.svc.Auth}} {
+		a.services[s.desc.ServiceName] = s
 	}
-	return func(ctx context.Context, req Req) (Resp, error) { return m(svc, ctx, req) }
-}
-
-// on declares a route whose answer is the response written in shape answer.
-func on[Req, Resp proto.Message](a *API, pattern string, call func(context.Context, Req) (Resp, error),
-	body func(*API, http.ResponseWriter, *http.Request, Req) error, answer *shape, opts ...opt) endpoint {
-	enc := shaped[Resp](answer)
-	return onReq(a, pattern, call, body, func(_ Req, resp Resp) json.RawMessage { return enc(resp) }, opts...)
-}
-
-// onReq declares a route whose answer also depends on the request. The
-// route runs the gRPC method its request type belongs to (methodOf).
-func onReq[Req proto.Message, Resp, Out any](a *API, pattern string, call func(context.Context, Req) (Resp, error),
-	body func(*API, http.ResponseWriter, *http.Request, Req) error, encode func(Req, Resp) Out, opts ...opt) endpoint {
-	o := routeOpts{status: http.StatusOK, off: "its service is not enabled on this server"}
-	for _, f := range opts {
-		f(&o)
+	used := map[string]bool{}
+	for full, md := range contract.Methods() {
+		specs, _ := proto.GetExtension(md.Options(), cyclesv1.E_Http).([]*cyclesv1.HttpRoute)
+		name := string(md.Parent().Name()) + "/" + string(md.Name())
+		w, ok := wires[name]
+		if len(specs) == 0 {
+			continue
+		}
+		if !ok {
+			panic("cycleshttp: " + name + " has routes but no wire declaration")
+		}
+		used[name] = true
+		for _, spec := range specs {
+			rt := newRoute(a, full, md, spec, w, a.services[string(md.Parent().FullName())])
+			var h http.Handler = rt
+			if w.mount != nil {
+				h = w.mount(a, rt)
+			}
+			if h != nil { // nil: a route mounted only when its service is enabled
+				a.mux.Handle(spec.GetPattern(), h)
+			}
+		}
 	}
-	var zero Req
-	rt := &route[Req, Resp]{a: a, method: methodOf(zero.ProtoReflect().Descriptor()), status: o.status, off: o.off,
-		params: o.params, body: body, call: call, encode: func(req Req, resp Resp) any { return encode(req, resp) }}
+	for name := range wires {
+		if !used[name] {
+			panic("cycleshttp: wire declared for " + name + ", which no route serves")
+		}
+	}
+	a.webhookRoutes()
+	a.mux.HandleFunc("/v1/", a.notFound)
+}
+
+// newRoute builds the route of spec on method md; a declaration naming no
+// field panics here, in every test.
+func newRoute(a *API, full string, md protoreflect.MethodDescriptor, spec *cyclesv1.HttpRoute, w wire, svc service) *route {
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
+	if err != nil {
+		panic("cycleshttp: " + err.Error())
+	}
+	rt := &route{a: a, md: md, method: full, spec: spec, w: w, call: w.call, req: mt}
+	if w.answer != nil {
+		w.answer.check(md.Output())
+	}
+	if rt.call == nil && svc.impl != nil {
+		for _, m := range svc.desc.Methods {
+			if m.MethodName == string(md.Name()) {
+				h, impl := m.Handler, svc.impl
+				rt.call = func(ctx context.Context, req proto.Message) (any, error) {
+					return h(impl, ctx, func(in any) error { proto.Merge(in.(proto.Message), req); return nil }, nil)
+				}
+			}
+		}
+	}
+	fields := md.Input().Fields()
 	// Path wildcards bind the request field of the same name, if it has one.
-	fields := zero.ProtoReflect().Descriptor().Fields()
-	for _, seg := range strings.Split(pattern, "/") {
+	for _, seg := range strings.Split(spec.GetPattern(), "/") {
 		if name, ok := strings.CutPrefix(seg, "{"); ok {
-			name = strings.TrimSuffix(name, "}")
-			if fields.ByName(protoreflect.Name(name)) != nil {
+			if name = strings.TrimSuffix(name, "}"); fields.ByName(protoreflect.Name(name)) != nil {
 				rt.params = append(rt.params, param{name: name, path: true})
 			}
 		}
 	}
-	for _, p := range rt.params { // a declaration naming no field fails at New, in every test
-		p.fieldOf(fields, zero.ProtoReflect().Descriptor().FullName())
+	for _, q := range spec.GetQuery() {
+		p := param{}
+		q, p.required = strings.CutSuffix(q, "!")
+		name, field, _ := strings.Cut(q, "=")
+		p.name, p.field, p.parse = name, protoreflect.Name(field), w.params[name]
+		rt.params = append(rt.params, p)
 	}
-	return endpoint{pattern: pattern, h: rt}
-}
-
-// methodOf is the full name of the one gRPC method whose request is md: a
-// route names its method by its request type, so the two cannot disagree.
-// A request type no method (or two) takes panics at New, in every test.
-func methodOf(md protoreflect.MessageDescriptor) string {
-	var found []string
-	protoregistry.GlobalFiles.RangeFilesByPackage(md.ParentFile().Package(), func(f protoreflect.FileDescriptor) bool {
-		for i := range f.Services().Len() {
-			s := f.Services().Get(i)
-			for j := range s.Methods().Len() {
-				if m := s.Methods().Get(j); m.Input().FullName() == md.FullName() {
-					found = append(found, "/"+string(s.FullName())+"/"+string(m.Name()))
-				}
-			}
-		}
-		return true
-	})
-	if len(found) != 1 {
-		panic(fmt.Sprintf("cycleshttp: %s is the request of %d methods %v", md.FullName(), len(found), found))
+	for _, p := range rt.params {
+		p.fieldOf(fields, md.Input().FullName())
 	}
-	return found[0]
+	return rt
 }
 
 // fieldOf is the request field p binds; a declaration naming no field of
@@ -138,22 +185,71 @@ func (p param) fieldOf(fields protoreflect.FieldDescriptors, msg protoreflect.Fu
 	return fd
 }
 
-// ServeHTTP runs one request of the route through serve.
-func (rt *route[Req, Resp]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP reads one request of the route and runs it through serve.
+func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a := rt.a
 	if rt.call == nil {
-		a.notServed(w, r, rt.off)
+		a.notServed(w, r, offWhy[string(rt.md.Parent().Name())])
 		return
 	}
-	var zero Req
-	req := zero.ProtoReflect().Type().New().Interface().(Req)
+	req := rt.req.New().Interface()
 	err := bindParams(r, req.ProtoReflect(), rt.params)
-	if err == nil && rt.body != nil {
-		err = rt.body(a, w, r, req)
+	for _, step := range []hook{rt.w.before, rt.body, rt.w.after} {
+		if err == nil && step != nil {
+			err = step(a, w, r, req)
+		}
 	}
-	a.serve(w, r, rt.method, planeOf(rt.method), rt.status, req, err,
-		func(ctx context.Context, req any) (any, error) { return rt.call(ctx, req.(Req)) },
-		func(resp any) any { return rt.encode(req, resp.(Resp)) })
+	a.serve(w, r, rt.method, planeOf(rt.method), rt.status(), req, err,
+		func(ctx context.Context, req any) (any, error) {
+			if err := rt.caller(ctx); err != nil {
+				return nil, err
+			}
+			return rt.call(ctx, req.(proto.Message))
+		},
+		func(resp any) any {
+			m := resp.(proto.Message).ProtoReflect()
+			if rt.w.encode != nil {
+				return rt.w.encode(req.ProtoReflect(), m)
+			}
+			return rt.w.answer.json(m)
+		})
+}
+
+func (rt *route) status() int {
+	if s := rt.spec.GetStatus(); s != 0 {
+		return int(s)
+	}
+	return http.StatusOK
+}
+
+// body reads the JSON body as the route declares.
+func (rt *route) body(a *API, w http.ResponseWriter, r *http.Request, req proto.Message) error {
+	switch rt.spec.GetBody() {
+	case cyclesv1.HttpBody_HTTP_BODY_JSON:
+		return protoJSON(a, w, r, req)
+	case cyclesv1.HttpBody_HTTP_BODY_OPTIONAL:
+		if r.ContentLength != 0 { // a budget transition's {reason, metadata} may be left out
+			return protoJSON(a, w, r, req)
+		}
+	}
+	return nil
+}
+
+// caller refuses the credential a route narrows its RPC's rule against
+// (HttpRoute.caller): the event reads of the two planes share one RPC.
+func (rt *route) caller(ctx context.Context) error {
+	p, _ := auth.FromContext(ctx)
+	switch rt.spec.GetCaller() {
+	case cyclesv1.Caller_CALLER_ADMIN:
+		if !p.Admin {
+			return apierr.New(apierr.Unauthorized, "this endpoint needs the admin key (X-Admin-API-Key)")
+		}
+	case cyclesv1.Caller_CALLER_TENANT:
+		if p.Admin {
+			return apierr.New(apierr.Unauthorized, "this endpoint needs a tenant API key; the admin reads GET /v1/admin/events")
+		}
+	}
+	return nil
 }
 
 // planeOf is a method's error vocabulary: the runtime spec's for the runtime
@@ -179,21 +275,6 @@ type param struct {
 	path     bool
 	required bool
 	parse    func(name, s string) (protoreflect.Value, error)
-}
-
-// q declares a query parameter bound to the field of the same name.
-func q(name string) param { return param{name: name} }
-
-// qf declares a query parameter bound to field.
-func qf(name string, field protoreflect.Name) param { return param{name: name, field: field} }
-
-// must makes a declared parameter required.
-func (p param) must() param { p.required = true; return p }
-
-// with reads the parameter with parse.
-func (p param) with(parse func(name, s string) (protoreflect.Value, error)) param {
-	p.parse = parse
-	return p
 }
 
 // bindParams sets the request fields of the declared parameters. Blank
@@ -309,11 +390,10 @@ func listParam(vals []string) []string {
 	return out
 }
 
-// refused declares a query parameter cyclesd does not serve: any value is
-// INVALID_REQUEST saying why. field is any singular field of the request (it
-// is never set).
-func refused(name string, field protoreflect.Name, why string) param {
-	return qf(name, field).with(func(name, _ string) (protoreflect.Value, error) {
+// refused reads a query parameter cyclesd does not serve: any value is
+// INVALID_REQUEST saying why (it binds any singular field, never set).
+func refused(why string) func(name, s string) (protoreflect.Value, error) {
+	return func(name, _ string) (protoreflect.Value, error) {
 		return protoreflect.Value{}, apierr.Invalid(name, "%s", why)
-	})
+	}
 }

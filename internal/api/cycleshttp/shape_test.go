@@ -1,13 +1,10 @@
 package cycleshttp
 
 import (
-	"context"
 	"math"
 	"testing"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/internal/server"
-	"google.golang.org/protobuf/proto"
 )
 
 // TestShapeWireRules: each rule the generic encoder declares once, on the
@@ -57,14 +54,8 @@ func TestDeclarationsNamingNoFieldPanic(t *testing.T) {
 			shaped[*cyclesv1.ListAuditLogsResponse](page("logs", nil).nest("logs", shapeOf("nope")))
 		},
 		"query parameter": func() {
-			on(&API{}, "GET /x", func(context.Context, *cyclesv1.QueryUsageRequest) (*cyclesv1.QueryUsageResponse, error) {
-				return nil, nil
-			},
-				nil, shapeOf(), query(q("nope")))
-		},
-		"request of no method": func() {
-			on(&API{}, "GET /x", func(context.Context, *cyclesv1.UsageRow) (*cyclesv1.UsageRow, error) { return nil, nil },
-				nil, shapeOf())
+			md := cyclesv1.File_cycles_v1_usage_proto.Services().ByName("UsageService").Methods().ByName("QueryUsage")
+			newRoute(&API{}, "/x", md, &cyclesv1.HttpRoute{Pattern: "GET /x", Query: []string{"nope"}}, wire{}, service{})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -75,26 +66,6 @@ func TestDeclarationsNamingNoFieldPanic(t *testing.T) {
 			}()
 			declare()
 		})
-	}
-}
-
-// TestMethodOfRequest: a route's gRPC method is the one its request type
-// belongs to, as the generated names spell it.
-func TestMethodOfRequest(t *testing.T) {
-	for _, tc := range []struct {
-		req  proto.Message
-		want string
-	}{
-		{&cyclesv1.CreateTenantRequest{}, cyclesv1.AdminService_CreateTenant_FullMethodName},
-		{&cyclesv1.CloseTenantRequest{}, cyclesv1.AdminService_CloseTenant_FullMethodName},
-		{&cyclesv1.CreateReservationRequest{}, cyclesv1.RuntimeService_CreateReservation_FullMethodName},
-		{&cyclesv1.ListEventsRequest{}, cyclesv1.EventService_ListEvents_FullMethodName},
-		{&cyclesv1.IntrospectRequest{}, server.IntrospectMethod},
-		{&cyclesv1.BulkActionBudgetsRequest{}, cyclesv1.OperatorService_BulkActionBudgets_FullMethodName},
-	} {
-		if got := methodOf(tc.req.ProtoReflect().Descriptor()); got != tc.want {
-			t.Errorf("methodOf(%T) = %s, want %s", tc.req, got, tc.want)
-		}
 	}
 }
 

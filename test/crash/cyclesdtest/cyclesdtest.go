@@ -45,15 +45,21 @@ func Build(dir string) (string, error) {
 }
 
 // BuildTemp compiles cmd/cyclesd into a new temporary directory (named
-// prefix*) and returns the binary's path and the teardown that removes the
-// directory: what a suite's redistest.MainOptions.Setup does.
-func BuildTemp(prefix string) (bin string, teardown func(), err error) {
+// prefix*), sets *bin to the binary's path and returns the teardown that
+// removes the directory: what a suite's redistest.MainOptions.Setup does.
+func BuildTemp(prefix string, bin *string) (teardown func(), err error) {
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	bin, err = Build(dir)
-	return bin, func() { _ = os.RemoveAll(dir) }, err
+	*bin, err = Build(dir)
+	return func() { _ = os.RemoveAll(dir) }, err
+}
+
+// Main is the TestMain of a suite that runs the binary: redistest.Main with
+// its leak check, after BuildTemp(prefix, bin).
+func Main(m *testing.M, prefix string, bin *string) {
+	redistest.Main(m, redistest.MainOptions{LeakCheck: true, Setup: func() (func(), error) { return BuildTemp(prefix, bin) }})
 }
 
 // SyncBuffer collects a process's output while tests read it.
