@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,13 +22,8 @@ func (e *Executor) ReadHashes(ctx context.Context, keys []string) ([]map[string]
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	if e.callTimeout > 0 {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > e.callTimeout {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, e.callTimeout)
-			defer cancel()
-		}
-	}
+	ctx, cancel := e.bounded(ctx)
+	defer cancel()
 	cmds := make([]*redis.MapStringStringCmd, len(keys))
 	_, err := e.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {

@@ -259,6 +259,17 @@ func isFlat(res []any) bool {
 	return v == FlatVersion
 }
 
+// bounded gives ctx the executor's call timeout when it has no earlier
+// deadline: one bound for every command the executor sends.
+func (e *Executor) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if e.callTimeout > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > e.callTimeout {
+			return context.WithTimeout(ctx, e.callTimeout)
+		}
+	}
+	return ctx, func() {}
+}
+
 // run executes a script and returns its successful reply ("OK" first).
 func (e *Executor) run(ctx context.Context, d *Def, keys []string, args []any) ([]any, error) {
 	name := d.name
@@ -266,13 +277,8 @@ func (e *Executor) run(ctx context.Context, d *Def, keys []string, args []any) (
 	if !ok {
 		return nil, fmt.Errorf("script %q: not compiled", name)
 	}
-	if e.callTimeout > 0 {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > e.callTimeout {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, e.callTimeout)
-			defer cancel()
-		}
-	}
+	ctx, cancel := e.bounded(ctx)
+	defer cancel()
 	ctx, span := e.tracer.Start(ctx, d.spanName(), e.spanStart...)
 	defer span.End()
 	// EVALSHA or FCALL, loading the script on a miss (function.go);

@@ -79,13 +79,8 @@ func (e *Executor) ReadStream(ctx context.Context, stream, after string, count i
 		}
 		start = "(" + after
 	}
-	if e.callTimeout > 0 {
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > e.callTimeout {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, e.callTimeout)
-			defer cancel()
-		}
-	}
+	ctx, cancel := e.bounded(ctx)
+	defer cancel()
 	var (
 		now     *redis.TimeCmd
 		length  *redis.IntCmd
