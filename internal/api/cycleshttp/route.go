@@ -18,6 +18,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/contract"
+	"github.com/cyclesgo/cycles-go/internal/protowire"
 )
 
 // The route table is the RPCs' (cycles.v1.http) method option
@@ -30,7 +31,7 @@ import (
 
 // wire is what one routed RPC declares beside its routes.
 type wire struct {
-	answer *shape // the answer's shape (or encode)
+	answer *protowire.Shape // the answer's shape (or encode)
 	// encode writes an answer that also depends on the request.
 	encode func(req, resp protoreflect.Message) json.RawMessage
 	// before runs after the path and query are bound, before the body is
@@ -137,7 +138,7 @@ func newRoute(a *API, full string, md protoreflect.MethodDescriptor, spec *cycle
 	}
 	rt := &route{a: a, md: md, method: full, spec: spec, w: w, call: w.call, req: mt}
 	if w.answer != nil {
-		w.answer.check(md.Output())
+		w.answer.Check(md.Output())
 	}
 	if rt.call == nil && svc.impl != nil {
 		for _, m := range svc.desc.Methods {
@@ -211,7 +212,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if rt.w.encode != nil {
 				return rt.w.encode(req.ProtoReflect(), m)
 			}
-			return rt.w.answer.json(m)
+			return rt.w.answer.JSON(m)
 		})
 }
 
@@ -333,7 +334,7 @@ func parserOf(fd protoreflect.FieldDescriptor) func(name, s string) (protoreflec
 	switch fd.Kind() {
 	case protoreflect.EnumKind:
 		return func(name, s string) (protoreflect.Value, error) {
-			n, ok := enumByName(fd.Enum(), s)
+			n, ok := protowire.EnumByName(fd.Enum(), s)
 			if !ok {
 				return protoreflect.Value{}, apierr.Invalid(name, "unknown value %q", s)
 			}
