@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 )
 
 // Answers are written by one generic encoder from a declared shape, not by a
@@ -280,7 +282,12 @@ func writeValue(buf *bytes.Buffer, fd protoreflect.FieldDescriptor, v protorefle
 			return
 		}
 		if fd.Message().FullName() == "google.protobuf.Struct" {
-			writeAny(buf, v.Message().Interface().(*structpb.Struct).AsMap())
+			st := v.Message().Interface().(*structpb.Struct)
+			if w, _ := proto.GetExtension(fd.Options(), cyclesv1.E_Wire).(*cyclesv1.WireMember); w != nil {
+				writeAny(buf, integerStruct(st, w))
+				return
+			}
+			writeAny(buf, st.AsMap())
 			return
 		}
 		if mb.sub == nil {

@@ -59,26 +59,9 @@ type Invoker interface {
 // Options configure the HTTP API.
 type Options struct {
 	Invoker Invoker
-	Runtime cyclesv1.RuntimeServiceServer
-	// Admin and Events are optional (nil: their routes answer 404).
-	Admin  cyclesv1.AdminServiceServer
-	Events cyclesv1.EventServiceServer
-	// Policy serves /v1/admin/policies (nil: 404).
-	Policy cyclesv1.PolicyServiceServer
-	// QuotaCounters serves /v1/admin/action-quota-counters (nil: 404).
-	QuotaCounters cyclesv1.QuotaCounterServiceServer
-	// Usage serves /v1/admin/usage (nil, without an archive: 404).
-	Usage cyclesv1.UsageServiceServer
-	// Audit is optional (nil: GET /v1/admin/audit/logs answers 404).
-	Audit cyclesv1.AuditServiceServer
-	// Operator is optional (nil: the bulk-action routes answer 404).
-	Operator cyclesv1.OperatorServiceServer
-	// Overview serves GET /v1/admin/overview (nil: 404).
-	Overview cyclesv1.OverviewServiceServer
-	// ActionKinds is the public action-kind registry (nil: its routes answer 404).
-	ActionKinds cyclesv1.ActionKindServiceServer
-	// Auth serves POST /v1/auth/validate (nil: 404); introspection needs no service.
-	Auth cyclesv1.AuthServiceServer
+	// Services are the gRPC services the routes call, the very ones the gRPC
+	// server registers; a route of a service left nil answers 404 saying why.
+	Services server.Services
 	// MaxBodyBytes bounds request bodies (0: DefaultMaxBodyBytes).
 	MaxBodyBytes   int64
 	TracerProvider trace.TracerProvider

@@ -27,15 +27,14 @@ func eventWindow(req *cyclesv1.ListEventsRequest) error {
 }
 
 // envelopeShape is the protocol's Event envelope. The actor is omitted when
-// it has no type; data's integer members are exact JSON integers
-// (eventDataOf).
+// it has no type; data's integer members are exact JSON integers (the
+// data field's wire option).
 var envelopeShape = protowire.ShapeOf("event_id", "event_type", "category", "timestamp", "tenant_id", "scope?", "actor?", "source",
 	"data?", "request_id?", "trace_id?", "correlation_id?").
 	Calc("actor", func(m protoreflect.Message) (any, bool) {
 		act := m.Interface().(*cyclesv1.Event).GetActor()
 		return actorShape.JSON(act.ProtoReflect()), act.GetType() != ""
-	}).
-	With("data", protowire.Item(eventDataOf))
+	})
 
 var actorShape = protowire.ShapeOf("type", "key_id?")
 

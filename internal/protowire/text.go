@@ -1,6 +1,7 @@
 package protowire
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
 
 // The protocol spells enum values without the proto prefix ("TOKENS", not
@@ -66,4 +68,38 @@ func EnumName(ed protoreflect.EnumDescriptor, v protoreflect.EnumNumber) string 
 		return strings.ToLower(name)
 	}
 	return name
+}
+
+// ParseText reads a value of field fd from its text (a query parameter):
+// strings as they are, enums by their wire name, booleans true/false,
+// integers in range, an int64 *_ms field as an ISO 8601 date-time. name is
+// what a refusal names.
+func ParseText(fd protoreflect.FieldDescriptor, name, s string) (protoreflect.Value, error) {
+	switch fd.Kind() {
+	case protoreflect.EnumKind:
+		n, ok := EnumByName(fd.Enum(), s)
+		if !ok {
+			return protoreflect.Value{}, apierr.Invalid(name, "unknown value %q", s)
+		}
+		return protoreflect.ValueOfEnum(n), nil
+	case protoreflect.BoolKind:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return protoreflect.Value{}, apierr.Invalid(name, "must be true or false, got %q", s)
+		}
+		return protoreflect.ValueOfBool(b), nil
+	case protoreflect.Int32Kind:
+		n, err := strconv.ParseInt(s, 10, 32)
+		if err != nil {
+			return protoreflect.Value{}, apierr.Invalid(name, "must be an integer, got %q", s)
+		}
+		return protoreflect.ValueOfInt32(int32(n)), nil
+	case protoreflect.Int64Kind: // the *_ms fields: an ISO 8601 date-time
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return protoreflect.Value{}, apierr.Invalid(name, "must be an ISO 8601 date-time (e.g. 2026-01-02T15:04:05Z), got %q", s)
+		}
+		return protoreflect.ValueOfInt64(t.UnixMilli()), nil
+	}
+	return protoreflect.ValueOfString(s), nil
 }
