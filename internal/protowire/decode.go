@@ -471,8 +471,8 @@ func scalar(fd protoreflect.FieldDescriptor, tok json.Token, iso bool, path stri
 		}
 		return protoreflect.Value{}, typeError(path, "a number", tok)
 	}
-	// A request field of another kind is a declaration error, found by the
-	// route tests: refuse rather than guess.
+	// A request field of another kind is a declaration error, found by its
+	// user's tests: refuse rather than guess.
 	return protoreflect.Value{}, apierr.Invalid(path, "is not accepted on this wire")
 }
 

@@ -57,7 +57,8 @@ type member struct {
 }
 
 // ShapeOf declares a shape: each spec is "wire[=field][:unit][?]" (see the
-// rules above). Fields are checked when the route table is built.
+// rules above). Fields are checked by Check (its user runs it once, when
+// its declarations are built).
 func ShapeOf(specs ...string) *Shape {
 	s := &Shape{}
 	for _, spec := range specs {
@@ -99,7 +100,7 @@ func (s *Shape) Calc(wire string, f func(protoreflect.Message) (any, bool)) *Sha
 }
 
 // set changes the member named wire; a name the shape lacks is a
-// declaration error, found when the route table is built.
+// declaration error, found when the shape is declared.
 func (s *Shape) set(wire string, f func(*member)) *Shape {
 	for i := range s.members {
 		if s.members[i].wire == wire {
