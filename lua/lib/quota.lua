@@ -150,11 +150,13 @@ end
 -- numbers in the UTC day, a = {m, h, d, t} the bucket numbers, day the day
 -- number (a string); computed once a minute.
 function QUOTA_MEMO.buckets(now)
-  local mn = math.floor(now / 60000)
   local b = QUOTA_MEMO.b
+  -- The same minute as the last call's (the common case: two comparisons).
+  if b.mn and now >= b.ms and now < b.ms + 60000 then return b end
+  local mn = math.floor(now / 60000)
   if b.mn ~= mn then
     local d, h = math.floor(now / 86400000), math.floor(now / 3600000)
-    b = {mn = mn, m = mn - d * 1440, h = h - d * 24, d = 0, t = 0, a = {m = mn, h = h, d = d, t = d},
+    b = {mn = mn, ms = mn * 60000, m = mn - d * 1440, h = h - d * 24, d = 0, t = 0, a = {m = mn, h = h, d = d, t = d},
       day = string.format('%d', d)}
     QUOTA_MEMO.b = b
   end
@@ -178,13 +180,16 @@ end
 --     hash field's stem, what it counts (a kind or __risk__:<class>), and
 --     whether it is the tenant scope's; tpl.tj the indexes of the
 --     tenant-scope calendar counters, tpl.mw[j] the day in which this
---     template last wrote counter j's '@' field;
+--     template last wrote counter j's '@' field; tpl.cal the indexes of the
+--     calendar counters in field order (tpl.fields[k] is counter cal[k]'s),
+--     tpl.amin[j] the least of cmin[j] and ctn[j] (below it a count only
+--     adds one: no limit, no threshold to look at);
 --   filled per call (arrays reused, no table per call): tpl.cid[j] the
 --     counter's day hash field, or its per_run key (false: a per_run
 --     counter without a run id); tpl.fields the calendar fields (one
 --     HMGET); tpl.set the HSET arguments of the calendar counts (fields,
---     then the values each call writes in place); tpl.used, tpl.thr the
---     counts read; tpl.plan the plan; tpl.lsp, tpl.lts: the scope path and
+--     then the values each call writes in place); tpl.used the counts
+--     read, tpl.thr the per_run counters' thr fields; tpl.plan the plan; tpl.lsp, tpl.lts: the scope path and
 --     tenant scope of the last call (the same again: the calendar names
 --     stand); tpl.day, tpl.dkey: the day hash last used; tpl.nrun: the
 --     per_run counters.
@@ -391,7 +396,7 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
     plan.day, plan.dkey = bk.day, tpl.dkey
     local v = redis.call('HMGET', plan.dkey, unpack(fields))
     -- sec: the second of the day, in place in the value (below).
-    local sec, fmt, amin = (math.floor(now / 1000) % 86400) * 2048, string.format, tpl.amin
+    local sec, fmt, amin = ((now - now % 1000) / 1000 % 86400) * 2048, string.format, tpl.amin
     for k = 1, #cal do
       local j, raw = cal[k], v[k]
       local b = bk[ccode[j]]
