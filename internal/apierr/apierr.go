@@ -269,6 +269,38 @@ func CodeOf(err error) Code {
 	return InternalError
 }
 
+// runtimeCodes is the runtime spec's closed ErrorCode enum
+// (cycles-protocol-v0).
+var runtimeCodes = map[Code]bool{
+	InvalidRequest: true, Unauthorized: true, Forbidden: true, NotFound: true,
+	BudgetExceeded: true, BudgetFrozen: true, BudgetClosed: true, ReservationExpired: true,
+	ReservationFinalized: true, IdempotencyMismatch: true, UnitMismatch: true,
+	OverdraftLimitExceeded: true, DebtOutstanding: true, MaxExtensionsExceeded: true,
+	LimitExceeded: true, TenantClosed: true, InternalError: true,
+	// v0.1.26 protocol extensions add three codes to the enum.
+	ActionQuotaExceeded: true, ActionKindNotAllowed: true, ActionKindDenied: true,
+}
+
+// Runtime is c in the runtime spec's ErrorCode vocabulary, which is closed:
+// c itself when the enum has it (ok), else the runtime code a Cycles client
+// already handles nearest to it (the HTTP wire then names c in
+// details.reason).
+func (c Code) Runtime() (Code, bool) {
+	if runtimeCodes[c] {
+		return c, true
+	}
+	switch c {
+	case Overflow:
+		return InvalidRequest, false
+	case TenantSuspended:
+		return Forbidden, false
+	case TenantNotFound, BudgetNotFound, KeyNotFound, PolicyNotFound, EventNotFound:
+		return NotFound, false
+	default:
+		return InternalError, false // UNAVAILABLE, IDEMPOTENCY_PENDING: retry with the same key
+	}
+}
+
 // HTTPStatus is the HTTP status of a refusal with code c on the Cycles HTTP
 // wire (and in audit entries): declared once, here.
 func (c Code) HTTPStatus() int {

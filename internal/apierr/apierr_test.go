@@ -76,3 +76,24 @@ func TestCodeOfAndHTTPStatus(t *testing.T) {
 		})
 	}
 }
+
+// The runtime vocabulary is closed: its codes stay, every other code folds
+// onto the one a Cycles client already handles.
+func TestRuntimeVocabulary(t *testing.T) {
+	for _, tc := range []struct {
+		code, want Code
+		kept       bool
+	}{
+		{BudgetExceeded, BudgetExceeded, true},
+		{ActionKindDenied, ActionKindDenied, true},
+		{Overflow, InvalidRequest, false},
+		{TenantSuspended, Forbidden, false},
+		{KeyNotFound, NotFound, false},
+		{Unavailable, InternalError, false},
+		{IdempotencyPending, InternalError, false},
+	} {
+		if got, kept := tc.code.Runtime(); got != tc.want || kept != tc.kept {
+			t.Errorf("%s.Runtime() = %s, %v; want %s, %v", tc.code, got, kept, tc.want, tc.kept)
+		}
+	}
+}

@@ -207,8 +207,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 
 		// The Cycles HTTP/JSON wire (docs/http-api.md): the same handlers
 		// through the same interceptor chain as gRPC.
-		hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: comp.services.Runtime,
-			Admin: comp.services.Admin, Events: comp.services.Events, ActionKinds: comp.services.ActionKinds, Audit: comp.services.Audit, Policy: comp.services.Policy, QuotaCounters: comp.services.QuotaCounters, Usage: comp.services.Usage, Operator: comp.services.Operator, Overview: comp.services.Overview, Auth: comp.services.Auth, TracerProvider: tel.Tracer, MeterProvider: tel.Meter}))
+		hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Services: comp.services, TracerProvider: tel.Tracer, MeterProvider: tel.Meter}))
 		if cfg.TLSCert != "" {
 			tc, err := tlsconfig.Server(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA)
 			if err != nil {

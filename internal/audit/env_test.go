@@ -115,8 +115,7 @@ func startWith(t testing.TB, c redis.UniversalClient, opts audit.Options, audite
 	t.Cleanup(func() { _ = conn.Close() })
 
 	hs := srv.NewHTTP(server.HTTPOptions{})
-	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: svcs.Runtime, Admin: svcs.Admin, Audit: svcs.Audit,
-		Operator: svcs.Operator}))
+	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Services: svcs}))
 	hlis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -169,6 +169,39 @@ type Services struct {
 	Register func(*grpc.Server)
 }
 
+// ProvidedService is one service of Services with its gRPC descriptor.
+type ProvidedService struct {
+	Desc *grpc.ServiceDesc
+	Impl any
+}
+
+// Provided lists each service svcs provides (a nil one is left out) with its
+// descriptor: the gRPC server registers these, and the HTTP/JSON wire calls
+// the same ones (internal/api/cycleshttp).
+func (svcs Services) Provided() []ProvidedService {
+	var out []ProvidedService
+	for _, svc := range []ProvidedService{
+		{&cyclesv1.RuntimeService_ServiceDesc, svcs.Runtime},
+		{&cyclesv1.AdminService_ServiceDesc, svcs.Admin},
+		{&cyclesv1.EventService_ServiceDesc, svcs.Events},
+		{&cyclesv1.AuthService_ServiceDesc, svcs.Auth},
+		{&cyclesv1.RateLimitService_ServiceDesc, svcs.RateLimit},
+		{&cyclesv1.OpsService_ServiceDesc, svcs.Ops},
+		{&cyclesv1.OperatorService_ServiceDesc, svcs.Operator},
+		{&cyclesv1.OverviewService_ServiceDesc, svcs.Overview},
+		{&cyclesv1.PolicyService_ServiceDesc, svcs.Policy},
+		{&cyclesv1.QuotaCounterService_ServiceDesc, svcs.QuotaCounters},
+		{&cyclesv1.UsageService_ServiceDesc, svcs.Usage},
+		{&cyclesv1.AuditService_ServiceDesc, svcs.Audit},
+		{&cyclesv1.ActionKindService_ServiceDesc, svcs.ActionKinds},
+	} {
+		if svc.Impl != nil {
+			out = append(out, svc)
+		}
+	}
+	return out
+}
+
 // Server is the gRPC server with its health service.
 type Server struct {
 	GRPC    *grpc.Server
@@ -246,30 +279,9 @@ func New(opts Options, svcs Services) *Server {
 	s := &Server{GRPC: g, Health: health.NewServer(), log: log, unary: unary, limits: lim, authn: authn, conns: conns, meter: meter,
 		closures: telemetry.MustCounter(meter, "cycles.conn.limit_closures",
 			"Connections closed by a connection-level limit (attribute reason: idle_evicted, no_stream, write_stall, refused_streams, flood_peer, http_unread_body)")}
-	// Each service the caller provides (a nil interface is left out).
-	for _, svc := range []struct {
-		desc *grpc.ServiceDesc
-		impl any
-	}{
-		{&cyclesv1.RuntimeService_ServiceDesc, svcs.Runtime},
-		{&cyclesv1.AdminService_ServiceDesc, svcs.Admin},
-		{&cyclesv1.EventService_ServiceDesc, svcs.Events},
-		{&cyclesv1.AuthService_ServiceDesc, svcs.Auth},
-		{&cyclesv1.RateLimitService_ServiceDesc, svcs.RateLimit},
-		{&cyclesv1.OpsService_ServiceDesc, svcs.Ops},
-		{&cyclesv1.OperatorService_ServiceDesc, svcs.Operator},
-		{&cyclesv1.OverviewService_ServiceDesc, svcs.Overview},
-		{&cyclesv1.PolicyService_ServiceDesc, svcs.Policy},
-		{&cyclesv1.QuotaCounterService_ServiceDesc, svcs.QuotaCounters},
-		{&cyclesv1.UsageService_ServiceDesc, svcs.Usage},
-		{&cyclesv1.AuditService_ServiceDesc, svcs.Audit},
-		{&cyclesv1.ActionKindService_ServiceDesc, svcs.ActionKinds},
-	} {
-		if svc.impl == nil {
-			continue
-		}
-		g.RegisterService(svc.desc, svc.impl)
-		s.names = append(s.names, svc.desc.ServiceName)
+	for _, svc := range svcs.Provided() {
+		g.RegisterService(svc.Desc, svc.Impl)
+		s.names = append(s.names, svc.Desc.ServiceName)
 	}
 	if svcs.Register != nil {
 		svcs.Register(g)

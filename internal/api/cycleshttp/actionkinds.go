@@ -9,6 +9,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/protowire"
 )
 
 // The v0.1.26 action-kind registry: GET /v1/action-kinds and
@@ -66,6 +67,6 @@ func kindLimit(name, s string) (protoreflect.Value, error) {
 
 // actionKindShape is the protocol's ActionKind; a policy key spec names
 // only the dimensions that matter.
-var actionKindShape = shapeOf("kind", "risk_class", "policy_key_spec?", "description?", "mcp_tool_prefixes", "deprecated",
+var actionKindShape = protowire.ShapeOf("kind", "risk_class", "policy_key_spec?", "description?", "mcp_tool_prefixes", "deprecated",
 	"replacement_kind?").
-	nest("policy_key_spec", shapeOf("host?", "recipient_domain?", "resource_type?", "path_prefix?"))
+	Nest("policy_key_spec", protowire.ShapeOf("host?", "recipient_domain?", "resource_type?", "path_prefix?"))

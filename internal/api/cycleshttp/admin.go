@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -16,6 +15,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/protowire"
 	"github.com/cyclesgo/cycles-go/internal/scope"
 )
 
@@ -25,22 +25,15 @@ import (
 // or cyclesd's X-Cycles-Admin-Key). What is not served is listed in
 // docs/http-api.md.
 
-func isoTime(ms int64) string {
-	if ms == 0 {
-		return ""
-	}
-	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
-}
-
 // ---- tenants ------------------------------------------------------------------
 
 // tenantShape is the spec's Tenant. observe_mode (v0.1.26) is present only
 // when it is not ENFORCE: the v0.1.25 Tenant schema is closed, and its
 // clients (the dashboard, contract tests) must see no change until a tenant
 // uses it.
-var tenantShape = shapeOf("tenant_id", "name", "status", "default_commit_overage_policy?", "default_reservation_ttl_ms?",
+var tenantShape = protowire.ShapeOf("tenant_id", "name", "status", "default_commit_overage_policy?", "default_reservation_ttl_ms?",
 	"max_reservation_ttl_ms?", "max_reservation_extensions", "metadata?", "created_at", "updated_at?", "closed_at?", "observe_mode").
-	calc("observe_mode", func(m protoreflect.Message) (any, bool) {
+	Calc("observe_mode", func(m protoreflect.Message) (any, bool) {
 		n := actionkind.ObserveModeName(m.Interface().(*cyclesv1.Tenant).GetObserveMode())
 		return n, n != "ENFORCE" && n != ""
 	})
@@ -52,7 +45,7 @@ var tenantShape = shapeOf("tenant_id", "name", "status", "default_commit_overage
 func closeOrUpdate(a *API, update *route) http.Handler {
 	md := cyclesv1.File_cycles_v1_admin_proto.Services().ByName("AdminService").Methods().ByName("CloseTenant")
 	closing := newRoute(a, cyclesv1.AdminService_CloseTenant_FullMethodName, md, &cyclesv1.HttpRoute{Pattern: update.spec.GetPattern()},
-		wire{answer: tenantShape.of("tenant"), before: typed(closeBody)}, a.services[cyclesv1.AdminService_ServiceDesc.ServiceName])
+		wire{answer: tenantShape.Of("tenant"), before: typed(closeBody)}, a.services[cyclesv1.AdminService_ServiceDesc.ServiceName])
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Peek at the body (bounded; readBody still refuses an oversize one).
 		body, err := io.ReadAll(io.LimitReader(r.Body, a.maxBody+1))
@@ -126,26 +119,26 @@ const neverExpires = "9999-12-31T23:59:59.999Z"
 // apiKeyShape is the spec's ApiKey. key_prefix is cyclesd's public key id
 // behind "cyc_", and expires_at is required by the spec, so a key without
 // expiry answers neverExpires.
-var apiKeyShape = shapeOf("key_id", "key_prefix", "tenant_id", "name?", "description?", "permissions", "status?", "created_at",
+var apiKeyShape = protowire.ShapeOf("key_id", "key_prefix", "tenant_id", "name?", "description?", "permissions", "status?", "created_at",
 	"expires_at", "revoked_at?", "revoked_reason?", "metadata?", "scope_filter?", "last_used_at?").
-	calc("key_prefix", keyPrefix(nil)).calc("expires_at", keyExpiry(nil))
+	Calc("key_prefix", keyPrefix(nil)).Calc("expires_at", keyExpiry(nil))
 
 // newKeyShape is the spec's ApiKeyCreateResponse: the new key with its
 // secret, shown once.
-var newKeyShape = shapeOf("key_id=api_key.key_id", "key_secret=secret?", "key_prefix", "tenant_id=api_key.tenant_id",
+var newKeyShape = protowire.ShapeOf("key_id=api_key.key_id", "key_secret=secret?", "key_prefix", "tenant_id=api_key.tenant_id",
 	"permissions=api_key.permissions", "created_at=api_key.created_at", "expires_at").
-	calc("key_prefix", keyPrefix(pathOf("api_key"))).calc("expires_at", keyExpiry(pathOf("api_key")))
+	Calc("key_prefix", keyPrefix(protowire.Path("api_key"))).Calc("expires_at", keyExpiry(protowire.Path("api_key")))
 
 func keyPrefix(at []protoreflect.Name) func(protoreflect.Message) (any, bool) {
 	return func(m protoreflect.Message) (any, bool) {
-		return "cyc_" + descend(m, at).Interface().(*cyclesv1.ApiKey).GetKeyId(), true
+		return "cyc_" + protowire.Descend(m, at).Interface().(*cyclesv1.ApiKey).GetKeyId(), true
 	}
 }
 
 func keyExpiry(at []protoreflect.Name) func(protoreflect.Message) (any, bool) {
 	return func(m protoreflect.Message) (any, bool) {
-		if k := descend(m, at).Interface().(*cyclesv1.ApiKey); k.ExpiresAtMs != nil {
-			return isoTime(k.GetExpiresAtMs()), true
+		if k := protowire.Descend(m, at).Interface().(*cyclesv1.ApiKey); k.ExpiresAtMs != nil {
+			return protowire.ISOTime(k.GetExpiresAtMs()), true
 		}
 		return neverExpires, true
 	}
@@ -170,16 +163,16 @@ func keyPath(_ *API, _ http.ResponseWriter, r *http.Request, req proto.Message) 
 // ledgerShape is the spec's BudgetLedger: the proto's bare amounts as
 // amount objects in the budget's unit; ledger_id is "<scope>|<unit>", as
 // budget events name it.
-var ledgerShape = shapeOf("ledger_id", "tenant_id", "scope=scope_path", "scope_path", "unit", "allocated=allocated:unit",
+var ledgerShape = protowire.ShapeOf("ledger_id", "tenant_id", "scope=scope_path", "scope_path", "unit", "allocated=allocated:unit",
 	"remaining=remaining:unit", "reserved=reserved:unit", "spent=spent:unit", "debt=debt:unit",
 	"overdraft_limit=overdraft_limit:unit", "is_over_limit", "commit_overage_policy?", "status", "created_at", "updated_at?").
-	calc("ledger_id", func(m protoreflect.Message) (any, bool) {
+	Calc("ledger_id", func(m protoreflect.Message) (any, bool) {
 		b := m.Interface().(*cyclesv1.Budget)
-		return b.GetScopePath() + "|" + enumName(b.GetUnit().Descriptor(), b.GetUnit().Number()), true
+		return b.GetScopePath() + "|" + protowire.EnumName(b.GetUnit().Descriptor(), b.GetUnit().Number()), true
 	})
 
 // fundShape is the spec's BudgetFundingResponse, amounts in the budget's unit.
-var fundShape = shapeOf("operation", "previous_allocated:budget.unit", "new_allocated:budget.unit",
+var fundShape = protowire.ShapeOf("operation", "previous_allocated:budget.unit", "new_allocated:budget.unit",
 	"previous_remaining:budget.unit", "new_remaining:budget.unit", "previous_debt:budget.unit", "new_debt:budget.unit",
 	"previous_spent:budget.unit", "new_spent:budget.unit", "timestamp?")
 
@@ -204,7 +197,7 @@ func tenantFrom(field protoreflect.Name, of func(string) string) hook {
 
 // introspectShape is the spec's introspection answer; key_id is cyclesd's
 // addition: the key's id as the admin routes name it.
-var introspectShape = shapeOf("authenticated", "auth_type", "permissions", "capabilities", "tenant_id?", "scope_filter?", "key_id?")
+var introspectShape = protowire.ShapeOf("authenticated", "auth_type", "permissions", "capabilities", "tenant_id?", "scope_filter?", "key_id?")
 
 // notServed answers a JSON 404 for protocol endpoints cyclesd does not serve.
 func (a *API) notServed(w http.ResponseWriter, r *http.Request, why string) {
@@ -220,18 +213,18 @@ func (a *API) notServed(w http.ResponseWriter, r *http.Request, why string) {
 // validateShape is the spec's ApiKeyValidationResponse: a valid key's
 // answer carries its expiry (neverExpires when it has none) and its
 // permissions ([] when none); an invalid one carries neither.
-var validateShape = shapeOf("valid", "tenant_id", "key_id?", "permissions", "scope_filter?", "expires_at", "reason?").
-	calc("permissions", func(m protoreflect.Message) (any, bool) {
+var validateShape = protowire.ShapeOf("valid", "tenant_id", "key_id?", "permissions", "scope_filter?", "expires_at", "reason?").
+	Calc("permissions", func(m protoreflect.Message) (any, bool) {
 		v := m.Interface().(*cyclesv1.ValidateResponse)
 		if p := v.GetPermissions(); p != nil || !v.GetValid() {
 			return p, p != nil
 		}
 		return []string{}, true
 	}).
-	calc("expires_at", func(m protoreflect.Message) (any, bool) {
+	Calc("expires_at", func(m protoreflect.Message) (any, bool) {
 		v := m.Interface().(*cyclesv1.ValidateResponse)
 		if v.ExpiresAtMs != nil {
-			return isoTime(v.GetExpiresAtMs()), v.GetValid()
+			return protowire.ISOTime(v.GetExpiresAtMs()), v.GetValid()
 		}
 		return neverExpires, v.GetValid()
 	})

@@ -56,8 +56,7 @@ func startFull(t *testing.T) *env {
 	t.Cleanup(srv.GRPC.Stop) // its stream workers run until Stop, served or not
 	hs := srv.NewHTTP(server.HTTPOptions{})
 	svcs.Operator = operatorapi.New(bulk.New(ex, adm, aud))
-	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: svcs.Runtime, Admin: svcs.Admin, Events: svcs.Events, Audit: svcs.Audit, Policy: svcs.Policy, QuotaCounters: svcs.QuotaCounters,
-		Operator: svcs.Operator, Auth: svcs.Auth, Overview: svcs.Overview}))
+	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Services: svcs}))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -33,32 +33,6 @@ const (
 	adminPlane
 )
 
-// runtimeCodes is the runtime spec's ErrorCode enum.
-var runtimeCodes = map[apierr.Code]bool{
-	apierr.InvalidRequest: true, apierr.Unauthorized: true, apierr.Forbidden: true, apierr.NotFound: true,
-	apierr.BudgetExceeded: true, apierr.BudgetFrozen: true, apierr.BudgetClosed: true, apierr.ReservationExpired: true,
-	apierr.ReservationFinalized: true, apierr.IdempotencyMismatch: true, apierr.UnitMismatch: true,
-	apierr.OverdraftLimitExceeded: true, apierr.DebtOutstanding: true, apierr.MaxExtensionsExceeded: true,
-	apierr.LimitExceeded: true, apierr.TenantClosed: true, apierr.InternalError: true,
-	// v0.1.26 protocol extensions add three codes to the enum.
-	apierr.ActionQuotaExceeded: true, apierr.ActionKindNotAllowed: true, apierr.ActionKindDenied: true,
-}
-
-// foldRuntime maps a code outside the runtime enum onto the runtime code a
-// Cycles client already handles.
-func foldRuntime(c apierr.Code) apierr.Code {
-	switch c {
-	case apierr.Overflow:
-		return apierr.InvalidRequest
-	case apierr.TenantSuspended:
-		return apierr.Forbidden
-	case apierr.TenantNotFound, apierr.BudgetNotFound, apierr.KeyNotFound, apierr.PolicyNotFound, apierr.EventNotFound:
-		return apierr.NotFound
-	default:
-		return apierr.InternalError // UNAVAILABLE, IDEMPOTENCY_PENDING: retry with the same key
-	}
-}
-
 // resetAtMsDetail is the ErrorInfo metadata of a policy rate-limit refusal
 // naming the end of its window (ms since the epoch, Redis TIME).
 const resetAtMsDetail = "reset_at_ms"
@@ -74,8 +48,8 @@ func errorOf(err error, p plane, requestID, traceID string) (int, *errorOut, map
 	_, md, _ := apierr.FromStatus(err)
 	wire := code
 	details := map[string]any{}
-	if p == runtimePlane && !runtimeCodes[code] {
-		wire = foldRuntime(code)
+	if rc, ok := code.Runtime(); p == runtimePlane && !ok {
+		wire = rc
 		details["reason"] = string(code)
 	}
 	// The status is the errors package's (apierr.Code.HTTPStatus); a code

@@ -14,14 +14,16 @@
 // option (proto/cycles/v1/http.proto: pattern, status, body, query
 // parameters bound to proto fields by name), and served by one generic
 // handler (route.go); wires.go declares beside them each RPC's answer shape
-// and the steps no field name can say. Bodies are read into the request by
-// one protoreflect decoder (decode.go), answers are written from declared
-// shapes (shape.go); where the spec's shape differs from the proto, the
-// difference is declared in their tables (wireMembers, calc members).
+// and the steps no field name can say. Bodies are read into the request and
+// answers written from declared shapes by internal/protowire, which knows
+// messages, not routes: a body's differences from its proto are options on
+// the message (http.proto's wire options); an answer's are its shape's
+// computed and constant members, declared here.
 // docs/http-api.md lists the wire rules and what is and is not served.
 package cycleshttp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,11 +37,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/defaults"
+	"github.com/cyclesgo/cycles-go/internal/protowire"
 	"github.com/cyclesgo/cycles-go/internal/reqctx"
 	"github.com/cyclesgo/cycles-go/internal/server"
 )
@@ -55,26 +59,9 @@ type Invoker interface {
 // Options configure the HTTP API.
 type Options struct {
 	Invoker Invoker
-	Runtime cyclesv1.RuntimeServiceServer
-	// Admin and Events are optional (nil: their routes answer 404).
-	Admin  cyclesv1.AdminServiceServer
-	Events cyclesv1.EventServiceServer
-	// Policy serves /v1/admin/policies (nil: 404).
-	Policy cyclesv1.PolicyServiceServer
-	// QuotaCounters serves /v1/admin/action-quota-counters (nil: 404).
-	QuotaCounters cyclesv1.QuotaCounterServiceServer
-	// Usage serves /v1/admin/usage (nil, without an archive: 404).
-	Usage cyclesv1.UsageServiceServer
-	// Audit is optional (nil: GET /v1/admin/audit/logs answers 404).
-	Audit cyclesv1.AuditServiceServer
-	// Operator is optional (nil: the bulk-action routes answer 404).
-	Operator cyclesv1.OperatorServiceServer
-	// Overview serves GET /v1/admin/overview (nil: 404).
-	Overview cyclesv1.OverviewServiceServer
-	// ActionKinds is the public action-kind registry (nil: its routes answer 404).
-	ActionKinds cyclesv1.ActionKindServiceServer
-	// Auth serves POST /v1/auth/validate (nil: 404); introspection needs no service.
-	Auth cyclesv1.AuthServiceServer
+	// Services are the gRPC services the routes call, the very ones the gRPC
+	// server registers; a route of a service left nil answers 404 saying why.
+	Services server.Services
 	// MaxBodyBytes bounds request bodies (0: DefaultMaxBodyBytes).
 	MaxBodyBytes   int64
 	TracerProvider trace.TracerProvider
@@ -276,22 +263,45 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_, _ = w.Write(b)
 }
 
-// jsonError is a body that is not one well-formed JSON value, as a 400
-// naming body.
-func jsonError(err error, limit int64) error {
-	var syn *json.SyntaxError
-	var big *http.MaxBytesError
-	switch {
-	case errors.As(err, &big):
-		return apierr.Invalid("body", "is larger than %d bytes", limit)
-	case errors.As(err, &syn):
-		return apierr.Invalid("body", "malformed JSON at offset %d: %v", syn.Offset, syn)
-	case errors.Is(err, io.EOF):
-		return apierr.Invalid("body", "is empty; a JSON object is required")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return apierr.Invalid("body", "malformed JSON: unexpected end")
+// protoJSON reads the JSON body into the request (which path and query
+// parameters have already set).
+func protoJSON[Req proto.Message](a *API, w http.ResponseWriter, r *http.Request, req Req) error {
+	body, err := a.readBody(w, r)
+	if err != nil {
+		return err
 	}
-	return apierr.Invalid("body", "malformed JSON: %v", err)
+	return protowire.Decode(body, req.ProtoReflect())
+}
+
+// readBody reads a bounded body that is exactly one well-formed JSON value
+// (within encoding/json's nesting limit); anything else is a 400 naming body.
+func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
+	if err != nil {
+		return nil, a.jsonError(err)
+	}
+	if json.Valid(body) {
+		return body, nil
+	}
+	// Invalid: decode once more only to say where and why.
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return nil, a.jsonError(err)
+	}
+	if _, err := dec.Token(); err != nil && !errors.Is(err, io.EOF) {
+		return nil, a.jsonError(err)
+	}
+	return nil, apierr.Invalid("body", "has data after the JSON object")
+}
+
+// jsonError is a body over the size bound or not one well-formed JSON
+// value, as a 400 naming body.
+func (a *API) jsonError(err error) error {
+	if big := (*http.MaxBytesError)(nil); errors.As(err, &big) {
+		return apierr.Invalid("body", "is larger than %d bytes", a.maxBody)
+	}
+	return protowire.SyntaxError(err)
 }
 
 func (a *API) notFound(w http.ResponseWriter, r *http.Request) {

@@ -68,7 +68,7 @@ func start(t *testing.T, c redis.UniversalClient, opts ...grpctest.Option) *env 
 	kinds := actionkindapi.New(reg)
 	srv := server.New(o, server.Services{Runtime: rt, ActionKinds: kinds})
 	hs := srv.NewHTTP(server.HTTPOptions{})
-	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: rt, ActionKinds: kinds, MaxBodyBytes: 64 << 10}))
+	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Services: server.Services{Runtime: rt, ActionKinds: kinds}, MaxBodyBytes: 64 << 10}))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -9,33 +9,34 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/protowire"
 )
 
 // Runtime answers: exactly the keys of the protocol's response schemas, none
 // more (the official SDKs refuse a success body with an unknown key), and
 // optional keys omitted where the reference server omits them
-// (docs/http-api.md, "Wire rules"). Each is a declared shape (shape.go).
+// (docs/http-api.md, "Wire rules"). Each is a declared shape (protowire.Shape).
 
 var (
-	amountShape = shapeOf("unit", "amount")
-	capsShape   = shapeOf("max_tokens?", "max_steps_remaining?", "tool_allowlist?", "tool_denylist?", "cooldown_ms?")
+	amountShape = protowire.ShapeOf("unit", "amount")
+	capsShape   = protowire.ShapeOf("max_tokens?", "max_steps_remaining?", "tool_allowlist?", "tool_denylist?", "cooldown_ms?")
 	// A balance's amounts all carry the unit of remaining; debt and
 	// overdraft_limit are omitted when zero, as the reference writes them.
-	balanceShape = shapeOf("scope", "scope_path", "remaining=remaining.amount:remaining.unit",
+	balanceShape = protowire.ShapeOf("scope", "scope_path", "remaining=remaining.amount:remaining.unit",
 		"reserved=reserved.amount:remaining.unit", "spent=spent.amount:remaining.unit",
 		"allocated=allocated.amount:remaining.unit", "debt=debt.amount:remaining.unit?",
 		"overdraft_limit=overdraft_limit.amount:remaining.unit?", "is_over_limit?")
-	reservationShape = shapeOf("reservation_id", "status", "idempotency_key?", "subject", "action", "reserved", "committed",
+	reservationShape = protowire.ShapeOf("reservation_id", "status", "idempotency_key?", "subject", "action", "reserved", "committed",
 		"created_at_ms", "expires_at_ms", "finalized_at_ms", "scope_path", "affected_scopes", "metadata?", "committed_metadata?").
-		nest("subject", shapeOf("tenant?", "workspace?", "app?", "workflow?", "agent?", "toolset?", "dimensions?")).
-		nest("action", shapeOf("kind", "name", "tags?")).nest("reserved", amountShape).
+		Nest("subject", protowire.ShapeOf("tenant?", "workspace?", "app?", "workflow?", "agent?", "toolset?", "dimensions?")).
+		Nest("action", protowire.ShapeOf("kind", "name", "tags?")).Nest("reserved", amountShape).
 		// committed and finalized_at_ms belong to a finalized reservation only.
-		calc("committed", func(m protoreflect.Message) (any, bool) {
+		Calc("committed", func(m protoreflect.Message) (any, bool) {
 			r := m.Interface().(*cyclesv1.Reservation)
-			return amountShape.json(r.GetCommitted().ProtoReflect()),
+			return amountShape.JSON(r.GetCommitted().ProtoReflect()),
 				r.GetStatus() == cyclesv1.ReservationStatus_RESERVATION_STATUS_COMMITTED && r.Committed != nil
 		}).
-		calc("finalized_at_ms", func(m protoreflect.Message) (any, bool) {
+		Calc("finalized_at_ms", func(m protoreflect.Message) (any, bool) {
 			r := m.Interface().(*cyclesv1.Reservation)
 			s := r.GetStatus()
 			return r.GetFinalizedAtMs(), r.FinalizedAtMs != nil && (s == cyclesv1.ReservationStatus_RESERVATION_STATUS_COMMITTED ||
@@ -43,26 +44,30 @@ var (
 		})
 )
 
+// page is a list answer's shape: its items, next_cursor (omitted when there
+// is no next page) and has_more.
+func page(items string) *protowire.Shape { return protowire.ShapeOf(items, "next_cursor?", "has_more") }
+
 // withBalances adds the runtime answers' balances list.
-func withBalances(s *shape) *shape { return s.nest("balances", balanceShape) }
+func withBalances(s *protowire.Shape) *protowire.Shape { return s.Nest("balances", balanceShape) }
 
 // reserveAnswer and decideAnswer write deny_detail only when showDenyDetail
 // says so: the same answer in two shapes.
-func reserveAnswer(detail bool) *shape {
+func reserveAnswer(detail bool) *protowire.Shape {
 	specs := []string{"decision", "reservation_id?", "reserved?", "expires_at_ms?", "remaining_ttl_ms", "scope_path?",
 		"affected_scopes", "caps?", "balances?", "reason_code?", "retry_after_ms?"}
-	s := withBalances(shapeOf(append(specs, denyDetailMember(detail)...)...)).nest("reserved", amountShape).nest("caps", capsShape).
+	s := withBalances(protowire.ShapeOf(append(specs, denyDetailMember(detail)...)...)).Nest("reserved", amountShape).Nest("caps", capsShape).
 		// remaining_ttl_ms belongs to a live reservation; a dry run has none.
-		calc("remaining_ttl_ms", func(m protoreflect.Message) (any, bool) {
+		Calc("remaining_ttl_ms", func(m protoreflect.Message) (any, bool) {
 			r := m.Interface().(*cyclesv1.CreateReservationResponse)
 			return r.GetRemainingTtlMs(), r.RemainingTtlMs != nil && r.GetReservationId() != ""
 		})
 	return withDenyDetailShape(s, detail)
 }
 
-func decideAnswer(detail bool) *shape {
-	s := shapeOf(append([]string{"decision", "caps?", "reason_code?", "retry_after_ms?", "affected_scopes?"},
-		denyDetailMember(detail)...)...).nest("caps", capsShape)
+func decideAnswer(detail bool) *protowire.Shape {
+	s := protowire.ShapeOf(append([]string{"decision", "caps?", "reason_code?", "retry_after_ms?", "affected_scopes?"},
+		denyDetailMember(detail)...)...).Nest("caps", capsShape)
 	return withDenyDetailShape(s, detail)
 }
 
@@ -73,9 +78,9 @@ func denyDetailMember(detail bool) []string {
 	return nil
 }
 
-func withDenyDetailShape(s *shape, detail bool) *shape {
+func withDenyDetailShape(s *protowire.Shape, detail bool) *protowire.Shape {
 	if detail {
-		s.with("deny_detail", item(actionkind.WireDenyDetail))
+		s.With("deny_detail", protowire.Item(actionkind.WireDenyDetail))
 	}
 	return s
 }
@@ -95,27 +100,27 @@ func showDenyDetail(optIn, observed bool, reason string) bool {
 }
 
 // detailed picks the shape of an answer by showDenyDetail.
-func detailed[Req, Resp proto.Message](plain, detail *shape, show func(Req, Resp) bool) func(req, resp protoreflect.Message) json.RawMessage {
+func detailed[Req, Resp proto.Message](plain, detail *protowire.Shape, show func(Req, Resp) bool) func(req, resp protoreflect.Message) json.RawMessage {
 	var zero Resp
-	plain.check(zero.ProtoReflect().Descriptor())
-	detail.check(zero.ProtoReflect().Descriptor())
+	plain.Check(zero.ProtoReflect().Descriptor())
+	detail.Check(zero.ProtoReflect().Descriptor())
 	return func(req, resp protoreflect.Message) json.RawMessage {
 		if show(req.Interface().(Req), resp.Interface().(Resp)) {
-			return detail.json(resp)
+			return detail.JSON(resp)
 		}
-		return plain.json(resp)
+		return plain.JSON(resp)
 	}
 }
 
 var (
-	commitAnswer = withBalances(shapeOf("status", "charged", "released", "balances?")).fixed("status", `"COMMITTED"`).
-			nest("charged", amountShape).
-			calc("released", func(m protoreflect.Message) (any, bool) { // omitted when zero, as the reference does
+	commitAnswer = withBalances(protowire.ShapeOf("status", "charged", "released", "balances?")).Fixed("status", `"COMMITTED"`).
+			Nest("charged", amountShape).
+			Calc("released", func(m protoreflect.Message) (any, bool) { // omitted when zero, as the reference does
 			r := m.Interface().(*cyclesv1.CommitReservationResponse).GetReleased()
-			return amountShape.json(r.ProtoReflect()), r.GetAmount() != 0
+			return amountShape.JSON(r.ProtoReflect()), r.GetAmount() != 0
 		})
-	releaseAnswer = withBalances(shapeOf("status", "released", "balances?")).fixed("status", `"RELEASED"`).nest("released", amountShape)
-	extendAnswer  = withBalances(shapeOf("status", "expires_at_ms", "remaining_ttl_ms", "balances?")).fixed("status", `"ACTIVE"`)
-	eventAnswer   = withBalances(shapeOf("status", "event_id", "charged?", "balances?")).fixed("status", `"APPLIED"`).
-			nest("charged", amountShape)
+	releaseAnswer = withBalances(protowire.ShapeOf("status", "released", "balances?")).Fixed("status", `"RELEASED"`).Nest("released", amountShape)
+	extendAnswer  = withBalances(protowire.ShapeOf("status", "expires_at_ms", "remaining_ttl_ms", "balances?")).Fixed("status", `"ACTIVE"`)
+	eventAnswer   = withBalances(protowire.ShapeOf("status", "event_id", "charged?", "balances?")).Fixed("status", `"APPLIED"`).
+			Nest("charged", amountShape)
 )

@@ -29,7 +29,7 @@ func TestRefusedBeforeTheBodyIsRead(t *testing.T) {
 	srv := server.New(server.Options{Verifier: grpctest.Verifier{}, AdminKey: grpctest.AdminKey, RequestTimeout: 5 * time.Second},
 		server.Services{Runtime: rt})
 	t.Cleanup(srv.GRPC.Stop)
-	api := cycleshttp.New(cycleshttp.Options{Invoker: srv, Runtime: rt})
+	api := cycleshttp.New(cycleshttp.Options{Invoker: srv, Services: server.Services{Runtime: rt}})
 	body := `{"idempotency_key":"k1","subject":{"tenant":"acme"},"action":{"kind":"llm","name":"m"},"estimate":{"unit":"TOKENS","amount":1}}`
 
 	cases := []struct {

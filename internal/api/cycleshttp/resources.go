@@ -9,6 +9,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/protowire"
 )
 
 // The answers and request steps of the admin plane's other resources, each
@@ -26,17 +27,16 @@ func eventWindow(req *cyclesv1.ListEventsRequest) error {
 }
 
 // envelopeShape is the protocol's Event envelope. The actor is omitted when
-// it has no type; data's integer members are exact JSON integers
-// (eventDataOf).
-var envelopeShape = shapeOf("event_id", "event_type", "category", "timestamp", "tenant_id", "scope?", "actor?", "source",
+// it has no type; data's integer members are exact JSON integers (the
+// data field's wire option).
+var envelopeShape = protowire.ShapeOf("event_id", "event_type", "category", "timestamp", "tenant_id", "scope?", "actor?", "source",
 	"data?", "request_id?", "trace_id?", "correlation_id?").
-	calc("actor", func(m protoreflect.Message) (any, bool) {
+	Calc("actor", func(m protoreflect.Message) (any, bool) {
 		act := m.Interface().(*cyclesv1.Event).GetActor()
-		return actorShape.json(act.ProtoReflect()), act.GetType() != ""
-	}).
-	with("data", item(eventDataOf))
+		return actorShape.JSON(act.ProtoReflect()), act.GetType() != ""
+	})
 
-var actorShape = shapeOf("type", "key_id?")
+var actorShape = protowire.ShapeOf("type", "key_id?")
 
 // Scope policies (governance v0.1.25 Policy) over PolicyService, admin key
 // only: POST/GET /v1/admin/policies, GET and PATCH
@@ -52,15 +52,15 @@ func tenantRequired(req *cyclesv1.ListScopePoliciesRequest) error {
 
 // policyShape is the spec's Policy with the v0.1.26 governance lists,
 // which are always present (the spec: empty lists, never omitted).
-var policyShape = shapeOf("policy_id", "name?", "description?", "scope_pattern", "priority", "caps?", "commit_overage_policy?",
+var policyShape = protowire.ShapeOf("policy_id", "name?", "description?", "scope_pattern", "priority", "caps?", "commit_overage_policy?",
 	"reservation_ttl_override?", "rate_limits?", "status", "effective_from?", "effective_until?", "created_at", "updated_at?",
 	"action_quotas", "risk_class_quotas", "allowed_action_kinds", "denied_action_kinds").
-	nest("caps", capsShape).
-	nest("reservation_ttl_override", shapeOf("default_ttl_ms?", "max_ttl_ms?", "max_extensions?")).
-	nest("rate_limits", shapeOf("max_reservations_per_minute?", "max_commits_per_minute?")).
-	nest("action_quotas", shapeOf("action_kind", "max_calls", "window", "host_allowlist?", "recipient_domain_allowlist?",
+	Nest("caps", capsShape).
+	Nest("reservation_ttl_override", protowire.ShapeOf("default_ttl_ms?", "max_ttl_ms?", "max_extensions?")).
+	Nest("rate_limits", protowire.ShapeOf("max_reservations_per_minute?", "max_commits_per_minute?")).
+	Nest("action_quotas", protowire.ShapeOf("action_kind", "max_calls", "window", "host_allowlist?", "recipient_domain_allowlist?",
 		"resource_type_allowlist?", "per_run_counter_ttl_ms?", "threshold_pct?")).
-	nest("risk_class_quotas", shapeOf("risk_class", "max_calls", "window", "per_run_counter_ttl_ms?", "threshold_pct?"))
+	Nest("risk_class_quotas", protowire.ShapeOf("risk_class", "max_calls", "window", "per_run_counter_ttl_ms?", "threshold_pct?"))
 
 // The v0.1.26 action-quota counters over QuotaCounterService: GET (the
 // admin key, or a tenant key with action_quotas:read or the deprecated
@@ -86,7 +86,7 @@ func keyTenant(_ *API, _ http.ResponseWriter, r *http.Request, req *cyclesv1.Lis
 
 // quotaState is a quota counter on the wire; scope_path repeats scope (the
 // spec names both).
-var quotaState = shapeOf("action_kind", "risk_class?", "scope", "scope_path=scope", "window", "window_key", "used", "limit",
+var quotaState = protowire.ShapeOf("action_kind", "risk_class?", "scope", "scope_path=scope", "window", "window_key", "used", "limit",
 	"remaining", "policy_id?", "expires_at?", "last_incremented_at?")
 
 // Usage reports over UsageService, admin key only: GET /v1/admin/usage
@@ -94,7 +94,7 @@ var quotaState = shapeOf("action_kind", "risk_class?", "scope", "scope_path=scop
 // scope_prefix, scope_depth, unit); docs/archive.md#usage-reports.
 
 // usageReport is the report's wire shape: the proto's, times as ISO 8601.
-var usageReport = shapeOf("rows").nest("rows", shapeOf("bucket_start", "scope", "unit", "reserved", "committed", "released",
+var usageReport = protowire.ShapeOf("rows").Nest("rows", protowire.ShapeOf("bucket_start", "scope", "unit", "reserved", "committed", "released",
 	"expired", "debt_incurred", "reservations", "commits", "releases", "expirations", "denials"))
 
 // dailyByDefault: a report without bucket is by day.
@@ -120,7 +120,7 @@ func bucketParam(name, s string) (protoreflect.Value, error) {
 // The audit trail (GET /v1/admin/audit/logs; AuditService on gRPC).
 
 // auditPage is the protocol's AuditLogListResponse: the proto's shape.
-var auditPage = page("logs", nil).nest("logs", shapeOf("log_id", "timestamp", "tenant_id", "key_id?", "user_agent?", "source_ip?",
+var auditPage = page("logs").Nest("logs", protowire.ShapeOf("log_id", "timestamp", "tenant_id", "key_id?", "user_agent?", "source_ip?",
 	"operation", "resource_type?", "resource_id?", "request_id?", "trace_id?", "status", "error_code?", "metadata?"))
 
 func newestFirst(name, s string) (protoreflect.Value, error) {
@@ -144,10 +144,10 @@ func spentOnlyToReset(req *cyclesv1.BulkActionBudgetsRequest) error {
 
 // bulkShape is the spec's TenantBulkActionResponse and
 // BudgetBulkActionResponse (one shape: the two answers share their fields).
-var bulkShape = shapeOf("action", "total_matched", "succeeded", "failed", "skipped", "idempotency_key").
-	nest("succeeded", bulkRow).nest("failed", bulkRow).nest("skipped", bulkRow)
+var bulkShape = protowire.ShapeOf("action", "total_matched", "succeeded", "failed", "skipped", "idempotency_key").
+	Nest("succeeded", bulkRow).Nest("failed", bulkRow).Nest("skipped", bulkRow)
 
-var bulkRow = shapeOf("id", "error_code?", "message?", "reason?")
+var bulkRow = protowire.ShapeOf("id", "error_code?", "message?", "reason?")
 
 // GET /v1/admin/overview (AdminOverviewResponse) over
 // OverviewService.GetOverview. cyclesd keeps no webhook subscriptions
@@ -157,16 +157,16 @@ var bulkRow = shapeOf("id", "error_code?", "message?", "reason?")
 
 // overviewShape is the protocol's AdminOverviewResponse plus coverage: the
 // proto's shape, with the webhook members cyclesd never has as constants.
-var overviewShape = shapeOf("as_of", "event_window_seconds", "tenant_counts", "budget_counts", "over_limit_scopes",
+var overviewShape = protowire.ShapeOf("as_of", "event_window_seconds", "tenant_counts", "budget_counts", "over_limit_scopes",
 	"debt_scopes", "webhook_counts", "failing_webhooks", "event_counts", "recent_denials", "recent_expiries",
 	"recent_denials_by_reason", "coverage").
-	nest("tenant_counts", shapeOf("total", "active", "suspended", "closed", "in_observe_mode")).
-	nest("budget_counts", shapeOf("total", "active", "frozen", "closed", "over_limit", "with_debt", "by_unit")).
-	nest("over_limit_scopes", shapeOf("scope", "unit", "allocated", "remaining", "debt")).
-	nest("debt_scopes", shapeOf("scope", "unit", "debt", "overdraft_limit")).
-	fixed("webhook_counts", `{"total":0,"active":0,"disabled":0,"with_failures":0}`).
-	fixed("failing_webhooks", `[]`).
-	nest("event_counts", shapeOf("total_recent", "by_category")).
-	nest("recent_denials", envelopeShape).
-	nest("recent_expiries", envelopeShape).
-	nest("coverage", shapeOf("capped", "tenants_registered", "tenants_read", "budgets_read", "events_read"))
+	Nest("tenant_counts", protowire.ShapeOf("total", "active", "suspended", "closed", "in_observe_mode")).
+	Nest("budget_counts", protowire.ShapeOf("total", "active", "frozen", "closed", "over_limit", "with_debt", "by_unit")).
+	Nest("over_limit_scopes", protowire.ShapeOf("scope", "unit", "allocated", "remaining", "debt")).
+	Nest("debt_scopes", protowire.ShapeOf("scope", "unit", "debt", "overdraft_limit")).
+	Fixed("webhook_counts", `{"total":0,"active":0,"disabled":0,"with_failures":0}`).
+	Fixed("failing_webhooks", `[]`).
+	Nest("event_counts", protowire.ShapeOf("total_recent", "by_category")).
+	Nest("recent_denials", envelopeShape).
+	Nest("recent_expiries", envelopeShape).
+	Nest("coverage", protowire.ShapeOf("capped", "tenants_registered", "tenants_read", "budgets_read", "events_read"))

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -18,6 +17,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/contract"
+	"github.com/cyclesgo/cycles-go/internal/protowire"
 )
 
 // The route table is the RPCs' (cycles.v1.http) method option
@@ -30,14 +30,14 @@ import (
 
 // wire is what one routed RPC declares beside its routes.
 type wire struct {
-	answer *shape // the answer's shape (or encode)
+	answer *protowire.Shape // the answer's shape (or encode)
 	// encode writes an answer that also depends on the request.
 	encode func(req, resp protoreflect.Message) json.RawMessage
 	// before runs after the path and query are bound, before the body is
 	// read (what it sets, the body may not set); after runs last.
 	before, after hook
 	// params reads query parameters by name where the field's kind does not
-	// say how (parserOf).
+	// say how (protowire.ParseText).
 	params parsers
 	// call replaces the service's method (nil: the service's own).
 	call func(ctx context.Context, req proto.Message) (any, error)
@@ -88,13 +88,8 @@ type service struct {
 // 404 saying why), then the webhook family and the catch-all.
 func (a *API) routes() {
 	a.services = map[string]service{}
-	for _, s := range []service{{&cyclesv1.RuntimeService_ServiceDesc, a.svc.Runtime}, {&cyclesv1.AdminService_ServiceDesc, a.svc.Admin},
-		{&cyclesv1.EventService_ServiceDesc, a.svc.Events}, {&cyclesv1.PolicyService_ServiceDesc, a.svc.Policy},
-		{&cyclesv1.QuotaCounterService_ServiceDesc, a.svc.QuotaCounters}, {&cyclesv1.UsageService_ServiceDesc, a.svc.Usage},
-		{&cyclesv1.AuditService_ServiceDesc, a.svc.Audit}, {&cyclesv1.OperatorService_ServiceDesc, a.svc.Operator},
-		{&cyclesv1.OverviewService_ServiceDesc, a.svc.Overview}, {&cyclesv1.ActionKindService_ServiceDesc, a.svc.ActionKinds},
-		{&cyclesv1.AuthService_ServiceDesc, a.svc.Auth}} {
-		a.services[s.desc.ServiceName] = s
+	for _, s := range a.svc.Services.Provided() {
+		a.services[s.Desc.ServiceName] = service{s.Desc, s.Impl}
 	}
 	used := map[string]bool{}
 	for full, md := range contract.Methods() {
@@ -137,7 +132,7 @@ func newRoute(a *API, full string, md protoreflect.MethodDescriptor, spec *cycle
 	}
 	rt := &route{a: a, md: md, method: full, spec: spec, w: w, call: w.call, req: mt}
 	if w.answer != nil {
-		w.answer.check(md.Output())
+		w.answer.Check(md.Output())
 	}
 	if rt.call == nil && svc.impl != nil {
 		for _, m := range svc.desc.Methods {
@@ -211,7 +206,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if rt.w.encode != nil {
 				return rt.w.encode(req.ProtoReflect(), m)
 			}
-			return rt.w.answer.json(m)
+			return rt.w.answer.JSON(m)
 		})
 }
 
@@ -264,11 +259,10 @@ func planeOf(method string) plane {
 // ---- declared parameters ---------------------------------------------------------
 
 // param is one declared path or query parameter, bound to the request field
-// of its name (or field). How its text is read follows the field: strings as
-// they are; repeated strings comma-separated (repeats accepted); enums by
-// their name without the enum's prefix; booleans true/false; integers in
-// range; limit from 1 to 200; an int64 *_ms field as an ISO 8601 date-time.
-// parse, when set, reads the text instead.
+// of its name (or field). How its text is read follows the field
+// (protowire.ParseText); repeated strings are comma-separated (repeats
+// accepted) and limit is from 1 to 200. parse, when set, reads the text
+// instead.
 type param struct {
 	name     string
 	field    protoreflect.Name
@@ -314,10 +308,16 @@ func bindParams(r *http.Request, m protoreflect.Message, ps []param) error {
 			continue
 		}
 		parse := p.parse
-		if parse == nil {
-			parse = parserOf(fd)
+		if parse == nil && fd.Name() == "limit" && fd.Kind() == protoreflect.Int32Kind {
+			parse = pageLimit
 		}
-		v, err := parse(p.name, s)
+		var v protoreflect.Value
+		var err error
+		if parse != nil {
+			v, err = parse(p.name, s)
+		} else {
+			v, err = protowire.ParseText(fd, p.name, s)
+		}
 		if err != nil {
 			return err
 		}
@@ -328,52 +328,13 @@ func bindParams(r *http.Request, m protoreflect.Message, ps []param) error {
 	return nil
 }
 
-// parserOf reads a parameter by its field's kind.
-func parserOf(fd protoreflect.FieldDescriptor) func(name, s string) (protoreflect.Value, error) {
-	switch fd.Kind() {
-	case protoreflect.EnumKind:
-		return func(name, s string) (protoreflect.Value, error) {
-			n, ok := enumByName(fd.Enum(), s)
-			if !ok {
-				return protoreflect.Value{}, apierr.Invalid(name, "unknown value %q", s)
-			}
-			return protoreflect.ValueOfEnum(n), nil
-		}
-	case protoreflect.BoolKind:
-		return func(name, s string) (protoreflect.Value, error) {
-			b, err := strconv.ParseBool(s)
-			if err != nil {
-				return protoreflect.Value{}, apierr.Invalid(name, "must be true or false, got %q", s)
-			}
-			return protoreflect.ValueOfBool(b), nil
-		}
-	case protoreflect.Int32Kind:
-		if fd.Name() == "limit" {
-			return func(name, s string) (protoreflect.Value, error) {
-				n, err := strconv.ParseInt(s, 10, 32)
-				if err != nil || n < 1 {
-					return protoreflect.Value{}, apierr.Invalid(name, "must be an integer from 1 to 200, got %q", s)
-				}
-				return protoreflect.ValueOfInt32(int32(n)), nil
-			}
-		}
-		return func(name, s string) (protoreflect.Value, error) {
-			n, err := strconv.ParseInt(s, 10, 32)
-			if err != nil {
-				return protoreflect.Value{}, apierr.Invalid(name, "must be an integer, got %q", s)
-			}
-			return protoreflect.ValueOfInt32(int32(n)), nil
-		}
-	case protoreflect.Int64Kind: // the *_ms fields: an ISO 8601 date-time
-		return func(name, s string) (protoreflect.Value, error) {
-			t, err := time.Parse(time.RFC3339Nano, s)
-			if err != nil {
-				return protoreflect.Value{}, apierr.Invalid(name, "must be an ISO 8601 date-time (e.g. 2026-01-02T15:04:05Z), got %q", s)
-			}
-			return protoreflect.ValueOfInt64(t.UnixMilli()), nil
-		}
+// pageLimit reads a page size from 1 to 200 (the services cap it).
+func pageLimit(name, s string) (protoreflect.Value, error) {
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || n < 1 {
+		return protoreflect.Value{}, apierr.Invalid(name, "must be an integer from 1 to 200, got %q", s)
 	}
-	return func(_, s string) (protoreflect.Value, error) { return protoreflect.ValueOfString(s), nil }
+	return protoreflect.ValueOfInt32(int32(n)), nil
 }
 
 // listParam is an explode=false list parameter: comma-separated values,

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/server"
 )
 
 // directInvoker runs the handler without the chain: the benchmark measures
@@ -37,7 +38,7 @@ func (fixedRuntime) CreateReservation(context.Context, *cyclesv1.CreateReservati
 // BenchmarkReserveRoute: one POST /v1/reservations through the HTTP layer
 // (allocations are the stable figure on a loaded machine).
 func BenchmarkReserveRoute(b *testing.B) {
-	a := New(Options{Invoker: directInvoker{}, Runtime: fixedRuntime{}})
+	a := New(Options{Invoker: directInvoker{}, Services: server.Services{Runtime: fixedRuntime{}}})
 	body := `{"idempotency_key":"k1","subject":{"tenant":"t","workspace":"w"},"action":{"kind":"llm.completion","name":"gpt"},` +
 		`"estimate":{"unit":"TOKENS","amount":100},"ttl_ms":60000}`
 	b.ReportAllocs()

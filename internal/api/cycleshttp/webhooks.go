@@ -12,6 +12,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/protowire"
 )
 
 // Webhooks stay out: cyclesd delivers events over the gRPC stream
@@ -103,7 +104,7 @@ func (a *API) webhookBulk(w http.ResponseWriter, r *http.Request) {
 	var in map[string]*structpb.Value
 	body, err := a.readBody(w, r)
 	if err == nil {
-		in, err = freeBody(body)
+		in, err = protowire.DecodeFree(body)
 	}
 	if err == nil {
 		err = webhookBulkCheck(in)

@@ -8,6 +8,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/api/authapi"
 	"github.com/cyclesgo/cycles-go/internal/policy"
+	"github.com/cyclesgo/cycles-go/internal/protowire"
 )
 
 // wires are the routed RPCs' declarations beside their routes (route.go):
@@ -29,32 +30,32 @@ var wires = map[string]wire{
 	"RuntimeService/CommitReservation":  {answer: commitAnswer},
 	"RuntimeService/ReleaseReservation": {answer: releaseAnswer},
 	"RuntimeService/ExtendReservation":  {answer: extendAnswer},
-	"RuntimeService/GetReservation":     {answer: reservationShape.of("reservation")},
-	"RuntimeService/ListReservations": {answer: page("reservations", nil).nest("reservations", reservationShape),
+	"RuntimeService/GetReservation":     {answer: reservationShape.Of("reservation")},
+	"RuntimeService/ListReservations": {answer: page("reservations").Nest("reservations", reservationShape),
 		after: check(listChecks), params: parsers{"sort_by": sortByParam, "sort_dir": sortDirParam}},
-	"RuntimeService/GetBalances": {answer: page("balances", nil).nest("balances", balanceShape)},
+	"RuntimeService/GetBalances": {answer: page("balances").Nest("balances", balanceShape)},
 
 	// The admin surface a Cycles quickstart needs (cycles-governance-admin
 	// v0.1.25). GET /v1/admin/tenants is always in tenant_id order (sort_by,
 	// sort_dir and observe_mode are ignored, as the spec allows); without
 	// tenant_id, the api-keys and budgets lists walk every tenant.
-	"AdminService/CreateTenant": {answer: tenantShape.of("tenant")},
-	"AdminService/ListTenants": {answer: page("tenants", nil).nest("tenants", tenantShape),
+	"AdminService/CreateTenant": {answer: tenantShape.Of("tenant")},
+	"AdminService/ListTenants": {answer: page("tenants").Nest("tenants", tenantShape),
 		params: parsers{"parent_tenant_id": refused(noHierarchy)}},
-	"AdminService/GetTenant":      {answer: tenantShape.of("tenant")},
-	"AdminService/UpdateTenant":   {answer: tenantShape.of("tenant"), mount: closeOrUpdate},
+	"AdminService/GetTenant":      {answer: tenantShape.Of("tenant")},
+	"AdminService/UpdateTenant":   {answer: tenantShape.Of("tenant"), mount: closeOrUpdate},
 	"AdminService/CreateApiKey":   {answer: newKeyShape},
-	"AdminService/ListApiKeys":    {answer: page("keys=api_keys", nil).nest("keys", apiKeyShape), mount: expiredKeys},
-	"AdminService/RevokeApiKey":   {answer: apiKeyShape.of("api_key"), before: keyPath},
-	"AdminService/UpdateApiKey":   {answer: apiKeyShape.of("api_key"), before: keyPath},
-	"AdminService/CreateBudget":   {answer: ledgerShape.of("budget"), after: scoped},
-	"AdminService/ListBudgets":    {answer: page("ledgers=budgets", nil).nest("ledgers", ledgerShape)},
-	"AdminService/GetBudget":      {answer: ledgerShape.of("budget"), before: scoped},
-	"AdminService/UpdateBudget":   {answer: ledgerShape.of("budget"), before: scoped},
+	"AdminService/ListApiKeys":    {answer: page("keys=api_keys").Nest("keys", apiKeyShape), mount: expiredKeys},
+	"AdminService/RevokeApiKey":   {answer: apiKeyShape.Of("api_key"), before: keyPath},
+	"AdminService/UpdateApiKey":   {answer: apiKeyShape.Of("api_key"), before: keyPath},
+	"AdminService/CreateBudget":   {answer: ledgerShape.Of("budget"), after: scoped},
+	"AdminService/ListBudgets":    {answer: page("ledgers=budgets").Nest("ledgers", ledgerShape)},
+	"AdminService/GetBudget":      {answer: ledgerShape.Of("budget"), before: scoped},
+	"AdminService/UpdateBudget":   {answer: ledgerShape.Of("budget"), before: scoped},
 	"AdminService/FundBudget":     {answer: fundShape, before: scoped},
-	"AdminService/FreezeBudget":   {answer: ledgerShape.of("budget"), before: scoped},
-	"AdminService/UnfreezeBudget": {answer: ledgerShape.of("budget"), before: scoped},
-	"AdminService/CloseBudget":    {answer: ledgerShape.of("budget"), before: scoped},
+	"AdminService/FreezeBudget":   {answer: ledgerShape.Of("budget"), before: scoped},
+	"AdminService/UnfreezeBudget": {answer: ledgerShape.Of("budget"), before: scoped},
+	"AdminService/CloseBudget":    {answer: ledgerShape.Of("budget"), before: scoped},
 	// Introspection answers who the credential is, with or without the
 	// auth service: the admin ("*") or a tenant key with its permissions.
 	"AuthService/Introspect": {answer: introspectShape, call: func(ctx context.Context, _ proto.Message) (any, error) {
@@ -64,18 +65,18 @@ var wires = map[string]wire{
 
 	// Event reads: the tenant's (GET /v1/events) and the admin's; an event
 	// id names its tenant, so GetEvent needs no tenant_id.
-	"EventService/ListEvents": {answer: page("events", nil).nest("events", envelopeShape), after: check(eventWindow)},
-	"EventService/GetEvent":   {answer: envelopeShape.of("event")},
+	"EventService/ListEvents": {answer: page("events").Nest("events", envelopeShape), after: check(eventWindow)},
+	"EventService/GetEvent":   {answer: envelopeShape.Of("event")},
 
 	// Scope policies: tenant_id is required to list; a get or patch takes
 	// the tenant from the policy id when tenant_id is not in the query.
-	"PolicyService/CreateScopePolicy": {answer: policyShape.of("policy")},
-	"PolicyService/ListScopePolicies": {answer: page("policies", nil).nest("policies", policyShape), after: check(tenantRequired)},
-	"PolicyService/GetScopePolicy":    {answer: policyShape.of("policy"), before: tenantFrom("policy_id", policy.TenantOf)},
-	"PolicyService/UpdateScopePolicy": {answer: policyShape.of("policy"), before: tenantFrom("policy_id", policy.TenantOf)},
+	"PolicyService/CreateScopePolicy": {answer: policyShape.Of("policy")},
+	"PolicyService/ListScopePolicies": {answer: page("policies").Nest("policies", policyShape), after: check(tenantRequired)},
+	"PolicyService/GetScopePolicy":    {answer: policyShape.Of("policy"), before: tenantFrom("policy_id", policy.TenantOf)},
+	"PolicyService/UpdateScopePolicy": {answer: policyShape.Of("policy"), before: tenantFrom("policy_id", policy.TenantOf)},
 
-	"QuotaCounterService/ListActionQuotaCounters": {answer: page("counters", nil).nest("counters", quotaState), after: typed(keyTenant)},
-	"QuotaCounterService/ResetActionQuotaCounter": {answer: shapeOf("counter", "previous_used").nest("counter", quotaState)},
+	"QuotaCounterService/ListActionQuotaCounters": {answer: page("counters").Nest("counters", quotaState), after: typed(keyTenant)},
+	"QuotaCounterService/ResetActionQuotaCounter": {answer: protowire.ShapeOf("counter", "previous_used").Nest("counter", quotaState)},
 	"UsageService/QueryUsage":                     {answer: usageReport, after: check(dailyByDefault), params: parsers{"bucket": bucketParam}},
 	// Audit entries are read newest first; an ascending order is refused
 	// rather than silently reversed.
@@ -83,10 +84,13 @@ var wires = map[string]wire{
 	"OperatorService/BulkActionTenants": {answer: bulkShape},
 	"OperatorService/BulkActionBudgets": {answer: bulkShape, after: check(spentOnlyToReset)},
 	"OverviewService/GetOverview":       {answer: overviewShape},
-	"ActionKindService/ListActionKinds": {answer: shapeOf("version", "kinds", "next_cursor?", "has_more").nest("kinds", actionKindShape),
+	"ActionKindService/ListActionKinds": {answer: protowire.ShapeOf("version", "kinds", "next_cursor?", "has_more").Nest("kinds", actionKindShape),
 		params: parsers{"risk_class": riskParam, "limit": kindLimit}, mount: cached},
-	"ActionKindService/GetActionKind": {answer: actionKindShape.of("kind"), mount: cached},
+	"ActionKindService/GetActionKind": {answer: actionKindShape.Of("kind"), mount: cached},
 }
+
+// noHierarchy refuses the spec's parent tenant filter.
+const noHierarchy = "tenant hierarchies are not supported by cyclesd"
 
 // offWhy says why a service's routes answer 404 when it is not enabled.
 var offWhy = map[string]string{

@@ -1,4 +1,4 @@
-package cycleshttp
+package protowire
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 )
 
 // Answers are written by one generic encoder from a declared shape, not by a
@@ -33,8 +35,8 @@ import (
 // What the proto does not carry is declared beside the member: a constant
 // (fixed) or a value computed from the message (calc), each saying why.
 
-// shape is a message's wire members, in wire order.
-type shape struct {
+// Shape is a message's wire members, in wire order.
+type Shape struct {
 	at      []protoreflect.Name // the shape is of the message at this path
 	members []member
 }
@@ -46,18 +48,19 @@ type member struct {
 	omit bool
 	// A message member is written by each (a hand-written type) or in sub.
 	each func(protoreflect.Message) any
-	sub  *shape
+	sub  *Shape
 	// fixed is the member's constant value, for a spec member the proto does
 	// not carry (what cyclesd never has, such as webhook counts).
 	fixed json.RawMessage
-	// calc computes the member from the whole message (false: omitted).
+	// Calc computes the member from the whole message (false: omitted).
 	calc func(protoreflect.Message) (any, bool)
 }
 
-// shapeOf declares a shape: each spec is "wire[=field][:unit][?]" (see the
-// rules above). Fields are checked when the route table is built.
-func shapeOf(specs ...string) *shape {
-	s := &shape{}
+// ShapeOf declares a shape: each spec is "wire[=field][:unit][?]" (see the
+// rules above). Fields are checked by Check (its user runs it once, when
+// its declarations are built).
+func ShapeOf(specs ...string) *Shape {
+	s := &Shape{}
 	for _, spec := range specs {
 		m := member{}
 		spec, m.omit = strings.CutSuffix(spec, "?")
@@ -66,16 +69,16 @@ func shapeOf(specs ...string) *shape {
 		if !renamed {
 			field = wire
 		}
-		m.wire, m.path = wire, pathOf(field)
+		m.wire, m.path = wire, Path(field)
 		if isAmount {
-			m.unit = pathOf(unit)
+			m.unit = Path(unit)
 		}
 		s.members = append(s.members, m)
 	}
 	return s
 }
 
-func pathOf(dotted string) []protoreflect.Name {
+func Path(dotted string) []protoreflect.Name {
 	var out []protoreflect.Name
 	for _, n := range strings.Split(dotted, ".") {
 		out = append(out, protoreflect.Name(n))
@@ -83,78 +86,62 @@ func pathOf(dotted string) []protoreflect.Name {
 	return out
 }
 
-// of is s written from the message at field path dotted (a response that
+// Of is s written from the message at field path dotted (a response that
 // wraps the one resource it answers: {"tenant": {...}}).
-func (s *shape) of(dotted string) *shape {
+func (s *Shape) Of(dotted string) *Shape {
 	c := *s
-	c.at = pathOf(dotted)
+	c.at = Path(dotted)
 	return &c
 }
 
-// calc computes the member named wire from the message.
-func (s *shape) calc(wire string, f func(protoreflect.Message) (any, bool)) *shape {
+// Calc computes the member named wire from the message.
+func (s *Shape) Calc(wire string, f func(protoreflect.Message) (any, bool)) *Shape {
 	return s.set(wire, func(mb *member) { mb.calc = f })
 }
 
 // set changes the member named wire; a name the shape lacks is a
-// declaration error, found when the route table is built.
-func (s *shape) set(wire string, f func(*member)) *shape {
+// declaration error, found when the shape is declared.
+func (s *Shape) set(wire string, f func(*member)) *Shape {
 	for i := range s.members {
 		if s.members[i].wire == wire {
 			f(&s.members[i])
 			return s
 		}
 	}
-	panic("cycleshttp: shape has no member " + wire)
+	panic("protowire: shape has no member " + wire)
 }
 
-// with writes the message members named wire with each (a hand-written
+// With writes the message members named wire with each (a hand-written
 // type where the item's shape differs from its proto).
-func (s *shape) with(wire string, each func(protoreflect.Message) any) *shape {
+func (s *Shape) With(wire string, each func(protoreflect.Message) any) *Shape {
 	return s.set(wire, func(mb *member) { mb.each = each })
 }
 
-// nest writes the message members named wire in shape sub.
-func (s *shape) nest(wire string, sub *shape) *shape {
+// Nest writes the message members named wire in shape sub.
+func (s *Shape) Nest(wire string, sub *Shape) *Shape {
 	return s.set(wire, func(mb *member) { mb.sub = sub })
 }
 
-// fixed writes the member named wire as the constant value raw (JSON).
-func (s *shape) fixed(wire, raw string) *shape {
+// Fixed writes the member named wire as the constant value raw (JSON).
+func (s *Shape) Fixed(wire, raw string) *Shape {
 	return s.set(wire, func(mb *member) { mb.fixed = json.RawMessage(raw) })
 }
 
-// item adapts a hand-written item encoder to shape.with.
-func item[M proto.Message, O any](f func(M) O) func(protoreflect.Message) any {
+// Item adapts a hand-written item encoder to Shape.With.
+func Item[M proto.Message, O any](f func(M) O) func(protoreflect.Message) any {
 	return func(m protoreflect.Message) any { return f(m.Interface().(M)) }
 }
 
-// page is a list answer's shape: its items (written by each), next_cursor
-// (omitted when there is no next page) and has_more.
-func page(items string, each func(protoreflect.Message) any) *shape {
-	s := shapeOf(items, "next_cursor?", "has_more")
-	s.members[0].each = each
-	return s
-}
-
-// shaped is a route encoder writing the answer in shape s. A shape naming
-// no field of its message panics here, when the route table is built.
-func shaped[Resp proto.Message](s *shape) func(Resp) json.RawMessage {
-	var zero Resp
-	s.check(zero.ProtoReflect().Descriptor())
-	return func(resp Resp) json.RawMessage { return s.json(resp.ProtoReflect()) }
-}
-
-// json is m written in shape s.
-func (s *shape) json(m protoreflect.Message) json.RawMessage {
+// JSON is m written in shape s.
+func (s *Shape) JSON(m protoreflect.Message) json.RawMessage {
 	var buf bytes.Buffer
 	s.write(&buf, m)
 	return buf.Bytes()
 }
 
-// descend is the message at path below m (an empty one where a message on
+// Descend is the message at path below m (an empty one where a message on
 // the way is unset).
-func descend(m protoreflect.Message, path []protoreflect.Name) protoreflect.Message {
+func Descend(m protoreflect.Message, path []protoreflect.Name) protoreflect.Message {
 	for _, n := range path {
 		m = m.Get(m.Descriptor().Fields().ByName(n)).Message()
 	}
@@ -174,18 +161,18 @@ func fieldOf(md protoreflect.MessageDescriptor, path []protoreflect.Name) (proto
 			}
 		}
 		if fd == nil || (i < len(path)-1 && (fd.Message() == nil || fd.IsList() || fd.IsMap())) {
-			panic("cycleshttp: " + string(md.FullName()) + " has no field " + string(n))
+			panic("protowire: " + string(md.FullName()) + " has no field " + string(n))
 		}
 		if i == len(path)-1 {
 			return fd, false
 		}
 		md = fd.Message()
 	}
-	panic("cycleshttp: empty field path")
+	panic("protowire: empty field path")
 }
 
-// check walks s (and its nested shapes) against md.
-func (s *shape) check(md protoreflect.MessageDescriptor) {
+// Check walks s (and its nested shapes) against md.
+func (s *Shape) Check(md protoreflect.MessageDescriptor) {
 	for _, n := range s.at {
 		md = md.Fields().ByName(n).Message()
 	}
@@ -198,13 +185,13 @@ func (s *shape) check(md protoreflect.MessageDescriptor) {
 			fieldOf(md, mb.unit)
 		}
 		if mb.sub != nil {
-			mb.sub.check(fd.Message())
+			mb.sub.Check(fd.Message())
 		}
 	}
 }
 
-func (s *shape) write(buf *bytes.Buffer, m protoreflect.Message) {
-	m = descend(m, s.at)
+func (s *Shape) write(buf *bytes.Buffer, m protoreflect.Message) {
+	m = Descend(m, s.at)
 	buf.WriteByte('{')
 	first := true
 	key := func(wire string) {
@@ -229,7 +216,7 @@ func (s *shape) write(buf *bytes.Buffer, m protoreflect.Message) {
 			continue
 		}
 		fd, iso := fieldOf(m.Descriptor(), mb.path)
-		owner := descend(m, mb.path[:len(mb.path)-1])
+		owner := Descend(m, mb.path[:len(mb.path)-1])
 		v := owner.Get(fd)
 		empty := !owner.Has(fd) || (iso && v.Int() == 0) || (isStruct(fd) && len(v.Message().Interface().(*structpb.Struct).GetFields()) == 0)
 		if mb.omit && empty {
@@ -240,10 +227,10 @@ func (s *shape) write(buf *bytes.Buffer, m protoreflect.Message) {
 		case mb.unit != nil:
 			ufd, _ := fieldOf(m.Descriptor(), mb.unit)
 			buf.WriteString(`{"unit":`)
-			writeString(buf, enumName(ufd.Enum(), descend(m, mb.unit[:len(mb.unit)-1]).Get(ufd).Enum()))
+			writeString(buf, EnumName(ufd.Enum(), Descend(m, mb.unit[:len(mb.unit)-1]).Get(ufd).Enum()))
 			buf.WriteString(`,"amount":` + strconv.FormatInt(v.Int(), 10) + "}")
 		case iso:
-			writeString(buf, isoTime(v.Int()))
+			writeString(buf, ISOTime(v.Int()))
 		case fd.IsList():
 			l := v.List()
 			buf.WriteByte('[')
@@ -271,7 +258,7 @@ func isStruct(fd protoreflect.FieldDescriptor) bool {
 func writeAny(buf *bytes.Buffer, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		panic("cycleshttp: " + err.Error()) // hand-built wire values always encode
+		panic("protowire: " + err.Error()) // hand-built wire values always encode
 	}
 	buf.Write(b)
 }
@@ -287,7 +274,7 @@ func writeValue(buf *bytes.Buffer, fd protoreflect.FieldDescriptor, v protorefle
 	case protoreflect.Uint32Kind, protoreflect.Uint64Kind:
 		buf.WriteString(strconv.FormatUint(v.Uint(), 10))
 	case protoreflect.EnumKind:
-		writeString(buf, enumName(fd.Enum(), v.Enum()))
+		writeString(buf, EnumName(fd.Enum(), v.Enum()))
 	case protoreflect.DoubleKind: // ratios (threshold_pct), never money
 		writeAny(buf, v.Float())
 	case protoreflect.MessageKind:
@@ -296,15 +283,20 @@ func writeValue(buf *bytes.Buffer, fd protoreflect.FieldDescriptor, v protorefle
 			return
 		}
 		if fd.Message().FullName() == "google.protobuf.Struct" {
-			writeAny(buf, v.Message().Interface().(*structpb.Struct).AsMap())
+			st := v.Message().Interface().(*structpb.Struct)
+			if w, _ := proto.GetExtension(fd.Options(), cyclesv1.E_Wire).(*cyclesv1.WireMember); w != nil {
+				writeAny(buf, integerStruct(st, w))
+				return
+			}
+			writeAny(buf, st.AsMap())
 			return
 		}
 		if mb.sub == nil {
-			panic("cycleshttp: no wire shape for " + string(fd.Message().FullName()))
+			panic("protowire: no wire shape for " + string(fd.Message().FullName()))
 		}
 		mb.sub.write(buf, v.Message())
 	default:
-		panic("cycleshttp: no wire rule for " + fd.Kind().String())
+		panic("protowire: no wire rule for " + fd.Kind().String())
 	}
 }
 
@@ -332,18 +324,4 @@ func writeMap(buf *bytes.Buffer, fd protoreflect.FieldDescriptor, m protoreflect
 func writeString(buf *bytes.Buffer, s string) {
 	b, _ := json.Marshal(s) // a string always encodes
 	buf.Write(b)
-}
-
-// enumName is v's wire name (enumNames); "" for UNSPECIFIED or a number
-// the enum does not know.
-func enumName(ed protoreflect.EnumDescriptor, v protoreflect.EnumNumber) string {
-	vd := ed.Values().ByNumber(v)
-	if v == 0 || vd == nil {
-		return ""
-	}
-	name := strings.TrimPrefix(string(vd.Name()), enumPrefix(ed))
-	if lowerEnums[ed.FullName()] {
-		return strings.ToLower(name)
-	}
-	return name
 }

@@ -1,14 +1,21 @@
-package cycleshttp
+// Package protowire reads JSON bodies into protobuf messages and writes
+// messages as JSON answers, by the rules of the Cycles HTTP/JSON wire. It
+// knows messages, not routes: what a message's JSON differs in is declared
+// on the message itself, as the options of proto/cycles/v1/http.proto
+// ((cycles.v1.wire) on a field, (cycles.v1.wire_message) on a message,
+// (cycles.v1.wire_enum) on an enum), and answers are written from declared
+// shapes (Shape). internal/api/cycleshttp is its one user today.
+package protowire
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -19,9 +26,9 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 )
 
-// Request bodies are read straight into the route's protobuf request by one
-// generic decoder, walking the JSON tokens beside the message descriptor. The
-// wire's request rules are declared here once:
+// Request bodies are read straight into the protobuf request by one generic
+// decoder, walking the JSON tokens beside the message descriptor. The wire's
+// request rules are declared here once:
 //   - a member is named exactly as its proto field (snake_case); any other
 //     name, including one matching only case-insensitively (encoding/json's
 //     folding, Kelvin sign included), is an unknown field: 400 naming it;
@@ -30,146 +37,75 @@ import (
 //     must not see another value than the ledger;
 //   - a member "x" of an int64 field "x_ms" is an RFC 3339 date-time ("" is
 //     absent);
-//   - a member already set by the path or query is refused: a body cannot
-//     name another reservation, key or tenant than its path;
-//   - a wrapper message (one field, "values": ApiKeyStrings) is read from
-//     the bare list or map it wraps;
+//   - a member already set before decoding (by a route's path or query) is
+//     refused: a body cannot name another reservation, key or tenant;
+//   - a wrapper message (one field, a list or map) is read from the bare
+//     list or map it wraps;
 //   - integers are read from the JSON number's text with strconv (never
 //     through float64): a fraction, an exponent or a value out of the field's
 //     range is a 400;
 //   - an enum is its value's name without the enum's prefix ("TOKENS" for
-//     UNIT_TOKENS; lower case for lowerEnums); UNSPECIFIED and unknown names
-//     are a 400;
+//     UNIT_TOKENS; lower case where the enum's wire_enum option says so);
+//     UNSPECIFIED and unknown names are a 400;
 //   - google.protobuf.Struct members (metadata, metrics.custom) are free-form;
 //     their numbers are doubles, as in any Struct (amounts never travel there);
 //   - null is an absent member; a wrong JSON type is a 400 naming the member.
-// Where the spec's body truly differs from the request proto, the difference
-// is declared in the tables below, by message, each entry saying why.
+// Where the spec's body truly differs from the proto, the difference is
+// declared on the message (http.proto's WireMember, WireMessage), each
+// declaration saying why.
 
-// wireMember is a body member the request proto does not spell the same way.
-type wireMember struct {
-	field protoreflect.Name // the member binds this field (renamed)
-	// amount: the member is the spec's amount object {unit, amount}, kept as
-	// the bare int64 field; its unit must equal the message's field of this
-	// name ("-": not compared). The admin protos count a budget's amounts
-	// in its one unit.
-	amount protoreflect.Name
-	// allow: a member the proto lacks; these values (and null) are accepted
-	// and not kept, any other is refused with why.
-	allow []string
-	why   string
-	any   bool // a member the proto lacks, accepted in any form and not kept
-	// number: a JSON number kept as its decimal text in a string field
-	// (bulk utilization bounds: decimals, compared exactly downstream).
-	number bool
-	// clear: "" sets the optional instant to 0, clearing it (a PATCH).
-	clear bool
+// rules are one message's declared differences, read once from its options.
+type rules struct {
+	named    map[string]protoreflect.FieldDescriptor // WireMember.name
+	member   map[protoreflect.Name]*cyclesv1.WireMember
+	extra    map[string]*cyclesv1.WireExtra
+	required []string // wire names, in field order
+	nonEmpty bool
 }
 
-const (
-	noHierarchy = "tenant hierarchies are not supported by cyclesd"
-	notServed   = "is not served by cyclesd"
-)
+// rulesCache holds each message's rules by full name (descriptors are
+// immutable, so a message's rules never change).
+var rulesCache sync.Map
 
-// wireMembers are the spec's members that differ from the request proto.
-var wireMembers = map[protoreflect.FullName]map[string]wireMember{
-	"cycles.v1.CreateTenantRequest": {
-		"parent_tenant_id": {allow: []string{""}, why: noHierarchy},
-		// cyclesd always releases expired reservations.
-		"reservation_expiry_policy": {allow: []string{"", "AUTO_RELEASE"}, why: "cyclesd always releases expired reservations (AUTO_RELEASE)"},
-		// A new tenant enforces (the spec's default); OBSERVE is set by PATCH.
-		"observe_mode": {allow: []string{"ENFORCE", "DISABLED"}, why: "a new tenant enforces; set OBSERVE with PATCH /v1/admin/tenants/{tenant_id}"},
-	},
-	"cycles.v1.UpdateTenantRequest": {
-		"parent_tenant_id":          {allow: []string{""}, why: noHierarchy},
-		"reservation_expiry_policy": {allow: []string{"", "AUTO_RELEASE"}, why: "cyclesd always releases expired reservations (AUTO_RELEASE)"},
-		"replace_metadata":          {why: "unknown field"}, // gRPC only: the spec merges metadata
-	},
-	"cycles.v1.CreateBudgetRequest": {
-		"scope":           {field: "scope_path"},
-		"allocated":       {amount: "unit"},
-		"overdraft_limit": {amount: "unit"},
-		"rollover_policy": {allow: []string{"", "NONE"}, why: "only NONE is supported"},
-		"period_start":    {allow: []string{""}, why: "budget periods are not supported; use fund RESET_SPENT at a period boundary"},
-		"period_end":      {allow: []string{""}, why: "budget periods are not supported; use fund RESET_SPENT at a period boundary"},
-	},
-	"cycles.v1.UpdateBudgetRequest": {"overdraft_limit": {amount: "unit"}},
-	"cycles.v1.FundBudgetRequest":   {"amount": {amount: "unit"}, "spent": {amount: "unit"}, "metadata": {any: true}},
-	// A budget transition's body is {reason, metadata}; metadata is not kept.
-	"cycles.v1.FreezeBudgetRequest":   {"metadata": {any: true}},
-	"cycles.v1.UnfreezeBudgetRequest": {"metadata": {any: true}},
-	"cycles.v1.CloseBudgetRequest":    {"metadata": {any: true}},
-	"cycles.v1.TenantBulkFilter": {
-		"parent_tenant_id": {allow: []string{""}, why: noHierarchy},
-		"observe_mode":     {any: true}, // v0.1.26; ignored, as the spec allows
-	},
-	"cycles.v1.BudgetBulkFilter": {"utilization_min": {number: true}, "utilization_max": {number: true}},
-	// spent is RESET_SPENT's new spent, in the action's amount unit.
-	"cycles.v1.BulkActionBudgetsRequest": {"spent": {amount: "-"}},
-	"cycles.v1.UpdateScopePolicyRequest": {
-		"effective_from":  {field: "effective_from_ms", clear: true},
-		"effective_until": {field: "effective_until_ms", clear: true},
-	},
-}
-
-// requiredMembers are members a body must carry when the object holding them
-// is present: proto3 cannot mark them required, and the spec does (an
-// amount object is its unit and its amount; extend needs extend_by_ms).
-var requiredMembers = map[protoreflect.FullName][]string{
-	"cycles.v1.Amount":                   {"unit", "amount"},
-	"cycles.v1.ExtendReservationRequest": {"extend_by_ms"},
-	"cycles.v1.CreateBudgetRequest":      {"allocated"},
-	"cycles.v1.FundBudgetRequest":        {"operation", "amount"},
-	"cycles.v1.BulkActionBudgetsRequest": {"amount"},
-	"cycles.v1.CreateScopePolicyRequest": {"tenant_id"},
-}
-
-// nonEmptyStrings are messages whose string members, when present, must not
-// be empty: the spec's charset pattern refuses "", and the ledger reads an
-// empty subject level as absent.
-var nonEmptyStrings = map[protoreflect.FullName]bool{
-	"cycles.v1.Subject": true,
-}
-
-// protoJSON reads the JSON body into the request (which path and query
-// parameters have already set).
-func protoJSON[Req proto.Message](a *API, w http.ResponseWriter, r *http.Request, req Req) error {
-	body, err := a.readBody(w, r)
-	if err != nil {
-		return err
+func rulesOf(md protoreflect.MessageDescriptor) *rules {
+	if r, ok := rulesCache.Load(md.FullName()); ok {
+		return r.(*rules)
 	}
-	return decodeMessage(body, req.ProtoReflect())
+	r := &rules{named: map[string]protoreflect.FieldDescriptor{}, member: map[protoreflect.Name]*cyclesv1.WireMember{},
+		extra: map[string]*cyclesv1.WireExtra{}}
+	if wm, _ := proto.GetExtension(md.Options(), cyclesv1.E_WireMessage).(*cyclesv1.WireMessage); wm != nil {
+		for _, x := range wm.GetExtra() {
+			r.extra[x.GetName()] = x
+		}
+		r.nonEmpty = wm.GetNonEmptyStrings()
+	}
+	for i := 0; i < md.Fields().Len(); i++ {
+		fd := md.Fields().Get(i)
+		w, _ := proto.GetExtension(fd.Options(), cyclesv1.E_Wire).(*cyclesv1.WireMember)
+		if w == nil {
+			continue
+		}
+		r.member[fd.Name()] = w
+		name := string(fd.Name())
+		if w.GetName() != "" {
+			r.named[w.GetName()], name = fd, w.GetName()
+		}
+		if w.GetRequired() {
+			r.required = append(r.required, name)
+		}
+	}
+	rulesCache.Store(md.FullName(), r)
+	return r
 }
 
-// readBody reads a bounded body that is exactly one well-formed JSON value
-// (within encoding/json's nesting limit); anything else is a 400 naming body.
-func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
-	if err != nil {
-		return nil, jsonError(err, a.maxBody)
-	}
-	if json.Valid(body) {
-		return body, nil
-	}
-	// Invalid: decode once more only to say where and why.
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return nil, jsonError(err, a.maxBody)
-	}
-	if _, err := dec.Token(); err != nil && !errors.Is(err, io.EOF) {
-		return nil, jsonError(err, a.maxBody)
-	}
-	return nil, apierr.Invalid("body", "has data after the JSON object")
-}
-
-// decodeMessage reads body (one valid JSON value) into m.
-func decodeMessage(body []byte, m protoreflect.Message) error {
+// Decode reads body (one valid JSON value) into m, whose fields already set
+// (from a path or query) the body may not set again.
+func Decode(body []byte, m protoreflect.Message) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
-		return jsonError(err, 0)
+		return SyntaxError(err)
 	}
 	switch tok {
 	case nil: // null: no members
@@ -178,6 +114,21 @@ func decodeMessage(body []byte, m protoreflect.Message) error {
 		return (&walker{dec: dec}).object(m, "")
 	}
 	return typeError("body", "an object", tok)
+}
+
+// SyntaxError is a body that is not one well-formed JSON value, as a 400
+// naming body.
+func SyntaxError(err error) error {
+	var syn *json.SyntaxError
+	switch {
+	case errors.As(err, &syn):
+		return apierr.Invalid("body", "malformed JSON at offset %d: %v", syn.Offset, syn)
+	case errors.Is(err, io.EOF):
+		return apierr.Invalid("body", "is empty; a JSON object is required")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return apierr.Invalid("body", "malformed JSON: unexpected end")
+	}
+	return apierr.Invalid("body", "malformed JSON: %v", err)
 }
 
 // walker reads the tokens of one body.
@@ -194,17 +145,17 @@ type unitCheck struct {
 	unit         protoreflect.EnumNumber
 }
 
-// extra reads a member the proto lacks (wireMembers): accepted values are
+// extra reads a member the proto lacks (WireExtra): accepted values are
 // not kept; any other is refused.
-func (w *walker) extra(wm wireMember, path string) error {
+func (w *walker) extra(x *cyclesv1.WireExtra, path string) error {
 	var v any
 	if err := w.dec.Decode(&v); err != nil {
-		return jsonError(err, 0)
+		return SyntaxError(err)
 	}
-	if s, ok := v.(string); wm.any || v == nil || ok && slices.Contains(wm.allow, s) {
+	if s, ok := v.(string); x.GetAny() || v == nil || ok && slices.Contains(x.GetAllow(), s) {
 		return nil
 	}
-	return apierr.Invalid(path, "%s", wm.why)
+	return apierr.Invalid(path, "%s", x.GetWhy())
 }
 
 // amount reads the spec's amount object into the int64 field fd; unit names
@@ -264,11 +215,12 @@ func (w *walker) instant(m protoreflect.Message, fd protoreflect.FieldDescriptor
 // the path of m's members ("estimate.").
 func (w *walker) object(m protoreflect.Message, prefix string) error {
 	md := m.Descriptor()
+	rs := rulesOf(md)
 	var seen []string
 	for w.dec.More() {
 		tok, err := w.dec.Token()
 		if err != nil {
-			return jsonError(err, 0)
+			return SyntaxError(err)
 		}
 		name, _ := tok.(string)
 		path := prefix + name
@@ -281,16 +233,15 @@ func (w *walker) object(m protoreflect.Message, prefix string) error {
 			}
 		}
 		seen = append(seen, name)
-		wm, special := wireMembers[md.FullName()][name]
-		if special && wm.field == "" && wm.amount == "" && !wm.number && !wm.clear {
-			if err := w.extra(wm, path); err != nil {
+		if x := rs.extra[name]; x != nil {
+			if err := w.extra(x, path); err != nil {
 				return err
 			}
 			continue
 		}
-		fd, iso := memberOf(md, name)
-		if special && wm.field != "" {
-			fd, iso = md.Fields().ByName(wm.field), iso || strings.HasSuffix(string(wm.field), "_ms")
+		fd, iso := rs.named[name], false
+		if fd == nil {
+			fd, iso = memberOf(md, name)
 		}
 		if fd == nil {
 			return apierr.Invalid(path, "unknown field (member names are case-sensitive)")
@@ -300,12 +251,13 @@ func (w *walker) object(m protoreflect.Message, prefix string) error {
 			// body may not name another reservation, key or tenant.
 			return apierr.Invalid(path, "unknown field (the path or query gives it)")
 		}
+		wm := rs.member[fd.Name()]
 		switch {
-		case wm.amount != "":
-			err = w.amount(m, fd, wm.amount, path)
-		case wm.number:
+		case wm.GetAmountUnit() != "":
+			err = w.amount(m, fd, protoreflect.Name(wm.GetAmountUnit()), path)
+		case wm.GetNumberText():
 			err = w.number(m, fd, path)
-		case wm.clear:
+		case wm.GetEmptyClears() && iso:
 			err = w.instant(m, fd, path)
 		default:
 			err = w.member(m, fd, iso, path)
@@ -315,17 +267,17 @@ func (w *walker) object(m protoreflect.Message, prefix string) error {
 		}
 	}
 	if _, err := w.dec.Token(); err != nil { // '}'
-		return jsonError(err, 0)
+		return SyntaxError(err)
 	}
 	// Amounts are checked against their unit once it is read (a missing
 	// unit is the validator's to name).
 	for _, u := range w.units {
 		if got := m.Get(md.Fields().ByName(u.field)).Enum(); u.prefix == prefix && got != 0 && got != u.unit {
 			return apierr.New(apierr.UnitMismatch, "%s.unit must be the budget's unit %s", u.path,
-				enumName(md.Fields().ByName(u.field).Enum(), got)).With("field", u.path+".unit")
+				EnumName(md.Fields().ByName(u.field).Enum(), got)).With("field", u.path+".unit")
 		}
 	}
-	for _, want := range requiredMembers[md.FullName()] {
+	for _, want := range rs.required {
 		if !slices.Contains(seen, want) {
 			return apierr.Invalid(prefix+want, "is required")
 		}
@@ -350,7 +302,7 @@ func memberOf(md protoreflect.MessageDescriptor, name string) (fd protoreflect.F
 func (w *walker) member(m protoreflect.Message, fd protoreflect.FieldDescriptor, iso bool, path string) error {
 	tok, err := w.dec.Token()
 	if err != nil {
-		return jsonError(err, 0)
+		return SyntaxError(err)
 	}
 	if tok == nil {
 		return nil // null: absent
@@ -400,7 +352,7 @@ func (w *walker) memberAt(m protoreflect.Message, fd protoreflect.FieldDescripto
 		for w.dec.More() {
 			kt, err := w.dec.Token()
 			if err != nil {
-				return jsonError(err, 0)
+				return SyntaxError(err)
 			}
 			k := protoreflect.ValueOfString(kt.(string)).MapKey()
 			if mp.Has(k) {
@@ -439,7 +391,7 @@ func (w *walker) memberAt(m protoreflect.Message, fd protoreflect.FieldDescripto
 	if err != nil {
 		return err
 	}
-	if fd.Kind() == protoreflect.StringKind && v.String() == "" && nonEmptyStrings[m.Descriptor().FullName()] {
+	if fd.Kind() == protoreflect.StringKind && v.String() == "" && rulesOf(m.Descriptor()).nonEmpty {
 		return apierr.Invalid(path, "must not be empty")
 	}
 	m.Set(fd, v)
@@ -451,7 +403,7 @@ func (w *walker) memberAt(m protoreflect.Message, fd protoreflect.FieldDescripto
 func (w *walker) element(newValue func() protoreflect.Value, fd protoreflect.FieldDescriptor, path string) (protoreflect.Value, error) {
 	tok, err := w.dec.Token()
 	if err != nil {
-		return protoreflect.Value{}, jsonError(err, 0)
+		return protoreflect.Value{}, SyntaxError(err)
 	}
 	if fd.Kind() == protoreflect.MessageKind {
 		v := newValue()
@@ -487,7 +439,7 @@ func scalar(fd protoreflect.FieldDescriptor, tok json.Token, iso bool, path stri
 		if !ok {
 			return protoreflect.Value{}, typeError(path, "a string", tok)
 		}
-		if n, ok := enumByName(fd.Enum(), s); ok {
+		if n, ok := EnumByName(fd.Enum(), s); ok {
 			return protoreflect.ValueOfEnum(n), nil
 		}
 		return protoreflect.Value{}, apierr.Invalid(path, "unknown value %q", s)
@@ -519,8 +471,8 @@ func scalar(fd protoreflect.FieldDescriptor, tok json.Token, iso bool, path stri
 		}
 		return protoreflect.Value{}, typeError(path, "a number", tok)
 	}
-	// A request field of another kind is a declaration error, found by the
-	// route tests: refuse rather than guess.
+	// A request field of another kind is a declaration error, found by its
+	// user's tests: refuse rather than guess.
 	return protoreflect.Value{}, apierr.Invalid(path, "is not accepted on this wire")
 }
 
@@ -533,9 +485,9 @@ func integer(tok json.Token, bits int) (int64, error) {
 	return strconv.ParseInt(string(n), 10, bits)
 }
 
-// freeBody reads a body (one valid JSON value) that has no request proto as
-// a free-form object, duplicate members refused.
-func freeBody(body []byte) (map[string]*structpb.Value, error) {
+// DecodeFree reads a body (one valid JSON value) that has no request proto
+// as a free-form object, duplicate members refused.
+func DecodeFree(body []byte) (map[string]*structpb.Value, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
@@ -551,7 +503,7 @@ func (w *walker) freeObject(path string) (*structpb.Struct, error) {
 	for w.dec.More() {
 		kt, err := w.dec.Token()
 		if err != nil {
-			return nil, jsonError(err, 0)
+			return nil, SyntaxError(err)
 		}
 		k := kt.(string)
 		at := k
@@ -575,7 +527,7 @@ func (w *walker) freeObject(path string) (*structpb.Struct, error) {
 func (w *walker) freeValue(path string) (*structpb.Value, error) {
 	tok, err := w.dec.Token()
 	if err != nil {
-		return nil, jsonError(err, 0)
+		return nil, SyntaxError(err)
 	}
 	switch t := tok.(type) {
 	case nil:
@@ -607,7 +559,7 @@ func (w *walker) freeValue(path string) (*structpb.Value, error) {
 			l.Values = append(l.Values, v)
 		}
 		if _, err := w.dec.Token(); err != nil { // ']'
-			return nil, jsonError(err, 0)
+			return nil, SyntaxError(err)
 		}
 		return structpb.NewListValue(l), nil
 	}

@@ -1,17 +1,20 @@
-package cycleshttp
+package protowire
 
 import (
-	"encoding/json"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 )
 
 // Event data as the scripts store it (amounts as decimal strings) becomes
 // JSON integers on the HTTP wire, exactly, at the top level and in the state
-// objects; other members, and caller content deeper down, are left alone.
+// objects (Event.data's wire option); other members, and caller content
+// deeper down, are left alone.
 func TestEventDataIntegers(t *testing.T) {
+	data := encode[*cyclesv1.Event](ShapeOf("data?"))
 	for _, c := range []struct{ name, stored, want string }{
 		{"lifecycle", `{"scope":"tenant:a","unit":"TOKENS","operation":"CREDIT","new_state":{"allocated":"1000000","remaining":"9223372036854775807","debt":"0","status":"ACTIVE"},"previous_state":{"spent":"-5"}}`,
 			`{"new_state":{"allocated":1000000,"debt":0,"remaining":9223372036854775807,"status":"ACTIVE"},"operation":"CREDIT","previous_state":{"spent":-5},"scope":"tenant:a","unit":"TOKENS"}`},
@@ -26,16 +29,13 @@ func TestEventDataIntegers(t *testing.T) {
 			if err := protojson.Unmarshal([]byte(c.stored), &s); err != nil {
 				t.Fatal(err)
 			}
-			got, err := json.Marshal(eventDataOf(&s))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != c.want {
+			got := data(&cyclesv1.Event{Data: &s})
+			if got != `{"data":`+c.want+`}` {
 				t.Errorf("got  %s\nwant %s", got, c.want)
 			}
 		})
 	}
-	if eventDataOf(nil) != nil || eventDataOf(&structpb.Struct{}) != nil {
-		t.Error("empty data is omitted")
+	if got := data(&cyclesv1.Event{Data: &structpb.Struct{}}); got != `{}` {
+		t.Errorf("empty data is omitted: %s", got)
 	}
 }

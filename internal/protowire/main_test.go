@@ -1,0 +1,10 @@
+package protowire_test
+
+import (
+	"testing"
+
+	"github.com/cyclesgo/cycles-go/test/redistest"
+)
+
+// TestMain proves the tests leave nothing behind (redistest.Main).
+func TestMain(m *testing.M) { redistest.Main(m, redistest.MainOptions{LeakCheck: true}) }
