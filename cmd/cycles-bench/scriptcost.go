@@ -39,6 +39,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 	useValgrind := fs.Bool("valgrind", true, "run redis-server under callgrind and count instructions")
 	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure (also: reserve-pol10, a reserve on a tenant with 10 scope policies, 5 matching with caps; reserve-pol10-read, the same without caps; reserve-pol10-read-spread, that for a new agent every call; reserve-gov5, a reserve on a tenant with an allowlist and 5 action/risk-class quotas that all govern it; reserve-spread and reserve-gov5-spread, reserve and reserve-gov5 for a new agent every call, so nothing kept per scope path between calls is reused; reserve-rl, a reserve on a tenant whose one policy sets a reservation rate limit it stays under)")
 	functions := fs.Bool("functions", true, "call the scripts as Redis 7 Functions (FUNCTION LOAD, FCALL), as cyclesd does on Redis 7; false: EVALSHA, as on Redis 6 and the embedded store")
+	scriptOnly := fs.Bool("script-only", true, "count only the instructions inside the script commands (FCALL, EVALSHA), as Redis's commandstats µs/script time them; false: everything redis-server executes while the calls run (reading and answering the command, serverCron, and the slowlog entries valgrind's slowness triggers)")
 	keep := fs.String("keep", "", "keep the callgrind dumps (cg.out.N, one per op in order) in this directory for callgrind_annotate")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -54,7 +55,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 		}
 		dir = *keep
 	}
-	rs, addr, err := startCostRedis(dir, *useValgrind)
+	rs, addr, err := startCostRedis(dir, *useValgrind, *scriptOnly)
 	if err != nil {
 		return err
 	}
@@ -260,8 +261,14 @@ func scriptcostMain(ctx context.Context, args []string) error {
 	return nil
 }
 
-// startCostRedis starts a private redis-server, under callgrind when asked.
-func startCostRedis(dir string, underValgrind bool) (*proc, string, error) {
+// startCostRedis starts a private redis-server, under callgrind when asked;
+// with scriptOnly callgrind counts only inside the script commands. Without
+// it a count also holds work that depends on the wall clock, not on the
+// script: serverCron's ticks and, under valgrind's slowdown, a slowlog entry
+// for every call past the 10 ms threshold (a longer script crosses it more
+// often, so the gap between two cells widened by several thousand
+// instructions).
+func startCostRedis(dir string, underValgrind, scriptOnly bool) (*proc, string, error) {
 	if !underValgrind {
 		return startRedis(dir)
 	}
@@ -269,8 +276,11 @@ func startCostRedis(dir string, underValgrind bool) (*proc, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("valgrind not found (apt install valgrind, or -valgrind=false): %w", err)
 	}
-	return startRedisUnder(dir, vg, []string{"--tool=callgrind", "--callgrind-out-file=" + filepath.Join(dir, "cg.out")},
-		60*time.Second)
+	vargs := []string{"--tool=callgrind", "--callgrind-out-file=" + filepath.Join(dir, "cg.out")}
+	if scriptOnly {
+		vargs = append(vargs, "--toggle-collect=fcallCommand", "--toggle-collect=evalShaCommand", "--toggle-collect=evalCommand")
+	}
+	return startRedisUnder(dir, vg, vargs, 60*time.Second)
 }
 
 type costMeter struct {

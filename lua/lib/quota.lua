@@ -150,11 +150,13 @@ end
 -- numbers in the UTC day, a = {m, h, d, t} the bucket numbers, day the day
 -- number (a string); computed once a minute.
 function QUOTA_MEMO.buckets(now)
-  local mn = math.floor(now / 60000)
   local b = QUOTA_MEMO.b
+  -- The same minute as the last call's (the common case: two comparisons).
+  if b.mn and now >= b.ms and now < b.ms + 60000 then return b end
+  local mn = math.floor(now / 60000)
   if b.mn ~= mn then
     local d, h = math.floor(now / 86400000), math.floor(now / 3600000)
-    b = {mn = mn, m = mn - d * 1440, h = h - d * 24, d = 0, t = 0, a = {m = mn, h = h, d = d, t = d},
+    b = {mn = mn, ms = mn * 60000, m = mn - d * 1440, h = h - d * 24, d = 0, t = 0, a = {m = mn, h = h, d = d, t = d},
       day = string.format('%d', d)}
     QUOTA_MEMO.b = b
   end
@@ -178,13 +180,16 @@ end
 --     hash field's stem, what it counts (a kind or __risk__:<class>), and
 --     whether it is the tenant scope's; tpl.tj the indexes of the
 --     tenant-scope calendar counters, tpl.mw[j] the day in which this
---     template last wrote counter j's '@' field;
+--     template last wrote counter j's '@' field; tpl.cal the indexes of the
+--     calendar counters in field order (tpl.fields[k] is counter cal[k]'s),
+--     tpl.amin[j] the least of cmin[j] and ctn[j] (below it a count only
+--     adds one: no limit, no threshold to look at);
 --   filled per call (arrays reused, no table per call): tpl.cid[j] the
 --     counter's day hash field, or its per_run key (false: a per_run
 --     counter without a run id); tpl.fields the calendar fields (one
 --     HMGET); tpl.set the HSET arguments of the calendar counts (fields,
---     then the values each call writes in place); tpl.used, tpl.thr the
---     counts read; tpl.plan the plan; tpl.lsp, tpl.lts: the scope path and
+--     then the values each call writes in place); tpl.used the counts
+--     read, tpl.thr the per_run counters' thr fields; tpl.plan the plan; tpl.lsp, tpl.lts: the scope path and
 --     tenant scope of the last call (the same again: the calendar names
 --     stand); tpl.day, tpl.dkey: the day hash last used; tpl.nrun: the
 --     per_run counters.
@@ -260,7 +265,7 @@ function QUOTA_MEMO.template(terms, ek, er, kind, keys_json, scope_path)
   local keep = terms.stable and not memo.used
   if #rules == 0 then return nil, nil, keep end
   local tpl = {rules = rules, pols = pols, cid = {}, ccode = {}, cr = {}, ctn = {}, cmin = {}, ctail = {}, csfx = {},
-    ccnt = {}, ct = {}, tj = {}, mw = {}, fields = {}, set = {}, used = {}, thr = {}, nrun = 0}
+    ccnt = {}, ct = {}, tj = {}, mw = {}, fields = {}, set = {}, used = {}, thr = {}, nrun = 0, cal = {}, amin = {}}
   tpl.plan = {tpl = tpl}
   local ccode, csfx = tpl.ccode, tpl.csfx
   for r = 1, #rules, RS do
@@ -278,6 +283,7 @@ function QUOTA_MEMO.template(terms, ek, er, kind, keys_json, scope_path)
       ccode[j], csfx[j], tpl.ccnt[j], tpl.ct[j], tpl.cr[j], tpl.ctn[j], tpl.cmin[j] = c, q.sfx, q.cnt, (c == 't'), r, q.tn, q.m
       if c ~= 'r' then
         tpl.set[#tpl.set + 1], tpl.set[#tpl.set + 2] = '', 0
+        tpl.cal[#tpl.cal + 1] = j
         if c == 't' then tpl.tj[#tpl.tj + 1], tpl.ctail[j] = j, q.ms .. ':' .. pols[st] end
       else
         tpl.nrun = tpl.nrun + 1
@@ -285,6 +291,11 @@ function QUOTA_MEMO.template(terms, ek, er, kind, keys_json, scope_path)
     end
     if q.m < tpl.cmin[j] then tpl.cmin[j] = q.m end
     rules[r + 2] = j
+  end
+  -- amin[j]: the count from which counter j needs a closer look (a limit
+  -- or the threshold reached); below it a count only adds one.
+  for j = 1, #ccode do
+    tpl.amin[j] = math.min(tpl.cmin[j], tpl.ctn[j])
   end
   return tpl, nil, keep
 end
@@ -345,26 +356,29 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   end
   if not tpl then return nil, nil end
   -- The counter names of this call: the scope (path, or the tenant's) and
-  -- the stem; one string each, the only per-scope work.
-  local cid, ccode, cmin, ctn, set, fields = tpl.cid, tpl.ccode, tpl.cmin, tpl.ctn, tpl.set, tpl.fields
-  local csfx, ct = tpl.csfx, tpl.ct
-  local over, i = false, 0
-  -- The same scopes as this template's last call: the calendar names stand.
-  local same = tpl.lsp == scope_path and tpl.lts == tenant_scope
-  tpl.lsp, tpl.lts = scope_path, tenant_scope
-  for j = 1, #ccode do
-    local sc = ct[j] and tenant_scope or scope_path
-    if ccode[j] == 'r' then
-      if run_id ~= '' then
-        cid[j] = key_quota_counter(prefix, sc, tpl.ccnt[j], 'per_run', run_id)
-      else
-        -- A per_run rule without a run id: evaluated (refused) below.
-        cid[j], over = false, true
+  -- the stem; one string each, the only per-scope work. The same scopes as
+  -- this template's last call: the calendar names stand.
+  local cid, ccode, cmin, set, fields, cal = tpl.cid, tpl.ccode, tpl.cmin, tpl.set, tpl.fields, tpl.cal
+  local over = false
+  if tpl.lsp ~= scope_path or tpl.lts ~= tenant_scope then
+    tpl.lsp, tpl.lts = scope_path, tenant_scope
+    local csfx, ct = tpl.csfx, tpl.ct
+    for k = 1, #cal do
+      local j = cal[k]
+      local id = (ct[j] and tenant_scope or scope_path) .. csfx[j]
+      cid[j], fields[k], set[2 * k - 1] = id, id, id
+    end
+  end
+  if tpl.nrun > 0 then
+    for j = 1, #ccode do
+      if ccode[j] == 'r' then
+        if run_id ~= '' then
+          cid[j] = key_quota_counter(prefix, scope_path, tpl.ccnt[j], 'per_run', run_id)
+        else
+          -- A per_run rule without a run id: evaluated (refused) below.
+          cid[j], over = false, true
+        end
       end
-    elseif not same then
-      local id = sc .. csfx[j]
-      i = i + 1
-      cid[j], fields[i], set[2 * i - 1] = id, id, id
     end
   end
   -- The counts: calendar ones by one HMGET of the day hash, per_run ones by
@@ -376,54 +390,58 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   local bk = QUOTA_MEMO.buckets(now)
   plan.kind, plan.risk, plan.run, plan.crossed, plan.bk = kind, risk, run_id, false, bk
   plan.sp, plan.ts = scope_path, tenant_scope
-  local sec, fmt = math.floor(now / 1000) % 86400, string.format
   local dnew = true
-  local v = nil
-  if #set > 0 then
+  if #cal > 0 then
     if tpl.day ~= bk.day then tpl.day, tpl.dkey = bk.day, key_quota_day(prefix, bk.day) end
     plan.day, plan.dkey = bk.day, tpl.dkey
-    v = redis.call('HMGET', plan.dkey, unpack(fields))
-  end
-  local vi = 0
-  i = 0
-  for j = 1, #cid do
-    local c = ccode[j]
-    local n, t = 0, 0
-    if c == 'r' then
-      if cid[j] then
-        local pv = redis.call('HMGET', cid[j], 'n', 'thr')
-        n, t = tonumber(pv[1] or '0') or 0, pv[2]
-      end
-    else
-      i, vi = i + 2, vi + 1
-      -- quota_value, inline: ((n * 2 + thr) * 131072 + at) * 2048 + bucket.
-      local raw = v[vi]
-      local x = raw and tonumber(raw, 16)
-      local b = bk[c]
-      if raw then dnew = false end
-      if x then
-        local bod = x % 2048
-        if bod == b then
-          x = (x - bod) / 2048
-          x = (x - x % 131072) / 131072
+    local v = redis.call('HMGET', plan.dkey, unpack(fields))
+    -- sec: the second of the day, in place in the value (below).
+    local sec, fmt, amin = ((now - now % 1000) / 1000 % 86400) * 2048, string.format, tpl.amin
+    for k = 1, #cal do
+      local j, raw = cal[k], v[k]
+      local b = bk[ccode[j]]
+      -- quota_value, inline: ((n * 2 + thr) * 131072 + at) * 2048 + bucket;
+      -- a value of an earlier bucket reads as 0.
+      local n, t = 0, 0
+      if raw then
+        dnew = false
+        local x = tonumber(raw, 16)
+        if x and x % 2048 == b then
+          x = (x - x % 268435456) / 268435456
           t = x % 2
           n = (x - t) / 2
         end
       end
+      used[j] = n
+      -- At a limit or the threshold: whether it refuses (over), the
+      -- threshold crossing, once per window instance (t marks it emitted).
+      if n + 1 >= amin[j] then
+        local tn = tpl.ctn[j]
+        if t == 0 and n < tn and n + 1 >= tn then
+          t = 1
+          if not plan.crossed then plan.crossed = {} end
+          plan.crossed[#plan.crossed + 1] = j
+        end
+        if n >= cmin[j] then over = true end
+      end
       -- The value a count writes, as a hexadecimal string (%x formats an
       -- integer far cheaper than Redis formats a Lua number, %.17g, and
-      -- tonumber reads base 16 with strtoul, not strtod); the threshold
-      -- crossing, once per window instance (t marks it emitted).
-      local tn, t1 = ctn[j], t
-      if t == 0 and n < tn and n + 1 >= tn then
-        t1 = 1
-        if not plan.crossed then plan.crossed = {} end
-        plan.crossed[#plan.crossed + 1] = j
-      end
-      set[i] = fmt('%x', (((n + 1) * 2 + t1) * 131072 + sec) * 2048 + b)
+      -- tonumber reads base 16 with strtoul, not strtod).
+      set[2 * k] = fmt('%x', ((n + 1) * 2 + t) * 268435456 + sec + b)
     end
-    used[j], thr[j] = n, t
-    if n >= cmin[j] then over = true end
+  end
+  if tpl.nrun > 0 then
+    for j = 1, #cid do
+      if ccode[j] == 'r' then
+        local n, t = 0, nil
+        if cid[j] then
+          local pv = redis.call('HMGET', cid[j], 'n', 'thr')
+          n, t = tonumber(pv[1] or '0') or 0, pv[2]
+        end
+        used[j], thr[j] = n, t
+        if n >= cmin[j] then over = true end
+      end
+    end
   end
   -- dnew: none of the calendar counters is in the day hash yet (its first
   -- count of the day, or theirs): the count sets the hash's expiry and
@@ -513,14 +531,18 @@ end
 -- quota.threshold_approaching (category policy) once per window instance.
 local function quota_count(plan, now, emit, tenant, prefix)
   local tpl = plan.tpl
-  local idx = nil
-  local function index(key, exp_s)
-    if idx == nil then
-      idx = key_quota_index(prefix)
-      -- Bounded upkeep: index entries whose counters have expired.
-      redis.call('ZREMRANGEBYSCORE', idx, '-inf', '(' .. ms(now))
+  -- index enters a counter in the tenant's counter index; made only when
+  -- one is (a day's first count, a per_run count), not on every call.
+  local idx, index = nil, nil
+  if plan.dnew or tpl.nrun > 0 then
+    index = function(key, exp_s)
+      if idx == nil then
+        idx = key_quota_index(prefix)
+        -- Bounded upkeep: index entries whose counters have expired.
+        redis.call('ZREMRANGEBYSCORE', idx, '-inf', '(' .. ms(now))
+      end
+      redis.call('ZADD', idx, exp_s, key)
     end
-    redis.call('ZADD', idx, exp_s, key)
   end
   local set, cid, ccode = tpl.set, tpl.cid, tpl.ccode
   if #set > 0 then
