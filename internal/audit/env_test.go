@@ -1,12 +1,8 @@
 package audit_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -37,6 +33,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
+	"github.com/cyclesgo/cycles-go/test/httpjson"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
@@ -116,20 +113,11 @@ func startWith(t testing.TB, c redis.UniversalClient, opts audit.Options, audite
 
 	hs := srv.NewHTTP(server.HTTPOptions{})
 	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Services: svcs}))
-	hlis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = hs.Serve(hlis) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		hs.Shutdown(ctx)
-	})
+	base := httpjson.Serve(t, hs)
 	return &env{t: t, c: c, svc: aud, adm: cyclesv1.NewAdminServiceClient(conn), ops: cyclesv1.NewOpsServiceClient(conn),
 		rt: cyclesv1.NewRuntimeServiceClient(conn), aud: cyclesv1.NewAuditServiceClient(conn),
 		op: cyclesv1.NewOperatorServiceClient(conn), pol: cyclesv1.NewPolicyServiceClient(conn),
-		qc: cyclesv1.NewQuotaCounterServiceClient(conn), base: "http://" + hlis.Addr().String()}
+		qc: cyclesv1.NewQuotaCounterServiceClient(conn), base: base}
 }
 
 // admin is a context calling with the admin key and request id rid.
@@ -164,42 +152,14 @@ type reply struct {
 
 func (r reply) obj(t *testing.T) map[string]any {
 	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(r.body))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		t.Fatalf("body is not a JSON object: %v: %s", err, r.body)
-	}
-	return m
+	return httpjson.Object(t, r.body)
 }
 
 // call sends one HTTP request with headers kv.
 func (e *env) call(method, path, body string, kv ...string) reply {
 	e.t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, e.base+path, rd)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		req.Header.Set(kv[i], kv[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return reply{status: resp.StatusCode, body: b}
+	r := httpjson.Do(e.t, httpjson.NewRequest(e.t, method, e.base+path, body, kv...))
+	return reply{status: r.Status, body: r.Body}
 }
 
 // grpcMethodDesc is grpc.MethodDesc (a service descriptor's unary methods).

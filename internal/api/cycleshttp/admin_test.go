@@ -1,10 +1,8 @@
 package cycleshttp_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +28,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
+	"github.com/cyclesgo/cycles-go/test/httpjson"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
@@ -57,18 +56,9 @@ func startFull(t *testing.T) *env {
 	hs := srv.NewHTTP(server.HTTPOptions{})
 	svcs.Operator = operatorapi.New(bulk.New(ex, adm, aud))
 	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Services: svcs}))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = hs.Serve(lis) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		hs.Shutdown(ctx)
-	})
+	base := httpjson.Serve(t, hs)
 	conn := grpctest.Serve(t, srv.GRPC)
-	return &env{t: t, c: c, base: "http://" + lis.Addr().String(), grpc: cyclesv1.NewRuntimeServiceClient(conn), conn: conn}
+	return &env{t: t, c: c, base: base, grpc: cyclesv1.NewRuntimeServiceClient(conn), conn: conn}
 }
 
 // The quickstart over HTTP: the admin creates a tenant, a key and a budget,
@@ -79,27 +69,20 @@ func TestAdminQuickstart(t *testing.T) {
 	e := startFull(t)
 	tenant := strings.ReplaceAll(ledgertest.NewTenantID(t), "_", "-")
 	as := []string{"X-Admin-API-Key", adminKey}
-	must := func(r reply, status int, what string) map[string]any {
-		t.Helper()
-		if r.status != status {
-			t.Fatalf("%s: %d %s", what, r.status, r.body)
-		}
-		return r.obj(t)
-	}
 
-	tn := must(e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"Acme","default_reservation_ttl_ms":30000}`, as...), 201, "create tenant")
+	tn := e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"Acme","default_reservation_ttl_ms":30000}`, as...).must(t, 201, "create tenant")
 	onlyKeys(t, "tenant", tn, "tenant_id", "name", "status", "default_commit_overage_policy", "default_reservation_ttl_ms",
 		"max_reservation_ttl_ms", "max_reservation_extensions", "metadata", "created_at", "updated_at", "closed_at")
 	if tn["status"] != "ACTIVE" || tn["default_reservation_ttl_ms"] != json.Number("30000") {
 		t.Fatalf("tenant %v", tn)
 	}
-	must(e.call("GET", "/v1/admin/tenants/"+tenant, "", "", as...), 200, "get tenant")
-	tl := must(e.call("GET", "/v1/admin/tenants?status=ACTIVE&search="+strings.ToUpper(tenant), "", "", as...), 200, "list tenants")
+	e.call("GET", "/v1/admin/tenants/"+tenant, "", "", as...).must(t, 200, "get tenant")
+	tl := e.call("GET", "/v1/admin/tenants?status=ACTIVE&search="+strings.ToUpper(tenant), "", "", as...).must(t, 200, "list tenants")
 	onlyKeys(t, "tenant list", tl, "tenants", "next_cursor", "has_more")
 	if ts := tl["tenants"].([]any); len(ts) != 1 || ts[0].(map[string]any)["tenant_id"] != tenant || tl["has_more"] != false {
 		t.Fatalf("tenant list %v", tl)
 	}
-	if tl := must(e.call("GET", "/v1/admin/tenants?status=SUSPENDED&search="+tenant, "", "", as...), 200, "list suspended"); len(tl["tenants"].([]any)) != 0 {
+	if tl := e.call("GET", "/v1/admin/tenants?status=SUSPENDED&search="+tenant, "", "", as...).must(t, 200, "list suspended"); len(tl["tenants"].([]any)) != 0 {
 		t.Fatalf("suspended list %v", tl)
 	}
 	for _, q := range []string{"status=GONE", "parent_tenant_id=p", "limit=-1", "cursor=x"} {
@@ -109,7 +92,7 @@ func TestAdminQuickstart(t *testing.T) {
 	}
 	// A page size above the maximum is served as the maximum (the dashboard
 	// asks for 1,000 tenants).
-	if tl := must(e.call("GET", "/v1/admin/tenants?limit=1000&search="+tenant, "", "", as...), 200, "list over the max"); len(tl["tenants"].([]any)) != 1 {
+	if tl := e.call("GET", "/v1/admin/tenants?limit=1000&search="+tenant, "", "", as...).must(t, 200, "list over the max"); len(tl["tenants"].([]any)) != 1 {
 		t.Fatalf("tenant list over the max page size: %v", tl)
 	}
 	if r := e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"Acme"}`); r.status != 401 {
@@ -119,11 +102,11 @@ func TestAdminQuickstart(t *testing.T) {
 		t.Fatalf("unsupported field: %d %s", r.status, r.body)
 	}
 
-	k := must(e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"agent"}`, as...), 201, "create key")
+	k := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"agent"}`, as...).must(t, 201, "create key")
 	if r := e.call("GET", "/v1/admin/tenants", "", "", "X-Cycles-API-Key", k["key_secret"].(string)); r.status != 401 {
 		t.Fatalf("list tenants with a tenant key: %d %s", r.status, r.body)
 	}
-	kl := must(e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status=ACTIVE&sort_by=name", "", "", as...), 200, "list keys")
+	kl := e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status=ACTIVE&sort_by=name", "", "", as...).must(t, 200, "list keys")
 	onlyKeys(t, "key list", kl, "keys", "next_cursor", "has_more")
 	if ks := kl["keys"].([]any); len(ks) != 1 || kl["has_more"] != false {
 		t.Fatalf("key list %v", kl)
@@ -134,11 +117,11 @@ func TestAdminQuickstart(t *testing.T) {
 		}
 	}
 	for _, st := range []string{"REVOKED", "EXPIRED"} {
-		if kl := must(e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status="+st, "", "", as...), 200, "list "+st); len(kl["keys"].([]any)) != 0 {
+		if kl := e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status="+st, "", "", as...).must(t, 200, "list "+st); len(kl["keys"].([]any)) != 0 {
 			t.Fatalf("%s keys %v", st, kl)
 		}
 	}
-	if kl := must(e.call("GET", "/v1/admin/api-keys?limit=1", "", "", as...), 200, "list every tenant's keys"); len(kl["keys"].([]any)) != 1 || kl["has_more"] != true {
+	if kl := e.call("GET", "/v1/admin/api-keys?limit=1", "", "", as...).must(t, 200, "list every tenant's keys"); len(kl["keys"].([]any)) != 1 || kl["has_more"] != true {
 		t.Fatalf("all-tenant key list %v", kl)
 	}
 	for _, q := range []string{"tenant_id=Bad!", "tenant_id=" + tenant + "&status=GONE", "tenant_id=" + tenant + "&limit=-1", "tenant_id=" + tenant + "&cursor=x"} {
@@ -161,7 +144,7 @@ func TestAdminQuickstart(t *testing.T) {
 	if k["expires_at"] != "9999-12-31T23:59:59.999Z" || fmt.Sprint(k["permissions"]) != fmt.Sprint(anySlice(permission.Default)) {
 		t.Fatalf("a key created without permissions or expiry: %v", k)
 	}
-	ro := must(e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"ro","permissions":["balances:read"],"expires_at":"2999-01-01T00:00:00Z"}`, as...), 201, "narrow key")
+	ro := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"ro","permissions":["balances:read"],"expires_at":"2999-01-01T00:00:00Z"}`, as...).must(t, 201, "narrow key")
 	if fmt.Sprint(ro["permissions"]) != "[balances:read]" || ro["expires_at"] != "2999-01-01T00:00:00.000Z" {
 		t.Fatalf("narrow key %v", ro)
 	}
@@ -173,38 +156,38 @@ func TestAdminQuickstart(t *testing.T) {
 	}
 
 	scope := "tenant:" + tenant
-	b := must(e.call("POST", "/v1/admin/budgets", "", `{"scope":"`+scope+`","unit":"TOKENS","allocated":{"unit":"TOKENS","amount":1000}}`, as...), 201, "create budget")
+	b := e.call("POST", "/v1/admin/budgets", "", `{"scope":"`+scope+`","unit":"TOKENS","allocated":{"unit":"TOKENS","amount":1000}}`, as...).must(t, 201, "create budget")
 	onlyKeys(t, "ledger", b, "ledger_id", "tenant_id", "scope", "scope_path", "unit", "allocated", "remaining", "reserved", "spent",
 		"debt", "overdraft_limit", "is_over_limit", "commit_overage_policy", "status", "created_at", "updated_at")
 	if b["tenant_id"] != tenant || b["scope"] != scope || b["scope_path"] != scope || b["ledger_id"] != scope+"|TOKENS" {
 		t.Fatalf("budget identity: tenant_id %v scope %v scope_path %v ledger_id %v", b["tenant_id"], b["scope"], b["scope_path"], b["ledger_id"])
 	}
-	f := must(e.call("POST", "/v1/admin/budgets/fund?scope="+scope+"&unit=TOKENS", "",
-		`{"operation":"CREDIT","amount":{"unit":"TOKENS","amount":9007199254740993},"idempotency_key":"f1"}`, as...), 200, "fund")
+	f := e.call("POST", "/v1/admin/budgets/fund?scope="+scope+"&unit=TOKENS", "",
+		`{"operation":"CREDIT","amount":{"unit":"TOKENS","amount":9007199254740993},"idempotency_key":"f1"}`, as...).must(t, 200, "fund")
 	if f["new_allocated"].(map[string]any)["amount"] != json.Number("9007199254741993") {
 		t.Fatalf("fund %v", f)
 	}
 
 	key := []string{"X-Cycles-API-Key", secret}
 	reserve := `{"idempotency_key":"r1","subject":{"workspace":"prod"},"action":{"kind":"k","name":"n"},"estimate":{"unit":"TOKENS","amount":10}}`
-	res := must(e.call("POST", "/v1/reservations", "", reserve, key...), 200, "reserve with the new key")
+	res := e.call("POST", "/v1/reservations", "", reserve, key...).must(t, 200, "reserve with the new key")
 	if res["remaining_ttl_ms"] != json.Number("30000") {
 		t.Fatalf("tenant default TTL not applied: %v", res)
 	}
-	must(e.call("POST", "/v1/admin/budgets/freeze?scope="+scope+"&unit=TOKENS", "", "", as...), 200, "freeze")
+	e.call("POST", "/v1/admin/budgets/freeze?scope="+scope+"&unit=TOKENS", "", "", as...).must(t, 200, "freeze")
 	if r := e.call("POST", "/v1/reservations", "", strings.Replace(reserve, "r1", "r2", 1), key...); r.status != 409 || r.obj(t)["error"] != "BUDGET_FROZEN" {
 		t.Fatalf("reserve on a frozen budget: %d %s", r.status, r.body)
 	}
-	must(e.call("POST", "/v1/admin/budgets/unfreeze?scope="+scope+"&unit=TOKENS", "", `{"reason":"ok"}`, as...), 200, "unfreeze")
-	l := must(e.call("GET", "/v1/admin/budgets/lookup?scope="+scope+"&unit=TOKENS", "", "", as...), 200, "lookup")
+	e.call("POST", "/v1/admin/budgets/unfreeze?scope="+scope+"&unit=TOKENS", "", `{"reason":"ok"}`, as...).must(t, 200, "unfreeze")
+	l := e.call("GET", "/v1/admin/budgets/lookup?scope="+scope+"&unit=TOKENS", "", "", as...).must(t, 200, "lookup")
 	if l["reserved"].(map[string]any)["amount"] != json.Number("10") || l["status"] != "ACTIVE" || l["scope"] != scope || l["tenant_id"] != tenant {
 		t.Fatalf("lookup %v", l)
 	}
-	ls := must(e.call("GET", "/v1/admin/budgets?tenant_id="+tenant, "", "", as...), 200, "list budgets")
+	ls := e.call("GET", "/v1/admin/budgets?tenant_id="+tenant, "", "", as...).must(t, 200, "list budgets")
 	if len(ls["ledgers"].([]any)) != 1 {
 		t.Fatalf("list %v", ls)
 	}
-	must(e.call("PATCH", "/v1/admin/budgets?scope="+scope+"&unit=TOKENS", "", `{"overdraft_limit":{"unit":"TOKENS","amount":50}}`, as...), 200, "update budget")
+	e.call("PATCH", "/v1/admin/budgets?scope="+scope+"&unit=TOKENS", "", `{"overdraft_limit":{"unit":"TOKENS","amount":50}}`, as...).must(t, 200, "update budget")
 
 	// The default set has no events:read (the spec leaves event
 	// self-service to an explicit grant); the narrow key holds only
@@ -216,10 +199,10 @@ func TestAdminQuickstart(t *testing.T) {
 	if r := e.call("POST", "/v1/reservations", "", strings.Replace(reserve, "r1", "r-ro", 1), roKey...); r.status != 403 || r.obj(t)["details"].(map[string]any)["permission"] != "reservations:create" {
 		t.Fatalf("reserve with a balances:read key: %d %s", r.status, r.body)
 	}
-	must(e.call("GET", "/v1/balances?tenant="+tenant, "", "", roKey...), 200, "balances with a balances:read key")
-	evKey := must(e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"ev","permissions":["events:read"]}`, as...), 201, "events key")
+	e.call("GET", "/v1/balances?tenant="+tenant, "", "", roKey...).must(t, 200, "balances with a balances:read key")
+	evKey := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"ev","permissions":["events:read"]}`, as...).must(t, 201, "events key")
 	key = []string{"X-Cycles-API-Key", evKey["key_secret"].(string)}
-	ev := must(e.call("GET", "/v1/events?category=budget", "", "", key...), 200, "tenant events")
+	ev := e.call("GET", "/v1/events?category=budget", "", "", key...).must(t, 200, "tenant events")
 	onlyKeys(t, "event list", ev, "events", "next_cursor", "has_more")
 	evs := ev["events"].([]any)
 	if len(evs) == 0 {
@@ -227,9 +210,9 @@ func TestAdminQuickstart(t *testing.T) {
 	}
 	onlyKeys(t, "event", evs[0].(map[string]any), "event_id", "event_type", "category", "timestamp", "tenant_id", "scope", "actor",
 		"source", "data", "request_id", "trace_id")
-	must(e.call("GET", "/v1/admin/events?tenant_id="+tenant, "", "", as...), 200, "admin events")
+	e.call("GET", "/v1/admin/events?tenant_id="+tenant, "", "", as...).must(t, 200, "admin events")
 	evID := evs[0].(map[string]any)["event_id"].(string)
-	one := must(e.call("GET", "/v1/admin/events/"+evID, "", "", as...), 200, "admin event by id") // the id names its tenant
+	one := e.call("GET", "/v1/admin/events/"+evID, "", "", as...).must(t, 200, "admin event by id") // the id names its tenant
 	if one["event_id"] != evID || one["tenant_id"] != tenant || one["event_type"] != evs[0].(map[string]any)["event_type"] {
 		t.Fatalf("event by id %v, listed %v", one, evs[0])
 	}
@@ -251,13 +234,13 @@ func TestAdminQuickstart(t *testing.T) {
 		t.Fatalf("admin events with a tenant key: %d %s", r.status, r.body)
 	}
 
-	in := must(e.call("GET", "/v1/auth/introspect", "", "", key...), 200, "introspect tenant")
+	in := e.call("GET", "/v1/auth/introspect", "", "", key...).must(t, 200, "introspect tenant")
 	caps, _ := in["capabilities"].(map[string]any)
 	if in["authenticated"] != true || in["auth_type"] != "tenant" || in["tenant_id"] != tenant || in["key_id"] != evKey["key_id"] ||
 		fmt.Sprint(in["permissions"]) != "[events:read]" || caps["view_events"] != true || caps["view_budgets"] != false || caps["view_tenants"] != false {
 		t.Fatalf("introspect %v", in)
 	}
-	if in := must(e.call("GET", "/v1/auth/introspect", "", "", as...), 200, "introspect admin"); in["auth_type"] != "admin" ||
+	if in := e.call("GET", "/v1/auth/introspect", "", "", as...).must(t, 200, "introspect admin"); in["auth_type"] != "admin" ||
 		fmt.Sprint(in["permissions"]) != "[*]" || in["capabilities"].(map[string]any)["view_tenants"] != true || in["tenant_id"] != nil {
 		t.Fatalf("introspect admin %v", in)
 	}
@@ -270,11 +253,11 @@ func TestAdminQuickstart(t *testing.T) {
 		t.Fatalf("webhook get: %d %s", r.status, r.body)
 	}
 
-	rv := must(e.call("DELETE", "/v1/admin/api-keys/"+k["key_id"].(string), "", "", as...), 200, "revoke")
+	rv := e.call("DELETE", "/v1/admin/api-keys/"+k["key_id"].(string), "", "", as...).must(t, 200, "revoke")
 	if rv["status"] != "REVOKED" {
 		t.Fatalf("revoke %v", rv)
 	}
-	if kl := must(e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status=REVOKED", "", "", as...), 200, "list revoked"); len(kl["keys"].([]any)) != 1 ||
+	if kl := e.call("GET", "/v1/admin/api-keys?tenant_id="+tenant+"&status=REVOKED", "", "", as...).must(t, 200, "list revoked"); len(kl["keys"].([]any)) != 1 ||
 		kl["keys"].([]any)[0].(map[string]any)["revoked_at"] == nil {
 		t.Fatalf("revoked keys %v", kl)
 	}
@@ -284,7 +267,7 @@ func TestAdminQuickstart(t *testing.T) {
 	if r := e.call("PATCH", "/v1/admin/tenants/"+tenant, "", `{"status":"CLOSED","name":"x"}`, as...); r.status != 400 {
 		t.Fatalf("close with other changes: %d %s", r.status, r.body)
 	}
-	cl := must(e.call("PATCH", "/v1/admin/tenants/"+tenant, "", `{"status":"CLOSED"}`, as...), 200, "close tenant")
+	cl := e.call("PATCH", "/v1/admin/tenants/"+tenant, "", `{"status":"CLOSED"}`, as...).must(t, 200, "close tenant")
 	if cl["status"] != "CLOSED" || cl["closed_at"] == nil {
 		t.Fatalf("close %v", cl)
 	}

@@ -1,14 +1,9 @@
 package cycleshttp_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"io"
-	"net"
 	"net/http"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +19,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
+	"github.com/cyclesgo/cycles-go/test/httpjson"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 )
 
@@ -69,18 +65,9 @@ func start(t *testing.T, c redis.UniversalClient, opts ...grpctest.Option) *env 
 	srv := server.New(o, server.Services{Runtime: rt, ActionKinds: kinds})
 	hs := srv.NewHTTP(server.HTTPOptions{})
 	hs.Handle("/v1/", cycleshttp.New(cycleshttp.Options{Invoker: srv, Services: server.Services{Runtime: rt, ActionKinds: kinds}, MaxBodyBytes: 64 << 10}))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = hs.Serve(lis) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		hs.Shutdown(ctx)
-	})
+	base := httpjson.Serve(t, hs)
 	conn := grpctest.Serve(t, srv.GRPC)
-	return &env{t: t, c: c, base: "http://" + lis.Addr().String(), grpc: cyclesv1.NewRuntimeServiceClient(conn),
+	return &env{t: t, c: c, base: base, grpc: cyclesv1.NewRuntimeServiceClient(conn),
 		kinds: cyclesv1.NewActionKindServiceClient(conn)}
 }
 
@@ -94,46 +81,29 @@ type reply struct {
 // obj decodes the body as a JSON object, numbers kept exact.
 func (r reply) obj(t *testing.T) map[string]any {
 	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(r.body))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		t.Fatalf("body is not a JSON object: %v: %s", err, r.body)
+	return httpjson.Object(t, r.body)
+}
+
+// must is the body of an answer that has to carry status; any other fails
+// the test, naming what was asked.
+func (r reply) must(t *testing.T, status int, what string) map[string]any {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("%s: %d %s", what, r.status, r.body)
 	}
-	return m
+	return r.obj(t)
 }
 
 // call sends one request as tenant ("" = no key) with extra headers (k, v ...).
 func (e *env) call(method, path, tenant, body string, kv ...string) reply {
 	e.t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, e.base+path, rd)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("X-Request-Id", "req-test")
+	hdr := []string{"X-Request-Id", "req-test"}
 	if tenant != "" {
-		req.Header.Set("X-Cycles-API-Key", grpctest.APIKey(tenant))
+		hdr = append(hdr, "X-Cycles-API-Key", grpctest.APIKey(tenant))
 	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		req.Header.Set(kv[i], kv[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	out := reply{status: resp.StatusCode, header: resp.Header, body: b}
+	req := httpjson.NewRequest(e.t, method, e.base+path, body, append(hdr, kv...)...)
+	r := httpjson.Do(e.t, req)
+	out := reply{status: r.Status, header: r.Header, body: r.Body}
 	if e.rec != nil {
 		*e.rec = append(*e.rec, exchange{method: method, path: path, reqHeader: req.Header.Clone(), reqBody: body, reply: out})
 	}

@@ -15,22 +15,15 @@ func TestPoliciesHTTP(t *testing.T) {
 	e := startFull(t)
 	tenant := strings.ReplaceAll(ledgertest.NewTenantID(t), "_", "-")
 	as := []string{"X-Admin-API-Key", adminKey}
-	must := func(r reply, status int, what string) map[string]any {
-		t.Helper()
-		if r.status != status {
-			t.Fatalf("%s: %d %s", what, r.status, r.body)
-		}
-		return r.obj(t)
-	}
-	must(e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"P"}`, as...), 201, "tenant")
-	key := must(e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"k"}`, as...), 201, "key")["key_secret"].(string)
+	e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"P"}`, as...).must(t, 201, "tenant")
+	key := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"k"}`, as...).must(t, 201, "key")["key_secret"].(string)
 	for _, sp := range []string{"", "/workspace:prod", "/workspace:prod/agent:bot"} {
-		must(e.call("POST", "/v1/admin/budgets", "", `{"tenant_id":"`+tenant+`","scope":"tenant:`+tenant+sp+`","unit":"TOKENS","allocated":{"unit":"TOKENS","amount":100000}}`, as...), 201, "budget")
+		e.call("POST", "/v1/admin/budgets", "", `{"tenant_id":"`+tenant+`","scope":"tenant:`+tenant+sp+`","unit":"TOKENS","allocated":{"unit":"TOKENS","amount":100000}}`, as...).must(t, 201, "budget")
 	}
 
 	create := func(body string) map[string]any {
 		t.Helper()
-		return must(e.call("POST", "/v1/admin/policies", "", `{"tenant_id":"`+tenant+`",`+body+`}`, as...), 201, "create policy "+body)
+		return e.call("POST", "/v1/admin/policies", "", `{"tenant_id":"`+tenant+`",`+body+`}`, as...).must(t, 201, "create policy "+body)
 	}
 	low := create(`"name":"low","scope_pattern":"tenant:` + tenant + `/*","priority":1,"caps":{"max_tokens":100},
 		"commit_overage_policy":"REJECT","reservation_ttl_override":{"default_ttl_ms":20000}`)
@@ -45,7 +38,7 @@ func TestPoliciesHTTP(t *testing.T) {
 		t.Helper()
 		n++
 		body := `{"idempotency_key":"h-` + itoa(int64(n)) + `","subject":` + subject + `,"action":{"kind":"llm","name":"m"},"estimate":{"unit":"TOKENS","amount":5}}`
-		return must(e.call("POST", "/v1/reservations", "", body, "X-Cycles-API-Key", key), 200, "reserve "+subject)
+		return e.call("POST", "/v1/reservations", "", body, "X-Cycles-API-Key", key).must(t, 200, "reserve "+subject)
 	}
 	cases := []struct {
 		name, subject, maxTokens, policy string
@@ -64,7 +57,7 @@ func TestPoliciesHTTP(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			for id, body := range c.patch {
-				must(e.call("PATCH", "/v1/admin/policies/"+id, "", body, as...), 200, "patch")
+				e.call("PATCH", "/v1/admin/policies/"+id, "", body, as...).must(t, 200, "patch")
 			}
 			r := reserve(c.subject)
 			caps, _ := r["caps"].(map[string]any)
@@ -83,11 +76,11 @@ func TestPoliciesHTTP(t *testing.T) {
 		})
 	}
 
-	got := must(e.call("GET", "/v1/admin/policies/"+high["policy_id"].(string), "", "", as...), 200, "get")
+	got := e.call("GET", "/v1/admin/policies/"+high["policy_id"].(string), "", "", as...).must(t, 200, "get")
 	if got["status"] != "DISABLED" || got["updated_at"] == nil || got["effective_from"] != "2020-01-01T00:00:00.000Z" {
 		t.Fatalf("get %v", got)
 	}
-	l := must(e.call("GET", "/v1/admin/policies?tenant_id="+tenant+"&status=ACTIVE", "", "", as...), 200, "list")
+	l := e.call("GET", "/v1/admin/policies?tenant_id="+tenant+"&status=ACTIVE", "", "", as...).must(t, 200, "list")
 	if ps := l["policies"].([]any); len(ps) != 1 || ps[0].(map[string]any)["name"] != "low" {
 		t.Fatalf("list %v", l)
 	}

@@ -44,22 +44,15 @@ func TestPolicyRateLimitsBothWires(t *testing.T) {
 			e.rec = &rec
 			tenant := strings.ReplaceAll(ledgertest.NewTenantID(t), "_", "-")
 			as := []string{"X-Admin-API-Key", adminKey}
-			ok := func(r reply, status int, what string) map[string]any {
-				t.Helper()
-				if r.status != status {
-					t.Fatalf("%s: %d %s", what, r.status, r.body)
-				}
-				return r.obj(t)
-			}
-			ok(e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"R"}`, as...), 201, "tenant")
-			key := ok(e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"k"}`, as...), 201, "key")["key_secret"].(string)
-			ok(e.call("POST", "/v1/admin/budgets", "", `{"tenant_id":"`+tenant+`","scope":"tenant:`+tenant+`","unit":"TOKENS","allocated":{"unit":"TOKENS","amount":100000}}`, as...), 201, "budget")
-			ok(e.call("POST", "/v1/admin/policies", "", `{"tenant_id":"`+tenant+`","name":"rl","scope_pattern":"tenant:`+tenant+`/*",`+
-				`"rate_limits":{"max_reservations_per_minute":2,"max_commits_per_minute":1}}`, as...), 201, "policy")
+			e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"R"}`, as...).must(t, 201, "tenant")
+			key := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"k"}`, as...).must(t, 201, "key")["key_secret"].(string)
+			e.call("POST", "/v1/admin/budgets", "", `{"tenant_id":"`+tenant+`","scope":"tenant:`+tenant+`","unit":"TOKENS","allocated":{"unit":"TOKENS","amount":100000}}`, as...).must(t, 201, "budget")
+			e.call("POST", "/v1/admin/policies", "", `{"tenant_id":"`+tenant+`","name":"rl","scope_pattern":"tenant:`+tenant+`/*",`+
+				`"rate_limits":{"max_reservations_per_minute":2,"max_commits_per_minute":1}}`, as...).must(t, 201, "policy")
 			scope := "tenant:" + tenant + "/workspace:prod/agent:bot"
 			auditCount := func() int {
 				t.Helper()
-				logs, _ := ok(e.call("GET", "/v1/admin/audit/logs?tenant_id="+tenant+"&limit=100", "", "", as...), 200, "audit")["logs"].([]any)
+				logs, _ := e.call("GET", "/v1/admin/audit/logs?tenant_id="+tenant+"&limit=100", "", "", as...).must(t, 200, "audit")["logs"].([]any)
 				return len(logs)
 			}
 			audit0 := auditCount()

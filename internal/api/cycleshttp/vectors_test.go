@@ -107,22 +107,15 @@ func (e *env) v026Fixture(t *testing.T, observes bool) v026Fixture {
 	t.Helper()
 	as := []string{"X-Admin-API-Key", adminKey}
 	tenant := strings.ReplaceAll(ledgertest.NewTenantID(t), "_", "-")
-	must := func(r reply, status int, what string) map[string]any {
-		t.Helper()
-		if r.status != status {
-			t.Fatalf("%s: %d %s", what, r.status, r.body)
-		}
-		return r.obj(t)
-	}
-	must(e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"acme"}`, as...), 201, "tenant")
-	k := must(e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"agent","permissions":["reservations:create","reservations:commit","reservations:release","reservations:extend","reservations:list","balances:read","events:read"]}`, as...), 201, "key")
+	e.call("POST", "/v1/admin/tenants", "", `{"tenant_id":"`+tenant+`","name":"acme"}`, as...).must(t, 201, "tenant")
+	k := e.call("POST", "/v1/admin/api-keys", "", `{"tenant_id":"`+tenant+`","name":"agent","permissions":["reservations:create","reservations:commit","reservations:release","reservations:extend","reservations:list","balances:read","events:read"]}`, as...).must(t, 201, "key")
 	agent := "tenant:" + tenant + "/agent:support-bot"
 	for scope, amount := range map[string]string{"tenant:" + tenant: "1000000", agent: "50000"} {
-		must(e.call("POST", "/v1/admin/budgets", "", `{"scope":"`+scope+`","unit":"USD_MICROCENTS",`+
-			`"allocated":{"unit":"USD_MICROCENTS","amount":`+amount+`}}`, as...), 201, "budget "+scope)
+		e.call("POST", "/v1/admin/budgets", "", `{"scope":"`+scope+`","unit":"USD_MICROCENTS",`+
+			`"allocated":{"unit":"USD_MICROCENTS","amount":`+amount+`}}`, as...).must(t, 201, "budget "+scope)
 	}
 	if observes {
-		tn := must(e.call("PATCH", "/v1/admin/tenants/"+tenant, "", `{"observe_mode":"OBSERVE"}`, as...), 200, "observe")
+		tn := e.call("PATCH", "/v1/admin/tenants/"+tenant, "", `{"observe_mode":"OBSERVE"}`, as...).must(t, 200, "observe")
 		if tn["observe_mode"] != "OBSERVE" {
 			t.Fatalf("tenant after PATCH: %v", tn)
 		}
