@@ -155,12 +155,14 @@ func (s *Service) eventContext(ctx context.Context) string {
 	return eventctx.Arg(ctx, s.retention)
 }
 
-// done counts a refusal of rpc (protocol errors only) and returns err.
-func (s *Service) done(ctx context.Context, rpc string, err error) error {
+// CountRefusal counts a refusal of the admin RPC rpc in cycles.admin.refusals
+// (protocol errors only; anything else is not a refusal). AdminService's
+// interceptor (internal/api/adminapi) calls it for every RPC, so no method
+// counts its own.
+func (s *Service) CountRefusal(ctx context.Context, rpc string, err error) {
 	if ae, ok := apierr.As(err); ok {
 		s.m.refusals.Add(ctx, 1, metric.WithAttributes(attribute.String("rpc", rpc), attribute.String("reason", string(ae.Code))))
 	}
-	return err
 }
 
 // pageLimit is a listing's page size: the requested limit, def when unset,

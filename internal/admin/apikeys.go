@@ -96,11 +96,11 @@ func (s *Service) storeAPIKey(ctx context.Context, req *cyclesv1.CreateApiKeyReq
 	// was presented before it existed).
 	s.keys.created(auth.HashSecret(full))
 	if err != nil {
-		return nil, s.done(ctx, "CreateApiKey", err)
+		return nil, err
 	}
 	k, err := apiKeyFromRecord(rec)
 	if err != nil {
-		return nil, s.done(ctx, "CreateApiKey", err)
+		return nil, err
 	}
 	s.m.keysCreated.Add(ctx, 1)
 	return &cyclesv1.CreateApiKeyResponse{ApiKey: k, Secret: full}, nil
@@ -116,7 +116,7 @@ func (s *Service) RevokeApiKey(ctx context.Context, req *cyclesv1.RevokeApiKeyRe
 	tenant := req.GetTenantId()
 	keyID, err := storedKeyID(tenant, req.GetKeyId())
 	if err != nil {
-		return nil, s.done(ctx, "RevokeApiKey", err)
+		return nil, err
 	}
 	tk := keys.Tenant(tenant)
 	var out revokeReply
@@ -132,11 +132,11 @@ func (s *Service) RevokeApiKey(ctx context.Context, req *cyclesv1.RevokeApiKeyRe
 	// not an error of the revocation, which did commit).
 	_ = s.InvalidateKey(context.WithoutCancel(ctx), tenant, keyID)
 	if err != nil {
-		return nil, s.done(ctx, "RevokeApiKey", err)
+		return nil, err
 	}
 	k, err := apiKeyFromRecord(out.Key)
 	if err != nil {
-		return nil, s.done(ctx, "RevokeApiKey", err)
+		return nil, err
 	}
 	if out.RevokedNow {
 		s.m.keysRevoked.Add(ctx, 1)

@@ -57,12 +57,12 @@ func (r budgetRef) key() string { return r.keys.Budget(r.scope, r.unit) }
 func (s *Service) CreateBudget(ctx context.Context, req *cyclesv1.CreateBudgetRequest) (*cyclesv1.CreateBudgetResponse, error) {
 	tenant, err := ownTenant(ctx, req.GetTenantId())
 	if err != nil {
-		return nil, s.done(ctx, "CreateBudget", err)
+		return nil, err
 	}
 	req.TenantId = tenant
 	b, err := s.createBudget(ctx, req)
 	if err != nil {
-		return nil, s.done(ctx, "CreateBudget", err)
+		return nil, err
 	}
 	s.m.budgetsCreated.Add(ctx, 1, metric.WithAttributes(attribute.String("unit", scope.UnitKey(b.GetUnit()))))
 	return &cyclesv1.CreateBudgetResponse{Budget: b}, nil
@@ -95,12 +95,12 @@ func (s *Service) createBudget(ctx context.Context, req *cyclesv1.CreateBudgetRe
 func (s *Service) GetBudget(ctx context.Context, req *cyclesv1.GetBudgetRequest) (*cyclesv1.GetBudgetResponse, error) {
 	tenant, err := ownTenant(ctx, req.GetTenantId())
 	if err != nil {
-		return nil, s.done(ctx, "GetBudget", err)
+		return nil, err
 	}
 	req.TenantId = tenant
 	b, err := s.getBudget(ctx, req)
 	if err != nil {
-		return nil, s.done(ctx, "GetBudget", err)
+		return nil, err
 	}
 	return &cyclesv1.GetBudgetResponse{Budget: b}, nil
 }
@@ -132,12 +132,12 @@ func (s *Service) ListBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequ
 	}
 	tenant, err := ownTenant(ctx, named)
 	if err != nil {
-		return nil, s.done(ctx, "ListBudgets", err)
+		return nil, err
 	}
 	req.TenantId = tenant
 	resp, err := s.listBudgets(ctx, req)
 	if err != nil {
-		return nil, s.done(ctx, "ListBudgets", err)
+		return nil, err
 	}
 	return resp, nil
 }
@@ -269,7 +269,7 @@ type budgetPatch struct {
 func (s *Service) UpdateBudget(ctx context.Context, req *cyclesv1.UpdateBudgetRequest) (*cyclesv1.UpdateBudgetResponse, error) {
 	b, err := s.updateBudget(ctx, req)
 	if err != nil {
-		return nil, s.done(ctx, "UpdateBudget", err)
+		return nil, err
 	}
 	s.m.budgetsUpdated.Add(ctx, 1)
 	return &cyclesv1.UpdateBudgetResponse{Budget: b}, nil
@@ -315,7 +315,7 @@ func (s *Service) updateBudget(ctx context.Context, req *cyclesv1.UpdateBudgetRe
 func (s *Service) FreezeBudget(ctx context.Context, req *cyclesv1.FreezeBudgetRequest) (*cyclesv1.FreezeBudgetResponse, error) {
 	b, err := s.setStatus(ctx, "FROZEN", req.GetTenantId(), req.GetScopePath(), req.GetUnit(), req.GetReason())
 	if err != nil {
-		return nil, s.done(ctx, "FreezeBudget", err)
+		return nil, err
 	}
 	return &cyclesv1.FreezeBudgetResponse{Budget: b}, nil
 }
@@ -324,7 +324,7 @@ func (s *Service) FreezeBudget(ctx context.Context, req *cyclesv1.FreezeBudgetRe
 func (s *Service) UnfreezeBudget(ctx context.Context, req *cyclesv1.UnfreezeBudgetRequest) (*cyclesv1.UnfreezeBudgetResponse, error) {
 	b, err := s.setStatus(ctx, "ACTIVE", req.GetTenantId(), req.GetScopePath(), req.GetUnit(), req.GetReason())
 	if err != nil {
-		return nil, s.done(ctx, "UnfreezeBudget", err)
+		return nil, err
 	}
 	return &cyclesv1.UnfreezeBudgetResponse{Budget: b}, nil
 }
@@ -333,7 +333,7 @@ func (s *Service) UnfreezeBudget(ctx context.Context, req *cyclesv1.UnfreezeBudg
 func (s *Service) CloseBudget(ctx context.Context, req *cyclesv1.CloseBudgetRequest) (*cyclesv1.CloseBudgetResponse, error) {
 	b, err := s.setStatus(ctx, "CLOSED", req.GetTenantId(), req.GetScopePath(), req.GetUnit(), req.GetReason())
 	if err != nil {
-		return nil, s.done(ctx, "CloseBudget", err)
+		return nil, err
 	}
 	return &cyclesv1.CloseBudgetResponse{Budget: b}, nil
 }

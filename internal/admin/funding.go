@@ -25,12 +25,12 @@ import (
 func (s *Service) FundBudget(ctx context.Context, req *cyclesv1.FundBudgetRequest) (*cyclesv1.FundBudgetResponse, error) {
 	tenant, err := ownTenant(ctx, req.GetTenantId())
 	if err != nil {
-		return nil, s.done(ctx, "FundBudget", err)
+		return nil, err
 	}
 	req.TenantId = tenant
 	resp, replay, err := s.fundBudget(ctx, req)
 	if err != nil {
-		return nil, s.done(ctx, "FundBudget", err)
+		return nil, err
 	}
 	if replay {
 		s.m.fundingReplays.Add(ctx, 1)

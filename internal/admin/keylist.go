@@ -33,7 +33,7 @@ const (
 func (s *Service) ListApiKeys(ctx context.Context, req *cyclesv1.ListApiKeysRequest) (*cyclesv1.ListApiKeysResponse, error) {
 	resp, err := s.listAPIKeys(ctx, req)
 	if err != nil {
-		return nil, s.done(ctx, "ListApiKeys", err)
+		return nil, err
 	}
 	return resp, nil
 }

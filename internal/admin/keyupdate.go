@@ -22,11 +22,11 @@ func (s *Service) UpdateApiKey(ctx context.Context, req *cyclesv1.UpdateApiKeyRe
 	tenant := req.GetTenantId()
 	keyID, err := storedKeyID(tenant, req.GetKeyId())
 	if err != nil {
-		return nil, s.done(ctx, "UpdateApiKey", err)
+		return nil, err
 	}
 	args, err := keyUpdateArgs(tenant, req)
 	if err != nil {
-		return nil, s.done(ctx, "UpdateApiKey", err)
+		return nil, err
 	}
 	tk := keys.Tenant(tenant)
 	var rec record
@@ -37,11 +37,11 @@ func (s *Service) UpdateApiKey(ctx context.Context, req *cyclesv1.UpdateApiKeyRe
 	// replicas, even if the script failed (it may have committed).
 	_ = s.InvalidateKey(context.WithoutCancel(ctx), tenant, keyID)
 	if err != nil {
-		return nil, s.done(ctx, "UpdateApiKey", err)
+		return nil, err
 	}
 	k, err := apiKeyFromRecord(rec)
 	if err != nil {
-		return nil, s.done(ctx, "UpdateApiKey", err)
+		return nil, err
 	}
 	return &cyclesv1.UpdateApiKeyResponse{ApiKey: k}, nil
 }

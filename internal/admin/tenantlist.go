@@ -40,7 +40,7 @@ const (
 func (s *Service) ListTenants(ctx context.Context, req *cyclesv1.ListTenantsRequest) (*cyclesv1.ListTenantsResponse, error) {
 	resp, err := s.listTenants(ctx, req)
 	if err != nil {
-		return nil, s.done(ctx, "ListTenants", err)
+		return nil, err
 	}
 	return resp, nil
 }

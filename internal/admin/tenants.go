@@ -29,7 +29,7 @@ const (
 func (s *Service) CreateTenant(ctx context.Context, req *cyclesv1.CreateTenantRequest) (*cyclesv1.CreateTenantResponse, error) {
 	t, err := s.createTenant(ctx, req)
 	if err != nil {
-		return nil, s.done(ctx, "CreateTenant", err)
+		return nil, err
 	}
 	s.m.tenantsCreated.Add(ctx, 1)
 	return &cyclesv1.CreateTenantResponse{Tenant: t}, nil
@@ -68,11 +68,11 @@ func (s *Service) GetTenant(ctx context.Context, req *cyclesv1.GetTenantRequest)
 	var rec record
 	id := req.GetTenantId()
 	if err := scriptGetTenant.RunInto(ctx, s.exec, &rec, recordKeys{keys.Tenant(id).Record()}, tenantIDArgs{id}); err != nil {
-		return nil, s.done(ctx, "GetTenant", err)
+		return nil, err
 	}
 	t, err := tenantFromRecord(rec)
 	if err != nil {
-		return nil, s.done(ctx, "GetTenant", err)
+		return nil, err
 	}
 	return &cyclesv1.GetTenantResponse{Tenant: t}, nil
 }
@@ -126,11 +126,11 @@ func (s *Service) UpdateTenant(ctx context.Context, req *cyclesv1.UpdateTenantRe
 	var rec record
 	if err := scriptUpdateTenant.RunInto(ctx, s.exec, &rec, tenantKeys{tk.Record(), tk.Events()},
 		tenantPatchArgs{id, string(patch), s.eventContext(ctx)}); err != nil {
-		return nil, s.done(ctx, "UpdateTenant", err)
+		return nil, err
 	}
 	t, err := tenantFromRecord(rec)
 	if err != nil {
-		return nil, s.done(ctx, "UpdateTenant", err)
+		return nil, err
 	}
 	s.m.tenantsUpdated.Add(ctx, 1, metric.WithAttributes(attribute.String("status", rec["status"])))
 	return &cyclesv1.UpdateTenantResponse{Tenant: t}, nil
@@ -149,11 +149,11 @@ func (s *Service) CloseTenant(ctx context.Context, req *cyclesv1.CloseTenantRequ
 	tk := keys.Tenant(id)
 	var out closeReply
 	if err := scriptCloseTenant.RunInto(ctx, s.exec, &out, tenantKeys{tk.Record(), tk.Events()}, tenantCtxArgs{id, s.eventContext(ctx)}); err != nil {
-		return nil, s.done(ctx, "CloseTenant", err)
+		return nil, err
 	}
 	t, err := tenantFromRecord(out.Tenant)
 	if err != nil {
-		return nil, s.done(ctx, "CloseTenant", err)
+		return nil, err
 	}
 	if out.ClosedNow {
 		s.m.tenantsClosed.Add(ctx, 1)
@@ -163,7 +163,7 @@ func (s *Service) CloseTenant(ctx context.Context, req *cyclesv1.CloseTenantRequ
 		s.m.closeReleased.Add(ctx, released)
 	}
 	if err != nil {
-		return nil, s.done(ctx, "CloseTenant", fmt.Errorf("tenant %s is CLOSED but releasing its reservations failed after %d (call CloseTenant again to finish): %w", id, released, err))
+		return nil, fmt.Errorf("tenant %s is CLOSED but releasing its reservations failed after %d (call CloseTenant again to finish): %w", id, released, err)
 	}
 	return &cyclesv1.CloseTenantResponse{Tenant: t, ReleasedReservations: released}, nil
 }

@@ -28,7 +28,7 @@ const Domain = "cycles"
 // Code is a protocol error code (docs/protocol.md#errors), used as ErrorInfo.reason.
 type Code string
 
-// Protocol error codes. The gRPC status of each is fixed by Code.GRPCCode.
+// Protocol error codes. The gRPC and HTTP status of each is fixed by statuses.
 const (
 	InvalidRequest         Code = "INVALID_REQUEST"
 	UnitMismatch           Code = "UNIT_MISMATCH"
@@ -79,31 +79,61 @@ const (
 	StoreFull Code = "STORE_FULL"
 )
 
-// GRPCCode is the gRPC status code of a protocol code (docs/protocol.md#errors).
-func (c Code) GRPCCode() codes.Code {
-	switch c {
-	case InvalidRequest, UnitMismatch, Overflow:
-		return codes.InvalidArgument
-	case Unauthorized:
-		return codes.Unauthenticated
-	case Forbidden:
-		return codes.PermissionDenied
-	case NotFound, TenantNotFound, BudgetNotFound, KeyNotFound, PolicyNotFound, EventNotFound:
-		return codes.NotFound
-	case IdempotencyMismatch, DuplicateResource:
-		return codes.AlreadyExists
-	case LimitExceeded, StoreFull, SlowConsumer:
-		return codes.ResourceExhausted
-	case Unavailable, IdempotencyPending:
-		return codes.Unavailable
-	case InternalError:
-		return codes.Internal
-	default:
-		// Budget and state conflicts: deterministic refusals, never retried
-		// blindly by gRPC clients (unlike RESOURCE_EXHAUSTED).
-		return codes.FailedPrecondition
-	}
+// wireStatus is how one protocol code travels: its gRPC status code and its
+// HTTP status on the Cycles HTTP wire (and in audit entries).
+type wireStatus struct {
+	grpc codes.Code
+	http int
 }
+
+// statuses is the one code→status table (docs/protocol.md#errors). A code not
+// listed is a budget or state conflict: FAILED_PRECONDITION and 409, a
+// deterministic refusal that gRPC clients never retry blindly (unlike
+// RESOURCE_EXHAUSTED).
+var statuses = map[Code]wireStatus{
+	InvalidRequest: {codes.InvalidArgument, http.StatusBadRequest},
+	UnitMismatch:   {codes.InvalidArgument, http.StatusBadRequest},
+	Overflow:       {codes.InvalidArgument, http.StatusBadRequest},
+	Unauthorized:   {codes.Unauthenticated, http.StatusUnauthorized},
+	Forbidden:      {codes.PermissionDenied, http.StatusForbidden},
+	NotFound:       {codes.NotFound, http.StatusNotFound},
+	TenantNotFound: {codes.NotFound, http.StatusNotFound},
+	BudgetNotFound: {codes.NotFound, http.StatusNotFound},
+	KeyNotFound:    {codes.NotFound, http.StatusNotFound},
+	PolicyNotFound: {codes.NotFound, http.StatusNotFound},
+	EventNotFound:  {codes.NotFound, http.StatusNotFound},
+	// An expired reservation is gone on the HTTP wire; on gRPC it is a state
+	// conflict like any other.
+	ReservationExpired:  {codes.FailedPrecondition, http.StatusGone},
+	IdempotencyMismatch: {codes.AlreadyExists, http.StatusConflict},
+	DuplicateResource:   {codes.AlreadyExists, http.StatusConflict},
+	LimitExceeded:       {codes.ResourceExhausted, http.StatusTooManyRequests},
+	// A watch whose client stopped reading: nothing to retry on the HTTP wire.
+	SlowConsumer: {codes.ResourceExhausted, http.StatusConflict},
+	// Fail closed, retryable later: Redis did not answer, or it is full and
+	// refused the write (docs/limits.md).
+	StoreFull:          {codes.ResourceExhausted, http.StatusServiceUnavailable},
+	Unavailable:        {codes.Unavailable, http.StatusServiceUnavailable},
+	IdempotencyPending: {codes.Unavailable, http.StatusInternalServerError},
+	InternalError:      {codes.Internal, http.StatusInternalServerError},
+}
+
+// conflict is the status of every code statuses does not list.
+var conflict = wireStatus{codes.FailedPrecondition, http.StatusConflict}
+
+func (c Code) status() wireStatus {
+	if s, ok := statuses[c]; ok {
+		return s
+	}
+	return conflict
+}
+
+// GRPCCode is the gRPC status code of a protocol code (statuses).
+func (c Code) GRPCCode() codes.Code { return c.status().grpc }
+
+// HTTPStatus is the HTTP status of a refusal with code c on the Cycles HTTP
+// wire (and in audit entries), from the same table as GRPCCode.
+func (c Code) HTTPStatus() int { return c.status().http }
 
 // Error is a client-visible error.
 type Error struct {
@@ -298,32 +328,5 @@ func (c Code) Runtime() (Code, bool) {
 		return NotFound, false
 	default:
 		return InternalError, false // UNAVAILABLE, IDEMPOTENCY_PENDING: retry with the same key
-	}
-}
-
-// HTTPStatus is the HTTP status of a refusal with code c on the Cycles HTTP
-// wire (and in audit entries): declared once, here.
-func (c Code) HTTPStatus() int {
-	switch c {
-	case InvalidRequest, UnitMismatch, Overflow:
-		return http.StatusBadRequest
-	case Unauthorized:
-		return http.StatusUnauthorized
-	case Forbidden:
-		return http.StatusForbidden
-	case NotFound, TenantNotFound, BudgetNotFound, KeyNotFound, PolicyNotFound, EventNotFound:
-		return http.StatusNotFound
-	case ReservationExpired:
-		return http.StatusGone
-	case LimitExceeded:
-		return http.StatusTooManyRequests
-	case InternalError, IdempotencyPending:
-		return http.StatusInternalServerError
-	case Unavailable, StoreFull:
-		// Fail closed, retryable later: Redis did not answer, or it is full
-		// and refused the write (docs/limits.md).
-		return http.StatusServiceUnavailable
-	default:
-		return http.StatusConflict
 	}
 }

@@ -177,6 +177,7 @@ func Run(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		AdminKey:       cfg.AdminKey,
 		RequestTimeout: cfg.RequestTimeout,
 		Guard:          comp.guard,
+		Inner:          comp.inner,
 		ServerOptions:  serverOpts,
 		Limits:         limits(cfg),
 		Audit:          comp.audit,

@@ -48,8 +48,10 @@ type components struct {
 	meterProvider metric.MeterProvider
 	verifier      auth.Verifier
 	guard         grpc.UnaryServerInterceptor
-	services      server.Services
-	workers       []func(context.Context) error
+	// inner are the services' own interceptors (server.Options.Inner).
+	inner    []grpc.UnaryServerInterceptor
+	services server.Services
+	workers  []func(context.Context) error
 
 	admin  *admin.Service
 	audit  *audit.Service
@@ -154,6 +156,7 @@ func build(cfg *config.Config, log *zap.Logger, mp metric.MeterProvider, exec, s
 		sweeper:       sw,
 		feed:          ann,
 		limiter:       lim,
+		inner:         []grpc.UnaryServerInterceptor{adminapi.CountRefusals(adm)},
 		services: server.Services{
 			Runtime:       runtimeapi.New(led),
 			Admin:         adminapi.New(adm),

@@ -11,7 +11,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/contract"
-	"github.com/cyclesgo/cycles-go/internal/ledger"
+	"github.com/cyclesgo/cycles-go/internal/reservationid"
 )
 
 // Resource types of audit entries (the spec's standard values, plus the
@@ -135,7 +135,7 @@ func target(resource string, req any) (tenant, id string) {
 	case ResourceReservation:
 		id = str("reservation_id")
 		if tenant == "" {
-			tenant, _ = ledger.OwnerOf(id)
+			tenant, _ = reservationid.Owner(id)
 		}
 	case ResourcePolicy:
 		id = str("policy_id") // a create's id is set by its script

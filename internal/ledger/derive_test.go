@@ -67,13 +67,3 @@ func BenchmarkBalances(b *testing.B) {
 		_ = balances(cyclesv1.Unit_UNIT_TOKENS, rows)
 	}
 }
-
-func TestReservationID(t *testing.T) {
-	id := reservationID("acme", "0190b7c2-6d1e-4cc4-8a3e-1b2c3d4e5f60")
-	if id != "r_acme_0190b7c26d1e4cc48a3e1b2c3d4e5f60" {
-		t.Fatalf("id %q", id)
-	}
-	if owner, ok := OwnerOf(id); !ok || owner != "acme" {
-		t.Fatalf("OwnerOf(%q) = %q, %v", id, owner, ok)
-	}
-}

@@ -118,6 +118,13 @@ func (j *jsonBuf) key(name string) {
 	j.b = append(j.b, '"', ':')
 }
 
+// sep writes the comma before element i of an array or object, but the first.
+func (j *jsonBuf) sep(i int) {
+	if i > 0 {
+		j.b = append(j.b, ',')
+	}
+}
+
 func newJSONBuf(size int) *jsonBuf {
 	j := &jsonBuf{b: make([]byte, 0, size), first: true, ok: true}
 	j.b = append(j.b, '{')
@@ -149,9 +156,7 @@ func subjectJSON(s *cyclesv1.Subject) (string, bool) {
 		j.key("dimensions")
 		j.b = append(j.b, '{')
 		for i, k := range keys {
-			if i > 0 {
-				j.b = append(j.b, ',')
-			}
+			j.sep(i)
 			j.str(k)
 			j.b = append(j.b, ':')
 			j.str(dims[k])
@@ -174,9 +179,7 @@ func actionJSON(a *cyclesv1.Action) (string, bool) {
 		j.key("tags")
 		j.b = append(j.b, '[')
 		for i, t := range tags {
-			if i > 0 {
-				j.b = append(j.b, ',')
-			}
+			j.sep(i)
 			j.str(t)
 		}
 		j.b = append(j.b, ']')

@@ -9,7 +9,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
-	"github.com/cyclesgo/cycles-go/internal/ledger"
+	"github.com/cyclesgo/cycles-go/internal/reservationid"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 )
 
@@ -18,7 +18,7 @@ func TestReserveResponse(t *testing.T) {
 	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: 1000})
 	e.budget(ledgertest.Budget{Scope: e.scope("workspace:prod"), Allocated: 500})
 	r := e.mustReserve("k1", 100, withSubject(&cyclesv1.Subject{Workspace: "Prod", Agent: "bot"}))
-	if owner, ok := ledger.OwnerOf(r.ReservationId); !ok || owner != e.tenant || len(r.ReservationId) > 128 {
+	if owner, ok := reservationid.Owner(r.ReservationId); !ok || owner != e.tenant || len(r.ReservationId) > 128 {
 		t.Fatalf("reservation id %q does not name its owner %s", r.ReservationId, e.tenant)
 	}
 	if r.GetDecision() != cyclesv1.Decision_DECISION_ALLOW || r.GetReserved().GetAmount() != 100 ||

@@ -9,6 +9,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/internal/reservationid"
 	"github.com/cyclesgo/cycles-go/internal/scope"
 )
 
@@ -20,7 +21,7 @@ func (l *Ledger) Reserve(ctx context.Context, tenant string, req *cyclesv1.Creat
 	if req.GetDryRun() {
 		op = "dry_run"
 	}
-	ks, args, err := l.reserveCall(ctx, tenant, req, func() string { return reservationID(tenant, l.newID()) })
+	ks, args, err := l.reserveCall(ctx, tenant, req, func() string { return reservationid.New(tenant, l.newID()) })
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
@@ -16,21 +18,18 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/scope"
 	"github.com/cyclesgo/cycles-go/internal/scopefilter"
+	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
 // Commit settles a reservation of the effective tenant with its actual cost:
 // docs/protocol.md#commit. Ids of other tenants are answered by the handler's
 // owner check (ids.go) before this is called.
 func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.CommitReservationRequest) (*cyclesv1.CommitReservationResponse, error) {
-	hash, err := idempotency.PayloadHash(req)
+	hash, meta, err := hashAndMetadata(req)
 	if err != nil {
 		return nil, err
 	}
 	metrics, err := jsonOf(req.GetMetrics())
-	if err != nil {
-		return nil, err
-	}
-	meta, err := jsonOf(req.GetMetadata())
 	if err != nil {
 		return nil, err
 	}
@@ -40,13 +39,7 @@ func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.Commit
 	args := commitArgs{ID: rid, Unit: scope.UnitKey(req.GetActual().GetUnit()), Amount: req.GetActual().GetAmount(),
 		IdempotencyKey: req.GetIdempotencyKey(), PayloadHash: hash, Metrics: metrics, Metadata: meta,
 		EventCtx: l.eventContext(ctx), Archive: l.archive, ScopeFilter: scopefilter.ScriptArg(ctx)}
-	snap, err := runFlat(ctx, l, scriptCommit, replyCommit, ks, args)
-	if more, ok, aerr := l.archivedPairs(ctx, tenant, rid, err); aerr != nil {
-		return nil, aerr
-	} else if ok {
-		args.Archived = more
-		snap, err = runFlat(ctx, l, scriptCommit, replyCommit, ks, args)
-	}
+	snap, err := runSettle(ctx, l, scriptCommit, replyCommit, tenant, rid, ks, args)
 	if err != nil {
 		return nil, l.refused(ctx, "commit", err)
 	}
@@ -93,13 +86,7 @@ func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.Relea
 	args := releaseArgs{ID: rid, IdempotencyKey: req.GetIdempotencyKey(), PayloadHash: hash, Reason: req.GetReason(),
 		AuditCtx: audit, Archive: l.archive, ScopeFilter: scopefilter.ScriptArg(ctx)}
 	ks := releaseKeys{t.Prefix(), t.Record(), t.Reservation(rid), t.Deadlines()}
-	snap, err := runFlat(ctx, l, scriptRelease, replyRelease, ks, args)
-	if more, ok, aerr := l.archivedPairs(ctx, tenant, rid, err); aerr != nil {
-		return nil, aerr
-	} else if ok {
-		args.Archived = more
-		snap, err = runFlat(ctx, l, scriptRelease, replyRelease, ks, args)
-	}
+	snap, err := runSettle(ctx, l, scriptRelease, replyRelease, tenant, rid, ks, args)
 	if err != nil {
 		return nil, l.refused(ctx, "release", err)
 	}
@@ -121,11 +108,7 @@ func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.Relea
 
 // Extend moves a reservation's expiry forward: docs/protocol.md#extend.
 func (l *Ledger) Extend(ctx context.Context, tenant string, req *cyclesv1.ExtendReservationRequest) (*cyclesv1.ExtendReservationResponse, error) {
-	hash, err := idempotency.PayloadHash(req)
-	if err != nil {
-		return nil, err
-	}
-	meta, err := jsonOf(req.GetMetadata())
+	hash, meta, err := hashAndMetadata(req)
 	if err != nil {
 		return nil, err
 	}
@@ -227,6 +210,54 @@ func (l *Ledger) ReleaseForTenantClose(ctx context.Context, tenant string, batch
 		l.m.released.Add(ctx, int64(out.Released), attribute.String("reason", "tenant_closed"))
 	}
 	return out.Released, out.Remaining > 0, nil
+}
+
+// withMetadata is a request carrying client metadata (commit, extend).
+type withMetadata interface {
+	proto.Message
+	GetMetadata() *structpb.Struct
+}
+
+// hashAndMetadata is req's payload hash (the idempotency check) and its
+// metadata as the script's JSON argument ("" when absent).
+func hashAndMetadata(req withMetadata) (hash, meta string, err error) {
+	if hash, err = idempotency.PayloadHash(req); err != nil {
+		return "", "", err
+	}
+	meta, err = jsonOf(req.GetMetadata())
+	return hash, meta, err
+}
+
+// settleArgs are the arguments of a script that settles a reservation
+// (commit, release): a second run carries the archived record's pairs.
+type settleArgs[A any] interface {
+	withArchived(pairs []string) A
+}
+
+func (a commitArgs) withArchived(pairs []string) commitArgs {
+	a.Archived = pairs
+	return a
+}
+
+func (a releaseArgs) withArchived(pairs []string) releaseArgs {
+	a.Archived = pairs
+	return a
+}
+
+// runSettle runs a commit or release script, and once more with the archived
+// record's pairs when the first run found no record and the reservation is
+// in the archive (archivedPairs).
+func runSettle[K any, A settleArgs[A], R any](ctx context.Context, l *Ledger, sc *script.Script[K, A],
+	layout *script.ReplyLayout[R], tenant, rid string, ks K, args A) (*R, error) {
+	snap, err := runFlat(ctx, l, sc, layout, ks, args)
+	more, ok, aerr := l.archivedPairs(ctx, tenant, rid, err)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if ok {
+		return runFlat(ctx, l, sc, layout, ks, args.withArchived(more))
+	}
+	return snap, err
 }
 
 // archivedPairs: when a commit or release found no record (err NOT_FOUND)

@@ -135,26 +135,24 @@ func TestPolicyPrecedence(t *testing.T) {
 		subj     *cyclesv1.Subject
 		reqTTL   *int64
 		reqOver  cyclesv1.CommitOveragePolicy
-		caps     *cyclesv1.Caps // nil: none (decision ALLOW)
-		over     cyclesv1.CommitOveragePolicy
-		ttl      int64
+		caps     *cyclesv1.Caps               // nil: none (decision ALLOW)
+		over     cyclesv1.CommitOveragePolicy // unset: the tenant default, ALLOW_IF_AVAILABLE
+		ttl      int64                        // 0: the tenant default, 60 s
 	}{
-		{name: "no policy", subj: bot, over: cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_IF_AVAILABLE, ttl: 60_000},
+		{name: "no policy", subj: bot},
 		{name: "descendant pattern matches", subj: bot,
 			policies: []*pol{{ScopePattern: "tenant:T/*", Caps: caps1}},
-			caps:     caps1, over: cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_IF_AVAILABLE, ttl: 60_000},
+			caps:     caps1},
 		{name: "exact tenant pattern does not match a workspace", subj: prod,
-			policies: []*pol{{ScopePattern: "tenant:T", Caps: caps1}},
-			over:     cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_IF_AVAILABLE, ttl: 60_000},
+			policies: []*pol{{ScopePattern: "tenant:T", Caps: caps1}}},
 		{name: "exact tenant pattern matches the tenant", subj: tenant,
 			policies: []*pol{{ScopePattern: "tenant:T", Caps: caps1}},
-			caps:     caps1, over: cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_IF_AVAILABLE, ttl: 60_000},
+			caps:     caps1},
 		{name: "agent wildcard matches an agent, not its workspace", subj: prod,
-			policies: []*pol{{ScopePattern: "agent:*", Caps: caps1}},
-			over:     cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_IF_AVAILABLE, ttl: 60_000},
+			policies: []*pol{{ScopePattern: "agent:*", Caps: caps1}}},
 		{name: "suffix pattern", subj: bot,
 			policies: []*pol{{ScopePattern: "*/agent:bot", Caps: caps1}},
-			caps:     caps1, over: cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_IF_AVAILABLE, ttl: 60_000},
+			caps:     caps1},
 		{name: "higher priority wins per field", subj: bot,
 			policies: []*pol{
 				{ScopePattern: "tenant:T/*", Priority: 1, Caps: caps1,
@@ -168,29 +166,24 @@ func TestPolicyPrecedence(t *testing.T) {
 				{ScopePattern: "tenant:T/*", Priority: 1, Caps: caps1},
 				{ScopePattern: "agent:bot", Priority: 9, Caps: caps2, Status: cyclesv1.PolicyStatus_POLICY_STATUS_DISABLED},
 			},
-			caps: caps1, over: cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_IF_AVAILABLE, ttl: 60_000},
+			caps: caps1},
 		{name: "not yet effective", subj: bot,
-			policies: []*pol{{ScopePattern: "tenant:T/*", Caps: caps1, EffectiveFromMs: 9_000_000_000_000}},
-			over:     cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_IF_AVAILABLE, ttl: 60_000},
+			policies: []*pol{{ScopePattern: "tenant:T/*", Caps: caps1, EffectiveFromMs: 9_000_000_000_000}}},
 		{name: "no longer effective", subj: bot,
-			policies: []*pol{{ScopePattern: "tenant:T/*", Caps: caps1, EffectiveUntilMs: day}},
-			over:     cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_IF_AVAILABLE, ttl: 60_000},
+			policies: []*pol{{ScopePattern: "tenant:T/*", Caps: caps1, EffectiveUntilMs: day}}},
 		{name: "inside its window", subj: bot,
 			policies: []*pol{{ScopePattern: "tenant:T/*", Caps: caps1, EffectiveFromMs: day, EffectiveUntilMs: 9_000_000_000_000}},
-			caps:     caps1, over: cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_IF_AVAILABLE, ttl: 60_000},
+			caps:     caps1},
 		{name: "request overage policy beats the policy's", subj: bot,
 			reqOver:  cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_WITH_OVERDRAFT,
 			policies: []*pol{{ScopePattern: "tenant:T/*", CommitOveragePolicy: cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_REJECT}},
-			over:     cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_WITH_OVERDRAFT, ttl: 60_000},
+			over:     cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_WITH_OVERDRAFT},
 		{name: "policy max TTL caps the request", subj: bot, reqTTL: proto.Int64(500_000),
-			policies: []*pol{{ScopePattern: "tenant:T/*", ReservationTtlOverride: &cyclesv1.ReservationTtlOverride{MaxTtlMs: proto.Int64(30_000)}}},
-			over:     cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_IF_AVAILABLE, ttl: 30_000},
+			policies: []*pol{{ScopePattern: "tenant:T/*", ReservationTtlOverride: &cyclesv1.ReservationTtlOverride{MaxTtlMs: proto.Int64(30_000)}}}, ttl: 30_000},
 		{name: "request TTL beats the policy default", subj: bot, reqTTL: proto.Int64(7_000),
-			policies: []*pol{{ScopePattern: "tenant:T/*", ReservationTtlOverride: &cyclesv1.ReservationTtlOverride{DefaultTtlMs: proto.Int64(3_000)}}},
-			over:     cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_IF_AVAILABLE, ttl: 7_000},
+			policies: []*pol{{ScopePattern: "tenant:T/*", ReservationTtlOverride: &cyclesv1.ReservationTtlOverride{DefaultTtlMs: proto.Int64(3_000)}}}, ttl: 7_000},
 		{name: "policy max TTL above the tenant max replaces it", subj: bot, reqTTL: proto.Int64(700_000),
-			policies: []*pol{{ScopePattern: "*", ReservationTtlOverride: &cyclesv1.ReservationTtlOverride{MaxTtlMs: proto.Int64(800_000)}}},
-			over:     cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_IF_AVAILABLE, ttl: 700_000},
+			policies: []*pol{{ScopePattern: "*", ReservationTtlOverride: &cyclesv1.ReservationTtlOverride{MaxTtlMs: proto.Int64(800_000)}}}, ttl: 700_000},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -213,6 +206,12 @@ func TestPolicyPrecedence(t *testing.T) {
 			}
 			if r.GetDecision() != wantDecision || !proto.Equal(r.GetCaps(), c.caps) {
 				t.Errorf("reserve: decision %v caps %v; want %v %v", r.GetDecision(), r.GetCaps(), wantDecision, c.caps)
+			}
+			if c.over == cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_UNSPECIFIED {
+				c.over = cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_ALLOW_IF_AVAILABLE
+			}
+			if c.ttl == 0 {
+				c.ttl = 60_000
 			}
 			if r.GetOveragePolicy() != c.over {
 				t.Errorf("reserve: overage policy %v, want %v", r.GetOveragePolicy(), c.over)

@@ -42,12 +42,14 @@ import (
 //	guard       → per-API-key rate limit (optional)
 //	validation  → the one validation path (internal/validate)
 //	scope       → an API key's scope_filter (scopecheck.go)
+//	inner       → the services' own interceptors (Options.Inner; unary only)
 //
 // Request bodies and keys are never logged.
 type chain struct {
 	log            *zap.Logger
 	authn          *authenticator
 	guard          grpc.UnaryServerInterceptor
+	inner          []grpc.UnaryServerInterceptor
 	requestTimeout time.Duration
 	panics         metric.Int64Counter
 	maxRuntimeRecv int
@@ -80,7 +82,8 @@ func (c *chain) unaryInterceptors() []grpc.UnaryServerInterceptor {
 	if c.guard != nil {
 		list = append(list, c.guard)
 	}
-	return append(list, validateUnary, scopeUnary, onBehalfUnary)
+	list = append(list, validateUnary, scopeUnary, onBehalfUnary)
+	return append(list, c.inner...)
 }
 
 func (c *chain) streamInterceptors() []grpc.StreamServerInterceptor {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
-	"github.com/cyclesgo/cycles-go/internal/ledger"
+	"github.com/cyclesgo/cycles-go/internal/reservationid"
 )
 
 // onBehalfUnary runs a tenant method the admin key called on a tenant's
@@ -34,7 +34,7 @@ func onBehalfUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h g
 	tenant := r.Get(fd).String()
 	switch {
 	case field == "reservation_id":
-		owner, ok := ledger.OwnerOf(tenant)
+		owner, ok := reservationid.Owner(tenant)
 		if !ok {
 			return nil, apierr.New(apierr.NotFound, "reservation %s not found", tenant)
 		}

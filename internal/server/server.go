@@ -35,6 +35,10 @@ type Options struct {
 	RequestTimeout time.Duration
 	// Guard is the optional rate-limit interceptor, RateLimitGuard (runs after auth).
 	Guard grpc.UnaryServerInterceptor
+	// Inner are a service's own unary interceptors, run innermost (after
+	// validation and the scope check, just around the handler, where its
+	// *apierr.Error is still itself), in order; e.g. adminapi.CountRefusals.
+	Inner []grpc.UnaryServerInterceptor
 	// ServerOptions are appended (TLS credentials, stats handlers).
 	ServerOptions []grpc.ServerOption
 	// StreamWorkers is the number of goroutines kept to run RPCs (0:
@@ -241,6 +245,7 @@ func New(opts Options, svcs Services) *Server {
 		log:            log,
 		authn:          authn,
 		guard:          opts.Guard,
+		inner:          opts.Inner,
 		requestTimeout: opts.RequestTimeout,
 		panics:         telemetry.MustCounter(meter, "cycles.rpc.panics", "Handler panics recovered (each became INTERNAL)"),
 		maxRuntimeRecv: lim.MaxRuntimeRecvBytes,

@@ -360,13 +360,23 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   -- this template's last call: the calendar names stand.
   local cid, ccode, cmin, set, fields, cal = tpl.cid, tpl.ccode, tpl.cmin, tpl.set, tpl.fields, tpl.cal
   local over = false
-  if tpl.lsp ~= scope_path or tpl.lts ~= tenant_scope then
+  local nsp, nts = tpl.lsp ~= scope_path, tpl.lts ~= tenant_scope
+  if nsp or nts then
+    -- Only the names whose scope changed (a new agent under one tenant:
+    -- the tenant-scope names stand).
     tpl.lsp, tpl.lts = scope_path, tenant_scope
     local csfx, ct = tpl.csfx, tpl.ct
     for k = 1, #cal do
       local j = cal[k]
-      local id = (ct[j] and tenant_scope or scope_path) .. csfx[j]
-      cid[j], fields[k], set[2 * k - 1] = id, id, id
+      if ct[j] then
+        if nts then
+          local id = tenant_scope .. csfx[j]
+          cid[j], fields[k], set[2 * k - 1] = id, id, id
+        end
+      elseif nsp then
+        local id = scope_path .. csfx[j]
+        cid[j], fields[k], set[2 * k - 1] = id, id, id
+      end
     end
   end
   if tpl.nrun > 0 then
@@ -387,7 +397,8 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   -- they are; a refusal leaves them for the next call to overwrite).
   local used, thr = tpl.used, tpl.thr
   local plan = tpl.plan
-  local bk = QUOTA_MEMO.buckets(now)
+  local bk = QUOTA_MEMO.b
+  if not (bk.ms and now >= bk.ms and now < bk.ms + 60000) then bk = QUOTA_MEMO.buckets(now) end
   plan.kind, plan.risk, plan.run, plan.crossed, plan.bk = kind, risk, run_id, false, bk
   plan.sp, plan.ts = scope_path, tenant_scope
   local dnew = true

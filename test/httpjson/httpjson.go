@@ -23,27 +23,12 @@ func Call(tb testing.TB, method, url, body string, header ...string) (int, map[s
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
+	r := Do(tb, NewRequest(tb, method, url, body, header...).WithContext(ctx))
 	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		tb.Fatalf("%s %s: %s: body %q is not JSON", method, url, res.Status, raw)
+	if err := json.Unmarshal(r.Body, &out); err != nil {
+		tb.Fatalf("%s %s: %d: body %q is not JSON", method, url, r.Status, r.Body)
 	}
-	return res.StatusCode, out
+	return r.Status, out
 }
 
 // WatchedBody is a request body that records whether anything read it (the

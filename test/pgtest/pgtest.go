@@ -21,7 +21,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -342,44 +342,34 @@ func (s *Server) Restart() error {
 }
 
 var (
-	// sharedMu guards shared: one server per test binary, started on first
-	// use and stopped by StopShared after the tests.
-	sharedMu  sync.Mutex
-	shared    *Server
-	sharedErr error
-	dbSeq     int
+	// shared is one server per test binary, stopped by StopShared after the
+	// tests.
+	shared redistest.Lazy[Server]
+	dbSeq  atomic.Int64
 )
 
 // Shared returns one PostgreSQL per test binary; tests isolate themselves
 // by database (NewDatabase).
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if shared == nil && sharedErr == nil {
-		dir, err := os.MkdirTemp("", "cycles-pgtest-")
+	s, err := shared.Get("cycles-pgtest-", func(dir string) (*Server, error) {
+		port, err := FreePort()
 		if err != nil {
-			sharedErr = err
-		} else if port, err := FreePort(); err != nil {
-			sharedErr = err
-		} else if shared, sharedErr = StartProcess(dir, port); sharedErr != nil {
-			_ = os.RemoveAll(dir)
+			return nil, err
 		}
+		return StartProcess(dir, port)
+	})
+	if err != nil {
+		tb.Fatalf("shared postgres: %v", err)
 	}
-	if sharedErr != nil {
-		tb.Fatalf("shared postgres: %v", sharedErr)
-	}
-	return shared
+	return s
 }
 
 // NewDatabase creates an empty database on s for this test and returns its
 // DSN; it is dropped at cleanup.
 func NewDatabase(tb testing.TB, s *Server) string {
 	tb.Helper()
-	sharedMu.Lock()
-	dbSeq++
-	name := fmt.Sprintf("t%d_%d", os.Getpid(), dbSeq)
-	sharedMu.Unlock()
+	name := fmt.Sprintf("t%d_%d", os.Getpid(), dbSeq.Add(1))
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, s.DSN("postgres"))
 	if err != nil {
@@ -408,16 +398,7 @@ func SharedDatabase(tb testing.TB) string {
 
 // StopShared stops the shared server, if it was started, and removes its
 // directory. Call it from TestMain (redistest.MainOptions.Setup's teardown).
-func StopShared() {
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if shared != nil {
-		shared.Stop()
-		_ = os.RemoveAll(shared.Dir)
-		shared = nil
-	}
-	sharedErr = nil
-}
+func StopShared() { shared.Stop((*Server).Stop) }
 
 // Main is the TestMain of a package whose tests use the shared server:
 // redistest.Main with its leak check (no temp dir, redis-server, postgres

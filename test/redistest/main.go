@@ -106,13 +106,9 @@ func leftovers(dir string) []string {
 // StopShared stops the shared redis-server and the shared Cluster of this
 // test binary, if they were started, and removes their directories.
 func StopShared() {
+	shared.Stop((*Server).Stop)
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
-	if shared != nil {
-		shared.Stop()
-		_ = os.RemoveAll(shared.Dir)
-		shared = nil
-	}
 	if sharedCluster != nil {
 		for _, s := range sharedCluster.Masters {
 			s.Stop()

@@ -166,32 +166,19 @@ func (s *Server) Restart() error {
 // Stop terminates the server.
 func (s *Server) Stop() { s.Kill() }
 
-var (
-	// sharedMu guards shared and sharedCluster: started on first use,
-	// stopped by StopShared (Main) after the tests.
-	sharedMu  sync.Mutex
-	shared    *Server
-	sharedErr error
-)
+// shared is the redis-server this test binary shares, stopped by
+// StopShared (Main) after the tests.
+var shared Lazy[Server]
 
 // Shared returns one redis-server per test binary, for tests that isolate
 // themselves by tenant id instead of by server. It is never flushed.
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if shared == nil && sharedErr == nil {
-		dir, err := os.MkdirTemp("", "cycles-redistest-")
-		if err != nil {
-			sharedErr = err
-		} else if shared, sharedErr = StartProcess(dir, FreePort(tb)); sharedErr != nil {
-			_ = os.RemoveAll(dir)
-		}
+	s, err := shared.Get("cycles-redistest-", func(dir string) (*Server, error) { return StartProcess(dir, FreePort(tb)) })
+	if err != nil {
+		tb.Fatalf("shared redis-server: %v", err)
 	}
-	if sharedErr != nil {
-		tb.Fatalf("shared redis-server: %v", sharedErr)
-	}
-	return shared
+	return s
 }
 
 // ClusterEnv selects the backend of SharedClient and Backends: set to
@@ -204,6 +191,9 @@ const ClusterEnv = "CYCLES_TEST_REDIS"
 func OnCluster() bool { return os.Getenv(ClusterEnv) == "cluster" }
 
 var (
+	// sharedMu guards sharedCluster: started on first use, stopped by
+	// StopShared (Main) after the tests.
+	sharedMu         sync.Mutex
 	sharedCluster    *Cluster
 	sharedClusterErr bool
 )

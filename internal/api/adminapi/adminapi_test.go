@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
+	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
@@ -111,4 +113,47 @@ func TestHandlerErrorsCarryTheProtocolCode(t *testing.T) {
 	_, err = c.FundBudget(ctx, &cyclesv1.FundBudgetRequest{TenantId: id, ScopePath: "tenant:" + id, Unit: cyclesv1.Unit_UNIT_TOKENS,
 		Operation: cyclesv1.FundingOperation_FUNDING_OPERATION_CREDIT, Amount: 1, IdempotencyKey: "k"})
 	wantStatus(t, err, codes.NotFound, apierr.BudgetNotFound)
+}
+
+// TestCountRefusals: the interceptor counts each domain refusal of an admin
+// RPC once, by RPC and reason; a request refused by validation never reaches
+// the domain and is not counted; a success counts nothing.
+func TestCountRefusals(t *testing.T) {
+	exec, err := script.New(redistest.SharedClient(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := telemetrytest.New()
+	svc := admin.New(exec, admin.Options{MeterProvider: metrics.Provider})
+	conn := grpctest.Start(t, server.Services{Admin: adminapi.New(svc)},
+		func(o *server.Options) { o.Inner = append(o.Inner, adminapi.CountRefusals(svc)) })
+	c := cyclesv1.NewAdminServiceClient(conn)
+	ctx := grpctest.AsAdmin(context.Background())
+	id := tenantID()
+	cases := []struct {
+		name   string
+		call   func() error
+		rpc    string
+		reason apierr.Code
+		want   int64
+	}{
+		{"success", func() error { _, err := c.CreateTenant(ctx, &cyclesv1.CreateTenantRequest{TenantId: id}); return err },
+			"CreateTenant", apierr.DuplicateResource, 0},
+		{"duplicate", func() error { _, err := c.CreateTenant(ctx, &cyclesv1.CreateTenantRequest{TenantId: id}); return err },
+			"CreateTenant", apierr.DuplicateResource, 1},
+		{"unknown tenant", func() error { _, err := c.GetTenant(ctx, &cyclesv1.GetTenantRequest{TenantId: tenantID()}); return err },
+			"GetTenant", apierr.TenantNotFound, 1},
+		{"invalid, refused before the domain", func() error {
+			_, err := c.CreateTenant(ctx, &cyclesv1.CreateTenantRequest{TenantId: "Not Valid"})
+			return err
+		}, "CreateTenant", apierr.InvalidRequest, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_ = tc.call()
+			if n := metrics.Sum(t, "cycles.admin.refusals", attribute.String("rpc", tc.rpc), attribute.String("reason", string(tc.reason))); n != tc.want {
+				t.Fatalf("cycles.admin.refusals{rpc=%s, reason=%s} = %d, want %d", tc.rpc, tc.reason, n, tc.want)
+			}
+		})
+	}
 }

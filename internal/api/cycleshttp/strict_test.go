@@ -15,6 +15,19 @@ import (
 
 const strictBase = `"idempotency_key":"k","subject":{"workspace":"prod"},"action":{"kind":"k","name":"n"}`
 
+// wantInvalid fails unless err is INVALID_REQUEST naming field, its message
+// containing msg.
+func wantInvalid(t *testing.T, err error, field, msg string) {
+	t.Helper()
+	e, ok := apierr.As(err)
+	if !ok || e.Code != apierr.InvalidRequest {
+		t.Fatalf("err = %v, want INVALID_REQUEST", err)
+	}
+	if e.Details["field"] != field || !strings.Contains(e.Message, msg) {
+		t.Fatalf("field %q message %q, want field %q and %q", e.Details["field"], e.Message, field, msg)
+	}
+}
+
 // decodeReserve runs a reserve body through the wire decoder.
 func decodeReserve(body string) (*cyclesv1.CreateReservationRequest, error) {
 	a := &API{maxBody: 64 << 10}
@@ -58,13 +71,7 @@ func TestStrictJSONMemberNames(t *testing.T) {
 				}
 				return
 			}
-			e, ok := apierr.As(err)
-			if !ok || e.Code != apierr.InvalidRequest {
-				t.Fatalf("err = %v, want INVALID_REQUEST", err)
-			}
-			if e.Details["field"] != tc.field || !strings.Contains(e.Message, tc.msg) {
-				t.Fatalf("field %q message %q, want field %q and %q", e.Details["field"], e.Message, tc.field, tc.msg)
-			}
+			wantInvalid(t, err, tc.field, tc.msg)
 		})
 	}
 }
@@ -214,13 +221,7 @@ func TestDecodeValues(t *testing.T) {
 				}
 				return
 			}
-			e, ok := apierr.As(err)
-			if !ok || e.Code != apierr.InvalidRequest {
-				t.Fatalf("err = %v, want INVALID_REQUEST", err)
-			}
-			if e.Details["field"] != tc.field || !strings.Contains(e.Message, tc.msg) {
-				t.Fatalf("field %q message %q, want field %q and %q", e.Details["field"], e.Message, tc.field, tc.msg)
-			}
+			wantInvalid(t, err, tc.field, tc.msg)
 		})
 	}
 }

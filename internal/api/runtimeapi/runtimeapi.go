@@ -20,6 +20,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
+	"github.com/cyclesgo/cycles-go/internal/reservationid"
 )
 
 type server struct {
@@ -69,7 +70,7 @@ func named(name, field string) func(tenant string) error {
 // names is checked against the caller before either tenant's state is read.
 func (s *server) owned(ctx context.Context, id string) func(tenant string) error {
 	return func(tenant string) error {
-		owner, ok := ledger.OwnerOf(id)
+		owner, ok := reservationid.Owner(id)
 		if !ok || owner == tenant {
 			return nil // the caller's own keyspace answers (NOT_FOUND if absent)
 		}
