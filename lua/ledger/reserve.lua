@@ -397,7 +397,11 @@ redis.call('HSET', KEYS[4], 'state', 'ACTIVE', 'unit', unit, 'estimate', E,
 redis.call('ZADD', KEYS[5], ms(expires_at + grace), rid)
 redis.call('ZADD', KEYS[6], now_s, rid)
 redis.call('ZADD', KEYS[7], exp_s, rid)
-idem_put(KEYS[8], hash, ms(math.max(ttl + grace, DAY_MS)), nil, rid, rid_prefix)
+-- The idempotency TTL is a day unless the reservation outlives it: that
+-- day as a literal, not converted again (ms(DAY_MS); each number->string
+-- conversion costs ~3k instructions). No new local here: gopher-lua's
+-- register limit is reached in this body.
+idem_put(KEYS[8], hash, (ttl + grace > DAY_MS) and ms(ttl + grace) or '86400000', nil, rid, rid_prefix)
 
 -- Bounded trim of the listing indexes: the oldest entries whose record is
 -- gone (its retention ended: 30 days, or with an archive the hot window,
@@ -414,6 +418,10 @@ end
 
 -- The trailing nils size the answer for what reserve_reply appends (three
 -- budgeted scopes: 24 elements), so it is not rehashed as it grows.
-return okf(reserve_reply({'OK', FLAT_V, '', '', 0, ms(ttl), '', nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+-- The remaining TTL is the request's ttl_ms as sent when it was neither
+-- capped nor written with leading zeros (one string->number conversion to
+-- tell, ~1k, instead of a number->string one, ~3k).
+local ttl_arg = ARGV[5] ~= '' and string.byte(ARGV[5], 1) ~= 48 and ttl == ARGV[5] + 0
+return okf(reserve_reply({'OK', FLAT_V, '', '', 0, ttl_arg and ARGV[5] or ms(ttl), '', nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
   nil, nil, nil, nil, nil, nil}, rid, E, unit, exp_s, scope_path, explicit and scopes or nil, caps, budgeted, rbal,
   grace_s, policy))
