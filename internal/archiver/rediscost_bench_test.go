@@ -11,11 +11,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/cyclesgo/cycles-go/internal/archive"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
@@ -97,27 +97,22 @@ func BenchmarkArchiveRedisCost(b *testing.B) {
 // settleMany reserves and commits n reservations over 16 workers.
 func settleMany(ctx context.Context, b *testing.B, led *ledger.Ledger, tn, tag string, n int) {
 	const workers = 16
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
+	var g errgroup.Group
 	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
+		g.Go(func() error {
 			for i := w; i < n; i += workers {
 				res, err := led.Reserve(ctx, tn, benchReserve(fmt.Sprintf("%s-r-%d", tag, i)))
 				if err == nil {
 					_, err = led.Commit(ctx, tn, benchCommit(res.GetReservationId(), fmt.Sprintf("%s-c-%d", tag, i)))
 				}
 				if err != nil {
-					errs <- err
-					return
+					return err
 				}
 			}
-		}(w)
+			return nil
+		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := g.Wait(); err != nil {
 		b.Fatal(err)
 	}
 }

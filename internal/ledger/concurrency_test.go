@@ -108,31 +108,24 @@ func TestCommitRacingRelease(t *testing.T) {
 	var mu sync.Mutex
 	commits, releases := 0, 0
 	start := make(chan struct{})
+	// race runs op once start closes, reports its error on results and
+	// counts a win in won.
+	race := func(results chan<- error, won *int, op func() error) {
+		defer wg.Done()
+		<-start
+		err := op()
+		results <- err
+		if err == nil {
+			mu.Lock()
+			*won++
+			mu.Unlock()
+		}
+	}
 	for _, rid := range rids {
 		wg.Add(3)
 		results := make(chan error, 2)
-		go func() {
-			defer wg.Done()
-			<-start
-			_, err := e.commit(rid, "c", actual)
-			results <- err
-			if err == nil {
-				mu.Lock()
-				commits++
-				mu.Unlock()
-			}
-		}()
-		go func() {
-			defer wg.Done()
-			<-start
-			_, err := e.release(rid, "r")
-			results <- err
-			if err == nil {
-				mu.Lock()
-				releases++
-				mu.Unlock()
-			}
-		}()
+		go race(results, &commits, func() error { _, err := e.commit(rid, "c", actual); return err })
+		go race(results, &releases, func() error { _, err := e.release(rid, "r"); return err })
 		go func() {
 			defer wg.Done()
 			a, b := <-results, <-results

@@ -148,11 +148,7 @@ func sameBytes(t *testing.T, a, b proto.Message) {
 // redisNow is Redis TIME in ms (the scripts' only clock).
 func redisNow(t *testing.T, c redis.UniversalClient) int64 {
 	t.Helper()
-	tm, err := c.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tm.UnixMilli()
+	return ledgertest.RedisNowMs(t, c)
 }
 
 func atoi(s string) int64 {

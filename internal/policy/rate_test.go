@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -15,6 +14,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
@@ -59,21 +59,13 @@ func (e *env) decideCall(subj *cyclesv1.Subject) (string, string) {
 // redisNow is Redis TIME in ms (the scripts' only clock).
 func (e *env) redisNow() int64 {
 	e.t.Helper()
-	tm, err := e.rdb.Time(e.ctx).Result()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return tm.UnixMilli()
+	return ledgertest.RedisNowMs(e.t, e.rdb)
 }
 
-// freshWindow waits, when fewer than 8 s of the current Redis TIME minute are
-// left, for the next one, so a scenario's calls share one rate window (at
-// most 8 s, and only then).
+// freshWindow starts a scenario in a fresh rate window (ledgertest.FreshMinute).
 func (e *env) freshWindow() {
 	e.t.Helper()
-	if left := 60_000 - e.redisNow()%60_000; left < 8_000 {
-		time.Sleep(time.Duration(left+20) * time.Millisecond)
-	}
+	ledgertest.FreshMinute(e.t, e.rdb)
 }
 
 // rateCount is the counter hash of the Redis TIME minute holding resetAtMs's

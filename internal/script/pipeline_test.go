@@ -11,6 +11,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"golang.org/x/sync/errgroup"
 )
 
 // echoProbe answers with its argument and counts its runs per key.
@@ -43,31 +44,25 @@ func TestPipelinedCallsGetTheirOwnAnswers(t *testing.T) {
 			ex := pipelineExecutor(t, be, 2)
 			counter := "cy:{t:pipe-" + be.Name + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "}:n"
 			const workers, each = 32, 40
-			var wg sync.WaitGroup
-			errs := make(chan error, workers)
+			var g errgroup.Group
 			for w := 0; w < workers; w++ {
-				wg.Add(1)
-				go func(w int) {
-					defer wg.Done()
+				g.Go(func() error {
 					for i := 0; i < each; i++ {
 						want := fmt.Sprintf("w%d-%d", w, i)
 						var out struct {
 							Echo string `json:"echo"`
 						}
 						if err := ex.RunInto(context.Background(), &out, def("test/echo"), []string{counter}, want); err != nil {
-							errs <- err
-							return
+							return err
 						}
 						if out.Echo != want {
-							errs <- fmt.Errorf("asked %s, got %s", want, out.Echo)
-							return
+							return fmt.Errorf("asked %s, got %s", want, out.Echo)
 						}
 					}
-				}(w)
+					return nil
+				})
 			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
+			if err := g.Wait(); err != nil {
 				t.Fatal(err)
 			}
 			n, err := be.Client.Get(context.Background(), counter).Int()

@@ -17,6 +17,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/eventctx"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/script"
+	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
@@ -220,11 +221,7 @@ func ptr(v int64) *int64 { return &v }
 // redisNow is Redis TIME in ms.
 func (f *fixture) redisNow() int64 {
 	f.t.Helper()
-	tm, err := f.c.Time(f.ctx).Result()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return tm.UnixMilli()
+	return ledgertest.RedisNowMs(f.t, f.c)
 }
 
 // expire runs the batch script directly (no Go sweeper logic in between).

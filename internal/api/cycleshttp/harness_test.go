@@ -21,6 +21,7 @@ import (
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/httpjson"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
+	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
 // env is one cyclesd shell (production interceptor chain) serving the
@@ -117,6 +118,15 @@ type fixture struct {
 }
 
 func (e *env) fixture() *fixture { return &fixture{env: e, tenant: ledgertest.NewTenantID(e.t)} }
+
+// funded is a fixture on the shared Redis whose tenant holds a TOKENS budget
+// of allocated.
+func funded(t *testing.T, allocated int64) *fixture {
+	t.Helper()
+	f := start(t, redistest.SharedClient(t)).fixture()
+	f.budget("", ledgertest.Budget{Allocated: allocated})
+	return f
+}
 
 func (f *fixture) path(rest string) string {
 	return ledgertest.ScopePath(f.tenant, rest)

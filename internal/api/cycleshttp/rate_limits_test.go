@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -159,17 +158,11 @@ func TestPolicyRateLimitsBothWires(t *testing.T) {
 	}
 }
 
-// waitFreshMinute waits, when fewer than 8 s of the Redis TIME minute are
-// left, for the next one, so the steps share one rate window.
+// waitFreshMinute starts the steps in a fresh rate window
+// (ledgertest.FreshMinute).
 func waitFreshMinute(t *testing.T, e *env) {
 	t.Helper()
-	tm, err := e.c.Time(context.Background()).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if left := 60_000 - tm.UnixMilli()%60_000; left < 8_000 {
-		time.Sleep(time.Duration(left+20) * time.Millisecond)
-	}
+	ledgertest.FreshMinute(t, e.c)
 }
 
 func httpOutcome(t *testing.T, r reply) rateOutcome {

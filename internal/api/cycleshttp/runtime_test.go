@@ -200,9 +200,7 @@ func TestErrorStatuses(t *testing.T) {
 // integers and oversize bodies are 400 INVALID_REQUEST naming the field, and
 // write nothing.
 func TestBadInput(t *testing.T) {
-	e := start(t, redistest.SharedClient(t))
-	f := e.fixture()
-	f.budget("", ledgertest.Budget{Allocated: 1000})
+	f := funded(t, 1000)
 	valid := reserveBody("k", 1)
 	cases := []struct {
 		name, body, field string
@@ -227,7 +225,7 @@ func TestBadInput(t *testing.T) {
 		{"missing subject", strings.Replace(valid, `"subject":{"workspace":"prod"},`, ``, 1), "subject"},
 		{"oversize body", strings.Replace(valid, `}}`, `},"metadata":{"pad":"`+strings.Repeat("x", 70<<10)+`"}}`, 1), "body"},
 	}
-	before := ledgertest.Dump(t, e.c, f.tenant)
+	before := ledgertest.Dump(t, f.c, f.tenant)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f.t = t
@@ -243,7 +241,7 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 	f.t = t
-	if after := ledgertest.Dump(t, e.c, f.tenant); after != before {
+	if after := ledgertest.Dump(t, f.c, f.tenant); after != before {
 		t.Fatalf("refused requests changed Redis:\n%s\n%s", before, after)
 	}
 	// Bad query parameters too.
@@ -272,9 +270,7 @@ func TestBadInput(t *testing.T) {
 // The whole lifecycle on the HTTP wire: statuses, exact key sets (no key
 // outside the spec's response schema), omissions, and the ledger.
 func TestLifecycle(t *testing.T) {
-	e := start(t, redistest.SharedClient(t))
-	f := e.fixture()
-	f.budget("", ledgertest.Budget{Allocated: 1000})
+	f := funded(t, 1000)
 	body := strings.Replace(reserveBody("k1", 100), `"workspace"`, `"tenant":"`+f.tenant+`","dimensions":{"run":"r1"},"workspace"`, 1)
 	body = strings.Replace(body, `}}`, `},"ttl_ms":60000,"metadata":{"step":3,"tags":["a"]}}`, 1)
 	r := f.call("POST", "/v1/reservations", f.tenant, body, "X-Idempotency-Key", "k1")
@@ -393,15 +389,13 @@ func TestLifecycle(t *testing.T) {
 	if r := f.call("POST", "/v1/reservations", f.tenant, dry); r.status != 200 || r.obj(t)["decision"] != "DENY" || r.obj(t)["reason_code"] != "BUDGET_EXCEEDED" {
 		t.Fatalf("dry run deny %d %s", r.status, r.body)
 	}
-	ledgertest.CheckInvariants(t, e.c, f.tenant)
+	ledgertest.CheckInvariants(t, f.c, f.tenant)
 }
 
 // Amounts are JSON integers and stay exact past 2^53 both ways: 2^53+1 and
 // 2^63-1 go in and come back digit for digit, and land exactly in Redis.
 func TestExactInt64(t *testing.T) {
-	e := start(t, redistest.SharedClient(t))
-	f := e.fixture()
-	f.budget("", ledgertest.Budget{Allocated: 9223372036854775807})
+	f := funded(t, 9223372036854775807)
 	r := f.call("POST", "/v1/reservations", f.tenant, reserveBody("k", 9007199254740993))
 	if r.status != 200 {
 		t.Fatalf("%d %s", r.status, r.body)
@@ -416,7 +410,7 @@ func TestExactInt64(t *testing.T) {
 	if r.status != 200 || !bytes.Contains(r.body, []byte(`"charged":{"unit":"TOKENS","amount":9007199254740993}`)) {
 		t.Fatalf("commit %d %s", r.status, r.body)
 	}
-	st := ledgertest.ReadBudget(t, e.c, f.tenant, f.path(""), "TOKENS")
+	st := ledgertest.ReadBudget(t, f.c, f.tenant, f.path(""), "TOKENS")
 	if got := st.String(); !strings.Contains(got, "9007199254740993") {
 		t.Fatalf("Redis holds %s", got)
 	}
@@ -424,15 +418,13 @@ func TestExactInt64(t *testing.T) {
 	if !bytes.Contains(r.body, []byte(`"spent":{"unit":"TOKENS","amount":9007199254740993}`)) {
 		t.Fatalf("balances %s", r.body)
 	}
-	ledgertest.CheckInvariants(t, e.c, f.tenant)
+	ledgertest.CheckInvariants(t, f.c, f.tenant)
 }
 
 // An idempotent replay returns the byte-identical original body (reserve:
 // except remaining_ttl_ms, which the protocol recomputes), and charges once.
 func TestReplayIsByteIdentical(t *testing.T) {
-	e := start(t, redistest.SharedClient(t))
-	f := e.fixture()
-	f.budget("", ledgertest.Budget{Allocated: 1000})
+	f := funded(t, 1000)
 	first := f.call("POST", "/v1/reservations", f.tenant, reserveBody("k", 100))
 	again := f.call("POST", "/v1/reservations", f.tenant, reserveBody("k", 100))
 	strip := func(r reply) map[string]any { m := r.obj(t); delete(m, "remaining_ttl_ms"); return m }
@@ -466,11 +458,11 @@ func TestReplayIsByteIdentical(t *testing.T) {
 			t.Fatalf("%s replay not byte-identical:\n%s\n%s", c.path, one.body, two.body)
 		}
 	}
-	st := ledgertest.ReadBudget(t, e.c, f.tenant, f.path(""), "TOKENS")
+	st := ledgertest.ReadBudget(t, f.c, f.tenant, f.path(""), "TOKENS")
 	if !strings.Contains(st.String(), "157") { // 150 committed + 7 event, each once
 		t.Fatalf("charged more than once: %s", st)
 	}
-	ledgertest.CheckInvariants(t, e.c, f.tenant)
+	ledgertest.CheckInvariants(t, f.c, f.tenant)
 }
 
 // traceparent, then X-Cycles-Trace-Id, set the trace id echoed in
@@ -522,12 +514,10 @@ func TestTraceAndRequestIDs(t *testing.T) {
 // One ledger behind both wires: reserve over HTTP, commit over gRPC, read
 // over HTTP; the replay over HTTP of the HTTP reserve still answers.
 func TestOneLedgerBothWires(t *testing.T) {
-	e := start(t, redistest.SharedClient(t))
-	f := e.fixture()
-	f.budget("", ledgertest.Budget{Allocated: 1000})
+	f := funded(t, 1000)
 	rid := f.reserve("k", 100)
 	ctx := grpctest.AsTenant(metadata.NewOutgoingContext(context.Background(), metadata.MD{}), f.tenant)
-	if _, err := e.grpc.CommitReservation(ctx, &cyclesv1.CommitReservationRequest{ReservationId: rid, IdempotencyKey: "c",
+	if _, err := f.grpc.CommitReservation(ctx, &cyclesv1.CommitReservationRequest{ReservationId: rid, IdempotencyKey: "c",
 		Actual: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: 30}}); err != nil {
 		t.Fatal(err)
 	}
@@ -540,7 +530,7 @@ func TestOneLedgerBothWires(t *testing.T) {
 	if r.status != 200 || r.obj(t)["charged"].(map[string]any)["amount"] != json.Number("30") {
 		t.Fatalf("replay over HTTP %d %s", r.status, r.body)
 	}
-	ledgertest.CheckInvariants(t, e.c, f.tenant)
+	ledgertest.CheckInvariants(t, f.c, f.tenant)
 }
 
 // Reservations of another tenant: 403 when they exist, 404 when not.
