@@ -3,9 +3,10 @@ package app
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/cyclesgo/cycles-go/test/errtest"
 
 	"go.uber.org/zap"
 
@@ -45,14 +46,8 @@ func TestOpenArchive(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := &config.Config{ArchiveDSN: tc.dsn, ArchiveRetention: 400 * 24 * time.Hour, HotRetention: time.Hour}
 			st, workers, warn, err := openArchive(ctx, cfg, zap.NewNop(), nil, ex)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want one mentioning %q", err, tc.wantErr)
-				}
+			if errtest.Want(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if tc.dsn == "" {
 				if st != nil || workers != nil || warn != nil {

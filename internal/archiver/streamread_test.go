@@ -165,15 +165,7 @@ func TestStreamReadsPastRetention(t *testing.T) {
 	check := func(stage string) {
 		t.Helper()
 		for i, rd := range reads {
-			got := rd.do()
-			if len(got) != len(golden[i]) {
-				t.Fatalf("%s, %s: %d read, want %d", stage, rd.name, len(got), len(golden[i]))
-			}
-			for j := range got {
-				if !bytes.Equal(got[j], golden[i][j]) {
-					t.Fatalf("%s, %s: item %d differs\n got %x\nwant %x", stage, rd.name, j, got[j], golden[i][j])
-				}
-			}
+			sameBytes(t, stage+", "+rd.name, rd.do(), golden[i])
 		}
 	}
 	if _, err := r.archiver(ArchiverOptions{}).Once(r.ctx); err != nil {

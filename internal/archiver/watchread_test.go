@@ -86,14 +86,16 @@ func (r *rig) appendEvents(tenant string, n int) {
 	}
 }
 
+// sameBytes fails unless got holds want's items (events, audit entries),
+// byte for byte and in order.
 func sameBytes(t *testing.T, what string, got, want [][]byte) {
 	t.Helper()
 	if len(got) != len(want) {
-		t.Fatalf("%s: %d events, want %d", what, len(got), len(want))
+		t.Fatalf("%s: %d items, want %d", what, len(got), len(want))
 	}
 	for i := range got {
 		if !bytes.Equal(got[i], want[i]) {
-			t.Fatalf("%s: event %d differs\n got %x\nwant %x", what, i, got[i], want[i])
+			t.Fatalf("%s: item %d differs\n got %x\nwant %x", what, i, got[i], want[i])
 		}
 	}
 }

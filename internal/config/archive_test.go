@@ -1,9 +1,10 @@
 package config
 
 import (
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/cyclesgo/cycles-go/test/errtest"
 )
 
 // TestArchiveSettings: the archive is off unless a DSN is given (flag or
@@ -33,14 +34,8 @@ func TestArchiveSettings(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Load(tc.args, func(k string) string { return tc.env[k] })
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want one mentioning %q", err, tc.wantErr)
-				}
+			if errtest.Want(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if tc.wantHot == 0 {
 				tc.wantHot = 24 * time.Hour

@@ -34,10 +34,8 @@ type window struct {
 	Entries script.LuaArray[entry] `json:"entries"`
 }
 
-type entry struct {
-	ID string            `json:"id"`
-	F  map[string]string `json:"f"`
-}
+// entry is one event stream entry.
+type entry = script.StreamEntry
 
 // reader runs the read script; it is the only way internal/events touches Redis.
 type reader struct {

@@ -118,6 +118,12 @@ func (j *jsonBuf) key(name string) {
 	j.b = append(j.b, '"', ':')
 }
 
+// open writes "name": and the bracket opening its array or object.
+func (j *jsonBuf) open(name string, bracket byte) {
+	j.key(name)
+	j.b = append(j.b, bracket)
+}
+
 // sep writes the comma before element i of an array or object, but the first.
 func (j *jsonBuf) sep(i int) {
 	if i > 0 {
@@ -153,8 +159,7 @@ func subjectJSON(s *cyclesv1.Subject) (string, bool) {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		j.key("dimensions")
-		j.b = append(j.b, '{')
+		j.open("dimensions", '{')
 		for i, k := range keys {
 			j.sep(i)
 			j.str(k)
@@ -176,8 +181,7 @@ func actionJSON(a *cyclesv1.Action) (string, bool) {
 	j.field("kind", a.GetKind())
 	j.field("name", a.GetName())
 	if tags := a.GetTags(); len(tags) > 0 {
-		j.key("tags")
-		j.b = append(j.b, '[')
+		j.open("tags", '[')
 		for i, t := range tags {
 			j.sep(i)
 			j.str(t)

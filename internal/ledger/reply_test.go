@@ -3,6 +3,8 @@ package ledger
 import (
 	"strings"
 	"testing"
+
+	"github.com/cyclesgo/cycles-go/test/errtest"
 )
 
 // The flat reply reader takes well-formed replies field by field and turns
@@ -30,14 +32,8 @@ func TestFlatReplyReader(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := replyReserve.Read(tc.reply)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want %q", err, tc.err)
-				}
+			if errtest.Want(t, err, tc.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if s.Replay || s.RemTTL == nil || *s.RemTTL != 60000 || s.Reserved == nil || *s.Reserved != 100 ||
 				s.ExpiresAtMs != 1700000000000 || s.GraceMs != 5000 || s.Policy != "REJECT" || s.Caps != "" {

@@ -110,10 +110,7 @@ type registry struct {
 }
 
 // entry is one event stream entry.
-type entry struct {
-	ID string            `json:"id"`
-	F  map[string]string `json:"f"`
-}
+type entry = script.StreamEntry
 
 // part is one tenant's share (lua/overview/tenant.lua).
 type part struct {

@@ -1,8 +1,9 @@
 package policy
 
 import (
-	"strings"
 	"testing"
+
+	"github.com/cyclesgo/cycles-go/test/errtest"
 )
 
 func TestCompile(t *testing.T) {
@@ -29,10 +30,7 @@ func TestCompile(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.pattern, func(t *testing.T) {
 			canon, lua, err := Compile("acme", c.pattern)
-			if c.err != "" {
-				if err == nil || !strings.Contains(err.Error(), c.err) {
-					t.Fatalf("Compile(%q) err = %v, want one containing %q", c.pattern, err, c.err)
-				}
+			if errtest.Want(t, err, c.err) {
 				return
 			}
 			if err != nil || canon != c.canonical || lua != c.lua {

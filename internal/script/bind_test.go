@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/cyclesgo/cycles-go/test/errtest"
 )
 
 type testKeys struct {
@@ -132,10 +134,7 @@ func TestParseHeader(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := ParseHeader(c.src)
-			if c.err != "" {
-				if err == nil || !strings.Contains(err.Error(), c.err) {
-					t.Fatalf("err %v, want %q", err, c.err)
-				}
+			if errtest.Want(t, err, c.err) {
 				return
 			}
 			if err != nil || !reflect.DeepEqual(got, c.want) {

@@ -3,6 +3,8 @@ package script
 import (
 	"strings"
 	"testing"
+
+	"github.com/cyclesgo/cycles-go/test/errtest"
 )
 
 // The flat reader takes a reply field by field and turns a short, long or
@@ -31,10 +33,7 @@ func TestFlatReader(t *testing.T) {
 			f := NewFlatReader(tc.reply)
 			flag, n, opt, ok, list, last := read(f)
 			err := f.End()
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want %q", err, tc.err)
-				}
+			if errtest.Want(t, err, tc.err) {
 				return
 			}
 			if err != nil || !flag || n != 1<<63-1 || ok || opt != 0 || strings.Join(list, ",") != "a,b" || last != "7" {

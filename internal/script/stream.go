@@ -48,6 +48,13 @@ func ParseStreamID(id string) (ms, seq uint64, ok bool) {
 	return ms, seq, err1 == nil && err2 == nil
 }
 
+// StreamEntry is one stream entry as a script returns it: {id, f}, its fields
+// as an object (lua/events/read.lua and find.lua, lua/overview/tenant.lua).
+type StreamEntry struct {
+	ID string            `json:"id"`
+	F  map[string]string `json:"f"`
+}
+
 // StreamPage is a page of a stream read by ReadStream.
 type StreamPage struct {
 	// Now is Redis TIME when the page was read.

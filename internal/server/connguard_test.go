@@ -32,14 +32,38 @@ func newTestGuard(t *testing.T, lim Limits) (*connGuard, *telemetrytest.Reader) 
 	return g, m
 }
 
-// dialAccept dials g and returns the server side.
-func dialAccept(t *testing.T, g *connGuard) *guardedConn {
+// dial is a client connection to g, closed when t ends.
+func dial(t *testing.T, g *connGuard) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", g.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// acceptLater accepts the next connection of g in the background; the
+// channel gets it (nil once g is closed).
+func acceptLater(g *connGuard) <-chan net.Conn {
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		sc, _ := g.Accept()
+		accepted <- sc
+	}()
+	return accepted
+}
+
+// dialAccept dials g and returns the server side.
+func dialAccept(t *testing.T, g *connGuard) *guardedConn {
+	t.Helper()
+	dial(t, g)
+	return accept(t, g)
+}
+
+// accept is g's next connection, closed when t ends.
+func accept(t *testing.T, g *connGuard) *guardedConn {
+	t.Helper()
 	sc, err := g.Accept()
 	if err != nil {
 		t.Fatal(err)
@@ -64,16 +88,8 @@ func TestConnGuardEvictsTheIdlestAtTheLimit(t *testing.T) {
 	// A connection with an RPC in flight is never evicted.
 	used.streamStarted()
 	third.streamStarted()
-	c, err := net.Dial("tcp", g.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		sc, _ := g.Accept()
-		accepted <- sc
-	}()
+	dial(t, g)
+	accepted := acceptLater(g)
 	select {
 	case <-accepted:
 		t.Fatal("a connection was accepted past the limit while every other one had an RPC in flight")
@@ -165,16 +181,8 @@ func TestConnGuardClosesAFloodingPeerAtAccept(t *testing.T) {
 			}
 			// The next connection arrives while the peer is cooling down; the
 			// one after it once the cool-down has passed.
-			early, err := net.Dial("tcp", g.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer early.Close()
-			accepted := make(chan net.Conn, 1)
-			go func() {
-				sc, _ := g.Accept()
-				accepted <- sc
-			}()
+			early := dial(t, g)
+			accepted := acceptLater(g)
 			if tc.banned {
 				// The early connection is closed by the guard; Accept goes on
 				// waiting.
@@ -183,11 +191,7 @@ func TestConnGuardClosesAFloodingPeerAtAccept(t *testing.T) {
 					t.Fatalf("a connection from a peer in its cool-down was not closed at accept: %v", err)
 				}
 				clock.Add(int64(11 * time.Second))
-				later, err := net.Dial("tcp", g.Addr().String())
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer later.Close()
+				dial(t, g)
 			}
 			sc := <-accepted
 			if sc == nil {
@@ -221,17 +225,8 @@ func TestConnGuardReadsASuspectConnectionSlowly(t *testing.T) {
 		{"mostly refused", 0, 1, suspectReadBytes},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := net.Dial("tcp", g.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			sc, err := g.Accept()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sc.Close()
-			gc := sc.(*guardedConn)
+			c := dial(t, g)
+			gc := accept(t, g)
 			for range tc.served {
 				gc.streamStarted()
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/scope"
 	"github.com/cyclesgo/cycles-go/internal/scopefilter"
+	"google.golang.org/protobuf/proto"
 )
 
 // Admin request bounds (admin.proto comments).
@@ -54,14 +55,35 @@ func AdminScopePath(field, v string) error {
 }
 
 // adminBudgetRef: tenant_id, scope_path and unit of a request naming one budget.
-func adminBudgetRef(tenant, path string, unit cyclesv1.Unit) error {
-	if err := TenantID("tenant_id", tenant); err != nil {
+func adminBudgetRef(r budgetRef) error {
+	if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
 		return err
 	}
-	if err := AdminScopePath("scope_path", path); err != nil {
+	if err := AdminScopePath("scope_path", r.GetScopePath()); err != nil {
 		return err
 	}
-	return Unit("unit", unit)
+	return Unit("unit", r.GetUnit())
+}
+
+// budgetRef is an admin request naming one budget by tenant, scope path and
+// unit.
+type budgetRef interface {
+	GetTenantId() string
+	GetScopePath() string
+	GetUnit() cyclesv1.Unit
+}
+
+// adminBudgetTransition validates a status transition of one budget (freeze,
+// unfreeze, close): the budget and an optional reason.
+func adminBudgetTransition[T interface {
+	proto.Message
+	budgetRef
+	GetReason() string
+}](r T) error {
+	if err := adminBudgetRef(r); err != nil {
+		return err
+	}
+	return Text("reason", r.GetReason(), adminMaxReason)
 }
 
 // adminTTL: an optional ttl of the tenant defaults, 1,000..86,400,000.
@@ -195,7 +217,7 @@ func init() {
 		return keyID("key_id", r.GetKeyId())
 	})
 	register(func(r *cyclesv1.CreateBudgetRequest) error {
-		if err := adminBudgetRef(r.GetTenantId(), r.GetScopePath(), r.GetUnit()); err != nil {
+		if err := adminBudgetRef(r); err != nil {
 			return err
 		}
 		if err := NonNegative("allocated", r.GetAllocated()); err != nil {
@@ -213,7 +235,7 @@ func init() {
 		return StringMap("metadata", r.GetMetadata())
 	})
 	register(func(r *cyclesv1.GetBudgetRequest) error {
-		return adminBudgetRef(r.GetTenantId(), r.GetScopePath(), r.GetUnit())
+		return adminBudgetRef(r)
 	})
 	register(func(r *cyclesv1.ListBudgetsRequest) error {
 		if r.GetTenantId() != "" { // absent: every tenant's budgets
@@ -240,7 +262,7 @@ func init() {
 		return Cursor("cursor", r.GetCursor())
 	})
 	register(func(r *cyclesv1.FundBudgetRequest) error {
-		if err := adminBudgetRef(r.GetTenantId(), r.GetScopePath(), r.GetUnit()); err != nil {
+		if err := adminBudgetRef(r); err != nil {
 			return err
 		}
 		op := r.GetOperation()
@@ -264,7 +286,7 @@ func init() {
 		return IdempotencyKey("idempotency_key", r.GetIdempotencyKey())
 	})
 	register(func(r *cyclesv1.UpdateBudgetRequest) error {
-		if err := adminBudgetRef(r.GetTenantId(), r.GetScopePath(), r.GetUnit()); err != nil {
+		if err := adminBudgetRef(r); err != nil {
 			return err
 		}
 		if r.OverdraftLimit != nil {
@@ -283,22 +305,7 @@ func init() {
 		}
 		return StringMap("metadata", r.GetMetadata())
 	})
-	register(func(r *cyclesv1.FreezeBudgetRequest) error {
-		if err := adminBudgetRef(r.GetTenantId(), r.GetScopePath(), r.GetUnit()); err != nil {
-			return err
-		}
-		return Text("reason", r.GetReason(), adminMaxReason)
-	})
-	register(func(r *cyclesv1.UnfreezeBudgetRequest) error {
-		if err := adminBudgetRef(r.GetTenantId(), r.GetScopePath(), r.GetUnit()); err != nil {
-			return err
-		}
-		return Text("reason", r.GetReason(), adminMaxReason)
-	})
-	register(func(r *cyclesv1.CloseBudgetRequest) error {
-		if err := adminBudgetRef(r.GetTenantId(), r.GetScopePath(), r.GetUnit()); err != nil {
-			return err
-		}
-		return Text("reason", r.GetReason(), adminMaxReason)
-	})
+	register(adminBudgetTransition[*cyclesv1.FreezeBudgetRequest])
+	register(adminBudgetTransition[*cyclesv1.UnfreezeBudgetRequest])
+	register(adminBudgetTransition[*cyclesv1.CloseBudgetRequest])
 }

@@ -1,0 +1,30 @@
+// Package errtest checks the error of one case of a table-driven test, the
+// way every such table in cyclesd spells it: a fragment the error must
+// mention, or "" for no error at all.
+package errtest
+
+import (
+	"strings"
+	"testing"
+)
+
+// Want checks err against want: with want "" err must be nil; otherwise err
+// must be an error that mentions want. It reports whether the case expected
+// an error, so the caller's case can end there:
+//
+//	if errtest.Want(t, err, tc.wantErr) {
+//		return
+//	}
+func Want(tb testing.TB, err error, want string) (refused bool) {
+	tb.Helper()
+	if want == "" {
+		if err != nil {
+			tb.Fatalf("unexpected error: %v", err)
+		}
+		return false
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		tb.Fatalf("err = %v, want one mentioning %q", err, want)
+	}
+	return true
+}

@@ -1,0 +1,38 @@
+package errtest
+
+import (
+	"errors"
+	"testing"
+)
+
+// fakeTB records a Fatalf instead of stopping the test.
+type fakeTB struct {
+	testing.TB
+	failed bool
+}
+
+func (f *fakeTB) Helper()               {}
+func (f *fakeTB) Fatalf(string, ...any) { f.failed = true }
+
+func TestWant(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		err        error
+		want       string
+		refused    bool
+		shouldFail bool
+	}{
+		{"no error wanted, none", nil, "", false, false},
+		{"no error wanted, one", errors.New("boom"), "", false, true},
+		{"error wanted, mentioned", errors.New("bad -archive-dsn"), "-archive-dsn", true, false},
+		{"error wanted, another", errors.New("boom"), "-archive-dsn", true, true},
+		{"error wanted, none", nil, "-archive-dsn", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeTB{}
+			if got := Want(f, tc.err, tc.want); got != tc.refused || f.failed != tc.shouldFail {
+				t.Fatalf("Want = %v, failed %v; want %v, failed %v", got, f.failed, tc.refused, tc.shouldFail)
+			}
+		})
+	}
+}
