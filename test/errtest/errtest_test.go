@@ -16,11 +16,10 @@ func (f *fakeTB) Fatalf(string, ...any) { f.failed = true }
 
 func TestWant(t *testing.T) {
 	for _, tc := range []struct {
-		name       string
-		err        error
-		want       string
-		refused    bool
-		shouldFail bool
+		name            string
+		err             error
+		want            string
+		refused, failed bool
 	}{
 		{"no error wanted, none", nil, "", false, false},
 		{"no error wanted, one", errors.New("boom"), "", false, true},
@@ -30,8 +29,8 @@ func TestWant(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeTB{}
-			if got := Want(f, tc.err, tc.want); got != tc.refused || f.failed != tc.shouldFail {
-				t.Fatalf("Want = %v, failed %v; want %v, failed %v", got, f.failed, tc.refused, tc.shouldFail)
+			if got := Want(f, tc.err, tc.want); got != tc.refused || f.failed != tc.failed {
+				t.Fatalf("Want = %v, failed %v; want %v, failed %v", got, f.failed, tc.refused, tc.failed)
 			}
 		})
 	}
