@@ -12,9 +12,9 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/archive"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/test/pgtest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // TestArchiveOnEveryBackend: a round on each backend (the shared
@@ -29,14 +29,7 @@ func TestArchiveOnEveryBackend(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
-			var opts []script.Option
-			if be.Functions {
-				opts = append(opts, script.WithFunctions())
-			}
-			ex, err := script.New(be.Client, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ex := scripttest.New(t, be)
 			if err := ex.Load(ctx); err != nil {
 				t.Fatal(err)
 			}
