@@ -13,6 +13,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/bench"
 	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/test/ledgertest"
 )
 
 // buildCyclesd builds the daemon the tool starts.
@@ -151,9 +152,7 @@ func TestLedgerCheckCatchesAMismatch(t *testing.T) {
 	rc := redis.NewClient(&redis.Options{Addr: cfg.redisAddr})
 	defer rc.Close()
 	agent := g.budgetPaths(1)[2]
-	if err := rc.HIncrBy(ctx, keys.Tenant(g.tenant).Budget(agent, "TOKENS"), "reserved", 1).Err(); err != nil {
-		t.Fatal(err)
-	}
+	ledgertest.AddToBalance(t, rc, keys.Tenant(g.tenant).Budget(agent, "TOKENS"), map[string]int64{"reserved": 1})
 	chk := g.verify(ctx)
 	if chk.Mismatches != 1 || len(chk.Details) != 1 || !strings.Contains(chk.Details[0], agent) {
 		t.Fatalf("tampered ledger: %+v", chk)

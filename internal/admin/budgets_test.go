@@ -15,6 +15,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/test/ledgertest"
 )
 
 const (
@@ -164,9 +165,8 @@ func TestUpdateBudget(t *testing.T) {
 	id := e.createTenant()
 	sp := scopeOf(id, "agent:a")
 	e.createBudget(id, "agent:a", tokens, 1000)
-	ctx := context.Background()
 	// Seed a debt of 100 (remaining adjusted so the invariant holds).
-	e.rdb.HSet(ctx, keys.Tenant(id).Budget(sp, "TOKENS"), "debt", "100", "remaining", "900", "overdraft_limit", "200")
+	ledgertest.PatchBalance(t, e.rdb, keys.Tenant(id).Budget(sp, "TOKENS"), map[string]string{"debt": "100", "remaining": "900", "overdraft_limit": "200"})
 	e.checkInvariant(id, sp, "TOKENS")
 	seven := int64(7)
 	steps := []struct {
@@ -480,7 +480,7 @@ func TestListBudgetsBoundsTheWorkPerCall(t *testing.T) {
 	pipe := e.rdb.Pipeline()
 	for i := 0; i < ListScanBound+50; i++ {
 		sp := fmt.Sprintf("tenant:%s/agent:a%05d", id, i)
-		pipe.HSet(ctx, tk.Budget(sp, "CREDITS"), "scope_path", sp, "unit", "CREDITS", "allocated", "1", "remaining", "1")
+		pipe.HSet(ctx, tk.Budget(sp, "CREDITS"), "scope_path", sp, "unit", "CREDITS", keys.BalanceField, "ACTIVE:1:0:0:1:0:0:0")
 		pipe.ZAdd(ctx, tk.Budgets(), redisZ(keys.BudgetMember(sp, "CREDITS")))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -509,15 +509,15 @@ func TestListBudgetsBoundsTheWorkPerCall(t *testing.T) {
 	}
 }
 
-// Budgets seeded directly (reference-style: only ledger fields) are readable;
-// malformed stored values fail closed with INTERNAL_ERROR and nothing is written.
+// Budgets seeded directly (only the packed balance) are readable; malformed
+// stored values fail closed with INTERNAL_ERROR and nothing is written.
 func TestSeededAndMalformedBudgets(t *testing.T) {
 	e := newEnv(t)
 	id := e.createTenant()
 	ctx := context.Background()
 	tk := keys.Tenant(id)
 	sp := scopeOf(id, "agent:seeded")
-	e.rdb.HSet(ctx, tk.Budget(sp, "TOKENS"), "allocated", "10", "remaining", "7", "reserved", "3")
+	e.rdb.HSet(ctx, tk.Budget(sp, "TOKENS"), keys.BalanceField, "ACTIVE:7:3:0:10:0:0:0")
 	e.rdb.ZAdd(ctx, tk.Budgets(), redisZ(keys.BudgetMember(sp, "TOKENS")))
 	b := mustCall(t, e.ctx, &cyclesv1.GetBudgetRequest{TenantId: id, ScopePath: sp, Unit: tokens}, e.svc.GetBudget).GetBudget()
 	if b.GetScopePath() != sp || b.GetUnit() != tokens || b.GetStatus() != cyclesv1.BudgetStatus_BUDGET_STATUS_ACTIVE || b.GetRemaining() != 7 || b.GetReserved() != 3 {
@@ -532,11 +532,11 @@ func TestSeededAndMalformedBudgets(t *testing.T) {
 		t.Fatalf("fund seeded = %v", f)
 	}
 
-	e.rdb.HSet(ctx, tk.Budget(sp, "TOKENS"), "remaining", "1e3")
+	ledgertest.PatchBalance(t, e.rdb, tk.Budget(sp, "TOKENS"), map[string]string{"remaining": "1e3"})
 	_, err := call(e.ctx, &cyclesv1.GetBudgetRequest{TenantId: id, ScopePath: sp, Unit: tokens}, e.svc.GetBudget)
 	wantRefused(t, err, codes.Internal, apierr.InternalError)
 	refusedUnchanged(e, t, id, fundReq(id, sp, 5, "s2"), e.svc.FundBudget, codes.Internal, apierr.InternalError)
-	e.rdb.HSet(ctx, tk.Budget(sp, "TOKENS"), "remaining", "12", "status", "PAUSED")
+	ledgertest.PatchBalance(t, e.rdb, tk.Budget(sp, "TOKENS"), map[string]string{"remaining": "12", "status": "PAUSED"})
 	refusedUnchanged(e, t, id, &cyclesv1.FreezeBudgetRequest{TenantId: id, ScopePath: sp, Unit: tokens}, e.svc.FreezeBudget, codes.Internal, apierr.InternalError)
 }
 

@@ -15,6 +15,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
@@ -61,9 +62,9 @@ func (e *env) seedBudget(tenant, path string, st ledgerState) string {
 	for _, f := range []string{st.reserved, st.spent, st.debt} {
 		rem.Sub(rem, bigOf(e.t, f))
 	}
-	e.rdb.HSet(context.Background(), keys.Tenant(tenant).Budget(sp, "TOKENS"),
-		"allocated", z(st.allocated), "remaining", rem.String(), "reserved", z(st.reserved), "spent", z(st.spent),
-		"debt", z(st.debt), "overdraft_limit", z(st.limit), "is_over_limit", strconv.FormatBool(st.over))
+	ledgertest.PatchBalance(e.t, e.rdb, keys.Tenant(tenant).Budget(sp, "TOKENS"), map[string]string{
+		"allocated": z(st.allocated), "remaining": rem.String(), "reserved": z(st.reserved), "spent": z(st.spent),
+		"debt": z(st.debt), "overdraft_limit": z(st.limit), "is_over_limit": strconv.FormatBool(st.over)})
 	e.checkInvariant(tenant, sp, "TOKENS")
 	return sp
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/reqctx"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/internal/validate"
+	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
@@ -218,14 +219,15 @@ func eventTypes(evs []event) []string {
 	return out
 }
 
-// budgetHash reads a budget hash raw.
+// budgetHash reads a budget hash, its packed balance spelled out per field
+// (ledgertest.BalanceFields).
 func (e *env) budgetHash(tenant, scopePath, unit string) map[string]string {
 	e.t.Helper()
 	m, err := e.rdb.HGetAll(context.Background(), keys.Tenant(tenant).Budget(scopePath, unit)).Result()
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return m
+	return ledgertest.BalanceFields(m)
 }
 
 // checkInvariant asserts remaining = allocated - spent - reserved - debt on

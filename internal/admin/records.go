@@ -9,6 +9,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/scope"
 )
@@ -180,37 +181,28 @@ func (r record) withIdentity(scopePath, unit string) record {
 // budgetFromRecord builds the Budget message of a budget hash of tenant.
 func budgetFromRecord(tenant string, r record) (*cyclesv1.Budget, error) {
 	d := &decoder{kind: "budget"}
-	status := r["status"]
-	if status == "" {
-		status = "ACTIVE" // docs/protocol.md#scopes-and-budgets: absent = ACTIVE
+	// The balance is one packed field, read as strictly as the ledger
+	// scripts read it (internal/keys.Balance).
+	bal, err := keys.ParseBalance(r[keys.BalanceField])
+	if err != nil {
+		d.bad(keys.BalanceField, r[keys.BalanceField])
 	}
-	st, ok := cyclesv1.BudgetStatus_value["BUDGET_STATUS_"+status]
-	if !ok || st == 0 {
-		d.bad("status", status)
-	}
+	st := cyclesv1.BudgetStatus_value["BUDGET_STATUS_"+bal.Status]
 	unit := scope.ParseUnit(r["unit"])
 	if unit == cyclesv1.Unit_UNIT_UNSPECIFIED {
 		d.bad("unit", r["unit"])
-	}
-	overLimit := false
-	switch r["is_over_limit"] {
-	case "true":
-		overLimit = true
-	case "false", "":
-	default:
-		d.bad("is_over_limit", r["is_over_limit"])
 	}
 	b := &cyclesv1.Budget{
 		TenantId:            tenant,
 		ScopePath:           r["scope_path"],
 		Unit:                unit,
-		Allocated:           d.int64(r, "allocated"),
-		Remaining:           d.int64(r, "remaining"),
-		Reserved:            d.int64(r, "reserved"),
-		Spent:               d.int64(r, "spent"),
-		Debt:                d.int64(r, "debt"),
-		OverdraftLimit:      d.int64(r, "overdraft_limit"),
-		IsOverLimit:         overLimit,
+		Allocated:           bal.Allocated,
+		Remaining:           bal.Remaining,
+		Reserved:            bal.Reserved,
+		Spent:               bal.Spent,
+		Debt:                bal.Debt,
+		OverdraftLimit:      bal.OverdraftLimit,
+		IsOverLimit:         bal.OverLimit,
 		Status:              cyclesv1.BudgetStatus(st),
 		CommitOveragePolicy: d.policy(r, "commit_overage_policy"),
 		CreatedAtMs:         d.int64(r, "created_at"),

@@ -68,7 +68,7 @@ func (f *fx) quarantined() string {
 	past := time.Now().UnixMilli() - 60_000
 	bg := context.Background()
 	f.e.c.HSet(bg, tk.Reservation(id), "expires_at", strconv.FormatInt(past, 10), "grace_ms", "0")
-	f.e.c.HSet(bg, tk.Budget(f.scope(""), "TOKENS"), "reserved", "0", "remaining", "1000")
+	ledgertest.PatchBalance(f.e.t, f.e.c, tk.Budget(f.scope(""), "TOKENS"), map[string]string{"reserved": "0", "remaining": "1000"})
 	f.e.c.ZAdd(bg, tk.Deadlines(), ledgertestZ(past, id))
 	f.setup(func(ctx context.Context) error {
 		_, err := f.e.ops.SweepTenant(ctx, &cyclesv1.SweepTenantRequest{TenantId: f.tenant})

@@ -12,7 +12,7 @@
 //	cy:{t:T}:tenant                  hash    tenant record (status, defaults, `pol`)       none
 //	cy:{t:T}:apikey:<key_id>         hash    API key (sha256 of secret, status, name)      none
 //	cy:{t:T}:apikeys                 zset    key ids (lex, score 0)                        none
-//	cy:{t:T}:b:<scope_path>:<UNIT>   hash    budget ledger (allocated, remaining, ...)     none
+//	cy:{t:T}:b:<scope_path>:<UNIT>   hash    budget: packed balance `bal`, caps, metadata  none
 //	cy:{t:T}:budgets                 zset    "<scope_path>|<UNIT>" (lex, score 0)          none
 //	cy:{t:T}:pol                     hash    scope policy id -> JSON (internal/policy)     none
 //	cy:{t:T}:r:<reservation_id>      hash    reservation record + replay snapshots         none while ACTIVE, 30 d once terminal

@@ -31,10 +31,10 @@ import (
 //
 // Budget hash (Tenant.Budget):
 //
-//	scope_path, unit, allocated, remaining, reserved, spent, debt,
-//	overdraft_limit, is_over_limit ("true"|"false"), status
-//	(ACTIVE|FROZEN|CLOSED), commit_overage_policy, caps (JSON Caps, absent =
-//	none), created_at, updated_at, metadata (JSON object)
+//	scope_path, unit, bal (the balance, packed: BalanceField, Balance:
+//	"<status>:<remaining>:<reserved>:<spent>:<allocated>:<debt>:<overdraft_limit>:<over 0|1>",
+//	status ACTIVE|FROZEN|CLOSED), commit_overage_policy, caps (JSON Caps,
+//	absent = none), created_at, updated_at, metadata (JSON object)
 //	Invariant: remaining = allocated - spent - reserved - debt.
 //
 // Reservation hash (Tenant.Reservation): ReservationLayout

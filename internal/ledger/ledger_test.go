@@ -287,8 +287,7 @@ func TestGetReservation(t *testing.T) {
 	x := e.mustReserve("x", 10)
 	e.c.HSet(ctx, "cy:{t:"+e.tenant+"}:r:"+x.ReservationId, "state", "EXPIRED")
 	e.c.ZRem(ctx, "cy:{t:"+e.tenant+"}:r:deadline", x.ReservationId)
-	e.c.HIncrBy(ctx, "cy:{t:"+e.tenant+"}:b:"+e.scope("")+":TOKENS", "reserved", -10)
-	e.c.HIncrBy(ctx, "cy:{t:"+e.tenant+"}:b:"+e.scope("")+":TOKENS", "remaining", 10)
+	ledgertest.AddToBalance(t, e.c, "cy:{t:"+e.tenant+"}:b:"+e.scope("")+":TOKENS", map[string]int64{"reserved": -10, "remaining": 10})
 	_, err = e.l.Get(ctx, e.tenant, &cyclesv1.GetReservationRequest{ReservationId: x.ReservationId})
 	wantCode(t, err, apierr.ReservationExpired)
 }

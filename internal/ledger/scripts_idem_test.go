@@ -56,8 +56,7 @@ func TestScriptIdempotency(t *testing.T) {
 		// payload is evaluated afresh.
 		_, err = s.reserve(rc{Key: "k2", Est: "2000", Scopes: []string{""}})
 		wantCode(t, err, apierr.BudgetExceeded)
-		s.c.HIncrBy(ctx, s.tk.Budget(s.path(""), "TOKENS"), "allocated", 5000)
-		s.c.HIncrBy(ctx, s.tk.Budget(s.path(""), "TOKENS"), "remaining", 5000)
+		ledgertest.AddToBalance(t, s.c, s.tk.Budget(s.path(""), "TOKENS"), map[string]int64{"allocated": 5000, "remaining": 5000})
 		if o, err := s.reserve(rc{Key: "k2", Est: "2000", Scopes: []string{""}}); err != nil || o.Replay {
 			t.Fatalf("retry after a failure: %+v %v", o, err)
 		}

@@ -185,10 +185,10 @@ func TestScriptEventsNotBlockedByDebt(t *testing.T) {
 		s.wantL("workspace:prod", L{rem: 50, spent: 900, debt: 50, over: true})
 
 		// Frozen / closed budgets do block events.
-		s.c.HSet(ctx, s.tk.Budget(s.path("workspace:prod"), "TOKENS"), "status", "FROZEN")
+		ledgertest.PatchBalance(t, s.c, s.tk.Budget(s.path("workspace:prod"), "TOKENS"), map[string]string{"status": "FROZEN"})
 		_, err = s.event(ec{Actual: "1"})
 		wantCode(t, err, apierr.BudgetFrozen)
-		s.c.HSet(ctx, s.tk.Budget(s.path("workspace:prod"), "TOKENS"), "status", "CLOSED")
+		ledgertest.PatchBalance(t, s.c, s.tk.Budget(s.path("workspace:prod"), "TOKENS"), map[string]string{"status": "CLOSED"})
 		_, err = s.event(ec{Actual: "1"})
 		wantCode(t, err, apierr.BudgetClosed)
 	})

@@ -22,8 +22,7 @@ func (s *sx) expireLikeSweeper(rid string) {
 		if n, _ := s.c.Exists(ctx, k).Result(); n == 0 {
 			continue
 		}
-		s.c.HIncrBy(ctx, k, "reserved", -est)
-		s.c.HIncrBy(ctx, k, "remaining", est)
+		ledgertest.AddToBalance(s.t, s.c, k, map[string]int64{"reserved": -est, "remaining": est})
 	}
 	s.c.HSet(ctx, s.tk.Reservation(rid), "state", "EXPIRED", "expired_at", itoa(redisNow(s.t, s.c)))
 	s.c.ZRem(ctx, s.tk.Deadlines(), rid)

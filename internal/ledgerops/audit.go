@@ -243,6 +243,9 @@ type budgetsPage struct {
 		Exists    bool           `json:"exists"`
 		WrongType bool           `json:"wrong_type"`
 		F         luaMap[string] `json:"f"`
+		// Bad: the packed balance does not pass the ledger scripts' strict
+		// reading (lua/lib/core.lua BAL.split), which refuses the budget.
+		Bad bool `json:"bad"`
 	}] `json:"rows"`
 	Done bool `json:"done"`
 }
@@ -371,6 +374,13 @@ func (s *Service) budgetsPass(ctx context.Context, prefix string, r *report) (ma
 			}
 			if len(v) < len(budgetFields) {
 				continue
+			}
+			if b.Bad {
+				// Every amount parses, but the status, the flag or an amount's
+				// form does not: the ledger refuses the budget; an operator
+				// rewrites its balance (never automatically).
+				add(&cyclesv1.AuditDiscrepancy{Kind: KindBudgetFieldInvalid, ScopePath: scope, Unit: unit,
+					Message: "budget balance is not in its canonical form", Evidence: map[string]string{"field": "bal"}})
 			}
 			reserved[b.M] = v["reserved"]
 			want := new(big.Int).Sub(v["allocated"], v["spent"])

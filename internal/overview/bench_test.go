@@ -28,8 +28,8 @@ func BenchmarkOverview(b *testing.B) {
 		pipe.ZAdd(ctx, keys.Tenants, redis.Z{Member: t})
 		for j := range 10 {
 			scope := fmt.Sprintf("tenant:%s/app:a%d", t, j)
-			pipe.HSet(ctx, tk.Budget(scope, "TOKENS"), "scope_path", scope, "unit", "TOKENS", "allocated", "100",
-				"remaining", "90", "debt", "0", "overdraft_limit", "0", "is_over_limit", "false", "status", "ACTIVE")
+			pipe.HSet(ctx, tk.Budget(scope, "TOKENS"), "scope_path", scope, "unit", "TOKENS",
+				keys.BalanceField, keys.Balance{Status: "ACTIVE", Allocated: 100, Remaining: 90}.Pack())
 			pipe.ZAdd(ctx, tk.Budgets(), redis.Z{Member: keys.BudgetMember(scope, "TOKENS")})
 			pipe.XAdd(ctx, &redis.XAddArgs{Stream: tk.Events(), Values: []string{"id", "evt_x", "type", "reservation.denied",
 				"cat", "reservation", "ts", "1", "data", `{"reason_code":"BUDGET_EXCEEDED"}`}})

@@ -289,8 +289,9 @@ func TestPolicyCommitRateLimit(t *testing.T) {
 	if st, _ := e.rdb.HGet(e.ctx, keys.Tenant(e.tenant).Reservation(ids[2]), "state").Result(); st != "ACTIVE" {
 		t.Fatalf("refused commit left the reservation %s", st)
 	}
-	b, _ := e.rdb.HMGet(e.ctx, keys.Tenant(e.tenant).Budget(botPath, "TOKENS"), "reserved", "spent").Result()
-	if fmt.Sprint(b) != "[20 14]" { // two reservations of 10 still held, two commits of 7
+	bal, _ := e.rdb.HGet(e.ctx, keys.Tenant(e.tenant).Budget(botPath, "TOKENS"), keys.BalanceField).Result()
+	pb, _ := keys.ParseBalance(bal)
+	if b := []int64{pb.Reserved, pb.Spent}; fmt.Sprint(b) != "[20 14]" { // two reservations of 10 still held, two commits of 7
 		t.Fatalf("budget reserved/spent %v, want [20 14]", b)
 	}
 	if _, err := call(e.ctx, func(ctx context.Context, r *cyclesv1.ReleaseReservationRequest) (*cyclesv1.ReleaseReservationResponse, error) {

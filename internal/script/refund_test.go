@@ -2,7 +2,10 @@ package script
 
 import (
 	"context"
+	"strconv"
 	"testing"
+
+	"github.com/cyclesgo/cycles-go/internal/keys"
 
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
@@ -19,6 +22,12 @@ refund_apply({b})
 return ok({problem = ''})
 `
 
+// bal is a budget hash holding a packed balance with remaining rem and
+// reserved res (verbatim) and fixed other parts.
+func bal(rem, res string) map[string]string {
+	return map[string]string{keys.BalanceField: "FROZEN:" + rem + ":" + res + ":7:100:3:9:1"}
+}
+
 // The shared hold refund (release, expiry, quarantine resolution): every
 // kind of broken budget is named, not written; the underflow guard is the
 // caller's choice; overflow is refused; a good refund moves both fields.
@@ -32,14 +41,15 @@ func TestRefundLibrary(t *testing.T) {
 		problem        string
 		wantRes, wantR string
 	}{
-		{name: "ok", fields: map[string]string{"reserved": "10", "remaining": "0"}, amount: "4", guard: "guard", wantRes: "6", wantR: "4"},
+		{name: "ok", fields: bal("0", "10"), amount: "4", guard: "guard", wantRes: "6", wantR: "4"},
 		{name: "missing", amount: "4", problem: "MISSING"},
 		{name: "wrong type", plain: "x", amount: "4", problem: "WRONG_TYPE"},
-		{name: "no fields", fields: map[string]string{"spent": "1"}, amount: "4", problem: "MALFORMED"},
-		{name: "malformed", fields: map[string]string{"reserved": "x", "remaining": "0"}, amount: "4", problem: "MALFORMED"},
-		{name: "underflow guarded", fields: map[string]string{"reserved": "5", "remaining": "10"}, amount: "7", guard: "guard", problem: "RESERVED_UNDERFLOW", wantRes: "5", wantR: "10"},
-		{name: "underflow allowed", fields: map[string]string{"reserved": "5", "remaining": "10"}, amount: "7", wantRes: "-2", wantR: "17"},
-		{name: "overflow", fields: map[string]string{"reserved": "5", "remaining": max}, amount: "1", problem: "AMOUNT_OVERFLOW", wantRes: "5", wantR: max},
+		{name: "no balance", fields: map[string]string{"spent": "1"}, amount: "4", problem: "MALFORMED"},
+		{name: "malformed", fields: bal("0", "x"), amount: "4", problem: "MALFORMED"},
+		{name: "not canonical", fields: bal("0", "010"), amount: "4", problem: "MALFORMED"},
+		{name: "underflow guarded", fields: bal("10", "5"), amount: "7", guard: "guard", problem: "RESERVED_UNDERFLOW", wantRes: "5", wantR: "10"},
+		{name: "underflow allowed", fields: bal("10", "5"), amount: "7", wantRes: "-2", wantR: "17"},
+		{name: "overflow", fields: bal(max, "5"), amount: "1", problem: "AMOUNT_OVERFLOW", wantRes: "5", wantR: max},
 	}
 	for _, be := range redistest.AllModes(t) {
 		t.Run(be.Name, func(t *testing.T) {
@@ -63,9 +73,14 @@ func TestRefundLibrary(t *testing.T) {
 					t.Errorf("%s: problem %q, want %q", c.name, out.Problem, c.problem)
 				}
 				if c.wantRes != "" {
-					got, _ := be.Client.HMGet(ctx, key, "reserved", "remaining").Result()
-					if got[0] != c.wantRes || got[1] != c.wantR {
-						t.Errorf("%s: reserved, remaining = %v, want %s, %s", c.name, got, c.wantRes, c.wantR)
+					got, _ := be.Client.HGet(ctx, key, keys.BalanceField).Result()
+					b, err := keys.ParseBalance(got)
+					if err != nil || strconv.FormatInt(b.Reserved, 10) != c.wantRes || strconv.FormatInt(b.Remaining, 10) != c.wantR {
+						t.Errorf("%s: balance %q (%v), want reserved %s, remaining %s", c.name, got, err, c.wantRes, c.wantR)
+					}
+					// Only the two amounts change; the rest is kept as stored.
+					if b.Status != "FROZEN" || b.Spent != 7 || b.Allocated != 100 || b.Debt != 3 || b.OverdraftLimit != 9 || !b.OverLimit {
+						t.Errorf("%s: balance %q lost its other parts", c.name, got)
 					}
 				}
 			}

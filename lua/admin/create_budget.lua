@@ -19,7 +19,8 @@
 -- JSON admin/create_budget: {*}
 -- Refusals: TENANT_NOT_FOUND, TENANT_CLOSED, TENANT_SUSPENDED, DUPLICATE_RESOURCE,
 --   INVALID_REQUEST, INTERNAL_ERROR (malformed tenant status).
--- remaining = allocated; reserved = spent = debt = 0; is_over_limit false; ACTIVE.
+-- remaining = allocated; reserved = spent = debt = 0; is_over_limit false; ACTIVE
+-- (one packed `bal` field, lib/core.lua BAL).
 -- Events: budget.created (EventDataBudgetLifecycle, operation CREATE).
 
 local tenant, scope, unit = ARGV[1], ARGV[2], ARGV[3]
@@ -48,9 +49,8 @@ if bad_limit then return bad_limit end
 local now = now_ms()
 local ts = string.format('%.0f', now)
 local fields = {
-  'scope_path', scope, 'unit', unit, 'allocated', allocated, 'remaining', allocated,
-  'reserved', '0', 'spent', '0', 'debt', '0', 'overdraft_limit', limit,
-  'is_over_limit', 'false', 'status', 'ACTIVE', 'created_at', ts, 'updated_at', ts,
+  'scope_path', scope, 'unit', unit, 'bal', BAL.pack('ACTIVE', allocated, '0', '0', allocated, '0', limit, false),
+  'created_at', ts, 'updated_at', ts,
   'metadata', ARGV[8],
 }
 if ARGV[6] ~= '' then

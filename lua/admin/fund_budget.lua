@@ -50,16 +50,13 @@ if rec then
   return {'OK', '{"replay":true,"resp":' .. rec.resp .. '}'}
 end
 
-local b
-b, refusal = open_budget(KEYS[1], KEYS[2], scope, unit, details)
-if not b then return refusal end
-local status = b.status or 'ACTIVE'
+local b, v = open_budget(KEYS[1], KEYS[2], scope, unit, details)
+if not b then return v end
+local status = v.status
 if status == 'FROZEN' then
   return fail('BUDGET_FROZEN', 'budget is frozen', details)
 elseif status == 'CLOSED' then
   return fail('BUDGET_CLOSED', 'budget is closed', details)
-elseif status ~= 'ACTIVE' then
-  return fail('INTERNAL_ERROR', 'budget has a malformed status', details)
 end
 
 local amt, bad = amount_arg(ARGV[2], 'amount')
@@ -68,14 +65,7 @@ local ttl = tonumber(ARGV[6])
 if ttl == nil or ttl < 1 or ttl ~= math.floor(ttl) then
   return fail('INVALID_REQUEST', 'idempotency lifetime must be a positive integer', {field = 'ttl'})
 end
-local cur = {}
-for _, f in ipairs({'allocated', 'remaining', 'reserved', 'spent', 'debt', 'overdraft_limit'}) do
-  local v = i64_norm(b[f])
-  if v == nil then
-    return fail('INTERNAL_ERROR', 'budget field ' .. f .. ' is not an int64', details)
-  end
-  cur[f] = v
-end
+local cur = v -- canonical int64 strings (open_budget)
 
 local function overflow(field)
   return fail('AMOUNT_OVERFLOW', op .. ' would take ' .. field .. ' outside int64',
@@ -135,15 +125,14 @@ else
   return fail('INVALID_REQUEST', 'unknown funding operation', {field = 'operation'})
 end
 
-local was_over = (b.is_over_limit == 'true')
+local was_over = v.over
 local is_over = i64_cmp(nxt.debt, cur.overdraft_limit) > 0
 
 -- All checks passed: write.
 local now = now_ms()
 local ts = string.format('%.0f', now)
-redis.call('HSET', KEYS[2], 'allocated', nxt.allocated, 'remaining', nxt.remaining,
-  'spent', nxt.spent, 'debt', nxt.debt, 'is_over_limit', is_over and 'true' or 'false',
-  'updated_at', ts)
+redis.call('HSET', KEYS[2], 'bal', BAL.pack(status, nxt.remaining, cur.reserved, nxt.spent, nxt.allocated,
+  nxt.debt, cur.overdraft_limit, is_over), 'updated_at', ts)
 
 local prev_state = {allocated = cur.allocated, remaining = cur.remaining, debt = cur.debt,
   spent = cur.spent, reserved = cur.reserved}

@@ -21,7 +21,7 @@
 -- Refusals: TENANT_CLOSED, BUDGET_NOT_FOUND; freeze: BUDGET_FROZEN (already
 --   frozen), BUDGET_CLOSED; unfreeze: INVALID_STATE (not FROZEN; details.status
 --   says which); close: BUDGET_CLOSED (already closed); INTERNAL_ERROR
---   (malformed stored status, or an unknown target).
+--   (a corrupt balance, or an unknown target).
 -- Events: budget.frozen | budget.unfrozen | budget.closed
 --   (EventDataBudgetLifecycle, operation STATUS_CHANGE).
 
@@ -29,12 +29,9 @@ local scope, unit, target = ARGV[1], ARGV[2], ARGV[5]
 local details = {scope = scope, unit = unit}
 local event_of = {FROZEN = 'budget.frozen', ACTIVE = 'budget.unfrozen', CLOSED = 'budget.closed'}
 if not event_of[target] then return fail('INTERNAL_ERROR', 'unknown target status', details) end
-local b, refusal = open_budget(KEYS[1], KEYS[2], scope, unit, details)
-if not b then return refusal end
-local status = b.status or 'ACTIVE'
-if status ~= 'ACTIVE' and status ~= 'FROZEN' and status ~= 'CLOSED' then
-  return fail('INTERNAL_ERROR', 'budget has a malformed status', details)
-end
+local b, v = open_budget(KEYS[1], KEYS[2], scope, unit, details)
+if not b then return v end
+local status = v.status
 
 if target == 'FROZEN' then
   if status == 'FROZEN' then return fail('BUDGET_FROZEN', 'budget is already frozen', details) end
@@ -49,10 +46,11 @@ elseif status == 'CLOSED' then
 end
 
 local now = now_ms()
-redis.call('HSET', KEYS[2], 'status', target, 'updated_at', string.format('%.0f', now))
+redis.call('HSET', KEYS[2], 'bal', BAL.pack(target, v.remaining, v.reserved, v.spent, v.allocated, v.debt,
+  v.overdraft_limit, v.over), 'updated_at', string.format('%.0f', now))
 local function state(s)
-  return {allocated = b.allocated or '0', remaining = b.remaining or '0', debt = b.debt or '0',
-    spent = b.spent or '0', reserved = b.reserved or '0', status = s}
+  return {allocated = v.allocated, remaining = v.remaining, debt = v.debt,
+    spent = v.spent, reserved = v.reserved, status = s}
 end
 local emit = event_emitter(KEYS[3], ARGV[4], now)
 emit(event_of[target], 'budget', scope, {ledger_id = scope .. '|' .. unit, scope = scope,

@@ -17,26 +17,22 @@
 -- Result: ok(<budget hash after>)
 -- JSON admin/update_budget: {*}
 -- Refusals: TENANT_CLOSED, BUDGET_NOT_FOUND, BUDGET_CLOSED, INVALID_REQUEST,
---   INTERNAL_ERROR (malformed stored values). Nothing is written when nothing changes.
+--   INTERNAL_ERROR (malformed stored values, a corrupt balance). Nothing is written when nothing changes.
 -- Events: budget.updated (EventDataBudgetLifecycle, operation UPDATE, changed_fields),
 --   budget.over_limit_entered/exited when the flag flips.
 
 local scope, unit = ARGV[1], ARGV[2]
 local details = {scope = scope, unit = unit}
 
-local b, refusal = open_budget(KEYS[1], KEYS[2], scope, unit, details)
-if not b then return refusal end
-local status = b.status or 'ACTIVE'
+local b, v = open_budget(KEYS[1], KEYS[2], scope, unit, details)
+if not b then return v end
+local status = v.status
 if status == 'CLOSED' then
   return fail('BUDGET_CLOSED', 'budget is closed', details)
 end
 local p = cjson.decode(ARGV[3])
 
-local limit = i64_norm(b.overdraft_limit)
-local debt = i64_norm(b.debt)
-if limit == nil or debt == nil then
-  return fail('INTERNAL_ERROR', 'budget debt or overdraft_limit is not an int64', details)
-end
+local limit, debt = v.overdraft_limit, v.debt
 if p.overdraft_limit ~= nil then
   local bad
   limit, bad = amount_arg(p.overdraft_limit, 'overdraft_limit')
@@ -46,9 +42,11 @@ if p.commit_overage_policy ~= nil and not POLICIES[p.commit_overage_policy] then
   return fail('INVALID_REQUEST', 'unknown overage policy', {field = 'commit_overage_policy'})
 end
 
-local patch = record_patch(b)
+local patch = record_patch(b, {bal = true})
 local put, changed = patch.put, patch.changed
-put('overdraft_limit', p.overdraft_limit and limit or nil)
+-- overdraft_limit and the over-limit flag live in the packed balance (one
+-- field, rewritten whole below when either changes).
+if limit ~= v.overdraft_limit then changed[#changed + 1] = 'overdraft_limit' end
 put('commit_overage_policy', p.commit_overage_policy)
 if p.caps ~= nil then put('caps', p.caps) end
 local del_caps = p.clear_caps and b.caps ~= nil
@@ -60,9 +58,12 @@ if meta == false then
 end
 put('metadata', meta)
 
-local was_over = (b.is_over_limit == 'true')
+local was_over = v.over
 local is_over = i64_cmp(debt, limit) > 0
-if was_over ~= is_over then put('is_over_limit', is_over and 'true' or 'false') end
+if was_over ~= is_over then changed[#changed + 1] = 'is_over_limit' end
+if limit ~= v.overdraft_limit or was_over ~= is_over then
+  put('bal', BAL.pack(status, v.remaining, v.reserved, v.spent, v.allocated, debt, limit, is_over))
+end
 
 if #changed == 0 then
   audit_ok_ev(KEYS[3], ARGV[4])
@@ -74,8 +75,8 @@ if del_caps then redis.call('HDEL', KEYS[2], 'caps') end
 -- Amounts do not change on an update; previous and new state are two tables
 -- because cjson encoders may reject a table referenced twice.
 local function state()
-  return {allocated = b.allocated or '0', remaining = b.remaining or '0', debt = debt,
-    spent = b.spent or '0', reserved = b.reserved or '0', status = status}
+  return {allocated = v.allocated, remaining = v.remaining, debt = debt,
+    spent = v.spent, reserved = v.reserved, status = status}
 end
 local emit = event_emitter(KEYS[3], ARGV[4], now)
 emit('budget.updated', 'budget', scope, {ledger_id = scope .. '|' .. unit, scope = scope,

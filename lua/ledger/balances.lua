@@ -13,6 +13,7 @@
 --       4 unit           unit filter ('' = every unit)
 --       5 segments       segment filters (JSON array of "level:value")
 -- Result: ok({rows = [{unit, <balance_of fields>}...], more = bool, last = '<member>'})
+-- Refusals: INTERNAL_ERROR (a budget's balance is corrupt).
 
 local after = ARGV[1]
 local limit = small_int(ARGV[2]) or 50
@@ -40,6 +41,10 @@ while scanned < budget and #rows < limit and not exhausted do
       local key = key_budget(KEYS[1], path, unit)
       if keep and redis.call('EXISTS', key) == 1 then
         local b = balance_of(key, path)
+        if b == nil then
+          return fail('INTERNAL_ERROR', 'budget ' .. path .. ' ' .. unit .. ' holds a malformed balance',
+            {scope = path, unit = unit})
+        end
         b.unit = unit
         rows[#rows + 1] = b
         if #rows >= limit then break end

@@ -340,7 +340,7 @@ if rate then policy_rate.count(rate) end
 local budgeted, rows, tail = {nil, nil, nil}, {nil, nil, nil}, {nil, nil, nil, nil, nil, nil, nil, nil} -- presized
 for i = 1, #bs do
   local b = bs[i]
-  redis.call('HSET', b.key, 'reserved', new_res[i], 'remaining', new_rem[i])
+  write_budget(b, new_rem[i], new_res[i])
   budgeted[i] = b.path
   rows[i] = (ROW_INDEX[i] or ms(i)) .. ',' .. new_rem[i] .. ',' .. new_res[i] .. ',' .. b.spent .. ',' .. b.alloc
     .. ',' .. b.debt .. ',' .. b.lim .. (b.over and ',1' or ',0')

@@ -3,9 +3,12 @@
 -- "-- include: lib/admin_record.lua" (see internal/script).
 -- Library functions take keys and values as parameters (no KEYS/ARGV reads).
 
--- open_budget returns the budget hash at budget_key, or nil and the refusal:
--- TENANT_CLOSED when the tenant record at tenant_key is closed,
--- BUDGET_NOT_FOUND when there is no budget. details go with either refusal.
+-- open_budget returns the budget hash at budget_key and its balance (the
+-- packed `bal` field, lib/core.lua BAL, split into {status, remaining,
+-- reserved, spent, allocated, debt, overdraft_limit, over}), or nil and the
+-- refusal: TENANT_CLOSED when the tenant record at tenant_key is closed,
+-- BUDGET_NOT_FOUND when there is no budget, INTERNAL_ERROR when its balance
+-- is absent or corrupt. details go with every refusal.
 local function open_budget(tenant_key, budget_key, scope, unit, details)
   if redis.call('HGET', tenant_key, 'status') == 'CLOSED' then
     return nil, fail('TENANT_CLOSED', 'the tenant is closed', details)
@@ -14,7 +17,10 @@ local function open_budget(tenant_key, budget_key, scope, unit, details)
   if next(b) == nil then
     return nil, fail('BUDGET_NOT_FOUND', 'budget ' .. scope .. ' ' .. unit .. ' not found', details)
   end
-  return b
+  local st, rem, res, spent, alloc, debt, lim, over = BAL.split(b.bal)
+  if not st then return nil, fail('INTERNAL_ERROR', 'budget holds a malformed balance', details) end
+  return b, {status = st, remaining = rem, reserved = res, spent = spent, allocated = alloc, debt = debt,
+    overdraft_limit = lim, over = over}
 end
 
 -- merged_metadata applies a patch's metadata to the stored map stored_json

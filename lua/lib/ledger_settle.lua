@@ -91,18 +91,14 @@ local function settle(bs, E, A, policy)
   return {charged = charged, debt_total = debt_total, delta = delta, rows = rows}
 end
 
--- apply_plan writes a settlement plan (canonical strings, HSET).
+-- apply_plan writes a settlement plan (canonical strings; one HSET of each
+-- budget's packed balance, lib/ledger_budget.lua write_budget).
 local function apply_plan(plan)
   local rows = plan.rows
   for i = 1, #rows do
     local row = rows[i]
     local b = row.b
-    if row.debt ~= b.debt then
-      redis.call('HSET', b.key, 'remaining', row.rem, 'reserved', row.res, 'spent', row.spent, 'debt', row.debt)
-    else
-      redis.call('HSET', b.key, 'remaining', row.rem, 'reserved', row.res, 'spent', row.spent)
-    end
-    if row.over and not b.over then redis.call('HSET', b.key, 'is_over_limit', 'true') end
+    write_budget(b, row.rem, row.res, row.spent, row.debt, row.over)
   end
 end
 

@@ -236,8 +236,8 @@ local function quarantine_row(prefix, id)
   local holds = {}
   if h.E and h.scopes then
     for _, s in ipairs(h.scopes) do
-      local v = redis.pcall('HGET', key_budget(prefix, s, h.unit), 'reserved')
-      if type(v) ~= 'string' then v = '' end
+      local p = BAL.parts(redis.pcall('HGET', key_budget(prefix, s, h.unit), 'bal'))
+      local v = p and p[3] or ''
       holds[#holds + 1] = {scope = s, unit = h.unit, amount = h.E, reserved = v}
     end
   end

@@ -5,17 +5,19 @@
 -- caller writes any, so a refund is applied whole or not at all.
 -- Included with "-- include: lib/refund.lua" (see internal/script).
 
--- refund_read reads the reserved and remaining of budget key, tolerating
--- whatever the key holds: {key, res, rem} (canonical int64 strings), or nil
--- and 'WRONG_TYPE' (not a hash), 'MISSING' (no such key) or 'MALFORMED'
--- (reserved or remaining absent or not an int64).
+-- refund_read reads the balance of budget key (core.lua BAL), tolerating
+-- whatever the key holds: {key, status, rem, res, spent, alloc, debt, lim,
+-- over} (canonical int64 strings, as load_budget gives them), or nil and
+-- 'WRONG_TYPE' (not a hash), 'MISSING' (no such key) or 'MALFORMED' (no
+-- balance field, or a corrupt one).
 local function refund_read(key)
-  local v = redis.pcall('HMGET', key, 'reserved', 'remaining')
+  local v = redis.pcall('HGET', key, 'bal')
   if type(v) == 'table' and v.err then return nil, 'WRONG_TYPE' end
-  if not v[1] and not v[2] and redis.call('EXISTS', key) == 0 then return nil, 'MISSING' end
-  local res, rem = i64_norm(v[1] or ''), i64_norm(v[2] or '')
-  if res == nil or rem == nil then return nil, 'MALFORMED' end
-  return {key = key, res = res, rem = rem}
+  if not v and redis.call('EXISTS', key) == 0 then return nil, 'MISSING' end
+  local st, rem, res, spent, alloc, debt, lim, over = BAL.split(v)
+  if not st then return nil, 'MALFORMED' end
+  return {key = key, status = st, rem = rem, res = res, spent = spent, alloc = alloc, debt = debt, lim = lim,
+    over = over}
 end
 
 -- refund_step computes returning amount to budget b ({key, res, rem}, as
@@ -32,10 +34,11 @@ local function refund_step(b, amount, no_underflow)
   return true
 end
 
--- refund_apply writes the refunds refund_step computed for budgets bs.
+-- refund_apply writes the refunds refund_step computed for budgets bs (one
+-- HSET of each budget's packed balance).
 local function refund_apply(bs)
   for _, b in ipairs(bs) do
-    redis.call('HSET', b.key, 'reserved', b.new_res, 'remaining', b.new_rem)
+    redis.call('HSET', b.key, 'bal', BAL.pack(b.status, b.new_rem, b.new_res, b.spent, b.alloc, b.debt, b.lim, b.over))
   end
 end
 

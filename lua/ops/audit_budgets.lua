@@ -8,11 +8,14 @@
 -- ARGV: 1 after           cursor: last member seen ('' = start)
 --       2 page_size       1..1000
 -- Result ok(): per budget member m, whether its key exists, whether it is not a
--- hash (wrong_type) and f = {allocated, remaining, reserved, spent, debt} as
--- stored (a missing field is absent); done when the page is the last. The
+-- hash (wrong_type), f = {allocated, remaining, reserved, spent, debt} as
+-- stored in the packed balance (lib/core.lua BAL; all absent when it is
+-- missing or not eight parts) and bad when the balance does not pass the
+-- ledger's own strict reading (status, flag, canonical amounts); done when
+-- the page is the last. The
 -- caller checks the values (internal/ledgerops), so the arithmetic lives in
 -- one place.
--- JSON ops/audit_budgets: rows[]{m exists wrong_type f} done
+-- JSON ops/audit_budgets: rows[]{m exists wrong_type f bad} done
 
 local prefix = KEYS[1]
 local n = tonumber(ARGV[2])
@@ -20,22 +23,20 @@ if not n or n < 1 or n > 1000 then return fail('INVALID_REQUEST', 'page size mus
 local min = '-'
 if ARGV[1] ~= '' then min = '(' .. ARGV[1] end
 local members = redis.call('ZRANGEBYLEX', key_index(prefix, 'budgets'), min, '+', 'LIMIT', 0, n)
-local FIELDS = {'allocated', 'remaining', 'reserved', 'spent', 'debt'}
 local rows = {}
 for _, m in ipairs(members) do
   local bar = string.find(m, '|[^|]*$')
   local r = {m = m, exists = false, f = {}}
   if bar then
     local key = key_budget(prefix, string.sub(m, 1, bar - 1), string.sub(m, bar + 1))
-    local v = redis.pcall('HMGET', key, unpack(FIELDS))
+    local v = redis.pcall('HGET', key, 'bal')
     if type(v) == 'table' and v.err then
       r.exists = true
       r.wrong_type = true
     else
       r.exists = redis.call('EXISTS', key) == 1
-      for i, f in ipairs(FIELDS) do
-        if v[i] then r.f[f] = v[i] end
-      end
+      r.f = BAL.amounts(v) or {}
+      if r.exists and not BAL.split(v) then r.bad = true end
     end
   end
   rows[#rows + 1] = r

@@ -28,8 +28,8 @@ local reserved = {}
 for _, m in ipairs(members) do
   local bar = string.find(m, '|[^|]*$')
   if bar then
-    local v = redis.pcall('HGET', key_budget(prefix, string.sub(m, 1, bar - 1), string.sub(m, bar + 1)), 'reserved')
-    if type(v) == 'string' then reserved[m] = v end
+    local p = BAL.parts(redis.pcall('HGET', key_budget(prefix, string.sub(m, 1, bar - 1), string.sub(m, bar + 1)), 'bal'))
+    if p then reserved[m] = p[3] end
   end
 end
 return ok({over_limit = false, sums = holds.sums, uncertain = holds.uncertain, quarantined = holds.quarantined,

@@ -74,7 +74,7 @@ local function budget(scope, unit)
     return nil, fail('BUDGET_NOT_FOUND', 'budget ' .. scope .. ' ' .. unit .. ' not found', {scope = scope, unit = unit})
   end
   if problem then
-    return nil, fail('INTERNAL_ERROR', 'budget ' .. scope .. ' ' .. unit .. ' has a malformed reserved or remaining; repair it first',
+    return nil, fail('INTERNAL_ERROR', 'budget ' .. scope .. ' ' .. unit .. ' has a malformed balance; repair it first',
       {scope = scope, unit = unit})
   end
   b.scope, b.unit = scope, unit
@@ -185,9 +185,8 @@ end
 
 local budgets = {}
 for _, b in ipairs(touched) do
-  local v = redis.call('HMGET', b.key, 'allocated', 'remaining', 'reserved', 'spent', 'debt')
   budgets[#budgets + 1] = {scope = b.scope, unit = b.unit,
-    f = {allocated = v[1] or '', remaining = v[2] or '', reserved = v[3] or '', spent = v[4] or '', debt = v[5] or ''}}
+    f = BAL.amounts(redis.call('HGET', b.key, 'bal')) or {allocated = '', remaining = '', reserved = '', spent = '', debt = ''}}
 end
 local row = quarantine_row(prefix, id)
 local resp = cjson.encode({outcome = data.outcome, row = row, budgets = budgets})

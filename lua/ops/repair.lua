@@ -160,14 +160,18 @@ if #budgets > 0 then
       no('an ACTIVE reservation holding it does not parse; resolve it first')
     else
       local key = key_budget(prefix, path, unit)
-      local v = redis.pcall('HMGET', key, 'allocated', 'remaining', 'reserved', 'spent', 'debt')
-      if type(v) == 'table' and v.err then
+      -- The packed balance (lib/core.lua BAL), split without judging it: a
+      -- bad reserved or remaining is repairable, the other parts are kept
+      -- as stored when the field is rewritten.
+      local bv = redis.pcall('HGET', key, 'bal')
+      if type(bv) == 'table' and bv.err then
         no('budget key is not a hash')
-      elseif not (v[1] or v[2] or v[3] or v[4] or v[5]) then
+      elseif not bv and redis.call('EXISTS', key) == 0 then
         no('budget does not exist')
       else
-        local raw = {allocated = v[1] or '', remaining = v[2] or '', reserved = v[3] or '', spent = v[4] or '', debt = v[5] or ''}
-        local alloc, rem, res, spent, debt = i64_norm(v[1] or ''), i64_norm(v[2] or ''), i64_norm(v[3] or ''), i64_norm(v[4] or ''), i64_norm(v[5] or '')
+        local p = BAL.parts(bv) or {'', '', '', '', '', '', '', ''}
+        local raw = {allocated = p[5], remaining = p[2], reserved = p[3], spent = p[4], debt = p[6]}
+        local alloc, rem, res, spent, debt = i64_norm(p[5]), i64_norm(p[2]), i64_norm(p[3]), i64_norm(p[4]), i64_norm(p[6])
         local S = holds.sums[m] or '0'
         -- expected remaining for a given reserved: allocated - spent - reserved - debt
         local function want_rem(r)
@@ -184,7 +188,8 @@ if #budgets > 0 then
         elseif res == S and rem and rem == want_rem(S) then
           -- Consistent now (fixed since the audit, or only its index was off).
         elseif rem and rem == want_rem(S) then
-          w('HSET', key, 'reserved', S)
+          p[3] = S
+          w('HSET', key, 'bal', table.concat(p, ':'))
           change({kind = (res and 'RESERVED_MISMATCH' or 'BUDGET_FIELD_INVALID'), action = 'HSET reserved',
             scope = path, unit = unit, before = {reserved = raw.reserved}, after = {reserved = S}})
         elseif rem and res and rem == want_rem(res) then
@@ -194,7 +199,8 @@ if #budgets > 0 then
           if new_rem == nil then
             no('returning the difference would overflow int64', ev)
           else
-            w('HSET', key, 'reserved', S, 'remaining', new_rem)
+            p[2], p[3] = new_rem, S
+            w('HSET', key, 'bal', table.concat(p, ':'))
             change({kind = 'RESERVED_MISMATCH', action = 'HSET reserved, remaining', scope = path, unit = unit,
               before = {reserved = res, remaining = rem}, after = {reserved = S, remaining = new_rem}})
           end
@@ -203,7 +209,8 @@ if #budgets > 0 then
           if new_rem == nil then
             no('remaining would overflow int64', ev)
           else
-            w('HSET', key, 'remaining', new_rem)
+            p[2] = new_rem
+            w('HSET', key, 'bal', table.concat(p, ':'))
             change({kind = 'BUDGET_FIELD_INVALID', action = 'HSET remaining', scope = path, unit = unit,
               before = {remaining = raw.remaining}, after = {remaining = new_rem}})
           end

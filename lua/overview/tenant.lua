@@ -71,21 +71,21 @@ if bmax > 0 then
   for _, m in ipairs(members) do
     local sp, u = string.match(m, '^(.*)|([^|]*)$')
     if sp then
-      local b = redis.call('HMGET', key_budget(KEYS[1], sp, u), 'status', 'allocated', 'remaining', 'debt',
-        'overdraft_limit', 'is_over_limit')
-      if b[2] or b[3] then
+      -- The packed balance (lib/core.lua BAL); a budget whose balance is
+      -- absent or corrupt is left out of the overview.
+      local st, rem, _, _, alloc, debt, lim, over = BAL.split(redis.call('HGET', key_budget(KEYS[1], sp, u), 'bal'))
+      if st then
         out.bn = out.bn + 1
-        local st = b[1] or 'ACTIVE'
         out.bs[st] = (out.bs[st] or 0) + 1
         out.bu[u] = (out.bu[u] or 0) + 1
-        local debt = digits(b[4])
-        if b[6] == 'true' then
+        debt = digits(debt)
+        if over then
           out.over = out.over + 1
-          top(out.ol, {sp, u, b[2] or '0', b[3] or '0', debt}, 5)
+          top(out.ol, {sp, u, alloc, rem, debt}, 5)
         end
         if debt ~= '0' then
           out.debt = out.debt + 1
-          top(out.ds, {sp, u, debt, b[5] or '0'}, 3)
+          top(out.ds, {sp, u, debt, lim}, 3)
         end
       end
     end

@@ -135,10 +135,11 @@ func SeedBudget(tb testing.TB, c redis.UniversalClient, tenant string, b Budget)
 		status = "ACTIVE"
 	}
 	f := map[string]any{
-		"scope_path": b.Scope, "unit": b.Unit, "allocated": i64(b.Allocated), "remaining": remaining,
-		"reserved": i64(b.Reserved), "spent": i64(b.Spent), "debt": i64(b.Debt),
-		"overdraft_limit": i64(b.OverdraftLimit), "is_over_limit": strconv.FormatBool(b.IsOverLimit),
-		"status": status, "commit_overage_policy": "ALLOW_IF_AVAILABLE",
+		"scope_path": b.Scope, "unit": b.Unit,
+		keys.BalanceField: PackFields(map[string]string{"status": status, "remaining": remaining,
+			"reserved": i64(b.Reserved), "spent": i64(b.Spent), "allocated": i64(b.Allocated), "debt": i64(b.Debt),
+			"overdraft_limit": i64(b.OverdraftLimit), "is_over_limit": strconv.FormatBool(b.IsOverLimit)}),
+		"commit_overage_policy": "ALLOW_IF_AVAILABLE",
 	}
 	if b.Caps != "" {
 		f["caps"] = b.Caps
@@ -156,6 +157,71 @@ func SeedBudget(tb testing.TB, c redis.UniversalClient, tenant string, b Budget)
 }
 
 func i64(v int64) string { return strconv.FormatInt(v, 10) }
+
+// balanceParts are the names of a packed balance's parts (internal/keys.Balance), in order.
+var balanceParts = []string{"status", "remaining", "reserved", "spent", "allocated", "debt", "overdraft_limit", "is_over_limit"}
+
+// PackFields is the stored balance (internal/keys.BalanceField) of the
+// per-field values in f ("status", "remaining", ..., "is_over_limit"
+// "true"|"false"), written verbatim so a test can store a broken one; an
+// absent amount is "0", an absent status ACTIVE.
+func PackFields(f map[string]string) string {
+	parts := make([]string, len(balanceParts))
+	for i, name := range balanceParts {
+		v, ok := f[name]
+		switch {
+		case name == "is_over_limit" && (v == "true" || v == "1"):
+			v = "1"
+		case name == "is_over_limit" && (!ok || v == "false" || v == "0" || v == ""):
+			v = "0"
+		case name == "status" && !ok:
+			v = "ACTIVE"
+		case !ok:
+			v = "0"
+		}
+		parts[i] = v
+	}
+	return strings.Join(parts, ":")
+}
+
+// BalanceFields is a stored budget hash m with its packed balance spelled out
+// as the per-field names ("allocated", "remaining", ..., "is_over_limit"
+// "true"|"false", "status"), beside m's other fields; m unchanged when it
+// holds no balance of eight parts.
+func BalanceFields(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m)+len(balanceParts))
+	for k, v := range m {
+		out[k] = v
+	}
+	parts := strings.Split(m[keys.BalanceField], ":")
+	if len(parts) != len(balanceParts) {
+		return out
+	}
+	for i, name := range balanceParts {
+		out[name] = parts[i]
+	}
+	out["is_over_limit"] = strconv.FormatBool(parts[7] == "1")
+	return out
+}
+
+// PatchBalance rewrites parts of the packed balance of the budget hash at
+// key (names as BalanceFields gives them), verbatim: tests that store a
+// deliberately broken or adjusted balance.
+func PatchBalance(tb testing.TB, c redis.UniversalClient, key string, patch map[string]string) {
+	tb.Helper()
+	ctx := context.Background()
+	m, err := c.HGetAll(ctx, key).Result()
+	if err != nil {
+		tb.Fatalf("read budget %s: %v", key, err)
+	}
+	f := BalanceFields(m)
+	for k, v := range patch {
+		f[k] = v
+	}
+	if err := c.HSet(ctx, key, keys.BalanceField, PackFields(f)).Err(); err != nil {
+		tb.Fatalf("patch budget %s: %v", key, err)
+	}
+}
 
 // State is a budget's ledger as stored (exact).
 type State struct {
@@ -187,6 +253,7 @@ func ReadBudget(tb testing.TB, c redis.UniversalClient, tenant, scopePath, unit 
 }
 
 func parseState(m map[string]string) (State, error) {
+	m = BalanceFields(m)
 	var s State
 	var err error
 	get := func(f string) *big.Int {
@@ -492,4 +559,25 @@ func EventTypes(tb testing.TB, c redis.UniversalClient, tenant string) []string 
 		out[i] = e["type"]
 	}
 	return out
+}
+
+// AddToBalance adds deltas to amounts of the packed balance of the budget
+// hash at key (names as BalanceFields gives them): the test counterpart of
+// the HINCRBY a per-field layout would take.
+func AddToBalance(tb testing.TB, c redis.UniversalClient, key string, deltas map[string]int64) {
+	tb.Helper()
+	m, err := c.HGetAll(context.Background(), key).Result()
+	if err != nil {
+		tb.Fatalf("read budget %s: %v", key, err)
+	}
+	f := BalanceFields(m)
+	patch := map[string]string{}
+	for name, d := range deltas {
+		n, ok := new(big.Int).SetString(f[name], 10)
+		if !ok {
+			tb.Fatalf("budget %s: %s = %q is not an integer", key, name, f[name])
+		}
+		patch[name] = n.Add(n, big.NewInt(d)).String()
+	}
+	PatchBalance(tb, c, key, patch)
 }

@@ -38,9 +38,11 @@ func TestViolationsCatchEachInvariant(t *testing.T) {
 		break_ func(tk keys.Tenant, path string)
 		want   string
 	}{
-		{"remaining off by one", func(tk keys.Tenant, path string) { c.HIncrBy(ctx, tk.Budget(path, "TOKENS"), "remaining", 1) }, "remaining"},
+		{"remaining off by one", func(tk keys.Tenant, path string) {
+			ledgertest.AddToBalance(t, c, tk.Budget(path, "TOKENS"), map[string]int64{"remaining": 1})
+		}, "remaining"},
 		{"reserved negative", func(tk keys.Tenant, path string) {
-			c.HSet(ctx, tk.Budget(path, "TOKENS"), "reserved", "-5", "remaining", "1005")
+			ledgertest.PatchBalance(t, c, tk.Budget(path, "TOKENS"), map[string]string{"reserved": "-5", "remaining": "1005"})
 		}, "reserved -5 < 0"},
 		{"ACTIVE not indexed", func(tk keys.Tenant, path string) { c.ZRem(ctx, tk.Deadlines(), "r1") }, "not in the deadline index"},
 		{"wrong deadline score", func(tk keys.Tenant, path string) { c.ZAdd(ctx, tk.Deadlines(), redis.Z{Score: 5000, Member: "r1"}) }, "deadline score"},

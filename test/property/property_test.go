@@ -303,6 +303,10 @@ func (c *caseRun) readBudget(ctx context.Context, b budgetSpec) (budgetState, bo
 	if err != nil {
 		c.t.Fatalf("read budget %s: %v", b.id(), err)
 	}
+	if _, err := keys.ParseBalance(m[keys.BalanceField]); err != nil {
+		c.failf("budget %s: %v", b.id(), err)
+	}
+	m = ledgertest.BalanceFields(m)
 	if len(m) == 0 {
 		c.failf("budget %s vanished", b.id())
 		return budgetState{}, false

@@ -108,13 +108,11 @@ func (e *env) untouchable() string {
 	var b strings.Builder
 	for _, m := range e.c.ZRange(ctx, tk.Budgets(), 0, -1).Val() {
 		i := strings.LastIndexByte(m, '|')
-		v := e.c.HMGet(ctx, tk.Budget(m[:i], m[i+1:]), "allocated", "spent", "debt").Val()
+		f := ledgertest.BalanceFields(e.c.HGetAll(ctx, tk.Budget(m[:i], m[i+1:])).Val())
 		b.WriteString(m)
-		for _, x := range v {
+		for _, x := range []string{f["allocated"], f["spent"], f["debt"]} {
 			b.WriteString(" ")
-			if x != nil {
-				b.WriteString(x.(string))
-			}
+			b.WriteString(x)
 		}
 		b.WriteString("\n")
 	}

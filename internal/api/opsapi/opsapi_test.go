@@ -24,8 +24,8 @@ func seed(t *testing.T, c *redis.Client, tenant string, n int) {
 	now := time.Now().UnixMilli()
 	scope := "tenant:" + tenant
 	c.ZAdd(ctx, keys.Tenants, redis.Z{Member: tenant})
-	c.HSet(ctx, k.Budget(scope, "TOKENS"), "scope_path", scope, "unit", "TOKENS", "allocated", "1000",
-		"reserved", strconv.Itoa(10*n), "remaining", strconv.Itoa(1000-10*n), "spent", "0", "debt", "0")
+	c.HSet(ctx, k.Budget(scope, "TOKENS"), "scope_path", scope, "unit", "TOKENS",
+		keys.BalanceField, keys.Balance{Status: "ACTIVE", Allocated: 1000, Reserved: int64(10 * n), Remaining: int64(1000 - 10*n)}.Pack())
 	for i := 0; i < n; i++ {
 		id := "r" + strconv.Itoa(i)
 		c.HSet(ctx, k.Reservation(id), "state", "ACTIVE", "unit", "TOKENS",
