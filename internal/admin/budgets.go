@@ -355,6 +355,6 @@ func (s *Service) setStatus(ctx context.Context, target, tenant, path string, un
 	if err != nil {
 		return nil, err
 	}
-	s.m.budgetStatus.Add(ctx, 1, metric.WithAttributes(attribute.String("status", rec["status"])))
+	s.m.budgetStatus.Add(ctx, 1, metric.WithAttributes(attribute.String("status", target)))
 	return b, nil
 }

@@ -135,7 +135,7 @@ func TestC2ExactInt64Refunds(t *testing.T) {
 				b0 := f.budget(sc[0], "TOKENS", "1000", "10")
 				b1 := f.budget(sc[1], "TOKENS", "1000", "10")
 				// remaining + 10 > 2^63-1 on the last scope only.
-				b2 := f.budgetRaw(sc[2], "TOKENS", map[string]any{"allocated": i64max, "reserved": "10", "remaining": "9223372036854775800"})
+				b2 := f.budgetRaw(sc[2], "TOKENS", map[string]string{"allocated": i64max, "reserved": "10", "remaining": "9223372036854775800"})
 				id := f.reservation(resv{Estimate: "10", Budgeted: sc, CreatedAt: now - 10_000, ExpiresAt: now - 2_000})
 				r := f.expire(10)
 				if r.Quarantined != 1 || r.Expired != 0 || len(r.Q) != 1 || r.Q[0].Reason != "AMOUNT_OVERFLOW" {
@@ -320,7 +320,7 @@ func TestC7CorruptRecordsAreQuarantined(t *testing.T) {
 		sc := f.scopes(2)
 		b0 := f.budget(sc[0], "TOKENS", "100000", "10000")
 		b1 := f.budget(sc[1], "TOKENS", "100000", "10000")
-		f.budgetRaw(sc[1]+"/agent:bad", "TOKENS", map[string]any{"allocated": "10", "reserved": "x1", "remaining": "0"})
+		f.budgetRaw(sc[1]+"/agent:bad", "TOKENS", map[string]string{"allocated": "10", "reserved": "x1", "remaining": "0"})
 		f.budget(sc[1]+"/agent:low", "TOKENS", "10", "5")
 		base := resv{Estimate: "100", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000}
 		with := func(fields map[string]string) resv { r := base; r.Fields = fields; return r }

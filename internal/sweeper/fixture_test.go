@@ -99,19 +99,17 @@ func (f *fixture) scopes(n int) []string {
 func (f *fixture) budget(scope, unit, allocated, reserved string) string {
 	f.t.Helper()
 	rem := new(big.Int).Sub(bigOf(f.t, allocated), bigOf(f.t, reserved))
-	return f.budgetRaw(scope, unit, map[string]any{"allocated": allocated, "reserved": reserved, "remaining": rem.String()})
+	return f.budgetRaw(scope, unit, map[string]string{"allocated": allocated, "reserved": reserved, "remaining": rem.String()})
 }
 
-// budgetRaw seeds a budget with the given ledger fields (may break invariants).
-func (f *fixture) budgetRaw(scope, unit string, fields map[string]any) string {
+// budgetRaw seeds a budget with the given ledger amounts, packed verbatim
+// into its balance (may break invariants or the layout).
+func (f *fixture) budgetRaw(scope, unit string, fields map[string]string) string {
 	f.t.Helper()
 	key := f.k.Budget(scope, unit)
 	vals := map[string]any{
-		"scope_path": scope, "unit": unit, "spent": "0", "debt": "0", "overdraft_limit": "0",
-		"is_over_limit": "false", "status": "ACTIVE", "created_at": "1", "updated_at": "1",
-	}
-	for k, v := range fields {
-		vals[k] = v
+		"scope_path": scope, "unit": unit, "created_at": "1", "updated_at": "1",
+		keys.BalanceField: ledgertest.PackFields(fields),
 	}
 	if err := f.c.HSet(f.ctx, key, vals).Err(); err != nil {
 		f.t.Fatal(err)
@@ -268,6 +266,12 @@ func (f *fixture) hgetall(key string) map[string]string {
 	return v
 }
 
+// budgetHash reads a budget hash, its packed balance spelled out per field.
+func (f *fixture) budgetHash(key string) map[string]string {
+	f.t.Helper()
+	return ledgertest.BalanceFields(f.hgetall(key))
+}
+
 func (f *fixture) inIndex(id string) bool {
 	f.t.Helper()
 	_, err := f.c.ZScore(f.ctx, f.k.Deadlines(), id).Result()
@@ -302,11 +306,8 @@ func (f *fixture) streamEvents() []redis.XMessage {
 // ledger returns reserved and remaining of a budget key.
 func (f *fixture) ledger(key string) (reserved, remaining string) {
 	f.t.Helper()
-	v, err := f.c.HMGet(f.ctx, key, "reserved", "remaining").Result()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return str(v[0]), str(v[1])
+	h := f.budgetHash(key)
+	return h["reserved"], h["remaining"]
 }
 
 // wantLedger fails the test unless the budget key holds reserved and
@@ -338,7 +339,7 @@ func str(v any) string {
 // reserved >= 0 on a budget (math/big on the raw strings).
 func (f *fixture) checkInvariant(key string) {
 	f.t.Helper()
-	h := f.hgetall(key)
+	h := f.budgetHash(key)
 	lhs := bigOf(f.t, h["remaining"])
 	rhs := new(big.Int).Sub(bigOf(f.t, h["allocated"]), bigOf(f.t, h["spent"]))
 	rhs.Sub(rhs, bigOf(f.t, h["reserved"]))
