@@ -252,8 +252,8 @@ func TestSweepRacingReleaseRefundsOnce(t *testing.T) {
 local r = redis.call('HMGET', KEYS[1], 'state', 'estimate')
 if r[1] ~= 'ACTIVE' then return 0 end
 for i = 3, #KEYS do
-  redis.call('HINCRBY', KEYS[i], 'reserved', '-' .. r[2])
-  redis.call('HINCRBY', KEYS[i], 'remaining', r[2])
+  local st, rem, res, tail = string.match(redis.call('HGET', KEYS[i], 'bal'), '^([^:]*):([^:]*):([^:]*):(.*)$')
+  redis.call('HSET', KEYS[i], 'bal', st .. ':' .. string.format('%d', rem + r[2]) .. ':' .. string.format('%d', res - r[2]) .. ':' .. tail)
 end
 redis.call('HSET', KEYS[1], 'state', 'RELEASED', 'finalized_at', '1')
 redis.call('ZREM', KEYS[2], ARGV[1])
