@@ -39,7 +39,8 @@ var Kinds = []string{
 	KindTerminalNoTTL,
 }
 
-// budgetFields are the ledger amounts of a budget hash, in the order checked.
+// budgetFields are the ledger amounts of a budget's packed balance
+// (lua/ops/audit_budgets.lua splits it), in the order checked.
 var budgetFields = []string{"allocated", "remaining", "reserved", "spent", "debt"}
 
 // report is the full result of one audit.

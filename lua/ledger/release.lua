@@ -71,7 +71,13 @@ local bs
 bs, code, msg = release_hold(KEYS[1], r)
 if bs == nil then return fail(code, msg) end
 
-local balances = snapshots(bs)
+-- The balances after the refund, from the values release_hold wrote (b.new_rem,
+-- b.new_res: lib/refund.lua) rather than a second read of every budget.
+local balances = {nil, nil, nil}
+for i = 1, #bs do
+  local b = bs[i]
+  balances[i] = balance_now(b, b.new_rem, b.new_res)
+end
 -- The answer's balance rows lb<i> (docs/design.md#reservation-records); a
 -- replay packs them as push_rows packs balances.
 redis.call('HSET', KEYS[3], unpack(balance_fields({'state', 'RELEASED', 'finalized_at', ms(now),

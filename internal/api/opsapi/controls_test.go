@@ -174,7 +174,7 @@ func TestBackgroundAuditGauge(t *testing.T) {
 	e := newEnv(t)
 	e.budget("g")
 	e.reserve("g", 3)
-	e.redis("HINCRBY", keys.Tenant(e.tenant).Budget(e.ws("g"), "TOKENS"), "reserved", 2)
+	ledgertest.AddToBalance(e.t, e.c, keys.Tenant(e.tenant).Budget(e.ws("g"), "TOKENS"), map[string]int64{"reserved": 2})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	totals, err := e.svc.AuditAll(ctx)
@@ -306,7 +306,7 @@ func TestMismatchAboveTheHoldsLimit(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		e.reserve("big", int64(i+1))
 	}
-	e.redis("HINCRBY", keys.Tenant(e.tenant).Budget(e.ws("big"), "TOKENS"), "reserved", 1)
+	ledgertest.AddToBalance(e.t, e.c, keys.Tenant(e.tenant).Budget(e.ws("big"), "TOKENS"), map[string]int64{"reserved": 1})
 	var found *cyclesv1.AuditDiscrepancy
 	for _, d := range e.audit().GetDiscrepancies() {
 		if d.GetKind() == "RESERVED_MISMATCH" {

@@ -252,9 +252,9 @@ func incidents(t *testing.T, e *env) {
 	// 3. A finalized record re-indexed.
 	e.redis("ZADD", tk.Deadlines(), time.Now().UnixMilli()+60_000, r3)
 	// 4. A reserved aggregate off by one.
-	e.redis("HINCRBY", tk.Budget(e.ws("w4"), "TOKENS"), "reserved", 1)
-	// 5. A budget hash missing a field.
-	e.redis("HDEL", tk.Budget(e.ws("w5"), "TOKENS"), "reserved")
+	ledgertest.AddToBalance(t, e.c, tk.Budget(e.ws("w4"), "TOKENS"), map[string]int64{"reserved": 1})
+	// 5. A budget balance missing an amount.
+	ledgertest.PatchBalance(t, e.c, tk.Budget(e.ws("w5"), "TOKENS"), map[string]string{"reserved": ""})
 
 	found := e.audit()
 	want := sorted(
@@ -455,7 +455,7 @@ func TestResolveOutcomesAndRefusals(t *testing.T) {
 	// Expire without a refund: for a hold the budget no longer carries
 	// (reset after the reservation, so the sweeper saw RESERVED_UNDERFLOW).
 	exID := e.quarantined("ex", 40, func(string) {
-		e.redis("HSET", tk.Budget(e.ws("ex"), "TOKENS"), "reserved", "0", "remaining", "1000")
+		ledgertest.PatchBalance(e.t, e.c, tk.Budget(e.ws("ex"), "TOKENS"), map[string]string{"reserved": "0", "remaining": "1000"})
 	})
 	if r := e.field(tk.Reservation(exID), "quarantine_reason"); r != "RESERVED_UNDERFLOW" {
 		t.Fatalf("reason %s", r)
