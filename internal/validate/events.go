@@ -51,10 +51,10 @@ func init() {
 		if r.FromMs != nil && r.ToMs != nil && r.GetFromMs() > r.GetToMs() {
 			return invalid("from_ms", "must not be after to_ms")
 		}
-		if err := Limit("limit", &r.Limit, 200); err != nil {
-			return err
-		}
-		return Cursor("cursor", r.GetCursor())
+		return first(
+			Limit("limit", &r.Limit, 200),
+			Cursor("cursor", r.GetCursor()),
+		)
 	})
 	register(func(r *cyclesv1.GetEventRequest) error {
 		if r.GetTenantId() != "" {

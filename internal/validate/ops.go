@@ -24,10 +24,10 @@ func init() {
 				return err
 			}
 		}
-		if err := Range("page_size", int64(r.GetPageSize()), 0, 500); err != nil {
-			return err
-		}
-		return Text("page_token", r.GetPageToken(), 2048)
+		return first(
+			Range("page_size", int64(r.GetPageSize()), 0, 500),
+			Text("page_token", r.GetPageToken(), 2048),
+		)
 	})
 	register(func(r *cyclesv1.ResolveQuarantinedRequest) error {
 		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
@@ -92,10 +92,10 @@ func init() {
 		return nil
 	})
 	register(func(r *cyclesv1.AuditTenantRequest) error {
-		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
-			return err
-		}
-		return Range("max_discrepancies", int64(r.GetMaxDiscrepancies()), 0, 10000)
+		return first(
+			TenantID("tenant_id", r.GetTenantId()),
+			Range("max_discrepancies", int64(r.GetMaxDiscrepancies()), 0, 10000),
+		)
 	})
 	register(func(r *cyclesv1.RepairTenantRequest) error {
 		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {

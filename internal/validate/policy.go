@@ -112,16 +112,16 @@ func init() {
 			r.GetRateLimits(), r.GetStatus()); err != nil {
 			return err
 		}
-		if err := governance(r.GetActionQuotas(), r.GetRiskClassQuotas(), r.GetAllowedActionKinds(), r.GetDeniedActionKinds()); err != nil {
-			return err
-		}
-		return effectiveWindow(r.GetEffectiveFromMs(), r.GetEffectiveUntilMs())
+		return first(
+			governance(r.GetActionQuotas(), r.GetRiskClassQuotas(), r.GetAllowedActionKinds(), r.GetDeniedActionKinds()),
+			effectiveWindow(r.GetEffectiveFromMs(), r.GetEffectiveUntilMs()),
+		)
 	})
 	register(func(r *cyclesv1.GetScopePolicyRequest) error {
-		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
-			return err
-		}
-		return ID("policy_id", r.GetPolicyId(), policyMaxID)
+		return first(
+			TenantID("tenant_id", r.GetTenantId()),
+			ID("policy_id", r.GetPolicyId(), policyMaxID),
+		)
 	})
 	register(func(r *cyclesv1.ListScopePoliciesRequest) error {
 		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
@@ -130,13 +130,11 @@ func init() {
 		if len(r.GetScopePattern()) > policyMaxPattern {
 			return invalid("scope_pattern", "must be at most %d bytes", policyMaxPattern)
 		}
-		if err := policyStatus("status", r.GetStatus()); err != nil {
-			return err
-		}
-		if err := Limit("limit", &r.Limit, 200); err != nil {
-			return err
-		}
-		return Cursor("cursor", r.GetCursor())
+		return first(
+			policyStatus("status", r.GetStatus()),
+			Limit("limit", &r.Limit, 200),
+			Cursor("cursor", r.GetCursor()),
+		)
 	})
 	register(func(r *cyclesv1.UpdateScopePolicyRequest) error {
 		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {

@@ -178,13 +178,11 @@ func init() {
 		if _, ok := cyclesv1.ActionQuotaWindow_name[int32(r.GetWindow())]; !ok {
 			return invalid("window", "unknown window %d", r.GetWindow())
 		}
-		if err := Text("run_id", r.GetRunId(), 256); err != nil {
-			return err
-		}
-		if err := Limit("limit", &r.Limit, 200); err != nil {
-			return err
-		}
-		return Cursor("cursor", r.GetCursor())
+		return first(
+			Text("run_id", r.GetRunId(), 256),
+			Limit("limit", &r.Limit, 200),
+			Cursor("cursor", r.GetCursor()),
+		)
 	})
 	register(func(r *cyclesv1.ResetActionQuotaCounterRequest) error {
 		if r.GetTenantId() == "" {

@@ -156,9 +156,9 @@ func init() {
 	})
 	register(func(*cyclesv1.ListPoliciesRequest) error { return nil })
 	register(func(r *cyclesv1.InspectRequest) error {
-		if err := RateLimitPolicyName("policy", r.GetPolicy()); err != nil {
-			return err
-		}
-		return RateLimitKey("key", r.GetKey())
+		return first(
+			RateLimitPolicyName("policy", r.GetPolicy()),
+			RateLimitKey("key", r.GetKey()),
+		)
 	})
 }

@@ -43,6 +43,19 @@ func register[T proto.Message](f func(T) error) {
 	table[name] = func(m proto.Message) error { return f(m.(T)) }
 }
 
+// first is the first error of checks, or nil when every check passed: a
+// request is refused for its first bad field, in the order the validator
+// lists them. Every check runs (each is bounded by the message size), so the
+// list must not rely on an earlier check to be safe to evaluate.
+func first(checks ...error) error {
+	for _, err := range checks {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Has reports whether a validator exists for the message type name.
 func Has(name protoreflect.FullName) bool {
 	mu.RLock()
@@ -355,19 +368,13 @@ func Metrics(field string, m *cyclesv1.StandardMetrics) error {
 	if m == nil {
 		return nil
 	}
-	if err := NonNegative(field+".tokens_input", m.GetTokensInput()); err != nil {
-		return err
-	}
-	if err := NonNegative(field+".tokens_output", m.GetTokensOutput()); err != nil {
-		return err
-	}
-	if err := NonNegative(field+".latency_ms", m.GetLatencyMs()); err != nil {
-		return err
-	}
-	if err := Text(field+".model_version", m.GetModelVersion(), 128); err != nil {
-		return err
-	}
-	return Metadata(field+".custom", m.GetCustom())
+	return first(
+		NonNegative(field+".tokens_input", m.GetTokensInput()),
+		NonNegative(field+".tokens_output", m.GetTokensOutput()),
+		NonNegative(field+".latency_ms", m.GetLatencyMs()),
+		Text(field+".model_version", m.GetModelVersion(), 128),
+		Metadata(field+".custom", m.GetCustom()),
+	)
 }
 
 // Caps: optional, non-negative numbers, bounded lists.
