@@ -95,13 +95,11 @@ func adminTTL(field string, v *int64, zeroAllowed bool) error {
 // tenantDefaults checks the reservation defaults a tenant create or update
 // may set; maxTTLZeroOK lets an update remove the TTL cap with 0.
 func tenantDefaults(policy cyclesv1.CommitOveragePolicy, defaultTTL, maxTTL *int64, maxTTLZeroOK bool, maxExtensions *int32) error {
-	if err := Policy("default_commit_overage_policy", policy); err != nil {
-		return err
-	}
-	if err := adminTTL("default_reservation_ttl_ms", defaultTTL, false); err != nil {
-		return err
-	}
-	if err := adminTTL("max_reservation_ttl_ms", maxTTL, maxTTLZeroOK); err != nil {
+	if err := first(
+		Policy("default_commit_overage_policy", policy),
+		adminTTL("default_reservation_ttl_ms", defaultTTL, false),
+		adminTTL("max_reservation_ttl_ms", maxTTL, maxTTLZeroOK),
+	); err != nil {
 		return err
 	}
 	if maxExtensions != nil {
@@ -124,8 +122,8 @@ func init() {
 		return TenantID("tenant_id", r.GetTenantId())
 	})
 	register(func(r *cyclesv1.ListTenantsRequest) error {
-		if _, known := cyclesv1.TenantStatus_name[int32(r.GetStatus())]; !known {
-			return invalid("status", "must be one of ACTIVE, SUSPENDED, CLOSED")
+		if err := declared("status", r.GetStatus(), "must be one of ACTIVE, SUSPENDED, CLOSED"); err != nil {
+			return err
 		}
 		return first(
 			Text("search", r.GetSearch(), adminMaxSearchLen),
@@ -139,8 +137,8 @@ func init() {
 				return err
 			}
 		}
-		if _, known := cyclesv1.ApiKeyStatus_name[int32(r.GetStatus())]; !known {
-			return invalid("status", "must be one of ACTIVE, REVOKED")
+		if err := declared("status", r.GetStatus(), "must be one of ACTIVE, REVOKED"); err != nil {
+			return err
 		}
 		return first(
 			Text("search", r.GetSearch(), adminMaxSearchLen),
@@ -177,10 +175,10 @@ func init() {
 		return TenantID("tenant_id", r.GetTenantId())
 	})
 	register(func(r *cyclesv1.CreateApiKeyRequest) error {
-		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
-			return err
-		}
-		if err := Text("name", r.GetName(), adminMaxName); err != nil {
+		if err := first(
+			TenantID("tenant_id", r.GetTenantId()),
+			Text("name", r.GetName(), adminMaxName),
+		); err != nil {
 			return err
 		}
 		if i, err := permission.Check(r.GetPermissions()); err != nil {

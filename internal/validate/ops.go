@@ -30,16 +30,12 @@ func init() {
 		)
 	})
 	register(func(r *cyclesv1.ResolveQuarantinedRequest) error {
-		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
-			return err
-		}
-		if err := ID("reservation_id", r.GetReservationId(), 128); err != nil {
-			return err
-		}
-		if err := IdempotencyKey("idempotency_key", r.GetIdempotencyKey()); err != nil {
-			return err
-		}
-		if err := Text("reason", r.GetReason(), adminMaxReason); err != nil {
+		if err := first(
+			TenantID("tenant_id", r.GetTenantId()),
+			ID("reservation_id", r.GetReservationId(), 128),
+			IdempotencyKey("idempotency_key", r.GetIdempotencyKey()),
+			Text("reason", r.GetReason(), adminMaxReason),
+		); err != nil {
 			return err
 		}
 		switch o := r.GetOutcome().(type) {
@@ -50,10 +46,10 @@ func init() {
 			}
 			for i, a := range amounts {
 				f := fmt.Sprintf("release.amounts[%d]", i)
-				if err := AdminScopePath(f+".scope_path", a.GetScopePath()); err != nil {
-					return err
-				}
-				if err := NonNegative(f+".amount", a.GetAmount()); err != nil {
+				if err := first(
+					AdminScopePath(f+".scope_path", a.GetScopePath()),
+					NonNegative(f+".amount", a.GetAmount()),
+				); err != nil {
 					return err
 				}
 			}

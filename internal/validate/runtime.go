@@ -59,10 +59,10 @@ func init() {
 				return err
 			}
 		}
-		if _, ok := cyclesv1.ReservationStatus_name[int32(r.GetStatus())]; !ok {
-			return invalid("status", "unknown status")
-		}
-		if err := filterValues(r.GetTenant(), r.GetWorkspace(), r.GetApp(), r.GetWorkflow(), r.GetAgent(), r.GetToolset()); err != nil {
+		if err := first(
+			declared("status", r.GetStatus(), "unknown status"),
+			filterValues(r.GetTenant(), r.GetWorkspace(), r.GetApp(), r.GetWorkflow(), r.GetAgent(), r.GetToolset()),
+		); err != nil {
 			return err
 		}
 		windows := []struct {
@@ -84,11 +84,11 @@ func init() {
 				return invalid(w.name+"_from_ms", "must not be after %s_to_ms", w.name)
 			}
 		}
-		if _, ok := cyclesv1.ReservationSortField_name[int32(r.GetSortBy())]; !ok {
-			return invalid("sort_by", "unknown sort field")
-		}
-		if _, ok := cyclesv1.SortDirection_name[int32(r.GetSortDir())]; !ok {
-			return invalid("sort_dir", "unknown sort direction")
+		if err := first(
+			declared("sort_by", r.GetSortBy(), "unknown sort field"),
+			declared("sort_dir", r.GetSortDir(), "unknown sort direction"),
+		); err != nil {
+			return err
 		}
 		if len(r.GetInclude()) > 8 {
 			return invalid("include", "at most 8 tokens")
@@ -105,13 +105,11 @@ func init() {
 		)
 	})
 	register(func(r *cyclesv1.CreateEventRequest) error {
-		if err := spend(r.GetIdempotencyKey(), r.GetSubject(), r.GetAction(), "actual", r.GetActual()); err != nil {
-			return err
-		}
-		if err := Policy("overage_policy", r.GetOveragePolicy()); err != nil {
-			return err
-		}
-		if err := Metrics("metrics", r.GetMetrics()); err != nil {
+		if err := first(
+			spend(r.GetIdempotencyKey(), r.GetSubject(), r.GetAction(), "actual", r.GetActual()),
+			Policy("overage_policy", r.GetOveragePolicy()),
+			Metrics("metrics", r.GetMetrics()),
+		); err != nil {
 			return err
 		}
 		if r.ClientTimeMs != nil {

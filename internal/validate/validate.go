@@ -56,6 +56,15 @@ func first(checks ...error) error {
 	return nil
 }
 
+// declared refuses an enum number its enum does not declare (sent by a newer
+// or broken client) with the message format and args.
+func declared(field string, e protoreflect.Enum, format string, args ...any) error {
+	if e.Descriptor().Values().ByNumber(e.Number()) == nil {
+		return invalid(field, format, args...)
+	}
+	return nil
+}
+
 // Has reports whether a validator exists for the message type name.
 func Has(name protoreflect.FullName) bool {
 	mu.RLock()
@@ -184,10 +193,7 @@ func OptionalUnit(field string, u cyclesv1.Unit) error {
 
 // Policy: UNSPECIFIED (default) or a known value.
 func Policy(field string, p cyclesv1.CommitOveragePolicy) error {
-	if _, ok := cyclesv1.CommitOveragePolicy_name[int32(p)]; !ok {
-		return invalid(field, "unknown overage policy %d", p)
-	}
-	return nil
+	return declared(field, p, "unknown overage policy %d", p)
 }
 
 // Amount: required, unit set, 0 <= amount.
