@@ -330,10 +330,6 @@ func (f *fixture) wantEvents(n int) []redis.XMessage {
 	return msgs
 }
 
-func str(v any) string {
-	s, _ := v.(string)
-	return s
-}
 
 // checkInvariant asserts remaining = allocated - spent - reserved - debt and
 // reserved >= 0 on a budget (math/big on the raw strings).
