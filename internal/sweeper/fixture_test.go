@@ -330,7 +330,6 @@ func (f *fixture) wantEvents(n int) []redis.XMessage {
 	return msgs
 }
 
-
 // checkInvariant asserts remaining = allocated - spent - reserved - debt and
 // reserved >= 0 on a budget (math/big on the raw strings).
 func (f *fixture) checkInvariant(key string) {
