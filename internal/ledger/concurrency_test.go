@@ -15,8 +15,7 @@ import (
 // succeed, the rest are BUDGET_EXCEEDED, and the ledger is exact.
 func TestConcurrentReservesNeverOversubscribe(t *testing.T) {
 	const est, fits, callers = 37, 100, 200
-	e := newEnv(t)
-	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: est * fits})
+	e := newFundedEnv(t, est*fits)
 	e.budget(ledgertest.Budget{Scope: e.scope("workspace:prod"), Allocated: est*fits + 5_000})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -61,8 +60,7 @@ func TestConcurrentReservesNeverOversubscribe(t *testing.T) {
 // Parallel retries of one idempotency key make exactly one reservation.
 func TestConcurrentRetriesOfOneKey(t *testing.T) {
 	const retries = 50
-	e := newEnv(t)
-	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: 1000})
+	e := newFundedEnv(t, 1000)
 	var wg sync.WaitGroup
 	got := make([]string, retries)
 	start := make(chan struct{})
@@ -98,8 +96,7 @@ func TestConcurrentRetriesOfOneKey(t *testing.T) {
 // is RESERVATION_FINALIZED, and the ledger reflects exactly the winner.
 func TestCommitRacingRelease(t *testing.T) {
 	const n, est, actual = 60, 100, 70
-	e := newEnv(t)
-	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: n * est})
+	e := newFundedEnv(t, n*est)
 	rids := make([]string, n)
 	for i := range rids {
 		rids[i] = e.mustReserve("r"+itoa(int64(i)), est).ReservationId

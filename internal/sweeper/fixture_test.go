@@ -268,25 +268,33 @@ func (f *fixture) hgetall(key string) map[string]string {
 	return v
 }
 
-func (f *fixture) inIndex(id string) bool {
-	f.t.Helper()
-	_, err := f.c.ZScore(f.ctx, f.k.Deadlines(), id).Result()
-	if errors.Is(err, redis.Nil) {
-		return false
-	}
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return true
-}
-
-func (f *fixture) score(id string) int64 {
+// indexed is id's deadline in the expiry index, and whether it is there.
+func (f *fixture) indexed(id string) (int64, bool) {
 	f.t.Helper()
 	s, err := f.c.ZScore(f.ctx, f.k.Deadlines(), id).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false
+	}
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return int64(s)
+	return int64(s), true
+}
+
+func (f *fixture) inIndex(id string) bool {
+	f.t.Helper()
+	_, ok := f.indexed(id)
+	return ok
+}
+
+// score is id's deadline in the expiry index, which must hold it.
+func (f *fixture) score(id string) int64 {
+	f.t.Helper()
+	s, ok := f.indexed(id)
+	if !ok {
+		f.t.Fatalf("%s is not in the expiry index", id)
+	}
+	return s
 }
 
 // streamEvents returns the tenant's stream entries.

@@ -305,9 +305,6 @@ return 1`)
 // Property 1 on Redis Cluster: tenants spread over the masters' slots are all
 // found through the registry (its own slot) and drained.
 func TestSweepOnCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a 3-master cluster")
-	}
 	cl := redistest.StartCluster(t, 3).Client(t)
 	var tenants []*seeded
 	slots := map[int64]bool{}
