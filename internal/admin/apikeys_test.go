@@ -350,9 +350,7 @@ func TestRevokeRaceNoAcceptanceAfterRevokeReturns(t *testing.T) {
 		var mu sync.Mutex
 		bad, checks := 0, 0
 		for w := 0; w < workers; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for {
 					select {
 					case <-stop:
@@ -370,7 +368,7 @@ func TestRevokeRaceNoAcceptanceAfterRevokeReturns(t *testing.T) {
 						mu.Unlock()
 					}
 				}
-			}()
+			})
 		}
 		// Let the cold cache fill with verifications in flight, then revoke.
 		time.Sleep(time.Duration(round%3) * 200 * time.Microsecond)

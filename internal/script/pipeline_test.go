@@ -97,16 +97,14 @@ func TestPipeliningCanBeTurnedOff(t *testing.T) {
 	ex := pipelineExecutor(t, be, 0)
 	var wg sync.WaitGroup
 	for w := 0; w < 16; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; i < 10; i++ {
 				if _, err := ex.Run(context.Background(), def("test/echo"), []string{"cy:{t:off}:n"}, "x"); err != nil {
 					t.Error(err)
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if st := ex.PipelineStats(); st != (PipelineStats{}) {
