@@ -102,6 +102,17 @@ func (f *fixture) budget(scope, unit, allocated, reserved string) string {
 	return f.budgetRaw(scope, unit, map[string]any{"allocated": allocated, "reserved": reserved, "remaining": rem.String()})
 }
 
+// budgets seeds one budget at each of scopes (budget) and returns their
+// keys in that order.
+func (f *fixture) budgets(scopes []string, unit, allocated, reserved string) []string {
+	f.t.Helper()
+	keys := make([]string, len(scopes))
+	for i, s := range scopes {
+		keys[i] = f.budget(s, unit, allocated, reserved)
+	}
+	return keys
+}
+
 // budgetRaw seeds a budget with the given ledger fields (may break invariants).
 func (f *fixture) budgetRaw(scope, unit string, fields map[string]any) string {
 	f.t.Helper()
