@@ -42,7 +42,7 @@ func TestPipelinedCallsGetTheirOwnAnswers(t *testing.T) {
 	for _, be := range redistest.AllModes(t) {
 		t.Run(be.Name, func(t *testing.T) {
 			ex := pipelineExecutor(t, be, 2)
-			counter := "cy:{t:pipe-" + be.Name + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "}:n"
+			counter := freshTag("pipe", be) + "n"
 			const workers, each = 32, 40
 			var g errgroup.Group
 			for w := 0; w < workers; w++ {
