@@ -226,15 +226,19 @@ func (p pids) sample() cpuSample {
 	return s
 }
 
+// quickInfo is one INFO section of c, or "" when Redis does not answer
+// within 2 s: the figures read from it are then 0.
+func quickInfo(c *redis.Client, section string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	info, _ := c.Info(ctx, section).Result()
+	return info
+}
+
 // ioStats reads total_commands_processed and total_reads_processed (INFO
 // stats): commands per read shows how much pipelining Redis sees.
 func ioStats(c *redis.Client) (commands, reads int64) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	info, err := c.Info(ctx, "stats").Result()
-	if err != nil {
-		return 0, 0
-	}
+	info := quickInfo(c, "stats")
 	commands, _ = strconv.ParseInt(redisinfo.Field(info, "total_commands_processed"), 10, 64)
 	reads, _ = strconv.ParseInt(redisinfo.Field(info, "total_reads_processed"), 10, 64)
 	return commands, reads
@@ -243,13 +247,7 @@ func ioStats(c *redis.Client) (commands, reads int64) {
 // scriptStats sums calls and usec of EVALSHA, EVAL and FCALL from INFO
 // commandstats: the time Redis itself spent running scripts.
 func scriptStats(c *redis.Client) (calls, usec int64) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	info, err := c.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return 0, 0
-	}
-	for _, line := range strings.Split(info, "\n") {
+	for _, line := range strings.Split(quickInfo(c, "commandstats"), "\n") {
 		line = strings.TrimSpace(line)
 		// EVALSHA/EVAL, or FCALL where cyclesd runs the scripts as Redis 7
 		// Functions (internal/script/function.go).

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -111,12 +112,12 @@ func parseRunFlags(args []string) (*config, error) {
 	}
 	for _, s := range strings.Split(ops, ",") {
 		s = strings.TrimSpace(s)
-		if !contains(allOps, s) {
+		if !slices.Contains(allOps, s) {
 			return nil, fmt.Errorf("-ops: %q is not one of %v", s, allOps)
 		}
 		c.ops = append(c.ops, s)
 	}
-	if contains(c.ops, "commit") && !contains(c.ops, "reserve") {
+	if slices.Contains(c.ops, "commit") && !slices.Contains(c.ops, "reserve") {
 		return nil, fmt.Errorf("-ops: commit needs reserve (it commits the reserve phase's reservations)")
 	}
 	c.serverArgs = strings.Fields(serverArgs)
@@ -124,22 +125,13 @@ func parseRunFlags(args []string) (*config, error) {
 	if c.cyclesdAddr != "" && c.redisAddr == "" {
 		return nil, fmt.Errorf("-cyclesd-addr needs -redis-addr (the ceiling runs against the same Redis)")
 	}
-	if (contains(c.ops, "http-reserve") || contains(c.ops, "connect")) && c.cyclesdAddr != "" && c.httpAddr == "" {
+	if (slices.Contains(c.ops, "http-reserve") || slices.Contains(c.ops, "connect")) && c.cyclesdAddr != "" && c.httpAddr == "" {
 		return nil, fmt.Errorf("-ops http-reserve/connect with -cyclesd-addr needs -cyclesd-http-addr")
 	}
 	if c.profileCell != "" && c.cyclesdAddr != "" {
 		return nil, fmt.Errorf("-profile needs the server started by the tool")
 	}
 	return c, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // runner is one benchmark run.
@@ -241,7 +233,7 @@ func (b *runner) setup(ctx context.Context) (cleanup func(), err error) {
 		}
 		cfg.cyclesdAddr = fmt.Sprintf("127.0.0.1:%d", port)
 		httpListen := ""
-		if contains(cfg.ops, "http-reserve") || contains(cfg.ops, "connect") {
+		if slices.Contains(cfg.ops, "http-reserve") || slices.Contains(cfg.ops, "connect") {
 			hport, err := freePort()
 			if err != nil {
 				return cleanup, err
@@ -385,7 +377,7 @@ func (b *runner) run(ctx context.Context) (*bench.Result, error) {
 		},
 	}
 	policy := "bench-" + b.runID
-	if contains(cfg.ops, "ratelimit") {
+	if slices.Contains(cfg.ops, "ratelimit") {
 		if err := b.ensurePolicy(ctx, &cyclesv1.Policy{Name: policy, Algorithm: rateAlgorithm, Limit: 100_000_000, WindowMs: 60_000}); err != nil {
 			return nil, err
 		}

@@ -119,6 +119,14 @@ func scriptcostMain(ctx context.Context, args []string) error {
 		return err
 	}
 	reserve := func() (string, error) { return reserveAs(tenant) }
+	// policyTenant sets up a tenant of its own with 10 ACTIVE policies
+	// (benchPolicies), 5 of them matching the reserve's scope.
+	policyTenant := func(name string, caps, spread bool) error {
+		if err := setup(name); err != nil {
+			return err
+		}
+		return benchPolicies(ctx, policy.New(exec, policy.Options{}), name, 10, caps, spread)
+	}
 	meter := &costMeter{pid: rs.pid(), valgrind: *useValgrind, client: client, dir: dir}
 	how := "EVALSHA"
 	if *functions {
@@ -138,10 +146,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 		case "reserve-pol10":
 			// A tenant of its own with 10 ACTIVE policies: 5 match the
 			// reserve's scope (caps, TTL, overage), 5 name other workspaces.
-			if err := setup("costpol"); err != nil {
-				return err
-			}
-			if err := benchPolicies(ctx, policy.New(exec, policy.Options{}), "costpol", 10, true, false); err != nil {
+			if err := policyTenant("costpol", true, false); err != nil {
 				return err
 			}
 			call = func(int) error { _, err := reserveAs("costpol"); return err }
@@ -149,10 +154,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 			// The same 10 policies without caps: the reserve's answer and
 			// record are those of a plain reserve, so the difference is what
 			// reading and matching the policies costs.
-			if err := setup("costpolr"); err != nil {
-				return err
-			}
-			if err := benchPolicies(ctx, policy.New(exec, policy.Options{}), "costpolr", 10, false, false); err != nil {
+			if err := policyTenant("costpolr", false, false); err != nil {
 				return err
 			}
 			call = func(int) error { _, err := reserveAs("costpolr"); return err }
@@ -166,10 +168,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 			// and records past Redis's small encodings (listpacks, whose
 			// inserts cost O(n)), as the other cells' tenants are by then:
 			// the difference is then the policies'.
-			if err := setup("costpols"); err != nil {
-				return err
-			}
-			if err := benchPolicies(ctx, policy.New(exec, policy.Options{}), "costpols", 10, false, true); err != nil {
+			if err := policyTenant("costpols", false, true); err != nil {
 				return err
 			}
 			for i := 0; i < 200; i++ {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -12,6 +11,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/enumkey"
 	"github.com/cyclesgo/cycles-go/internal/idempotency"
 )
 
@@ -35,22 +35,9 @@ func (s *Service) FundBudget(ctx context.Context, req *cyclesv1.FundBudgetReques
 	if replay {
 		s.m.fundingReplays.Add(ctx, 1)
 	} else {
-		s.m.funded.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", operationKey(req.GetOperation()))))
+		s.m.funded.Add(ctx, 1, metric.WithAttributes(attribute.String("operation", enumkey.Of(req.GetOperation()))))
 	}
 	return resp, nil
-}
-
-// operationKey is the script form of a funding operation ("CREDIT"), "" for
-// UNSPECIFIED or unknown values.
-func operationKey(op cyclesv1.FundingOperation) string {
-	if op == cyclesv1.FundingOperation_FUNDING_OPERATION_UNSPECIFIED {
-		return ""
-	}
-	name, ok := cyclesv1.FundingOperation_name[int32(op)]
-	if !ok {
-		return ""
-	}
-	return strings.TrimPrefix(name, "FUNDING_OPERATION_")
 }
 
 // fundingPayloadHash is the payload hash (idempotency.PayloadHash) of the
@@ -89,7 +76,7 @@ func (s *Service) fundBudget(ctx context.Context, req *cyclesv1.FundBudgetReques
 	if err != nil {
 		return nil, false, err
 	}
-	op := operationKey(req.GetOperation())
+	op := enumkey.Of(req.GetOperation())
 	if op == "" {
 		return nil, false, apierr.Invalid("operation", "must be one of CREDIT, DEBIT, RESET, RESET_SPENT, REPAY_DEBT")
 	}

@@ -9,6 +9,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/enumkey"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 )
 
@@ -21,6 +22,12 @@ const (
 	keyFilterScan = 4
 )
 
+// keyFilter is the resolved selection of one ListApiKeys call.
+type keyFilter struct {
+	limit          int
+	status, search string
+}
+
 // ListApiKeys pages API keys in key id byte order with admin/list_api_keys:
 // one script per tenant, in the tenant's slot, that returns public fields only
 // (the stored hash never leaves Redis). With tenant_id it lists that tenant
@@ -31,23 +38,10 @@ const (
 // (base64url): the last key id examined, or for the all-tenant walk the
 // tenant and key reached.
 func (s *Service) ListApiKeys(ctx context.Context, req *cyclesv1.ListApiKeysRequest) (*cyclesv1.ListApiKeysResponse, error) {
-	resp, err := s.listAPIKeys(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return resp, nil
-}
-
-// keyFilter is the resolved selection of one ListApiKeys call.
-type keyFilter struct {
-	limit          int
-	status, search string
-}
-
-func (s *Service) listAPIKeys(ctx context.Context, req *cyclesv1.ListApiKeysRequest) (*cyclesv1.ListApiKeysResponse, error) {
-	f := keyFilter{limit: pageLimit(req.GetLimit(), DefaultKeyListLimit, MaxKeyListLimit), search: keySearch(req.GetSearch())}
-	if st := req.GetStatus(); st != cyclesv1.ApiKeyStatus_API_KEY_STATUS_UNSPECIFIED {
-		f.status = strings.TrimPrefix(st.String(), "API_KEY_STATUS_")
+	f := keyFilter{
+		limit:  pageLimit(req.GetLimit(), DefaultKeyListLimit, MaxKeyListLimit),
+		status: enumkey.Of(req.GetStatus()), // "" for UNSPECIFIED: any status
+		search: keySearch(req.GetSearch()),
 	}
 	raw, err := pagecursor.Decode("cursor", req.GetCursor())
 	if err != nil {

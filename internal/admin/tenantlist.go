@@ -38,14 +38,6 @@ const (
 // base64url-encoded: ids added behind it are seen by a later listing, never
 // twice.
 func (s *Service) ListTenants(ctx context.Context, req *cyclesv1.ListTenantsRequest) (*cyclesv1.ListTenantsResponse, error) {
-	resp, err := s.listTenants(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return resp, nil
-}
-
-func (s *Service) listTenants(ctx context.Context, req *cyclesv1.ListTenantsRequest) (*cyclesv1.ListTenantsResponse, error) {
 	limit := pageLimit(req.GetLimit(), DefaultTenantListLimit, MaxTenantListLimit)
 	after, err := pagecursor.Decode("cursor", req.GetCursor())
 	if err != nil {

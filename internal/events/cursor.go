@@ -87,11 +87,7 @@ func (p Position) mark() int64 {
 // EncodeCursor is the opaque, URL-safe cursor of p: base64url of the stream id,
 // followed by ".<watermark>" when the watermark says more than the id.
 func EncodeCursor(p Position) string {
-	s := p.ID.String()
-	if p.Watermark > 0 && p.Watermark > int64(p.ID.MS) {
-		s += "." + strconv.FormatInt(p.Watermark, 10)
-	}
-	return cursor.Encode(s)
+	return cursor.Encode(withMark(p.ID.String(), p.ID, p.Watermark))
 }
 
 // DecodeCursor parses a cursor made by EncodeCursor. Anything else is
@@ -100,21 +96,15 @@ func DecodeCursor(field, c string) (Position, error) {
 	bad := func() (Position, error) {
 		return Position{}, apierr.Invalid(field, "is not a cursor issued by this server")
 	}
-	raw, ok := cursorText(field, c, 128)
+	idPart, mark, ok := cursorParts(field, c, 128)
 	if !ok {
 		return bad()
 	}
-	idPart, markPart, hasMark := strings.Cut(raw, ".")
 	id, err := ParseID(idPart)
 	if err != nil {
 		return bad()
 	}
-	p := Position{ID: id}
-	if hasMark {
-		if p.Watermark, ok = parseWatermark(markPart); !ok {
-			return bad()
-		}
-	}
+	p := Position{ID: id, Watermark: mark}
 	// Only canonical encodings are accepted, so one position has one cursor.
 	if EncodeCursor(p) != c {
 		return bad()
@@ -122,13 +112,32 @@ func DecodeCursor(field, c string) (Position, error) {
 	return p, nil
 }
 
-// cursorText is the decoded text of c, a cursor of 1..max characters.
-func cursorText(field, c string, max int) (string, bool) {
+// cursorParts decodes c, a cursor of 1..max characters, and splits its text
+// into what precedes ".<watermark>" and the watermark (0 without one); ok is
+// false when c is not base64url or the watermark is malformed.
+func cursorParts(field, c string, max int) (body string, watermark int64, ok bool) {
 	if c == "" || len(c) > max {
-		return "", false
+		return "", 0, false
 	}
 	raw, err := cursor.Decode(field, c)
-	return raw, err == nil
+	if err != nil {
+		return "", 0, false
+	}
+	body, markPart, hasMark := strings.Cut(raw, ".")
+	if !hasMark {
+		return body, 0, true
+	}
+	watermark, ok = parseWatermark(markPart)
+	return body, watermark, ok
+}
+
+// withMark is s followed by ".<watermark>" when the watermark says more than
+// id's own time (both cursor kinds end so).
+func withMark(s string, id ID, watermark int64) string {
+	if watermark > 0 && watermark > int64(id.MS) {
+		s += "." + strconv.FormatInt(watermark, 10)
+	}
+	return s
 }
 
 // parseWatermark is a cursor's watermark: decimal digits within int64.

@@ -1,7 +1,6 @@
 package events
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/cyclesgo/cycles-go/internal/cursor"
@@ -35,10 +34,7 @@ func EncodeFeedCursor(p FeedPosition) string {
 	if p.Partial {
 		s += "~" + p.In.String()
 	}
-	if p.Watermark > 0 && p.Watermark > int64(p.Entry.MS) {
-		s += "." + strconv.FormatInt(p.Watermark, 10)
-	}
-	return cursor.Encode(s)
+	return cursor.Encode(withMark(s, p.Entry, p.Watermark))
 }
 
 // IsFeedCursor reports whether c has the shape of an all-tenant cursor
@@ -54,17 +50,16 @@ func DecodeFeedCursor(field, c string) (FeedPosition, error) {
 	bad := func() (FeedPosition, error) {
 		return FeedPosition{}, apierr.Invalid(field, "is not an all-tenant cursor issued by this server")
 	}
-	raw, ok := cursorText(field, c, 160)
+	body, mark, ok := cursorParts(field, c, 160)
 	if !ok {
 		return bad()
 	}
-	body, ok := strings.CutPrefix(raw, feedCursorTag)
+	body, ok = strings.CutPrefix(body, feedCursorTag)
 	if !ok {
 		return bad()
 	}
-	body, markPart, hasMark := strings.Cut(body, ".")
 	entryPart, inPart, partial := strings.Cut(body, "~")
-	var p FeedPosition
+	p := FeedPosition{Watermark: mark}
 	var err error
 	if p.Entry, err = ParseID(entryPart); err != nil {
 		return bad()
@@ -74,11 +69,6 @@ func DecodeFeedCursor(field, c string) (FeedPosition, error) {
 			return bad()
 		}
 		p.Partial = true
-	}
-	if hasMark {
-		if p.Watermark, ok = parseWatermark(markPart); !ok {
-			return bad()
-		}
 	}
 	if EncodeFeedCursor(p) != c {
 		return bad()

@@ -122,6 +122,17 @@ func (s *Shape) Nest(wire string, sub *Shape) *Shape {
 	return s.set(wire, func(mb *member) { mb.sub = sub })
 }
 
+// Without is s less the member named wire (an answer that carries it only
+// in some cases).
+func (s *Shape) Without(wire string) *Shape {
+	c := *s
+	c.members = slices.DeleteFunc(slices.Clone(s.members), func(mb member) bool { return mb.wire == wire })
+	if len(c.members) == len(s.members) {
+		panic("protowire: shape has no member " + wire)
+	}
+	return &c
+}
+
 // Fixed writes the member named wire as the constant value raw (JSON).
 func (s *Shape) Fixed(wire, raw string) *Shape {
 	return s.set(wire, func(mb *member) { mb.fixed = json.RawMessage(raw) })

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/enumkey"
 )
 
 // Levels in canonical order.
@@ -147,16 +148,7 @@ func Within(path, prefix string) bool {
 }
 
 // UnitKey is the key form of a unit ("TOKENS"); "" for UNSPECIFIED or unknown.
-func UnitKey(u cyclesv1.Unit) string {
-	if u == cyclesv1.Unit_UNIT_UNSPECIFIED {
-		return ""
-	}
-	name, ok := cyclesv1.Unit_name[int32(u)]
-	if !ok {
-		return ""
-	}
-	return strings.TrimPrefix(name, "UNIT_")
-}
+func UnitKey(u cyclesv1.Unit) string { return enumkey.Of(u) }
 
 // ParseUnit is the inverse of UnitKey.
 func ParseUnit(s string) cyclesv1.Unit {
@@ -169,13 +161,8 @@ func AllUnits() []string {
 }
 
 // PolicyKey is the key form of an overage policy ("ALLOW_IF_AVAILABLE"); ""
-// for UNSPECIFIED.
-func PolicyKey(p cyclesv1.CommitOveragePolicy) string {
-	if p == cyclesv1.CommitOveragePolicy_COMMIT_OVERAGE_POLICY_UNSPECIFIED {
-		return ""
-	}
-	return strings.TrimPrefix(p.String(), "COMMIT_OVERAGE_POLICY_")
-}
+// for UNSPECIFIED or unknown.
+func PolicyKey(p cyclesv1.CommitOveragePolicy) string { return enumkey.Of(p) }
 
 // ParsePolicy is the inverse of PolicyKey.
 func ParsePolicy(s string) cyclesv1.CommitOveragePolicy {

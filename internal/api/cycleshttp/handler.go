@@ -140,17 +140,7 @@ func (a *API) preAuth(next http.Handler) http.Handler {
 			if sc := trace.SpanContextFromContext(r.Context()); sc.HasTraceID() {
 				body.TraceID = sc.TraceID().String()
 			}
-			h := w.Header()
-			for k, v := range extra {
-				h.Set(k, v)
-			}
-			if body.RequestID != "" {
-				h.Set("X-Request-Id", body.RequestID)
-			}
-			if body.TraceID != "" {
-				h.Set("X-Cycles-Trace-Id", body.TraceID)
-			}
-			writeJSON(w, code, body)
+			writeError(w, code, body, extra)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
@@ -187,36 +177,24 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, method string, p pla
 		}
 		return call(ctx, req)
 	})
-	h := w.Header()
+	// The ids, the tenant and the chain's rate-limit and deprecation headers.
 	requestID, traceID := first(hdr, auth.RequestIDHeader), first(hdr, server.TraceIDHeader)
-	if requestID != "" {
-		h.Set("X-Request-Id", requestID)
-	}
-	if traceID != "" {
-		h.Set("X-Cycles-Trace-Id", traceID)
-	}
-	if tenant != "" {
-		h.Set("X-Cycles-Tenant", tenant)
-	}
+	headers := map[string]string{"X-Request-Id": requestID, "X-Cycles-Trace-Id": traceID, "X-Cycles-Tenant": tenant}
 	for _, k := range []string{server.RateLimitHeader, server.RateLimitRemainingHeader, server.RateLimitResetHeader, server.RetryAfterHeader,
 		server.PermissionDeprecatedHeader} {
-		if v := first(hdr, k); v != "" {
-			h.Set(k, v)
+		headers[k] = first(hdr, k)
+	}
+	for k, v := range headers {
+		if v != "" {
+			w.Header().Set(k, v)
 		}
+	}
+	if err == nil && resp == nil { // a handler answering nothing is a bug, not a 200
+		err = apierr.New(apierr.InternalError, "internal error").Status(requestID, traceID).Err()
 	}
 	if err != nil {
 		code, body, extra := errorOf(err, p, requestID, traceID)
-		for k, v := range extra {
-			if h.Get(k) == "" {
-				h.Set(k, v)
-			}
-		}
-		writeJSON(w, code, body)
-		return
-	}
-	if resp == nil { // a handler answering nothing is a bug, not a 200
-		code, body, _ := errorOf(apierr.New(apierr.InternalError, "internal error").Status(requestID, traceID).Err(), p, requestID, traceID)
-		writeJSON(w, code, body)
+		writeError(w, code, body, extra)
 		return
 	}
 	writeJSON(w, ok, render(resp))
@@ -320,7 +298,23 @@ func writeBareError(w http.ResponseWriter, r *http.Request, code int, reason api
 	if sc := trace.SpanContextFromContext(r.Context()); sc.HasTraceID() {
 		traceID = sc.TraceID().String()
 	}
-	w.Header().Set("X-Request-Id", requestID)
-	w.Header().Set("X-Cycles-Trace-Id", traceID)
-	writeJSON(w, code, &errorOut{Error: string(reason), Message: msg, RequestID: requestID, TraceID: traceID})
+	writeError(w, code, &errorOut{Error: string(reason), Message: msg, RequestID: requestID, TraceID: traceID}, nil)
+}
+
+// writeError writes the protocol's error body, its request and trace ids
+// also as headers. A header the chain has already set (its ids, its rate
+// limit's Retry-After) is kept.
+func writeError(w http.ResponseWriter, code int, body *errorOut, headers map[string]string) {
+	h := w.Header()
+	for k, v := range map[string]string{"X-Request-Id": body.RequestID, "X-Cycles-Trace-Id": body.TraceID} {
+		if v != "" && h.Get(k) == "" {
+			h.Set(k, v)
+		}
+	}
+	for k, v := range headers {
+		if h.Get(k) == "" {
+			h.Set(k, v)
+		}
+	}
+	writeJSON(w, code, body)
 }

@@ -51,39 +51,20 @@ func page(items string) *protowire.Shape { return protowire.ShapeOf(items, "next
 // withBalances adds the runtime answers' balances list.
 func withBalances(s *protowire.Shape) *protowire.Shape { return s.Nest("balances", balanceShape) }
 
-// reserveAnswer and decideAnswer write deny_detail only when showDenyDetail
-// says so: the same answer in two shapes.
-func reserveAnswer(detail bool) *protowire.Shape {
-	specs := []string{"decision", "reservation_id?", "reserved?", "expires_at_ms?", "remaining_ttl_ms", "scope_path?",
-		"affected_scopes", "caps?", "balances?", "reason_code?", "retry_after_ms?"}
-	s := withBalances(protowire.ShapeOf(append(specs, denyDetailMember(detail)...)...)).Nest("reserved", amountShape).Nest("caps", capsShape).
+// reserveAnswer and decideAnswer carry deny_detail, written only when
+// showDenyDetail says so (detailed).
+var (
+	reserveAnswer = withBalances(protowire.ShapeOf("decision", "reservation_id?", "reserved?", "expires_at_ms?", "remaining_ttl_ms",
+		"scope_path?", "affected_scopes", "caps?", "balances?", "reason_code?", "retry_after_ms?", "deny_detail?")).
+		Nest("reserved", amountShape).Nest("caps", capsShape).With("deny_detail", protowire.Item(actionkind.WireDenyDetail)).
 		// remaining_ttl_ms belongs to a live reservation; a dry run has none.
 		Calc("remaining_ttl_ms", func(m protoreflect.Message) (any, bool) {
 			r := m.Interface().(*cyclesv1.CreateReservationResponse)
 			return r.GetRemainingTtlMs(), r.RemainingTtlMs != nil && r.GetReservationId() != ""
 		})
-	return withDenyDetailShape(s, detail)
-}
-
-func decideAnswer(detail bool) *protowire.Shape {
-	s := protowire.ShapeOf(append([]string{"decision", "caps?", "reason_code?", "retry_after_ms?", "affected_scopes?"},
-		denyDetailMember(detail)...)...).Nest("caps", capsShape)
-	return withDenyDetailShape(s, detail)
-}
-
-func denyDetailMember(detail bool) []string {
-	if detail {
-		return []string{"deny_detail?"}
-	}
-	return nil
-}
-
-func withDenyDetailShape(s *protowire.Shape, detail bool) *protowire.Shape {
-	if detail {
-		s.With("deny_detail", protowire.Item(actionkind.WireDenyDetail))
-	}
-	return s
-}
+	decideAnswer = protowire.ShapeOf("decision", "caps?", "reason_code?", "retry_after_ms?", "affected_scopes?", "deny_detail?").
+			Nest("caps", capsShape).With("deny_detail", protowire.Item(actionkind.WireDenyDetail))
+)
 
 // showDenyDetail decides whether a success body carries deny_detail. Strict
 // v0.1.25 clients (the official TypeScript SDK) refuse a reserve body with a
@@ -99,11 +80,12 @@ func showDenyDetail(optIn, observed bool, reason string) bool {
 	return optIn || observed
 }
 
-// detailed picks the shape of an answer by showDenyDetail.
-func detailed[Req, Resp proto.Message](plain, detail *protowire.Shape, show func(Req, Resp) bool) func(req, resp protoreflect.Message) json.RawMessage {
+// detailed writes an answer in shape detail when show says so, else
+// without its deny_detail.
+func detailed[Req, Resp proto.Message](detail *protowire.Shape, show func(Req, Resp) bool) func(req, resp protoreflect.Message) json.RawMessage {
 	var zero Resp
-	plain.Check(zero.ProtoReflect().Descriptor())
 	detail.Check(zero.ProtoReflect().Descriptor())
+	plain := detail.Without("deny_detail")
 	return func(req, resp protoreflect.Message) json.RawMessage {
 		if show(req.Interface().(Req), resp.Interface().(Resp)) {
 			return detail.JSON(resp)

@@ -1,9 +1,9 @@
 package cycleshttp
 
 import (
-	"math"
-
 	"context"
+	"encoding/json"
+	"math"
 	"net/http"
 	"strings"
 
@@ -33,29 +33,24 @@ const webhookCreateRefusal = "cyclesd does not deliver webhooks, so no subscript
 func (a *API) webhookRoutes() {
 	for _, base := range []string{"/v1/webhooks", "/v1/admin/webhooks"} {
 		admin := strings.HasPrefix(base, "/v1/admin/")
-		a.mux.HandleFunc("GET "+base, a.webhookAnswer(admin, func(*http.Request) (any, error) {
-			return &webhookListOut{Subscriptions: []struct{}{}}, nil
-		}))
-		a.mux.HandleFunc("POST "+base, a.webhookAnswer(admin, func(*http.Request) (any, error) {
+		a.webhook("GET "+base, admin, func(*http.Request) (any, error) { return noSubscriptions, nil })
+		a.webhook("POST "+base, admin, func(*http.Request) (any, error) {
 			return nil, apierr.New(apierr.InvalidRequest, webhookCreateRefusal)
-		}))
+		})
 		for _, p := range []string{"GET {id}", "PATCH {id}", "DELETE {id}", "POST {id}/test", "GET {id}/deliveries"} {
 			method, rest, _ := strings.Cut(p, " ")
-			a.mux.HandleFunc(method+" "+base+"/"+strings.Replace(rest, "{id}", "{subscription_id}", 1), a.webhookAnswer(admin, noSubscription))
+			a.webhook(method+" "+base+"/"+strings.Replace(rest, "{id}", "{subscription_id}", 1), admin, noSubscription)
 		}
 	}
-	a.mux.HandleFunc("POST /v1/admin/webhooks/{subscription_id}/replay", a.webhookAnswer(true, noSubscription))
+	a.webhook("POST /v1/admin/webhooks/{subscription_id}/replay", true, noSubscription)
 	a.mux.HandleFunc("POST /v1/admin/webhooks/bulk-action", a.webhookBulk)
 	a.mux.HandleFunc("/v1/admin/config/webhook-security", func(w http.ResponseWriter, r *http.Request) {
 		a.notServed(w, r, "cyclesd delivers no webhooks, so there is no webhook URL policy; events are read over gRPC EventService.WatchEvents or GET /v1/events")
 	})
 }
 
-type webhookListOut struct {
-	Subscriptions []struct{} `json:"subscriptions"`
-	NextCursor    string     `json:"next_cursor,omitempty"`
-	HasMore       bool       `json:"has_more"`
-}
+// noSubscriptions is every subscription list: empty, with no next page.
+var noSubscriptions = json.RawMessage(`{"subscriptions":[],"has_more":false}`)
 
 func noSubscription(r *http.Request) (any, error) {
 	id := r.PathValue("subscription_id")
@@ -63,12 +58,12 @@ func noSubscription(r *http.Request) (any, error) {
 		"(events are delivered over gRPC EventService.WatchEvents)", id).With("subscription_id", id)
 }
 
-// webhookAnswer serves one webhook route: answer runs after the chain has
+// webhook serves one webhook route: answer runs after the chain has
 // authenticated the caller (and, on an admin route, found the admin key).
-func (a *API) webhookAnswer(admin bool, answer func(*http.Request) (any, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func (a *API) webhook(pattern string, admin bool, answer func(*http.Request) (any, error)) {
+	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		a.webhookServe(w, r, admin, nil, func() (any, error) { return answer(r) })
-	}
+	})
 }
 
 func (a *API) webhookServe(w http.ResponseWriter, r *http.Request, admin bool, decodeErr error, answer func() (any, error)) {

@@ -18,11 +18,11 @@ var wires = map[string]wire{
 	// Runtime (cycles-protocol-v0). The admin key may get, list and release
 	// reservations on a tenant's behalf: the methods' access option
 	// (admin_on_behalf_of) says so, and the chain runs them as that tenant.
-	"RuntimeService/CreateReservation": {encode: detailed(reserveAnswer(false), reserveAnswer(true),
+	"RuntimeService/CreateReservation": {encode: detailed(reserveAnswer,
 		func(req *cyclesv1.CreateReservationRequest, p *cyclesv1.CreateReservationResponse) bool {
 			return showDenyDetail(req.GetObserveMode() != 0 || req.GetAction().GetPolicyKeys() != nil, p.GetObserved(), p.GetReasonCode())
 		})},
-	"RuntimeService/Decide": {encode: detailed(decideAnswer(false), decideAnswer(true),
+	"RuntimeService/Decide": {encode: detailed(decideAnswer,
 		func(req *cyclesv1.DecideRequest, p *cyclesv1.DecideResponse) bool {
 			return showDenyDetail(req.GetAction().GetPolicyKeys() != nil, false, p.GetReasonCode())
 		})},

@@ -26,6 +26,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	rlsv3common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -84,21 +85,12 @@ func (c Config) Validate() error {
 			return fmt.Errorf("envoy rule %d: %w", i, err)
 		}
 		for k := range r.Values {
-			if !contains(r.Keys, k) {
+			if !slices.Contains(r.Keys, k) {
 				return fmt.Errorf("envoy rule %d: pinned value for %q, which is not one of its keys", i, k)
 			}
 		}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Server implements rlsv3.RateLimitServiceServer.
