@@ -50,7 +50,8 @@ func (r *Reader) FloatGauge(tb testing.TB, name string, attrs ...attribute.KeyVa
 	return gauge[float64](tb, r, name, "a float64 gauge", attrs)
 }
 
-// gauge is the first matching data point of the gauge of N named name.
+// gauge is the last value of the gauge of N named name at the first data
+// point whose attributes include every attrs pair (Gauge, FloatGauge).
 func gauge[N int64 | float64](tb testing.TB, r *Reader, name, kind string, attrs []attribute.KeyValue) (N, bool) {
 	tb.Helper()
 	return first(points(tb, r, name, kind, func(d metricdata.Aggregation) ([]metricdata.DataPoint[N], bool) {
