@@ -74,13 +74,14 @@ type API struct {
 	// services are the gRPC services by full name, nil impl when absent.
 	services map[string]service
 	maxBody  int64
+	shapes   *protowire.Shapes // the answers' shapes by message type
 	mux      *http.ServeMux
 	handler  http.Handler
 }
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
-	a := &API{svc: opts, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
+	a := &API{svc: opts, maxBody: opts.MaxBodyBytes, shapes: answerShapes(), mux: http.NewServeMux()}
 	defaults.Set(&a.maxBody, DefaultMaxBodyBytes)
 	a.routes()
 	var otelOpts []otelhttp.Option

@@ -2,7 +2,6 @@ package cycleshttp
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -24,15 +23,14 @@ import (
 // (proto/cycles/v1/http.proto): each route's pattern, success status, how its
 // body is read and its query parameters are declared on the RPC it runs.
 // Here, beside it, each routed RPC declares only what the proto cannot say
-// (wires): how its answer is written, and the steps reading what no field
-// binds by name. One generic handler (route.ServeHTTP) serves every route
+// (wires): the steps reading what no field binds by name. Answers are
+// written in their message types' shapes (answerShapes). One generic handler (route.ServeHTTP) serves every route
 // through serve, the one call path.
 
 // wire is what one routed RPC declares beside its routes.
 type wire struct {
-	answer *protowire.Shape // the answer's shape (or encode)
-	// encode writes an answer that also depends on the request.
-	encode func(req, resp protoreflect.Message) json.RawMessage
+	// terse says when an answer leaves out its deny_detail (showDenyDetail).
+	terse func(req, resp protoreflect.Message) bool
 	// before runs after the path and query are bound, before the body is
 	// read (what it sets, the body may not set); after runs last.
 	before, after hook
@@ -74,6 +72,8 @@ type route struct {
 	params []param
 	w      wire
 	req    protoreflect.MessageType
+	// answer is the answer's shape; plain is it without deny_detail (terse).
+	answer, plain *protowire.Shape
 	// call runs the service's method; nil: the service is not enabled.
 	call func(ctx context.Context, req proto.Message) (any, error)
 }
@@ -95,12 +95,9 @@ func (a *API) routes() {
 	for full, md := range contract.Methods() {
 		specs, _ := proto.GetExtension(md.Options(), cyclesv1.E_Http).([]*cyclesv1.HttpRoute)
 		name := string(md.Parent().Name()) + "/" + string(md.Name())
-		w, ok := wires[name]
+		w := wires[name]
 		if len(specs) == 0 {
 			continue
-		}
-		if !ok {
-			panic("cycleshttp: " + name + " has routes but no wire declaration")
 		}
 		used[name] = true
 		for _, spec := range specs {
@@ -130,9 +127,9 @@ func newRoute(a *API, full string, md protoreflect.MethodDescriptor, spec *cycle
 	if err != nil {
 		panic("cycleshttp: " + err.Error())
 	}
-	rt := &route{a: a, md: md, method: full, spec: spec, w: w, call: w.call, req: mt}
-	if w.answer != nil {
-		w.answer.Check(md.Output())
+	rt := &route{a: a, md: md, method: full, spec: spec, w: w, call: w.call, req: mt, answer: a.shapes.Prepare(md.Output())}
+	if w.terse != nil {
+		rt.plain = rt.answer.Without("deny_detail")
 	}
 	if rt.call == nil && svc.impl != nil {
 		for _, m := range svc.desc.Methods {
@@ -203,10 +200,10 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		},
 		func(resp any) any {
 			m := resp.(proto.Message).ProtoReflect()
-			if rt.w.encode != nil {
-				return rt.w.encode(req.ProtoReflect(), m)
+			if rt.w.terse != nil && rt.w.terse(req.ProtoReflect(), m) {
+				return a.shapes.Write(rt.plain, m)
 			}
-			return rt.w.answer.JSON(m)
+			return a.shapes.Write(rt.answer, m)
 		})
 }
 
