@@ -157,24 +157,17 @@ func newRoute(a *API, full string, md protoreflect.MethodDescriptor, spec *cycle
 		p.name, p.field, p.parse = name, protoreflect.Name(field), w.params[name]
 		rt.params = append(rt.params, p)
 	}
-	for _, p := range rt.params {
-		p.fieldOf(fields, md.Input().FullName())
+	// Each binds the request field of its name (or field); a declaration
+	// naming no field of the request is a programming error.
+	for i, p := range rt.params {
+		if p.field == "" {
+			p.field = protoreflect.Name(p.name)
+		}
+		if rt.params[i].fd = fields.ByName(p.field); rt.params[i].fd == nil {
+			panic("cycleshttp: parameter " + p.name + " names no field of " + string(md.Input().FullName()))
+		}
 	}
 	return rt
-}
-
-// fieldOf is the request field p binds; a declaration naming no field of
-// the request is a programming error.
-func (p param) fieldOf(fields protoreflect.FieldDescriptors, msg protoreflect.FullName) protoreflect.FieldDescriptor {
-	name := p.field
-	if name == "" {
-		name = protoreflect.Name(p.name)
-	}
-	fd := fields.ByName(name)
-	if fd == nil {
-		panic("cycleshttp: parameter " + p.name + " names no field of " + string(msg))
-	}
-	return fd
 }
 
 // ServeHTTP reads one request of the route and runs it through serve.
@@ -193,7 +186,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	a.serve(w, r, rt.method, planeOf(rt.method), rt.status(), req, err,
 		func(ctx context.Context, req any) (any, error) {
-			if err := rt.caller(ctx); err != nil {
+			if err := checkCaller(ctx, rt.spec.GetCaller()); err != nil {
 				return nil, err
 			}
 			return rt.call(ctx, req.(proto.Message))
@@ -227,11 +220,12 @@ func (rt *route) body(a *API, w http.ResponseWriter, r *http.Request, req proto.
 	return nil
 }
 
-// caller refuses the credential a route narrows its RPC's rule against
-// (HttpRoute.caller): the event reads of the two planes share one RPC.
-func (rt *route) caller(ctx context.Context) error {
+// checkCaller refuses a credential other than the one a route narrows its
+// RPC's rule to (HttpRoute.caller): the event reads of the two planes share
+// one RPC, and the webhook routes answer under the event read's rule.
+func checkCaller(ctx context.Context, c cyclesv1.Caller) error {
 	p, _ := auth.FromContext(ctx)
-	switch rt.spec.GetCaller() {
+	switch c {
 	case cyclesv1.Caller_CALLER_ADMIN:
 		if !p.Admin {
 			return apierr.New(apierr.Unauthorized, "this endpoint needs the admin key (X-Admin-API-Key)")
@@ -266,6 +260,7 @@ type param struct {
 	path     bool
 	required bool
 	parse    func(name, s string) (protoreflect.Value, error)
+	fd       protoreflect.FieldDescriptor // the field it binds
 }
 
 // bindParams sets the request fields of the declared parameters. Blank
@@ -274,7 +269,7 @@ type param struct {
 func bindParams(r *http.Request, m protoreflect.Message, ps []param) error {
 	var qs url.Values
 	for _, p := range ps {
-		fd := p.fieldOf(m.Descriptor().Fields(), m.Descriptor().FullName())
+		fd := p.fd
 		var vals []string
 		if p.path {
 			vals = []string{r.PathValue(p.name)}
