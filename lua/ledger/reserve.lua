@@ -407,13 +407,28 @@ idem_put(KEYS[8], hash, (ttl + grace > DAY_MS) and ms(ttl + grace) or '86400000'
 -- gone (its retention ended: 30 days, or with an archive the hot window,
 -- whose TTL starts only once PostgreSQL holds the record; a record still
 -- waiting for the archive has no TTL and keeps its entries). Oldest first
--- by creation, stopping at the first record that still exists: at most 16
--- removals, and 2 reads when there is nothing to trim.
-for _ = 1, 16 do
-  local old = redis.call('ZRANGE', KEYS[6], 0, 0)
-  if #old == 0 or redis.call('EXISTS', key_reservation(KEYS[1], old[1])) == 1 then break end
-  redis.call('ZREM', KEYS[6], old[1])
-  redis.call('ZREM', KEYS[7], old[1])
+-- by creation, stopping at the first record that still exists.
+-- Amortised: only a reserve whose id ends in hex digit 0 or 8 trims (one in
+-- eight: the id's last digit is a random UUIDv4 digit the server chose, so
+-- no caller can steer it), and it removes up to 32 entries, four per
+-- reserve on average against the one a reserve adds; the other seven skip
+-- the two calls (ZRANGE + EXISTS, ~16k instructions) that usually find
+-- nothing (BENCHMARKS.md, issue 22).
+-- (A block: gopher-lua's register limit leaves no room for a new
+-- top-level local in this body.)
+do
+  local d = string.byte(rid, -1)
+  if d == 48 or d == 56 then
+    local old, gone = redis.call('ZRANGE', KEYS[6], 0, 31), {}
+    for i = 1, #old do
+      if redis.call('EXISTS', key_reservation(KEYS[1], old[i])) == 1 then break end
+      gone[i] = old[i]
+    end
+    if #gone > 0 then
+      redis.call('ZREM', KEYS[6], unpack(gone))
+      redis.call('ZREM', KEYS[7], unpack(gone))
+    end
+  end
 end
 
 -- The trailing nils size the answer for what reserve_reply appends (three
