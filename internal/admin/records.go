@@ -9,6 +9,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/enumkey"
 	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/scope"
 )
@@ -41,6 +42,25 @@ func (d *decoder) int64(r record, field string) int64 {
 		d.bad(field, v)
 	}
 	return n
+}
+
+// optInt64 is an optional integer field: nil when absent or "".
+func (d *decoder) optInt64(r record, field string) *int64 {
+	if r[field] == "" {
+		return nil
+	}
+	n := d.int64(r, field)
+	return &n
+}
+
+// enumField is a required enum field stored in key form (enumkey.Of); a
+// missing or unknown key is malformed.
+func enumField[E enumkey.Value](d *decoder, r record, field string) E {
+	v, ok := enumkey.Parse[E](r[field])
+	if !ok {
+		d.bad(field, r[field])
+	}
+	return v
 }
 
 func (d *decoder) int32(r record, field string) int32 {
@@ -83,14 +103,10 @@ func (d *decoder) policy(r record, field string) cyclesv1.CommitOveragePolicy {
 // tenantFromRecord builds the Tenant message of a tenant hash.
 func tenantFromRecord(r record) (*cyclesv1.Tenant, error) {
 	d := &decoder{kind: "tenant"}
-	st, ok := cyclesv1.TenantStatus_value["TENANT_STATUS_"+r["status"]]
-	if !ok || st == 0 {
-		d.bad("status", r["status"])
-	}
 	t := &cyclesv1.Tenant{
 		TenantId:                   r["tenant_id"],
 		Name:                       r["name"],
-		Status:                     cyclesv1.TenantStatus(st),
+		Status:                     enumField[cyclesv1.TenantStatus](d, r, "status"),
 		DefaultCommitOveragePolicy: d.policy(r, "default_policy"),
 		DefaultReservationTtlMs:    d.int64(r, "default_ttl_ms"),
 		MaxReservationTtlMs:        d.int64(r, "max_ttl_ms"),
@@ -99,10 +115,7 @@ func tenantFromRecord(r record) (*cyclesv1.Tenant, error) {
 		UpdatedAtMs:                d.int64(r, "updated_at"),
 		Metadata:                   d.metadata(r, "metadata"),
 	}
-	if v, ok := r["closed_at"]; ok && v != "" {
-		n := d.int64(r, "closed_at")
-		t.ClosedAtMs = &n
-	}
+	t.ClosedAtMs = d.optInt64(r, "closed_at")
 	// v0.1.26: absent (every tenant stored before it) reads as ENFORCE.
 	t.ObserveMode = cyclesv1.ObserveMode_OBSERVE_MODE_ENFORCE
 	if v := r["observe_mode"]; v != "" {
@@ -118,25 +131,15 @@ func tenantFromRecord(r record) (*cyclesv1.Tenant, error) {
 // apiKeyFromRecord builds the ApiKey message of an API key hash.
 func apiKeyFromRecord(r record) (*cyclesv1.ApiKey, error) {
 	d := &decoder{kind: "API key"}
-	st, ok := cyclesv1.ApiKeyStatus_value["API_KEY_STATUS_"+r["status"]]
-	if !ok || st == 0 {
-		d.bad("status", r["status"])
-	}
 	k := &cyclesv1.ApiKey{
 		KeyId:       auth.PublicKeyID(r["tenant_id"], r["key_id"]),
 		TenantId:    r["tenant_id"],
 		Name:        r["name"],
-		Status:      cyclesv1.ApiKeyStatus(st),
+		Status:      enumField[cyclesv1.ApiKeyStatus](d, r, "status"),
 		CreatedAtMs: d.int64(r, "created_at"),
 	}
-	if v, ok := r["revoked_at"]; ok && v != "" {
-		n := d.int64(r, "revoked_at")
-		k.RevokedAtMs = &n
-	}
-	if v, ok := r["expires_at"]; ok && v != "" {
-		n := d.int64(r, "expires_at")
-		k.ExpiresAtMs = &n
-	}
+	k.RevokedAtMs = d.optInt64(r, "revoked_at")
+	k.ExpiresAtMs = d.optInt64(r, "expires_at")
 	k.Permissions = slices.Clone(permission.Legacy)
 	if v := r["permissions"]; v != "" {
 		k.Permissions = nil
@@ -154,10 +157,7 @@ func apiKeyFromRecord(r record) (*cyclesv1.ApiKey, error) {
 			d.bad("scope_filter", v)
 		}
 	}
-	if v, ok := r["last_used_at"]; ok && v != "" {
-		n := d.int64(r, "last_used_at")
-		k.LastUsedAtMs = &n
-	}
+	k.LastUsedAtMs = d.optInt64(r, "last_used_at")
 	k.Description, k.RevokedReason = r["description"], r["revoked_reason"]
 	return k, d.err
 }

@@ -11,8 +11,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 
@@ -248,12 +249,7 @@ func (e *Error) retryAfter() time.Duration {
 
 // DetailKeys lists e's detail keys in order (for stable logs).
 func (e *Error) DetailKeys() []string {
-	keys := make([]string, 0, len(e.Details))
-	for k := range e.Details {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return slices.Sorted(maps.Keys(e.Details))
 }
 
 // FromStatus recovers the protocol code and details of a gRPC error (clients

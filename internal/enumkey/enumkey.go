@@ -28,3 +28,25 @@ func Of(e protoreflect.Enum) string {
 	}
 	return name
 }
+
+// Value is a generated protobuf enum type.
+type Value interface {
+	~int32
+	protoreflect.Enum
+}
+
+// Parse is the inverse of Of: the value of E whose key is key; ok is false
+// for "", for UNSPECIFIED and for a key E does not declare.
+func Parse[E Value](key string) (value E, ok bool) {
+	var zero E
+	values := zero.Descriptor().Values()
+	prefix := ""
+	if z := values.ByNumber(0); z != nil {
+		prefix = strings.TrimSuffix(string(z.Name()), "UNSPECIFIED")
+	}
+	v := values.ByName(protoreflect.Name(prefix + key))
+	if key == "" || v == nil || v.Number() == 0 {
+		return zero, false
+	}
+	return E(v.Number()), true
+}

@@ -26,3 +26,20 @@ func TestOf(t *testing.T) {
 		}
 	}
 }
+
+// TestParse: Parse undoes Of for every declared value of an enum, and
+// refuses "", UNSPECIFIED, full names and unknown keys.
+func TestParse(t *testing.T) {
+	for n := range cyclesv1.Unit_name {
+		u := cyclesv1.Unit(n)
+		got, ok := enumkey.Parse[cyclesv1.Unit](enumkey.Of(u))
+		if want := n != 0; ok != want || (ok && got != u) {
+			t.Errorf("Parse(Of(%v)) = %v, %v", u, got, ok)
+		}
+	}
+	for _, key := range []string{"", "UNSPECIFIED", "UNIT_TOKENS", "tokens", "NOPE"} {
+		if got, ok := enumkey.Parse[cyclesv1.Unit](key); ok || got != 0 {
+			t.Errorf("Parse(%q) = %v, %v, want 0, false", key, got, ok)
+		}
+	}
+}

@@ -48,7 +48,7 @@ func Compile(tenant, pattern string) (canonical, lua string, err error) {
 		if !ok {
 			return "", "", fmt.Errorf("segment %q: want <level>:<value>, <level>:* or a leading/trailing *", seg)
 		}
-		idx := levelIndex(level)
+		idx := scope.LevelIndex(level)
 		if idx < 0 {
 			return "", "", fmt.Errorf("segment %q: unknown level %q", seg, level)
 		}
@@ -101,15 +101,6 @@ func Compile(tenant, pattern string) (canonical, lua string, err error) {
 		canonical += "/*"
 	}
 	return canonical, lp.String(), nil
-}
-
-func levelIndex(level string) int {
-	for i, l := range scope.Levels {
-		if l == level {
-			return i
-		}
-	}
-	return -1
 }
 
 // luaEscape quotes the Lua pattern magic characters a scope value can hold

@@ -11,6 +11,7 @@ package scope
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
@@ -91,7 +92,7 @@ func Canonical(tenant, path string) (string, error) {
 		if !ok {
 			return "", fmt.Errorf("segment %q: want <level>:<value>", seg)
 		}
-		idx := levelIndex(level)
+		idx := LevelIndex(level)
 		if idx < 0 {
 			return "", fmt.Errorf("segment %q: unknown level %q", seg, level)
 		}
@@ -113,14 +114,8 @@ func Canonical(tenant, path string) (string, error) {
 	return strings.Join(out, "/"), nil
 }
 
-func levelIndex(level string) int {
-	for i, l := range Levels {
-		if l == level {
-			return i
-		}
-	}
-	return -1
-}
+// LevelIndex is the position of level in Levels, or -1 for an unknown level.
+func LevelIndex(level string) int { return slices.Index(Levels[:], level) }
 
 // Leaf is the last segment of a scope path ("agent:bot").
 func Leaf(path string) string {

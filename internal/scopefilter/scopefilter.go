@@ -67,7 +67,7 @@ func canonical(tenant, p string) (string, error) {
 		if !ok {
 			return "", fmt.Errorf("segment %q: want <level>:<value> or <level>:*", seg)
 		}
-		idx := levelIndex(level)
+		idx := scope.LevelIndex(level)
 		if idx < 0 {
 			return "", fmt.Errorf("segment %q: unknown level %q (one of %s)", seg, level, strings.Join(scope.Levels[:], ", "))
 		}
@@ -88,15 +88,6 @@ func canonical(tenant, p string) (string, error) {
 		segs[i] = level + ":" + value
 	}
 	return strings.Join(segs, "/"), nil
-}
-
-func levelIndex(level string) int {
-	for i, l := range scope.Levels {
-		if l == level {
-			return i
-		}
-	}
-	return -1
 }
 
 // Segments is what a request names: one value per level ("" = not named),
@@ -136,7 +127,7 @@ func Allows(filter []string, segs Segments) bool {
 func within(pattern string, segs Segments) bool {
 	for _, seg := range strings.Split(pattern, "/") {
 		level, value, _ := strings.Cut(seg, ":")
-		idx := levelIndex(level)
+		idx := scope.LevelIndex(level)
 		if idx < 0 || segs[idx] == "" || value != "*" && segs[idx] != value {
 			return false
 		}
@@ -166,7 +157,7 @@ func fromPath(tenant, path string) Segments {
 	}
 	for _, seg := range strings.Split(path, "/") {
 		level, value, ok := strings.Cut(seg, ":")
-		if idx := levelIndex(level); ok && idx > 0 && value != "" {
+		if idx := scope.LevelIndex(level); ok && idx > 0 && value != "" {
 			s[idx] = strings.ToLower(value)
 		}
 	}

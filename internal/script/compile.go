@@ -5,7 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -214,11 +215,7 @@ func compileAll(extra map[string]string) (programs, error) {
 // versions of cyclesd sharing a Redis (a rolling deploy) call each their
 // own.
 func (ps programs) link(prelude string) {
-	names := make([]string, 0, len(ps))
-	for name := range ps {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(ps))
 	var order []string
 	seen := map[string]bool{}
 	for _, name := range names {

@@ -19,8 +19,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -175,12 +176,7 @@ func (e *Executor) WithClient(client redis.UniversalClient, opts ...Option) *Exe
 
 // Names lists the compiled scripts.
 func (e *Executor) Names() []string {
-	names := make([]string, 0, len(e.progs))
-	for n := range e.progs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(e.progs))
 }
 
 // Client is the underlying client, for the few non-script needs of

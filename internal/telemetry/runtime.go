@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/metrics"
 
@@ -42,27 +43,18 @@ var runtimeSamples = []string{
 // on each /metrics scrape.
 func RegisterRuntime(mp metric.MeterProvider) error {
 	m := Meter(mp, "runtime")
-	gauge := func(name, unit, desc string) (metric.Int64ObservableGauge, error) {
-		return m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	var errs []error // of the instruments' creation, reported together
+	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
+		g, err := m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return g
 	}
-	live, err := gauge(RuntimeHeapLive, "By", "Heap bytes marked live by the last GC (the heap after GC)")
-	if err != nil {
-		return fmt.Errorf("runtime metrics: %w", err)
-	}
-	used, err := gauge(RuntimeMemoryUsed, "By", "Memory mapped by the Go runtime, minus memory released to the OS")
-	if err != nil {
-		return fmt.Errorf("runtime metrics: %w", err)
-	}
-	goal, err := gauge(RuntimeGCGoal, "By", "Heap size at which the next GC starts")
-	if err != nil {
-		return fmt.Errorf("runtime metrics: %w", err)
-	}
-	goroutines, err := gauge(RuntimeGoroutines, "{goroutine}", "Live goroutines")
-	if err != nil {
-		return fmt.Errorf("runtime metrics: %w", err)
-	}
+	live := gauge(RuntimeHeapLive, "By", "Heap bytes marked live by the last GC (the heap after GC)")
+	used := gauge(RuntimeMemoryUsed, "By", "Memory mapped by the Go runtime, minus memory released to the OS")
+	goal := gauge(RuntimeGCGoal, "By", "Heap size at which the next GC starts")
+	goroutines := gauge(RuntimeGoroutines, "{goroutine}", "Live goroutines")
 	cycles, err := m.Int64ObservableCounter(RuntimeGCCycles, metric.WithUnit("{gc_cycle}"), metric.WithDescription("Completed GC cycles"))
-	if err != nil {
+	if err := errors.Join(append(errs, err)...); err != nil {
 		return fmt.Errorf("runtime metrics: %w", err)
 	}
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {

@@ -56,13 +56,11 @@ func AdminScopePath(field, v string) error {
 
 // adminBudgetRef: tenant_id, scope_path and unit of a request naming one budget.
 func adminBudgetRef(r budgetRef) error {
-	if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
-		return err
-	}
-	if err := AdminScopePath("scope_path", r.GetScopePath()); err != nil {
-		return err
-	}
-	return Unit("unit", r.GetUnit())
+	return first(
+		TenantID("tenant_id", r.GetTenantId()),
+		AdminScopePath("scope_path", r.GetScopePath()),
+		Unit("unit", r.GetUnit()),
+	)
 }
 
 // budgetRef is an admin request naming one budget by tenant, scope path and
@@ -80,10 +78,10 @@ func adminBudgetTransition[T interface {
 	budgetRef
 	GetReason() string
 }](r T) error {
-	if err := adminBudgetRef(r); err != nil {
-		return err
-	}
-	return Text("reason", r.GetReason(), adminMaxReason)
+	return first(
+		adminBudgetRef(r),
+		Text("reason", r.GetReason(), adminMaxReason),
+	)
 }
 
 // adminTTL: an optional ttl of the tenant defaults, 1,000..86,400,000.
@@ -97,13 +95,11 @@ func adminTTL(field string, v *int64, zeroAllowed bool) error {
 // tenantDefaults checks the reservation defaults a tenant create or update
 // may set; maxTTLZeroOK lets an update remove the TTL cap with 0.
 func tenantDefaults(policy cyclesv1.CommitOveragePolicy, defaultTTL, maxTTL *int64, maxTTLZeroOK bool, maxExtensions *int32) error {
-	if err := Policy("default_commit_overage_policy", policy); err != nil {
-		return err
-	}
-	if err := adminTTL("default_reservation_ttl_ms", defaultTTL, false); err != nil {
-		return err
-	}
-	if err := adminTTL("max_reservation_ttl_ms", maxTTL, maxTTLZeroOK); err != nil {
+	if err := first(
+		Policy("default_commit_overage_policy", policy),
+		adminTTL("default_reservation_ttl_ms", defaultTTL, false),
+		adminTTL("max_reservation_ttl_ms", maxTTL, maxTTLZeroOK),
+	); err != nil {
 		return err
 	}
 	if maxExtensions != nil {
@@ -115,31 +111,25 @@ func tenantDefaults(policy cyclesv1.CommitOveragePolicy, defaultTTL, maxTTL *int
 // Admin request validators (admin.proto).
 func init() {
 	register(func(r *cyclesv1.CreateTenantRequest) error {
-		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
-			return err
-		}
-		if err := Text("name", r.GetName(), adminMaxName); err != nil {
-			return err
-		}
-		if err := tenantDefaults(r.GetDefaultCommitOveragePolicy(), r.DefaultReservationTtlMs, r.MaxReservationTtlMs, false, r.MaxReservationExtensions); err != nil {
-			return err
-		}
-		return StringMap("metadata", r.GetMetadata())
+		return first(
+			TenantID("tenant_id", r.GetTenantId()),
+			Text("name", r.GetName(), adminMaxName),
+			tenantDefaults(r.GetDefaultCommitOveragePolicy(), r.DefaultReservationTtlMs, r.MaxReservationTtlMs, false, r.MaxReservationExtensions),
+			StringMap("metadata", r.GetMetadata()),
+		)
 	})
 	register(func(r *cyclesv1.GetTenantRequest) error {
 		return TenantID("tenant_id", r.GetTenantId())
 	})
 	register(func(r *cyclesv1.ListTenantsRequest) error {
-		if _, known := cyclesv1.TenantStatus_name[int32(r.GetStatus())]; !known {
-			return invalid("status", "must be one of ACTIVE, SUSPENDED, CLOSED")
-		}
-		if err := Text("search", r.GetSearch(), adminMaxSearchLen); err != nil {
+		if err := declared("status", r.GetStatus(), "must be one of ACTIVE, SUSPENDED, CLOSED"); err != nil {
 			return err
 		}
-		if err := Limit("limit", &r.Limit, adminMaxTenantListLen); err != nil {
-			return err
-		}
-		return Cursor("cursor", r.GetCursor())
+		return first(
+			Text("search", r.GetSearch(), adminMaxSearchLen),
+			Limit("limit", &r.Limit, adminMaxTenantListLen),
+			Cursor("cursor", r.GetCursor()),
+		)
 	})
 	register(func(r *cyclesv1.ListApiKeysRequest) error {
 		if r.GetTenantId() != "" {
@@ -147,16 +137,14 @@ func init() {
 				return err
 			}
 		}
-		if _, known := cyclesv1.ApiKeyStatus_name[int32(r.GetStatus())]; !known {
-			return invalid("status", "must be one of ACTIVE, REVOKED")
-		}
-		if err := Text("search", r.GetSearch(), adminMaxSearchLen); err != nil {
+		if err := declared("status", r.GetStatus(), "must be one of ACTIVE, REVOKED"); err != nil {
 			return err
 		}
-		if err := Limit("limit", &r.Limit, adminMaxKeyListLen); err != nil {
-			return err
-		}
-		return Cursor("cursor", r.GetCursor())
+		return first(
+			Text("search", r.GetSearch(), adminMaxSearchLen),
+			Limit("limit", &r.Limit, adminMaxKeyListLen),
+			Cursor("cursor", r.GetCursor()),
+		)
 	})
 	register(func(r *cyclesv1.UpdateTenantRequest) error {
 		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
@@ -178,19 +166,19 @@ func init() {
 		default:
 			return invalid("status", "must be ACTIVE or SUSPENDED")
 		}
-		if err := ObserveMode("observe_mode", r.GetObserveMode()); err != nil {
-			return err
-		}
-		return StringMap("metadata", r.GetMetadata())
+		return first(
+			ObserveMode("observe_mode", r.GetObserveMode()),
+			StringMap("metadata", r.GetMetadata()),
+		)
 	})
 	register(func(r *cyclesv1.CloseTenantRequest) error {
 		return TenantID("tenant_id", r.GetTenantId())
 	})
 	register(func(r *cyclesv1.CreateApiKeyRequest) error {
-		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
-			return err
-		}
-		if err := Text("name", r.GetName(), adminMaxName); err != nil {
+		if err := first(
+			TenantID("tenant_id", r.GetTenantId()),
+			Text("name", r.GetName(), adminMaxName),
+		); err != nil {
 			return err
 		}
 		if i, err := permission.Check(r.GetPermissions()); err != nil {
@@ -202,37 +190,27 @@ func init() {
 		if r.ExpiresAtMs != nil && r.GetExpiresAtMs() <= 0 {
 			return invalid("expires_at", "must be a time in the future")
 		}
-		if err := Text("description", r.GetDescription(), 1024); err != nil {
-			return err
-		}
-		return StringMap("metadata", r.GetMetadata())
+		return first(
+			Text("description", r.GetDescription(), 1024),
+			StringMap("metadata", r.GetMetadata()),
+		)
 	})
 	register(func(r *cyclesv1.RevokeApiKeyRequest) error {
-		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
-			return err
-		}
-		if err := Text("reason", r.GetReason(), 512); err != nil {
-			return err
-		}
-		return keyID("key_id", r.GetKeyId())
+		return first(
+			TenantID("tenant_id", r.GetTenantId()),
+			Text("reason", r.GetReason(), 512),
+			keyID("key_id", r.GetKeyId()),
+		)
 	})
 	register(func(r *cyclesv1.CreateBudgetRequest) error {
-		if err := adminBudgetRef(r); err != nil {
-			return err
-		}
-		if err := NonNegative("allocated", r.GetAllocated()); err != nil {
-			return err
-		}
-		if err := NonNegative("overdraft_limit", r.GetOverdraftLimit()); err != nil {
-			return err
-		}
-		if err := Policy("commit_overage_policy", r.GetCommitOveragePolicy()); err != nil {
-			return err
-		}
-		if err := Caps("caps", r.GetCaps()); err != nil {
-			return err
-		}
-		return StringMap("metadata", r.GetMetadata())
+		return first(
+			adminBudgetRef(r),
+			NonNegative("allocated", r.GetAllocated()),
+			NonNegative("overdraft_limit", r.GetOverdraftLimit()),
+			Policy("commit_overage_policy", r.GetCommitOveragePolicy()),
+			Caps("caps", r.GetCaps()),
+			StringMap("metadata", r.GetMetadata()),
+		)
 	})
 	register(func(r *cyclesv1.GetBudgetRequest) error {
 		return adminBudgetRef(r)
@@ -253,13 +231,11 @@ func init() {
 				return err
 			}
 		}
-		if err := OptionalUnit("unit", r.GetUnit()); err != nil {
-			return err
-		}
-		if err := Limit("limit", &r.Limit, adminMaxBudgetListLen); err != nil {
-			return err
-		}
-		return Cursor("cursor", r.GetCursor())
+		return first(
+			OptionalUnit("unit", r.GetUnit()),
+			Limit("limit", &r.Limit, adminMaxBudgetListLen),
+			Cursor("cursor", r.GetCursor()),
+		)
 	})
 	register(func(r *cyclesv1.FundBudgetRequest) error {
 		if err := adminBudgetRef(r); err != nil {
@@ -280,10 +256,10 @@ func init() {
 				return err
 			}
 		}
-		if err := Text("reason", r.GetReason(), adminMaxReason); err != nil {
-			return err
-		}
-		return IdempotencyKey("idempotency_key", r.GetIdempotencyKey())
+		return first(
+			Text("reason", r.GetReason(), adminMaxReason),
+			IdempotencyKey("idempotency_key", r.GetIdempotencyKey()),
+		)
 	})
 	register(func(r *cyclesv1.UpdateBudgetRequest) error {
 		if err := adminBudgetRef(r); err != nil {
@@ -300,10 +276,10 @@ func init() {
 		if r.Caps != nil && r.GetClearCaps() {
 			return invalid("clear_caps", "cannot be combined with caps")
 		}
-		if err := Caps("caps", r.GetCaps()); err != nil {
-			return err
-		}
-		return StringMap("metadata", r.GetMetadata())
+		return first(
+			Caps("caps", r.GetCaps()),
+			StringMap("metadata", r.GetMetadata()),
+		)
 	})
 	register(adminBudgetTransition[*cyclesv1.FreezeBudgetRequest])
 	register(adminBudgetTransition[*cyclesv1.UnfreezeBudgetRequest])

@@ -11,16 +11,12 @@ import (
 
 func init() {
 	register(func(r *cyclesv1.UpdateApiKeyRequest) error {
-		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
-			return err
-		}
-		if err := keyID("key_id", r.GetKeyId()); err != nil {
-			return err
-		}
-		if err := Text("name", r.GetName(), adminMaxName); err != nil {
-			return err
-		}
-		if err := Text("description", r.GetDescription(), 1024); err != nil {
+		if err := first(
+			TenantID("tenant_id", r.GetTenantId()),
+			keyID("key_id", r.GetKeyId()),
+			Text("name", r.GetName(), adminMaxName),
+			Text("description", r.GetDescription(), 1024),
+		); err != nil {
 			return err
 		}
 		if i, err := permission.Check(r.GetPermissions().GetValues()); err != nil {

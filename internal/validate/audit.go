@@ -34,10 +34,10 @@ func init() {
 				return err
 			}
 		}
-		if err := Text("search", r.GetSearch(), auditMaxSearch); err != nil {
-			return err
-		}
-		if err := Cursor("cursor", r.GetCursor()); err != nil {
+		if err := first(
+			Text("search", r.GetSearch(), auditMaxSearch),
+			Cursor("cursor", r.GetCursor()),
+		); err != nil {
 			return err
 		}
 		switch {

@@ -48,9 +48,9 @@ func init() {
 		case r.ExpectedCount != nil && r.GetExpectedCount() < 0:
 			return invalid("expected_count", "must be >= 0")
 		}
-		if err := Text("reason", r.GetReason(), 512); err != nil {
-			return err
-		}
-		return ID("idempotency_key", r.GetIdempotencyKey(), bulkMaxKey)
+		return first(
+			Text("reason", r.GetReason(), 512),
+			ID("idempotency_key", r.GetIdempotencyKey(), bulkMaxKey),
+		)
 	})
 }

@@ -10,16 +10,12 @@ import (
 // read which tenant and category, and decodes cursors).
 func init() {
 	register(func(r *cyclesv1.WatchEventsRequest) error {
-		if err := eventSelection(r.GetTenantId(), r.GetEventTypes(), r.GetCategories(), r.GetScopePrefix()); err != nil {
-			return err
-		}
-		if err := typedEventTypes(r.GetTypes()); err != nil {
-			return err
-		}
-		if _, ok := cyclesv1.StartPosition_name[int32(r.GetStart())]; !ok {
-			return invalid("start", "unknown start position %d", r.GetStart())
-		}
-		if err := Cursor("cursor", r.GetCursor()); err != nil {
+		if err := first(
+			eventSelection(r.GetTenantId(), r.GetEventTypes(), r.GetCategories(), r.GetScopePrefix()),
+			typedEventTypes(r.GetTypes()),
+			declared("start", r.GetStart(), "unknown start position %d", r.GetStart()),
+			Cursor("cursor", r.GetCursor()),
+		); err != nil {
 			return err
 		}
 		withCursor := r.GetStart() == cyclesv1.StartPosition_START_POSITION_CURSOR
@@ -32,10 +28,10 @@ func init() {
 		return nil
 	})
 	register(func(r *cyclesv1.ListEventsRequest) error {
-		if err := eventSelection(r.GetTenantId(), r.GetEventTypes(), r.GetCategories(), r.GetScopePrefix()); err != nil {
-			return err
-		}
-		if err := typedEventTypes(r.GetTypes()); err != nil {
+		if err := first(
+			eventSelection(r.GetTenantId(), r.GetEventTypes(), r.GetCategories(), r.GetScopePrefix()),
+			typedEventTypes(r.GetTypes()),
+		); err != nil {
 			return err
 		}
 		if r.FromMs != nil {
@@ -51,10 +47,10 @@ func init() {
 		if r.FromMs != nil && r.ToMs != nil && r.GetFromMs() > r.GetToMs() {
 			return invalid("from_ms", "must not be after to_ms")
 		}
-		if err := Limit("limit", &r.Limit, 200); err != nil {
-			return err
-		}
-		return Cursor("cursor", r.GetCursor())
+		return first(
+			Limit("limit", &r.Limit, 200),
+			Cursor("cursor", r.GetCursor()),
+		)
 	})
 	register(func(r *cyclesv1.GetEventRequest) error {
 		if r.GetTenantId() != "" {

@@ -24,22 +24,18 @@ func init() {
 				return err
 			}
 		}
-		if err := Range("page_size", int64(r.GetPageSize()), 0, 500); err != nil {
-			return err
-		}
-		return Text("page_token", r.GetPageToken(), 2048)
+		return first(
+			Range("page_size", int64(r.GetPageSize()), 0, 500),
+			Text("page_token", r.GetPageToken(), 2048),
+		)
 	})
 	register(func(r *cyclesv1.ResolveQuarantinedRequest) error {
-		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
-			return err
-		}
-		if err := ID("reservation_id", r.GetReservationId(), 128); err != nil {
-			return err
-		}
-		if err := IdempotencyKey("idempotency_key", r.GetIdempotencyKey()); err != nil {
-			return err
-		}
-		if err := Text("reason", r.GetReason(), adminMaxReason); err != nil {
+		if err := first(
+			TenantID("tenant_id", r.GetTenantId()),
+			ID("reservation_id", r.GetReservationId(), 128),
+			IdempotencyKey("idempotency_key", r.GetIdempotencyKey()),
+			Text("reason", r.GetReason(), adminMaxReason),
+		); err != nil {
 			return err
 		}
 		switch o := r.GetOutcome().(type) {
@@ -50,10 +46,10 @@ func init() {
 			}
 			for i, a := range amounts {
 				f := fmt.Sprintf("release.amounts[%d]", i)
-				if err := AdminScopePath(f+".scope_path", a.GetScopePath()); err != nil {
-					return err
-				}
-				if err := NonNegative(f+".amount", a.GetAmount()); err != nil {
+				if err := first(
+					AdminScopePath(f+".scope_path", a.GetScopePath()),
+					NonNegative(f+".amount", a.GetAmount()),
+				); err != nil {
 					return err
 				}
 			}
@@ -92,10 +88,10 @@ func init() {
 		return nil
 	})
 	register(func(r *cyclesv1.AuditTenantRequest) error {
-		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
-			return err
-		}
-		return Range("max_discrepancies", int64(r.GetMaxDiscrepancies()), 0, 10000)
+		return first(
+			TenantID("tenant_id", r.GetTenantId()),
+			Range("max_discrepancies", int64(r.GetMaxDiscrepancies()), 0, 10000),
+		)
 	})
 	register(func(r *cyclesv1.RepairTenantRequest) error {
 		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {

@@ -20,10 +20,7 @@ const (
 )
 
 func policyStatus(field string, s cyclesv1.PolicyStatus) error {
-	if _, ok := cyclesv1.PolicyStatus_name[int32(s)]; !ok {
-		return invalid(field, "unknown status %d", s)
-	}
-	return nil
+	return declared(field, s, "unknown status %d", s)
 }
 
 // policyTerms checks the fields create and update share.
@@ -34,10 +31,10 @@ func policyTerms(priority *int32, caps *cyclesv1.Caps, pol cyclesv1.CommitOverag
 			return err
 		}
 	}
-	if err := Caps("caps", caps); err != nil {
-		return err
-	}
-	if err := Policy("commit_overage_policy", pol); err != nil {
+	if err := first(
+		Caps("caps", caps),
+		Policy("commit_overage_policy", pol),
+	); err != nil {
 		return err
 	}
 	if ttl != nil {
@@ -75,10 +72,10 @@ func policyTerms(priority *int32, caps *cyclesv1.Caps, pol cyclesv1.CommitOverag
 // effectiveWindow: both bounds >= 0 (0 = open), until after from when both are set.
 func effectiveWindow(from, until int64) error {
 	// Below 10^13 ms (year 2286): the scripts keep times as exact doubles.
-	if err := Range("effective_from", from, 0, policyMaxTimeMs); err != nil {
-		return err
-	}
-	if err := Range("effective_until", until, 0, policyMaxTimeMs); err != nil {
+	if err := first(
+		Range("effective_from", from, 0, policyMaxTimeMs),
+		Range("effective_until", until, 0, policyMaxTimeMs),
+	); err != nil {
 		return err
 	}
 	if from > 0 && until > 0 && until <= from {
@@ -95,10 +92,10 @@ func init() {
 		if r.GetName() == "" {
 			return invalid("name", "is required")
 		}
-		if err := Text("name", r.GetName(), policyMaxName); err != nil {
-			return err
-		}
-		if err := Text("description", r.GetDescription(), policyMaxDescription); err != nil {
+		if err := first(
+			Text("name", r.GetName(), policyMaxName),
+			Text("description", r.GetDescription(), policyMaxDescription),
+		); err != nil {
 			return err
 		}
 		if r.GetScopePattern() == "" {
@@ -112,16 +109,16 @@ func init() {
 			r.GetRateLimits(), r.GetStatus()); err != nil {
 			return err
 		}
-		if err := governance(r.GetActionQuotas(), r.GetRiskClassQuotas(), r.GetAllowedActionKinds(), r.GetDeniedActionKinds()); err != nil {
-			return err
-		}
-		return effectiveWindow(r.GetEffectiveFromMs(), r.GetEffectiveUntilMs())
+		return first(
+			governance(r.GetActionQuotas(), r.GetRiskClassQuotas(), r.GetAllowedActionKinds(), r.GetDeniedActionKinds()),
+			effectiveWindow(r.GetEffectiveFromMs(), r.GetEffectiveUntilMs()),
+		)
 	})
 	register(func(r *cyclesv1.GetScopePolicyRequest) error {
-		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
-			return err
-		}
-		return ID("policy_id", r.GetPolicyId(), policyMaxID)
+		return first(
+			TenantID("tenant_id", r.GetTenantId()),
+			ID("policy_id", r.GetPolicyId(), policyMaxID),
+		)
 	})
 	register(func(r *cyclesv1.ListScopePoliciesRequest) error {
 		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
@@ -130,19 +127,17 @@ func init() {
 		if len(r.GetScopePattern()) > policyMaxPattern {
 			return invalid("scope_pattern", "must be at most %d bytes", policyMaxPattern)
 		}
-		if err := policyStatus("status", r.GetStatus()); err != nil {
-			return err
-		}
-		if err := Limit("limit", &r.Limit, 200); err != nil {
-			return err
-		}
-		return Cursor("cursor", r.GetCursor())
+		return first(
+			policyStatus("status", r.GetStatus()),
+			Limit("limit", &r.Limit, 200),
+			Cursor("cursor", r.GetCursor()),
+		)
 	})
 	register(func(r *cyclesv1.UpdateScopePolicyRequest) error {
-		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
-			return err
-		}
-		if err := ID("policy_id", r.GetPolicyId(), policyMaxID); err != nil {
+		if err := first(
+			TenantID("tenant_id", r.GetTenantId()),
+			ID("policy_id", r.GetPolicyId(), policyMaxID),
+		); err != nil {
 			return err
 		}
 		if r.Name != nil {

@@ -61,8 +61,8 @@ func quotaWindow(field string, w cyclesv1.ActionQuotaWindow, ttl int64, pct floa
 	if w == cyclesv1.ActionQuotaWindow_ACTION_QUOTA_WINDOW_UNSPECIFIED {
 		return invalid(field+".window", "is required (per_run, per_minute_tumbling, per_hour_tumbling, per_day_tumbling or per_tenant_per_day)")
 	}
-	if _, ok := cyclesv1.ActionQuotaWindow_name[int32(w)]; !ok {
-		return invalid(field+".window", "unknown window %d", w)
+	if err := declared(field+".window", w, "unknown window %d", w); err != nil {
+		return err
 	}
 	if ttl != 0 {
 		if w != cyclesv1.ActionQuotaWindow_ACTION_QUOTA_WINDOW_PER_RUN {
@@ -100,22 +100,14 @@ func actionQuotas(field string, qs []*cyclesv1.ActionQuota) error {
 	}
 	for i, q := range qs {
 		f := fmt.Sprintf("%s[%d]", field, i)
-		if err := kindName(f+".action_kind", q.GetActionKind()); err != nil {
-			return err
-		}
-		if err := Range(f+".max_calls", q.GetMaxCalls(), 1, govMaxCalls); err != nil {
-			return err
-		}
-		if err := quotaWindow(f, q.GetWindow(), q.GetPerRunCounterTtlMs(), q.GetThresholdPct()); err != nil {
-			return err
-		}
-		if err := allowlist(f+".host_allowlist", q.GetHostAllowlist(), govMaxHostLen); err != nil {
-			return err
-		}
-		if err := allowlist(f+".recipient_domain_allowlist", q.GetRecipientDomainAllowlist(), govMaxHostLen); err != nil {
-			return err
-		}
-		if err := allowlist(f+".resource_type_allowlist", q.GetResourceTypeAllowlist(), govMaxResourceLen); err != nil {
+		if err := first(
+			kindName(f+".action_kind", q.GetActionKind()),
+			Range(f+".max_calls", q.GetMaxCalls(), 1, govMaxCalls),
+			quotaWindow(f, q.GetWindow(), q.GetPerRunCounterTtlMs(), q.GetThresholdPct()),
+			allowlist(f+".host_allowlist", q.GetHostAllowlist(), govMaxHostLen),
+			allowlist(f+".recipient_domain_allowlist", q.GetRecipientDomainAllowlist(), govMaxHostLen),
+			allowlist(f+".resource_type_allowlist", q.GetResourceTypeAllowlist(), govMaxResourceLen),
+		); err != nil {
 			return err
 		}
 	}
@@ -132,10 +124,10 @@ func riskClassQuotas(field string, qs []*cyclesv1.RiskClassQuota) error {
 			q.GetRiskClass() == cyclesv1.ActionRiskClass_ACTION_RISK_CLASS_UNSPECIFIED {
 			return invalid(f+".risk_class", "is required (read_only, local_mutation, side_effect, external_side_effect or high_risk)")
 		}
-		if err := Range(f+".max_calls", q.GetMaxCalls(), 1, govMaxCalls); err != nil {
-			return err
-		}
-		if err := quotaWindow(f, q.GetWindow(), q.GetPerRunCounterTtlMs(), q.GetThresholdPct()); err != nil {
+		if err := first(
+			Range(f+".max_calls", q.GetMaxCalls(), 1, govMaxCalls),
+			quotaWindow(f, q.GetWindow(), q.GetPerRunCounterTtlMs(), q.GetThresholdPct()),
+		); err != nil {
 			return err
 		}
 	}
@@ -146,16 +138,12 @@ func riskClassQuotas(field string, qs []*cyclesv1.RiskClassQuota) error {
 // update sets: nil lists are absent there). allowed and denied may not both
 // be non-empty in one request.
 func governance(aq []*cyclesv1.ActionQuota, rq []*cyclesv1.RiskClassQuota, allowed, denied []string) error {
-	if err := actionQuotas("action_quotas", aq); err != nil {
-		return err
-	}
-	if err := riskClassQuotas("risk_class_quotas", rq); err != nil {
-		return err
-	}
-	if err := kindList("allowed_action_kinds", allowed); err != nil {
-		return err
-	}
-	if err := kindList("denied_action_kinds", denied); err != nil {
+	if err := first(
+		actionQuotas("action_quotas", aq),
+		riskClassQuotas("risk_class_quotas", rq),
+		kindList("allowed_action_kinds", allowed),
+		kindList("denied_action_kinds", denied),
+	); err != nil {
 		return err
 	}
 	if len(allowed) > 0 && len(denied) > 0 {
@@ -166,25 +154,19 @@ func governance(aq []*cyclesv1.ActionQuota, rq []*cyclesv1.RiskClassQuota, allow
 
 func init() {
 	register(func(r *cyclesv1.ListActionQuotaCountersRequest) error {
-		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
+		if err := first(
+			TenantID("tenant_id", r.GetTenantId()),
+			Text("scope", r.GetScope(), policyMaxPattern),
+			Text("action_kind", r.GetActionKind(), govMaxKindLen),
+			declared("window", r.GetWindow(), "unknown window %d", r.GetWindow()),
+		); err != nil {
 			return err
 		}
-		if err := Text("scope", r.GetScope(), policyMaxPattern); err != nil {
-			return err
-		}
-		if err := Text("action_kind", r.GetActionKind(), govMaxKindLen); err != nil {
-			return err
-		}
-		if _, ok := cyclesv1.ActionQuotaWindow_name[int32(r.GetWindow())]; !ok {
-			return invalid("window", "unknown window %d", r.GetWindow())
-		}
-		if err := Text("run_id", r.GetRunId(), 256); err != nil {
-			return err
-		}
-		if err := Limit("limit", &r.Limit, 200); err != nil {
-			return err
-		}
-		return Cursor("cursor", r.GetCursor())
+		return first(
+			Text("run_id", r.GetRunId(), 256),
+			Limit("limit", &r.Limit, 200),
+			Cursor("cursor", r.GetCursor()),
+		)
 	})
 	register(func(r *cyclesv1.ResetActionQuotaCounterRequest) error {
 		if r.GetTenantId() == "" {

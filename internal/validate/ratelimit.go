@@ -133,10 +133,10 @@ func RateLimitPolicy(field string, p *cyclesv1.Policy) error {
 // RateLimitService request validators.
 func init() {
 	register(func(r *cyclesv1.CheckRequest) error {
-		if err := RateLimitPolicyName("policy", r.GetPolicy()); err != nil {
-			return err
-		}
-		if err := RateLimitKey("key", r.GetKey()); err != nil {
+		if err := first(
+			RateLimitPolicyName("policy", r.GetPolicy()),
+			RateLimitKey("key", r.GetKey()),
+		); err != nil {
 			return err
 		}
 		// hits <= limit needs the policy: the domain checks it.
@@ -156,9 +156,9 @@ func init() {
 	})
 	register(func(*cyclesv1.ListPoliciesRequest) error { return nil })
 	register(func(r *cyclesv1.InspectRequest) error {
-		if err := RateLimitPolicyName("policy", r.GetPolicy()); err != nil {
-			return err
-		}
-		return RateLimitKey("key", r.GetKey())
+		return first(
+			RateLimitPolicyName("policy", r.GetPolicy()),
+			RateLimitKey("key", r.GetKey()),
+		)
 	})
 }

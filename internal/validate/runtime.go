@@ -20,49 +20,35 @@ func init() {
 				return err
 			}
 		}
-		if err := Policy("overage_policy", r.GetOveragePolicy()); err != nil {
-			return err
-		}
-		if err := ObserveMode("observe_mode", r.GetObserveMode()); err != nil {
-			return err
-		}
-		return Metadata("metadata", r.GetMetadata())
+		return first(
+			Policy("overage_policy", r.GetOveragePolicy()),
+			ObserveMode("observe_mode", r.GetObserveMode()),
+			Metadata("metadata", r.GetMetadata()),
+		)
 	})
 	register(func(r *cyclesv1.CommitReservationRequest) error {
-		if err := ID("reservation_id", r.GetReservationId(), 128); err != nil {
-			return err
-		}
-		if err := IdempotencyKey("idempotency_key", r.GetIdempotencyKey()); err != nil {
-			return err
-		}
-		if err := Amount("actual", r.GetActual()); err != nil {
-			return err
-		}
-		if err := Metrics("metrics", r.GetMetrics()); err != nil {
-			return err
-		}
-		return Metadata("metadata", r.GetMetadata())
+		return first(
+			ID("reservation_id", r.GetReservationId(), 128),
+			IdempotencyKey("idempotency_key", r.GetIdempotencyKey()),
+			Amount("actual", r.GetActual()),
+			Metrics("metrics", r.GetMetrics()),
+			Metadata("metadata", r.GetMetadata()),
+		)
 	})
 	register(func(r *cyclesv1.ReleaseReservationRequest) error {
-		if err := ID("reservation_id", r.GetReservationId(), 128); err != nil {
-			return err
-		}
-		if err := IdempotencyKey("idempotency_key", r.GetIdempotencyKey()); err != nil {
-			return err
-		}
-		return Text("reason", r.GetReason(), 256)
+		return first(
+			ID("reservation_id", r.GetReservationId(), 128),
+			IdempotencyKey("idempotency_key", r.GetIdempotencyKey()),
+			Text("reason", r.GetReason(), 256),
+		)
 	})
 	register(func(r *cyclesv1.ExtendReservationRequest) error {
-		if err := ID("reservation_id", r.GetReservationId(), 128); err != nil {
-			return err
-		}
-		if err := IdempotencyKey("idempotency_key", r.GetIdempotencyKey()); err != nil {
-			return err
-		}
-		if err := Range("extend_by_ms", r.GetExtendByMs(), 1, MaxTTLms); err != nil {
-			return err
-		}
-		return Metadata("metadata", r.GetMetadata())
+		return first(
+			ID("reservation_id", r.GetReservationId(), 128),
+			IdempotencyKey("idempotency_key", r.GetIdempotencyKey()),
+			Range("extend_by_ms", r.GetExtendByMs(), 1, MaxTTLms),
+			Metadata("metadata", r.GetMetadata()),
+		)
 	})
 	register(func(r *cyclesv1.GetReservationRequest) error {
 		return ID("reservation_id", r.GetReservationId(), 128)
@@ -73,10 +59,10 @@ func init() {
 				return err
 			}
 		}
-		if _, ok := cyclesv1.ReservationStatus_name[int32(r.GetStatus())]; !ok {
-			return invalid("status", "unknown status")
-		}
-		if err := filterValues(r.GetTenant(), r.GetWorkspace(), r.GetApp(), r.GetWorkflow(), r.GetAgent(), r.GetToolset()); err != nil {
+		if err := first(
+			declared("status", r.GetStatus(), "unknown status"),
+			filterValues(r.GetTenant(), r.GetWorkspace(), r.GetApp(), r.GetWorkflow(), r.GetAgent(), r.GetToolset()),
+		); err != nil {
 			return err
 		}
 		windows := []struct {
@@ -98,34 +84,32 @@ func init() {
 				return invalid(w.name+"_from_ms", "must not be after %s_to_ms", w.name)
 			}
 		}
-		if _, ok := cyclesv1.ReservationSortField_name[int32(r.GetSortBy())]; !ok {
-			return invalid("sort_by", "unknown sort field")
-		}
-		if _, ok := cyclesv1.SortDirection_name[int32(r.GetSortDir())]; !ok {
-			return invalid("sort_dir", "unknown sort direction")
+		if err := first(
+			declared("sort_by", r.GetSortBy(), "unknown sort field"),
+			declared("sort_dir", r.GetSortDir(), "unknown sort direction"),
+		); err != nil {
+			return err
 		}
 		if len(r.GetInclude()) > 8 {
 			return invalid("include", "at most 8 tokens")
 		}
-		if err := Limit("limit", &r.Limit, 200); err != nil {
-			return err
-		}
-		return Cursor("cursor", r.GetCursor())
+		return first(
+			Limit("limit", &r.Limit, 200),
+			Cursor("cursor", r.GetCursor()),
+		)
 	})
 	register(func(r *cyclesv1.DecideRequest) error {
-		if err := spend(r.GetIdempotencyKey(), r.GetSubject(), r.GetAction(), "estimate", r.GetEstimate()); err != nil {
-			return err
-		}
-		return Metadata("metadata", r.GetMetadata())
+		return first(
+			spend(r.GetIdempotencyKey(), r.GetSubject(), r.GetAction(), "estimate", r.GetEstimate()),
+			Metadata("metadata", r.GetMetadata()),
+		)
 	})
 	register(func(r *cyclesv1.CreateEventRequest) error {
-		if err := spend(r.GetIdempotencyKey(), r.GetSubject(), r.GetAction(), "actual", r.GetActual()); err != nil {
-			return err
-		}
-		if err := Policy("overage_policy", r.GetOveragePolicy()); err != nil {
-			return err
-		}
-		if err := Metrics("metrics", r.GetMetrics()); err != nil {
+		if err := first(
+			spend(r.GetIdempotencyKey(), r.GetSubject(), r.GetAction(), "actual", r.GetActual()),
+			Policy("overage_policy", r.GetOveragePolicy()),
+			Metrics("metrics", r.GetMetrics()),
+		); err != nil {
 			return err
 		}
 		if r.ClientTimeMs != nil {
@@ -144,32 +128,24 @@ func init() {
 		if !any {
 			return invalid("subject filters", "at least one of tenant, workspace, app, workflow, agent, toolset is required")
 		}
-		if err := filterValues(vals...); err != nil {
-			return err
-		}
-		if err := OptionalUnit("unit", r.GetUnit()); err != nil {
-			return err
-		}
-		if err := Limit("limit", &r.Limit, 200); err != nil {
-			return err
-		}
-		return Cursor("cursor", r.GetCursor())
+		return first(
+			filterValues(vals...),
+			OptionalUnit("unit", r.GetUnit()),
+			Limit("limit", &r.Limit, 200),
+			Cursor("cursor", r.GetCursor()),
+		)
 	})
 }
 
 // spend checks the fields every spending request has, in the order a client
 // reads its errors: idempotency key, subject, action, then the amount.
 func spend(key string, subj *cyclesv1.Subject, action *cyclesv1.Action, amountField string, amount *cyclesv1.Amount) error {
-	if err := IdempotencyKey("idempotency_key", key); err != nil {
-		return err
-	}
-	if err := Subject("subject", subj); err != nil {
-		return err
-	}
-	if err := Action("action", action); err != nil {
-		return err
-	}
-	return Amount(amountField, amount)
+	return first(
+		IdempotencyKey("idempotency_key", key),
+		Subject("subject", subj),
+		Action("action", action),
+		Amount(amountField, amount),
+	)
 }
 
 // filterValues checks optional subject filters (tenant..toolset order).

@@ -13,21 +13,18 @@ func init() {
 	// The request's shape; the range and the scope's tenant are checked by
 	// internal/usage, which owns their meaning.
 	register(func(r *cyclesv1.QueryUsageRequest) error {
-		if err := TenantID("tenant_id", r.GetTenantId()); err != nil {
-			return err
-		}
-		if err := Text("scope_prefix", r.GetScopePrefix(), usageMaxScope); err != nil {
+		if err := first(
+			TenantID("tenant_id", r.GetTenantId()),
+			Text("scope_prefix", r.GetScopePrefix(), usageMaxScope),
+		); err != nil {
 			return err
 		}
 		if d := r.GetScopeDepth(); d < 0 || d > int32(len(scope.Levels)) {
 			return invalid("scope_depth", "must be 0..%d", len(scope.Levels))
 		}
-		if _, ok := cyclesv1.UsageBucket_name[int32(r.GetBucket())]; !ok {
-			return invalid("bucket", "unknown bucket %d", r.GetBucket())
-		}
-		if _, ok := cyclesv1.Unit_name[int32(r.GetUnit())]; !ok {
-			return invalid("unit", "unknown unit %d", r.GetUnit())
-		}
-		return nil
+		return first(
+			declared("bucket", r.GetBucket(), "unknown bucket %d", r.GetBucket()),
+			declared("unit", r.GetUnit(), "unknown unit %d", r.GetUnit()),
+		)
 	})
 }

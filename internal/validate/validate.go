@@ -43,6 +43,28 @@ func register[T proto.Message](f func(T) error) {
 	table[name] = func(m proto.Message) error { return f(m.(T)) }
 }
 
+// first is the first error of checks, or nil when every check passed: a
+// request is refused for its first bad field, in the order the validator
+// lists them. Every check runs (each is bounded by the message size), so the
+// list must not rely on an earlier check to be safe to evaluate.
+func first(checks ...error) error {
+	for _, err := range checks {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// declared refuses an enum number its enum does not declare (sent by a newer
+// or broken client) with the message format and args.
+func declared(field string, e protoreflect.Enum, format string, args ...any) error {
+	if e.Descriptor().Values().ByNumber(e.Number()) == nil {
+		return invalid(field, format, args...)
+	}
+	return nil
+}
+
 // Has reports whether a validator exists for the message type name.
 func Has(name protoreflect.FullName) bool {
 	mu.RLock()
@@ -171,10 +193,7 @@ func OptionalUnit(field string, u cyclesv1.Unit) error {
 
 // Policy: UNSPECIFIED (default) or a known value.
 func Policy(field string, p cyclesv1.CommitOveragePolicy) error {
-	if _, ok := cyclesv1.CommitOveragePolicy_name[int32(p)]; !ok {
-		return invalid(field, "unknown overage policy %d", p)
-	}
-	return nil
+	return declared(field, p, "unknown overage policy %d", p)
 }
 
 // Amount: required, unit set, 0 <= amount.
@@ -355,19 +374,13 @@ func Metrics(field string, m *cyclesv1.StandardMetrics) error {
 	if m == nil {
 		return nil
 	}
-	if err := NonNegative(field+".tokens_input", m.GetTokensInput()); err != nil {
-		return err
-	}
-	if err := NonNegative(field+".tokens_output", m.GetTokensOutput()); err != nil {
-		return err
-	}
-	if err := NonNegative(field+".latency_ms", m.GetLatencyMs()); err != nil {
-		return err
-	}
-	if err := Text(field+".model_version", m.GetModelVersion(), 128); err != nil {
-		return err
-	}
-	return Metadata(field+".custom", m.GetCustom())
+	return first(
+		NonNegative(field+".tokens_input", m.GetTokensInput()),
+		NonNegative(field+".tokens_output", m.GetTokensOutput()),
+		NonNegative(field+".latency_ms", m.GetLatencyMs()),
+		Text(field+".model_version", m.GetModelVersion(), 128),
+		Metadata(field+".custom", m.GetCustom()),
+	)
 }
 
 // Caps: optional, non-negative numbers, bounded lists.

@@ -55,12 +55,10 @@ for _, name in ipairs({'default_ttl_ms', 'max_ttl_ms', 'max_extensions'}) do
   end
 end
 
-put('name', p.name)
-put('default_policy', p.default_policy)
-put('default_ttl_ms', p.default_ttl_ms)
-put('max_ttl_ms', p.max_ttl_ms)
-put('max_extensions', p.max_extensions)
-put('status', p.status)
+-- The plain fields, in the order tenant.updated lists them as changed.
+for _, name in ipairs({'name', 'default_policy', 'default_ttl_ms', 'max_ttl_ms', 'max_extensions', 'status'}) do
+  put(name, p[name])
+end
 -- A tenant stored without observe_mode enforces: setting ENFORCE changes nothing.
 if p.observe_mode ~= nil and (t.observe_mode or 'ENFORCE') ~= p.observe_mode then put('observe_mode', p.observe_mode) end
 

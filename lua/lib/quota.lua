@@ -398,6 +398,11 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   local used, thr = tpl.used, tpl.thr
   local plan = tpl.plan
   local bk = QUOTA_MEMO.b
+  -- The same-minute check of QUOTA_MEMO.buckets, repeated here on purpose:
+  -- nearly every call falls in the minute of the last one, and testing it
+  -- inline saves a Lua function call (a frame, its arguments, the return)
+  -- on the hot path. buckets keeps its own check so that it is right on
+  -- its own, whoever calls it.
   if not (bk.ms and now >= bk.ms and now < bk.ms + 60000) then bk = QUOTA_MEMO.buckets(now) end
   plan.kind, plan.risk, plan.run, plan.crossed, plan.bk = kind, risk, run_id, false, bk
   plan.sp, plan.ts = scope_path, tenant_scope

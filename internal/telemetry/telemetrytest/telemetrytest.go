@@ -41,17 +41,21 @@ func (r *Reader) Sum(tb testing.TB, name string, attrs ...attribute.KeyValue) in
 // point whose attributes include every attrs pair, and whether there is one.
 func (r *Reader) Gauge(tb testing.TB, name string, attrs ...attribute.KeyValue) (int64, bool) {
 	tb.Helper()
-	return first(points(tb, r, name, "an int64 gauge", func(d metricdata.Aggregation) ([]metricdata.DataPoint[int64], bool) {
-		g, ok := d.(metricdata.Gauge[int64])
-		return g.DataPoints, ok
-	}, attrs))
+	return gauge[int64](tb, r, name, "an int64 gauge", attrs)
 }
 
 // FloatGauge is Gauge for a Float64 gauge.
 func (r *Reader) FloatGauge(tb testing.TB, name string, attrs ...attribute.KeyValue) (float64, bool) {
 	tb.Helper()
-	return first(points(tb, r, name, "a float64 gauge", func(d metricdata.Aggregation) ([]metricdata.DataPoint[float64], bool) {
-		g, ok := d.(metricdata.Gauge[float64])
+	return gauge[float64](tb, r, name, "a float64 gauge", attrs)
+}
+
+// gauge is the last value of the gauge of N named name at the first data
+// point whose attributes include every attrs pair (Gauge, FloatGauge).
+func gauge[N int64 | float64](tb testing.TB, r *Reader, name, kind string, attrs []attribute.KeyValue) (N, bool) {
+	tb.Helper()
+	return first(points(tb, r, name, kind, func(d metricdata.Aggregation) ([]metricdata.DataPoint[N], bool) {
+		g, ok := d.(metricdata.Gauge[N])
 		return g.DataPoints, ok
 	}, attrs))
 }
