@@ -7,16 +7,17 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/keys"
 )
 
 func TestIsPrefixChain(t *testing.T) {
 	path := "tenant:a/workspace:w/agent:x"
 	for _, aff := range [][]string{
-		scopePrefixes(path), {"tenant:a", "tenant:a/workspace:w"}, {"tenant:a", "tenant:a/agent:x", path},
+		keys.ScopePrefixes(path), {"tenant:a", "tenant:a/workspace:w"}, {"tenant:a", "tenant:a/agent:x", path},
 		{"tenant:a", "tenant:a/workspace:w", path, path}, {}, {""}, {"tenant:a"},
 	} {
 		for _, p := range []string{path, "", "tenant:a"} {
-			if got, want := isPrefixChain(aff, p), slices.Equal(aff, scopePrefixes(p)); got != want {
+			if got, want := isPrefixChain(aff, p), slices.Equal(aff, keys.ScopePrefixes(p)); got != want {
 				t.Errorf("isPrefixChain(%q, %q) = %v, want %v", aff, p, got, want)
 			}
 		}
@@ -59,7 +60,7 @@ func TestBalancesMapsEveryAmount(t *testing.T) {
 // BenchmarkBalances converts the four balance rows of a typical reserve reply.
 func BenchmarkBalances(b *testing.B) {
 	rows := make([]balanceRow, 4)
-	for i, p := range scopePrefixes("tenant:acme/workspace:prod/app:chat/agent:planner") {
+	for i, p := range keys.ScopePrefixes("tenant:acme/workspace:prod/app:chat/agent:planner") {
 		rows[i] = balanceRow{ScopePath: p, Remaining: 900, Reserved: 100, Allocated: 1000, OverdraftLimit: 5}
 	}
 	b.ReportAllocs()

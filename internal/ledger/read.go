@@ -79,7 +79,7 @@ func (r *record) proto() (*cyclesv1.Reservation, error) {
 	if r.Affected == "" && r.ScopePath != "" {
 		// Reserves store affected scopes only when they are not the scope
 		// path's prefixes (docs/design.md#reservation-records).
-		out.AffectedScopes = scopePrefixes(r.ScopePath)
+		out.AffectedScopes = keys.ScopePrefixes(r.ScopePath)
 	}
 	budgeted, err := keys.BudgetedScopes(r.Budgeted, r.ScopePath)
 	if err != nil {
@@ -382,16 +382,4 @@ func (l *Ledger) Balances(ctx context.Context, tenant string, req *cyclesv1.GetB
 		resp.NextCursor = pagecursor.EncodeJSON(balancesCursor{V: 1, FH: fh, M: out.Last})
 	}
 	return resp, nil
-}
-
-// scopePrefixes is the cumulative prefixes of a scope path, root first
-// (scope.Derive's Affected for the path's subject).
-func scopePrefixes(path string) []string {
-	var out []string
-	for i := 0; i < len(path); i++ {
-		if path[i] == '/' {
-			out = append(out, path[:i])
-		}
-	}
-	return append(out, path)
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/script"
 )
 
@@ -171,7 +172,7 @@ func runFlat[K, A, R any](ctx context.Context, l *Ledger, sc *script.Script[K, A
 // path's prefixes (internal/scope.Derive).
 func (r *reserveReply) affected() []string {
 	if r.Affected == nil {
-		return scopePrefixes(r.ScopePath)
+		return keys.ScopePrefixes(r.ScopePath)
 	}
 	return r.Affected
 }

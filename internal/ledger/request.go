@@ -129,7 +129,7 @@ func derive(tenant string, subj *cyclesv1.Subject, unit cyclesv1.Unit, overage c
 	return out, pol, nil
 }
 
-// isPrefixChain reports whether aff is exactly scopePrefixes(path), without
+// isPrefixChain reports whether aff is exactly keys.ScopePrefixes(path), without
 // building that slice on every request.
 func isPrefixChain(aff []string, path string) bool {
 	n := 0
