@@ -119,9 +119,7 @@ func reserveResponse(s *reserveReply) (*cyclesv1.CreateReservationResponse, erro
 		ReasonCode:     s.ReasonCode,
 		GracePeriodMs:  int64(s.GraceMs),
 		OveragePolicy:  scope.ParsePolicy(s.Policy),
-	}
-	if s.Reserved != nil {
-		resp.Reserved = amount(unit, *s.Reserved)
+		Reserved:       optAmount(unit, s.Reserved),
 	}
 	return resp, nil
 }

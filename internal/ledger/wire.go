@@ -51,6 +51,14 @@ func amount(unit cyclesv1.Unit, v num) *cyclesv1.Amount {
 	return &cyclesv1.Amount{Unit: unit, Amount: int64(v)}
 }
 
+// optAmount is amount for an optional reply value: nil when the reply has none.
+func optAmount(unit cyclesv1.Unit, v *num) *cyclesv1.Amount {
+	if v == nil {
+		return nil
+	}
+	return amount(unit, *v)
+}
+
 // balances converts snapshot balances; unit is the reservation/request unit
 // unless the row names its own (GetBalances).
 func balances(unit cyclesv1.Unit, in []balanceRow) []*cyclesv1.Balance {
