@@ -10,6 +10,27 @@ import (
 	"time"
 )
 
+// runTool runs a subcommand's main quietly with args (given at most four
+// minutes) and reads the result it wrote to its -out file.
+func runTool[R any](t *testing.T, main func(context.Context, []string) error, args ...string) R {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "result.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if err := main(ctx, append(args, "-out", out, "-q")); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res R
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // The archive bench with settles made in process (-load ledger): every
 // settle of the drain is archived exactly once from several tenants' queues,
 // the lag phase samples the queues of all of them, and every tenant's ledger
@@ -19,22 +40,8 @@ func TestArchiveInProcessLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server, PostgreSQL and cyclesd")
 	}
-	out := filepath.Join(t.TempDir(), "archive.json")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	err := archiveMain(ctx, []string{"-cyclesd", buildCyclesd(t), "-load", "ledger", "-tenants", "3", "-workers", "6",
-		"-phases", "drain,lag", "-drain", "240", "-lag-rate", "60", "-lag-for", "3s", "-out", out, "-q"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res ArchiveResult
-	if err := json.Unmarshal(raw, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := runTool[ArchiveResult](t, archiveMain, "-cyclesd", buildCyclesd(t), "-load", "ledger", "-tenants", "3", "-workers", "6",
+		"-phases", "drain,lag", "-drain", "240", "-lag-rate", "60", "-lag-for", "3s")
 	if !strings.HasPrefix(res.Load, "ledger: settles produced in-process by the ledger scripts") || res.Tenants != 3 {
 		t.Errorf("load %q over %d tenants", res.Load, res.Tenants)
 	}
@@ -88,21 +95,8 @@ func TestGOGCInterleavesValues(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server and cyclesd")
 	}
-	out := filepath.Join(t.TempDir(), "gogc.json")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	if err := gogcMain(ctx, []string{"-cyclesd", buildCyclesd(t), "-values", "100,400", "-rounds", "2", "-clients", "3",
-		"-duration", "300ms", "-warmup", "50ms", "-out", out, "-q"}); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res GOGCResult
-	if err := json.Unmarshal(raw, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := runTool[GOGCResult](t, gogcMain, "-cyclesd", buildCyclesd(t), "-values", "100,400", "-rounds", "2", "-clients", "3",
+		"-duration", "300ms", "-warmup", "50ms")
 	var order []string
 	for _, p := range res.Passes {
 		order = append(order, p.GOGC)

@@ -96,23 +96,14 @@ func TestCreateApiKeyRefusals(t *testing.T) {
 	mustCall(t, e.ctx, &cyclesv1.CloseTenantRequest{TenantId: closed}, e.svc.CloseTenant)
 	suspended := e.createTenant()
 	mustCall(t, e.ctx, &cyclesv1.UpdateTenantRequest{TenantId: suspended, Status: cyclesv1.TenantStatus_TENANT_STATUS_SUSPENDED}, e.svc.UpdateTenant)
-	cases := []struct {
-		name   string
-		req    *cyclesv1.CreateApiKeyRequest
-		code   codes.Code
-		reason apierr.Code
-	}{
+	cases := []refusal[*cyclesv1.CreateApiKeyRequest]{
 		{"no tenant id", &cyclesv1.CreateApiKeyRequest{}, codes.InvalidArgument, apierr.InvalidRequest},
 		{"bad tenant id", &cyclesv1.CreateApiKeyRequest{TenantId: "A_B"}, codes.InvalidArgument, apierr.InvalidRequest},
 		{"name too long", &cyclesv1.CreateApiKeyRequest{TenantId: suspended, Name: strings.Repeat("n", 257)}, codes.InvalidArgument, apierr.InvalidRequest},
 		{"unknown tenant", &cyclesv1.CreateApiKeyRequest{TenantId: newTenantID(t)}, codes.NotFound, apierr.TenantNotFound},
 		{"closed tenant", &cyclesv1.CreateApiKeyRequest{TenantId: closed}, codes.FailedPrecondition, apierr.TenantClosed},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			refusedUnchanged(e, t, tc.req.GetTenantId(), tc.req, e.svc.CreateApiKey, tc.code, tc.reason)
-		})
-	}
+	refuseEach(e, t, cases, e.svc.CreateApiKey)
 	// A suspended tenant can still get keys (it keeps read access).
 	e.createKey(suspended)
 }
@@ -350,9 +341,7 @@ func TestRevokeRaceNoAcceptanceAfterRevokeReturns(t *testing.T) {
 		var mu sync.Mutex
 		bad, checks := 0, 0
 		for w := 0; w < workers; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for {
 					select {
 					case <-stop:
@@ -370,7 +359,7 @@ func TestRevokeRaceNoAcceptanceAfterRevokeReturns(t *testing.T) {
 						mu.Unlock()
 					}
 				}
-			}()
+			})
 		}
 		// Let the cold cache fill with verifications in flight, then revoke.
 		time.Sleep(time.Duration(round%3) * 200 * time.Microsecond)

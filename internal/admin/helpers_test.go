@@ -288,6 +288,32 @@ func localKeyID(id string) string {
 	return id
 }
 
+// refusal is a request the service must refuse with the gRPC code and
+// ErrorInfo reason, writing nothing (refusedUnchanged).
+type refusal[Req proto.Message] struct {
+	name   string
+	req    Req
+	code   codes.Code
+	reason apierr.Code
+}
+
+// tenantRequest is a request naming its tenant.
+type tenantRequest interface {
+	proto.Message
+	GetTenantId() string
+}
+
+// refuseEach runs refusedUnchanged for each case as a subtest, on the
+// tenant its request names.
+func refuseEach[Req tenantRequest, Resp any](e *env, t *testing.T, cases []refusal[Req], f func(context.Context, Req) (Resp, error)) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			refusedUnchanged(e, t, tc.req.GetTenantId(), tc.req, f, tc.code, tc.reason)
+		})
+	}
+}
+
 // refusedUnchanged calls f with req as a client would (call) and asserts the
 // refusal carries the gRPC code and ErrorInfo reason and that tenant's keys
 // and registry entry are exactly as before: a refusal writes nothing. It

@@ -79,12 +79,7 @@ func TestCreateTenantRefusals(t *testing.T) {
 	e := newEnv(t)
 	existing := e.createTenant()
 	long := strings.Repeat("a", 129)
-	cases := []struct {
-		name   string
-		req    *cyclesv1.CreateTenantRequest
-		code   codes.Code
-		reason apierr.Code
-	}{
+	cases := []refusal[*cyclesv1.CreateTenantRequest]{
 		{"empty id", &cyclesv1.CreateTenantRequest{}, codes.InvalidArgument, apierr.InvalidRequest},
 		{"uppercase id", &cyclesv1.CreateTenantRequest{TenantId: "Acme"}, codes.InvalidArgument, apierr.InvalidRequest},
 		{"id with colon", &cyclesv1.CreateTenantRequest{TenantId: "a:b"}, codes.InvalidArgument, apierr.InvalidRequest},
@@ -205,12 +200,7 @@ func TestUpdateTenantRefusals(t *testing.T) {
 	active := e.createTenant()
 	closed := e.createTenant()
 	mustCall(t, e.ctx, &cyclesv1.CloseTenantRequest{TenantId: closed}, e.svc.CloseTenant)
-	cases := []struct {
-		name   string
-		req    *cyclesv1.UpdateTenantRequest
-		code   codes.Code
-		reason apierr.Code
-	}{
+	cases := []refusal[*cyclesv1.UpdateTenantRequest]{
 		{"status CLOSED", &cyclesv1.UpdateTenantRequest{TenantId: active, Status: cyclesv1.TenantStatus_TENANT_STATUS_CLOSED}, codes.InvalidArgument, apierr.InvalidRequest},
 		{"unknown status", &cyclesv1.UpdateTenantRequest{TenantId: active, Status: 42}, codes.InvalidArgument, apierr.InvalidRequest},
 		{"ttl too small", &cyclesv1.UpdateTenantRequest{TenantId: active, DefaultReservationTtlMs: i64(1)}, codes.InvalidArgument, apierr.InvalidRequest},
@@ -222,11 +212,7 @@ func TestUpdateTenantRefusals(t *testing.T) {
 		{"closed tenant", &cyclesv1.UpdateTenantRequest{TenantId: closed, Name: str("x")}, codes.FailedPrecondition, apierr.TenantClosed},
 		{"closed tenant reactivate", &cyclesv1.UpdateTenantRequest{TenantId: closed, Status: cyclesv1.TenantStatus_TENANT_STATUS_ACTIVE}, codes.FailedPrecondition, apierr.TenantClosed},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			refusedUnchanged(e, t, tc.req.GetTenantId(), tc.req, e.svc.UpdateTenant, tc.code, tc.reason)
-		})
-	}
+	refuseEach(e, t, cases, e.svc.UpdateTenant)
 }
 
 func TestCloseTenantReleasesThroughTheReleaser(t *testing.T) {

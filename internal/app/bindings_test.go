@@ -12,11 +12,7 @@ import (
 // binding that disagrees with its header, or a JSON reply declared on one
 // side only or differently (script.Returns and "-- JSON").
 func TestEveryScriptIsBoundToItsHeader(t *testing.T) {
-	ex, err := script.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range ex.Names() {
+	for _, name := range scriptNames(t) {
 		d, ok := script.Lookup(name)
 		if !ok {
 			continue // TestEveryScriptHasOneDef

@@ -39,7 +39,9 @@ type rig struct {
 	led   *ledger.Ledger
 }
 
-func newRig(t *testing.T) *rig {
+// newRig starts a Redis server of the test's own and opens the shared
+// archive database, with each of tenants seeded (tenant).
+func newRig(t *testing.T, tenants ...string) *rig {
 	t.Helper()
 	c := redistest.Start(t).Client(t)
 	ex, err := script.New(c)
@@ -52,8 +54,12 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	return &rig{t: t, ctx: context.Background(), c: c, exec: ex, store: st, dsn: dsn,
+	r := &rig{t: t, ctx: context.Background(), c: c, exec: ex, store: st, dsn: dsn,
 		led: ledger.New(ex, ledger.Options{Archive: true})}
+	for _, tn := range tenants {
+		r.tenant(tn)
+	}
+	return r
 }
 
 func (r *rig) archiver(o ArchiverOptions) *Archiver {
@@ -188,9 +194,8 @@ func TestArchiveOnce(t *testing.T) {
 // round writes none of them again (0 duplicates), still starts their TTL and
 // trims them, and archives what was settled since (0 missing).
 func TestArchiveAfterCrash(t *testing.T) {
-	r := newRig(t)
 	const tn = "arc-crash"
-	r.tenant(tn)
+	r := newRig(t, tn)
 	r.settle(tn, 4)
 	a := r.archiver(ArchiverOptions{})
 	fence, err := a.lease(r.ctx)
@@ -237,9 +242,8 @@ func TestArchiveAfterCrash(t *testing.T) {
 // the holder gives the lease up (or it lapses) with a larger fence, and the
 // old holder's writes are then refused by PostgreSQL.
 func TestArchiveLease(t *testing.T) {
-	r := newRig(t)
 	const tn = "arc-lease"
-	r.tenant(tn)
+	r := newRig(t, tn)
 	r.settle(tn, 2)
 	m := telemetrytest.New()
 	one, two := r.archiver(ArchiverOptions{}), r.archiver(ArchiverOptions{MeterProvider: m.Provider})
@@ -354,9 +358,8 @@ func cut(key string) (tenant, id string, ok bool) {
 // and Redis TIME; the next round copies only what was appended since; the
 // streams themselves are left as they are.
 func TestArchiveStreams(t *testing.T) {
-	r := newRig(t)
 	const tn = "arc-streams"
-	r.tenant(tn)
+	r := newRig(t, tn)
 	tk := keys.Tenant(tn)
 	add := func(stream string, values ...string) string {
 		id, err := r.c.XAdd(r.ctx, &redis.XAddArgs{Stream: stream, Values: values}).Result()
@@ -429,9 +432,8 @@ func TestArchiveStreams(t *testing.T) {
 // the archive with the same bytes as from Redis; an archived EXPIRED one is
 // refused exactly as before; an id never archived stays NOT_FOUND.
 func TestGetPastHotWindow(t *testing.T) {
-	r := newRig(t)
 	const tn = "arc-get"
-	r.tenant(tn)
+	r := newRig(t, tn)
 	r.led = ledger.New(r.exec, ledger.Options{Archive: true, Archived: Reader{Store: r.store}.Reservation})
 	ids := r.settle(tn, 2)
 	// An expired one: settled by hand the way the sweeper leaves it.

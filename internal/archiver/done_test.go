@@ -15,9 +15,8 @@ import (
 // as they are, whatever the batch; finishing a batch again changes nothing;
 // a malformed entry id is refused before anything is written.
 func TestDoneTrimsUpToTheBatch(t *testing.T) {
-	r := newRig(t)
 	const tn = "arc-done"
-	r.tenant(tn)
+	r := newRig(t, tn)
 	ids := r.settle(tn, 6)
 	tk := keys.Tenant(tn)
 	b, err := r.archiver(ArchiverOptions{}).read(r.ctx, tk, "", 6, true)

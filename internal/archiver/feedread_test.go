@@ -47,11 +47,8 @@ func listFeed(t *testing.T, svc *events.Service, req *cyclesv1.ListEventsRequest
 // exactly the events after it, a cursor in the archived part goes on into
 // Redis and the live tail, and a watch from NOW replays nothing.
 func TestFeedPastRetention(t *testing.T) {
-	r := newRig(t)
 	tenants := []string{"arc-feed-a", "arc-feed-b", "arc-feed-c"}
-	for _, tn := range tenants {
-		r.tenant(tn)
-	}
+	r := newRig(t, tenants...)
 	ann := events.NewAnnouncer(r.exec, events.AnnouncerOptions{})
 	for round := 0; round < 4; round++ {
 		r.announceRound(ann, tenants[:1+round%3], 1+round%2)
@@ -122,11 +119,7 @@ func TestFeedPastRetention(t *testing.T) {
 		t.Fatal(live.err)
 	}
 	all := watchUntilHeartbeat(t, svc(32), earliest, nil)
-	if len(all.events) != len(golden.events)+added {
-		t.Fatalf("after %d more events the feed has %d, want %d", added, len(all.events), len(golden.events)+added)
-	}
-	sameBytes(t, "from the start, grown", all.events[:len(golden.events)], golden.events)
-	sameBytes(t, "resumed in the archive, then live", live.events, all.events[2:])
+	sameGrown(t, "feed", all, live, golden, added)
 
 	if _, err := a.Once(r.ctx); err != nil {
 		t.Fatal(err)

@@ -31,9 +31,8 @@ func listAll(t *testing.T, r *rig, led *ledger.Ledger, tn string, req *cyclesv1.
 // stores: each listed once), once some have left Redis (the range spans
 // both stores) and once all have; cursors keep working across the merge.
 func TestListPastHotWindow(t *testing.T) {
-	r := newRig(t)
 	const tn = "arc-list"
-	r.tenant(tn)
+	r := newRig(t, tn)
 	rd := Reader{Store: r.store}
 	r.led = ledger.New(r.exec, ledger.Options{Archive: true, Archived: rd.Reservation, ArchivedList: rd.Reservations})
 	var ids []string

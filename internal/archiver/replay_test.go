@@ -20,9 +20,8 @@ import (
 // RESERVATION_EXPIRED, as while in Redis; none of them writes anything (the
 // record stays gone, the budget unchanged).
 func TestReplayPastHotWindow(t *testing.T) {
-	r := newRig(t)
 	const tn = "arc-replay"
-	r.tenant(tn)
+	r := newRig(t, tn)
 	rd := Reader{Store: r.store}
 	r.led = ledger.New(r.exec, ledger.Options{Archive: true, Archived: rd.Reservation})
 	type call struct {

@@ -67,9 +67,8 @@ func readPages(t *testing.T, what, start string, page func(cursor string) (items
 // their stream order; a global audit entry that names a tenant stays in
 // the global log's listing, not the tenant's.
 func TestStreamReadsPastRetention(t *testing.T) {
-	r := newRig(t)
 	const tn = "arc-streamread"
-	r.tenant(tn)
+	r := newRig(t, tn)
 	tk := keys.Tenant(tn)
 	add := func(stream, id string, values ...string) {
 		if _, err := r.c.XAdd(r.ctx, &redis.XAddArgs{Stream: stream, ID: id, Values: values}).Result(); err != nil {

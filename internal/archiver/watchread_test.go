@@ -86,6 +86,18 @@ func (r *rig) appendEvents(tenant string, n int) {
 	}
 }
 
+// sameGrown checks all, a watch from the start once added events joined
+// the golden ones: golden's bytes first, then live (resumed after golden's
+// second event) delivering everything after those two, each once.
+func sameGrown(t *testing.T, log string, all, live, golden watched, added int) {
+	t.Helper()
+	if len(all.events) != len(golden.events)+added {
+		t.Fatalf("after %d more events the %s has %d, want %d", added, log, len(all.events), len(golden.events)+added)
+	}
+	sameBytes(t, "from the start, grown", all.events[:len(golden.events)], golden.events)
+	sameBytes(t, "resumed in the archive, then live", live.events, all.events[2:])
+}
+
 // sameBytes fails unless got holds want's items (events, audit entries),
 // byte for byte and in order.
 func sameBytes(t *testing.T, what string, got, want [][]byte) {
@@ -109,9 +121,8 @@ func sameBytes(t *testing.T, what string, got, want [][]byte) {
 // appended live, each once. Small read batches make the reads straddle the
 // two stores.
 func TestWatchPastRetention(t *testing.T) {
-	r := newRig(t)
 	const tn = "arc-watchread"
-	r.tenant(tn)
+	r := newRig(t, tn)
 	r.appendEvents(tn, 11)
 	stream := keys.Tenant(tn).Events()
 	rd := Reader{Store: r.store}
@@ -170,11 +181,7 @@ func TestWatchPastRetention(t *testing.T) {
 		t.Fatal(live.err)
 	}
 	all := watchUntilHeartbeat(t, s, &cyclesv1.WatchEventsRequest{TenantId: tn, Start: cyclesv1.StartPosition_START_POSITION_EARLIEST}, nil)
-	if len(all.events) != len(golden.events)+added {
-		t.Fatalf("after %d more events the log has %d, want %d", added, len(all.events), len(golden.events)+added)
-	}
-	sameBytes(t, "from the start, grown", all.events[:len(golden.events)], golden.events)
-	sameBytes(t, "resumed in the archive, then live", live.events, all.events[2:])
+	sameGrown(t, "log", all, live, golden, added)
 
 	if _, err := a.Once(r.ctx); err != nil {
 		t.Fatal(err)
@@ -190,11 +197,8 @@ func TestWatchPastRetention(t *testing.T) {
 // delivering a prefix of the log: never a silent gap. Resuming from the
 // last cursor once the archive is back delivers the rest, each event once.
 func TestWatchArchiveOutage(t *testing.T) {
-	r := newRig(t)
 	tenants := []string{"arc-outage-a", "arc-outage-b"}
-	for _, tn := range tenants {
-		r.tenant(tn)
-	}
+	r := newRig(t, tenants...)
 	ann := events.NewAnnouncer(r.exec, events.AnnouncerOptions{})
 	for round := 0; round < 6; round++ {
 		r.announceRound(ann, tenants, 3)

@@ -14,9 +14,6 @@ import (
 // tenant's hash tag (declared in KEYS or derived from the tenant prefix), so
 // tenants spread over the masters and each call stays in one slot.
 func TestEveryScriptOnCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster start-up in -short mode")
-	}
 	cl := redistest.StartCluster(t, 3).Client(t)
 	ex, err := script.New(cl)
 	if err != nil {

@@ -11,38 +11,43 @@ import (
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 )
 
+// atOnce runs f(0..n-1) on n goroutines released together, so the calls
+// race as closely as the scheduler allows, and returns when all are done.
+func atOnce(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			f(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
 // 200 concurrent reserves against budgets that fit exactly 100: exactly 100
 // succeed, the rest are BUDGET_EXCEEDED, and the ledger is exact.
 func TestConcurrentReservesNeverOversubscribe(t *testing.T) {
 	const est, fits, callers = 37, 100, 200
-	e := newEnv(t)
-	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: est * fits})
+	e := newFundedEnv(t, est*fits)
 	e.budget(ledgertest.Budget{Scope: e.scope("workspace:prod"), Allocated: est*fits + 5_000})
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	okIDs := map[string]bool{}
 	other := 0
-	start := make(chan struct{})
-	for i := 0; i < callers; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			<-start
-			r, err := e.reserve("c"+itoa(int64(i)), est)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				okIDs[r.ReservationId] = true
-			case apierr.HasCode(err, apierr.BudgetExceeded):
-			default:
-				other++
-				t.Errorf("caller %d: %v", i, err)
-			}
-		}(i)
-	}
-	close(start)
-	wg.Wait()
+	atOnce(callers, func(i int) {
+		r, err := e.reserve("c"+itoa(int64(i)), est)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			okIDs[r.ReservationId] = true
+		case apierr.HasCode(err, apierr.BudgetExceeded):
+		default:
+			other++
+			t.Errorf("caller %d: %v", i, err)
+		}
+	})
 	if len(okIDs) != fits || other != 0 {
 		t.Fatalf("%d succeeded (%d unexpected errors), want exactly %d", len(okIDs), other, fits)
 	}
@@ -61,26 +66,16 @@ func TestConcurrentReservesNeverOversubscribe(t *testing.T) {
 // Parallel retries of one idempotency key make exactly one reservation.
 func TestConcurrentRetriesOfOneKey(t *testing.T) {
 	const retries = 50
-	e := newEnv(t)
-	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: 1000})
-	var wg sync.WaitGroup
+	e := newFundedEnv(t, 1000)
 	got := make([]string, retries)
-	start := make(chan struct{})
-	for i := 0; i < retries; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			<-start
-			r, err := e.reserve("one-key", 10)
-			if err != nil {
-				t.Errorf("retry %d: %v", i, err)
-				return
-			}
-			got[i] = r.ReservationId
-		}(i)
-	}
-	close(start)
-	wg.Wait()
+	atOnce(retries, func(i int) {
+		r, err := e.reserve("one-key", 10)
+		if err != nil {
+			t.Errorf("retry %d: %v", i, err)
+			return
+		}
+		got[i] = r.ReservationId
+	})
 	for i := range got {
 		if got[i] != got[0] || got[0] == "" {
 			t.Fatalf("retry %d got %q, first got %q", i, got[i], got[0])
@@ -98,8 +93,7 @@ func TestConcurrentRetriesOfOneKey(t *testing.T) {
 // is RESERVATION_FINALIZED, and the ledger reflects exactly the winner.
 func TestCommitRacingRelease(t *testing.T) {
 	const n, est, actual = 60, 100, 70
-	e := newEnv(t)
-	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: n * est})
+	e := newFundedEnv(t, n*est)
 	rids := make([]string, n)
 	for i := range rids {
 		rids[i] = e.mustReserve("r"+itoa(int64(i)), est).ReservationId

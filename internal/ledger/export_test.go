@@ -27,6 +27,9 @@ var (
 	ScriptRelease = scriptRelease
 	ScriptExtend  = scriptExtend
 	ScriptEvent   = scriptEvent
+
+	// KindToken marks a reply field with its kind, as the Lua layouts do.
+	KindToken = kindToken
 )
 
 // ReplyLayouts are the mutations' reply layouts by script name.

@@ -45,6 +45,15 @@ func newEnvOn(t *testing.T, c redis.UniversalClient) *env {
 // newEnv runs on the shared real redis-server.
 func newEnv(t *testing.T) *env { return newEnvOn(t, redistest.SharedClient(t)) }
 
+// newFundedEnv is newEnv with a TOKENS budget of allocated at the tenant's
+// root.
+func newFundedEnv(t *testing.T, allocated int64) *env {
+	t.Helper()
+	e := newEnv(t)
+	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: allocated})
+	return e
+}
+
 // scopeOf is the scope path rest below tenant's root ("" for the root).
 func scopeOf(tenant, rest string) string {
 	if rest == "" {

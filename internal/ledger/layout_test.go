@@ -20,15 +20,21 @@ type replyLayout interface {
 // replyLayouts are the ledger's flat reply layouts, in docs order.
 var replyLayouts = []replyLayout{replyReserve, replyDecide, replyCommit, replyRelease, replyExtend, replyEvent}
 
-// luaToken is how lua/lib/ledger_snapshot.lua writes a field of a layout.
-func luaToken(f script.ReplyField) string {
-	tok := f.Name
+// kindToken is a field's name with the mark of its kind: * a list, # a
+// list of balances.
+func kindToken(f script.ReplyField) string {
 	switch f.Kind {
 	case "list":
-		tok = "*" + tok
+		return "*" + f.Name
 	case "balanceList":
-		tok = "#" + tok
+		return "#" + f.Name
 	}
+	return f.Name
+}
+
+// luaToken is how lua/lib/ledger_snapshot.lua writes a field of a layout.
+func luaToken(f script.ReplyField) string {
+	tok := kindToken(f)
 	if f.Extra {
 		tok = "!" + tok
 	}

@@ -152,6 +152,13 @@ func (l *Ledger) replayed(ctx context.Context, op string) {
 	l.m.replays.Add(ctx, 1, attribute.String("operation", op))
 }
 
+// incurred counts the debt a commit or an event took on, by unit.
+func (l *Ledger) incurred(ctx context.Context, debt num, unit string) {
+	if debt > 0 {
+		l.m.debt.Add(ctx, int64(debt), attribute.String("unit", unit))
+	}
+}
+
 // eventContext is the event-context ARGV of one script call.
 func (l *Ledger) eventContext(ctx context.Context) string {
 	return eventctx.Arg(ctx, l.retention)

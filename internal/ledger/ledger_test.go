@@ -14,8 +14,7 @@ import (
 )
 
 func TestReserveResponse(t *testing.T) {
-	e := newEnv(t)
-	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: 1000})
+	e := newFundedEnv(t, 1000)
 	e.budget(ledgertest.Budget{Scope: e.scope("workspace:prod"), Allocated: 500})
 	r := e.mustReserve("k1", 100, withSubject(&cyclesv1.Subject{Workspace: "Prod", Agent: "bot"}))
 	if owner, ok := reservationid.Owner(r.ReservationId); !ok || owner != e.tenant || len(r.ReservationId) > 128 {
@@ -146,8 +145,7 @@ func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
 
 // The payload identity documented in hash.go.
 func TestIdempotencyCanonicalPayload(t *testing.T) {
-	e := newEnv(t)
-	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: 100_000})
+	e := newFundedEnv(t, 100_000)
 	base := func() *cyclesv1.CreateReservationRequest {
 		return reserveReq("same", &cyclesv1.Subject{Workspace: "prod", Dimensions: map[string]string{"a": "1", "b": "2", "c": "3"}}, 10)
 	}
@@ -243,8 +241,7 @@ func TestCounters(t *testing.T) {
 }
 
 func TestGetReservation(t *testing.T) {
-	e := newEnv(t)
-	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: 1000})
+	e := newFundedEnv(t, 1000)
 	subj := &cyclesv1.Subject{Workspace: "Prod", Dimensions: map[string]string{"run_id": "r-7"}}
 	r := e.mustReserve("k", 100, withSubject(subj), func(q *cyclesv1.CreateReservationRequest) {
 		q.Metadata = mustStruct(t, map[string]any{"trace": "abc"})

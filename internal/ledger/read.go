@@ -112,9 +112,7 @@ func (r *record) proto() (*cyclesv1.Reservation, error) {
 	}
 	switch r.State {
 	case "COMMITTED":
-		if r.Charged != nil {
-			out.Committed = amount(unit, *r.Charged)
-		}
+		out.Committed = optAmount(unit, r.Charged)
 		out.DebtIncurred = int64(r.DebtIncurred)
 		fallthrough
 	case "RELEASED":

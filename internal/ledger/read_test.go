@@ -42,8 +42,7 @@ func (e *env) listAll(req *cyclesv1.ListReservationsRequest) []*cyclesv1.Reserva
 }
 
 func TestListReservations(t *testing.T) {
-	e := newEnv(t)
-	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: 100_000})
+	e := newFundedEnv(t, 100_000)
 	type made struct {
 		id      string
 		created int64
@@ -149,8 +148,7 @@ func TestListReservations(t *testing.T) {
 // A selective filter over many rows walks at most ScanBudget index entries
 // per call: the page can be empty while has_more says to continue.
 func TestListReservationsBoundedScan(t *testing.T) {
-	e := newEnv(t)
-	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: 1_000_000})
+	e := newFundedEnv(t, 1_000_000)
 	needle := e.mustReserve("needle", 1, withSubject(&cyclesv1.Subject{Agent: "needle"})).ReservationId
 	for i := 0; i < ledger.ScanBudget+20; i++ {
 		e.mustReserve("hay"+itoa(int64(i)), 1, withSubject(&cyclesv1.Subject{Agent: "hay"}))
@@ -232,8 +230,7 @@ func TestGetBalances(t *testing.T) {
 // Redis): an index entry whose record outlived its retention is skipped and
 // left for reserve.lua's bounded trim.
 func TestListReservationsSkipsGoneRecordsWithoutWriting(t *testing.T) {
-	e := newEnv(t)
-	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: 1_000})
+	e := newFundedEnv(t, 1_000)
 	a := e.mustReserve("a", 1).ReservationId
 	b := e.mustReserve("b", 1).ReservationId
 	c := e.mustReserve("c", 1).ReservationId

@@ -152,8 +152,7 @@ func TestRecordLayoutCompact(t *testing.T) {
 // an empty string; a dry run's DENY event still carries the whole subject, as a subject
 // that is stored does.
 func TestDeniedEventCarriesImpliedSubject(t *testing.T) {
-	e := newEnv(t)
-	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: 10})
+	e := newFundedEnv(t, 10)
 	for _, subj := range []*cyclesv1.Subject{
 		{Workspace: "prod", Agent: "a"},                              // implied by the path
 		{Workspace: "Prod", Dimensions: map[string]string{"x": "y"}}, // stored as given

@@ -7,7 +7,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
-	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/reservationid"
 	"github.com/cyclesgo/cycles-go/internal/scope"
@@ -98,11 +97,7 @@ func (l *Ledger) reserveCall(ctx context.Context, tenant string, req *cyclesv1.C
 // script's clock.
 func reserveResponse(s *reserveReply) (*cyclesv1.CreateReservationResponse, error) {
 	unit := scope.ParseUnit(s.Unit)
-	caps, err := parseCaps(s.Caps)
-	if err != nil {
-		return nil, err
-	}
-	dd, err := actionkind.ParseDenyDetail(s.DenyDetail)
+	caps, dd, err := capsAndDenial(s.Caps, s.DenyDetail)
 	if err != nil {
 		return nil, err
 	}
@@ -119,9 +114,7 @@ func reserveResponse(s *reserveReply) (*cyclesv1.CreateReservationResponse, erro
 		ReasonCode:     s.ReasonCode,
 		GracePeriodMs:  int64(s.GraceMs),
 		OveragePolicy:  scope.ParsePolicy(s.Policy),
-	}
-	if s.Reserved != nil {
-		resp.Reserved = amount(unit, *s.Reserved)
+		Reserved:       optAmount(unit, s.Reserved),
 	}
 	return resp, nil
 }
@@ -143,11 +136,7 @@ func (l *Ledger) Decide(ctx context.Context, tenant string, req *cyclesv1.Decide
 	if err != nil {
 		return nil, l.refused(ctx, "decide", err)
 	}
-	caps, err := parseCaps(snap.Caps)
-	if err != nil {
-		return nil, err
-	}
-	dd, err := actionkind.ParseDenyDetail(snap.DenyDetail)
+	caps, dd, err := capsAndDenial(snap.Caps, snap.DenyDetail)
 	if err != nil {
 		return nil, err
 	}

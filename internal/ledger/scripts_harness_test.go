@@ -149,13 +149,7 @@ func flatOut(name string, reply []any) (*out, error) {
 		if fd.Trailing && i >= len(reply) {
 			break // left out by this answer
 		}
-		f := fd.Name
-		switch fd.Kind {
-		case "list":
-			f = "*" + f
-		case "balanceList":
-			f = "#" + f
-		}
+		f := ledger.KindToken(fd)
 		switch f[0] {
 		case '*', '#':
 			n, err := next()

@@ -48,12 +48,8 @@ func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.Commit
 		Status:       cyclesv1.ReservationStatus_RESERVATION_STATUS_COMMITTED,
 		Balances:     balances(unit, snap.Balances),
 		DebtIncurred: int64(snap.DebtIncurred),
-	}
-	if snap.Charged != nil {
-		resp.Charged = amount(unit, *snap.Charged)
-	}
-	if snap.Released != nil {
-		resp.Released = amount(unit, *snap.Released)
+		Charged:      optAmount(unit, snap.Charged),
+		Released:     optAmount(unit, snap.Released),
 	}
 	if snap.Replay {
 		l.replayed(ctx, "commit")
@@ -63,9 +59,7 @@ func (l *Ledger) Commit(ctx context.Context, tenant string, req *cyclesv1.Commit
 	if snap.Overage > 0 {
 		l.m.overages.Add(ctx, 1, attribute.String("unit", snap.Unit))
 	}
-	if snap.Debt > 0 {
-		l.m.debt.Add(ctx, int64(snap.Debt), attribute.String("unit", snap.Unit))
-	}
+	l.incurred(ctx, snap.Debt, snap.Unit)
 	return resp, nil
 }
 
@@ -94,9 +88,7 @@ func (l *Ledger) Release(ctx context.Context, tenant string, req *cyclesv1.Relea
 	resp := &cyclesv1.ReleaseReservationResponse{
 		Status:   cyclesv1.ReservationStatus_RESERVATION_STATUS_RELEASED,
 		Balances: balances(unit, snap.Balances),
-	}
-	if snap.Released != nil {
-		resp.Released = amount(unit, *snap.Released)
+		Released: optAmount(unit, snap.Released),
 	}
 	if snap.Replay {
 		l.replayed(ctx, "release")
@@ -169,18 +161,14 @@ func (l *Ledger) CreateEvent(ctx context.Context, tenant string, req *cyclesv1.C
 		EventId:      snap.EventID,
 		Balances:     balances(unit, snap.Balances),
 		DebtIncurred: int64(snap.DebtIncurred),
-	}
-	if snap.Charged != nil {
-		resp.Charged = amount(unit, *snap.Charged)
+		Charged:      optAmount(unit, snap.Charged),
 	}
 	if snap.Replay {
 		l.replayed(ctx, "event")
 		return resp, nil
 	}
 	l.m.eventsMade.Add(ctx, 1)
-	if snap.Debt > 0 {
-		l.m.debt.Add(ctx, int64(snap.Debt), attribute.String("unit", snap.Unit))
-	}
+	l.incurred(ctx, snap.Debt, snap.Unit)
 	return resp, nil
 }
 

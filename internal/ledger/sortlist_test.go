@@ -8,14 +8,12 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
-	"github.com/cyclesgo/cycles-go/test/ledgertest"
 )
 
 // TestListReservationsSortedByKeysWithoutIndex: the keys without an index
 // order every matching row (ties by id), in both directions, across pages.
 func TestListReservationsSortedByKeysWithoutIndex(t *testing.T) {
-	e := newEnv(t)
-	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: 1_000_000})
+	e := newFundedEnv(t, 1_000_000)
 	amounts := map[string]int64{}
 	paths := map[string]string{}
 	status := map[string]string{}
@@ -79,8 +77,7 @@ func TestListReservationsSortedByKeysWithoutIndex(t *testing.T) {
 // TestListReservationsSortWindow: more matches than SortWindow are refused
 // with the field named, not read without bound.
 func TestListReservationsSortWindow(t *testing.T) {
-	e := newEnv(t)
-	e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: 1_000_000})
+	e := newFundedEnv(t, 1_000_000)
 	for i := 0; i <= ledger.SortWindow; i++ {
 		e.mustReserve("w"+itoa(int64(i)), 1)
 	}

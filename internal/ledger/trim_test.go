@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cyclesgo/cycles-go/internal/keys"
-	"github.com/cyclesgo/cycles-go/test/ledgertest"
 )
 
 // TestReserveTrimsIndexEntriesOfGoneRecords: a reserve drops the oldest
@@ -44,8 +43,7 @@ func TestReserveTrimsIndexEntriesOfGoneRecords(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			e.budget(ledgertest.Budget{Scope: e.scope(""), Allocated: 1_000})
+			e := newFundedEnv(t, 1_000)
 			tk := keys.Tenant(e.tenant)
 			var ids []string
 			for i := range tc.gone {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/scope"
 )
@@ -51,6 +52,14 @@ func amount(unit cyclesv1.Unit, v num) *cyclesv1.Amount {
 	return &cyclesv1.Amount{Unit: unit, Amount: int64(v)}
 }
 
+// optAmount is amount for an optional reply value: nil when the reply has none.
+func optAmount(unit cyclesv1.Unit, v *num) *cyclesv1.Amount {
+	if v == nil {
+		return nil
+	}
+	return amount(unit, *v)
+}
+
 // balances converts snapshot balances; unit is the reservation/request unit
 // unless the row names its own (GetBalances).
 func balances(unit cyclesv1.Unit, in []balanceRow) []*cyclesv1.Balance {
@@ -84,6 +93,20 @@ func balances(unit cyclesv1.Unit, in []balanceRow) []*cyclesv1.Balance {
 
 func decision(s string) cyclesv1.Decision {
 	return cyclesv1.Decision(cyclesv1.Decision_value["DECISION_"+s])
+}
+
+// capsAndDenial decodes the two JSON members a reserve and a decide answer
+// share: the caps and the deny detail.
+func capsAndDenial(capsJSON, denyJSON string) (*cyclesv1.Caps, *cyclesv1.DenyDetail, error) {
+	caps, err := parseCaps(capsJSON)
+	if err != nil {
+		return nil, nil, err
+	}
+	dd, err := actionkind.ParseDenyDetail(denyJSON)
+	if err != nil {
+		return nil, nil, err
+	}
+	return caps, dd, nil
 }
 
 // parseCaps decodes a budget's caps (validated as JSON by the script).

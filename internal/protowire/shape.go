@@ -90,7 +90,7 @@ func Path(dotted string) []protoreflect.Name {
 // wraps the one resource it answers: {"tenant": {...}}).
 func (s *Shape) Of(dotted string) *Shape {
 	c := *s
-	c.at = Path(dotted)
+	c.at = append(Path(dotted), s.at...)
 	return &c
 }
 
@@ -143,10 +143,11 @@ func Item[M proto.Message, O any](f func(M) O) func(protoreflect.Message) any {
 	return func(m protoreflect.Message) any { return f(m.Interface().(M)) }
 }
 
-// JSON is m written in shape s.
+// JSON is m written in shape s (its message members in their own nested
+// shapes: Shapes.Write writes those in their types' shapes).
 func (s *Shape) JSON(m protoreflect.Message) json.RawMessage {
 	var buf bytes.Buffer
-	s.write(&buf, m)
+	s.write(&buf, m, nil)
 	return buf.Bytes()
 }
 
@@ -183,7 +184,81 @@ func fieldOf(md protoreflect.MessageDescriptor, path []protoreflect.Name) (proto
 }
 
 // Check walks s (and its nested shapes) against md.
-func (s *Shape) Check(md protoreflect.MessageDescriptor) {
+func (s *Shape) Check(md protoreflect.MessageDescriptor) { (*Shapes)(nil).check(s, md) }
+
+// Shapes are the shapes of messages by type: a message member without a
+// nested shape of its own is written in its type's. A type declared none
+// (For) has a default one, made by Prepare:
+//   - a message of one singular message field is that message's answer
+//     (a response wrapping the resource it answers);
+//   - any other is its fields in proto order, each named and omitted as its
+//     (cycles.v1.wire) option says (name, omit_empty).
+type Shapes struct {
+	by      map[protoreflect.FullName]*Shape
+	checked map[protoreflect.FullName]bool
+}
+
+// NewShapes is a set with no declared shape.
+func NewShapes() *Shapes {
+	return &Shapes{by: map[protoreflect.FullName]*Shape{}, checked: map[protoreflect.FullName]bool{}}
+}
+
+// For declares s as the shape of messages of m's type.
+func (set *Shapes) For(m proto.Message, s *Shape) *Shapes {
+	set.by[m.ProtoReflect().Descriptor().FullName()] = s
+	return set
+}
+
+// Prepare is md's shape, made (for md and every message type below it) and
+// checked against md; a shape naming no field panics here. It writes set,
+// so it runs before any Write.
+func (set *Shapes) Prepare(md protoreflect.MessageDescriptor) *Shape {
+	s, ok := set.by[md.FullName()]
+	if set.checked[md.FullName()] {
+		return s
+	}
+	set.checked[md.FullName()] = true
+	fields := md.Fields()
+	switch fd := fields.Get(0); {
+	case ok:
+	case fields.Len() == 1 && fd.Message() != nil && fd.Cardinality() != protoreflect.Repeated && !isStruct(fd):
+		s = set.Prepare(fd.Message()).Of(string(fd.Name()))
+	default:
+		var specs []string
+		for i := 0; i < fields.Len(); i++ {
+			fd := fields.Get(i)
+			spec := string(fd.Name())
+			w, _ := proto.GetExtension(fd.Options(), cyclesv1.E_Wire).(*cyclesv1.WireMember)
+			if n := w.GetName(); n+"_ms" == spec {
+				spec = n // the member x of x_ms: the instant as a date-time
+			} else if n != "" {
+				spec = n + "=" + spec
+			}
+			if w.GetOmitEmpty() {
+				spec += "?"
+			}
+			specs = append(specs, spec)
+		}
+		s = ShapeOf(specs...)
+	}
+	set.by[md.FullName()] = s
+	set.check(s, md)
+	return s
+}
+
+// Write is m in s, or in its type's shape (Prepare made it) when s is nil.
+func (set *Shapes) Write(s *Shape, m protoreflect.Message) json.RawMessage {
+	if s == nil {
+		s = set.by[m.Descriptor().FullName()]
+	}
+	var buf bytes.Buffer
+	s.write(&buf, m, set)
+	return buf.Bytes()
+}
+
+// check walks s against md, preparing the types of its message members
+// that have no nested shape (set nil: they must have one).
+func (set *Shapes) check(s *Shape, md protoreflect.MessageDescriptor) {
 	for _, n := range s.at {
 		md = md.Fields().ByName(n).Message()
 	}
@@ -195,13 +270,16 @@ func (s *Shape) Check(md protoreflect.MessageDescriptor) {
 		if mb.unit != nil {
 			fieldOf(md, mb.unit)
 		}
-		if mb.sub != nil {
-			mb.sub.Check(fd.Message())
+		switch {
+		case mb.sub != nil:
+			set.check(mb.sub, fd.Message())
+		case set != nil && mb.each == nil && fd.Message() != nil && !fd.IsMap() && !isStruct(fd):
+			set.Prepare(fd.Message())
 		}
 	}
 }
 
-func (s *Shape) write(buf *bytes.Buffer, m protoreflect.Message) {
+func (s *Shape) write(buf *bytes.Buffer, m protoreflect.Message, set *Shapes) {
 	m = Descend(m, s.at)
 	buf.WriteByte('{')
 	first := true
@@ -249,13 +327,13 @@ func (s *Shape) write(buf *bytes.Buffer, m protoreflect.Message) {
 				if i > 0 {
 					buf.WriteByte(',')
 				}
-				writeValue(buf, fd, l.Get(i), mb)
+				writeValue(buf, fd, l.Get(i), mb, set)
 			}
 			buf.WriteByte(']')
 		case fd.IsMap():
 			writeMap(buf, fd, v.Map())
 		default:
-			writeValue(buf, fd, v, mb)
+			writeValue(buf, fd, v, mb, set)
 		}
 	}
 	buf.WriteByte('}')
@@ -274,7 +352,7 @@ func writeAny(buf *bytes.Buffer, v any) {
 	buf.Write(b)
 }
 
-func writeValue(buf *bytes.Buffer, fd protoreflect.FieldDescriptor, v protoreflect.Value, mb member) {
+func writeValue(buf *bytes.Buffer, fd protoreflect.FieldDescriptor, v protoreflect.Value, mb member, set *Shapes) {
 	switch fd.Kind() {
 	case protoreflect.StringKind:
 		writeString(buf, v.String())
@@ -302,10 +380,14 @@ func writeValue(buf *bytes.Buffer, fd protoreflect.FieldDescriptor, v protorefle
 			writeAny(buf, st.AsMap())
 			return
 		}
-		if mb.sub == nil {
+		sub := mb.sub
+		if sub == nil && set != nil {
+			sub = set.by[fd.Message().FullName()]
+		}
+		if sub == nil {
 			panic("protowire: no wire shape for " + string(fd.Message().FullName()))
 		}
-		mb.sub.write(buf, v.Message())
+		sub.write(buf, v.Message(), set)
 	default:
 		panic("protowire: no wire rule for " + fd.Kind().String())
 	}
@@ -325,7 +407,7 @@ func writeMap(buf *bytes.Buffer, fd protoreflect.FieldDescriptor, m protoreflect
 		}
 		writeString(buf, k)
 		buf.WriteByte(':')
-		writeValue(buf, fd.MapValue(), m.Get(protoreflect.ValueOfString(k).MapKey()), member{})
+		writeValue(buf, fd.MapValue(), m.Get(protoreflect.ValueOfString(k).MapKey()), member{}, nil)
 	}
 	buf.WriteByte('}')
 }

@@ -73,3 +73,44 @@ func TestShapeNamingNoFieldPanics(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultShapes: a type without a declared shape is written in its
+// fields' order, named and omitted as its wire options say; a response of
+// one message field is that message's answer; a declared shape is used
+// wherever its type is a member; Without drops one member.
+func TestDefaultShapes(t *testing.T) {
+	set := NewShapes().For(&cyclesv1.AuditLogEntry{}, ShapeOf("log_id", "status"))
+	write := func(m proto.Message) string {
+		set.Prepare(m.ProtoReflect().Descriptor())
+		return string(set.Write(nil, m.ProtoReflect()))
+	}
+	for _, tc := range []struct {
+		name string
+		got  func() string
+		want string
+	}{
+		{"fields in order, a wire name x of x_ms as ISO", func() string {
+			return write(&cyclesv1.QueryUsageResponse{Rows: []*cyclesv1.UsageRow{{BucketStartMs: 1767225600123, Scope: "s", Denials: 2}}})
+		}, `{"rows":[{"bucket_start":"2026-01-01T00:00:00.123Z","scope":"s","unit":"","reserved":0,"committed":0,"released":0,` +
+			`"expired":0,"debt_incurred":0,"reservations":0,"commits":0,"releases":0,"expirations":0,"denials":2}]}`},
+		{"omit_empty drops an empty next_cursor; declared item shape", func() string {
+			return write(&cyclesv1.ListAuditLogsResponse{Logs: []*cyclesv1.AuditLogEntry{{LogId: "l", Status: 200, TenantId: "t"}}})
+		}, `{"logs":[{"log_id":"l","status":200}],"has_more":false}`},
+		{"omit_empty keeps a set next_cursor; a renamed list", func() string {
+			return write(&cyclesv1.ListBudgetsResponse{NextCursor: "c", HasMore: true})
+		}, `{"ledgers":[],"next_cursor":"c","has_more":true}`},
+		{"one message field: its answer", func() string {
+			return write(&cyclesv1.GetActionKindResponse{Kind: &cyclesv1.ActionKind{Kind: "k", Deprecated: true}})
+		}, `{"kind":"k","risk_class":"","policy_key_spec":{"host":false,"recipient_domain":false,"resource_type":"","path_prefix":false},` +
+			`"description":"","mcp_tool_prefixes":[],"deprecated":true,"replacement_kind":""}`},
+		{"Without drops the member", func() string {
+			return string(ShapeOf("log_id", "status").Without("status").JSON((&cyclesv1.AuditLogEntry{LogId: "l"}).ProtoReflect()))
+		}, `{"log_id":"l"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.got(); got != tc.want {
+				t.Fatalf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,7 +1,9 @@
 package script
 
 import (
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/cyclesgo/cycles-go/test/redistest"
 	"github.com/redis/go-redis/v9"
@@ -22,6 +24,12 @@ func modeOf(be redistest.Backend) []Option {
 		return []Option{WithFunctions()}
 	}
 	return nil
+}
+
+// freshTag is a key prefix under a hash tag no earlier run used (a Cluster
+// pipeline then goes to one node): "cy:{t:<what>-<backend>-<nanos>}:".
+func freshTag(what string, be redistest.Backend) string {
+	return "cy:{t:" + what + "-" + be.Name + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "}:"
 }
 
 // probeExec compiles the embedded scripts plus the test scripts probes

@@ -42,7 +42,7 @@ func TestPipelinedCallsGetTheirOwnAnswers(t *testing.T) {
 	for _, be := range redistest.AllModes(t) {
 		t.Run(be.Name, func(t *testing.T) {
 			ex := pipelineExecutor(t, be, 2)
-			counter := "cy:{t:pipe-" + be.Name + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "}:n"
+			counter := freshTag("pipe", be) + "n"
 			const workers, each = 32, 40
 			var g errgroup.Group
 			for w := 0; w < workers; w++ {
@@ -97,16 +97,14 @@ func TestPipeliningCanBeTurnedOff(t *testing.T) {
 	ex := pipelineExecutor(t, be, 0)
 	var wg sync.WaitGroup
 	for w := 0; w < 16; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; i < 10; i++ {
 				if _, err := ex.Run(context.Background(), def("test/echo"), []string{"cy:{t:off}:n"}, "x"); err != nil {
 					t.Error(err)
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if st := ex.PipelineStats(); st != (PipelineStats{}) {

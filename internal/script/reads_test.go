@@ -22,7 +22,7 @@ func TestReadHashes(t *testing.T) {
 			ctx := context.Background()
 			ex := probeExec(t, be.Client, nil, modeOf(be)...)
 			// One hash tag: on Cluster the pipeline goes to one node.
-			p := "cy:{t:hashes-" + be.Name + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "}:"
+			p := freshTag("hashes", be)
 			recs := map[string]map[string]string{
 				p + "a": {"id": "a", "amount": "9223372036854775807", "blob": "\x00\xff{\"x\":1}", "empty": ""},
 				p + "b": {"id": "b"},
@@ -76,7 +76,7 @@ func TestReadStream(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
 			ex := probeExec(t, be.Client, nil, modeOf(be)...)
-			s := "cy:{t:stream-" + be.Name + "-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "}:q"
+			s := freshTag("stream", be) + "q"
 			for i, id := range []string{"5-1", "5-2", "7-0", "9-3"} {
 				if err := be.Client.XAdd(ctx, &redis.XAddArgs{Stream: s, ID: id, Values: []string{"id", "r" + strconv.Itoa(i)}}).Err(); err != nil {
 					t.Fatal(err)

@@ -46,9 +46,7 @@ func TestBacklogDrain100k(t *testing.T) {
 	peak := base
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -62,7 +60,7 @@ func TestBacklogDrain100k(t *testing.T) {
 				}
 			}
 		}
-	}()
+	})
 	start := time.Now()
 	got, err := sw.SweepOnce(context.Background())
 	elapsed := time.Since(start)

@@ -28,10 +28,7 @@ func TestC1ExpireRefundsEveryBudgetedScope(t *testing.T) {
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		now := f.redisNow()
 		sc := f.scopes(3)
-		var budgets []string
-		for _, s := range sc {
-			budgets = append(budgets, f.budget(s, "TOKENS", "1000", "100"))
-		}
+		budgets := f.budgets(sc, "TOKENS", "1000", "100")
 		// A scope the subject derives but that held no budget at reserve
 		// time is not in "budgeted" and must stay untouched.
 		other := f.budget(sc[0]+"/agent:other", "TOKENS", "50", "0")
@@ -109,10 +106,7 @@ func TestC2ExactInt64Refunds(t *testing.T) {
 					f := newFixtureFor(t, be)
 					now := f.redisNow()
 					sc := f.scopes(3)
-					var bs []string
-					for _, s := range sc {
-						bs = append(bs, f.budget(s, "USD_MICROCENTS", tc.allocated, tc.reserved))
-					}
+					bs := f.budgets(sc, "USD_MICROCENTS", tc.allocated, tc.reserved)
 					f.reservation(resv{Unit: "USD_MICROCENTS", Estimate: tc.estimate, Budgeted: sc, CreatedAt: now - 10_000, ExpiresAt: now - 2_000})
 					if r := f.expire(10); r.Expired != 1 {
 						t.Fatalf("result %+v", r)
@@ -159,8 +153,7 @@ func TestC3FinalizedAreSkipped(t *testing.T) {
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		now := f.redisNow()
 		sc := f.scopes(2)
-		b0 := f.budget(sc[0], "TOKENS", "1000", "300")
-		b1 := f.budget(sc[1], "TOKENS", "1000", "300")
+		bs := f.budgets(sc, "TOKENS", "1000", "300")
 		var ids []string
 		for _, st := range []string{"COMMITTED", "RELEASED", "EXPIRED"} {
 			ids = append(ids, f.reservation(resv{State: st, Estimate: "100", Budgeted: sc, CreatedAt: now - 9000, ExpiresAt: now - 5000}))
@@ -170,7 +163,7 @@ func TestC3FinalizedAreSkipped(t *testing.T) {
 		if r.Skipped != 3 || r.Processed() != 3 {
 			t.Fatalf("result %+v, want 3 skipped", r)
 		}
-		for _, b := range []string{b0, b1} {
+		for _, b := range bs {
 			f.wantLedger(b, "300", "700")
 		}
 		for _, id := range ids {
@@ -495,10 +488,7 @@ func TestExpireBatchStopsAtItsTimeBudget(t *testing.T) {
 	eachBackend(t, func(t *testing.T, f *fixture) {
 		now := f.redisNow()
 		sc := f.scopes(2)
-		var budgets []string
-		for _, s := range sc {
-			budgets = append(budgets, f.budget(s, "TOKENS", "1000", "20"))
-		}
+		budgets := f.budgets(sc, "TOKENS", "1000", "20")
 		f.seedDue(now, sc, 20)
 		tallyKey := f.k.SweepTally(newDrainID())
 		for call := 1; call <= 20; call++ {

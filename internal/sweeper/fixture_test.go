@@ -102,6 +102,17 @@ func (f *fixture) budget(scope, unit, allocated, reserved string) string {
 	return f.budgetRaw(scope, unit, map[string]string{"allocated": allocated, "reserved": reserved, "remaining": rem.String()})
 }
 
+// budgets seeds one budget at each of scopes (budget) and returns their
+// keys in that order.
+func (f *fixture) budgets(scopes []string, unit, allocated, reserved string) []string {
+	f.t.Helper()
+	keys := make([]string, len(scopes))
+	for i, s := range scopes {
+		keys[i] = f.budget(s, unit, allocated, reserved)
+	}
+	return keys
+}
+
 // budgetRaw seeds a budget with the given ledger amounts, packed verbatim
 // into its balance (may break invariants or the layout).
 func (f *fixture) budgetRaw(scope, unit string, fields map[string]string) string {
@@ -272,25 +283,33 @@ func (f *fixture) budgetHash(key string) map[string]string {
 	return ledgertest.BalanceFields(f.hgetall(key))
 }
 
-func (f *fixture) inIndex(id string) bool {
-	f.t.Helper()
-	_, err := f.c.ZScore(f.ctx, f.k.Deadlines(), id).Result()
-	if errors.Is(err, redis.Nil) {
-		return false
-	}
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return true
-}
-
-func (f *fixture) score(id string) int64 {
+// indexed is id's deadline in the expiry index, and whether it is there.
+func (f *fixture) indexed(id string) (int64, bool) {
 	f.t.Helper()
 	s, err := f.c.ZScore(f.ctx, f.k.Deadlines(), id).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false
+	}
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return int64(s)
+	return int64(s), true
+}
+
+func (f *fixture) inIndex(id string) bool {
+	f.t.Helper()
+	_, ok := f.indexed(id)
+	return ok
+}
+
+// score is id's deadline in the expiry index, which must hold it.
+func (f *fixture) score(id string) int64 {
+	f.t.Helper()
+	s, ok := f.indexed(id)
+	if !ok {
+		f.t.Fatalf("%s is not in the expiry index", id)
+	}
+	return s
 }
 
 // streamEvents returns the tenant's stream entries.

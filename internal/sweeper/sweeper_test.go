@@ -220,11 +220,9 @@ func TestTwoSweepersExpireEachReservationOnce(t *testing.T) {
 	results := make([]Counts, len(sweepers))
 	errs := make([]error, len(sweepers))
 	for i, sw := range sweepers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			results[i], errs[i] = sw.SweepOnce(context.Background())
-		}()
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -265,9 +263,7 @@ return 1`)
 	var wg sync.WaitGroup
 	for w := 0; w < 2; w++ {
 		rc := srv.Client(t)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := len(s.ids) - 1 - w; i >= 0; i -= 2 {
 				id := s.ids[i]
 				ks := append([]string{s.k.Reservation(id), s.k.Deadlines()}, s.budgets...)
@@ -278,7 +274,7 @@ return 1`)
 				}
 				released.Add(n)
 			}
-		}()
+		})
 	}
 	got, err := sw.SweepOnce(context.Background())
 	wg.Wait()
@@ -305,9 +301,6 @@ return 1`)
 // Property 1 on Redis Cluster: tenants spread over the masters' slots are all
 // found through the registry (its own slot) and drained.
 func TestSweepOnCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a 3-master cluster")
-	}
 	cl := redistest.StartCluster(t, 3).Client(t)
 	var tenants []*seeded
 	slots := map[int64]bool{}

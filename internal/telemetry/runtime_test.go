@@ -1,9 +1,6 @@
 package telemetry
 
 import (
-	"context"
-	"io"
-	"net/http/httptest"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -13,18 +10,12 @@ import (
 // The runtime gauges reach the Prometheus exposition under the names the
 // soak test scrapes, with the process's real values.
 func TestRuntimeMetricsAreExposed(t *testing.T) {
-	p, err := Setup(context.Background(), "runtime-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = p.Shutdown(context.Background()) }()
+	p := setupFor(t, "runtime-test")
 	if err := RegisterRuntime(p.Meter); err != nil {
 		t.Fatal(err)
 	}
 	runtime.GC() // so the live heap has been measured at least once
-	rec := httptest.NewRecorder()
-	p.Metrics.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	body, _ := io.ReadAll(rec.Body)
+	body := scrape(p)
 	for _, name := range []string{"go_memory_heap_live_bytes", "go_memory_used_bytes", "go_memory_gc_goal_bytes", "go_goroutine_count", "go_gc_cycles_total"} {
 		m := regexp.MustCompile(`(?m)^` + name + `\{[^}]*\} ([0-9.e+]+)$`).FindSubmatch(body)
 		if m == nil {

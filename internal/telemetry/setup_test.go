@@ -8,21 +8,29 @@ import (
 	"testing"
 )
 
+// setupFor is Setup for one test, shut down when it ends.
+func setupFor(t *testing.T, service string) *Providers {
+	t.Helper()
+	p, err := Setup(context.Background(), service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Shutdown(context.Background()) })
+	return p
+}
+
+// scrape is the Prometheus exposition p's metrics handler serves.
+func scrape(p *Providers) []byte {
+	rec := httptest.NewRecorder()
+	p.Metrics.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	return body
+}
+
 func TestSetupExposesMetricsForPrometheus(t *testing.T) {
-	p, err := Setup(context.Background(), "cyclesd-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = p.Shutdown(context.Background()) }()
+	p := setupFor(t, "cyclesd-test")
 	MustCounter(Meter(p.Meter, "test"), "cycles.test.things", "things").Add(context.Background(), 3)
-	srv := httptest.NewServer(p.Metrics)
-	defer srv.Close()
-	res, err := srv.Client().Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
+	body := scrape(p)
 	if !strings.Contains(string(body), "cycles_test_things_total") || !strings.Contains(string(body), `service_name="cyclesd-test"`) {
 		t.Fatalf("exposition lacks the counter or the service name:\n%s", body)
 	}

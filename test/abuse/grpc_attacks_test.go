@@ -28,15 +28,13 @@ func stallBodies(ctx context.Context, addr, method string, conns, streams int) {
 		if err != nil {
 			continue
 		}
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = h.read() }()
+		wg.Go(func() { _ = h.read() })
 		for range streams {
 			id, err := h.headers(method, false)
 			if err != nil {
 				break
 			}
-			wg.Add(1)
-			go func() { defer wg.Done(); _ = h.data(id, msg, false) }()
+			wg.Go(func() { _ = h.data(id, msg, false) })
 		}
 	}
 	<-ctx.Done()
@@ -147,8 +145,7 @@ func TestIdleConnections(t *testing.T) {
 				}
 				return
 			}
-			wg.Add(1)
-			go func() { defer wg.Done(); _ = h.read() }()
+			wg.Go(func() { _ = h.read() })
 		}
 		<-ctx.Done()
 		wg.Wait()
@@ -164,9 +161,7 @@ func TestIdleConnections(t *testing.T) {
 func headersFlood(ctx context.Context, target string) {
 	var wg sync.WaitGroup
 	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for range 10 {
 				if ctx.Err() != nil {
 					return
@@ -183,7 +178,7 @@ func headersFlood(ctx context.Context, target string) {
 				}
 				h.Close()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	<-ctx.Done()
@@ -198,8 +193,7 @@ func watchFlood(ctx context.Context, target string) {
 		if err != nil {
 			continue
 		}
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = h.read() }()
+		wg.Go(func() { _ = h.read() })
 		for range 256 {
 			id, err := h.headers(healthWatch, false)
 			if err != nil {

@@ -400,18 +400,13 @@ func (d *Daemon) attackOnce(t *testing.T, a Attack) (f Figures, hard, latency []
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if addr := os.Getenv(pprofEnv); addr != "" {
-		wg.Add(1)
-		go func() { defer wg.Done(); d.cpuProfile(t, addr, a) }()
+		wg.Go(func() { d.cpuProfile(t, addr, a) })
 	}
-	wg.Add(1)
-	go func() { defer wg.Done(); a.Run(ctx) }()
+	wg.Go(func() { a.Run(ctx) })
 	var lat []time.Duration
-	wg.Add(1)
-	go func() { defer wg.Done(); lat, f.ProbeErrors = b.probe(ctx) }()
+	wg.Go(func() { lat, f.ProbeErrors = b.probe(ctx) })
 	var hmu sync.Mutex
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		tick := time.NewTicker(healthEvery)
 		defer tick.Stop()
 		for {
@@ -430,7 +425,7 @@ func (d *Daemon) attackOnce(t *testing.T, a Attack) (f Figures, hard, latency []
 				}
 			}
 		}
-	}()
+	})
 	// Sample VmRSS too (the peak without clear_refs, and a check on it).
 	var peak int64
 	deadline := time.Now().Add(a.Duration)

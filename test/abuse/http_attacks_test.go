@@ -26,9 +26,7 @@ func TestHTTPBodySlowloris(t *testing.T) {
 	d.UnderAttack(t, Attack{Name: "HTTP body slowloris", Duration: 3 * time.Second, Run: func(ctx context.Context) {
 		var wg sync.WaitGroup
 		for range 96 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				got := trickle(ctx, d.HTTPAddr)
 				mu.Lock()
 				defer mu.Unlock()
@@ -37,7 +35,7 @@ func TestHTTPBodySlowloris(t *testing.T) {
 				} else {
 					unanswered++
 				}
-			}()
+			})
 		}
 		wg.Wait()
 	}})

@@ -131,13 +131,11 @@ func replayer(ctx context.Context, target string) {
 	var delivered atomic.Int64
 	var wg sync.WaitGroup
 	for range replayStreams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for ctx.Err() == nil {
 				replayOnce(ctx, ev, key, &delivered)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }

@@ -63,9 +63,7 @@ func TestRevocationAcrossReplicas(t *testing.T) {
 	took := make([]time.Duration, len(replicas))
 	var wg sync.WaitGroup
 	for i, rt := range replicas {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			took[i] = -1
 			for time.Since(start) < 3*maxRevocationDelay {
 				err := call(rt)
@@ -75,7 +73,7 @@ func TestRevocationAcrossReplicas(t *testing.T) {
 				}
 				time.Sleep(2 * time.Millisecond)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	t.Logf("FIGURES revocation across replicas: revoke acknowledged after %v; refused by replica 1 after %v, replica 2 after %v (bound %v)",

@@ -88,9 +88,7 @@ func TestUnauthenticatedFloodIsRefusedBeforeTheBody(t *testing.T) {
 	var other sync.Map
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for next.Add(1) <= total {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				_, err := rt.CreateReservation(ctx, req)
@@ -106,7 +104,7 @@ func TestUnauthenticatedFloodIsRefusedBeforeTheBody(t *testing.T) {
 					other.Store(status.Code(err).String(), err)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	other.Range(func(k, v any) bool {
@@ -190,9 +188,7 @@ func TestStreamChurnDoesNotHurtOtherTenants(t *testing.T) {
 	var otherA sync.Map
 	var wg sync.WaitGroup
 	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for time.Now().Before(deadline) {
 				ctx, cancel := context.WithCancel(ctxA)
 				err := watch(ctx)
@@ -206,7 +202,7 @@ func TestStreamChurnDoesNotHurtOtherTenants(t *testing.T) {
 					otherA.Store(status.Code(err).String(), err)
 				}
 			}
-		}()
+		})
 	}
 	rt := cyclesv1.NewRuntimeServiceClient(connB)
 	var mu sync.Mutex
@@ -214,9 +210,7 @@ func TestStreamChurnDoesNotHurtOtherTenants(t *testing.T) {
 	var unavailable, failed atomic.Int64
 	var seq atomic.Int64
 	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for time.Now().Before(deadline) {
 				req := reserveReq(fmt.Sprintf("b-%d", seq.Add(1)), 1)
 				start := time.Now()
@@ -234,7 +228,7 @@ func TestStreamChurnDoesNotHurtOtherTenants(t *testing.T) {
 					t.Errorf("B's reserve: %v", err)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	otherA.Range(func(k, v any) bool {
@@ -304,9 +298,7 @@ func TestKeyGuessingLoopIsThrottled(t *testing.T) {
 	var next, refused, cut atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				i := next.Add(1)
 				if i > total {
@@ -324,7 +316,7 @@ func TestKeyGuessingLoopIsThrottled(t *testing.T) {
 					t.Errorf("guess %d: %v", i, err)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	hwmAfter := procKB(t, pid, "VmHWM")

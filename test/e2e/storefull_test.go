@@ -147,9 +147,7 @@ func TestPausedRedisRetryConvergesToOneReservation(t *testing.T) {
 	stop := time.Now().Add(2 * time.Second)
 	var wg sync.WaitGroup
 	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for time.Now().Before(stop) {
 				idem := fmt.Sprintf("paused-%d", seq.Add(1))
 				r, err := rt.CreateReservation(keyCtx(key), reserveReq(idem, amount))
@@ -164,7 +162,7 @@ func TestPausedRedisRetryConvergesToOneReservation(t *testing.T) {
 				}
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	time.Sleep(300 * time.Millisecond)
 	srv.Pause()

@@ -140,6 +140,16 @@ func pick(t *rapid.T, n int, label string) int {
 	return uniform7(t, label) * n / 128
 }
 
+// drawRetry draws whether the operation repeats an earlier request of its
+// kind (with the same idempotency key), and which one.
+func drawRetry[R any](t *rapid.T, prevs []R) (R, bool) {
+	if len(prevs) == 0 || !chance(t, 15, "retry") {
+		var none R
+		return none, false
+	}
+	return prevs[rapid.IntRange(0, len(prevs)-1).Draw(t, "retry_of")], true
+}
+
 // drawOp draws one operation against the state known at the batch start.
 func (c *caseRun) drawOp(t *rapid.T) *op {
 	w := c.w
@@ -159,22 +169,18 @@ func (c *caseRun) drawOp(t *rapid.T) *op {
 		}
 		return rapid.SampledFrom(scope.AllUnits()).Draw(t, "unit")
 	}
-	retry := func(n int) (int, bool) {
-		if n == 0 || !chance(t, 15, "retry") {
-			return 0, false
-		}
-		return rapid.IntRange(0, n-1).Draw(t, "retry_of"), true
+	drawAmount := func(label string) {
+		o.subject = w.drawSubject(t)
+		o.unit = drawUnit()
+		o.amount = rapid.Int64Range(0, 1500).Draw(t, label) * w.scale
 	}
 	switch o.kind {
 	case opReserve:
-		if i, ok := retry(len(c.m.reserveReqs)); ok {
-			prev := c.m.reserveReqs[i]
+		if prev, ok := drawRetry(t, c.m.reserveReqs); ok {
 			o.retry, o.subject, o.policy, o.reserveReq = true, prev.subject, prev.policy, prev.req
 			return o
 		}
-		o.subject = w.drawSubject(t)
-		o.unit = drawUnit()
-		o.amount = rapid.Int64Range(0, 1500).Draw(t, "estimate") * w.scale
+		drawAmount("estimate")
 		switch n := pick(t, 4, "ttl"); {
 		case n < 2:
 			v := int64(1000) // the protocol minimum: expires within the case
@@ -199,9 +205,7 @@ func (c *caseRun) drawOp(t *rapid.T) *op {
 			OveragePolicy: policyOf(o.policy),
 		}
 	case opDry:
-		o.subject = w.drawSubject(t)
-		o.unit = drawUnit()
-		o.amount = rapid.Int64Range(0, 1500).Draw(t, "estimate") * w.scale
+		drawAmount("estimate")
 		o.decide = rapid.Bool().Draw(t, "decide")
 		c.seq++
 		est := &cyclesv1.Amount{Unit: unitOf(o.unit), Amount: o.amount}
@@ -212,14 +216,11 @@ func (c *caseRun) drawOp(t *rapid.T) *op {
 				Action: action, Estimate: est, DryRun: true}
 		}
 	case opEvent:
-		if i, ok := retry(len(c.m.eventReqs)); ok {
-			prev := c.m.eventReqs[i]
+		if prev, ok := drawRetry(t, c.m.eventReqs); ok {
 			o.retry, o.subject, o.policy, o.eventReq = true, prev.subject, prev.policy, prev.req
 			return o
 		}
-		o.subject = w.drawSubject(t)
-		o.unit = drawUnit()
-		o.amount = rapid.Int64Range(0, 1500).Draw(t, "actual") * w.scale
+		drawAmount("actual")
 		o.policy = drawPolicy()
 		c.seq++
 		o.eventReq = &cyclesv1.CreateEventRequest{
@@ -237,8 +238,7 @@ func (c *caseRun) drawOp(t *rapid.T) *op {
 		default:
 			prevs = c.m.extendReqs
 		}
-		if i, ok := retry(len(prevs)); ok {
-			prev := prevs[i]
+		if prev, ok := drawRetry(t, prevs); ok {
 			o.retry, o.target, o.actualMode, o.wrongUnit = true, prev.target, prev.actualMode, prev.wrongUnit
 			o.commitReq, o.releaseReq, o.extendReq = prev.commit, prev.release, prev.extend
 			return o

@@ -397,6 +397,24 @@ func (c *caseRun) foldDry(out outcome) {
 	}
 }
 
+// rememberSettle keeps a commit, release or extend that is not itself a
+// retry among the requests later operations may retry (drawOp).
+func (c *caseRun) rememberSettle(o *op) {
+	if o.retry {
+		return
+	}
+	r := &settleReq{target: o.target, actualMode: o.actualMode, wrongUnit: o.wrongUnit,
+		commit: o.commitReq, release: o.releaseReq, extend: o.extendReq}
+	switch o.kind {
+	case opCommit:
+		c.m.commitReqs = append(c.m.commitReqs, r)
+	case opRelease:
+		c.m.releaseReqs = append(c.m.releaseReqs, r)
+	case opExtend:
+		c.m.extendReqs = append(c.m.extendReqs, r)
+	}
+}
+
 // settleCommon checks what commit, release and extend share: the bogus id,
 // the retry rule (mustReplay: the key's replay window is still open).
 func (c *caseRun) settleCommon(out outcome, key string, mustReplay bool) bool {
@@ -415,9 +433,7 @@ func (c *caseRun) settleCommon(out outcome, key string, mustReplay bool) bool {
 
 func (c *caseRun) foldCommit(out outcome) {
 	o, req := out.op, out.op.commitReq
-	if !o.retry {
-		c.m.commitReqs = append(c.m.commitReqs, &settleReq{target: o.target, actualMode: o.actualMode, wrongUnit: o.wrongUnit, commit: req})
-	}
+	c.rememberSettle(o)
 	key := req.GetIdempotencyKey()
 	if !c.settleCommon(out, key, true) { // commit keys live on the record (30 d)
 		return
@@ -469,9 +485,7 @@ func (c *caseRun) foldCommit(out outcome) {
 
 func (c *caseRun) foldRelease(out outcome) {
 	o, req := out.op, out.op.releaseReq
-	if !o.retry {
-		c.m.releaseReqs = append(c.m.releaseReqs, &settleReq{target: o.target, release: req})
-	}
+	c.rememberSettle(o)
 	key := req.GetIdempotencyKey()
 	if !c.settleCommon(out, key, true) { // release keys live on the record (30 d)
 		return
@@ -500,9 +514,7 @@ func (c *caseRun) foldRelease(out outcome) {
 
 func (c *caseRun) foldExtend(out outcome) {
 	o, req := out.op, out.op.extendReq
-	if !o.retry {
-		c.m.extendReqs = append(c.m.extendReqs, &settleReq{target: o.target, extend: req})
-	}
+	c.rememberSettle(o)
 	key := req.GetIdempotencyKey()
 	// An extend is replayable until the expiry it set (+ grace),
 	// docs/protocol.md#idempotency-and-replay; after that a retry is a new

@@ -38,9 +38,14 @@ func startSharedCluster(tb testing.TB) *Cluster {
 
 // StartCluster starts n (>= 3) masters with cluster mode on, joins them with
 // `redis-cli --cluster create`, waits until the cluster reports ok, and stops
-// them at cleanup.
+// them at cleanup. In -short mode it skips the calling test instead: the
+// start-up takes seconds, so every test (or leg) needing a cluster of its
+// own is left out of short runs the same way.
 func StartCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("cluster start-up in -short mode")
+	}
 	c, err := newCluster(n, func() (string, error) { return tb.TempDir(), nil }, func() int { return FreePort(tb) })
 	if c != nil {
 		for _, m := range c.Masters {

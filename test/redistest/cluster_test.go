@@ -11,9 +11,6 @@ import (
 )
 
 func TestClusterSpreadsSlots(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster start-up in -short mode")
-	}
 	c := StartCluster(t, 3)
 	cl := c.Client(t)
 	ctx := context.Background()

@@ -269,11 +269,16 @@ type Backend struct {
 // suite for it would add minutes to make test for no new path.
 func Backends(tb testing.TB) []Backend {
 	tb.Helper()
+	return []Backend{SharedBackend(tb), {Name: "embedded", Client: Embedded(tb)}}
+}
+
+// SharedBackend is the real leg of Backends alone: the shared backend
+// (SharedClient) in the production mode, for suites that need a server
+// but no second leg.
+func SharedBackend(tb testing.TB) Backend {
+	tb.Helper()
 	real := SharedClient(tb)
-	return []Backend{
-		{Name: "redis", Client: real, Functions: functionsCapable(tb, real)},
-		{Name: "embedded", Client: Embedded(tb)},
-	}
+	return Backend{Name: "redis", Client: real, Functions: functionsCapable(tb, real)}
 }
 
 // AllModes is Backends plus the real backend through EVALSHA: the legs of

@@ -29,3 +29,10 @@ func New(tb testing.TB, be redistest.Backend, extra ...script.Option) *script.Ex
 	}
 	return ex
 }
+
+// Shared compiles every script into an executor on the shared real backend
+// (redistest.SharedBackend) in its production mode.
+func Shared(tb testing.TB, extra ...script.Option) *script.Executor {
+	tb.Helper()
+	return New(tb, redistest.SharedBackend(tb), extra...)
+}

@@ -14,18 +14,14 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/admin"
 	"github.com/cyclesgo/cycles-go/internal/api/adminapi"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
-	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 func client(t *testing.T) cyclesv1.AdminServiceClient {
-	exec, err := script.New(redistest.SharedClient(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	exec := scripttest.Shared(t)
 	conn := grpctest.Start(t, server.Services{Admin: adminapi.New(admin.New(exec, admin.Options{}))})
 	return cyclesv1.NewAdminServiceClient(conn)
 }
@@ -119,10 +115,7 @@ func TestHandlerErrorsCarryTheProtocolCode(t *testing.T) {
 // RPC once, by RPC and reason; a request refused by validation never reaches
 // the domain and is not counted; a success counts nothing.
 func TestCountRefusals(t *testing.T) {
-	exec, err := script.New(redistest.SharedClient(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	exec := scripttest.Shared(t)
 	metrics := telemetrytest.New()
 	svc := admin.New(exec, admin.Options{MeterProvider: metrics.Provider})
 	conn := grpctest.Start(t, server.Services{Admin: adminapi.New(svc)},

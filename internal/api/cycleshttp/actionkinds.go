@@ -31,22 +31,15 @@ func cached(_ *API, rt *route) http.Handler {
 		return nil
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !notModified(w, r) {
-			rt.ServeHTTP(w, r)
+		w.Header().Set("ETag", registryETag)
+		for tag := range strings.SplitSeq(r.Header.Get("If-None-Match"), ",") {
+			if t := strings.TrimSpace(tag); t == registryETag || t == "*" {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
 		}
+		rt.ServeHTTP(w, r)
 	})
-}
-
-// notModified answers 304 when the client holds the current registry.
-func notModified(w http.ResponseWriter, r *http.Request) bool {
-	w.Header().Set("ETag", registryETag)
-	for tag := range strings.SplitSeq(r.Header.Get("If-None-Match"), ",") {
-		if t := strings.TrimSpace(tag); t == registryETag || t == "*" {
-			w.WriteHeader(http.StatusNotModified)
-			return true
-		}
-	}
-	return false
 }
 
 func riskParam(name, s string) (protoreflect.Value, error) {

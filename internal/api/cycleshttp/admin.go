@@ -45,7 +45,7 @@ var tenantShape = protowire.ShapeOf("tenant_id", "name", "status", "default_comm
 func closeOrUpdate(a *API, update *route) http.Handler {
 	md := cyclesv1.File_cycles_v1_admin_proto.Services().ByName("AdminService").Methods().ByName("CloseTenant")
 	closing := newRoute(a, cyclesv1.AdminService_CloseTenant_FullMethodName, md, &cyclesv1.HttpRoute{Pattern: update.spec.GetPattern()},
-		wire{answer: tenantShape.Of("tenant"), before: typed(closeBody)}, a.services[cyclesv1.AdminService_ServiceDesc.ServiceName])
+		wire{before: typed(closeBody)}, a.services[cyclesv1.AdminService_ServiceDesc.ServiceName])
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Peek at the body (bounded; readBody still refuses an oversize one).
 		body, err := io.ReadAll(io.LimitReader(r.Body, a.maxBody+1))
@@ -68,7 +68,7 @@ func closeOrUpdate(a *API, update *route) http.Handler {
 func expiredKeys(a *API, list *route) http.Handler {
 	spec := proto.Clone(list.spec).(*cyclesv1.HttpRoute)
 	spec.Query = slices.DeleteFunc(spec.Query, func(q string) bool { return q == "status" })
-	none := newRoute(a, list.method, list.md, spec, wire{answer: list.w.answer}, service{})
+	none := newRoute(a, list.method, list.md, spec, wire{}, service{})
 	if list.call != nil {
 		none.call = func(ctx context.Context, req proto.Message) (any, error) {
 			if _, err := list.call(ctx, req); err != nil {
@@ -101,17 +101,6 @@ func closeBody(a *API, w http.ResponseWriter, r *http.Request, req *cyclesv1.Clo
 
 // ---- API keys -----------------------------------------------------------------
 
-// A key_id is "<tenant>_<16 hex>" on both wires (auth.PublicKeyID, set by
-// the domain answers this wire passes on): the admin spec's key paths carry
-// only the key id, and cyclesd locates a key inside its tenant.
-func splitKeyID(s string) (tenant, keyID string, err error) {
-	tenant, keyID, ok := auth.SplitKeyID(s)
-	if !ok {
-		return "", "", apierr.Invalid("key_id", "is not a cyclesd key id (<tenant>_<16 hex>)")
-	}
-	return tenant, keyID, nil
-}
-
 // neverExpires is expires_at of a key without expiry: the spec requires the
 // field on every key answer.
 const neverExpires = "9999-12-31T23:59:59.999Z"
@@ -137,19 +126,27 @@ func keyPrefix(at []protoreflect.Name) func(protoreflect.Message) (any, bool) {
 
 func keyExpiry(at []protoreflect.Name) func(protoreflect.Message) (any, bool) {
 	return func(m protoreflect.Message) (any, bool) {
-		if k := protowire.Descend(m, at).Interface().(*cyclesv1.ApiKey); k.ExpiresAtMs != nil {
-			return protowire.ISOTime(k.GetExpiresAtMs()), true
-		}
-		return neverExpires, true
+		return expiry(protowire.Descend(m, at).Interface().(*cyclesv1.ApiKey).ExpiresAtMs), true
 	}
 }
 
+// expiry is a key's expires_at: neverExpires when it has none.
+func expiry(ms *int64) string {
+	if ms != nil {
+		return protowire.ISOTime(*ms)
+	}
+	return neverExpires
+}
+
 // keyPath reads the {key_id} path parameter into the request's tenant_id
-// and key_id.
+// and key_id. A key_id is "<tenant>_<16 hex>" on both wires
+// (auth.PublicKeyID, set by the domain answers this wire passes on): the
+// admin spec's key paths carry only the key id, and cyclesd locates a key
+// inside its tenant.
 func keyPath(_ *API, _ http.ResponseWriter, r *http.Request, req proto.Message) error {
-	tenant, keyID, err := splitKeyID(r.PathValue("key_id"))
-	if err != nil {
-		return err
+	tenant, keyID, ok := auth.SplitKeyID(r.PathValue("key_id"))
+	if !ok {
+		return apierr.Invalid("key_id", "is not a cyclesd key id (<tenant>_<16 hex>)")
 	}
 	m := req.ProtoReflect()
 	fields := m.Descriptor().Fields()
@@ -223,8 +220,5 @@ var validateShape = protowire.ShapeOf("valid", "tenant_id", "key_id?", "permissi
 	}).
 	Calc("expires_at", func(m protoreflect.Message) (any, bool) {
 		v := m.Interface().(*cyclesv1.ValidateResponse)
-		if v.ExpiresAtMs != nil {
-			return protowire.ISOTime(v.GetExpiresAtMs()), v.GetValid()
-		}
-		return neverExpires, v.GetValid()
+		return expiry(v.ExpiresAtMs), v.GetValid()
 	})

@@ -13,12 +13,12 @@
 // Routes are declared on the RPCs they run, as the (cycles.v1.http) method
 // option (proto/cycles/v1/http.proto: pattern, status, body, query
 // parameters bound to proto fields by name), and served by one generic
-// handler (route.go); wires.go declares beside them each RPC's answer shape
-// and the steps no field name can say. Bodies are read into the request and
-// answers written from declared shapes by internal/protowire, which knows
-// messages, not routes: a body's differences from its proto are options on
-// the message (http.proto's wire options); an answer's are its shape's
-// computed and constant members, declared here.
+// handler (route.go); wires.go declares beside them the steps no field name
+// can say. Bodies are read into the request and answers written in their
+// message types' shapes by internal/protowire, which knows messages, not
+// routes: a message's differences from its proto are options on the message
+// (http.proto's wire options); an answer type whose spec orders or computes
+// members otherwise has its shape declared here (answerShapes).
 // docs/http-api.md lists the wire rules and what is and is not served.
 package cycleshttp
 
@@ -74,13 +74,14 @@ type API struct {
 	// services are the gRPC services by full name, nil impl when absent.
 	services map[string]service
 	maxBody  int64
+	shapes   *protowire.Shapes // the answers' shapes by message type
 	mux      *http.ServeMux
 	handler  http.Handler
 }
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
 func New(opts Options) *API {
-	a := &API{svc: opts, maxBody: opts.MaxBodyBytes, mux: http.NewServeMux()}
+	a := &API{svc: opts, maxBody: opts.MaxBodyBytes, shapes: answerShapes(), mux: http.NewServeMux()}
 	defaults.Set(&a.maxBody, DefaultMaxBodyBytes)
 	a.routes()
 	var otelOpts []otelhttp.Option

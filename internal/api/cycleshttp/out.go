@@ -1,8 +1,6 @@
 package cycleshttp
 
 import (
-	"encoding/json"
-
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -15,7 +13,9 @@ import (
 // Runtime answers: exactly the keys of the protocol's response schemas, none
 // more (the official SDKs refuse a success body with an unknown key), and
 // optional keys omitted where the reference server omits them
-// (docs/http-api.md, "Wire rules"). Each is a declared shape (protowire.Shape).
+// (docs/http-api.md, "Wire rules"). Each is a declared shape
+// (protowire.Shape) of its message type (answerShapes), or its type's
+// default: its fields in proto order (an Amount is {unit, amount}).
 
 var (
 	amountShape = protowire.ShapeOf("unit", "amount")
@@ -29,7 +29,7 @@ var (
 	reservationShape = protowire.ShapeOf("reservation_id", "status", "idempotency_key?", "subject", "action", "reserved", "committed",
 		"created_at_ms", "expires_at_ms", "finalized_at_ms", "scope_path", "affected_scopes", "metadata?", "committed_metadata?").
 		Nest("subject", protowire.ShapeOf("tenant?", "workspace?", "app?", "workflow?", "agent?", "toolset?", "dimensions?")).
-		Nest("action", protowire.ShapeOf("kind", "name", "tags?")).Nest("reserved", amountShape).
+		Nest("action", protowire.ShapeOf("kind", "name", "tags?")).
 		// committed and finalized_at_ms belong to a finalized reservation only.
 		Calc("committed", func(m protoreflect.Message) (any, bool) {
 			r := m.Interface().(*cyclesv1.Reservation)
@@ -42,28 +42,27 @@ var (
 			return r.GetFinalizedAtMs(), r.FinalizedAtMs != nil && (s == cyclesv1.ReservationStatus_RESERVATION_STATUS_COMMITTED ||
 				s == cyclesv1.ReservationStatus_RESERVATION_STATUS_RELEASED)
 		})
-)
-
-// page is a list answer's shape: its items, next_cursor (omitted when there
-// is no next page) and has_more.
-func page(items string) *protowire.Shape { return protowire.ShapeOf(items, "next_cursor?", "has_more") }
-
-// withBalances adds the runtime answers' balances list.
-func withBalances(s *protowire.Shape) *protowire.Shape { return s.Nest("balances", balanceShape) }
-
-// reserveAnswer and decideAnswer carry deny_detail, written only when
-// showDenyDetail says so (detailed).
-var (
-	reserveAnswer = withBalances(protowire.ShapeOf("decision", "reservation_id?", "reserved?", "expires_at_ms?", "remaining_ttl_ms",
-		"scope_path?", "affected_scopes", "caps?", "balances?", "reason_code?", "retry_after_ms?", "deny_detail?")).
-		Nest("reserved", amountShape).Nest("caps", capsShape).With("deny_detail", protowire.Item(actionkind.WireDenyDetail)).
+	// reserveAnswer and decideAnswer carry deny_detail, written only when
+	// showDenyDetail says so (wire.terse).
+	reserveAnswer = protowire.ShapeOf("decision", "reservation_id?", "reserved?", "expires_at_ms?", "remaining_ttl_ms", "scope_path?",
+		"affected_scopes", "caps?", "balances?", "reason_code?", "retry_after_ms?", "deny_detail?").
+		With("deny_detail", protowire.Item(actionkind.WireDenyDetail)).
 		// remaining_ttl_ms belongs to a live reservation; a dry run has none.
 		Calc("remaining_ttl_ms", func(m protoreflect.Message) (any, bool) {
 			r := m.Interface().(*cyclesv1.CreateReservationResponse)
 			return r.GetRemainingTtlMs(), r.RemainingTtlMs != nil && r.GetReservationId() != ""
 		})
 	decideAnswer = protowire.ShapeOf("decision", "caps?", "reason_code?", "retry_after_ms?", "affected_scopes?", "deny_detail?").
-			Nest("caps", capsShape).With("deny_detail", protowire.Item(actionkind.WireDenyDetail))
+			With("deny_detail", protowire.Item(actionkind.WireDenyDetail))
+	// A settled answer's status is the one its call always leaves.
+	commitAnswer = protowire.ShapeOf("status", "charged", "released", "balances?").Fixed("status", `"COMMITTED"`).
+			Calc("released", func(m protoreflect.Message) (any, bool) { // omitted when zero, as the reference does
+			r := m.Interface().(*cyclesv1.CommitReservationResponse).GetReleased()
+			return amountShape.JSON(r.ProtoReflect()), r.GetAmount() != 0
+		})
+	releaseAnswer = protowire.ShapeOf("status", "released", "balances?").Fixed("status", `"RELEASED"`)
+	extendAnswer  = protowire.ShapeOf("status", "expires_at_ms", "remaining_ttl_ms", "balances?").Fixed("status", `"ACTIVE"`)
+	eventAnswer   = protowire.ShapeOf("status", "event_id", "charged?", "balances?").Fixed("status", `"APPLIED"`)
 )
 
 // showDenyDetail decides whether a success body carries deny_detail. Strict
@@ -80,29 +79,10 @@ func showDenyDetail(optIn, observed bool, reason string) bool {
 	return optIn || observed
 }
 
-// detailed writes an answer in shape detail when show says so, else
-// without its deny_detail.
-func detailed[Req, Resp proto.Message](detail *protowire.Shape, show func(Req, Resp) bool) func(req, resp protoreflect.Message) json.RawMessage {
-	var zero Resp
-	detail.Check(zero.ProtoReflect().Descriptor())
-	plain := detail.Without("deny_detail")
-	return func(req, resp protoreflect.Message) json.RawMessage {
-		if show(req.Interface().(Req), resp.Interface().(Resp)) {
-			return detail.JSON(resp)
-		}
-		return plain.JSON(resp)
+// terse adapts a showDenyDetail rule to wire.terse: true leaves deny_detail
+// out.
+func terse[Req, Resp proto.Message](show func(Req, Resp) bool) func(req, resp protoreflect.Message) bool {
+	return func(req, resp protoreflect.Message) bool {
+		return !show(req.Interface().(Req), resp.Interface().(Resp))
 	}
 }
-
-var (
-	commitAnswer = withBalances(protowire.ShapeOf("status", "charged", "released", "balances?")).Fixed("status", `"COMMITTED"`).
-			Nest("charged", amountShape).
-			Calc("released", func(m protoreflect.Message) (any, bool) { // omitted when zero, as the reference does
-			r := m.Interface().(*cyclesv1.CommitReservationResponse).GetReleased()
-			return amountShape.JSON(r.ProtoReflect()), r.GetAmount() != 0
-		})
-	releaseAnswer = withBalances(protowire.ShapeOf("status", "released", "balances?")).Fixed("status", `"RELEASED"`).Nest("released", amountShape)
-	extendAnswer  = withBalances(protowire.ShapeOf("status", "expires_at_ms", "remaining_ttl_ms", "balances?")).Fixed("status", `"ACTIVE"`)
-	eventAnswer   = withBalances(protowire.ShapeOf("status", "event_id", "charged?", "balances?")).Fixed("status", `"APPLIED"`).
-			Nest("charged", amountShape)
-)

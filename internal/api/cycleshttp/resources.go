@@ -55,7 +55,6 @@ func tenantRequired(req *cyclesv1.ListScopePoliciesRequest) error {
 var policyShape = protowire.ShapeOf("policy_id", "name?", "description?", "scope_pattern", "priority", "caps?", "commit_overage_policy?",
 	"reservation_ttl_override?", "rate_limits?", "status", "effective_from?", "effective_until?", "created_at", "updated_at?",
 	"action_quotas", "risk_class_quotas", "allowed_action_kinds", "denied_action_kinds").
-	Nest("caps", capsShape).
 	Nest("reservation_ttl_override", protowire.ShapeOf("default_ttl_ms?", "max_ttl_ms?", "max_extensions?")).
 	Nest("rate_limits", protowire.ShapeOf("max_reservations_per_minute?", "max_commits_per_minute?")).
 	Nest("action_quotas", protowire.ShapeOf("action_kind", "max_calls", "window", "host_allowlist?", "recipient_domain_allowlist?",
@@ -93,10 +92,6 @@ var quotaState = protowire.ShapeOf("action_kind", "risk_class?", "scope", "scope
 // (tenant_id, from and to as ISO 8601 date-times, bucket hour|day,
 // scope_prefix, scope_depth, unit); docs/archive.md#usage-reports.
 
-// usageReport is the report's wire shape: the proto's, times as ISO 8601.
-var usageReport = protowire.ShapeOf("rows").Nest("rows", protowire.ShapeOf("bucket_start", "scope", "unit", "reserved", "committed", "released",
-	"expired", "debt_incurred", "reservations", "commits", "releases", "expirations", "denials"))
-
 // dailyByDefault: a report without bucket is by day.
 func dailyByDefault(req *cyclesv1.QueryUsageRequest) error {
 	if req.Bucket == cyclesv1.UsageBucket_USAGE_BUCKET_UNSPECIFIED {
@@ -119,9 +114,9 @@ func bucketParam(name, s string) (protoreflect.Value, error) {
 
 // The audit trail (GET /v1/admin/audit/logs; AuditService on gRPC).
 
-// auditPage is the protocol's AuditLogListResponse: the proto's shape.
-var auditPage = page("logs").Nest("logs", protowire.ShapeOf("log_id", "timestamp", "tenant_id", "key_id?", "user_agent?", "source_ip?",
-	"operation", "resource_type?", "resource_id?", "request_id?", "trace_id?", "status", "error_code?", "metadata?"))
+// auditEntry is an entry of the protocol's AuditLogListResponse.
+var auditEntry = protowire.ShapeOf("log_id", "timestamp", "tenant_id", "key_id?", "user_agent?", "source_ip?", "operation",
+	"resource_type?", "resource_id?", "request_id?", "trace_id?", "status", "error_code?", "metadata?")
 
 func newestFirst(name, s string) (protoreflect.Value, error) {
 	if d := strings.ToLower(s); d != "desc" {
@@ -142,11 +137,8 @@ func spentOnlyToReset(req *cyclesv1.BulkActionBudgetsRequest) error {
 	return nil
 }
 
-// bulkShape is the spec's TenantBulkActionResponse and
-// BudgetBulkActionResponse (one shape: the two answers share their fields).
-var bulkShape = protowire.ShapeOf("action", "total_matched", "succeeded", "failed", "skipped", "idempotency_key").
-	Nest("succeeded", bulkRow).Nest("failed", bulkRow).Nest("skipped", bulkRow)
-
+// bulkRow is a row of the spec's TenantBulkActionResponse and
+// BudgetBulkActionResponse (their proto's shape).
 var bulkRow = protowire.ShapeOf("id", "error_code?", "message?", "reason?")
 
 // GET /v1/admin/overview (AdminOverviewResponse) over
@@ -156,17 +148,12 @@ var bulkRow = protowire.ShapeOf("id", "error_code?", "message?", "reason?")
 // (docs/protocol.md#admin-overview).
 
 // overviewShape is the protocol's AdminOverviewResponse plus coverage: the
-// proto's shape, with the webhook members cyclesd never has as constants.
+// proto's shape, with the webhook members cyclesd never has as constants;
+// its scope lists leave out their tenant_id.
 var overviewShape = protowire.ShapeOf("as_of", "event_window_seconds", "tenant_counts", "budget_counts", "over_limit_scopes",
 	"debt_scopes", "webhook_counts", "failing_webhooks", "event_counts", "recent_denials", "recent_expiries",
 	"recent_denials_by_reason", "coverage").
-	Nest("tenant_counts", protowire.ShapeOf("total", "active", "suspended", "closed", "in_observe_mode")).
-	Nest("budget_counts", protowire.ShapeOf("total", "active", "frozen", "closed", "over_limit", "with_debt", "by_unit")).
 	Nest("over_limit_scopes", protowire.ShapeOf("scope", "unit", "allocated", "remaining", "debt")).
 	Nest("debt_scopes", protowire.ShapeOf("scope", "unit", "debt", "overdraft_limit")).
 	Fixed("webhook_counts", `{"total":0,"active":0,"disabled":0,"with_failures":0}`).
-	Fixed("failing_webhooks", `[]`).
-	Nest("event_counts", protowire.ShapeOf("total_recent", "by_category")).
-	Nest("recent_denials", envelopeShape).
-	Nest("recent_expiries", envelopeShape).
-	Nest("coverage", protowire.ShapeOf("capped", "tenants_registered", "tenants_read", "budgets_read", "events_read"))
+	Fixed("failing_webhooks", `[]`)

@@ -2,7 +2,6 @@ package cycleshttp
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -24,15 +23,14 @@ import (
 // (proto/cycles/v1/http.proto): each route's pattern, success status, how its
 // body is read and its query parameters are declared on the RPC it runs.
 // Here, beside it, each routed RPC declares only what the proto cannot say
-// (wires): how its answer is written, and the steps reading what no field
-// binds by name. One generic handler (route.ServeHTTP) serves every route
+// (wires): the steps reading what no field binds by name. Answers are
+// written in their message types' shapes (answerShapes). One generic handler (route.ServeHTTP) serves every route
 // through serve, the one call path.
 
 // wire is what one routed RPC declares beside its routes.
 type wire struct {
-	answer *protowire.Shape // the answer's shape (or encode)
-	// encode writes an answer that also depends on the request.
-	encode func(req, resp protoreflect.Message) json.RawMessage
+	// terse says when an answer leaves out its deny_detail (showDenyDetail).
+	terse func(req, resp protoreflect.Message) bool
 	// before runs after the path and query are bound, before the body is
 	// read (what it sets, the body may not set); after runs last.
 	before, after hook
@@ -74,6 +72,8 @@ type route struct {
 	params []param
 	w      wire
 	req    protoreflect.MessageType
+	// answer is the answer's shape; plain is it without deny_detail (terse).
+	answer, plain *protowire.Shape
 	// call runs the service's method; nil: the service is not enabled.
 	call func(ctx context.Context, req proto.Message) (any, error)
 }
@@ -95,12 +95,9 @@ func (a *API) routes() {
 	for full, md := range contract.Methods() {
 		specs, _ := proto.GetExtension(md.Options(), cyclesv1.E_Http).([]*cyclesv1.HttpRoute)
 		name := string(md.Parent().Name()) + "/" + string(md.Name())
-		w, ok := wires[name]
+		w := wires[name]
 		if len(specs) == 0 {
 			continue
-		}
-		if !ok {
-			panic("cycleshttp: " + name + " has routes but no wire declaration")
 		}
 		used[name] = true
 		for _, spec := range specs {
@@ -130,9 +127,9 @@ func newRoute(a *API, full string, md protoreflect.MethodDescriptor, spec *cycle
 	if err != nil {
 		panic("cycleshttp: " + err.Error())
 	}
-	rt := &route{a: a, md: md, method: full, spec: spec, w: w, call: w.call, req: mt}
-	if w.answer != nil {
-		w.answer.Check(md.Output())
+	rt := &route{a: a, md: md, method: full, spec: spec, w: w, call: w.call, req: mt, answer: a.shapes.Prepare(md.Output())}
+	if w.terse != nil {
+		rt.plain = rt.answer.Without("deny_detail")
 	}
 	if rt.call == nil && svc.impl != nil {
 		for _, m := range svc.desc.Methods {
@@ -160,24 +157,17 @@ func newRoute(a *API, full string, md protoreflect.MethodDescriptor, spec *cycle
 		p.name, p.field, p.parse = name, protoreflect.Name(field), w.params[name]
 		rt.params = append(rt.params, p)
 	}
-	for _, p := range rt.params {
-		p.fieldOf(fields, md.Input().FullName())
+	// Each binds the request field of its name (or field); a declaration
+	// naming no field of the request is a programming error.
+	for i, p := range rt.params {
+		if p.field == "" {
+			p.field = protoreflect.Name(p.name)
+		}
+		if rt.params[i].fd = fields.ByName(p.field); rt.params[i].fd == nil {
+			panic("cycleshttp: parameter " + p.name + " names no field of " + string(md.Input().FullName()))
+		}
 	}
 	return rt
-}
-
-// fieldOf is the request field p binds; a declaration naming no field of
-// the request is a programming error.
-func (p param) fieldOf(fields protoreflect.FieldDescriptors, msg protoreflect.FullName) protoreflect.FieldDescriptor {
-	name := p.field
-	if name == "" {
-		name = protoreflect.Name(p.name)
-	}
-	fd := fields.ByName(name)
-	if fd == nil {
-		panic("cycleshttp: parameter " + p.name + " names no field of " + string(msg))
-	}
-	return fd
 }
 
 // ServeHTTP reads one request of the route and runs it through serve.
@@ -196,17 +186,17 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	a.serve(w, r, rt.method, planeOf(rt.method), rt.status(), req, err,
 		func(ctx context.Context, req any) (any, error) {
-			if err := rt.caller(ctx); err != nil {
+			if err := checkCaller(ctx, rt.spec.GetCaller()); err != nil {
 				return nil, err
 			}
 			return rt.call(ctx, req.(proto.Message))
 		},
 		func(resp any) any {
 			m := resp.(proto.Message).ProtoReflect()
-			if rt.w.encode != nil {
-				return rt.w.encode(req.ProtoReflect(), m)
+			if rt.w.terse != nil && rt.w.terse(req.ProtoReflect(), m) {
+				return a.shapes.Write(rt.plain, m)
 			}
-			return rt.w.answer.JSON(m)
+			return a.shapes.Write(rt.answer, m)
 		})
 }
 
@@ -230,11 +220,12 @@ func (rt *route) body(a *API, w http.ResponseWriter, r *http.Request, req proto.
 	return nil
 }
 
-// caller refuses the credential a route narrows its RPC's rule against
-// (HttpRoute.caller): the event reads of the two planes share one RPC.
-func (rt *route) caller(ctx context.Context) error {
+// checkCaller refuses a credential other than the one a route narrows its
+// RPC's rule to (HttpRoute.caller): the event reads of the two planes share
+// one RPC, and the webhook routes answer under the event read's rule.
+func checkCaller(ctx context.Context, c cyclesv1.Caller) error {
 	p, _ := auth.FromContext(ctx)
-	switch rt.spec.GetCaller() {
+	switch c {
 	case cyclesv1.Caller_CALLER_ADMIN:
 		if !p.Admin {
 			return apierr.New(apierr.Unauthorized, "this endpoint needs the admin key (X-Admin-API-Key)")
@@ -269,6 +260,7 @@ type param struct {
 	path     bool
 	required bool
 	parse    func(name, s string) (protoreflect.Value, error)
+	fd       protoreflect.FieldDescriptor // the field it binds
 }
 
 // bindParams sets the request fields of the declared parameters. Blank
@@ -277,7 +269,7 @@ type param struct {
 func bindParams(r *http.Request, m protoreflect.Message, ps []param) error {
 	var qs url.Values
 	for _, p := range ps {
-		fd := p.fieldOf(m.Descriptor().Fields(), m.Descriptor().FullName())
+		fd := p.fd
 		var vals []string
 		if p.path {
 			vals = []string{r.PathValue(p.name)}

@@ -13,7 +13,7 @@ func TestDeclarationsNamingNoFieldPanic(t *testing.T) {
 	for name, declare := range map[string]func(){
 		"query parameter": func() {
 			md := cyclesv1.File_cycles_v1_usage_proto.Services().ByName("UsageService").Methods().ByName("QueryUsage")
-			newRoute(&API{}, "/x", md, &cyclesv1.HttpRoute{Pattern: "GET /x", Query: []string{"nope"}}, wire{}, service{})
+			newRoute(&API{shapes: answerShapes()}, "/x", md, &cyclesv1.HttpRoute{Pattern: "GET /x", Query: []string{"nope"}}, wire{}, service{})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -27,10 +27,13 @@ func TestDeclarationsNamingNoFieldPanic(t *testing.T) {
 	}
 }
 
-// TestOverviewShapeBytes: the overview written from its shape, byte for
-// byte as the hand-written types it replaced wrote it (empty and full;
-// exact int64, sorted maps, HTML-safe escapes, the constant webhook members).
+// TestOverviewShapeBytes: the overview written from its shape and its
+// members' default shapes, byte for byte as the hand-written types it
+// replaced wrote it (empty and full; exact int64, sorted maps, HTML-safe
+// escapes, the constant webhook members).
 func TestOverviewShapeBytes(t *testing.T) {
+	shapes := answerShapes()
+	shapes.Prepare((&cyclesv1.GetOverviewResponse{}).ProtoReflect().Descriptor())
 	for _, tc := range []struct {
 		in   *cyclesv1.GetOverviewResponse
 		want string
@@ -47,7 +50,7 @@ func TestOverviewShapeBytes(t *testing.T) {
 			RecentDenialsByReason: map[string]int64{"BUDGET_EXCEEDED": 1},
 			Coverage:              &cyclesv1.OverviewCoverage{Capped: true, TenantsRegistered: 3, TenantsRead: 3, BudgetsRead: 4, EventsRead: 7}}, `{"as_of":"2026-01-01T00:00:00.123Z","event_window_seconds":3600,"tenant_counts":{"total":3,"active":2,"suspended":0,"closed":1,"in_observe_mode":1},"budget_counts":{"total":9223372036854775807,"active":0,"frozen":0,"closed":0,"over_limit":0,"with_debt":0,"by_unit":{"CREDITS":1,"TOKENS":2}},"over_limit_scopes":[{"scope":"tenant:t","unit":"TOKENS","allocated":5,"remaining":-1,"debt":3}],"debt_scopes":[{"scope":"tenant:t/\u003ca\u0026b\u003e","unit":"CREDITS","debt":3,"overdraft_limit":10}],"webhook_counts":{"total":0,"active":0,"disabled":0,"with_failures":0},"failing_webhooks":[],"event_counts":{"total_recent":7,"by_category":{"budget":2,"reservation":5}},"recent_denials":[{"event_id":"e1","event_type":"reservation.denied","category":"","timestamp":"2026-01-01T00:00:00.000Z","tenant_id":"t","source":""}],"recent_expiries":[{"event_id":"e2","event_type":"reservation.expired","category":"","timestamp":"","tenant_id":"t","actor":{"type":"system"},"source":""}],"recent_denials_by_reason":{"BUDGET_EXCEEDED":1},"coverage":{"capped":true,"tenants_registered":3,"tenants_read":3,"budgets_read":4,"events_read":7}}`},
 	} {
-		if got := string(overviewShape.JSON(tc.in.ProtoReflect())); got != tc.want {
+		if got := string(shapes.Write(nil, tc.in.ProtoReflect())); got != tc.want {
 			t.Errorf("got  %s\nwant %s", got, tc.want)
 		}
 	}

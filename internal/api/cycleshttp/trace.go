@@ -2,8 +2,9 @@ package cycleshttp
 
 import (
 	"crypto/rand"
-	"encoding/hex"
 	"net/http"
+	"regexp"
+	"strconv"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -34,43 +35,28 @@ func incomingTrace(h http.Header) (trace.SpanContext, bool) {
 	return trace.SpanContext{}, false
 }
 
-// parseTraceparent accepts version 00: "00-<32 hex>-<16 hex>-<2 hex>", ids
-// lowercase and not all zero (otel's TraceIDFromHex and SpanIDFromHex check
-// exactly that).
+// traceparent is version 00 of the W3C header: lower-case hex trace id,
+// span id and flags.
+var traceparent = regexp.MustCompile(`^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$`)
+
+// parseTraceparent accepts a version 00 traceparent whose ids are not all
+// zero (otel's TraceIDFromHex and SpanIDFromHex check that).
 func parseTraceparent(s string) (trace.SpanContext, bool) {
-	if len(s) != 55 || s[:3] != "00-" || s[35] != '-' || s[52] != '-' {
+	p := traceparent.FindStringSubmatch(s)
+	if p == nil {
 		return trace.SpanContext{}, false
 	}
-	tid, ok := parseTraceID(s[3:35])
-	if !ok {
+	tid, terr := trace.TraceIDFromHex(p[1])
+	sid, serr := trace.SpanIDFromHex(p[2])
+	flags, ferr := strconv.ParseUint(p[3], 16, 8)
+	if terr != nil || serr != nil || ferr != nil {
 		return trace.SpanContext{}, false
 	}
-	sid, err := trace.SpanIDFromHex(s[36:52])
-	if err != nil {
-		return trace.SpanContext{}, false
-	}
-	var flags [1]byte
-	if !lowerHex(s[53:55]) {
-		return trace.SpanContext{}, false
-	}
-	if _, err := hex.Decode(flags[:], []byte(s[53:55])); err != nil {
-		return trace.SpanContext{}, false
-	}
-	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags[0]), Remote: true}), true
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags), Remote: true}), true
 }
 
 // parseTraceID accepts ^[0-9a-f]{32}$, not all zero.
 func parseTraceID(s string) (trace.TraceID, bool) {
 	tid, err := trace.TraceIDFromHex(s)
 	return tid, err == nil
-}
-
-func lowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }

@@ -11,7 +11,6 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
-	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/protowire"
 )
 
@@ -67,14 +66,14 @@ func (a *API) webhook(pattern string, admin bool, answer func(*http.Request) (an
 }
 
 func (a *API) webhookServe(w http.ResponseWriter, r *http.Request, admin bool, decodeErr error, answer func() (any, error)) {
-	p := runtimePlane
+	p, caller := runtimePlane, cyclesv1.Caller_CALLER_UNSPECIFIED
 	if admin {
-		p = adminPlane
+		p, caller = adminPlane, cyclesv1.Caller_CALLER_ADMIN
 	}
 	a.serve(w, r, cyclesv1.EventService_ListEvents_FullMethodName, p, http.StatusOK, &cyclesv1.ListEventsRequest{}, decodeErr,
 		func(ctx context.Context, _ any) (any, error) {
-			if p, _ := auth.FromContext(ctx); admin && !p.Admin {
-				return nil, apierr.New(apierr.Unauthorized, "this endpoint needs the admin key (X-Admin-API-Key)")
+			if err := checkCaller(ctx, caller); err != nil {
+				return nil, err
 			}
 			return answer()
 		},

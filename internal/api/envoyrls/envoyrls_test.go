@@ -17,11 +17,10 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/cyclesgo/cycles-go/internal/ratelimit"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
-	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 func uniq(p string) string {
@@ -41,10 +40,7 @@ func desc(kv ...string) *rlsv3common.RateLimitDescriptor {
 // A real Envoy RateLimitRequest, built from go-control-plane's types and sent
 // over gRPC, is answered per descriptor with Envoy's codes and limits.
 func TestShouldRateLimit(t *testing.T) {
-	ex, err := script.New(redistest.SharedClient(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.Shared(t)
 	tel := telemetrytest.New()
 	lim := ratelimit.New(ex, ratelimit.Options{MeterProvider: tel.Provider})
 	ctx := context.Background()

@@ -12,12 +12,12 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/ledgerops"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // The pause flag is in Redis: one replica pauses, another sees it; resume
@@ -38,10 +38,7 @@ func TestPauseResumeAcrossReplicas(t *testing.T) {
 	if err != nil || !st.GetPaused() || st.GetPauseReason() != "still 42" {
 		t.Fatalf("status %v %v", st, err)
 	}
-	ex2, err := script.New(redistest.SharedClient(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex2 := scripttest.Shared(t)
 	other := sweeper.New(ex2, sweeper.Options{})
 	if ps, err := other.PauseState(ctx); err != nil || !ps.Paused {
 		t.Fatalf("another replica sees %+v %v", ps, err)

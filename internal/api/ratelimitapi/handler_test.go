@@ -10,19 +10,15 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/ratelimit"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
-	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // client serves the handler behind the production chain.
 func client(t *testing.T) cyclesv1.RateLimitServiceClient {
 	t.Helper()
-	ex, err := script.New(redistest.SharedClient(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.Shared(t)
 	conn := grpctest.Start(t, server.Services{RateLimit: New(ratelimit.New(ex, ratelimit.Options{}))})
 	return cyclesv1.NewRateLimitServiceClient(conn)
 }
