@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 )
 
 // encode checks s against Resp's descriptor (as a route table does when
@@ -64,12 +65,7 @@ func TestShapeNamingNoFieldPanics(t *testing.T) {
 		"unknown member": func() { ShapeOf("a").Calc("b", nil) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Fatal("no panic for a declaration that names no field")
-				}
-			}()
-			declare()
+			errtest.Panics(t, "no panic for a declaration that names no field", declare)
 		})
 	}
 }
