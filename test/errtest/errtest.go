@@ -28,3 +28,16 @@ func Want(tb testing.TB, err error, want string) (refused bool) {
 	}
 	return true
 }
+
+// Panics calls f and fails tb with msg (Errorf: a table goes on to its next
+// case) when f returns instead of panicking, for declarations whose mistakes
+// are programming errors found when they are built.
+func Panics(tb testing.TB, msg string, f func()) {
+	tb.Helper()
+	defer func() {
+		if recover() == nil {
+			tb.Errorf("%s", msg)
+		}
+	}()
+	f()
+}

@@ -13,6 +13,7 @@ type fakeTB struct {
 
 func (f *fakeTB) Helper()               {}
 func (f *fakeTB) Fatalf(string, ...any) { f.failed = true }
+func (f *fakeTB) Errorf(string, ...any) { f.failed = true }
 
 func TestWant(t *testing.T) {
 	for _, tc := range []struct {
@@ -31,6 +32,26 @@ func TestWant(t *testing.T) {
 			f := &fakeTB{}
 			if got := Want(f, tc.err, tc.want); got != tc.refused || f.failed != tc.failed {
 				t.Fatalf("Want = %v, failed %v; want %v, failed %v", got, f.failed, tc.refused, tc.failed)
+			}
+		})
+	}
+}
+
+func TestPanics(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		f      func()
+		failed bool
+	}{
+		{"panics", func() { panic("bad declaration") }, false},
+		{"panics with nil error", func() { var err error; panic(err) }, false},
+		{"returns", func() {}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeTB{}
+			Panics(f, "no panic", tc.f)
+			if f.failed != tc.failed {
+				t.Fatalf("failed %v, want %v", f.failed, tc.failed)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 )
 
 // TestDeclarationsNamingNoFieldPanic: a shape member, a nested shape's
@@ -17,12 +18,7 @@ func TestDeclarationsNamingNoFieldPanic(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Fatal("no panic for a declaration that names no field")
-				}
-			}()
-			declare()
+			errtest.Panics(t, "no panic for a declaration that names no field", declare)
 		})
 	}
 }
