@@ -97,8 +97,7 @@ func TestDefaultShapes(t *testing.T) {
 		}, `{"ledgers":[],"next_cursor":"c","has_more":true}`},
 		{"one message field: its answer", func() string {
 			return write(&cyclesv1.GetActionKindResponse{Kind: &cyclesv1.ActionKind{Kind: "k", Deprecated: true}})
-		}, `{"kind":"k","risk_class":"","policy_key_spec":{"host":false,"recipient_domain":false,"resource_type":"","path_prefix":false},` +
-			`"description":"","mcp_tool_prefixes":[],"deprecated":true,"replacement_kind":""}`},
+		}, `{"kind":"k","risk_class":"","mcp_tool_prefixes":[],"deprecated":true}`},
 		{"Without drops the member", func() string {
 			return string(ShapeOf("log_id", "status").Without("status").JSON((&cyclesv1.AuditLogEntry{LogId: "l"}).ProtoReflect()))
 		}, `{"log_id":"l"}`},

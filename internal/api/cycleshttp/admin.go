@@ -190,12 +190,6 @@ func tenantFrom(field protoreflect.Name, of func(string) string) hook {
 	}
 }
 
-// ---- introspection ---------------------------------------------------------------
-
-// introspectShape is the spec's introspection answer; key_id is cyclesd's
-// addition: the key's id as the admin routes name it.
-var introspectShape = protowire.ShapeOf("authenticated", "auth_type", "permissions", "capabilities", "tenant_id?", "scope_filter?", "key_id?")
-
 // notServed answers a JSON 404 for protocol endpoints cyclesd does not serve.
 func (a *API) notServed(w http.ResponseWriter, r *http.Request, why string) {
 	writeBareError(w, r, http.StatusNotFound, apierr.NotFound,

@@ -19,7 +19,6 @@ import (
 
 var (
 	amountShape = protowire.ShapeOf("unit", "amount")
-	capsShape   = protowire.ShapeOf("max_tokens?", "max_steps_remaining?", "tool_allowlist?", "tool_denylist?", "cooldown_ms?")
 	// A balance's amounts all carry the unit of remaining; debt and
 	// overdraft_limit are omitted when zero, as the reference writes them.
 	balanceShape = protowire.ShapeOf("scope", "scope_path", "remaining=remaining.amount:remaining.unit",
@@ -28,7 +27,6 @@ var (
 		"overdraft_limit=overdraft_limit.amount:remaining.unit?", "is_over_limit?")
 	reservationShape = protowire.ShapeOf("reservation_id", "status", "idempotency_key?", "subject", "action", "reserved", "committed",
 		"created_at_ms", "expires_at_ms", "finalized_at_ms", "scope_path", "affected_scopes", "metadata?", "committed_metadata?").
-		Nest("subject", protowire.ShapeOf("tenant?", "workspace?", "app?", "workflow?", "agent?", "toolset?", "dimensions?")).
 		Nest("action", protowire.ShapeOf("kind", "name", "tags?")).
 		// committed and finalized_at_ms belong to a finalized reservation only.
 		Calc("committed", func(m protoreflect.Message) (any, bool) {

@@ -54,12 +54,7 @@ func tenantRequired(req *cyclesv1.ListScopePoliciesRequest) error {
 // which are always present (the spec: empty lists, never omitted).
 var policyShape = protowire.ShapeOf("policy_id", "name?", "description?", "scope_pattern", "priority", "caps?", "commit_overage_policy?",
 	"reservation_ttl_override?", "rate_limits?", "status", "effective_from?", "effective_until?", "created_at", "updated_at?",
-	"action_quotas", "risk_class_quotas", "allowed_action_kinds", "denied_action_kinds").
-	Nest("reservation_ttl_override", protowire.ShapeOf("default_ttl_ms?", "max_ttl_ms?", "max_extensions?")).
-	Nest("rate_limits", protowire.ShapeOf("max_reservations_per_minute?", "max_commits_per_minute?")).
-	Nest("action_quotas", protowire.ShapeOf("action_kind", "max_calls", "window", "host_allowlist?", "recipient_domain_allowlist?",
-		"resource_type_allowlist?", "per_run_counter_ttl_ms?", "threshold_pct?")).
-	Nest("risk_class_quotas", protowire.ShapeOf("risk_class", "max_calls", "window", "per_run_counter_ttl_ms?", "threshold_pct?"))
+	"action_quotas", "risk_class_quotas", "allowed_action_kinds", "denied_action_kinds")
 
 // The v0.1.26 action-quota counters over QuotaCounterService: GET (the
 // admin key, or a tenant key with action_quotas:read or the deprecated
@@ -114,10 +109,6 @@ func bucketParam(name, s string) (protoreflect.Value, error) {
 
 // The audit trail (GET /v1/admin/audit/logs; AuditService on gRPC).
 
-// auditEntry is an entry of the protocol's AuditLogListResponse.
-var auditEntry = protowire.ShapeOf("log_id", "timestamp", "tenant_id", "key_id?", "user_agent?", "source_ip?", "operation",
-	"resource_type?", "resource_id?", "request_id?", "trace_id?", "status", "error_code?", "metadata?")
-
 func newestFirst(name, s string) (protoreflect.Value, error) {
 	if d := strings.ToLower(s); d != "desc" {
 		return protoreflect.Value{}, apierr.Invalid(name, "only desc (newest first) is supported")
@@ -136,10 +127,6 @@ func spentOnlyToReset(req *cyclesv1.BulkActionBudgetsRequest) error {
 	}
 	return nil
 }
-
-// bulkRow is a row of the spec's TenantBulkActionResponse and
-// BudgetBulkActionResponse (their proto's shape).
-var bulkRow = protowire.ShapeOf("id", "error_code?", "message?", "reason?")
 
 // GET /v1/admin/overview (AdminOverviewResponse) over
 // OverviewService.GetOverview. cyclesd keeps no webhook subscriptions

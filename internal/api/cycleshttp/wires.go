@@ -71,18 +71,16 @@ var wires = map[string]wire{
 // default shape, as their fields' wire options say).
 func answerShapes() *protowire.Shapes {
 	return protowire.NewShapes().
-		For(&cyclesv1.Caps{}, capsShape).For(&cyclesv1.Balance{}, balanceShape).For(&cyclesv1.Reservation{}, reservationShape).
+		For(&cyclesv1.Balance{}, balanceShape).For(&cyclesv1.Reservation{}, reservationShape).
 		For(&cyclesv1.CreateReservationResponse{}, reserveAnswer).For(&cyclesv1.DecideResponse{}, decideAnswer).
 		For(&cyclesv1.CommitReservationResponse{}, commitAnswer).For(&cyclesv1.ReleaseReservationResponse{}, releaseAnswer).
 		For(&cyclesv1.ExtendReservationResponse{}, extendAnswer).For(&cyclesv1.CreateEventResponse{}, eventAnswer).
 		For(&cyclesv1.Tenant{}, tenantShape).For(&cyclesv1.CloseTenantResponse{}, tenantShape.Of("tenant")).
 		For(&cyclesv1.ApiKey{}, apiKeyShape).For(&cyclesv1.CreateApiKeyResponse{}, newKeyShape).
 		For(&cyclesv1.Budget{}, ledgerShape).For(&cyclesv1.FundBudgetResponse{}, fundShape).
-		For(&cyclesv1.IntrospectResponse{}, introspectShape).For(&cyclesv1.ValidateResponse{}, validateShape).
+		For(&cyclesv1.ValidateResponse{}, validateShape).
 		For(&cyclesv1.Event{}, envelopeShape).For(&cyclesv1.ScopePolicy{}, policyShape).
-		For(&cyclesv1.ActionQuotaState{}, quotaState).For(&cyclesv1.AuditLogEntry{}, auditEntry).
-		For(&cyclesv1.BulkRowOutcome{}, bulkRow).For(&cyclesv1.GetOverviewResponse{}, overviewShape).
-		For(&cyclesv1.ActionKind{}, actionKindShape)
+		For(&cyclesv1.ActionQuotaState{}, quotaState).For(&cyclesv1.GetOverviewResponse{}, overviewShape)
 }
 
 // noHierarchy refuses the spec's parent tenant filter.
