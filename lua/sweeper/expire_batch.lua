@@ -3,7 +3,7 @@
 -- atomic call that stops early once it has run for budget_us (Redis TIME), so
 -- no call holds Redis (and every other tenant's reserve) for long
 -- (docs/protocol.md#expiry, docs/design.md#the-sweeper, internal/sweeper/doc.go).
--- include: lib/refund.lua lib/keys.lua lib/record_layout.lua lib/paging.lua
+-- include: lib/refund.lua lib/keys.lua lib/record_layout.lua lib/paging.lua lib/civil.lua
 --
 -- KEYS: 1 tenant_prefix   "cy:{t:<tenant>}:"; reservation and budget keys are
 --                         derived from it (prefix .. "r:" .. id, prefix .. "b:" ..
@@ -112,24 +112,13 @@ local function is_ms(v)
   return type(v) == 'string' and #v <= 15 and string.find(v, '^%d+$') ~= nil
 end
 
--- iso8601 formats epoch milliseconds as UTC "YYYY-MM-DDTHH:MM:SS.mmmZ"
--- (days-to-civil conversion; Redis Lua has no os.date).
+-- iso8601 formats epoch milliseconds as UTC "YYYY-MM-DDTHH:MM:SS.mmmZ".
 local function iso8601(ms)
   local secs = math.floor(ms / 1000)
   local milli = ms - secs * 1000
   local days = math.floor(secs / 86400)
   local sod = secs - days * 86400
-  local z = days + 719468
-  local era = math.floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
-  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
-  local mp = math.floor((5 * doy + 2) / 153)
-  local d = doy - math.floor((153 * mp + 2) / 5) + 1
-  local m = mp + 3
-  if mp >= 10 then m = mp - 9 end
-  local y = yoe + era * 400
-  if m <= 2 then y = y + 1 end
+  local y, m, d = civil_date(days)
   return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d,
     math.floor(sod / 3600), math.floor((sod % 3600) / 60), sod % 60, milli)
 end

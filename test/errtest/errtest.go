@@ -41,3 +41,8 @@ func Panics(tb testing.TB, msg string, f func()) {
 	}()
 	f()
 }
+
+// ErrOf is the error of a call whose result a case does not look at:
+//
+//	call: func(ctx context.Context) error { return errtest.ErrOf(c.Get(ctx, req)) },
+func ErrOf[T any](_ T, err error) error { return err }

@@ -56,3 +56,19 @@ func TestPanics(t *testing.T) {
 		})
 	}
 }
+
+func TestErrOf(t *testing.T) {
+	boom := errors.New("boom")
+	call := func(fail bool) (*int, error) {
+		if fail {
+			return nil, boom
+		}
+		return new(int), nil
+	}
+	if err := ErrOf(call(true)); err != boom {
+		t.Fatalf("ErrOf = %v, want %v", err, boom)
+	}
+	if err := ErrOf(call(false)); err != nil {
+		t.Fatalf("ErrOf = %v, want nil", err)
+	}
+}
