@@ -67,7 +67,6 @@
 -- so a reservation is either fully expired or not touched at all.
 
 local TERMINAL_RETENTION_MS = 2592000000
-local MAX_SCOPES = 6
 
 local prefix, deadlines, stream = KEYS[1], KEYS[2], KEYS[3]
 local quarantine_index = key_index(prefix, 'quarantine')
@@ -148,21 +147,11 @@ local function plan(r)
   if type(r.unit) ~= 'string' or string.find(r.unit, '^[A-Z_]+$') == nil then
     return nil, 'INVALID_ESTIMATE'
   end
-  if r.budgeted == nil or r.budgeted == '' then return nil, 'MISSING_SCOPES' end
-  -- Positions in the scope path, or a JSON array (docs/design.md#reservation-records).
-  local scopes = unpack_budgeted(r.budgeted, r.scope_path)
-  if type(scopes) ~= 'table' then return nil, 'MALFORMED_SCOPES' end
-  if #scopes == 0 then
-    if next(scopes) == nil then return nil, 'MISSING_SCOPES' end
-    return nil, 'MALFORMED_SCOPES'
-  end
-  if #scopes > MAX_SCOPES then return nil, 'MALFORMED_SCOPES' end
-  local seen, steps = {}, {}
+  local scopes, bad = budgeted_scopes(r.budgeted, r.scope_path)
+  if not scopes then return nil, bad end
+  local steps = {}
   for i = 1, #scopes do
-    local s = scopes[i]
-    if type(s) ~= 'string' or s == '' or #s > 1024 or seen[s] then return nil, 'MALFORMED_SCOPES' end
-    seen[s] = true
-    local b, problem = refund_read(key_budget(prefix, s, r.unit))
+    local b, problem = refund_read(key_budget(prefix, scopes[i], r.unit))
     if b == nil then return nil, (problem == 'MISSING') and 'MISSING_BUDGET' or 'CORRUPT_BUDGET' end
     -- A budget cannot hold less than the reservations that reserved against it
     -- (docs/protocol.md#tenants-and-api-keys): RESERVED_UNDERFLOW quarantines.
