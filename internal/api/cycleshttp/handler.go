@@ -72,12 +72,12 @@ type Options struct {
 // API is the Cycles HTTP/JSON surface.
 type API struct {
 	svc Options // the services (nil: their routes answer 404)
-	// services are the gRPC services by full name, nil impl when absent.
-	services map[string]service
-	maxBody  int64
-	shapes   *protowire.Shapes // the answers' shapes by message type
-	mux      *http.ServeMux
-	handler  http.Handler
+	// calls run the provided services' methods by full name.
+	calls   map[string]func(ctx context.Context, req proto.Message) (any, error)
+	maxBody int64
+	shapes  *protowire.Shapes // the answers' shapes by message type
+	mux     *http.ServeMux
+	handler http.Handler
 }
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".

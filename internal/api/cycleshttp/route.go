@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -29,7 +28,7 @@ import (
 
 // wire is what one routed RPC declares beside its routes.
 type wire struct {
-	// terse says when an answer leaves out its deny_detail (showDenyDetail).
+	// terse says when an answer leaves out its deny_detail (terse).
 	terse func(req, resp protoreflect.Message) bool
 	// before runs after the path and query are bound, before the body is
 	// read (what it sets, the body may not set); after runs last.
@@ -78,18 +77,17 @@ type route struct {
 	call func(ctx context.Context, req proto.Message) (any, error)
 }
 
-// service is one gRPC service the wire calls, nil when not enabled.
-type service struct {
-	desc *grpc.ServiceDesc
-	impl any
-}
-
 // routes mounts every declared route (one of a service not enabled answers
 // 404 saying why), then the webhook family and the catch-all.
 func (a *API) routes() {
-	a.services = map[string]service{}
+	a.calls = map[string]func(ctx context.Context, req proto.Message) (any, error){}
 	for _, s := range a.svc.Services.Provided() {
-		a.services[s.Desc.ServiceName] = service{s.Desc, s.Impl}
+		for _, m := range s.Desc.Methods {
+			h, impl := m.Handler, s.Impl
+			a.calls["/"+s.Desc.ServiceName+"/"+m.MethodName] = func(ctx context.Context, req proto.Message) (any, error) {
+				return h(impl, ctx, func(in any) error { proto.Merge(in.(proto.Message), req); return nil }, nil)
+			}
+		}
 	}
 	used := map[string]bool{}
 	for full, md := range contract.Methods() {
@@ -101,7 +99,7 @@ func (a *API) routes() {
 		}
 		used[name] = true
 		for _, spec := range specs {
-			rt := newRoute(a, full, md, spec, w, a.services[string(md.Parent().FullName())])
+			rt := newRoute(a, full, md, spec, w)
 			var h http.Handler = rt
 			if w.mount != nil {
 				h = w.mount(a, rt)
@@ -122,7 +120,7 @@ func (a *API) routes() {
 
 // newRoute builds the route of spec on method md; a declaration naming no
 // field panics here, in every test.
-func newRoute(a *API, full string, md protoreflect.MethodDescriptor, spec *cyclesv1.HttpRoute, w wire, svc service) *route {
+func newRoute(a *API, full string, md protoreflect.MethodDescriptor, spec *cyclesv1.HttpRoute, w wire) *route {
 	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
 	if err != nil {
 		panic("cycleshttp: " + err.Error())
@@ -131,15 +129,8 @@ func newRoute(a *API, full string, md protoreflect.MethodDescriptor, spec *cycle
 	if w.terse != nil {
 		rt.plain = rt.answer.Without("deny_detail")
 	}
-	if rt.call == nil && svc.impl != nil {
-		for _, m := range svc.desc.Methods {
-			if m.MethodName == string(md.Name()) {
-				h, impl := m.Handler, svc.impl
-				rt.call = func(ctx context.Context, req proto.Message) (any, error) {
-					return h(impl, ctx, func(in any) error { proto.Merge(in.(proto.Message), req); return nil }, nil)
-				}
-			}
-		}
+	if rt.call == nil {
+		rt.call = a.calls[full] // nil: the service is not enabled
 	}
 	fields := md.Input().Fields()
 	// Path wildcards bind the request field of the same name, if it has one.

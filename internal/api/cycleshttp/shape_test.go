@@ -14,7 +14,7 @@ func TestDeclarationsNamingNoFieldPanic(t *testing.T) {
 	for name, declare := range map[string]func(){
 		"query parameter": func() {
 			md := cyclesv1.File_cycles_v1_usage_proto.Services().ByName("UsageService").Methods().ByName("QueryUsage")
-			newRoute(&API{shapes: answerShapes()}, "/x", md, &cyclesv1.HttpRoute{Pattern: "GET /x", Query: []string{"nope"}}, wire{}, service{})
+			newRoute(&API{shapes: answerShapes()}, "/x", md, &cyclesv1.HttpRoute{Pattern: "GET /x", Query: []string{"nope"}}, wire{})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
