@@ -45,7 +45,7 @@ var tenantShape = protowire.ShapeOf("tenant_id", "name", "status", "default_comm
 func closeOrUpdate(a *API, update *route) http.Handler {
 	md := cyclesv1.File_cycles_v1_admin_proto.Services().ByName("AdminService").Methods().ByName("CloseTenant")
 	closing := newRoute(a, cyclesv1.AdminService_CloseTenant_FullMethodName, md, &cyclesv1.HttpRoute{Pattern: update.spec.GetPattern()},
-		wire{before: typed(closeBody)}, a.services[cyclesv1.AdminService_ServiceDesc.ServiceName])
+		wire{before: typed(closeBody)})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Peek at the body (bounded; readBody still refuses an oversize one).
 		body, err := io.ReadAll(io.LimitReader(r.Body, a.maxBody+1))
@@ -68,7 +68,7 @@ func closeOrUpdate(a *API, update *route) http.Handler {
 func expiredKeys(a *API, list *route) http.Handler {
 	spec := proto.Clone(list.spec).(*cyclesv1.HttpRoute)
 	spec.Query = slices.DeleteFunc(spec.Query, func(q string) bool { return q == "status" })
-	none := newRoute(a, list.method, list.md, spec, wire{}, service{})
+	none := newRoute(a, list.method, list.md, spec, wire{})
 	if list.call != nil {
 		none.call = func(ctx context.Context, req proto.Message) (any, error) {
 			if _, err := list.call(ctx, req); err != nil {
@@ -189,12 +189,6 @@ func tenantFrom(field protoreflect.Name, of func(string) string) hook {
 		return nil
 	}
 }
-
-// ---- introspection ---------------------------------------------------------------
-
-// introspectShape is the spec's introspection answer; key_id is cyclesd's
-// addition: the key's id as the admin routes name it.
-var introspectShape = protowire.ShapeOf("authenticated", "auth_type", "permissions", "capabilities", "tenant_id?", "scope_filter?", "key_id?")
 
 // notServed answers a JSON 404 for protocol endpoints cyclesd does not serve.
 func (a *API) notServed(w http.ResponseWriter, r *http.Request, why string) {

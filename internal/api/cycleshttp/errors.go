@@ -1,6 +1,7 @@
 package cycleshttp
 
 import (
+	"cmp"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -62,13 +63,9 @@ func errorOf(err error, p plane, requestID, traceID string) (int, *errorOut, map
 	for k, v := range md {
 		switch {
 		case k == "request_id":
-			if v != "" {
-				requestID = v
-			}
+			requestID = cmp.Or(v, requestID)
 		case k == "trace_id":
-			if v != "" {
-				traceID = v
-			}
+			traceID = cmp.Or(v, traceID)
 		case k == "expected_units":
 			details[k] = strings.Split(v, ",")
 		case k == actionkind.MetadataKey:
@@ -86,18 +83,11 @@ func errorOf(err error, p plane, requestID, traceID string) (int, *errorOut, map
 			details[k] = v
 		}
 	}
-	if len(details) == 0 {
-		details = nil
-	}
 	msg := strings.TrimPrefix(st.Message(), string(code)+": ")
 	headers := map[string]string{}
 	for _, d := range st.Details() {
 		if ri, isRetry := d.(*errdetails.RetryInfo); isRetry && ri.GetRetryDelay() != nil {
-			secs := int64(math.Ceil(ri.GetRetryDelay().AsDuration().Seconds()))
-			if secs < 1 {
-				secs = 1
-			}
-			headers["Retry-After"] = strconv.FormatInt(secs, 10)
+			headers["Retry-After"] = strconv.FormatInt(max(int64(math.Ceil(ri.GetRetryDelay().AsDuration().Seconds())), 1), 10)
 		}
 	}
 	// A policy rate limit (lua/lib/policy_rate.lua) says when its window
