@@ -80,20 +80,12 @@ func (a *API) webhookServe(w http.ResponseWriter, r *http.Request, admin bool, d
 		func(resp any) any { return resp })
 }
 
-type webhookBulkOut struct {
-	Action         string     `json:"action"`
-	TotalMatched   int64      `json:"total_matched"`
-	Succeeded      []struct{} `json:"succeeded"`
-	Failed         []struct{} `json:"failed"`
-	Skipped        []struct{} `json:"skipped"`
-	IdempotencyKey string     `json:"idempotency_key"`
-}
-
 // webhookBulk answers POST /v1/admin/webhooks/bulk-action: a well-formed
 // request matches no subscription; an expected_count other than 0 is the
 // spec's 409 COUNT_MISMATCH, as for any filter that matched another count.
 // No proto request exists for it (cyclesd has no webhooks), so its four
-// members are read from the free-form body here.
+// members are read from the free-form body here (action is one of three
+// names, written as it is).
 func (a *API) webhookBulk(w http.ResponseWriter, r *http.Request) {
 	var in map[string]*structpb.Value
 	body, err := a.readBody(w, r)
@@ -108,8 +100,9 @@ func (a *API) webhookBulk(w http.ResponseWriter, r *http.Request) {
 			return nil, apierr.New(apierr.CountMismatch, "the filter matched 0 webhook subscriptions, expected_count is %d", int64(n)).
 				With("total_matched", "0")
 		}
-		return &webhookBulkOut{Action: in["action"].GetStringValue(), Succeeded: []struct{}{}, Failed: []struct{}{}, Skipped: []struct{}{},
-			IdempotencyKey: in["idempotency_key"].GetStringValue()}, nil
+		key, _ := json.Marshal(in["idempotency_key"].GetStringValue()) // a string always encodes
+		return json.RawMessage(`{"action":"` + in["action"].GetStringValue() + `","total_matched":0,"succeeded":[],"failed":[],"skipped":[],` +
+			`"idempotency_key":` + string(key) + `}`), nil
 	})
 }
 
