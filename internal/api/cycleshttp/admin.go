@@ -43,7 +43,7 @@ var tenantShape = protowire.ShapeOf("tenant_id", "name", "status", "default_comm
 func closeOrUpdate(a *API, update *route) http.Handler {
 	md := cyclesv1.File_cycles_v1_admin_proto.Services().ByName("AdminService").Methods().ByName("CloseTenant")
 	closing := newRoute(a, cyclesv1.AdminService_CloseTenant_FullMethodName, md, &cyclesv1.HttpRoute{Pattern: update.spec.GetPattern()},
-		wire{before: typed(closeBody)})
+		wire{before: closeBody})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Peek at the body (bounded; readBody still refuses an oversize one).
 		body, err := io.ReadAll(io.LimitReader(r.Body, a.maxBody+1))
@@ -86,12 +86,13 @@ func expiredKeys(a *API, list *route) http.Handler {
 
 // closeBody: closing a tenant ({"status":"CLOSED"}) must be the only
 // change in its request.
-func closeBody(a *API, w http.ResponseWriter, r *http.Request, req *cyclesv1.CloseTenantRequest) error {
-	up := &cyclesv1.UpdateTenantRequest{TenantId: req.GetTenantId()}
+func closeBody(a *API, w http.ResponseWriter, r *http.Request, req proto.Message) error {
+	id := req.(*cyclesv1.CloseTenantRequest).GetTenantId()
+	up := &cyclesv1.UpdateTenantRequest{TenantId: id}
 	if err := protoJSON(a, w, r, up); err != nil {
 		return err
 	}
-	if !proto.Equal(up, &cyclesv1.UpdateTenantRequest{TenantId: req.GetTenantId(), Status: cyclesv1.TenantStatus_TENANT_STATUS_CLOSED}) {
+	if !proto.Equal(up, &cyclesv1.UpdateTenantRequest{TenantId: id, Status: cyclesv1.TenantStatus_TENANT_STATUS_CLOSED}) {
 		return apierr.Invalid("status", "closing a tenant must be the only change in its request")
 	}
 	return nil
