@@ -65,7 +65,7 @@ func TestErrOf(t *testing.T) {
 		}
 		return new(int), nil
 	}
-	if err := ErrOf(call(true)); err != boom {
+	if err := ErrOf(call(true)); !errors.Is(err, boom) {
 		t.Fatalf("ErrOf = %v, want %v", err, boom)
 	}
 	if err := ErrOf(call(false)); err != nil {
