@@ -34,13 +34,6 @@ const (
 	adminPlane
 )
 
-// resetAtMsDetail is the ErrorInfo metadata of a policy rate-limit refusal
-// naming the end of its window (ms since the epoch, Redis TIME).
-const resetAtMsDetail = "reset_at_ms"
-
-// numericDetails are ErrorInfo metadata values that are integers on the wire.
-var numericDetails = map[string]bool{"remaining": true, "requested": true, "limit": true}
-
 // errorOf turns the chain's gRPC status into the HTTP status, headers and
 // body of the protocol's ErrorResponse.
 func errorOf(err error, p plane, requestID, traceID string) (int, *errorOut, map[string]string) {
@@ -73,14 +66,12 @@ func errorOf(err error, p plane, requestID, traceID string) (int, *errorOut, map
 			if d, perr := actionkind.ParseDenyDetail(v); perr == nil && d != nil {
 				details[k] = actionkind.WireDenyDetail(d)
 			}
-		case numericDetails[k]:
-			if _, perr := strconv.ParseInt(v, 10, 64); perr == nil {
-				details[k] = json.Number(v)
-			} else {
-				details[k] = v
-			}
 		default:
 			details[k] = v
+			// These ErrorInfo metadata values are integers on the wire.
+			if _, perr := strconv.ParseInt(v, 10, 64); perr == nil && (k == "remaining" || k == "requested" || k == "limit") {
+				details[k] = json.Number(v)
+			}
 		}
 	}
 	msg := strings.TrimPrefix(st.Message(), string(code)+": ")
@@ -91,8 +82,9 @@ func errorOf(err error, p plane, requestID, traceID string) (int, *errorOut, map
 		}
 	}
 	// A policy rate limit (lua/lib/policy_rate.lua) says when its window
-	// resets: X-RateLimit-Reset, in Unix seconds (rounded up).
-	if ms, perr := strconv.ParseInt(md[resetAtMsDetail], 10, 64); perr == nil && code == apierr.LimitExceeded && ms > 0 {
+	// resets (reset_at_ms, Redis TIME): X-RateLimit-Reset, in Unix seconds
+	// (rounded up).
+	if ms, perr := strconv.ParseInt(md["reset_at_ms"], 10, 64); perr == nil && code == apierr.LimitExceeded && ms > 0 {
 		headers["X-RateLimit-Reset"] = strconv.FormatInt((ms+999)/1000, 10)
 	}
 	return httpCode, &errorOut{Error: string(wire), Message: msg, RequestID: requestID, TraceID: traceID, Details: details}, headers

@@ -94,22 +94,14 @@ func New(opts Options) *API {
 	return a
 }
 
-// preAuther is the part of the gRPC shell that checks credentials before a
-// body is read (server.Server.PreAuth).
-type preAuther interface {
-	PreAuth(ctx context.Context, fullMethod string, md metadata.MD, remoteAddr string) (context.Context, error)
-}
-
-// preAuthMethod is the access rule of the pre-read check: a method either
-// key may call, so every route's legitimate caller passes; the chain then
-// applies the route's own rule.
-const preAuthMethod = cyclesv1.EventService_ListEvents_FullMethodName
-
 // preAuth refuses a request whose credentials are missing, malformed, wrong
 // or recently refused, or whose peer is over its failed-authentication
-// budget, before the body is read (docs/limits.md).
+// budget, before the body is read (docs/limits.md), by the gRPC shell's own
+// check (server.Server.PreAuth).
 func (a *API) preAuth(next http.Handler) http.Handler {
-	pa, ok := a.svc.Invoker.(preAuther)
+	pa, ok := a.svc.Invoker.(interface {
+		PreAuth(ctx context.Context, fullMethod string, md metadata.MD, remoteAddr string) (context.Context, error)
+	})
 	if !ok {
 		return next
 	}
@@ -118,7 +110,9 @@ func (a *API) preAuth(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r) // an unserved path is a 404 for anyone
 			return
 		}
-		method := preAuthMethod
+		// The access rule checked is a method either key may call, so every
+		// route's legitimate caller passes; the chain then applies the route's.
+		method := cyclesv1.EventService_ListEvents_FullMethodName
 		if strings.HasPrefix(r.URL.Path, actionKindsPrefix) {
 			method = cyclesv1.ActionKindService_ListActionKinds_FullMethodName // public, like the chain's rule
 		}
@@ -245,31 +239,21 @@ func protoJSON[Req proto.Message](a *API, w http.ResponseWriter, r *http.Request
 // (within encoding/json's nesting limit); anything else is a 400 naming body.
 func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
-	if err != nil {
-		return nil, a.jsonError(err)
+	if big := (*http.MaxBytesError)(nil); errors.As(err, &big) {
+		return nil, apierr.Invalid("body", "is larger than %d bytes", a.maxBody)
 	}
-	if json.Valid(body) {
+	if err == nil && json.Valid(body) {
 		return body, nil
 	}
-	// Invalid: decode once more only to say where and why.
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return nil, a.jsonError(err)
+	if err == nil { // invalid: decode once more only to say where and why
+		dec := json.NewDecoder(bytes.NewReader(body))
+		if err = dec.Decode(new(json.RawMessage)); err == nil {
+			if _, err = dec.Token(); err == nil || errors.Is(err, io.EOF) {
+				return nil, apierr.Invalid("body", "has data after the JSON object")
+			}
+		}
 	}
-	if _, err := dec.Token(); err != nil && !errors.Is(err, io.EOF) {
-		return nil, a.jsonError(err)
-	}
-	return nil, apierr.Invalid("body", "has data after the JSON object")
-}
-
-// jsonError is a body over the size bound or not one well-formed JSON
-// value, as a 400 naming body.
-func (a *API) jsonError(err error) error {
-	if big := (*http.MaxBytesError)(nil); errors.As(err, &big) {
-		return apierr.Invalid("body", "is larger than %d bytes", a.maxBody)
-	}
-	return protowire.SyntaxError(err)
+	return nil, protowire.SyntaxError(err)
 }
 
 // notFound answers a path no route serves (404), or, when routes serve it

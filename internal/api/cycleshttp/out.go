@@ -1,6 +1,8 @@
 package cycleshttp
 
 import (
+	"slices"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -73,10 +75,7 @@ var (
 func terse[Req, Resp proto.Message](show func(Req, Resp) (optIn, observed bool, reason string)) func(req, resp protoreflect.Message) bool {
 	return func(req, resp protoreflect.Message) bool {
 		optIn, observed, reason := show(req.Interface().(Req), resp.Interface().(Resp))
-		switch apierr.Code(reason) {
-		case apierr.ActionQuotaExceeded, apierr.ActionKindNotAllowed, apierr.ActionKindDenied:
-			return false
-		}
-		return !optIn && !observed
+		v0126 := []apierr.Code{apierr.ActionQuotaExceeded, apierr.ActionKindNotAllowed, apierr.ActionKindDenied}
+		return !optIn && !observed && !slices.Contains(v0126, apierr.Code(reason))
 	}
 }

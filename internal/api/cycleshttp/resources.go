@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
@@ -39,15 +40,14 @@ var policyShape = protowire.ShapeOf("policy_id", "name?", "description?", "scope
 // keyTenant: without tenant_id, a tenant key lists its own tenant's counters
 // (the key names it; the chain proves the key and the service confines it to
 // that tenant); the admin key must name the tenant.
-func keyTenant(_ *API, _ http.ResponseWriter, r *http.Request, req *cyclesv1.ListActionQuotaCountersRequest) error {
-	if req.TenantId != "" {
-		return nil
+func keyTenant(_ *API, _ http.ResponseWriter, r *http.Request, req proto.Message) error {
+	if q := req.(*cyclesv1.ListActionQuotaCountersRequest); q.TenantId == "" {
+		k, ok := auth.ParseAPIKey(r.Header.Get("X-Cycles-API-Key"))
+		if !ok {
+			return apierr.Invalid("tenant_id", "is required with the admin key")
+		}
+		q.TenantId = k.Tenant
 	}
-	k, ok := auth.ParseAPIKey(r.Header.Get("X-Cycles-API-Key"))
-	if !ok {
-		return apierr.Invalid("tenant_id", "is required with the admin key")
-	}
-	req.TenantId = k.Tenant
 	return nil
 }
 

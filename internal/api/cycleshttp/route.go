@@ -3,6 +3,7 @@ package cycleshttp
 import (
 	"cmp"
 	"context"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,13 +19,10 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/protowire"
 )
 
-// The route table is the RPCs' (cycles.v1.http) method option
-// (proto/cycles/v1/http.proto): each route's pattern, success status, how its
-// body is read and its query parameters are declared on the RPC it runs.
-// Here, beside it, each routed RPC declares only what the proto cannot say
-// (wires): the steps reading what no field binds by name. Answers are
-// written in their message types' shapes (answerShapes). One generic handler (route.ServeHTTP) serves every route
-// through serve, the one call path.
+// The route table is the RPCs' (cycles.v1.http) method option (the package
+// doc); each routed RPC declares beside it only what the proto cannot say
+// (wires). One generic handler (route.ServeHTTP) serves every route through
+// serve, the one call path.
 
 // wire is what one routed RPC declares beside its routes.
 type wire struct {
@@ -48,13 +46,6 @@ type parsers map[string]func(name, s string) (protoreflect.Value, error)
 
 // hook is a request step of a route: w and r to read the body itself.
 type hook func(a *API, w http.ResponseWriter, r *http.Request, req proto.Message) error
-
-// typed adapts a hook written for one request type.
-func typed[Req proto.Message](f func(a *API, w http.ResponseWriter, r *http.Request, req Req) error) hook {
-	return func(a *API, w http.ResponseWriter, r *http.Request, req proto.Message) error {
-		return f(a, w, r, req.(Req))
-	}
-}
 
 // check adapts a request check (a route without a body checks what its
 // parameters cannot check one by one).
@@ -89,7 +80,7 @@ func (a *API) routes() {
 			}
 		}
 	}
-	used := map[string]bool{}
+	unused := maps.Clone(wires)
 	for full, md := range contract.Methods() {
 		specs, _ := proto.GetExtension(md.Options(), cyclesv1.E_Http).([]*cyclesv1.HttpRoute)
 		name := string(md.Parent().Name()) + "/" + string(md.Name())
@@ -97,7 +88,7 @@ func (a *API) routes() {
 		if len(specs) == 0 {
 			continue
 		}
-		used[name] = true
+		delete(unused, name)
 		for _, spec := range specs {
 			rt := newRoute(a, full, md, spec, w)
 			var h http.Handler = rt
@@ -109,10 +100,8 @@ func (a *API) routes() {
 			}
 		}
 	}
-	for name := range wires {
-		if !used[name] {
-			panic("cycleshttp: wire declared for " + name + ", which no route serves")
-		}
+	for name := range unused {
+		panic("cycleshttp: wire declared for " + name + ", which no route serves")
 	}
 	a.webhookRoutes()
 	a.mux.HandleFunc("/v1/", a.notFound)

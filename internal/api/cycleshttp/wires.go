@@ -63,7 +63,7 @@ var wires = map[string]wire{
 	"PolicyService/GetScopePolicy":    {before: tenantFrom("policy_id", policy.TenantOf)},
 	"PolicyService/UpdateScopePolicy": {before: tenantFrom("policy_id", policy.TenantOf)},
 
-	"QuotaCounterService/ListActionQuotaCounters": {after: typed(keyTenant)},
+	"QuotaCounterService/ListActionQuotaCounters": {after: keyTenant},
 	// A usage report without bucket is by day.
 	"UsageService/QueryUsage": {params: parsers{"bucket": bucketParam}, after: check(func(req *cyclesv1.QueryUsageRequest) error {
 		req.Bucket = cmp.Or(req.Bucket, cyclesv1.UsageBucket_USAGE_BUCKET_DAY)
