@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/cyclesgo/cycles-go/internal/store/redisinfo"
+	"github.com/cyclesgo/cycles-go/test/pgtest"
 )
 
 // proc is a child process the tool started (redis-server or cyclesd). It
@@ -81,15 +81,6 @@ func tail(s string, n int) string {
 	return s
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startRedis runs a private redis-server with the test harness's settings
 // (no persistence, noeviction) in dir.
 func startRedis(dir string) (*proc, string, error) {
@@ -107,7 +98,7 @@ func startRedisUnder(dir, wrapper string, wrapperArgs []string, ready time.Durat
 			return nil, "", fmt.Errorf("redis-server not found (make deps): %w", err)
 		}
 	}
-	port, err := freePort()
+	port, err := pgtest.FreePort()
 	if err != nil {
 		return nil, "", err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/cyclesgo/cycles-go/bench"
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/store/redisinfo"
+	"github.com/cyclesgo/cycles-go/test/pgtest"
 )
 
 type config struct {
@@ -227,14 +228,14 @@ func (b *runner) setup(ctx context.Context) (cleanup func(), err error) {
 		b.pids.redis = localRedisPID(ctx, cfg.redisAddr)
 	}
 	if cfg.cyclesdAddr == "" {
-		port, err := freePort()
+		port, err := pgtest.FreePort()
 		if err != nil {
 			return cleanup, err
 		}
 		cfg.cyclesdAddr = fmt.Sprintf("127.0.0.1:%d", port)
 		httpListen := ""
 		if slices.Contains(cfg.ops, "http-reserve") || slices.Contains(cfg.ops, "connect") {
-			hport, err := freePort()
+			hport, err := pgtest.FreePort()
 			if err != nil {
 				return cleanup, err
 			}
@@ -254,7 +255,7 @@ func (b *runner) setup(ctx context.Context) (cleanup func(), err error) {
 			"-log-format", "json", "-sweeper-interval", "1h", "-guard-policy="}, cfg.serverArgs...)
 		var p *proc
 		if cfg.profileCell != "" {
-			pport, err := freePort()
+			pport, err := pgtest.FreePort()
 			if err != nil {
 				return cleanup, err
 			}
