@@ -11,6 +11,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 )
 
 // watching runs e's WatchKeyInvalidations until the test ends and waits
@@ -70,7 +71,7 @@ func TestRevocationReachesOtherReplicas(t *testing.T) {
 		t.Fatalf("replica b must answer from its cache: %v", err)
 	}
 	mustCall(t, a.ctx, &cyclesv1.RevokeApiKeyRequest{TenantId: tenant, KeyId: k.GetApiKey().GetKeyId()}, a.svc.RevokeApiKey)
-	if !refusedSoon(t, func() error { _, err := b.svc.VerifyAPIKey(ctx, k.GetSecret()); return err }) {
+	if !refusedSoon(t, func() error { return errtest.ErrOf(b.svc.VerifyAPIKey(ctx, k.GetSecret())) }) {
 		t.Fatal("replica b still accepts the revoked key")
 	}
 	if n := b.metrics.Sum(t, "cycles.auth.invalidations_received"); n < 1 {
@@ -94,7 +95,7 @@ func TestInvalidateKeyMakesEveryReplicaReadRedis(t *testing.T) {
 	if err := a.svc.InvalidateKey(ctx, tenant, localKeyID(k.GetApiKey().GetKeyId())); err != nil {
 		t.Fatal(err)
 	}
-	if !refusedSoon(t, func() error { _, err := b.svc.VerifyAPIKey(ctx, k.GetSecret()); return err }) {
+	if !refusedSoon(t, func() error { return errtest.ErrOf(b.svc.VerifyAPIKey(ctx, k.GetSecret())) }) {
 		t.Fatal("replica b did not drop the invalidated key")
 	}
 }
@@ -126,7 +127,7 @@ func TestInvalidationSubscriptionReconnectsAndDropsTheCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !refusedSoon(t, func() error { _, err := b.svc.VerifyAPIKey(ctx, k.GetSecret()); return err }) {
+	if !refusedSoon(t, func() error { return errtest.ErrOf(b.svc.VerifyAPIKey(ctx, k.GetSecret())) }) {
 		t.Fatal("after resubscribing the replica still trusts its old cache")
 	}
 	// And it is subscribed again.

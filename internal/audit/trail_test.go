@@ -12,6 +12,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/audit"
 	"github.com/cyclesgo/cycles-go/internal/keys"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 )
@@ -71,8 +72,7 @@ func (f *fx) quarantined() string {
 	ledgertest.PatchBalance(f.e.t, f.e.c, tk.Budget(f.scope(""), "TOKENS"), map[string]string{"reserved": "0", "remaining": "1000"})
 	f.e.c.ZAdd(bg, tk.Deadlines(), ledgertestZ(past, id))
 	f.setup(func(ctx context.Context) error {
-		_, err := f.e.ops.SweepTenant(ctx, &cyclesv1.SweepTenantRequest{TenantId: f.tenant})
-		return err
+		return errtest.ErrOf(f.e.ops.SweepTenant(ctx, &cyclesv1.SweepTenantRequest{TenantId: f.tenant}))
 	})
 	return id
 }
@@ -104,8 +104,7 @@ var mutations = map[string]mutation{
 		},
 		func(ctx context.Context, f *fx) (string, string, error) {
 			f.setup(func(ctx context.Context) error {
-				_, err := f.e.pol.CreateScopePolicy(ctx, &cyclesv1.CreateScopePolicyRequest{TenantId: f.tenant, Name: "p2", ScopePattern: f.scope("*")})
-				return err
+				return errtest.ErrOf(f.e.pol.CreateScopePolicy(ctx, &cyclesv1.CreateScopePolicyRequest{TenantId: f.tenant, Name: "p2", ScopePattern: f.scope("*")}))
 			})
 			_, err := f.e.pol.CreateScopePolicy(ctx, &cyclesv1.CreateScopePolicyRequest{TenantId: f.tenant, Name: "p2", ScopePattern: f.scope("*")})
 			return f.tenant, "", err
@@ -259,8 +258,7 @@ var mutations = map[string]mutation{
 	cyclesv1.AdminService_UnfreezeBudget_FullMethodName: {200, apierr.InvalidState,
 		func(ctx context.Context, f *fx) (string, string, error) {
 			f.setup(func(ctx context.Context) error {
-				_, err := f.e.adm.FreezeBudget(ctx, &cyclesv1.FreezeBudgetRequest{TenantId: f.tenant, ScopePath: f.scope(""), Unit: cyclesv1.Unit_UNIT_TOKENS})
-				return err
+				return errtest.ErrOf(f.e.adm.FreezeBudget(ctx, &cyclesv1.FreezeBudgetRequest{TenantId: f.tenant, ScopePath: f.scope(""), Unit: cyclesv1.Unit_UNIT_TOKENS}))
 			})
 			_, err := f.e.adm.UnfreezeBudget(ctx, &cyclesv1.UnfreezeBudgetRequest{TenantId: f.tenant, ScopePath: f.scope(""), Unit: cyclesv1.Unit_UNIT_TOKENS})
 			return f.tenant, budgetID(f.scope("")), err
@@ -282,8 +280,7 @@ var mutations = map[string]mutation{
 		func(ctx context.Context, f *fx) (string, string, error) {
 			_, err := f.e.ops.PauseSweeper(ctx, &cyclesv1.PauseSweeperRequest{Reason: "audit test"})
 			f.setup(func(ctx context.Context) error {
-				_, err := f.e.ops.ResumeSweeper(ctx, &cyclesv1.ResumeSweeperRequest{})
-				return err
+				return errtest.ErrOf(f.e.ops.ResumeSweeper(ctx, &cyclesv1.ResumeSweeperRequest{}))
 			})
 			return audit.AdminTenant, "sweeper", err
 		},

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/internal/scope"
 )
 
 // Metadata keys.
@@ -152,18 +153,10 @@ func EqualAdminKey(presented, configured string) bool {
 // ("r_<tenant>_<32 hex>") fit the protocol's 128 characters.
 const MaxTenantIDLen = 64
 
-// ValidTenantID reports whether s is a tenant id: [a-z0-9_.-]{1,64}.
+// ValidTenantID reports whether s is a tenant id: [a-z0-9_.-]{1,64}, a
+// scope value's alphabet in lower case.
 func ValidTenantID(s string) bool {
-	if len(s) < 1 || len(s) > MaxTenantIDLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return scope.ValidToken(s, MaxTenantIDLen) && strings.ToLower(s) == s
 }
 
 func isLowerHex(s string) bool {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 )
 
@@ -18,8 +19,8 @@ func TestSettleQueuesForArchive(t *testing.T) {
 		name   string
 		settle func(e *env, rid string) error
 	}{
-		{"commit", func(e *env, rid string) error { _, err := e.commit(rid, "c-"+rid, 40); return err }},
-		{"release", func(e *env, rid string) error { _, err := e.release(rid, "r-"+rid); return err }},
+		{"commit", func(e *env, rid string) error { return errtest.ErrOf(e.commit(rid, "c-"+rid, 40)) }},
+		{"release", func(e *env, rid string) error { return errtest.ErrOf(e.release(rid, "r-"+rid)) }},
 		{"tenant close", func(e *env, _ string) error {
 			ledgertest.SetTenantStatus(e.t, e.c, e.tenant, "CLOSED")
 			_, _, err := e.l.ReleaseForTenantClose(ctx, e.tenant, 10)

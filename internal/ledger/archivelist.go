@@ -246,8 +246,10 @@ func (l *Ledger) archiveQuery(state string, byExpiry, desc bool, idem string, se
 // archive reader is configured), which changes the cursor's form.
 func (l *Ledger) mergedListing() bool { return l.archivedList != nil }
 
-// validMergedCursor checks a merged cursor's own fields.
-func validMergedCursor(c mergedCursor) bool {
+func (c mergedCursor) pin() (int, string) { return c.V, c.FH }
+
+// valid checks a merged cursor's own fields.
+func (c mergedCursor) valid() bool {
 	if c.S != "" {
 		if _, err := strconv.ParseInt(c.S, 10, 64); err != nil {
 			return false
@@ -278,16 +280,8 @@ func (l *Ledger) walk(t keys.Tenant, tenant, index, dir, lo, hi, filters string,
 // listMerged is one ListReservations page over Redis and the archive.
 func (l *Ledger) listMerged(ctx context.Context, w *pageWalk, fh, cursor string, limit int) (*cyclesv1.ListReservationsResponse, error) {
 	cur := mergedCursor{V: 3, FH: fh}
-	if cursor != "" {
-		if err := pagecursor.DecodeJSON("cursor", cursor, &cur); err != nil {
-			return nil, err
-		}
-		if cur.V != 3 || cur.FH != fh {
-			return nil, apierr.Invalid("cursor", "was issued for different filters or sort")
-		}
-		if !validMergedCursor(cur) {
-			return nil, apierr.Invalid("cursor", "malformed")
-		}
+	if err := decodeListing(cursor, &cur); err != nil {
+		return nil, err
 	}
 	rows, next, more, err := l.mergedPage(ctx, w, cur, limit)
 	if err != nil {

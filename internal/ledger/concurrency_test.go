@@ -8,6 +8,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 )
 
@@ -118,8 +119,8 @@ func TestCommitRacingRelease(t *testing.T) {
 	for _, rid := range rids {
 		wg.Add(3)
 		results := make(chan error, 2)
-		go race(results, &commits, func() error { _, err := e.commit(rid, "c", actual); return err })
-		go race(results, &releases, func() error { _, err := e.release(rid, "r"); return err })
+		go race(results, &commits, func() error { return errtest.ErrOf(e.commit(rid, "c", actual)) })
+		go race(results, &releases, func() error { return errtest.ErrOf(e.release(rid, "r")) })
 		go func() {
 			defer wg.Done()
 			a, b := <-results, <-results

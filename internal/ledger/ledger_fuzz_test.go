@@ -17,6 +17,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/scope"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/validate"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 	"github.com/cyclesgo/cycles-go/test/property/hashslot"
 )
 
@@ -127,31 +128,31 @@ func checkScriptKeys(t *testing.T, l *Ledger, hook *captureHook, tenant, idem, r
 			}{req, run})
 		}
 		reserve := &cyclesv1.CreateReservationRequest{IdempotencyKey: idem, Subject: subj, Action: action, Estimate: amt, TtlMs: &ttl, OveragePolicy: pol}
-		add(reserve, func() error { _, err := l.Reserve(ctx, tenant, reserve); return err })
+		add(reserve, func() error { return errtest.ErrOf(l.Reserve(ctx, tenant, reserve)) })
 		dry := proto.Clone(reserve).(*cyclesv1.CreateReservationRequest)
 		dry.DryRun = true
-		add(dry, func() error { _, err := l.Reserve(ctx, tenant, dry); return err })
+		add(dry, func() error { return errtest.ErrOf(l.Reserve(ctx, tenant, dry)) })
 		decide := &cyclesv1.DecideRequest{IdempotencyKey: idem, Subject: subj, Action: action, Estimate: amt}
-		add(decide, func() error { _, err := l.Decide(ctx, tenant, decide); return err })
+		add(decide, func() error { return errtest.ErrOf(l.Decide(ctx, tenant, decide)) })
 		commit := &cyclesv1.CommitReservationRequest{ReservationId: rid, IdempotencyKey: idem, Actual: amt}
-		add(commit, func() error { _, err := l.Commit(ctx, tenant, commit); return err })
+		add(commit, func() error { return errtest.ErrOf(l.Commit(ctx, tenant, commit)) })
 		release := &cyclesv1.ReleaseReservationRequest{ReservationId: rid, IdempotencyKey: idem}
-		add(release, func() error { _, err := l.Release(ctx, tenant, release); return err })
+		add(release, func() error { return errtest.ErrOf(l.Release(ctx, tenant, release)) })
 		extend := &cyclesv1.ExtendReservationRequest{ReservationId: rid, IdempotencyKey: idem, ExtendByMs: ttl}
-		add(extend, func() error { _, err := l.Extend(ctx, tenant, extend); return err })
+		add(extend, func() error { return errtest.ErrOf(l.Extend(ctx, tenant, extend)) })
 		event := &cyclesv1.CreateEventRequest{IdempotencyKey: idem, Subject: subj, Action: action, Actual: amt, OveragePolicy: pol}
-		add(event, func() error { _, err := l.CreateEvent(ctx, tenant, event); return err })
+		add(event, func() error { return errtest.ErrOf(l.CreateEvent(ctx, tenant, event)) })
 		get := &cyclesv1.GetReservationRequest{ReservationId: rid}
-		add(get, func() error { _, err := l.Get(ctx, tenant, get); return err })
+		add(get, func() error { return errtest.ErrOf(l.Get(ctx, tenant, get)) })
 		list := &cyclesv1.ListReservationsRequest{IdempotencyKey: idem, Workspace: ws, Agent: agent}
-		add(list, func() error { _, err := l.List(ctx, tenant, list); return err })
+		add(list, func() error { return errtest.ErrOf(l.List(ctx, tenant, list)) })
 		bal := &cyclesv1.GetBalancesRequest{Workspace: ws, App: app, Agent: agent}
-		add(bal, func() error { _, err := l.Balances(ctx, tenant, bal); return err })
+		add(bal, func() error { return errtest.ErrOf(l.Balances(ctx, tenant, bal)) })
 		// Fuzzed cursors (decoded in Go; mostly refused before any script).
 		listAt := &cyclesv1.ListReservationsRequest{Workspace: ws, Cursor: rid}
-		add(listAt, func() error { _, err := l.List(ctx, tenant, listAt); return err })
+		add(listAt, func() error { return errtest.ErrOf(l.List(ctx, tenant, listAt)) })
 		balAt := &cyclesv1.GetBalancesRequest{Workspace: ws, Cursor: rid}
-		add(balAt, func() error { _, err := l.Balances(ctx, tenant, balAt); return err })
+		add(balAt, func() error { return errtest.ErrOf(l.Balances(ctx, tenant, balAt)) })
 
 		tenantOK := auth.ValidTenantID(tenant)
 		wantTag := "t:" + tenant

@@ -175,6 +175,42 @@ type listCursor struct {
 	K  int64  `json:"k"`
 }
 
+func (c listCursor) pin() (int, string) { return c.V, c.FH }
+
+func (c listCursor) valid() bool {
+	_, err := strconv.ParseInt(c.S, 10, 64)
+	return err == nil && c.K >= 0
+}
+
+// listingCursor is a ListReservations cursor form: pin is its form version
+// and the hash of the filters and sort it was issued for; valid checks its
+// own fields.
+type listingCursor interface {
+	pin() (v int, fh string)
+	valid() bool
+}
+
+// decodeListing reads the request's cursor s ("" = the first page: *cur is
+// left as preset) into *cur, preset with this request's form and filter
+// hash. A cursor of another form, filters or sort is refused, and so is one
+// whose own fields are malformed (INVALID_REQUEST naming cursor).
+func decodeListing[C listingCursor](s string, cur *C) error {
+	if s == "" {
+		return nil
+	}
+	v, fh := (*cur).pin()
+	if err := pagecursor.DecodeJSON("cursor", s, cur); err != nil {
+		return err
+	}
+	if gv, gfh := (*cur).pin(); gv != v || gfh != fh {
+		return apierr.Invalid("cursor", "was issued for different filters or sort")
+	}
+	if !(*cur).valid() {
+		return apierr.Invalid("cursor", "malformed")
+	}
+	return nil
+}
+
 // balancesCursor is the opaque GetBalances position: the last budgets-index
 // member walked.
 type balancesCursor struct {
@@ -276,16 +312,8 @@ func (l *Ledger) List(ctx context.Context, tenant string, req *cyclesv1.ListRese
 		return l.listMerged(ctx, w, fh, req.GetCursor(), limit)
 	}
 	cur := listCursor{V: 1, FH: fh}
-	if req.GetCursor() != "" {
-		if err := pagecursor.DecodeJSON("cursor", req.GetCursor(), &cur); err != nil {
-			return nil, err
-		}
-		if cur.V != 1 || cur.FH != fh {
-			return nil, apierr.Invalid("cursor", "was issued for different filters or sort")
-		}
-		if _, err := strconv.ParseInt(cur.S, 10, 64); err != nil || cur.K < 0 {
-			return nil, apierr.Invalid("cursor", "malformed")
-		}
+	if err := decodeListing(req.GetCursor(), &cur); err != nil {
+		return nil, err
 	}
 	out, err := l.listPage(ctx, t, index, dir, lo, hi, cur, limit, string(fj), inc)
 	if err != nil {

@@ -46,21 +46,17 @@ type sortedCursor struct {
 	Off int    `json:"o"`
 }
 
+func (c sortedCursor) pin() (int, string) { return c.V, c.FH }
+
+func (c sortedCursor) valid() bool { return c.Off >= 0 }
+
 // listSorted reads every reservation matching the filters (newest first,
 // at most SortWindow of them), sorts them by req's key, ties broken by
 // reservation id, and returns one page.
 func (l *Ledger) listSorted(ctx context.Context, t keys.Tenant, req *cyclesv1.ListReservationsRequest, fh, filters string, inc map[string]bool) (*cyclesv1.ListReservationsResponse, error) {
 	cur := sortedCursor{V: 2, FH: fh}
-	if req.GetCursor() != "" {
-		if err := pagecursor.DecodeJSON("cursor", req.GetCursor(), &cur); err != nil {
-			return nil, err
-		}
-		if cur.V != 2 || cur.FH != fh {
-			return nil, apierr.Invalid("cursor", "was issued for different filters or sort")
-		}
-		if cur.Off < 0 {
-			return nil, apierr.Invalid("cursor", "malformed")
-		}
+	if err := decodeListing(req.GetCursor(), &cur); err != nil {
+		return nil, err
 	}
 	lo, hi := "-inf", "+inf"
 	if req.CreatedFromMs != nil {

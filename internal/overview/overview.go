@@ -26,6 +26,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/scope"
 	"github.com/cyclesgo/cycles-go/internal/script"
+	"github.com/cyclesgo/cycles-go/internal/sweeper"
 )
 
 // Defaults (docs/protocol.md#admin-overview).
@@ -49,19 +50,7 @@ const (
 	perScript = 10000
 )
 
-var (
-	scriptRegistry = script.Bind[registryKeys, registryArgs]("overview/registry")
-	scriptTenant   = script.Bind[tenantKeys, tenantArgs]("overview/tenant")
-)
-
-type registryKeys struct {
-	Tenants string `lua:"tenants"`
-}
-
-type registryArgs struct {
-	After    string `lua:"after"`
-	PageSize int    `lua:"page_size"`
-}
+var scriptTenant = script.Bind[tenantKeys, tenantArgs]("overview/tenant")
 
 type tenantKeys struct {
 	Prefix  string `lua:"tenant_prefix"`
@@ -100,13 +89,6 @@ func New(exec *script.Executor, opts Options) *Service {
 	defaults.Set(&opts.MaxBudgets, DefaultMaxBudgets)
 	defaults.Set(&opts.MaxEvents, DefaultMaxEvents)
 	return &Service{exec: exec, opts: opts}
-}
-
-// registry is one page of overview/registry.
-type registry struct {
-	Now     int64                   `json:"now"`
-	N       int64                   `json:"n"`
-	Tenants script.LuaArray[string] `json:"tenants"`
 }
 
 // entry is one event stream entry.
@@ -149,8 +131,8 @@ func (s *Service) Get(ctx context.Context) (*cyclesv1.GetOverviewResponse, error
 	after := ""
 walk:
 	for {
-		var reg registry
-		if err := scriptRegistry.RunInto(ctx, s.exec, &reg, registryKeys{keys.Tenants}, registryArgs{after, registryPage}); err != nil {
+		reg, err := sweeper.ReadRegistry(ctx, s.exec, after, registryPage)
+		if err != nil {
 			return nil, fmt.Errorf("overview: read the tenant registry: %w", err)
 		}
 		resp.AsOfMs = max(resp.AsOfMs, reg.Now)

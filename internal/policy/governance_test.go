@@ -18,6 +18,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
 	"github.com/cyclesgo/cycles-go/internal/validate"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
@@ -457,16 +458,9 @@ func TestQuotaExactUnderConcurrency(t *testing.T) {
 					if c.risk {
 						req.Action.Kind = kinds[i%len(kinds)]
 					}
-					_, err := e.led.Reserve(e.ctx, e.tenant, req)
-					return err
+					return errtest.ErrOf(e.led.Reserve(e.ctx, e.tenant, req))
 				})
-				want := map[string]int{"ALLOW": min(c.n, c.k)}
-				if c.n > c.k {
-					want["ACTION_QUOTA_EXCEEDED"] = c.n - c.k
-				}
-				if fmt.Sprint(got) != fmt.Sprint(want) {
-					t.Fatalf("outcomes %v, want %v", got, want)
-				}
+				admitsExactly(t, got, "ALLOW", "ACTION_QUOTA_EXCEEDED", c.n, c.k)
 				for k, v := range e.counters() {
 					if v != fmt.Sprint(min(c.n, c.k)) {
 						t.Fatalf("counter %s = %s, want %d", k, v, min(c.n, c.k))
@@ -653,6 +647,19 @@ func raceOutcomes(t *testing.T, n int, ok string, call func(i int) error) map[st
 	}
 	wg.Wait()
 	return got
+}
+
+// admitsExactly fails t unless the outcomes of n racing calls against a
+// limit of k are min(n, k) ok and the rest refused with the code refusal.
+func admitsExactly(t *testing.T, got map[string]int, ok, refusal string, n, k int) {
+	t.Helper()
+	want := map[string]int{ok: min(n, k)}
+	if n > k {
+		want[refusal] = n - k
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("outcomes %v, want %v", got, want)
+	}
 }
 
 // TestQuotaCounterLimitFollowsPolicyChange: the listing's limit and policy

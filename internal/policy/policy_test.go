@@ -19,6 +19,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/policy"
 	"github.com/cyclesgo/cycles-go/internal/validate"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 	"github.com/cyclesgo/cycles-go/test/scripttest"
@@ -355,16 +356,13 @@ func TestPolicyCRUD(t *testing.T) {
 		code apierr.Code
 	}{
 		{"duplicate name", func() error {
-			_, err := call(e.ctx, e.pol.CreateScopePolicy, &cyclesv1.CreateScopePolicyRequest{TenantId: e.tenant, Name: "a", ScopePattern: "*"})
-			return err
+			return errtest.ErrOf(call(e.ctx, e.pol.CreateScopePolicy, &cyclesv1.CreateScopePolicyRequest{TenantId: e.tenant, Name: "a", ScopePattern: "*"}))
 		}, apierr.DuplicateResource},
 		{"unknown tenant", func() error {
-			_, err := call(e.ctx, e.pol.CreateScopePolicy, &cyclesv1.CreateScopePolicyRequest{TenantId: other, Name: "x", ScopePattern: "*"})
-			return err
+			return errtest.ErrOf(call(e.ctx, e.pol.CreateScopePolicy, &cyclesv1.CreateScopePolicyRequest{TenantId: other, Name: "x", ScopePattern: "*"}))
 		}, apierr.TenantNotFound},
 		{"pattern of another tenant", func() error {
-			_, err := call(e.ctx, e.pol.CreateScopePolicy, &cyclesv1.CreateScopePolicyRequest{TenantId: e.tenant, Name: "x", ScopePattern: "tenant:" + other})
-			return err
+			return errtest.ErrOf(call(e.ctx, e.pol.CreateScopePolicy, &cyclesv1.CreateScopePolicyRequest{TenantId: e.tenant, Name: "x", ScopePattern: "tenant:" + other}))
 		}, apierr.InvalidRequest},
 		{"ttl below 1 s", func() error {
 			_, err := call(e.ctx, e.pol.CreateScopePolicy, &cyclesv1.CreateScopePolicyRequest{TenantId: e.tenant, Name: "x", ScopePattern: "*",
@@ -387,12 +385,10 @@ func TestPolicyCRUD(t *testing.T) {
 			return err
 		}, apierr.InvalidRequest},
 		{"update: name taken", func() error {
-			_, err := call(e.ctx, e.pol.UpdateScopePolicy, &cyclesv1.UpdateScopePolicyRequest{TenantId: e.tenant, PolicyId: a.GetPolicyId(), Name: proto.String("b1")})
-			return err
+			return errtest.ErrOf(call(e.ctx, e.pol.UpdateScopePolicy, &cyclesv1.UpdateScopePolicyRequest{TenantId: e.tenant, PolicyId: a.GetPolicyId(), Name: proto.String("b1")}))
 		}, apierr.DuplicateResource},
 		{"get: another tenant's id", func() error {
-			_, err := call(e.ctx, e.pol.GetScopePolicy, &cyclesv1.GetScopePolicyRequest{TenantId: other, PolicyId: a.GetPolicyId()})
-			return err
+			return errtest.ErrOf(call(e.ctx, e.pol.GetScopePolicy, &cyclesv1.GetScopePolicyRequest{TenantId: other, PolicyId: a.GetPolicyId()}))
 		}, apierr.NotFound},
 		{"update: unknown id", func() error {
 			_, err := call(e.ctx, e.pol.UpdateScopePolicy, &cyclesv1.UpdateScopePolicyRequest{TenantId: e.tenant,

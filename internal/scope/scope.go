@@ -26,11 +26,18 @@ const MaxValueLen = 128
 
 // ValidValue reports whether v is a legal scope value.
 func ValidValue(v string) bool {
-	if len(v) < 1 || len(v) > MaxValueLen {
+	return ValidToken(v, MaxValueLen)
+}
+
+// ValidToken reports whether s is 1..max characters of [A-Za-z0-9_.-]: the
+// alphabet of scope values, which the protocol's ids and keys share
+// (internal/validate) and tenant ids narrow to lower case (internal/auth).
+func ValidToken(s string, max int) bool {
+	if len(s) < 1 || len(s) > max {
 		return false
 	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
 			return false
 		}

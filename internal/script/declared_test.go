@@ -3,6 +3,8 @@ package script
 import (
 	"reflect"
 	"testing"
+
+	"github.com/cyclesgo/cycles-go/test/errtest"
 )
 
 func TestParseDeclared(t *testing.T) {
@@ -105,13 +107,6 @@ func TestReplyLayout(t *testing.T) {
 			}]("t/option")
 		},
 	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Error("ReplyOf accepted an invalid layout struct")
-				}
-			}()
-			bad()
-		}()
+		errtest.Panics(t, "ReplyOf accepted an invalid layout struct", bad)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 )
 
 // payloadCounter counts request messages the server read (stats InPayload).
@@ -125,18 +126,13 @@ func TestPreAuthRefusesBeforeTheBodyIsRead(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"no key", func() error { _, err := rt.GetReservation(context.Background(), body); return err }},
-		{"malformed key", func() error {
-			_, err := rt.GetReservation(withMD(auth.APIKeyHeader, "malformed-1"), body)
-			return err
-		}},
+		{"no key", func() error { return errtest.ErrOf(rt.GetReservation(context.Background(), body)) }},
+		{"malformed key", func() error { return errtest.ErrOf(rt.GetReservation(withMD(auth.APIKeyHeader, "malformed-1"), body)) }},
 		{"wrong admin key", func() error {
-			_, err := adm.GetTenant(withMD(auth.AdminKeyHeader, "wrong-admin-key-0123456789"), &cyclesv1.GetTenantRequest{TenantId: strings.Repeat("t", 512<<10)})
-			return err
+			return errtest.ErrOf(adm.GetTenant(withMD(auth.AdminKeyHeader, "wrong-admin-key-0123456789"), &cyclesv1.GetTenantRequest{TenantId: strings.Repeat("t", 512<<10)}))
 		}},
 		{"API key on an admin method", func() error {
-			_, err := adm.GetTenant(withMD(auth.APIKeyHeader, "cached-key"), &cyclesv1.GetTenantRequest{TenantId: "acme"})
-			return err
+			return errtest.ErrOf(adm.GetTenant(withMD(auth.APIKeyHeader, "cached-key"), &cyclesv1.GetTenantRequest{TenantId: "acme"}))
 		}},
 	}
 	refused := 0

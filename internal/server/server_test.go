@@ -27,6 +27,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/internal/validate"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 )
 
 const adminKey = "test-admin-key-0123456789"
@@ -122,35 +123,29 @@ func TestAuthRules(t *testing.T) {
 		code   codes.Code
 		reason apierr.Code
 	}{
-		{"runtime without key", func(ctx context.Context) error { _, err := runtime.GetReservation(ctx, get); return err }, context.Background(), codes.Unauthenticated, apierr.Unauthorized},
-		{"runtime with unknown key", func(ctx context.Context) error { _, err := runtime.GetReservation(ctx, get); return err }, withMD(auth.APIKeyHeader, "nope"), codes.Unauthenticated, apierr.Unauthorized},
+		{"runtime without key", func(ctx context.Context) error { return errtest.ErrOf(runtime.GetReservation(ctx, get)) }, context.Background(), codes.Unauthenticated, apierr.Unauthorized},
+		{"runtime with unknown key", func(ctx context.Context) error { return errtest.ErrOf(runtime.GetReservation(ctx, get)) }, withMD(auth.APIKeyHeader, "nope"), codes.Unauthenticated, apierr.Unauthorized},
 		// GetReservation's access option lets the admin key call it on the
 		// owner's behalf (admin_on_behalf_of: reservation_id): r1 names no owner.
-		{"runtime with admin key only", func(ctx context.Context) error { _, err := runtime.GetReservation(ctx, get); return err }, withMD(auth.AdminKeyHeader, adminKey), codes.NotFound, apierr.NotFound},
+		{"runtime with admin key only", func(ctx context.Context) error { return errtest.ErrOf(runtime.GetReservation(ctx, get)) }, withMD(auth.AdminKeyHeader, adminKey), codes.NotFound, apierr.NotFound},
 		{"commit with admin key only", func(ctx context.Context) error {
-			_, err := runtime.CommitReservation(ctx, &cyclesv1.CommitReservationRequest{ReservationId: "r1"})
-			return err
+			return errtest.ErrOf(runtime.CommitReservation(ctx, &cyclesv1.CommitReservationRequest{ReservationId: "r1"}))
 		}, withMD(auth.AdminKeyHeader, adminKey), codes.Unauthenticated, apierr.Unauthorized},
 		{"list on behalf without tenant", func(ctx context.Context) error {
-			_, err := runtime.ListReservations(ctx, &cyclesv1.ListReservationsRequest{})
-			return err
+			return errtest.ErrOf(runtime.ListReservations(ctx, &cyclesv1.ListReservationsRequest{}))
 		}, withMD(auth.AdminKeyHeader, adminKey), codes.InvalidArgument, apierr.InvalidRequest},
-		{"runtime with tenant key", func(ctx context.Context) error { _, err := runtime.GetReservation(ctx, get); return err }, withMD(auth.APIKeyHeader, "good-key"), codes.OK, ""},
+		{"runtime with tenant key", func(ctx context.Context) error { return errtest.ErrOf(runtime.GetReservation(ctx, get)) }, withMD(auth.APIKeyHeader, "good-key"), codes.OK, ""},
 		{"admin without key", func(ctx context.Context) error {
-			_, err := admin.GetTenant(ctx, &cyclesv1.GetTenantRequest{TenantId: "acme"})
-			return err
+			return errtest.ErrOf(admin.GetTenant(ctx, &cyclesv1.GetTenantRequest{TenantId: "acme"}))
 		}, context.Background(), codes.Unauthenticated, apierr.Unauthorized},
 		{"admin with tenant key", func(ctx context.Context) error {
-			_, err := admin.GetTenant(ctx, &cyclesv1.GetTenantRequest{TenantId: "acme"})
-			return err
+			return errtest.ErrOf(admin.GetTenant(ctx, &cyclesv1.GetTenantRequest{TenantId: "acme"}))
 		}, withMD(auth.APIKeyHeader, "good-key"), codes.Unauthenticated, apierr.Unauthorized},
 		{"admin with wrong admin key", func(ctx context.Context) error {
-			_, err := admin.GetTenant(ctx, &cyclesv1.GetTenantRequest{TenantId: "acme"})
-			return err
+			return errtest.ErrOf(admin.GetTenant(ctx, &cyclesv1.GetTenantRequest{TenantId: "acme"}))
 		}, withMD(auth.AdminKeyHeader, adminKey+"x"), codes.Unauthenticated, apierr.Unauthorized},
 		{"admin with admin key", func(ctx context.Context) error {
-			_, err := admin.GetTenant(ctx, &cyclesv1.GetTenantRequest{TenantId: "acme"})
-			return err
+			return errtest.ErrOf(admin.GetTenant(ctx, &cyclesv1.GetTenantRequest{TenantId: "acme"}))
 		}, withMD(auth.AdminKeyHeader, adminKey), codes.OK, ""},
 	}
 	for _, c := range cases {

@@ -364,13 +364,28 @@ type controlArgs struct {
 	Reason string `lua:"reason"`
 }
 
-// TenantPage reads up to pageSize registered tenant ids after `after` (""
+// RegistryPage is one page of the tenant registry (lua/sweeper/tenants.lua).
+type RegistryPage struct {
+	// Now is Redis TIME (ms) at the read.
+	Now int64 `json:"now"`
+	// N is the number of tenants registered.
+	N int64 `json:"n"`
+	// Tenants are the page's tenant ids, in lex order.
+	Tenants script.LuaArray[string] `json:"tenants"`
+}
+
+// ReadRegistry reads up to pageSize registered tenant ids after `after` (""
 // = from the first), in lex order; a shorter page is the last one.
+func ReadRegistry(ctx context.Context, exec *script.Executor, after string, pageSize int) (RegistryPage, error) {
+	var page RegistryPage
+	err := scriptTenants.RunInto(ctx, exec, &page, tenantsKeys{keys.Tenants}, tenantsArgs{after, pageSize})
+	return page, err
+}
+
+// TenantPage is the tenant ids of ReadRegistry.
 func TenantPage(ctx context.Context, exec *script.Executor, after string, pageSize int) ([]string, error) {
-	var page struct {
-		Tenants script.LuaArray[string] `json:"tenants"`
-	}
-	if err := scriptTenants.RunInto(ctx, exec, &page, tenantsKeys{keys.Tenants}, tenantsArgs{after, pageSize}); err != nil {
+	page, err := ReadRegistry(ctx, exec, after, pageSize)
+	if err != nil {
 		return nil, err
 	}
 	return page.Tenants, nil

@@ -2,6 +2,7 @@ package validate
 
 import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/internal/scope"
 )
 
 // Runtime request validators (docs/protocol.md).
@@ -150,10 +151,9 @@ func spend(key string, subj *cyclesv1.Subject, action *cyclesv1.Action, amountFi
 
 // filterValues checks optional subject filters (tenant..toolset order).
 func filterValues(vals ...string) error {
-	names := []string{"tenant", "workspace", "app", "workflow", "agent", "toolset"}
 	for i, v := range vals {
-		if v != "" && !isToken(v, 128) {
-			return invalid(names[i], "must match [a-zA-Z0-9_.-]{1,128}")
+		if v != "" && !scope.ValidValue(v) {
+			return invalid(scope.Levels[i], "must match [a-zA-Z0-9_.-]{1,%d}", scope.MaxValueLen)
 		}
 	}
 	return nil

@@ -103,26 +103,12 @@ func invalid(field, format string, args ...any) error {
 	return apierr.Invalid(field, format, args...)
 }
 
-// isToken reports whether s is 1..max characters of [A-Za-z0-9_.-].
-func isToken(s string, max int) bool {
-	if len(s) < 1 || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // IdempotencyKey: required, [A-Za-z0-9_.-]{1,256}.
 func IdempotencyKey(field, v string) error {
 	if v == "" {
 		return invalid(field, "is required")
 	}
-	if !isToken(v, 256) {
+	if !scope.ValidToken(v, 256) {
 		return invalid(field, "must be 1..256 characters of [A-Za-z0-9_.-]")
 	}
 	return nil
@@ -133,7 +119,7 @@ func ID(field, v string, max int) error {
 	if v == "" {
 		return invalid(field, "is required")
 	}
-	if !isToken(v, max) {
+	if !scope.ValidToken(v, max) {
 		return invalid(field, "must be 1..%d characters of [A-Za-z0-9_.-]", max)
 	}
 	return nil
@@ -359,7 +345,7 @@ func StringMap(field string, m map[string]string) error {
 		return invalid(field, "at most 64 entries")
 	}
 	for k, v := range m {
-		if !isToken(k, 64) {
+		if !scope.ValidToken(k, 64) {
 			return invalid(field, "key %q must be 1..64 characters of [A-Za-z0-9_.-]", k)
 		}
 		if err := Text(field+"."+k, v, 1024); err != nil {

@@ -104,7 +104,7 @@ redis.call('HSET', KEYS[4], 'id', eid, 'tenant', key_tenant(KEYS[1]), 'unit', un
   'affected', ARGV[8] ~= '' and ARGV[8] or cjson.encode(scopes), 'budgeted', cjson.encode(budgeted), 'subject', ARGV[9], 'action', ARGV[10],
   'metrics', ARGV[11], 'metadata', ARGV[12], 'client_time_ms', ARGV[13], 'created_at', ms(now),
   'idem_key', idem_key, 'hash', hash, 'resp', snap)
-redis.call('PEXPIRE', KEYS[4], ms(RETENTION_MS))
+redis.call('PEXPIRE', KEYS[4], RETENTION_MS)
 idem_put(KEYS[5], hash, ms(7 * DAY_MS), nil, eid)
 
 return okf(event_reply_of({'OK', FLAT_V, '', '', 0, plan.debt_total}, resp))

@@ -393,7 +393,7 @@ if explicit then tail[n + 1], tail[n + 2] = 'affected', ARGV[11] end
 redis.call('HSET', KEYS[4], 'state', 'ACTIVE', 'unit', unit, 'estimate', E,
   'scope_path', scope_path, 'budgeted', budgeted_v,
   'created_at', now_s, 'expires_at', exp_s, 'grace_ms', grace_s, 'policy', policy,
-  'max_ext', ms((terms and terms.max_ext) or conf.max_ext), 'idem_key', idem_key, 'action', ARGV[13], unpack(tail))
+  'max_ext', (terms and terms.max_ext) and ms(terms.max_ext) or conf.max_ext_s, 'idem_key', idem_key, 'action', ARGV[13], unpack(tail))
 redis.call('ZADD', KEYS[5], ms(expires_at + grace), rid)
 redis.call('ZADD', KEYS[6], now_s, rid)
 redis.call('ZADD', KEYS[7], exp_s, rid)

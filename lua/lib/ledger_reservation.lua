@@ -76,6 +76,6 @@ local function finalize(prefix, key, deadline_key, rid, archive)
   if archive == '1' then
     redis.call('XADD', key_archive_queue(prefix), '*', 'id', rid)
   else
-    redis.call('PEXPIRE', key, ms(RETENTION_MS))
+    redis.call('PEXPIRE', key, RETENTION_MS)
   end
 end

@@ -31,8 +31,8 @@ local function tenant_conf(key, kind, risk)
   else
     v = redis.call('HMGET', key, unpack(TENANT_READ))
   end
-  local conf = {present = false, status = 'ACTIVE', default_ttl = 60000, max_ttl = 0, max_ext = 10, default_policy = '',
-    pol = v[6] or '', observe = 'ENFORCE', pk = '', pr = '', prr = '', prc = ''}
+  local conf = {present = false, status = 'ACTIVE', default_ttl = 60000, max_ttl = 0, max_ext = 10, max_ext_s = '10',
+    default_policy = '', pol = v[6] or '', observe = 'ENFORCE', pk = '', pr = '', prr = '', prc = ''}
   -- The compiled rate limits (lib/policy_rate.lua): the reserve rates with a
   -- kind (reserve, decide), else the commit rates.
   if kind then
@@ -43,26 +43,28 @@ local function tenant_conf(key, kind, risk)
   -- None of the fields: no record (no guard), unless the hash exists
   -- without them, which is corrupt (invalid status) exactly as before.
   if not (v[1] or v[2] or v[3] or v[4] or v[5] or v[6] or v[7]) and redis.call('EXISTS', key) == 0 then return conf end
-  -- HMGET answers false for a missing field; hgetall had nil.
-  local t = {status = v[1] or nil, default_ttl_ms = v[2] or nil, max_ttl_ms = v[3] or nil,
-    max_extensions = v[4] or nil, default_policy = v[5] or nil}
+  -- HMGET answers false for a missing field; the fields are read from v
+  -- directly (no second table built per call).
   conf.present = true
-  conf.status = t.status
-  if not TENANT_STATUSES[t.status or ''] then return nil, 'tenant record has an invalid status' end
-  if t.default_ttl_ms and t.default_ttl_ms ~= '' then
-    conf.default_ttl = small_int(t.default_ttl_ms)
+  conf.status = v[1] or nil
+  if not TENANT_STATUSES[v[1] or ''] then return nil, 'tenant record has an invalid status' end
+  if v[2] and v[2] ~= '' then
+    conf.default_ttl = small_int(v[2])
     if conf.default_ttl == nil then return nil, 'tenant record has an invalid default_ttl_ms' end
     if conf.default_ttl == 0 then conf.default_ttl = 60000 end
   end
-  if t.max_ttl_ms and t.max_ttl_ms ~= '' then
-    conf.max_ttl = small_int(t.max_ttl_ms)
+  if v[3] and v[3] ~= '' then
+    conf.max_ttl = small_int(v[3])
     if conf.max_ttl == nil then return nil, 'tenant record has an invalid max_ttl_ms' end
   end
-  if t.max_extensions and t.max_extensions ~= '' then
-    conf.max_ext = small_int(t.max_extensions)
+  if v[4] and v[4] ~= '' then
+    conf.max_ext = small_int(v[4])
     if conf.max_ext == nil then return nil, 'tenant record has an invalid max_extensions' end
+    -- max_ext_s: the decimal string a record keeps (the stored one when it
+    -- is canonical: no number->string conversion on every reserve).
+    conf.max_ext_s = (string.byte(v[4], 1) ~= 48 or v[4] == '0') and v[4] or ms(conf.max_ext)
   end
-  conf.default_policy = t.default_policy or ''
+  conf.default_policy = v[5] or ''
   -- v0.1.26 observe mode; absent (every tenant stored before it) is ENFORCE.
   conf.observe = v[7] or 'ENFORCE'
   return conf

@@ -7,7 +7,6 @@
 local HOLD_FIELDS = {'state', 'estimate', 'unit', 'budgeted', 'expires_at', 'grace_ms',
   'quarantined_at', 'quarantine_reason', 'finalized_at', 'expired_at', 'scope_path'}
 local TERMINAL_STATES = {COMMITTED = true, RELEASED = true, EXPIRED = true}
-local HOLD_MAX_SCOPES = 6
 local HOLD_RETENTION_MS = 2592000000
 
 -- is_small: a non-negative integer time/duration field (< 2^53, exact as a Lua number).
@@ -40,27 +39,6 @@ local function read_hold(prefix, id)
   return h
 end
 
--- parse_scopes decodes a record's budgeted field (positions in its scope
--- path or a JSON array, docs/design.md#reservation-records): the scope list,
--- or nil and MISSING_SCOPES / MALFORMED_SCOPES.
-local function parse_scopes(budgeted, scope_path)
-  if budgeted == nil or budgeted == '' then return nil, 'MISSING_SCOPES' end
-  local scopes = unpack_budgeted(budgeted, scope_path)
-  if type(scopes) ~= 'table' then return nil, 'MALFORMED_SCOPES' end
-  if #scopes == 0 then
-    if next(scopes) == nil then return nil, 'MISSING_SCOPES' end
-    return nil, 'MALFORMED_SCOPES'
-  end
-  if #scopes > HOLD_MAX_SCOPES then return nil, 'MALFORMED_SCOPES' end
-  local seen = {}
-  for i = 1, #scopes do
-    local s = scopes[i]
-    if type(s) ~= 'string' or s == '' or #s > 1024 or seen[s] then return nil, 'MALFORMED_SCOPES' end
-    seen[s] = true
-  end
-  return scopes
-end
-
 -- parse_estimate returns the canonical int64 estimate (>= 0) or nil. Stored
 -- estimates are canonical already, so one pattern settles the common case.
 local function parse_estimate(v)
@@ -88,7 +66,7 @@ local function parse_hold(h)
     expiry_problem = 'INVALID_EXPIRY'
   end
   h.unit_ok = unit_ok(h.unit)
-  local scopes, problem = parse_scopes(h.budgeted, h.scope_path)
+  local scopes, problem = budgeted_scopes(h.budgeted, h.scope_path)
   if scopes == nil then return problem, expiry_problem end
   h.scopes = scopes
   h.E = parse_estimate(h.estimate)
@@ -147,7 +125,7 @@ local function active_holds(prefix, limit, extra)
     if string.find(budgeted, '^%d+$') then ck = budgeted .. '|' .. (scope_path or '') end
     local c = scope_cache[ck]
     if c == nil then
-      c = parse_scopes(budgeted, scope_path) or false
+      c = budgeted_scopes(budgeted, scope_path) or false
       scope_cache[ck] = c
     end
     return c or nil

@@ -1,6 +1,6 @@
 -- lib/policy.lua: a tenant's scope policies (docs/protocol.md#policies).
 -- Included with "-- include: lib/policy.lua" (see internal/script).
--- include: lib/policy_rate.lua
+-- include: lib/policy_rate.lua lib/ledger_util.lua
 --
 -- Storage: every policy is one field of the tenant's policies hash
 -- ("cy:{t:T}:pol", field = policy id, value = the policy as JSON, written by
@@ -138,6 +138,23 @@ local function policy_compile(pols)
   if prr ~= '' then out.prr = prr end
   if prc ~= '' then out.prc = prc end
   return out
+end
+
+-- policy_name_taken is the refusal of a write that would give name to a
+-- second of the tenant's policies pols (id -> stored JSON; self_id, if any, the
+-- policy being written, is skipped), or of a malformed stored policy; nil
+-- when the name is free.
+local function policy_name_taken(pols, name, self_id)
+  for id, raw in pairs(pols) do
+    if id ~= self_id then
+      local q = jdecode(raw)
+      if q == nil then return fail('INTERNAL_ERROR', 'stored policy ' .. id .. ' is malformed') end
+      if q.name == name then
+        return fail('DUPLICATE_RESOURCE', 'the tenant has a policy named ' .. name, {field = 'name', policy_id = id})
+      end
+    end
+  end
+  return nil
 end
 
 -- policy_store replaces the compiled fields in the tenant record key with

@@ -2,7 +2,7 @@
 -- scripts (docs/protocol.md#v0126-action-governance): access lists, then
 -- risk-class quotas, then per-kind quotas, all before the budget checks, and
 -- the counter writes of a live ALLOW. Included with "-- include: lib/quota.lua".
--- include: lib/ledger_util.lua lib/keys.lua lib/policy.lua lib/correlation.lua
+-- include: lib/ledger_util.lua lib/keys.lua lib/policy.lua lib/correlation.lua lib/civil.lua
 --
 -- Counters live in the tenant's hash slot, named from the tenant prefix.
 -- Calendar windows (per_minute, per_hour, per_day, per_tenant_per_day): one
@@ -44,28 +44,12 @@
 local QUOTA_LEN = {m = 60000, h = 3600000, d = 86400000, t = 86400000}
 local QUOTA_GRACE_MS = 60000
 
--- quota_date is the UTC civil date of a day number since 1970-01-01 (the
--- days-from-civil inverse; integer arithmetic on exact doubles).
-local function quota_date(days)
-  local z = days + 719468
-  local era = math.floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
-  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
-  local mp = math.floor((5 * doy + 2) / 153)
-  local d = doy - math.floor((153 * mp + 2) / 5) + 1
-  local m = (mp < 10) and (mp + 3) or (mp - 9)
-  local y = yoe + era * 400
-  if m <= 2 then y = y + 1 end
-  return y, m, d
-end
-
 -- quota_wkey is the spec's window key of calendar bucket b (a number) of
 -- window code w: "2026-04-09T14:32", "2026-04-09T14" or "2026-04-09".
 local function quota_wkey(w, b)
   local ms_ = b * QUOTA_LEN[w]
   local days = math.floor(ms_ / 86400000)
-  local y, mo, d = quota_date(days)
+  local y, mo, d = civil_date(days)
   local key = string.format('%04d-%02d-%02d', y, mo, d)
   local rest = ms_ - days * 86400000
   if w == 'h' then

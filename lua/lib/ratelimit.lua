@@ -11,7 +11,10 @@ end
 
 -- check_args reads the common Check arguments
 --   ARGV[1] limit, ARGV[2] window_ms, ARGV[3] hits, ARGV[4] shadow ('1'), ARGV[5] ttl_ms
--- and returns limit, window, hits, shadow, ttl, or nil and the refusal.
+-- and returns limit, window, hits, shadow, ttl and clock, or nil and the
+-- refusal. clock is Redis TIME in ms, which PEXPIRE counts from: a script
+-- decides at now = clock, moved forward to its newest hit if Redis TIME
+-- stepped back, and sets the state's TTL to ttl + now - clock.
 -- extra_ok(limit), when given, is a script's own argument check, folded into
 -- the "malformed" refusal.
 local function check_args(extra_ok)
@@ -23,7 +26,7 @@ local function check_args(extra_ok)
   if hits > limit then
     return nil, fail('INVALID_REQUEST', 'hits exceed the policy limit', {field = 'hits', hits = hits, limit = limit})
   end
-  return limit, window, hits, ARGV[4] == '1', ttl
+  return limit, window, hits, ARGV[4] == '1', ttl, now_ms()
 end
 
 -- decision is a check's answer as a flat reply (lua/lib/core.lua okf; read

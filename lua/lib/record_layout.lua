@@ -79,6 +79,29 @@ local function unpack_budgeted(s, scope_path)
   return out
 end
 
+-- budgeted_scopes is unpack_budgeted checked as a record's scope list must
+-- be, for the scripts that judge a stored record (the sweeper's expiry, the
+-- operator audit, repair and quarantine): the scope paths, or nil and
+-- MISSING_SCOPES (none) or MALFORMED_SCOPES (not 1..6, one per scope level,
+-- distinct non-empty paths of at most 1,024 bytes).
+local function budgeted_scopes(budgeted, scope_path)
+  if budgeted == nil or budgeted == '' then return nil, 'MISSING_SCOPES' end
+  local scopes = unpack_budgeted(budgeted, scope_path)
+  if type(scopes) ~= 'table' then return nil, 'MALFORMED_SCOPES' end
+  if #scopes == 0 then
+    if next(scopes) == nil then return nil, 'MISSING_SCOPES' end
+    return nil, 'MALFORMED_SCOPES'
+  end
+  if #scopes > 6 then return nil, 'MALFORMED_SCOPES' end
+  local seen = {}
+  for i = 1, #scopes do
+    local s = scopes[i]
+    if type(s) ~= 'string' or s == '' or #s > 1024 or seen[s] then return nil, 'MALFORMED_SCOPES' end
+    seen[s] = true
+  end
+  return scopes
+end
+
 -- BALANCE_ROW_MAX bounds the scope positions a balance row field may name
 -- (rb1.., cb1.., lb1..); a record's budgeted list is at most six levels, a
 -- longer requeued list keeps its rows readable up to here.

@@ -39,15 +39,10 @@ local pols = hgetall(KEYS[2])
 if pols[p.policy_id] then
   return fail('DUPLICATE_RESOURCE', 'policy ' .. p.policy_id .. ' exists', {policy_id = p.policy_id})
 end
+local taken = policy_name_taken(pols, p.name)
+if taken then return taken end
 local n = 0
-for id, raw in pairs(pols) do
-  n = n + 1
-  local q = jdecode(raw)
-  if q == nil then return fail('INTERNAL_ERROR', 'stored policy ' .. id .. ' is malformed') end
-  if q.name == p.name then
-    return fail('DUPLICATE_RESOURCE', 'the tenant has a policy named ' .. p.name, {field = 'name', policy_id = id})
-  end
-end
+for _ in pairs(pols) do n = n + 1 end
 if n >= max then
   return fail('LIMIT_EXCEEDED', 'the tenant holds ' .. n .. ' policies, the most allowed', {field = 'tenant_id'})
 end

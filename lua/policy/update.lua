@@ -52,15 +52,8 @@ if p.effective_from_ms > 0 and p.effective_until_ms > 0 and p.effective_until_ms
   return fail('INVALID_REQUEST', 'effective_until must be after effective_from', {field = 'effective_until'})
 end
 if patch.name ~= nil then
-  for other, raw in pairs(pols) do
-    if other ~= id then
-      local q = jdecode(raw)
-      if q == nil then return fail('INTERNAL_ERROR', 'stored policy ' .. other .. ' is malformed') end
-      if q.name == p.name then
-        return fail('DUPLICATE_RESOURCE', 'the tenant has a policy named ' .. p.name, {field = 'name', policy_id = other})
-      end
-    end
-  end
+  local taken = policy_name_taken(pols, p.name, id)
+  if taken then return taken end
 end
 
 p.updated_at_ms = now_ms()

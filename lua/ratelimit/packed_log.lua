@@ -49,11 +49,10 @@ local function dec(s, i)
 end
 
 local key = KEYS[1]
-local limit, window, hits, shadow, ttl = check_args()
+local limit, window, hits, shadow, ttl, clock = check_args()
 if not limit then return window end
 
-local now = now_ms()
-local clock = now -- Redis's own clock, which PEXPIRE counts from
+local now = clock
 local hdr = redis.pcall('GETRANGE', key, 0, H - 1)
 if type(hdr) ~= 'string' then
   -- Another algorithm's state (policy changed algorithm): start afresh.

@@ -41,13 +41,12 @@
 local key = KEYS[1]
 local cap = 0
 if ARGV[6] ~= nil and ARGV[6] ~= '' then cap = int_arg(ARGV[6]) end
-local limit, window, hits, shadow, ttl = check_args(function(limit)
+local limit, window, hits, shadow, ttl, clock = check_args(function(limit)
   return cap ~= nil and not (cap > 0 and cap < limit)
 end)
 if not limit then return window end
 
-local now = now_ms()
-local clock = now -- Redis's own clock, which PEXPIRE counts from
+local now = clock
 local newest = redis.pcall('ZRANGE', key, -1, -1, 'WITHSCORES')
 if newest.err then
   -- The policy changed algorithm: this key holds another algorithm's state.

@@ -32,11 +32,10 @@ local function idiv(a, b)
 end
 
 local key = KEYS[1]
-local limit, window, hits, shadow, ttl = check_args()
+local limit, window, hits, shadow, ttl, clock = check_args()
 if not limit then return window end
 
-local now = now_ms()
-local clock = now -- Redis's own clock, which PEXPIRE counts from
+local now = clock
 local v = redis.pcall('HMGET', key, 'sw', 'c', 'p', 't')
 if v.err or v[4] then
   -- Another algorithm's state (policy changed algorithm): start afresh.

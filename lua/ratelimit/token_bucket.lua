@@ -19,11 +19,10 @@
 -- A changed window rescales in-flight buckets for at most one window.
 
 local key = KEYS[1]
-local limit, window, hits, shadow, ttl = check_args()
+local limit, window, hits, shadow, ttl, clock = check_args()
 if not limit then return window end
 
-local now = now_ms()
-local clock = now -- Redis's own clock, which PEXPIRE counts from
+local now = clock
 local v = redis.pcall('HMGET', key, 't', 'ts', 'sw')
 if v.err or v[3] then
   redis.call('DEL', key)

@@ -3,7 +3,7 @@
 -- atomic call that stops early once it has run for budget_us (Redis TIME), so
 -- no call holds Redis (and every other tenant's reserve) for long
 -- (docs/protocol.md#expiry, docs/design.md#the-sweeper, internal/sweeper/doc.go).
--- include: lib/refund.lua lib/keys.lua lib/record_layout.lua lib/paging.lua
+-- include: lib/refund.lua lib/keys.lua lib/record_layout.lua lib/paging.lua lib/civil.lua
 --
 -- KEYS: 1 tenant_prefix   "cy:{t:<tenant>}:"; reservation and budget keys are
 --                         derived from it (prefix .. "r:" .. id, prefix .. "b:" ..
@@ -67,7 +67,6 @@
 -- so a reservation is either fully expired or not touched at all.
 
 local TERMINAL_RETENTION_MS = 2592000000
-local MAX_SCOPES = 6
 
 local prefix, deadlines, stream = KEYS[1], KEYS[2], KEYS[3]
 local quarantine_index = key_index(prefix, 'quarantine')
@@ -112,24 +111,13 @@ local function is_ms(v)
   return type(v) == 'string' and #v <= 15 and string.find(v, '^%d+$') ~= nil
 end
 
--- iso8601 formats epoch milliseconds as UTC "YYYY-MM-DDTHH:MM:SS.mmmZ"
--- (days-to-civil conversion; Redis Lua has no os.date).
+-- iso8601 formats epoch milliseconds as UTC "YYYY-MM-DDTHH:MM:SS.mmmZ".
 local function iso8601(ms)
   local secs = math.floor(ms / 1000)
   local milli = ms - secs * 1000
   local days = math.floor(secs / 86400)
   local sod = secs - days * 86400
-  local z = days + 719468
-  local era = math.floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
-  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
-  local mp = math.floor((5 * doy + 2) / 153)
-  local d = doy - math.floor((153 * mp + 2) / 5) + 1
-  local m = mp + 3
-  if mp >= 10 then m = mp - 9 end
-  local y = yoe + era * 400
-  if m <= 2 then y = y + 1 end
+  local y, m, d = civil_date(days)
   return string.format('%04d-%02d-%02dT%02d:%02d:%02d.%03dZ', y, m, d,
     math.floor(sod / 3600), math.floor((sod % 3600) / 60), sod % 60, milli)
 end
@@ -159,21 +147,11 @@ local function plan(r)
   if type(r.unit) ~= 'string' or string.find(r.unit, '^[A-Z_]+$') == nil then
     return nil, 'INVALID_ESTIMATE'
   end
-  if r.budgeted == nil or r.budgeted == '' then return nil, 'MISSING_SCOPES' end
-  -- Positions in the scope path, or a JSON array (docs/design.md#reservation-records).
-  local scopes = unpack_budgeted(r.budgeted, r.scope_path)
-  if type(scopes) ~= 'table' then return nil, 'MALFORMED_SCOPES' end
-  if #scopes == 0 then
-    if next(scopes) == nil then return nil, 'MISSING_SCOPES' end
-    return nil, 'MALFORMED_SCOPES'
-  end
-  if #scopes > MAX_SCOPES then return nil, 'MALFORMED_SCOPES' end
-  local seen, steps = {}, {}
+  local scopes, bad = budgeted_scopes(r.budgeted, r.scope_path)
+  if not scopes then return nil, bad end
+  local steps = {}
   for i = 1, #scopes do
-    local s = scopes[i]
-    if type(s) ~= 'string' or s == '' or #s > 1024 or seen[s] then return nil, 'MALFORMED_SCOPES' end
-    seen[s] = true
-    local b, problem = refund_read(key_budget(prefix, s, r.unit))
+    local b, problem = refund_read(key_budget(prefix, scopes[i], r.unit))
     if b == nil then return nil, (problem == 'MISSING') and 'MISSING_BUDGET' or 'CORRUPT_BUDGET' end
     -- A budget cannot hold less than the reservations that reserved against it
     -- (docs/protocol.md#tenants-and-api-keys): RESERVED_UNDERFLOW quarantines.

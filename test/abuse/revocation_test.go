@@ -12,6 +12,7 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/test/crash/cyclesdtest"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 )
 
 // maxRevocationDelay is issue 23's bound: a revoked key is refused by every
@@ -35,8 +36,7 @@ func TestRevocationAcrossReplicas(t *testing.T) {
 	call := func(rt cyclesv1.RuntimeServiceClient) error {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		_, err := rt.GetBalances(cyclesdtest.KeyCtx(cctx, tn.Key), &cyclesv1.GetBalancesRequest{Tenant: tn.Name})
-		return err
+		return errtest.ErrOf(rt.GetBalances(cyclesdtest.KeyCtx(cctx, tn.Key), &cyclesv1.GetBalancesRequest{Tenant: tn.Name}))
 	}
 	// Both replicas verify (and cache) the key.
 	for _, rt := range replicas {

@@ -28,3 +28,21 @@ func Want(tb testing.TB, err error, want string) (refused bool) {
 	}
 	return true
 }
+
+// Panics calls f and fails tb with msg (Errorf: a table goes on to its next
+// case) when f returns instead of panicking, for declarations whose mistakes
+// are programming errors found when they are built.
+func Panics(tb testing.TB, msg string, f func()) {
+	tb.Helper()
+	defer func() {
+		if recover() == nil {
+			tb.Errorf("%s", msg)
+		}
+	}()
+	f()
+}
+
+// ErrOf is the error of a call whose result a case does not look at:
+//
+//	call: func(ctx context.Context) error { return errtest.ErrOf(c.Get(ctx, req)) },
+func ErrOf[T any](_ T, err error) error { return err }

@@ -16,6 +16,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
@@ -130,15 +131,14 @@ func TestCountRefusals(t *testing.T) {
 		reason apierr.Code
 		want   int64
 	}{
-		{"success", func() error { _, err := c.CreateTenant(ctx, &cyclesv1.CreateTenantRequest{TenantId: id}); return err },
+		{"success", func() error { return errtest.ErrOf(c.CreateTenant(ctx, &cyclesv1.CreateTenantRequest{TenantId: id})) },
 			"CreateTenant", apierr.DuplicateResource, 0},
-		{"duplicate", func() error { _, err := c.CreateTenant(ctx, &cyclesv1.CreateTenantRequest{TenantId: id}); return err },
+		{"duplicate", func() error { return errtest.ErrOf(c.CreateTenant(ctx, &cyclesv1.CreateTenantRequest{TenantId: id})) },
 			"CreateTenant", apierr.DuplicateResource, 1},
-		{"unknown tenant", func() error { _, err := c.GetTenant(ctx, &cyclesv1.GetTenantRequest{TenantId: tenantID()}); return err },
+		{"unknown tenant", func() error { return errtest.ErrOf(c.GetTenant(ctx, &cyclesv1.GetTenantRequest{TenantId: tenantID()})) },
 			"GetTenant", apierr.TenantNotFound, 1},
 		{"invalid, refused before the domain", func() error {
-			_, err := c.CreateTenant(ctx, &cyclesv1.CreateTenantRequest{TenantId: "Not Valid"})
-			return err
+			return errtest.ErrOf(c.CreateTenant(ctx, &cyclesv1.CreateTenantRequest{TenantId: "Not Valid"}))
 		}, "CreateTenant", apierr.InvalidRequest, 0},
 	}
 	for _, tc := range cases {

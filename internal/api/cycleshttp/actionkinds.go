@@ -9,7 +9,6 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
-	"github.com/cyclesgo/cycles-go/internal/protowire"
 )
 
 // The v0.1.26 action-kind registry: GET /v1/action-kinds and
@@ -57,9 +56,3 @@ func kindLimit(name, s string) (protoreflect.Value, error) {
 	}
 	return protoreflect.ValueOfInt32(int32(n)), nil
 }
-
-// actionKindShape is the protocol's ActionKind; a policy key spec names
-// only the dimensions that matter.
-var actionKindShape = protowire.ShapeOf("kind", "risk_class", "policy_key_spec?", "description?", "mcp_tool_prefixes", "deprecated",
-	"replacement_kind?").
-	Nest("policy_key_spec", protowire.ShapeOf("host?", "recipient_domain?", "resource_type?", "path_prefix?"))

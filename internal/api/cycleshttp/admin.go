@@ -19,11 +19,9 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/scope"
 )
 
-// The admin surface a Cycles quickstart needs, in the governance spec's
-// shapes (cycles-governance-admin-v0.1.25), each route bound to its
-// AdminService method and authenticated with the admin key (X-Admin-API-Key,
-// or cyclesd's X-Cycles-Admin-Key). What is not served is listed in
-// docs/http-api.md.
+// The admin surface's answer shapes and request steps, in the governance
+// spec's shapes (cycles-governance-admin-v0.1.25); what is not served is
+// listed in docs/http-api.md.
 
 // ---- tenants ------------------------------------------------------------------
 
@@ -45,7 +43,7 @@ var tenantShape = protowire.ShapeOf("tenant_id", "name", "status", "default_comm
 func closeOrUpdate(a *API, update *route) http.Handler {
 	md := cyclesv1.File_cycles_v1_admin_proto.Services().ByName("AdminService").Methods().ByName("CloseTenant")
 	closing := newRoute(a, cyclesv1.AdminService_CloseTenant_FullMethodName, md, &cyclesv1.HttpRoute{Pattern: update.spec.GetPattern()},
-		wire{before: typed(closeBody)}, a.services[cyclesv1.AdminService_ServiceDesc.ServiceName])
+		wire{before: closeBody})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Peek at the body (bounded; readBody still refuses an oversize one).
 		body, err := io.ReadAll(io.LimitReader(r.Body, a.maxBody+1))
@@ -68,7 +66,7 @@ func closeOrUpdate(a *API, update *route) http.Handler {
 func expiredKeys(a *API, list *route) http.Handler {
 	spec := proto.Clone(list.spec).(*cyclesv1.HttpRoute)
 	spec.Query = slices.DeleteFunc(spec.Query, func(q string) bool { return q == "status" })
-	none := newRoute(a, list.method, list.md, spec, wire{}, service{})
+	none := newRoute(a, list.method, list.md, spec, wire{})
 	if list.call != nil {
 		none.call = func(ctx context.Context, req proto.Message) (any, error) {
 			if _, err := list.call(ctx, req); err != nil {
@@ -88,12 +86,13 @@ func expiredKeys(a *API, list *route) http.Handler {
 
 // closeBody: closing a tenant ({"status":"CLOSED"}) must be the only
 // change in its request.
-func closeBody(a *API, w http.ResponseWriter, r *http.Request, req *cyclesv1.CloseTenantRequest) error {
-	up := &cyclesv1.UpdateTenantRequest{TenantId: req.GetTenantId()}
+func closeBody(a *API, w http.ResponseWriter, r *http.Request, req proto.Message) error {
+	id := req.(*cyclesv1.CloseTenantRequest).GetTenantId()
+	up := &cyclesv1.UpdateTenantRequest{TenantId: id}
 	if err := protoJSON(a, w, r, up); err != nil {
 		return err
 	}
-	if !proto.Equal(up, &cyclesv1.UpdateTenantRequest{TenantId: req.GetTenantId(), Status: cyclesv1.TenantStatus_TENANT_STATUS_CLOSED}) {
+	if !proto.Equal(up, &cyclesv1.UpdateTenantRequest{TenantId: id, Status: cyclesv1.TenantStatus_TENANT_STATUS_CLOSED}) {
 		return apierr.Invalid("status", "closing a tenant must be the only change in its request")
 	}
 	return nil
@@ -110,24 +109,24 @@ const neverExpires = "9999-12-31T23:59:59.999Z"
 // expiry answers neverExpires.
 var apiKeyShape = protowire.ShapeOf("key_id", "key_prefix", "tenant_id", "name?", "description?", "permissions", "status?", "created_at",
 	"expires_at", "revoked_at?", "revoked_reason?", "metadata?", "scope_filter?", "last_used_at?").
-	Calc("key_prefix", keyPrefix(nil)).Calc("expires_at", keyExpiry(nil))
+	Calc("key_prefix", keyPrefix).Calc("expires_at", keyExpiry)
 
 // newKeyShape is the spec's ApiKeyCreateResponse: the new key with its
 // secret, shown once.
 var newKeyShape = protowire.ShapeOf("key_id=api_key.key_id", "key_secret=secret?", "key_prefix", "tenant_id=api_key.tenant_id",
 	"permissions=api_key.permissions", "created_at=api_key.created_at", "expires_at").
-	Calc("key_prefix", keyPrefix(protowire.Path("api_key"))).Calc("expires_at", keyExpiry(protowire.Path("api_key")))
+	Calc("key_prefix", ofKey(keyPrefix)).Calc("expires_at", ofKey(keyExpiry))
 
-func keyPrefix(at []protoreflect.Name) func(protoreflect.Message) (any, bool) {
-	return func(m protoreflect.Message) (any, bool) {
-		return "cyc_" + protowire.Descend(m, at).Interface().(*cyclesv1.ApiKey).GetKeyId(), true
-	}
+func keyPrefix(m protoreflect.Message) (any, bool) {
+	return "cyc_" + m.Interface().(*cyclesv1.ApiKey).GetKeyId(), true
+}
+func keyExpiry(m protoreflect.Message) (any, bool) {
+	return expiry(m.Interface().(*cyclesv1.ApiKey).ExpiresAtMs), true
 }
 
-func keyExpiry(at []protoreflect.Name) func(protoreflect.Message) (any, bool) {
-	return func(m protoreflect.Message) (any, bool) {
-		return expiry(protowire.Descend(m, at).Interface().(*cyclesv1.ApiKey).ExpiresAtMs), true
-	}
+// ofKey computes a key member of a create answer from its api_key.
+func ofKey(f func(protoreflect.Message) (any, bool)) func(protoreflect.Message) (any, bool) {
+	return func(m protoreflect.Message) (any, bool) { return f(protowire.Descend(m, protowire.Path("api_key"))) }
 }
 
 // expiry is a key's expires_at: neverExpires when it has none.
@@ -190,22 +189,11 @@ func tenantFrom(field protoreflect.Name, of func(string) string) hook {
 	}
 }
 
-// ---- introspection ---------------------------------------------------------------
-
-// introspectShape is the spec's introspection answer; key_id is cyclesd's
-// addition: the key's id as the admin routes name it.
-var introspectShape = protowire.ShapeOf("authenticated", "auth_type", "permissions", "capabilities", "tenant_id?", "scope_filter?", "key_id?")
-
 // notServed answers a JSON 404 for protocol endpoints cyclesd does not serve.
 func (a *API) notServed(w http.ResponseWriter, r *http.Request, why string) {
 	writeBareError(w, r, http.StatusNotFound, apierr.NotFound,
 		r.Method+" "+r.URL.Path+" is not served by cyclesd: "+why+" (docs/http-api.md)")
 }
-
-// PATCH /v1/admin/api-keys/{key_id} reads its body into UpdateApiKeyRequest:
-// a member absent (or null) is left as it is. expires_at is cyclesd's
-// addition to the spec's body (the spec has a key's expiry immutable; cyclesd
-// lets an operator shorten or extend it in place).
 
 // validateShape is the spec's ApiKeyValidationResponse: a valid key's
 // answer carries its expiry (neverExpires when it has none) and its

@@ -1,6 +1,7 @@
 package cycleshttp
 
 import (
+	"cmp"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -33,13 +34,6 @@ const (
 	adminPlane
 )
 
-// resetAtMsDetail is the ErrorInfo metadata of a policy rate-limit refusal
-// naming the end of its window (ms since the epoch, Redis TIME).
-const resetAtMsDetail = "reset_at_ms"
-
-// numericDetails are ErrorInfo metadata values that are integers on the wire.
-var numericDetails = map[string]bool{"remaining": true, "requested": true, "limit": true}
-
 // errorOf turns the chain's gRPC status into the HTTP status, headers and
 // body of the protocol's ErrorResponse.
 func errorOf(err error, p plane, requestID, traceID string) (int, *errorOut, map[string]string) {
@@ -62,13 +56,9 @@ func errorOf(err error, p plane, requestID, traceID string) (int, *errorOut, map
 	for k, v := range md {
 		switch {
 		case k == "request_id":
-			if v != "" {
-				requestID = v
-			}
+			requestID = cmp.Or(v, requestID)
 		case k == "trace_id":
-			if v != "" {
-				traceID = v
-			}
+			traceID = cmp.Or(v, traceID)
 		case k == "expected_units":
 			details[k] = strings.Split(v, ",")
 		case k == actionkind.MetadataKey:
@@ -76,33 +66,25 @@ func errorOf(err error, p plane, requestID, traceID string) (int, *errorOut, map
 			if d, perr := actionkind.ParseDenyDetail(v); perr == nil && d != nil {
 				details[k] = actionkind.WireDenyDetail(d)
 			}
-		case numericDetails[k]:
-			if _, perr := strconv.ParseInt(v, 10, 64); perr == nil {
-				details[k] = json.Number(v)
-			} else {
-				details[k] = v
-			}
 		default:
 			details[k] = v
+			// These ErrorInfo metadata values are integers on the wire.
+			if _, perr := strconv.ParseInt(v, 10, 64); perr == nil && (k == "remaining" || k == "requested" || k == "limit") {
+				details[k] = json.Number(v)
+			}
 		}
-	}
-	if len(details) == 0 {
-		details = nil
 	}
 	msg := strings.TrimPrefix(st.Message(), string(code)+": ")
 	headers := map[string]string{}
 	for _, d := range st.Details() {
 		if ri, isRetry := d.(*errdetails.RetryInfo); isRetry && ri.GetRetryDelay() != nil {
-			secs := int64(math.Ceil(ri.GetRetryDelay().AsDuration().Seconds()))
-			if secs < 1 {
-				secs = 1
-			}
-			headers["Retry-After"] = strconv.FormatInt(secs, 10)
+			headers["Retry-After"] = strconv.FormatInt(max(int64(math.Ceil(ri.GetRetryDelay().AsDuration().Seconds())), 1), 10)
 		}
 	}
 	// A policy rate limit (lua/lib/policy_rate.lua) says when its window
-	// resets: X-RateLimit-Reset, in Unix seconds (rounded up).
-	if ms, perr := strconv.ParseInt(md[resetAtMsDetail], 10, 64); perr == nil && code == apierr.LimitExceeded && ms > 0 {
+	// resets (reset_at_ms, Redis TIME): X-RateLimit-Reset, in Unix seconds
+	// (rounded up).
+	if ms, perr := strconv.ParseInt(md["reset_at_ms"], 10, 64); perr == nil && code == apierr.LimitExceeded && ms > 0 {
 		headers["X-RateLimit-Reset"] = strconv.FormatInt((ms+999)/1000, 10)
 	}
 	return httpCode, &errorOut{Error: string(wire), Message: msg, RequestID: requestID, TraceID: traceID, Details: details}, headers

@@ -24,6 +24,7 @@ package cycleshttp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,12 +72,12 @@ type Options struct {
 // API is the Cycles HTTP/JSON surface.
 type API struct {
 	svc Options // the services (nil: their routes answer 404)
-	// services are the gRPC services by full name, nil impl when absent.
-	services map[string]service
-	maxBody  int64
-	shapes   *protowire.Shapes // the answers' shapes by message type
-	mux      *http.ServeMux
-	handler  http.Handler
+	// calls run the provided services' methods by full name.
+	calls   map[string]func(ctx context.Context, req proto.Message) (any, error)
+	maxBody int64
+	shapes  *protowire.Shapes // the answers' shapes by message type
+	mux     *http.ServeMux
+	handler http.Handler
 }
 
 // New builds the API. Mount it on the HTTP listener under "/v1/".
@@ -84,39 +85,23 @@ func New(opts Options) *API {
 	a := &API{svc: opts, maxBody: opts.MaxBodyBytes, shapes: answerShapes(), mux: http.NewServeMux()}
 	defaults.Set(&a.maxBody, DefaultMaxBodyBytes)
 	a.routes()
-	var otelOpts []otelhttp.Option
-	if opts.TracerProvider != nil {
-		otelOpts = append(otelOpts, otelhttp.WithTracerProvider(opts.TracerProvider))
-	}
-	if opts.MeterProvider != nil {
-		otelOpts = append(otelOpts, otelhttp.WithMeterProvider(opts.MeterProvider))
-	}
-	otelOpts = append(otelOpts, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-		if r.Pattern != "" {
-			return r.Pattern
-		}
-		return r.Method + " " + r.URL.Path
-	}))
-	a.handler = withTraceID(otelhttp.NewHandler(a.preAuth(a.mux), "cycles-http", otelOpts...))
+	// A nil provider leaves otel's global one in place.
+	a.handler = withTraceID(otelhttp.NewHandler(a.preAuth(a.mux), "cycles-http",
+		otelhttp.WithTracerProvider(opts.TracerProvider), otelhttp.WithMeterProvider(opts.MeterProvider),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			return cmp.Or(r.Pattern, r.Method+" "+r.URL.Path)
+		})))
 	return a
 }
 
-// preAuther is the part of the gRPC shell that checks credentials before a
-// body is read (server.Server.PreAuth).
-type preAuther interface {
-	PreAuth(ctx context.Context, fullMethod string, md metadata.MD, remoteAddr string) (context.Context, error)
-}
-
-// preAuthMethod is the access rule of the pre-read check: a method either
-// key may call, so every route's legitimate caller passes; the chain then
-// applies the route's own rule.
-const preAuthMethod = cyclesv1.EventService_ListEvents_FullMethodName
-
 // preAuth refuses a request whose credentials are missing, malformed, wrong
 // or recently refused, or whose peer is over its failed-authentication
-// budget, before the body is read (docs/limits.md).
+// budget, before the body is read (docs/limits.md), by the gRPC shell's own
+// check (server.Server.PreAuth).
 func (a *API) preAuth(next http.Handler) http.Handler {
-	pa, ok := a.svc.Invoker.(preAuther)
+	pa, ok := a.svc.Invoker.(interface {
+		PreAuth(ctx context.Context, fullMethod string, md metadata.MD, remoteAddr string) (context.Context, error)
+	})
 	if !ok {
 		return next
 	}
@@ -125,7 +110,9 @@ func (a *API) preAuth(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r) // an unserved path is a 404 for anyone
 			return
 		}
-		method := preAuthMethod
+		// The access rule checked is a method either key may call, so every
+		// route's legitimate caller passes; the chain then applies the route's.
+		method := cyclesv1.EventService_ListEvents_FullMethodName
 		if strings.HasPrefix(r.URL.Path, actionKindsPrefix) {
 			method = cyclesv1.ActionKindService_ListActionKinds_FullMethodName // public, like the chain's rule
 		}
@@ -213,19 +200,15 @@ func first(md metadata.MD, k string) string {
 // cyclesd's own.
 func metadataOf(r *http.Request) metadata.MD {
 	md := make(metadata.MD, 4)
-	put := func(key, header string) {
-		if v := r.Header.Get(header); v != "" {
-			md[key] = []string{v}
+	h := r.Header.Get
+	for k, v := range map[string]string{auth.APIKeyHeader: h("X-Cycles-API-Key"),
+		auth.AdminKeyHeader:       cmp.Or(h("X-Cycles-Admin-Key"), h("X-Admin-API-Key")),
+		auth.IdempotencyKeyHeader: h("X-Idempotency-Key"), auth.RequestIDHeader: h("X-Request-Id"),
+		"user-agent": h("User-Agent")} { // the user agent is recorded in audit entries
+		if v != "" {
+			md[k] = []string{v}
 		}
 	}
-	put(auth.APIKeyHeader, "X-Cycles-API-Key")
-	put(auth.AdminKeyHeader, "X-Cycles-Admin-Key")
-	if _, ok := md[auth.AdminKeyHeader]; !ok {
-		put(auth.AdminKeyHeader, "X-Admin-API-Key")
-	}
-	put(auth.IdempotencyKeyHeader, "X-Idempotency-Key")
-	put(auth.RequestIDHeader, "X-Request-Id")
-	put("user-agent", "User-Agent") // recorded in audit entries
 	return md
 }
 
@@ -256,35 +239,40 @@ func protoJSON[Req proto.Message](a *API, w http.ResponseWriter, r *http.Request
 // (within encoding/json's nesting limit); anything else is a 400 naming body.
 func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
-	if err != nil {
-		return nil, a.jsonError(err)
+	if big := (*http.MaxBytesError)(nil); errors.As(err, &big) {
+		return nil, apierr.Invalid("body", "is larger than %d bytes", a.maxBody)
 	}
-	if json.Valid(body) {
+	if err == nil && json.Valid(body) {
 		return body, nil
 	}
-	// Invalid: decode once more only to say where and why.
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return nil, a.jsonError(err)
+	if err == nil { // invalid: decode once more only to say where and why
+		dec := json.NewDecoder(bytes.NewReader(body))
+		if err = dec.Decode(new(json.RawMessage)); err == nil {
+			if _, err = dec.Token(); err == nil || errors.Is(err, io.EOF) {
+				return nil, apierr.Invalid("body", "has data after the JSON object")
+			}
+		}
 	}
-	if _, err := dec.Token(); err != nil && !errors.Is(err, io.EOF) {
-		return nil, a.jsonError(err)
-	}
-	return nil, apierr.Invalid("body", "has data after the JSON object")
+	return nil, protowire.SyntaxError(err)
 }
 
-// jsonError is a body over the size bound or not one well-formed JSON
-// value, as a 400 naming body.
-func (a *API) jsonError(err error) error {
-	if big := (*http.MaxBytesError)(nil); errors.As(err, &big) {
-		return apierr.Invalid("body", "is larger than %d bytes", a.maxBody)
-	}
-	return protowire.SyntaxError(err)
-}
-
+// notFound answers a path no route serves (404), or, when routes serve it
+// under other methods, 405 with an Allow header naming them: the route table
+// itself is asked, so the answer cannot drift from the routes.
 func (a *API) notFound(w http.ResponseWriter, r *http.Request) {
-	if a.methodNotAllowed(w, r) {
+	var allow []string
+	probe := r.Clone(r.Context())
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if probe.Method = m; m != r.Method {
+			if _, pattern := a.mux.Handler(probe); pattern != "/v1/" && pattern != "" {
+				allow = append(allow, m)
+			}
+		}
+	}
+	if list := strings.Join(allow, ", "); list != "" {
+		w.Header().Set("Allow", list)
+		writeBareError(w, r, http.StatusMethodNotAllowed, apierr.InvalidRequest,
+			r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+list)
 		return
 	}
 	writeBareError(w, r, http.StatusNotFound, apierr.NotFound,

@@ -31,6 +31,27 @@ func TestKeyIDSameOnBothWires(t *testing.T) {
 				t.Fatalf("key id %q, want <tenant>_<16 hex>", c.id)
 			}
 			local := c.id[len(k.tenant)+1:]
+			// httpIDs is the member of each item of the list an HTTP GET of path answers.
+			httpIDs := func(path, list, member string) []string {
+				var ids []string
+				for _, it := range k.must("GET", path, "", 200)[list].([]any) {
+					ids = append(ids, it.(map[string]any)[member].(string))
+				}
+				return ids
+			}
+			// auditIDs is the member of the entries the audit log lists with
+			// member=c.id on HTTP, then id of those req lists on gRPC.
+			auditIDs := func(member string, req *cyclesv1.ListAuditLogsRequest, id func(*cyclesv1.AuditLogEntry) string) []string {
+				ids := httpIDs("/v1/admin/audit/logs?"+member+"="+c.id, "logs", member)
+				l, err := aud.ListAuditLogs(adminCtx(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, it := range l.GetLogs() {
+					ids = append(ids, id(it))
+				}
+				return ids
+			}
 			// A mutation made by the key itself, so it is an audit entry's actor.
 			k.call("POST", "/v1/admin/budgets", "", `{"scope":"tenant:`+k.tenant+`/workspace:w-`+local+`","unit":"TOKENS","allocated":{"unit":"TOKENS","amount":1}}`,
 				"X-Cycles-API-Key", c.secret)
@@ -39,10 +60,7 @@ func TestKeyIDSameOnBothWires(t *testing.T) {
 				got  func() []string // the ids the call answered with
 			}{
 				{"list", func() []string {
-					var ids []string
-					for _, it := range k.must("GET", "/v1/admin/api-keys?tenant_id="+k.tenant, "", 200)["keys"].([]any) {
-						ids = append(ids, it.(map[string]any)["key_id"].(string))
-					}
+					ids := httpIDs("/v1/admin/api-keys?tenant_id="+k.tenant, "keys", "key_id")
 					l, err := k.adm.ListApiKeys(adminCtx(), &cyclesv1.ListApiKeysRequest{TenantId: k.tenant})
 					if err != nil {
 						t.Fatal(err)
@@ -92,32 +110,10 @@ func TestKeyIDSameOnBothWires(t *testing.T) {
 					return []string{h.obj(t)["key_id"].(string), in.GetKeyId()}
 				}},
 				{"audit entries: actor", func() []string {
-					var ids []string
-					for _, it := range k.must("GET", "/v1/admin/audit/logs?key_id="+c.id, "", 200)["logs"].([]any) {
-						ids = append(ids, it.(map[string]any)["key_id"].(string))
-					}
-					l, err := aud.ListAuditLogs(adminCtx(), &cyclesv1.ListAuditLogsRequest{KeyId: c.id})
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, it := range l.GetLogs() {
-						ids = append(ids, it.GetKeyId())
-					}
-					return ids
+					return auditIDs("key_id", &cyclesv1.ListAuditLogsRequest{KeyId: c.id}, (*cyclesv1.AuditLogEntry).GetKeyId)
 				}},
 				{"audit entries: resource", func() []string {
-					var ids []string
-					for _, it := range k.must("GET", "/v1/admin/audit/logs?resource_id="+c.id, "", 200)["logs"].([]any) {
-						ids = append(ids, it.(map[string]any)["resource_id"].(string))
-					}
-					l, err := aud.ListAuditLogs(adminCtx(), &cyclesv1.ListAuditLogsRequest{ResourceId: c.id})
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, it := range l.GetLogs() {
-						ids = append(ids, it.GetResourceId())
-					}
-					return ids
+					return auditIDs("resource_id", &cyclesv1.ListAuditLogsRequest{ResourceId: c.id}, (*cyclesv1.AuditLogEntry).GetResourceId)
 				}},
 				{"revoke", func() []string {
 					h := k.must("DELETE", "/v1/admin/api-keys/"+c.id, "", 200)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 )
 
 // A key narrowed to workspace:prod settles (commits, releases, extends) only
@@ -63,16 +64,14 @@ func TestScopeFilterOnSettlement(t *testing.T) {
 			return "POST", "/v1/reservations/" + id + "/release", `{"idempotency_key":"` + idem + `"}`
 		},
 		func(ctx context.Context, id, idem string) error {
-			_, err := k.rt.ReleaseReservation(ctx, &cyclesv1.ReleaseReservationRequest{ReservationId: id, IdempotencyKey: idem})
-			return err
+			return errtest.ErrOf(k.rt.ReleaseReservation(ctx, &cyclesv1.ReleaseReservationRequest{ReservationId: id, IdempotencyKey: idem}))
 		}}
 	extend := op{"extend",
 		func(id, idem string) (string, string, string) {
 			return "POST", "/v1/reservations/" + id + "/extend", `{"idempotency_key":"` + idem + `","extend_by_ms":1000}`
 		},
 		func(ctx context.Context, id, idem string) error {
-			_, err := k.rt.ExtendReservation(ctx, &cyclesv1.ExtendReservationRequest{ReservationId: id, IdempotencyKey: idem, ExtendByMs: 1000})
-			return err
+			return errtest.ErrOf(k.rt.ExtendReservation(ctx, &cyclesv1.ExtendReservationRequest{ReservationId: id, IdempotencyKey: idem, ExtendByMs: 1000}))
 		}}
 
 	for _, c := range []struct {

@@ -14,6 +14,7 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 )
 
@@ -117,22 +118,19 @@ func TestScopeFilterRefusals(t *testing.T) {
 		{"reserve inside",
 			func() reply { return k.call("POST", "/v1/reservations", "", wsReserveBody("in-h", "prod"), hk...) },
 			func(ctx context.Context) error {
-				_, err := k.rt.CreateReservation(ctx, reserveReq("in-g", "prod"))
-				return err
+				return errtest.ErrOf(k.rt.CreateReservation(ctx, reserveReq("in-g", "prod")))
 			},
 			false, ""},
 		{"reserve outside",
 			func() reply { return k.call("POST", "/v1/reservations", "", wsReserveBody("out-h", "ops"), hk...) },
 			func(ctx context.Context) error {
-				_, err := k.rt.CreateReservation(ctx, reserveReq("out-g", "ops"))
-				return err
+				return errtest.ErrOf(k.rt.CreateReservation(ctx, reserveReq("out-g", "ops")))
 			},
 			true, "subject"},
 		{"reserve outside any workspace",
 			func() reply { return k.call("POST", "/v1/reservations", "", wsReserveBody("root-h", ""), hk...) },
 			func(ctx context.Context) error {
-				_, err := k.rt.CreateReservation(ctx, reserveReq("root-g", ""))
-				return err
+				return errtest.ErrOf(k.rt.CreateReservation(ctx, reserveReq("root-g", "")))
 			},
 			true, "subject"},
 		{"decide outside",
@@ -158,43 +156,37 @@ func TestScopeFilterRefusals(t *testing.T) {
 		{"balances inside",
 			func() reply { return k.call("GET", "/v1/balances?workspace=prod", "", "", hk...) },
 			func(ctx context.Context) error {
-				_, err := k.rt.GetBalances(ctx, &cyclesv1.GetBalancesRequest{Workspace: "prod"})
-				return err
+				return errtest.ErrOf(k.rt.GetBalances(ctx, &cyclesv1.GetBalancesRequest{Workspace: "prod"}))
 			},
 			false, ""},
 		{"balances outside",
 			func() reply { return k.call("GET", "/v1/balances?workspace=ops", "", "", hk...) },
 			func(ctx context.Context) error {
-				_, err := k.rt.GetBalances(ctx, &cyclesv1.GetBalancesRequest{Workspace: "ops"})
-				return err
+				return errtest.ErrOf(k.rt.GetBalances(ctx, &cyclesv1.GetBalancesRequest{Workspace: "ops"}))
 			},
 			true, "workspace"},
 		{"reservation list of the whole tenant",
 			func() reply { return k.call("GET", "/v1/reservations", "", "", hk...) },
 			func(ctx context.Context) error {
-				_, err := k.rt.ListReservations(ctx, &cyclesv1.ListReservationsRequest{})
-				return err
+				return errtest.ErrOf(k.rt.ListReservations(ctx, &cyclesv1.ListReservationsRequest{}))
 			},
 			true, "workspace"},
 		{"reservation list inside",
 			func() reply { return k.call("GET", "/v1/reservations?workspace=prod", "", "", hk...) },
 			func(ctx context.Context) error {
-				_, err := k.rt.ListReservations(ctx, &cyclesv1.ListReservationsRequest{Workspace: "prod"})
-				return err
+				return errtest.ErrOf(k.rt.ListReservations(ctx, &cyclesv1.ListReservationsRequest{Workspace: "prod"}))
 			},
 			false, ""},
 		{"reservation get inside",
 			func() reply { return k.call("GET", "/v1/reservations/"+prodID, "", "", hk...) },
 			func(ctx context.Context) error {
-				_, err := k.rt.GetReservation(ctx, &cyclesv1.GetReservationRequest{ReservationId: prodID})
-				return err
+				return errtest.ErrOf(k.rt.GetReservation(ctx, &cyclesv1.GetReservationRequest{ReservationId: prodID}))
 			},
 			false, ""},
 		{"reservation get outside",
 			func() reply { return k.call("GET", "/v1/reservations/"+opsID, "", "", hk...) },
 			func(ctx context.Context) error {
-				_, err := k.rt.GetReservation(ctx, &cyclesv1.GetReservationRequest{ReservationId: opsID})
-				return err
+				return errtest.ErrOf(k.rt.GetReservation(ctx, &cyclesv1.GetReservationRequest{ReservationId: opsID}))
 			},
 			true, "reservation_id"},
 		{"event log outside",
@@ -202,8 +194,7 @@ func TestScopeFilterRefusals(t *testing.T) {
 				return k.call("GET", "/v1/events?scope=tenant:"+k.tenant+"/workspace:ops", "", "", hk...)
 			},
 			func(ctx context.Context) error {
-				_, err := k.ev.ListEvents(ctx, &cyclesv1.ListEventsRequest{ScopePrefix: "tenant:" + k.tenant + "/workspace:ops"})
-				return err
+				return errtest.ErrOf(k.ev.ListEvents(ctx, &cyclesv1.ListEventsRequest{ScopePrefix: "tenant:" + k.tenant + "/workspace:ops"}))
 			},
 			true, "scope_prefix"},
 		{"event log inside",
@@ -211,8 +202,7 @@ func TestScopeFilterRefusals(t *testing.T) {
 				return k.call("GET", "/v1/events?scope=tenant:"+k.tenant+"/workspace:prod", "", "", hk...)
 			},
 			func(ctx context.Context) error {
-				_, err := k.ev.ListEvents(ctx, &cyclesv1.ListEventsRequest{ScopePrefix: "tenant:" + k.tenant + "/workspace:prod"})
-				return err
+				return errtest.ErrOf(k.ev.ListEvents(ctx, &cyclesv1.ListEventsRequest{ScopePrefix: "tenant:" + k.tenant + "/workspace:prod"}))
 			},
 			false, ""},
 		{"event watch outside", nil,
@@ -289,15 +279,14 @@ func TestExpiredKeyRefused(t *testing.T) {
 		{"balances",
 			func() reply { return k.call("GET", "/v1/balances?tenant="+k.tenant, "", "", hk...) },
 			func() error {
-				_, err := k.rt.GetBalances(keyCtx(secret), &cyclesv1.GetBalancesRequest{Tenant: k.tenant})
-				return err
+				return errtest.ErrOf(k.rt.GetBalances(keyCtx(secret), &cyclesv1.GetBalancesRequest{Tenant: k.tenant}))
 			}},
 		{"reserve",
 			func() reply { return k.call("POST", "/v1/reservations", "", wsReserveBody("x", "prod"), hk...) },
-			func() error { _, err := k.rt.CreateReservation(keyCtx(secret), reserveReq("x", "prod")); return err }},
+			func() error { return errtest.ErrOf(k.rt.CreateReservation(keyCtx(secret), reserveReq("x", "prod"))) }},
 		{"introspect",
 			func() reply { return k.call("GET", "/v1/auth/introspect", "", "", hk...) },
-			func() error { _, err := k.authn.Introspect(keyCtx(secret), &cyclesv1.IntrospectRequest{}); return err }},
+			func() error { return errtest.ErrOf(k.authn.Introspect(keyCtx(secret), &cyclesv1.IntrospectRequest{})) }},
 	} {
 		if r := c.http(); r.status != 401 {
 			t.Errorf("%s over HTTP after expiry: %d %s", c.name, r.status, r.body)

@@ -1,6 +1,8 @@
 package cycleshttp
 
 import (
+	"slices"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -19,7 +21,6 @@ import (
 
 var (
 	amountShape = protowire.ShapeOf("unit", "amount")
-	capsShape   = protowire.ShapeOf("max_tokens?", "max_steps_remaining?", "tool_allowlist?", "tool_denylist?", "cooldown_ms?")
 	// A balance's amounts all carry the unit of remaining; debt and
 	// overdraft_limit are omitted when zero, as the reference writes them.
 	balanceShape = protowire.ShapeOf("scope", "scope_path", "remaining=remaining.amount:remaining.unit",
@@ -28,7 +29,6 @@ var (
 		"overdraft_limit=overdraft_limit.amount:remaining.unit?", "is_over_limit?")
 	reservationShape = protowire.ShapeOf("reservation_id", "status", "idempotency_key?", "subject", "action", "reserved", "committed",
 		"created_at_ms", "expires_at_ms", "finalized_at_ms", "scope_path", "affected_scopes", "metadata?", "committed_metadata?").
-		Nest("subject", protowire.ShapeOf("tenant?", "workspace?", "app?", "workflow?", "agent?", "toolset?", "dimensions?")).
 		Nest("action", protowire.ShapeOf("kind", "name", "tags?")).
 		// committed and finalized_at_ms belong to a finalized reservation only.
 		Calc("committed", func(m protoreflect.Message) (any, bool) {
@@ -42,8 +42,8 @@ var (
 			return r.GetFinalizedAtMs(), r.FinalizedAtMs != nil && (s == cyclesv1.ReservationStatus_RESERVATION_STATUS_COMMITTED ||
 				s == cyclesv1.ReservationStatus_RESERVATION_STATUS_RELEASED)
 		})
-	// reserveAnswer and decideAnswer carry deny_detail, written only when
-	// showDenyDetail says so (wire.terse).
+	// reserveAnswer and decideAnswer carry deny_detail, left out where
+	// terse says so (wire.terse).
 	reserveAnswer = protowire.ShapeOf("decision", "reservation_id?", "reserved?", "expires_at_ms?", "remaining_ttl_ms", "scope_path?",
 		"affected_scopes", "caps?", "balances?", "reason_code?", "retry_after_ms?", "deny_detail?").
 		With("deny_detail", protowire.Item(actionkind.WireDenyDetail)).
@@ -65,24 +65,17 @@ var (
 	eventAnswer   = protowire.ShapeOf("status", "event_id", "charged?", "balances?").Fixed("status", `"APPLIED"`)
 )
 
-// showDenyDetail decides whether a success body carries deny_detail. Strict
+// terse says when a success body leaves deny_detail out (wire.terse). Strict
 // v0.1.25 clients (the official TypeScript SDK) refuse a reserve body with a
-// key outside their schema, so it is sent only where v0.1.26 is in play: the
-// request used a v0.1.26 field (optIn: observe_mode, action.policy_keys), the
-// answer was observed (the tenant observes), or the reason is one only
-// v0.1.26 policies produce. gRPC always carries it (docs/protocol.md#v0126-action-governance).
-func showDenyDetail(optIn, observed bool, reason string) bool {
-	switch apierr.Code(reason) {
-	case apierr.ActionQuotaExceeded, apierr.ActionKindNotAllowed, apierr.ActionKindDenied:
-		return true
-	}
-	return optIn || observed
-}
-
-// terse adapts a showDenyDetail rule to wire.terse: true leaves deny_detail
-// out.
-func terse[Req, Resp proto.Message](show func(Req, Resp) bool) func(req, resp protoreflect.Message) bool {
+// key outside their schema, so it is sent only where v0.1.26 is in play
+// (show's answers): the request used a v0.1.26 field (optIn: observe_mode,
+// action.policy_keys), the answer was observed (the tenant observes), or the
+// reason is one only v0.1.26 policies produce. gRPC always carries it
+// (docs/protocol.md#v0126-action-governance).
+func terse[Req, Resp proto.Message](show func(Req, Resp) (optIn, observed bool, reason string)) func(req, resp protoreflect.Message) bool {
 	return func(req, resp protoreflect.Message) bool {
-		return !show(req.Interface().(Req), resp.Interface().(Resp))
+		optIn, observed, reason := show(req.Interface().(Req), resp.Interface().(Resp))
+		v0126 := []apierr.Code{apierr.ActionQuotaExceeded, apierr.ActionKindNotAllowed, apierr.ActionKindDenied}
+		return !optIn && !observed && !slices.Contains(v0126, apierr.Code(reason))
 	}
 }

@@ -175,7 +175,7 @@ func httpOutcome(t *testing.T, r reply) rateOutcome {
 			o.code = s
 		}
 		// LIMIT_EXCEEDED is a v0.1.25 reason: reason_code, no deny_detail
-		// for a v0.1.25 client (showDenyDetail).
+		// for a v0.1.25 client (terse).
 		o.reason, _ = m["reason_code"].(string)
 		if _, has := m["deny_detail"]; has {
 			t.Fatalf("deny_detail sent to a v0.1.25 request: %s", r.body)

@@ -1,13 +1,13 @@
 package cycleshttp
 
 import (
+	"cmp"
 	"context"
+	"maps"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -19,17 +19,14 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/protowire"
 )
 
-// The route table is the RPCs' (cycles.v1.http) method option
-// (proto/cycles/v1/http.proto): each route's pattern, success status, how its
-// body is read and its query parameters are declared on the RPC it runs.
-// Here, beside it, each routed RPC declares only what the proto cannot say
-// (wires): the steps reading what no field binds by name. Answers are
-// written in their message types' shapes (answerShapes). One generic handler (route.ServeHTTP) serves every route
-// through serve, the one call path.
+// The route table is the RPCs' (cycles.v1.http) method option (the package
+// doc); each routed RPC declares beside it only what the proto cannot say
+// (wires). One generic handler (route.ServeHTTP) serves every route through
+// serve, the one call path.
 
 // wire is what one routed RPC declares beside its routes.
 type wire struct {
-	// terse says when an answer leaves out its deny_detail (showDenyDetail).
+	// terse says when an answer leaves out its deny_detail (terse).
 	terse func(req, resp protoreflect.Message) bool
 	// before runs after the path and query are bound, before the body is
 	// read (what it sets, the body may not set); after runs last.
@@ -49,13 +46,6 @@ type parsers map[string]func(name, s string) (protoreflect.Value, error)
 
 // hook is a request step of a route: w and r to read the body itself.
 type hook func(a *API, w http.ResponseWriter, r *http.Request, req proto.Message) error
-
-// typed adapts a hook written for one request type.
-func typed[Req proto.Message](f func(a *API, w http.ResponseWriter, r *http.Request, req Req) error) hook {
-	return func(a *API, w http.ResponseWriter, r *http.Request, req proto.Message) error {
-		return f(a, w, r, req.(Req))
-	}
-}
 
 // check adapts a request check (a route without a body checks what its
 // parameters cannot check one by one).
@@ -78,20 +68,19 @@ type route struct {
 	call func(ctx context.Context, req proto.Message) (any, error)
 }
 
-// service is one gRPC service the wire calls, nil when not enabled.
-type service struct {
-	desc *grpc.ServiceDesc
-	impl any
-}
-
 // routes mounts every declared route (one of a service not enabled answers
 // 404 saying why), then the webhook family and the catch-all.
 func (a *API) routes() {
-	a.services = map[string]service{}
+	a.calls = map[string]func(ctx context.Context, req proto.Message) (any, error){}
 	for _, s := range a.svc.Services.Provided() {
-		a.services[s.Desc.ServiceName] = service{s.Desc, s.Impl}
+		for _, m := range s.Desc.Methods {
+			h, impl := m.Handler, s.Impl
+			a.calls["/"+s.Desc.ServiceName+"/"+m.MethodName] = func(ctx context.Context, req proto.Message) (any, error) {
+				return h(impl, ctx, func(in any) error { proto.Merge(in.(proto.Message), req); return nil }, nil)
+			}
+		}
 	}
-	used := map[string]bool{}
+	unused := maps.Clone(wires)
 	for full, md := range contract.Methods() {
 		specs, _ := proto.GetExtension(md.Options(), cyclesv1.E_Http).([]*cyclesv1.HttpRoute)
 		name := string(md.Parent().Name()) + "/" + string(md.Name())
@@ -99,9 +88,9 @@ func (a *API) routes() {
 		if len(specs) == 0 {
 			continue
 		}
-		used[name] = true
+		delete(unused, name)
 		for _, spec := range specs {
-			rt := newRoute(a, full, md, spec, w, a.services[string(md.Parent().FullName())])
+			rt := newRoute(a, full, md, spec, w)
 			var h http.Handler = rt
 			if w.mount != nil {
 				h = w.mount(a, rt)
@@ -111,10 +100,8 @@ func (a *API) routes() {
 			}
 		}
 	}
-	for name := range wires {
-		if !used[name] {
-			panic("cycleshttp: wire declared for " + name + ", which no route serves")
-		}
+	for name := range unused {
+		panic("cycleshttp: wire declared for " + name + ", which no route serves")
 	}
 	a.webhookRoutes()
 	a.mux.HandleFunc("/v1/", a.notFound)
@@ -122,7 +109,7 @@ func (a *API) routes() {
 
 // newRoute builds the route of spec on method md; a declaration naming no
 // field panics here, in every test.
-func newRoute(a *API, full string, md protoreflect.MethodDescriptor, spec *cyclesv1.HttpRoute, w wire, svc service) *route {
+func newRoute(a *API, full string, md protoreflect.MethodDescriptor, spec *cyclesv1.HttpRoute, w wire) *route {
 	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
 	if err != nil {
 		panic("cycleshttp: " + err.Error())
@@ -131,15 +118,8 @@ func newRoute(a *API, full string, md protoreflect.MethodDescriptor, spec *cycle
 	if w.terse != nil {
 		rt.plain = rt.answer.Without("deny_detail")
 	}
-	if rt.call == nil && svc.impl != nil {
-		for _, m := range svc.desc.Methods {
-			if m.MethodName == string(md.Name()) {
-				h, impl := m.Handler, svc.impl
-				rt.call = func(ctx context.Context, req proto.Message) (any, error) {
-					return h(impl, ctx, func(in any) error { proto.Merge(in.(proto.Message), req); return nil }, nil)
-				}
-			}
-		}
+	if rt.call == nil {
+		rt.call = a.calls[full] // nil: the service is not enabled
 	}
 	fields := md.Input().Fields()
 	// Path wildcards bind the request field of the same name, if it has one.
@@ -151,20 +131,24 @@ func newRoute(a *API, full string, md protoreflect.MethodDescriptor, spec *cycle
 		}
 	}
 	for _, q := range spec.GetQuery() {
-		p := param{}
-		q, p.required = strings.CutSuffix(q, "!")
+		q, required := strings.CutSuffix(q, "!")
 		name, field, _ := strings.Cut(q, "=")
-		p.name, p.field, p.parse = name, protoreflect.Name(field), w.params[name]
-		rt.params = append(rt.params, p)
+		rt.params = append(rt.params, param{name: name, field: field, required: required})
 	}
 	// Each binds the request field of its name (or field); a declaration
 	// naming no field of the request is a programming error.
-	for i, p := range rt.params {
-		if p.field == "" {
-			p.field = protoreflect.Name(p.name)
-		}
-		if rt.params[i].fd = fields.ByName(p.field); rt.params[i].fd == nil {
+	for i := range rt.params {
+		p := &rt.params[i]
+		fd := fields.ByName(protoreflect.Name(cmp.Or(p.field, p.name)))
+		if p.fd = fd; fd == nil {
 			panic("cycleshttp: parameter " + p.name + " names no field of " + string(md.Input().FullName()))
+		}
+		switch p.parse = w.params[p.name]; {
+		case p.parse != nil:
+		case fd.Name() == "limit" && fd.Kind() == protoreflect.Int32Kind:
+			p.parse = pageLimit
+		default:
+			p.parse = func(name, s string) (protoreflect.Value, error) { return protowire.ParseText(fd, name, s) }
 		}
 	}
 	return rt
@@ -184,7 +168,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			err = step(a, w, r, req)
 		}
 	}
-	a.serve(w, r, rt.method, planeOf(rt.method), rt.status(), req, err,
+	a.serve(w, r, rt.method, planeOf(rt.method), cmp.Or(int(rt.spec.GetStatus()), http.StatusOK), req, err,
 		func(ctx context.Context, req any) (any, error) {
 			if err := checkCaller(ctx, rt.spec.GetCaller()); err != nil {
 				return nil, err
@@ -200,22 +184,11 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 }
 
-func (rt *route) status() int {
-	if s := rt.spec.GetStatus(); s != 0 {
-		return int(s)
-	}
-	return http.StatusOK
-}
-
-// body reads the JSON body as the route declares.
+// body reads the JSON body as the route declares (an optional one, a budget
+// transition's {reason, metadata}, may be left out).
 func (rt *route) body(a *API, w http.ResponseWriter, r *http.Request, req proto.Message) error {
-	switch rt.spec.GetBody() {
-	case cyclesv1.HttpBody_HTTP_BODY_JSON:
+	if b := rt.spec.GetBody(); b == cyclesv1.HttpBody_HTTP_BODY_JSON || b == cyclesv1.HttpBody_HTTP_BODY_OPTIONAL && r.ContentLength != 0 {
 		return protoJSON(a, w, r, req)
-	case cyclesv1.HttpBody_HTTP_BODY_OPTIONAL:
-		if r.ContentLength != 0 { // a budget transition's {reason, metadata} may be left out
-			return protoJSON(a, w, r, req)
-		}
 	}
 	return nil
 }
@@ -250,71 +223,57 @@ func planeOf(method string) plane {
 // ---- declared parameters ---------------------------------------------------------
 
 // param is one declared path or query parameter, bound to the request field
-// of its name (or field). How its text is read follows the field
-// (protowire.ParseText); repeated strings are comma-separated (repeats
-// accepted) and limit is from 1 to 200. parse, when set, reads the text
-// instead.
+// fd of its name (or field). Its text is read by the wire's parser of its
+// name, else as the field says (protowire.ParseText; limit is from 1 to
+// 200); repeated strings are comma-separated (explode=false: repeats
+// accepted, blanks dropped).
 type param struct {
-	name     string
-	field    protoreflect.Name
-	path     bool
-	required bool
-	parse    func(name, s string) (protoreflect.Value, error)
-	fd       protoreflect.FieldDescriptor // the field it binds
+	name, field    string
+	path, required bool
+	parse          func(name, s string) (protoreflect.Value, error)
+	fd             protoreflect.FieldDescriptor
 }
 
 // bindParams sets the request fields of the declared parameters. Blank
 // parameters are unset; unknown ones are ignored (the protocol's
 // additive-parameter rule); a bad value is INVALID_REQUEST naming it.
 func bindParams(r *http.Request, m protoreflect.Message, ps []param) error {
-	var qs url.Values
+	qs := r.URL.Query()
 	for _, p := range ps {
-		fd := p.fd
-		var vals []string
+		vals := qs[p.name]
 		if p.path {
 			vals = []string{r.PathValue(p.name)}
-		} else {
-			if qs == nil {
-				qs = r.URL.Query()
+		}
+		if p.fd.IsList() {
+			l := m.Mutable(p.fd).List()
+			for _, v := range vals {
+				for _, s := range strings.Split(v, ",") {
+					if s = strings.TrimSpace(s); s != "" {
+						l.Append(protoreflect.ValueOfString(s))
+					}
+				}
 			}
-			vals = qs[p.name]
+			continue
 		}
 		s := ""
 		if len(vals) > 0 {
 			s = vals[0]
 		}
-		if fd.Kind() == protoreflect.Int64Kind && strings.HasSuffix(string(fd.Name()), "_ms") {
+		if p.fd.Kind() == protoreflect.Int64Kind && strings.HasSuffix(string(p.fd.Name()), "_ms") {
 			s = strings.TrimSpace(s)
 		}
-		if s == "" && !fd.IsList() {
+		if s == "" {
 			if p.required {
 				return apierr.Invalid(p.name, "query parameter is required")
 			}
 			continue
 		}
-		if fd.IsList() {
-			l := m.Mutable(fd).List()
-			for _, tok := range listParam(vals) {
-				l.Append(protoreflect.ValueOfString(tok))
-			}
-			continue
-		}
-		parse := p.parse
-		if parse == nil && fd.Name() == "limit" && fd.Kind() == protoreflect.Int32Kind {
-			parse = pageLimit
-		}
-		var v protoreflect.Value
-		var err error
-		if parse != nil {
-			v, err = parse(p.name, s)
-		} else {
-			v, err = protowire.ParseText(fd, p.name, s)
-		}
+		v, err := p.parse(p.name, s)
 		if err != nil {
 			return err
 		}
 		if v.IsValid() { // a parse that only checks sets nothing
-			m.Set(fd, v)
+			m.Set(p.fd, v)
 		}
 	}
 	return nil
@@ -327,20 +286,6 @@ func pageLimit(name, s string) (protoreflect.Value, error) {
 		return protoreflect.Value{}, apierr.Invalid(name, "must be an integer from 1 to 200, got %q", s)
 	}
 	return protoreflect.ValueOfInt32(int32(n)), nil
-}
-
-// listParam is an explode=false list parameter: comma-separated values,
-// repeats accepted, blanks dropped.
-func listParam(vals []string) []string {
-	var out []string
-	for _, v := range vals {
-		for _, s := range strings.Split(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
 }
 
 // refused reads a query parameter cyclesd does not serve: any value is

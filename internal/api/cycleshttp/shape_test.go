@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 )
 
 // TestDeclarationsNamingNoFieldPanic: a shape member, a nested shape's
@@ -13,16 +14,11 @@ func TestDeclarationsNamingNoFieldPanic(t *testing.T) {
 	for name, declare := range map[string]func(){
 		"query parameter": func() {
 			md := cyclesv1.File_cycles_v1_usage_proto.Services().ByName("UsageService").Methods().ByName("QueryUsage")
-			newRoute(&API{shapes: answerShapes()}, "/x", md, &cyclesv1.HttpRoute{Pattern: "GET /x", Query: []string{"nope"}}, wire{}, service{})
+			newRoute(&API{shapes: answerShapes()}, "/x", md, &cyclesv1.HttpRoute{Pattern: "GET /x", Query: []string{"nope"}}, wire{})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Fatal("no panic for a declaration that names no field")
-				}
-			}()
-			declare()
+			errtest.Panics(t, "no panic for a declaration that names no field", declare)
 		})
 	}
 }

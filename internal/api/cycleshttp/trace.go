@@ -16,23 +16,18 @@ import (
 // reads the trace id from the span context, as it does for gRPC.
 func withTraceID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if sc, ok := incomingTrace(r.Header); ok {
+		sc, ok := parseTraceparent(r.Header.Get("traceparent"))
+		// X-Cycles-Trace-Id: ^[0-9a-f]{32}$, not all zero (TraceIDFromHex).
+		if tid, err := trace.TraceIDFromHex(r.Header.Get("X-Cycles-Trace-Id")); !ok && err == nil {
+			var sid trace.SpanID
+			_, _ = rand.Read(sid[:])
+			sc, ok = trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}), true
+		}
+		if ok {
 			r = r.WithContext(trace.ContextWithRemoteSpanContext(r.Context(), sc))
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-func incomingTrace(h http.Header) (trace.SpanContext, bool) {
-	if sc, ok := parseTraceparent(h.Get("traceparent")); ok {
-		return sc, true
-	}
-	if tid, ok := parseTraceID(h.Get("X-Cycles-Trace-Id")); ok {
-		var sid trace.SpanID
-		_, _ = rand.Read(sid[:])
-		return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}), true
-	}
-	return trace.SpanContext{}, false
 }
 
 // traceparent is version 00 of the W3C header: lower-case hex trace id,
@@ -48,15 +43,7 @@ func parseTraceparent(s string) (trace.SpanContext, bool) {
 	}
 	tid, terr := trace.TraceIDFromHex(p[1])
 	sid, serr := trace.SpanIDFromHex(p[2])
-	flags, ferr := strconv.ParseUint(p[3], 16, 8)
-	if terr != nil || serr != nil || ferr != nil {
-		return trace.SpanContext{}, false
-	}
-	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags), Remote: true}), true
-}
-
-// parseTraceID accepts ^[0-9a-f]{32}$, not all zero.
-func parseTraceID(s string) (trace.TraceID, bool) {
-	tid, err := trace.TraceIDFromHex(s)
-	return tid, err == nil
+	flags, _ := strconv.ParseUint(p[3], 16, 8) // two hex digits, as matched
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags), Remote: true}),
+		terr == nil && serr == nil
 }

@@ -24,21 +24,20 @@ import (
 // EventService.ListEvents' rule, the read that replaces them; the admin
 // routes take the admin key only. docs/http-api.md states the position.
 
-// webhookCreateRefusal is the message of a refused create.
-const webhookCreateRefusal = "cyclesd does not deliver webhooks, so no subscription can be created: " +
-	"subscribe to events over the gRPC stream cycles.v1.EventService.WatchEvents (durable, resumable by cursor) " +
-	"or poll GET /v1/events (docs/http-api.md)"
-
 func (a *API) webhookRoutes() {
 	for _, base := range []string{"/v1/webhooks", "/v1/admin/webhooks"} {
 		admin := strings.HasPrefix(base, "/v1/admin/")
-		a.webhook("GET "+base, admin, func(*http.Request) (any, error) { return noSubscriptions, nil })
-		a.webhook("POST "+base, admin, func(*http.Request) (any, error) {
-			return nil, apierr.New(apierr.InvalidRequest, webhookCreateRefusal)
+		a.webhook("GET "+base, admin, func(*http.Request) (any, error) { // empty, with no next page
+			return json.RawMessage(`{"subscriptions":[],"has_more":false}`), nil
 		})
-		for _, p := range []string{"GET {id}", "PATCH {id}", "DELETE {id}", "POST {id}/test", "GET {id}/deliveries"} {
+		a.webhook("POST "+base, admin, func(*http.Request) (any, error) {
+			return nil, apierr.New(apierr.InvalidRequest, "cyclesd does not deliver webhooks, so no subscription can be created: "+
+				"subscribe to events over the gRPC stream cycles.v1.EventService.WatchEvents (durable, resumable by cursor) "+
+				"or poll GET /v1/events (docs/http-api.md)")
+		})
+		for _, p := range []string{"GET ", "PATCH ", "DELETE ", "POST /test", "GET /deliveries"} {
 			method, rest, _ := strings.Cut(p, " ")
-			a.webhook(method+" "+base+"/"+strings.Replace(rest, "{id}", "{subscription_id}", 1), admin, noSubscription)
+			a.webhook(method+" "+base+"/{subscription_id}"+rest, admin, noSubscription)
 		}
 	}
 	a.webhook("POST /v1/admin/webhooks/{subscription_id}/replay", true, noSubscription)
@@ -47,9 +46,6 @@ func (a *API) webhookRoutes() {
 		a.notServed(w, r, "cyclesd delivers no webhooks, so there is no webhook URL policy; events are read over gRPC EventService.WatchEvents or GET /v1/events")
 	})
 }
-
-// noSubscriptions is every subscription list: empty, with no next page.
-var noSubscriptions = json.RawMessage(`{"subscriptions":[],"has_more":false}`)
 
 func noSubscription(r *http.Request) (any, error) {
 	id := r.PathValue("subscription_id")
@@ -80,20 +76,12 @@ func (a *API) webhookServe(w http.ResponseWriter, r *http.Request, admin bool, d
 		func(resp any) any { return resp })
 }
 
-type webhookBulkOut struct {
-	Action         string     `json:"action"`
-	TotalMatched   int64      `json:"total_matched"`
-	Succeeded      []struct{} `json:"succeeded"`
-	Failed         []struct{} `json:"failed"`
-	Skipped        []struct{} `json:"skipped"`
-	IdempotencyKey string     `json:"idempotency_key"`
-}
-
 // webhookBulk answers POST /v1/admin/webhooks/bulk-action: a well-formed
 // request matches no subscription; an expected_count other than 0 is the
 // spec's 409 COUNT_MISMATCH, as for any filter that matched another count.
 // No proto request exists for it (cyclesd has no webhooks), so its four
-// members are read from the free-form body here.
+// members are read from the free-form body here (action is one of three
+// names, written as it is).
 func (a *API) webhookBulk(w http.ResponseWriter, r *http.Request) {
 	var in map[string]*structpb.Value
 	body, err := a.readBody(w, r)
@@ -108,8 +96,9 @@ func (a *API) webhookBulk(w http.ResponseWriter, r *http.Request) {
 			return nil, apierr.New(apierr.CountMismatch, "the filter matched 0 webhook subscriptions, expected_count is %d", int64(n)).
 				With("total_matched", "0")
 		}
-		return &webhookBulkOut{Action: in["action"].GetStringValue(), Succeeded: []struct{}{}, Failed: []struct{}{}, Skipped: []struct{}{},
-			IdempotencyKey: in["idempotency_key"].GetStringValue()}, nil
+		key, _ := json.Marshal(in["idempotency_key"].GetStringValue()) // a string always encodes
+		return json.RawMessage(`{"action":"` + in["action"].GetStringValue() + `","total_matched":0,"succeeded":[],"failed":[],"skipped":[],` +
+			`"idempotency_key":` + string(key) + `}`), nil
 	})
 }
 

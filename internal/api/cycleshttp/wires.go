@@ -1,12 +1,14 @@
 package cycleshttp
 
 import (
+	"cmp"
 	"context"
 
 	"google.golang.org/protobuf/proto"
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/api/authapi"
+	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/policy"
 	"github.com/cyclesgo/cycles-go/internal/protowire"
 )
@@ -18,11 +20,11 @@ var wires = map[string]wire{
 	// Runtime (cycles-protocol-v0). The admin key may get, list and release
 	// reservations on a tenant's behalf: the methods' access option
 	// (admin_on_behalf_of) says so, and the chain runs them as that tenant.
-	"RuntimeService/CreateReservation": {terse: terse(func(req *cyclesv1.CreateReservationRequest, p *cyclesv1.CreateReservationResponse) bool {
-		return showDenyDetail(req.GetObserveMode() != 0 || req.GetAction().GetPolicyKeys() != nil, p.GetObserved(), p.GetReasonCode())
+	"RuntimeService/CreateReservation": {terse: terse(func(req *cyclesv1.CreateReservationRequest, p *cyclesv1.CreateReservationResponse) (bool, bool, string) {
+		return req.GetObserveMode() != 0 || req.GetAction().GetPolicyKeys() != nil, p.GetObserved(), p.GetReasonCode()
 	})},
-	"RuntimeService/Decide": {terse: terse(func(req *cyclesv1.DecideRequest, p *cyclesv1.DecideResponse) bool {
-		return showDenyDetail(req.GetAction().GetPolicyKeys() != nil, false, p.GetReasonCode())
+	"RuntimeService/Decide": {terse: terse(func(req *cyclesv1.DecideRequest, p *cyclesv1.DecideResponse) (bool, bool, string) {
+		return req.GetAction().GetPolicyKeys() != nil, false, p.GetReasonCode()
 	})},
 	"RuntimeService/ListReservations": {after: check(listChecks), params: parsers{"sort_by": sortByParam, "sort_dir": sortDirParam}},
 
@@ -48,16 +50,25 @@ var wires = map[string]wire{
 
 	// Event reads (the tenant's GET /v1/events and the admin's) check their
 	// window; an event id names its tenant, so GetEvent needs no tenant_id.
-	"EventService/ListEvents": {after: check(eventWindow)},
+	"EventService/ListEvents": {after: check(func(req *cyclesv1.ListEventsRequest) error { return window("from", "to", req.FromMs, req.ToMs) })},
 
 	// Scope policies: tenant_id is required to list; a get or patch takes
 	// the tenant from the policy id when tenant_id is not in the query.
-	"PolicyService/ListScopePolicies": {after: check(tenantRequired)},
+	"PolicyService/ListScopePolicies": {after: check(func(req *cyclesv1.ListScopePoliciesRequest) error {
+		if req.TenantId == "" {
+			return apierr.Invalid("tenant_id", "is required with the admin key")
+		}
+		return nil
+	})},
 	"PolicyService/GetScopePolicy":    {before: tenantFrom("policy_id", policy.TenantOf)},
 	"PolicyService/UpdateScopePolicy": {before: tenantFrom("policy_id", policy.TenantOf)},
 
-	"QuotaCounterService/ListActionQuotaCounters": {after: typed(keyTenant)},
-	"UsageService/QueryUsage":                     {after: check(dailyByDefault), params: parsers{"bucket": bucketParam}},
+	"QuotaCounterService/ListActionQuotaCounters": {after: keyTenant},
+	// A usage report without bucket is by day.
+	"UsageService/QueryUsage": {params: parsers{"bucket": bucketParam}, after: check(func(req *cyclesv1.QueryUsageRequest) error {
+		req.Bucket = cmp.Or(req.Bucket, cyclesv1.UsageBucket_USAGE_BUCKET_DAY)
+		return nil
+	})},
 	// Audit entries are read newest first; an ascending order is refused
 	// rather than silently reversed.
 	"AuditService/ListAuditLogs":        {params: parsers{"sort_dir": newestFirst}},
@@ -71,18 +82,16 @@ var wires = map[string]wire{
 // default shape, as their fields' wire options say).
 func answerShapes() *protowire.Shapes {
 	return protowire.NewShapes().
-		For(&cyclesv1.Caps{}, capsShape).For(&cyclesv1.Balance{}, balanceShape).For(&cyclesv1.Reservation{}, reservationShape).
+		For(&cyclesv1.Balance{}, balanceShape).For(&cyclesv1.Reservation{}, reservationShape).
 		For(&cyclesv1.CreateReservationResponse{}, reserveAnswer).For(&cyclesv1.DecideResponse{}, decideAnswer).
 		For(&cyclesv1.CommitReservationResponse{}, commitAnswer).For(&cyclesv1.ReleaseReservationResponse{}, releaseAnswer).
 		For(&cyclesv1.ExtendReservationResponse{}, extendAnswer).For(&cyclesv1.CreateEventResponse{}, eventAnswer).
 		For(&cyclesv1.Tenant{}, tenantShape).For(&cyclesv1.CloseTenantResponse{}, tenantShape.Of("tenant")).
 		For(&cyclesv1.ApiKey{}, apiKeyShape).For(&cyclesv1.CreateApiKeyResponse{}, newKeyShape).
 		For(&cyclesv1.Budget{}, ledgerShape).For(&cyclesv1.FundBudgetResponse{}, fundShape).
-		For(&cyclesv1.IntrospectResponse{}, introspectShape).For(&cyclesv1.ValidateResponse{}, validateShape).
+		For(&cyclesv1.ValidateResponse{}, validateShape).
 		For(&cyclesv1.Event{}, envelopeShape).For(&cyclesv1.ScopePolicy{}, policyShape).
-		For(&cyclesv1.ActionQuotaState{}, quotaState).For(&cyclesv1.AuditLogEntry{}, auditEntry).
-		For(&cyclesv1.BulkRowOutcome{}, bulkRow).For(&cyclesv1.GetOverviewResponse{}, overviewShape).
-		For(&cyclesv1.ActionKind{}, actionKindShape)
+		For(&cyclesv1.ActionQuotaState{}, quotaState).For(&cyclesv1.GetOverviewResponse{}, overviewShape)
 }
 
 // noHierarchy refuses the spec's parent tenant filter.

@@ -14,6 +14,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/ledgerops"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
@@ -331,20 +332,16 @@ func TestOpsOnUnknownTenantAreNotFound(t *testing.T) {
 		call func() error
 	}{
 		{"AuditTenant", func() error {
-			_, err := e.ops.AuditTenant(admin(), &cyclesv1.AuditTenantRequest{TenantId: unknown})
-			return err
+			return errtest.ErrOf(e.ops.AuditTenant(admin(), &cyclesv1.AuditTenantRequest{TenantId: unknown}))
 		}},
 		{"RepairTenant dry run", func() error {
-			_, err := e.ops.RepairTenant(admin(), &cyclesv1.RepairTenantRequest{TenantId: unknown})
-			return err
+			return errtest.ErrOf(e.ops.RepairTenant(admin(), &cyclesv1.RepairTenantRequest{TenantId: unknown}))
 		}},
 		{"RepairTenant apply", func() error {
-			_, err := e.ops.RepairTenant(admin(), &cyclesv1.RepairTenantRequest{TenantId: unknown, Apply: true, IdempotencyKey: "r-unknown"})
-			return err
+			return errtest.ErrOf(e.ops.RepairTenant(admin(), &cyclesv1.RepairTenantRequest{TenantId: unknown, Apply: true, IdempotencyKey: "r-unknown"}))
 		}},
 		{"SweepTenant", func() error {
-			_, err := e.ops.SweepTenant(admin(), &cyclesv1.SweepTenantRequest{TenantId: unknown})
-			return err
+			return errtest.ErrOf(e.ops.SweepTenant(admin(), &cyclesv1.SweepTenantRequest{TenantId: unknown}))
 		}},
 	}
 	for _, tc := range cases {

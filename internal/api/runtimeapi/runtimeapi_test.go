@@ -18,6 +18,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
+	"github.com/cyclesgo/cycles-go/test/errtest"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
@@ -89,24 +90,22 @@ func TestErrorCodes(t *testing.T) {
 		setup func(f *fixture) func() error
 	}{
 		{"validation", codes.InvalidArgument, apierr.InvalidRequest, map[string]string{"field": "idempotency_key"}, func(f *fixture) func() error {
-			return func() error { _, err := f.rt.CreateReservation(as(f.tenant), reserveReq("", 1)); return err }
+			return func() error { return errtest.ErrOf(f.rt.CreateReservation(as(f.tenant), reserveReq("", 1))) }
 		}},
 		{"idempotency header differs from body", codes.InvalidArgument, apierr.InvalidRequest, nil, func(f *fixture) func() error {
 			f.budget("", ledgertest.Budget{Allocated: 100})
 			return func() error {
-				_, err := f.rt.CreateReservation(as(f.tenant, auth.IdempotencyKeyHeader, "other"), reserveReq("k", 1))
-				return err
+				return errtest.ErrOf(f.rt.CreateReservation(as(f.tenant, auth.IdempotencyKeyHeader, "other"), reserveReq("k", 1)))
 			}
 		}},
 		{"malformed list cursor", codes.InvalidArgument, apierr.InvalidRequest, nil, func(f *fixture) func() error {
 			return func() error {
-				_, err := f.rt.ListReservations(as(f.tenant), &cyclesv1.ListReservationsRequest{Cursor: "%%%"})
-				return err
+				return errtest.ErrOf(f.rt.ListReservations(as(f.tenant), &cyclesv1.ListReservationsRequest{Cursor: "%%%"}))
 			}
 		}},
 		{"unit mismatch on reserve", codes.InvalidArgument, apierr.UnitMismatch, map[string]string{"requested_unit": "TOKENS", "expected_units": "CREDITS"}, func(f *fixture) func() error {
 			f.budget("", ledgertest.Budget{Unit: "CREDITS", Allocated: 100})
-			return func() error { _, err := f.rt.CreateReservation(as(f.tenant), reserveReq("k", 1)); return err }
+			return func() error { return errtest.ErrOf(f.rt.CreateReservation(as(f.tenant), reserveReq("k", 1))) }
 		}},
 		{"unit mismatch on commit", codes.InvalidArgument, apierr.UnitMismatch, nil, func(f *fixture) func() error {
 			f.budget("", ledgertest.Budget{Allocated: 100})
@@ -118,51 +117,48 @@ func TestErrorCodes(t *testing.T) {
 			}
 		}},
 		{"unauthenticated", codes.Unauthenticated, apierr.Unauthorized, nil, func(f *fixture) func() error {
-			return func() error { _, err := f.rt.CreateReservation(as(""), reserveReq("k", 1)); return err }
+			return func() error { return errtest.ErrOf(f.rt.CreateReservation(as(""), reserveReq("k", 1))) }
 		}},
 		{"subject of another tenant", codes.PermissionDenied, apierr.Forbidden, nil, func(f *fixture) func() error {
 			f.budget("", ledgertest.Budget{Allocated: 100})
 			return func() error {
 				q := reserveReq("k", 1)
 				q.Subject.Tenant = f.tenant + "x"
-				_, err := f.rt.CreateReservation(as(f.tenant), q)
-				return err
+				return errtest.ErrOf(f.rt.CreateReservation(as(f.tenant), q))
 			}
 		}},
 		{"tenant filter of another tenant", codes.PermissionDenied, apierr.Forbidden, nil, func(f *fixture) func() error {
 			return func() error {
-				_, err := f.rt.GetBalances(as(f.tenant), &cyclesv1.GetBalancesRequest{Tenant: "someone-else"})
-				return err
+				return errtest.ErrOf(f.rt.GetBalances(as(f.tenant), &cyclesv1.GetBalancesRequest{Tenant: "someone-else"}))
 			}
 		}},
 		{"no budget", codes.NotFound, apierr.NotFound, nil, func(f *fixture) func() error {
-			return func() error { _, err := f.rt.CreateReservation(as(f.tenant), reserveReq("k", 1)); return err }
+			return func() error { return errtest.ErrOf(f.rt.CreateReservation(as(f.tenant), reserveReq("k", 1))) }
 		}},
 		{"unknown reservation", codes.NotFound, apierr.NotFound, nil, func(f *fixture) func() error {
 			return func() error {
-				_, err := f.rt.GetReservation(as(f.tenant), &cyclesv1.GetReservationRequest{ReservationId: "nope"})
-				return err
+				return errtest.ErrOf(f.rt.GetReservation(as(f.tenant), &cyclesv1.GetReservationRequest{ReservationId: "nope"}))
 			}
 		}},
 		{"budget exceeded", codes.FailedPrecondition, apierr.BudgetExceeded, map[string]string{"remaining": "100", "requested": "101"}, func(f *fixture) func() error {
 			f.budget("", ledgertest.Budget{Allocated: 100})
-			return func() error { _, err := f.rt.CreateReservation(as(f.tenant), reserveReq("k", 101)); return err }
+			return func() error { return errtest.ErrOf(f.rt.CreateReservation(as(f.tenant), reserveReq("k", 101))) }
 		}},
 		{"budget frozen", codes.FailedPrecondition, apierr.BudgetFrozen, nil, func(f *fixture) func() error {
 			f.budget("", ledgertest.Budget{Allocated: 100, Status: "FROZEN"})
-			return func() error { _, err := f.rt.CreateReservation(as(f.tenant), reserveReq("k", 1)); return err }
+			return func() error { return errtest.ErrOf(f.rt.CreateReservation(as(f.tenant), reserveReq("k", 1))) }
 		}},
 		{"budget closed", codes.FailedPrecondition, apierr.BudgetClosed, nil, func(f *fixture) func() error {
 			f.budget("", ledgertest.Budget{Allocated: 100, Status: "CLOSED"})
-			return func() error { _, err := f.rt.CreateReservation(as(f.tenant), reserveReq("k", 1)); return err }
+			return func() error { return errtest.ErrOf(f.rt.CreateReservation(as(f.tenant), reserveReq("k", 1))) }
 		}},
 		{"over limit", codes.FailedPrecondition, apierr.OverdraftLimitExceeded, nil, func(f *fixture) func() error {
 			f.budget("", ledgertest.Budget{Allocated: 100, IsOverLimit: true})
-			return func() error { _, err := f.rt.CreateReservation(as(f.tenant), reserveReq("k", 1)); return err }
+			return func() error { return errtest.ErrOf(f.rt.CreateReservation(as(f.tenant), reserveReq("k", 1))) }
 		}},
 		{"debt outstanding", codes.FailedPrecondition, apierr.DebtOutstanding, nil, func(f *fixture) func() error {
 			f.budget("", ledgertest.Budget{Allocated: 100, Debt: 1})
-			return func() error { _, err := f.rt.CreateReservation(as(f.tenant), reserveReq("k", 1)); return err }
+			return func() error { return errtest.ErrOf(f.rt.CreateReservation(as(f.tenant), reserveReq("k", 1))) }
 		}},
 		{"reservation finalized", codes.FailedPrecondition, apierr.ReservationFinalized, nil, func(f *fixture) func() error {
 			f.budget("", ledgertest.Budget{Allocated: 100})
@@ -171,8 +167,7 @@ func TestErrorCodes(t *testing.T) {
 				f.t.Fatal(err)
 			}
 			return func() error {
-				_, err := f.rt.CommitReservation(as(f.tenant), &cyclesv1.CommitReservationRequest{ReservationId: rid, IdempotencyKey: "c", Actual: tokens(1)})
-				return err
+				return errtest.ErrOf(f.rt.CommitReservation(as(f.tenant), &cyclesv1.CommitReservationRequest{ReservationId: rid, IdempotencyKey: "c", Actual: tokens(1)}))
 			}
 		}},
 		{"reservation expired", codes.FailedPrecondition, apierr.ReservationExpired, nil, func(f *fixture) func() error {
@@ -180,14 +175,13 @@ func TestErrorCodes(t *testing.T) {
 			rid := f.reserve("k", 10)
 			ledgertest.Backdate(f.t, f.c, f.tenant, rid, 10*time.Second, 5*time.Second)
 			return func() error {
-				_, err := f.rt.CommitReservation(as(f.tenant), &cyclesv1.CommitReservationRequest{ReservationId: rid, IdempotencyKey: "c", Actual: tokens(1)})
-				return err
+				return errtest.ErrOf(f.rt.CommitReservation(as(f.tenant), &cyclesv1.CommitReservationRequest{ReservationId: rid, IdempotencyKey: "c", Actual: tokens(1)}))
 			}
 		}},
 		{"idempotency mismatch", codes.AlreadyExists, apierr.IdempotencyMismatch, nil, func(f *fixture) func() error {
 			f.budget("", ledgertest.Budget{Allocated: 100})
 			f.reserve("k", 10)
-			return func() error { _, err := f.rt.CreateReservation(as(f.tenant), reserveReq("k", 11)); return err }
+			return func() error { return errtest.ErrOf(f.rt.CreateReservation(as(f.tenant), reserveReq("k", 11))) }
 		}},
 		{"max extensions", codes.FailedPrecondition, apierr.MaxExtensionsExceeded, nil, func(f *fixture) func() error {
 			zero := 0
@@ -195,36 +189,32 @@ func TestErrorCodes(t *testing.T) {
 			f.budget("", ledgertest.Budget{Allocated: 100})
 			rid := f.reserve("k", 10)
 			return func() error {
-				_, err := f.rt.ExtendReservation(as(f.tenant), &cyclesv1.ExtendReservationRequest{ReservationId: rid, IdempotencyKey: "x", ExtendByMs: 10})
-				return err
+				return errtest.ErrOf(f.rt.ExtendReservation(as(f.tenant), &cyclesv1.ExtendReservationRequest{ReservationId: rid, IdempotencyKey: "x", ExtendByMs: 10}))
 			}
 		}},
 		{"tenant closed", codes.FailedPrecondition, apierr.TenantClosed, nil, func(f *fixture) func() error {
 			ledgertest.SeedTenant(f.t, f.c, f.tenant, ledgertest.Tenant{Status: "CLOSED"})
 			f.budget("", ledgertest.Budget{Allocated: 100})
 			return func() error {
-				_, err := f.rt.CreateEvent(as(f.tenant), &cyclesv1.CreateEventRequest{IdempotencyKey: "e", Subject: &cyclesv1.Subject{Workspace: "prod"}, Action: action, Actual: tokens(1)})
-				return err
+				return errtest.ErrOf(f.rt.CreateEvent(as(f.tenant), &cyclesv1.CreateEventRequest{IdempotencyKey: "e", Subject: &cyclesv1.Subject{Workspace: "prod"}, Action: action, Actual: tokens(1)}))
 			}
 		}},
 		{"tenant suspended", codes.FailedPrecondition, apierr.TenantSuspended, nil, func(f *fixture) func() error {
 			ledgertest.SeedTenant(f.t, f.c, f.tenant, ledgertest.Tenant{Status: "SUSPENDED"})
 			f.budget("", ledgertest.Budget{Allocated: 100})
-			return func() error { _, err := f.rt.CreateReservation(as(f.tenant), reserveReq("k", 1)); return err }
+			return func() error { return errtest.ErrOf(f.rt.CreateReservation(as(f.tenant), reserveReq("k", 1))) }
 		}},
 		{"malformed tenant record", codes.Internal, apierr.InternalError, nil, func(f *fixture) func() error {
 			ledgertest.SeedTenant(f.t, f.c, f.tenant, ledgertest.Tenant{Status: "??"})
 			f.budget("", ledgertest.Budget{Allocated: 100})
 			return func() error {
-				_, err := f.rt.Decide(as(f.tenant), &cyclesv1.DecideRequest{IdempotencyKey: "d", Subject: &cyclesv1.Subject{Workspace: "prod"}, Action: action, Estimate: tokens(1)})
-				return err
+				return errtest.ErrOf(f.rt.Decide(as(f.tenant), &cyclesv1.DecideRequest{IdempotencyKey: "d", Subject: &cyclesv1.Subject{Workspace: "prod"}, Action: action, Estimate: tokens(1)}))
 			}
 		}},
 		{"amount overflow", codes.InvalidArgument, apierr.Overflow, nil, func(f *fixture) func() error {
 			f.budget("", ledgertest.Budget{Allocated: 100, Spent: 9223372036854775800, RemainingOverride: "100"})
 			return func() error {
-				_, err := f.rt.CreateEvent(as(f.tenant), &cyclesv1.CreateEventRequest{IdempotencyKey: "e", Subject: &cyclesv1.Subject{Workspace: "prod"}, Action: action, Actual: tokens(50)})
-				return err
+				return errtest.ErrOf(f.rt.CreateEvent(as(f.tenant), &cyclesv1.CreateEventRequest{IdempotencyKey: "e", Subject: &cyclesv1.Subject{Workspace: "prod"}, Action: action, Actual: tokens(50)}))
 			}
 		}},
 	}
@@ -329,20 +319,16 @@ func TestOtherTenantsReservations(t *testing.T) {
 	missing := rid[:len(rid)-32] + "00000000000000000000000000000000"
 	calls := map[string]func(id string) error{
 		"get": func(id string) error {
-			_, err := rt.GetReservation(as(b), &cyclesv1.GetReservationRequest{ReservationId: id})
-			return err
+			return errtest.ErrOf(rt.GetReservation(as(b), &cyclesv1.GetReservationRequest{ReservationId: id}))
 		},
 		"commit": func(id string) error {
-			_, err := rt.CommitReservation(as(b), &cyclesv1.CommitReservationRequest{ReservationId: id, IdempotencyKey: "c", Actual: tokens(1)})
-			return err
+			return errtest.ErrOf(rt.CommitReservation(as(b), &cyclesv1.CommitReservationRequest{ReservationId: id, IdempotencyKey: "c", Actual: tokens(1)}))
 		},
 		"release": func(id string) error {
-			_, err := rt.ReleaseReservation(as(b), &cyclesv1.ReleaseReservationRequest{ReservationId: id, IdempotencyKey: "r"})
-			return err
+			return errtest.ErrOf(rt.ReleaseReservation(as(b), &cyclesv1.ReleaseReservationRequest{ReservationId: id, IdempotencyKey: "r"}))
 		},
 		"extend": func(id string) error {
-			_, err := rt.ExtendReservation(as(b), &cyclesv1.ExtendReservationRequest{ReservationId: id, IdempotencyKey: "e", ExtendByMs: 1000})
-			return err
+			return errtest.ErrOf(rt.ExtendReservation(as(b), &cyclesv1.ExtendReservationRequest{ReservationId: id, IdempotencyKey: "e", ExtendByMs: 1000}))
 		},
 	}
 	before := ledgertest.Dump(t, c, a.tenant)
