@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ReservationQuery selects one page of a tenant's archived reservations in
@@ -111,16 +113,8 @@ func (s *Store) ListReservations(ctx context.Context, q ReservationQuery) ([]Res
 	if err != nil {
 		return nil, fmt.Errorf("archive: list reservations: %w", err)
 	}
-	defer rows.Close()
-	var out []Reservation
-	for rows.Next() {
-		r, err := scanReservation(rows)
-		if err != nil {
-			return nil, fmt.Errorf("archive: list reservations: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := pgx.AppendRows([]Reservation(nil), rows, func(row pgx.CollectableRow) (Reservation, error) { return scanReservation(row) })
+	if err != nil {
 		return nil, fmt.Errorf("archive: list reservations: %w", err)
 	}
 	return out, nil

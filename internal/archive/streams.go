@@ -86,20 +86,22 @@ func (s *Store) ListEntries(ctx context.Context, q EntryQuery) ([]Entry, error) 
 }
 
 func collectEntries(rows pgx.Rows, table string) ([]Entry, error) {
-	defer rows.Close()
-	var out []Entry
-	for rows.Next() {
-		var e Entry
-		if err := rows.Scan(&e.TenantID, &e.OccurredAt, &e.Seq, &e.Global, &e.Body); err != nil {
-			return nil, fmt.Errorf("archive: read %s: %w", table, err)
-		}
-		e.OccurredAt = e.OccurredAt.UTC()
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := pgx.AppendRows([]Entry(nil), rows, func(row pgx.CollectableRow) (Entry, error) { return scanEntry(row) })
+	if err != nil {
 		return nil, fmt.Errorf("archive: read %s: %w", table, err)
 	}
 	return out, nil
+}
+
+// scanEntry reads the columns every entry query selects, in their order:
+// tenant_id, occurred_at, seq, global, body.
+func scanEntry(row scanner) (Entry, error) {
+	var e Entry
+	if err := row.Scan(&e.TenantID, &e.OccurredAt, &e.Seq, &e.Global, &e.Body); err != nil {
+		return Entry{}, err
+	}
+	e.OccurredAt = e.OccurredAt.UTC()
+	return e, nil
 }
 
 // GetEvent returns the archived event id of tenant (false: not archived,

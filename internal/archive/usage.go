@@ -133,11 +133,10 @@ func (s *Store) Denials(ctx context.Context, tenant string, from, to time.Time, 
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var e Entry
-		if err := rows.Scan(&e.TenantID, &e.OccurredAt, &e.Seq, &e.Global, &e.Body); err != nil {
+		e, err := scanEntry(rows)
+		if err != nil {
 			return fmt.Errorf("archive: denials: %w", err)
 		}
-		e.OccurredAt = e.OccurredAt.UTC()
 		if err := fn(e); err != nil {
 			return err
 		}
