@@ -332,7 +332,7 @@ for i = 1, #bs do
 end
 
 -- 7. Mutate: count the quota counters, hold the estimate on every budgeted scope.
-local qrun = counts and quota_count(counts, now, emit, key_tenant(KEYS[1]), KEYS[1]) or nil
+local qrun = counts and quota_count(counts, now, emit, KEYS[1]) or nil
 if rate then policy_rate.count(rate) end
 -- The balances go straight into their packed form (lib/ledger_snapshot.lua
 -- pack_balances; row i is budgeted[i]) for the answer, and from the same

@@ -352,11 +352,14 @@ local function policy_terms(compiled, scope_path, now)
     if memo.n >= memo.max then memo.t, memo.n = {}, 0 end
     memo.t[compiled], memo.n = m, memo.n + 1
   end
+  -- The same scope path as the last call's, without effective windows: its
+  -- answer (m.lres, false for none).
+  local last = m.lsp == scope_path
+  if last and m.lres ~= nil then return m.lres or nil end
   -- The match set: POLICY_MEMO.hit, inline (the commonest kinds first);
   -- the last call's when the scope path is the same (one entry, not a
   -- memo per scope path).
   local lines, set, find, n = m.lines, 0, string.find, #scope_path
-  local last = m.lsp == scope_path
   if last then set = m.lset end
   for i = 1, last and 0 or #lines do
     local l = lines[i]
@@ -381,7 +384,7 @@ local function policy_terms(compiled, scope_path, now)
     end
     set = table.concat(ns, ',')
   end
-  m.lsp, m.lset = scope_path, set
+  m.lsp, m.lset, m.lres = scope_path, set, nil
   local s = m.sets[set]
   if s == nil then
     local ms_ = {}
@@ -408,6 +411,7 @@ local function policy_terms(compiled, scope_path, now)
     if s[1] == nil then return nil end
     return POLICY_MEMO.fold(s, now)
   end
+  m.lres = s
   return s or nil
 end
 

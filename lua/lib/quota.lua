@@ -163,20 +163,28 @@ end
 --     counting it, its '@' field's value (tenant-scope counters), its day
 --     hash field's stem, what it counts (a kind or __risk__:<class>), and
 --     whether it is the tenant scope's; tpl.tj the indexes of the
---     tenant-scope calendar counters, tpl.mw[j] the day in which this
---     template last wrote counter j's '@' field; tpl.cal the indexes of the
---     calendar counters in field order (tpl.fields[k] is counter cal[k]'s),
+--     tenant-scope calendar counters and tpl.tk their positions in field
+--     order, tpl.mw[j] the day in which this template last wrote counter
+--     j's '@' field; tpl.cal the indexes of the calendar counters in field
+--     order (tpl.fields[k] is counter cal[k]'s; tpl.ncal of them),
 --     tpl.amin[j] the least of cmin[j] and ctn[j] (below it a count only
---     adds one: no limit, no threshold to look at);
---   filled per call (arrays reused, no table per call): tpl.cid[j] the
---     counter's day hash field, or its per_run key (false: a per_run
---     counter without a run id); tpl.fields the calendar fields (one
---     HMGET); tpl.set the HSET arguments of the calendar counts (fields,
---     then the values each call writes in place); tpl.used the counts
---     read, tpl.thr the per_run counters' thr fields; tpl.plan the plan; tpl.lsp, tpl.lts: the scope path and
+--     adds one: no limit, no threshold to look at), tpl.ath[k] the same for
+--     calendar counter k as a value's high part (quota_plan);
+--   filled per call (arrays reused, no table per call): tpl.cid[j] true
+--     for a calendar counter, a per_run counter's key (false: without a
+--     run id); tpl.fields the calendar fields (one HMGET); tpl.set the HSET
+--     arguments of the calendar counts (fields, then the values each call
+--     writes in place); tpl.hi[k] the high part of calendar counter k's
+--     value as read (with the threshold bit a crossing sets), tpl.used the
+--     counts (per_run ones as read; calendar ones only when a counter is at
+--     a limit, or crossed a threshold), tpl.thr the per_run counters' thr
+--     fields; tpl.plan the plan (crossed: the counters whose threshold
+--     this count crosses, dnew; kind, risk and run only when a crossing or
+--     a per_run counter needs them); tpl.lsp, tpl.lts: the scope path and
 --     tenant scope of the last call (the same again: the calendar names
---     stand); tpl.day, tpl.dkey: the day hash last used; tpl.nrun: the
---     per_run counters.
+--     stand); per minute (QUOTA_MEMO.minute): tpl.bk the buckets, tpl.kb[k]
+--     calendar counter k's bucket number, tpl.day, tpl.dkey the day hash;
+--     tpl.nrun: the per_run counters.
 local RS = 4
 
 -- quota_pick appends to rules the applying quotas of the highest-priority
@@ -249,7 +257,8 @@ function QUOTA_MEMO.template(terms, ek, er, kind, keys_json, scope_path)
   local keep = terms.stable and not memo.used
   if #rules == 0 then return nil, nil, keep end
   local tpl = {rules = rules, pols = pols, cid = {}, ccode = {}, cr = {}, ctn = {}, cmin = {}, ctail = {}, csfx = {},
-    ccnt = {}, ct = {}, tj = {}, mw = {}, fields = {}, set = {}, used = {}, thr = {}, nrun = 0, cal = {}, amin = {}}
+    ccnt = {}, ct = {}, tj = {}, mw = {}, fields = {}, set = {}, used = {}, thr = {}, nrun = 0, cal = {}, amin = {},
+    ath = {}, kb = {}, hi = {}, tk = {}, ncal = 0}
   tpl.plan = {tpl = tpl}
   local ccode, csfx = tpl.ccode, tpl.csfx
   for r = 1, #rules, RS do
@@ -266,9 +275,10 @@ function QUOTA_MEMO.template(terms, ek, er, kind, keys_json, scope_path)
       j = #csfx + 1
       ccode[j], csfx[j], tpl.ccnt[j], tpl.ct[j], tpl.cr[j], tpl.ctn[j], tpl.cmin[j] = c, q.sfx, q.cnt, (c == 't'), r, q.tn, q.m
       if c ~= 'r' then
+        tpl.cid[j] = true
         tpl.set[#tpl.set + 1], tpl.set[#tpl.set + 2] = '', 0
         tpl.cal[#tpl.cal + 1] = j
-        if c == 't' then tpl.tj[#tpl.tj + 1], tpl.ctail[j] = j, q.ms .. ':' .. pols[st] end
+        if c == 't' then tpl.tj[#tpl.tj + 1], tpl.tk[#tpl.tk + 1], tpl.ctail[j] = j, #tpl.cal, q.ms .. ':' .. pols[st] end
       else
         tpl.nrun = tpl.nrun + 1
       end
@@ -281,12 +291,48 @@ function QUOTA_MEMO.template(terms, ek, er, kind, keys_json, scope_path)
   for j = 1, #ccode do
     tpl.amin[j] = math.min(tpl.cmin[j], tpl.ctn[j])
   end
+  -- ath[k]: the same for calendar counter k as its value's high part
+  -- (h, below): at or past it, counter cal[k] is at amin - 1 or more.
+  tpl.ncal = #tpl.cal
+  for k = 1, tpl.ncal do
+    tpl.ath[k] = (tpl.amin[tpl.cal[k]] - 1) * 536870912
+  end
   return tpl, nil, keep
 end
 
 -- QUOTA_MEMO.scope is the scope rule slot r of plan counts at.
 function QUOTA_MEMO.scope(plan, r)
-  return plan.tpl.rules[r + 3] and plan.ts or plan.sp
+  local tpl = plan.tpl
+  return tpl.rules[r + 3] and tpl.lts or tpl.lsp
+end
+
+-- QUOTA_MEMO.minute points template tpl at the buckets bk of a new minute:
+-- each calendar counter's bucket number (tpl.kb, in field order) and, on a
+-- new day, the day hash (tpl.day, tpl.dkey).
+function QUOTA_MEMO.minute(tpl, bk, prefix)
+  tpl.bk = bk
+  for k = 1, tpl.ncal do tpl.kb[k] = bk[tpl.ccode[tpl.cal[k]]] end
+  if tpl.day ~= bk.day then tpl.day, tpl.dkey = bk.day, key_quota_day(prefix, bk.day) end
+end
+
+-- QUOTA_MEMO.near looks at calendar counter k of tpl whose value's high
+-- part h is at or past tpl.ath[k]: whether it refuses (over: its count at
+-- a limit of its rules) and the threshold crossing, once per window
+-- instance (the thr bit marks it emitted; it is set in the h returned, and
+-- the counter noted in tpl.plan.crossed for the count to emit).
+function QUOTA_MEMO.near(tpl, k, h, over)
+  local j = tpl.cal[k]
+  local x = h / 268435456
+  local t = x % 2
+  local n = (x - t) / 2
+  local tn, plan = tpl.ctn[j], tpl.plan
+  tpl.used[j] = n
+  if t == 0 and n < tn and n + 1 >= tn then
+    h = h + 268435456
+    if not plan.crossed then plan.crossed = {} end
+    plan.crossed[#plan.crossed + 1] = j
+  end
+  return h, over or n >= tpl.cmin[j]
 end
 
 -- quota_plan evaluates the governance steps for a call of kind (risk class
@@ -342,28 +388,29 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   -- The counter names of this call: the scope (path, or the tenant's) and
   -- the stem; one string each, the only per-scope work. The same scopes as
   -- this template's last call: the calendar names stand.
-  local cid, ccode, cmin, set, fields, cal = tpl.cid, tpl.ccode, tpl.cmin, tpl.set, tpl.fields, tpl.cal
+  local cid, set, fields = tpl.cid, tpl.set, tpl.fields
   local over = false
-  local nsp, nts = tpl.lsp ~= scope_path, tpl.lts ~= tenant_scope
-  if nsp or nts then
+  if tpl.lsp ~= scope_path or tpl.lts ~= tenant_scope then
     -- Only the names whose scope changed (a new agent under one tenant:
     -- the tenant-scope names stand).
+    local nsp, nts = tpl.lsp ~= scope_path, tpl.lts ~= tenant_scope
     tpl.lsp, tpl.lts = scope_path, tenant_scope
-    local csfx, ct = tpl.csfx, tpl.ct
-    for k = 1, #cal do
+    local csfx, ct, cal = tpl.csfx, tpl.ct, tpl.cal
+    for k = 1, tpl.ncal do
       local j = cal[k]
       if ct[j] then
         if nts then
           local id = tenant_scope .. csfx[j]
-          cid[j], fields[k], set[2 * k - 1] = id, id, id
+          fields[k], set[2 * k - 1] = id, id
         end
       elseif nsp then
         local id = scope_path .. csfx[j]
-        cid[j], fields[k], set[2 * k - 1] = id, id, id
+        fields[k], set[2 * k - 1] = id, id
       end
     end
   end
   if tpl.nrun > 0 then
+    local ccode = tpl.ccode
     for j = 1, #ccode do
       if ccode[j] == 'r' then
         if run_id ~= '' then
@@ -388,49 +435,41 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   -- on the hot path. buckets keeps its own check so that it is right on
   -- its own, whoever calls it.
   if not (bk.ms and now >= bk.ms and now < bk.ms + 60000) then bk = QUOTA_MEMO.buckets(now) end
-  plan.kind, plan.risk, plan.run, plan.crossed, plan.bk = kind, risk, run_id, false, bk
-  plan.sp, plan.ts = scope_path, tenant_scope
-  local dnew = true
-  if #cal > 0 then
-    if tpl.day ~= bk.day then tpl.day, tpl.dkey = bk.day, key_quota_day(prefix, bk.day) end
-    plan.day, plan.dkey = bk.day, tpl.dkey
-    local v = redis.call('HMGET', plan.dkey, unpack(fields))
-    -- sec: the second of the day, in place in the value (below).
-    local sec, fmt, amin = ((now - now % 1000) / 1000 % 86400) * 2048, string.format, tpl.amin
-    for k = 1, #cal do
-      local j, raw = cal[k], v[k]
-      local b = bk[ccode[j]]
-      -- quota_value, inline: ((n * 2 + thr) * 131072 + at) * 2048 + bucket;
-      -- a value of an earlier bucket reads as 0.
-      local n, t = 0, 0
+  plan.crossed = false
+  local dnew, ncal = true, tpl.ncal
+  if ncal > 0 then
+    -- A new minute for this template: its counters' buckets (kb), and on
+    -- a new day the day hash.
+    if tpl.bk ~= bk then QUOTA_MEMO.minute(tpl, bk, prefix) end
+    local v = redis.call('HMGET', tpl.dkey, unpack(fields))
+    -- A value is ((n * 2 + thr) * 131072 + at) * 2048 + bucket (quota_value,
+    -- inline), read as its high part h = (n * 2 + thr) * 268435456 (0: absent,
+    -- or of an earlier bucket) and written as h plus one count (536870912),
+    -- the second of the day (at) and the bucket. Below ath[k] a count only
+    -- adds one; at or past it QUOTA_MEMO.near looks at the limit and the
+    -- threshold.
+    local sec = ((now - now % 1000) / 1000 % 86400) * 2048 + 536870912
+    local fmt, tonum, kb, ath, hi = string.format, tonumber, tpl.kb, tpl.ath, tpl.hi
+    for k = 1, ncal do
+      local raw, h = v[k], 0
       if raw then
         dnew = false
-        local x = tonumber(raw, 16)
-        if x and x % 2048 == b then
-          x = (x - x % 268435456) / 268435456
-          t = x % 2
-          n = (x - t) / 2
+        local x = tonum(raw, 16)
+        if x then
+          local lo = x % 268435456
+          if lo % 2048 == kb[k] then h = x - lo end
         end
       end
-      used[j] = n
-      -- At a limit or the threshold: whether it refuses (over), the
-      -- threshold crossing, once per window instance (t marks it emitted).
-      if n + 1 >= amin[j] then
-        local tn = tpl.ctn[j]
-        if t == 0 and n < tn and n + 1 >= tn then
-          t = 1
-          if not plan.crossed then plan.crossed = {} end
-          plan.crossed[#plan.crossed + 1] = j
-        end
-        if n >= cmin[j] then over = true end
-      end
+      if h >= ath[k] then h, over = QUOTA_MEMO.near(tpl, k, h, over) end
+      hi[k] = h
       -- The value a count writes, as a hexadecimal string (%x formats an
       -- integer far cheaper than Redis formats a Lua number, %.17g, and
       -- tonumber reads base 16 with strtoul, not strtod).
-      set[2 * k] = fmt('%x', ((n + 1) * 2 + t) * 268435456 + sec + b)
+      set[2 * k] = fmt('%x', h + sec + kb[k])
     end
   end
   if tpl.nrun > 0 then
+    local ccode, cmin = tpl.ccode, tpl.cmin
     for j = 1, #cid do
       if ccode[j] == 'r' then
         local n, t = 0, nil
@@ -447,9 +486,18 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   -- count of the day, or theirs): the count sets the hash's expiry and
   -- index entry, again if other counters made the hash already.
   plan.dnew = dnew
+  if plan.crossed or tpl.nrun > 0 then plan.kind, plan.risk, plan.run = kind, risk, run_id end
   -- Evaluate in step order (a refusal of the risk-class step comes first),
-  -- only when a counter is at a limit of its rules (or a rule has none).
+  -- only when a counter is at a limit of its rules (or a rule has none):
+  -- then with the calendar counts taken from their high parts.
   local rules, pols = tpl.rules, tpl.pols
+  if over then
+    local cal, hi = tpl.cal, tpl.hi
+    for k = 1, ncal do
+      local h = hi[k]
+      used[cal[k]] = (h - h % 536870912) / 536870912
+    end
+  end
   for st = 1, over and 2 or 0 do
     local worst, wu = nil, 0
     for r = 1, #rules, RS do
@@ -528,8 +576,9 @@ end
 -- back, see quota_refund in lib/refund.lua). A counter's limit and policy are those of
 -- the first rule counting it.
 -- emit is the script's emitter: a count reaching a quota's threshold emits
--- quota.threshold_approaching (category policy) once per window instance.
-local function quota_count(plan, now, emit, tenant, prefix)
+-- quota.threshold_approaching (category policy) once per window instance,
+-- with the tenant id taken from the tenant prefix (only then).
+local function quota_count(plan, now, emit, prefix)
   local tpl = plan.tpl
   -- index enters a counter in the tenant's counter index; made only when
   -- one is (a day's first count, a per_run count), not on every call.
@@ -544,32 +593,34 @@ local function quota_count(plan, now, emit, tenant, prefix)
       redis.call('ZADD', idx, exp_s, key)
     end
   end
-  local set, cid, ccode = tpl.set, tpl.cid, tpl.ccode
-  if #set > 0 then
+  local set, tenant = tpl.set, nil
+  if tpl.ncal > 0 then
     -- The calendar counts (quota_plan put their values in tpl.set), with
     -- the '@' fields of the tenant-scope counters that may not hold this
-    -- template's yet (its first count in the day, or this template's first
-    -- of the day), and the day's first count adds the expiry field. The
-    -- extra pairs go after the counts and are taken off again.
-    local bk, used, mw, tj, n0 = plan.bk, tpl.used, tpl.mw, tpl.tj, #set
-    for k = 1, #tj do
-      local j = tj[k]
-      if used[j] == 0 or mw[j] ~= bk.day then
-        local n = #set
-        set[n + 1], set[n + 2], mw[j] = cid[j] .. '@', tpl.ctail[j], bk.day
+    -- template's yet (its first count in the window instance: n 0, h
+    -- below one count; or this template's first of the day), and the day's
+    -- first count adds the expiry field. The extra pairs go after the
+    -- counts and are taken off again.
+    local tk, n0 = tpl.tk, #set
+    for i = 1, #tk do
+      local k, j = tk[i], tpl.tj[i]
+      if tpl.hi[k] < 536870912 or tpl.mw[j] ~= tpl.day then
+        set[#set + 1], set[#set + 2], tpl.mw[j] = tpl.fields[k] .. '@', tpl.ctail[j], tpl.day
       end
     end
     if plan.dnew then
-      local exp_s, n = ms((tonumber(plan.day) + 1) * 86400000 + QUOTA_GRACE_MS), #set
+      local exp_s, n = ms((tonumber(tpl.day) + 1) * 86400000 + QUOTA_GRACE_MS), #set
       set[n + 1], set[n + 2] = '_', exp_s
-      redis.call('HSET', plan.dkey, unpack(set))
-      redis.call('PEXPIREAT', plan.dkey, exp_s)
-      index(plan.dkey, exp_s)
+      redis.call('HSET', tpl.dkey, unpack(set))
+      redis.call('PEXPIREAT', tpl.dkey, exp_s)
+      index(tpl.dkey, exp_s)
     else
-      redis.call('HSET', plan.dkey, unpack(set))
+      redis.call('HSET', tpl.dkey, unpack(set))
     end
     for k = #set, n0 + 1, -1 do set[k] = nil end
     if plan.crossed then
+      local bk, ccode = tpl.bk, tpl.ccode
+      tenant = key_tenant(prefix)
       for _, j in ipairs(plan.crossed) do
         local c = ccode[j]
         quota_crossed(emit, tenant, plan, tpl.cr[j], tpl.used[j] + 1, quota_wkey(c, bk.a[c]))
@@ -579,6 +630,8 @@ local function quota_count(plan, now, emit, tenant, prefix)
   if tpl.nrun == 0 then return nil end
   -- per_run counters: one hash each, TTL refreshed.
   local rules, used, thr, now_s, runs = tpl.rules, tpl.used, tpl.thr, nil, {}
+  local cid, ccode = tpl.cid, tpl.ccode
+  tenant = tenant or key_tenant(prefix)
   for j = 1, #cid do
     if ccode[j] == 'r' then
       local id, r, u, t = cid[j], tpl.cr[j], used[j], thr[j]

@@ -54,14 +54,14 @@ func errorOf(err error, p plane, requestID, traceID string) (int, *errorOut, map
 		httpCode = own
 	}
 	for k, v := range md {
-		switch {
-		case k == "request_id":
+		switch k {
+		case "request_id":
 			requestID = cmp.Or(v, requestID)
-		case k == "trace_id":
+		case "trace_id":
 			traceID = cmp.Or(v, traceID)
-		case k == "expected_units":
+		case "expected_units":
 			details[k] = strings.Split(v, ",")
-		case k == actionkind.MetadataKey:
+		case actionkind.MetadataKey:
 			// The DenyDetail JSON of a refusal becomes details.deny_detail.
 			if d, perr := actionkind.ParseDenyDetail(v); perr == nil && d != nil {
 				details[k] = actionkind.WireDenyDetail(d)

@@ -168,7 +168,13 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			err = step(a, w, r, req)
 		}
 	}
-	a.serve(w, r, rt.method, planeOf(rt.method), cmp.Or(int(rt.spec.GetStatus()), http.StatusOK), req, err,
+	// The error vocabulary: the runtime spec's for the runtime and
+	// action-kind services, the admin spec's for everything else.
+	p := adminPlane
+	if svc := rt.md.Parent().Name(); svc == "RuntimeService" || svc == "ActionKindService" {
+		p = runtimePlane
+	}
+	a.serve(w, r, rt.method, p, cmp.Or(int(rt.spec.GetStatus()), http.StatusOK), req, err,
 		func(ctx context.Context, req any) (any, error) {
 			if err := checkCaller(ctx, rt.spec.GetCaller()); err != nil {
 				return nil, err
@@ -209,15 +215,6 @@ func checkCaller(ctx context.Context, c cyclesv1.Caller) error {
 		}
 	}
 	return nil
-}
-
-// planeOf is a method's error vocabulary: the runtime spec's for the runtime
-// and action-kind services, the admin spec's for everything else.
-func planeOf(method string) plane {
-	if strings.HasPrefix(method, "/cycles.v1.RuntimeService/") || strings.HasPrefix(method, "/cycles.v1.ActionKindService/") {
-		return runtimePlane
-	}
-	return adminPlane
 }
 
 // ---- declared parameters ---------------------------------------------------------
