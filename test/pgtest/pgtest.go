@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -71,15 +70,9 @@ func version(binDir string) int {
 	return n
 }
 
-// FreePort returns a TCP port that was free a moment ago on 127.0.0.1.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// FreePort returns a TCP port that was free a moment ago on 127.0.0.1 and
+// that no earlier call in this process returned (redistest.Port).
+func FreePort() (int, error) { return redistest.Port() }
 
 // credential is the identity postgres runs as: nil when not root.
 func credential() (*syscall.Credential, error) {

@@ -102,3 +102,20 @@ func TestMainLeavesNothingBehind(t *testing.T) {
 		}
 	})
 }
+
+// TestPortNeverRepeats: ports picked one after the other for servers that
+// have not bound yet are distinct, even when the kernel offers a just-closed
+// port again.
+func TestPortNeverRepeats(t *testing.T) {
+	seen := map[int]bool{}
+	for range 300 {
+		port, err := Port()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[port] {
+			t.Fatalf("port %d handed out twice", port)
+		}
+		seen[port] = true
+	}
+}

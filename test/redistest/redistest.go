@@ -12,6 +12,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -44,15 +45,44 @@ type Options struct {
 	Args []string
 }
 
-// FreePort returns a TCP port that was free a moment ago on 127.0.0.1.
+// FreePort returns a TCP port that was free a moment ago on 127.0.0.1 and
+// that no earlier call in this test binary returned.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := Port()
 	if err != nil {
 		tb.Fatalf("free port: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
+}
+
+// handedOut holds the ports Port returned in this process. A port is free
+// again once its probe listener closes, and the kernel may hand it straight
+// back, before the server it was picked for has bound it: two daemons started
+// one after the other then got the same port (seen in TestTwoReplicasShareLoadAndSweep).
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// Port returns a TCP port that was free a moment ago on 127.0.0.1 and that it
+// has not returned before in this process.
+func Port() (int, error) {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port, nil
+		}
+	}
+	return 0, errors.New("no port that was not handed out before in 100 tries")
 }
 
 // Binary is the redis-server executable (REDIS_SERVER overrides).
