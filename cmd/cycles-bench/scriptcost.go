@@ -37,14 +37,16 @@ func scriptcostMain(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("scriptcost", flag.ContinueOnError)
 	n := fs.Int("n", 400, "calls per measured operation")
 	useValgrind := fs.Bool("valgrind", true, "run redis-server under callgrind and count instructions")
-	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure (also: reserve-pol10, a reserve on a tenant with 10 scope policies, 5 matching with caps; reserve-pol10-read, the same without caps; reserve-pol10-read-spread, that for a new agent every call; reserve-gov5, a reserve on a tenant with an allowlist and 5 action/risk-class quotas that all govern it; reserve-spread and reserve-gov5-spread, reserve and reserve-gov5 for a new agent every call, so nothing kept per scope path between calls is reused; reserve-rl, a reserve on a tenant whose one policy sets a reservation rate limit it stays under)")
+	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure (also: reserve-pol10, a reserve on a tenant with 10 scope policies, 5 matching with caps; reserve-pol10-read, the same without caps; reserve-pol10-read-spread, that for a new agent every call; reserve-gov5, a reserve on a tenant with an allowlist and 5 action/risk-class quotas that all govern it; reserve-spread and reserve-gov5-spread, reserve and reserve-gov5 for a new agent every call, so nothing kept per scope path between calls is reused; reserve-rl, a reserve on a tenant whose one policy sets a reservation rate limit it stays under; reserve-twin, reserve on a second tenant set up the same way)")
 	functions := fs.Bool("functions", true, "call the scripts as Redis 7 Functions (FUNCTION LOAD, FCALL), as cyclesd does on Redis 7; false: EVALSHA, as on Redis 6 and the embedded store")
 	scriptOnly := fs.Bool("script-only", true, "count only the instructions inside the script commands (FCALL, EVALSHA), as Redis's commandstats µs/script time them; false: everything redis-server executes while the calls run (reading and answering the command, serverCron, and the slowlog entries valgrind's slowness triggers)")
 	keep := fs.String("keep", "", "keep the callgrind dumps (cg.out.N, one per op in order) in this directory for callgrind_annotate")
 	interleave := fs.Bool("interleave", false, "wall clock without drift: after -warmup unmeasured rounds, -n rounds that call every op once each, in the order of -ops and reversed every other round, on one redis-server and one connection; Redis's µs per call from SLOWLOG, the client's CPU per call from getrusage; per op mean, median and trimmed mean, per pair the ratios of adjacent calls (implies -valgrind=false)")
 	warmup := fs.Int("warmup", 500, "with -interleave: unmeasured rounds first")
 	slowerThan := fs.Int("slowlog-slower-than", 10, "with -interleave: slowlog-log-slower-than in µs; above the commands scripts run (Redis 7.0 logs those too, inside the script's time), under every script call (one under it fails the run)")
-	pairs := fs.String("pairs", "", "with -interleave: the ops compared, as op/base,op/base (default: every op named with gov5, pol10, pol10-read or rl against the same op without it, when both are in -ops)")
+	block := fs.Int("block", 5, "with -interleave: calls of one op in a row per round; the first of each (after another op's call, whose tenant's scripts' memos it misses) is not kept, so the calls kept see what a run of one op sees; 1: strict alternation, every call kept")
+	raw := fs.String("raw", "", "with -interleave: write every measured call (round, op, Redis µs, client CPU µs) to this CSV file")
+	pairs := fs.String("pairs", "", "with -interleave: the ops compared, as op/base,op/base (default: every op named with gov5, pol10, pol10-read, rl or twin against the same op without it, when both are in -ops)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -153,6 +155,13 @@ func scriptcostMain(ctx context.Context, args []string) error {
 			call = func(int) error { _, err := reserve(); return err }
 		case "reserve-spread":
 			call = func(int) error { _, err := reserveOn(tenant, true); return err }
+		case "reserve-twin":
+			// reserve on a second tenant set up as the first: the control
+			// of -interleave, whose pair with reserve must come out even.
+			if err := setup("costtwin"); err != nil {
+				return nil, err
+			}
+			call = func(int) error { _, err := reserveAs("costtwin"); return err }
 		case "reserve-pol10":
 			// A tenant of its own with 10 ACTIVE policies: 5 match the
 			// reserve's scope (caps, TTL, overage), 5 name other workspaces.
@@ -222,7 +231,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 			spread := op == "reserve-gov5-spread"
 			call = func(int) error { _, err := reserveOn("costgov", spread); return err }
 		case "commit", "release":
-			for i := 0; i < *n+*warmup; i++ {
+			for i := 0; i < (*n+*warmup)*max(1, *block); i++ {
 				id, err := reserve()
 				if err != nil {
 					return nil, err
@@ -261,7 +270,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 	}
 	opList := strings.Split(*ops, ",")
 	if *interleave {
-		return interleaveCells(ctx, client, how, opList, cell, interleaveOptions{rounds: *n, warmup: *warmup, pairs: *pairs, slowerThan: *slowerThan}, os.Stdout)
+		return interleaveCells(ctx, client, how, opList, cell, interleaveOptions{rounds: *n, warmup: *warmup, pairs: *pairs, slowerThan: *slowerThan, raw: *raw, block: *block}, os.Stdout)
 	}
 	fmt.Printf("scriptcost: %d calls per op by %s, redis-server %s (%s)\n", *n, how, addr, meter.unit())
 	for _, op := range opList {

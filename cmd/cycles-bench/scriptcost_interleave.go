@@ -31,13 +31,17 @@ type interleaveOptions struct {
 	rounds, warmup int
 	pairs          string
 	batch          int // rounds between two SLOWLOG reads; 0: derived from slowlogLen
+	// block is the calls of one op in a row per round; past one, the
+	// first of each block (the one after another op's call) is not kept.
+	block int
 	// slowerThan is slowlog-log-slower-than in µs. Redis 7.0 logs the
 	// commands a script runs too, inside the script's time; a threshold
 	// above their few µs and under any script call's keeps them (and the
 	// cost of logging them) out, and a script call under it fails the run
 	// (counted against the calls made). 0 logs every command.
 	slowerThan int
-	resamples  int // bootstrap resamples; 0: 1000
+	resamples  int    // bootstrap resamples; 0: 1000
+	raw        string // a CSV file for every measured call, or ""
 }
 
 // slowlogLen is the slowlog-max-len the run sets; a batch's entries stay
@@ -60,25 +64,45 @@ func interleaveCells(ctx context.Context, client *redis.Client, how string, ops 
 		}
 	}
 	load0 := loadAverage()
+	shared := sharedTenants(ops)
 	m, err := measureInterleaved(ctx, client, ops, calls, o)
 	if err != nil {
 		return err
 	}
-	var slowN int
-	var slowUS float64
-	for k := range ops {
-		slowN += len(m.redisUS[k])
-		for _, v := range m.redisUS[k] {
-			slowUS += v
+	fmt.Fprintf(w, "scriptcost -interleave: %d rounds (after %d unmeasured) of %s, %d calls each in turn, reversed every other round (the first of each op's calls in a round not kept when more than one); %s, one connection\n",
+		o.rounds, o.warmup, strings.Join(ops, ", "), max(1, o.block), how)
+	fmt.Fprintf(w, "load average at start %s, at end %s\n", load0, loadAverage())
+	for _, s := range shared {
+		fmt.Fprintf(w, "WARNING: %s run on one tenant: each changes what the other's calls find (a warm reserve came out 30 %% slower than the same reserve on a tenant of its own); run them apart\n", s)
+	}
+	fmt.Fprintf(w, "Redis time: SLOWLOG (slower-than %d µs), %d script calls, %.0f µs; INFO commandstats over the same rounds: %d calls, %d µs\n",
+		o.slowerThan, m.slowCalls, m.slowUS, m.statCalls, m.statUS)
+	fmt.Fprintf(w, "commands inside the scripts over the threshold, logged inside their time, per call:")
+	for k, op := range ops {
+		fmt.Fprintf(w, " %s %.2f", op, float64(m.inner[k])/float64(max(1, len(m.redisUS[k]))))
+	}
+	fmt.Fprint(w, "\n\n")
+	writeInterleaveReport(w, ops, pairs, m.redisUS, m.cpuUS, o.resamples)
+	if o.raw != "" {
+		return writeInterleaveRaw(o.raw, ops, o.warmup, m)
+	}
+	return nil
+}
+
+// writeInterleaveRaw writes every measured call as a CSV row: round, op,
+// Redis µs, client CPU µs (the round's order is roundOrder's).
+func writeInterleaveRaw(path string, ops []string, warmup int, m *interleaveRun) error {
+	var b strings.Builder
+	b.WriteString("round,op,redis_us,client_cpu_us\n")
+	perRound := max(1, m.block-1)
+	for i := range m.redisUS[0] {
+		r := warmup + i/perRound
+		for j := range ops {
+			k := roundOrder(r, j, len(ops))
+			fmt.Fprintf(&b, "%d,%s,%g,%g\n", r, ops[k], m.redisUS[k][i], m.cpuUS[k][i])
 		}
 	}
-	fmt.Fprintf(w, "scriptcost -interleave: %d rounds (after %d unmeasured) of %s, one call each in turn, reversed every other round; %s, one connection\n",
-		o.rounds, o.warmup, strings.Join(ops, ", "), how)
-	fmt.Fprintf(w, "load average at start %s, at end %s\n", load0, loadAverage())
-	fmt.Fprintf(w, "Redis time: SLOWLOG (slower-than %d µs), %d script calls, %.0f µs, and %d other entries (commands inside scripts over the threshold); INFO commandstats over the same rounds: %d calls, %d µs\n\n",
-		o.slowerThan, slowN, slowUS, m.other, m.statCalls, m.statUS)
-	writeInterleaveReport(w, ops, pairs, m.redisUS, m.cpuUS, o.resamples)
-	return nil
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // measureInterleaved sets SLOWLOG up and runs o.warmup unmeasured, then
@@ -89,12 +113,16 @@ func measureInterleaved(ctx context.Context, client *redis.Client, ops []string,
 			return nil, fmt.Errorf("config set %s: %w", kv[0], err)
 		}
 	}
-	if o.batch <= 0 {
-		o.batch = max(1, slowlogLen/4/len(ops))
+	o.block = max(1, o.block)
+	if o.batch <= 0 { // logging every command, a reserve logs about 16
+		o.batch = max(1, slowlogLen/4/len(ops)/o.block)
+		if o.slowerThan == 0 {
+			o.batch = max(1, slowlogLen/64/len(ops)/o.block)
+		}
 	}
 	rec := &scriptRecorder{cell: -1}
 	client.AddHook(rec)
-	m := &interleaveRun{client: client, calls: calls, ops: ops, rec: rec, batch: o.batch}
+	m := &interleaveRun{client: client, calls: calls, ops: ops, rec: rec, batch: o.batch, block: o.block}
 	if err := m.rounds(ctx, 0, o.warmup, false); err != nil {
 		return nil, err
 	}
@@ -108,17 +136,21 @@ func measureInterleaved(ctx context.Context, client *redis.Client, ops []string,
 }
 
 // interleaveRun holds the measured rounds' figures: per op, Redis's µs and
-// this process's CPU µs of each call, in round order.
+// this process's CPU µs of each call kept, in the order made.
 type interleaveRun struct {
 	client         *redis.Client
 	calls          []func(int) error
 	ops            []string
 	rec            *scriptRecorder
-	batch          int
+	batch, block   int
 	redisUS, cpuUS [][]float64
-	other          int // SLOWLOG entries not script calls, in the measured rounds
-	// INFO commandstats over the measured rounds: script calls and µs.
-	statCalls, statUS int64
+	// inner is per op the entries of commands its calls ran (logged inside
+	// the call's time) in the measured rounds.
+	inner []int
+	// INFO commandstats and SLOWLOG over the measured rounds (every call,
+	// kept or not): script calls and µs.
+	statCalls, statUS, slowCalls int64
+	slowUS                       float64
 }
 
 // roundOrder is the op called j-th in round r: the -ops order in even
@@ -132,11 +164,27 @@ func roundOrder(r, j, ops int) int {
 	return ops - 1 - j
 }
 
+// kept is xs (one op's calls, a block per round) without the first call of
+// each block when blocks are longer than one: that call follows another
+// op's, the others follow their own op's, as in a run of one op.
+func (m *interleaveRun) kept(xs []float64) []float64 {
+	if m.block == 1 {
+		return xs
+	}
+	out := make([]float64, 0, len(xs))
+	for i, x := range xs {
+		if i%m.block != 0 {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 // rounds runs rounds [from, to) in batches, reading and resetting SLOWLOG
 // after each; with keep it records the figures.
 func (m *interleaveRun) rounds(ctx context.Context, from, to int, keep bool) error {
 	if m.redisUS == nil {
-		m.redisUS, m.cpuUS = make([][]float64, len(m.ops)), make([][]float64, len(m.ops))
+		m.redisUS, m.cpuUS, m.inner = make([][]float64, len(m.ops)), make([][]float64, len(m.ops)), make([]int, len(m.ops))
 	}
 	for start := from; start < to; start += m.batch {
 		end := min(start+m.batch, to)
@@ -149,35 +197,40 @@ func (m *interleaveRun) rounds(ctx context.Context, from, to int, keep bool) err
 			for j := range m.ops {
 				k := roundOrder(r, j, len(m.ops))
 				m.rec.setCell(k)
-				c0 := processCPU()
-				err := m.calls[k](r)
-				c1 := processCPU()
-				m.rec.setCell(-1)
-				if err != nil {
-					return fmt.Errorf("%s (round %d): %w", m.ops[k], r, err)
+				for b := 0; b < m.block; b++ {
+					c0 := processCPU()
+					err := m.calls[k](r*m.block + b)
+					c1 := processCPU()
+					if err != nil {
+						m.rec.setCell(-1)
+						return fmt.Errorf("%s (round %d): %w", m.ops[k], r, err)
+					}
+					cpu[k] = append(cpu[k], float64(c1-c0)/float64(time.Microsecond))
 				}
-				cpu[k] = append(cpu[k], float64(c1-c0)/float64(time.Microsecond))
+				m.rec.setCell(-1)
 			}
 		}
 		entries, err := readSlowlog(ctx, m.client)
 		if err != nil {
 			return err
 		}
-		per, other, err := attributeSlowlog(entries, m.rec.calls(), len(m.ops))
+		per, inner, err := attributeSlowlog(entries, m.rec.calls(), len(m.ops))
 		if err != nil {
 			return fmt.Errorf("rounds %d-%d: %w", start, end-1, err)
 		}
-		if keep {
-			m.other += other
-		}
 		for k := range m.ops {
-			if len(per[k]) != end-start {
+			if len(per[k]) != (end-start)*m.block {
 				return fmt.Errorf("rounds %d-%d: SLOWLOG holds %d script calls of %s, %d calls were made (each call must be exactly one script command)",
-					start, end-1, len(per[k]), m.ops[k], end-start)
+					start, end-1, len(per[k]), m.ops[k], (end-start)*m.block)
 			}
 			if keep {
-				m.redisUS[k] = append(m.redisUS[k], per[k]...)
-				m.cpuUS[k] = append(m.cpuUS[k], cpu[k]...)
+				m.slowCalls += int64(len(per[k]))
+				for _, v := range per[k] {
+					m.slowUS += v
+				}
+				m.inner[k] += inner[k]
+				m.redisUS[k] = append(m.redisUS[k], m.kept(per[k])...)
+				m.cpuUS[k] = append(m.cpuUS[k], m.kept(cpu[k])...)
 			}
 		}
 	}
@@ -225,29 +278,38 @@ func readSlowlog(ctx context.Context, c *redis.Client) ([]slowEntry, error) {
 // it: the n-th script entry is the n-th script command sent, and its
 // arguments must be that command's (as SLOWLOG truncates them), or the
 // attribution fails. It returns Redis's µs per op in the order sent.
-// The other entries (commands the scripts ran, SLOWLOG's own) are counted.
-func attributeSlowlog(entries []slowEntry, sent []sentCall, cells int) (per [][]float64, other int, err error) {
+// The other entries logged before a script call's own (the commands it ran
+// over the threshold; Redis logs each when it ends) are counted per op in
+// inner; SLOWLOG's, CONFIG's and INFO's own entries are not.
+func attributeSlowlog(entries []slowEntry, sent []sentCall, cells int) (per [][]float64, inner []int, err error) {
 	var scripts []slowEntry
+	var before []int // per script entry, the other entries logged since the last
+	n := 0
 	for _, e := range entries {
-		if len(e.args) > 0 && isScriptCommand(e.args[0]) {
+		switch {
+		case len(e.args) > 0 && isScriptCommand(e.args[0]):
 			scripts = append(scripts, e)
-		} else {
-			other++
+			before = append(before, n)
+			n = 0
+		case len(e.args) > 0 && slices.Contains([]string{"slowlog", "config", "info"}, strings.ToLower(e.args[0])):
+		default:
+			n++
 		}
 	}
 	if len(scripts) != len(sent) {
-		return nil, 0, fmt.Errorf("SLOWLOG holds %d script calls, %d were sent", len(scripts), len(sent))
+		return nil, nil, fmt.Errorf("SLOWLOG holds %d script calls, %d were sent", len(scripts), len(sent))
 	}
-	per = make([][]float64, cells)
+	per, inner = make([][]float64, cells), make([]int, cells)
 	for i, s := range sent {
 		want := slowlogArgs(s.args)
 		if !slices.Equal(want, scripts[i].args) {
-			return nil, 0, fmt.Errorf("script call %d (op %d): SLOWLOG entry %d has arguments %q, the call sent %q",
+			return nil, nil, fmt.Errorf("script call %d (op %d): SLOWLOG entry %d has arguments %q, the call sent %q",
 				i, s.cell, scripts[i].id, scripts[i].args, want)
 		}
 		per[s.cell] = append(per[s.cell], scripts[i].us)
+		inner[s.cell] += before[i]
 	}
-	return per, other, nil
+	return per, inner, nil
 }
 
 func isScriptCommand(name string) bool {
@@ -366,9 +428,36 @@ func (r *scriptRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 	}
 }
 
+// sharedTenants names the ops of ops that reserve on the same tenant
+// (scriptcostMain's cells: reserve, reserve-spread, commit and release on
+// one, reserve-gov5 and reserve-gov5-spread on another).
+func sharedTenants(ops []string) []string {
+	tenants := map[string]string{"reserve": "cost", "reserve-spread": "cost", "commit": "cost", "release": "cost",
+		"reserve-gov5": "costgov", "reserve-gov5-spread": "costgov"}
+	by := map[string][]string{}
+	var order []string
+	for _, op := range ops {
+		t, ok := tenants[op]
+		if !ok || slices.Contains(by[t], op) {
+			continue
+		}
+		if by[t] == nil {
+			order = append(order, t)
+		}
+		by[t] = append(by[t], op)
+	}
+	var out []string
+	for _, t := range order {
+		if len(by[t]) > 1 {
+			out = append(out, strings.Join(by[t], " and "))
+		}
+	}
+	return out
+}
+
 // costPairs parses -pairs ("op/base,…") into index pairs into ops; empty,
 // every op named with a governance or policy variant (gov5, pol10-read,
-// pol10, rl) against the same op without it, when both are in ops.
+// pol10, rl) or twin against the same op without it, when both are in ops.
 func costPairs(spec string, ops []string) ([][2]int, error) {
 	index := func(op string) int { return slices.Index(ops, op) }
 	var out [][2]int
@@ -377,7 +466,7 @@ func costPairs(spec string, ops []string) ([][2]int, error) {
 			if index(op) != k {
 				continue // named twice: the first is the one paired
 			}
-			for _, tag := range []string{"-gov5", "-pol10-read", "-pol10", "-rl"} {
+			for _, tag := range []string{"-gov5", "-pol10-read", "-pol10", "-rl", "-twin"} {
 				if b := index(strings.Replace(op, tag, "", 1)); strings.Contains(op, tag) && b >= 0 {
 					out = append(out, [2]int{k, b})
 					break

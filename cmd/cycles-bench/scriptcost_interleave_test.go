@@ -45,29 +45,24 @@ func TestInterleaveAttributesEachCallToItsCell(t *testing.T) {
 			return c.Eval(ctx, "local s = 0 for j = 1, tonumber(ARGV[1]) do s = s + j end return s", []string{"slow"}, 300000).Err()
 		},
 	}
-	m, err := measureInterleaved(ctx, c, []string{"fast", "slow"}, calls, interleaveOptions{rounds: 30, warmup: 3, batch: 7})
+	m, err := measureInterleaved(ctx, c, []string{"fast", "slow"}, calls, interleaveOptions{rounds: 30, warmup: 3, batch: 7, block: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k, name := range []string{"fast", "slow"} {
-		if len(m.redisUS[k]) != 30 || len(m.cpuUS[k]) != 30 {
-			t.Fatalf("%s: %d Redis figures, %d CPU figures; want 30", name, len(m.redisUS[k]), len(m.cpuUS[k]))
+		// 30 rounds of blocks of 3 calls, the first of each not kept
+		if len(m.redisUS[k]) != 60 || len(m.cpuUS[k]) != 60 {
+			t.Fatalf("%s: %d Redis figures, %d CPU figures; want 60", name, len(m.redisUS[k]), len(m.cpuUS[k]))
 		}
 	}
 	if f, s := median(m.redisUS[0]), median(m.redisUS[1]); !(s > 20*f) {
 		t.Errorf("median µs: fast %.0f, slow %.0f; the slow cell must be far slower", f, s)
 	}
-	if m.statCalls != 60 {
-		t.Errorf("commandstats counted %d script calls in the measured rounds, want 60", m.statCalls)
+	if m.statCalls != 180 {
+		t.Errorf("commandstats counted %d script calls in the measured rounds, want 180", m.statCalls)
 	}
-	var sum float64
-	for _, xs := range m.redisUS {
-		for _, x := range xs {
-			sum += x
-		}
-	}
-	if int64(sum) != m.statUS {
-		t.Errorf("SLOWLOG sums %.0f µs, commandstats %d µs: not the same quantity", sum, m.statUS)
+	if m.slowCalls != m.statCalls || int64(m.slowUS) != m.statUS {
+		t.Errorf("SLOWLOG: %d calls, %.0f µs; commandstats %d calls, %d µs: not the same quantity", m.slowCalls, m.slowUS, m.statCalls, m.statUS)
 	}
 }
 
@@ -100,12 +95,12 @@ func TestAttributeSlowlog(t *testing.T) {
 		{4, 55, []string{"fcall", "a", "1", "k2"}},
 		{5, 4, []string{"slowlog", "get", "-1"}},
 	}
-	per, other, err := attributeSlowlog(entries, sent, 2)
+	per, inner, err := attributeSlowlog(entries, sent, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(per[0], []float64{50, 55}) || !slices.Equal(per[1], []float64{70}) || other != 2 {
-		t.Errorf("per = %v, other = %d", per, other)
+	if !slices.Equal(per[0], []float64{50, 55}) || !slices.Equal(per[1], []float64{70}) || !slices.Equal(inner, []int{1, 0}) {
+		t.Errorf("per = %v, inner = %v", per, inner)
 	}
 	swapped := slices.Clone(entries)
 	swapped[1], swapped[2] = swapped[2], swapped[1]
@@ -160,6 +155,16 @@ func TestCostPairs(t *testing.T) {
 		if _, err := costPairs(bad, ops); err == nil {
 			t.Errorf("-pairs %q accepted", bad)
 		}
+	}
+}
+
+func TestSharedTenants(t *testing.T) {
+	got := sharedTenants([]string{"reserve", "reserve-gov5", "reserve-spread", "reserve-gov5-spread", "reserve-twin", "reserve"})
+	if !slices.Equal(got, []string{"reserve and reserve-spread", "reserve-gov5 and reserve-gov5-spread"}) {
+		t.Errorf("shared %q", got)
+	}
+	if got := sharedTenants([]string{"reserve", "reserve-gov5", "reserve-twin"}); len(got) != 0 {
+		t.Errorf("shared %q", got)
 	}
 }
 
