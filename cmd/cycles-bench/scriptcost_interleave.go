@@ -69,8 +69,12 @@ func interleaveCells(ctx context.Context, client *redis.Client, how string, ops 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "scriptcost -interleave: %d rounds (after %d unmeasured) of %s, %d calls each in turn, reversed every other round (the first of each op's calls in a round not kept when more than one); %s, one connection\n",
-		o.rounds, o.warmup, strings.Join(ops, ", "), max(1, o.block), how)
+	kept := "every call kept"
+	if o.block > 1 {
+		kept = "the first of each block not kept"
+	}
+	fmt.Fprintf(w, "scriptcost -interleave: %d rounds (after %d unmeasured) of %s in turn, reversed every other round, in blocks of %d calls per op (%s); %s, one connection\n",
+		o.rounds, o.warmup, strings.Join(ops, ", "), max(1, o.block), kept, how)
 	fmt.Fprintf(w, "load average at start %s, at end %s\n", load0, loadAverage())
 	for _, s := range shared {
 		fmt.Fprintf(w, "WARNING: %s run on one tenant: each changes what the other's calls find (a warm reserve came out 30 %% slower than the same reserve on a tenant of its own); run them apart\n", s)
