@@ -32,7 +32,9 @@ import (
 // so the figure moves only when the scripts, their arguments or the
 // executor change. Without valgrind (-valgrind=false) it reports Redis's own
 // microseconds per call (INFO commandstats) instead, which is noisy on a
-// shared machine. BENCHMARKS.md, "Script cost".
+// shared machine; -interleave measures that time call by call with the
+// cells called in turn, which cancels the machine's drift
+// (scriptcost_interleave.go). BENCHMARKS.md, "Script cost".
 func scriptcostMain(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("scriptcost", flag.ContinueOnError)
 	n := fs.Int("n", 400, "calls per measured operation")

@@ -63,7 +63,7 @@ func interleaveCells(ctx context.Context, client *redis.Client, how string, ops 
 			return fmt.Errorf("%s: %w", op, err)
 		}
 	}
-	load0 := loadAverage()
+	load0 := loadAvg()
 	shared := sharedTenants(ops)
 	m, err := measureInterleaved(ctx, client, ops, calls, o)
 	if err != nil {
@@ -75,7 +75,7 @@ func interleaveCells(ctx context.Context, client *redis.Client, how string, ops 
 	}
 	fmt.Fprintf(w, "scriptcost -interleave: %d rounds (after %d unmeasured) of %s in turn, reversed every other round, in blocks of %d calls per op (%s); %s, one connection\n",
 		o.rounds, o.warmup, strings.Join(ops, ", "), max(1, o.block), kept, how)
-	fmt.Fprintf(w, "load average at start %s, at end %s\n", load0, loadAverage())
+	fmt.Fprintf(w, "load average at start %s, at end %s\n", load0, loadAvg())
 	for _, s := range shared {
 		fmt.Fprintf(w, "WARNING: %s run on one tenant: each changes what the other's calls find (a warm reserve came out 30 %% slower than the same reserve on a tenant of its own); run them apart\n", s)
 	}
@@ -503,7 +503,7 @@ func writeInterleaveReport(w io.Writer, ops []string, pairs [][2]int, redisUS, c
 	for k, op := range ops {
 		r, c := redisUS[k], cpuUS[k]
 		fmt.Fprintf(w, "| `%s` | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", op, len(r),
-			mean(r), median(r), trimmedMean(r, trimFraction), mean(c), median(c), trimmedMean(c, trimFraction))
+			mean(r), medianOf(r), trimmedMean(r, trimFraction), mean(c), medianOf(c), trimmedMean(c, trimFraction))
 	}
 	if len(pairs) == 0 {
 		return
@@ -555,18 +555,6 @@ func sortedCopy(xs []float64) []float64 {
 	return s
 }
 
-func median(xs []float64) float64 {
-	s := sortedCopy(xs)
-	n := len(s)
-	switch {
-	case n == 0:
-		return math.NaN()
-	case n%2 == 1:
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
 // trimmedMean is the mean of xs without the lowest and highest frac of the
 // values.
 func trimmedMean(xs []float64, frac float64) float64 {
@@ -587,7 +575,7 @@ func medianCI(xs []float64) (m, lo, hi float64) {
 	h := 1.96 * math.Sqrt(float64(n)) / 2
 	l := max(0, int(math.Floor(float64(n)/2-h)))
 	u := min(n-1, int(math.Ceil(float64(n)/2+h)))
-	return median(s), s[l], s[u]
+	return medianOf(s), s[l], s[u]
 }
 
 // pairRatios is a[i]/b[i] for every i where b[i] > 0.
@@ -619,17 +607,4 @@ func bootstrapRatio(a, b []float64, stat func([]float64) float64, resamples int,
 	}
 	slices.Sort(ratios)
 	return ratios[int(0.025*float64(resamples))], ratios[min(resamples-1, int(0.975*float64(resamples)))]
-}
-
-// loadAverage is /proc/loadavg's three load averages ("?" elsewhere).
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

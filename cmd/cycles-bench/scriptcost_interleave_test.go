@@ -55,7 +55,7 @@ func TestInterleaveAttributesEachCallToItsCell(t *testing.T) {
 			t.Fatalf("%s: %d Redis figures, %d CPU figures; want 60", name, len(m.redisUS[k]), len(m.cpuUS[k]))
 		}
 	}
-	if f, s := median(m.redisUS[0]), median(m.redisUS[1]); !(s > 20*f) {
+	if f, s := medianOf(m.redisUS[0]), medianOf(m.redisUS[1]); !(s > 20*f) {
 		t.Errorf("median µs: fast %.0f, slow %.0f; the slow cell must be far slower", f, s)
 	}
 	if m.statCalls != 180 {
@@ -173,10 +173,10 @@ func TestCostStatistics(t *testing.T) {
 	if m := mean(xs); m != 12.5 {
 		t.Errorf("mean %v", m)
 	}
-	if m := median(xs); m != 3 {
+	if m := medianOf(xs); m != 3 {
 		t.Errorf("median %v", m)
 	}
-	if m := median([]float64{3, 1, 2}); m != 2 {
+	if m := medianOf([]float64{3, 1, 2}); m != 2 {
 		t.Errorf("odd median %v", m)
 	}
 	// 10 % of 10 values: the 1 lowest and the 1 highest (100) cut.
