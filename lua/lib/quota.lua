@@ -169,7 +169,9 @@ end
 --     order (tpl.fields[k] is counter cal[k]'s; tpl.ncal of them),
 --     tpl.amin[j] the least of cmin[j] and ctn[j] (below it a count only
 --     adds one: no limit, no threshold to look at), tpl.ath[k] the same for
---     calendar counter k as a value's high part (quota_plan);
+--     calendar counter k as a value's high part (quota_plan); tpl.pk[i],
+--     tpl.ps[i] the positions in field order and the stems of the calendar
+--     counters at the scope path (a new scope path renames only those);
 --   filled per call (arrays reused, no table per call): tpl.cid[j] true
 --     for a calendar counter, a per_run counter's key (false: without a
 --     run id); tpl.fields the calendar fields (one HMGET); tpl.set the HSET
@@ -181,7 +183,7 @@ end
 --     fields; tpl.plan the plan (crossed: the counters whose threshold
 --     this count crosses, dnew; kind, risk and run only when a crossing or
 --     a per_run counter needs them); tpl.lsp, tpl.lts: the scope path and
---     tenant scope of the last call (the same again: the calendar names
+--     tenant scope of the last call (the same again: those calendar names
 --     stand); per minute (QUOTA_MEMO.minute): tpl.bk the buckets, tpl.kb[k]
 --     calendar counter k's bucket number, tpl.day, tpl.dkey the day hash;
 --     tpl.nrun: the per_run counters.
