@@ -125,25 +125,33 @@ func TestSmallRunEndToEnd(t *testing.T) {
 	}
 }
 
+// smallGroup starts the small run's redis-server and cyclesd and opens an
+// "independent" group of 2 workers on them, all stopped when t ends.
+func smallGroup(t *testing.T) (*config, *group) {
+	t.Helper()
+	cfg := smallConfig(t, buildCyclesd(t))
+	b := &runner{cfg: cfg, log: testWriter{t}, runID: newRunID()}
+	cleanup, err := b.setup(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	g, err := b.newGroup(context.Background(), "independent", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.close)
+	return cfg, g
+}
+
 // The ledger check finds a budget whose Redis totals differ from what the
 // successful calls imply (here: one extra unit held behind the tool's back).
 func TestLedgerCheckCatchesAMismatch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server and cyclesd")
 	}
-	cfg := smallConfig(t, buildCyclesd(t))
-	b := &runner{cfg: cfg, log: testWriter{t}, runID: newRunID()}
+	cfg, g := smallGroup(t)
 	ctx := context.Background()
-	cleanup, err := b.setup(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup()
-	g, err := b.newGroup(ctx, "independent", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.close()
 	runPhase(ctx, 2, 0, 200*time.Millisecond, pids{}, g.opLifecycle)
 	runPhase(ctx, 2, 0, 200*time.Millisecond, pids{}, g.opReserve)
 	if chk := g.verify(ctx); chk.Mismatches != 0 || chk.Budgets != 5 {
@@ -162,6 +170,52 @@ func TestLedgerCheckCatchesAMismatch(t *testing.T) {
 	finish(r)
 	if r.Mismatches != 1 || len(r.Failed) != 1 {
 		t.Fatalf("finish: mismatches %d failed %v", r.Mismatches, r.Failed)
+	}
+}
+
+// A window no operation finishes in (a machine stalled for longer than the
+// window) extends to the first completion after it: the cell measures that
+// one operation over the time it took, not nothing (TestSmallRunEndToEnd met
+// a 300 ms connect cell with 0 ops and 0 errors at load 17). A window with
+// completions keeps its length.
+func TestPhaseWaitsForAFirstCompletion(t *testing.T) {
+	ctx := context.Background()
+	slow := func(context.Context, int) (string, error) { time.Sleep(150 * time.Millisecond); return "", nil }
+	ph := runPhase(ctx, 2, 0, 50*time.Millisecond, pids{}, slow)
+	if ph.ops != 1 || ph.errors != 0 || ph.window < 150*time.Millisecond || ph.window > maxOverrun {
+		t.Fatalf("stalled window: %d ops, %d errors over %v, want 1 op over at least 150ms", ph.ops, ph.errors, ph.window)
+	}
+	quick := func(context.Context, int) (string, error) { time.Sleep(time.Millisecond); return "", nil }
+	if ph := runPhase(ctx, 2, 0, 50*time.Millisecond, pids{}, quick); ph.ops == 0 || ph.window != 50*time.Millisecond {
+		t.Fatalf("quick window: %d ops over %v, want some over 50ms", ph.ops, ph.window)
+	}
+}
+
+// The commit cell's warm-up leaves the reserve cell's reservations to the
+// measured window: with a pool of 3 per worker and a warm-up long enough to
+// commit them all, the window still commits all 6. (On a loaded machine a
+// slow reserve cell followed by a quick warm-up drained the pool:
+// TestSmallRunEndToEnd met a 300 ms commit cell with 0 commits.)
+func TestCommitWarmupKeepsThePool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server and cyclesd")
+	}
+	_, g := smallGroup(t)
+	ctx := context.Background()
+	for w := range 2 {
+		for range 3 {
+			if _, err := g.reserve(ctx, w, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	warmup := 300 * time.Millisecond
+	ph := runPhase(ctx, 2, warmup, 30*time.Second, pids{}, g.opCommitAfter(time.Now().Add(warmup)))
+	if ph.ops != 6 || ph.errors != 0 {
+		t.Fatalf("measured %d commits (%d errors), want the pool's 6", ph.ops, ph.errors)
+	}
+	if chk := g.verify(ctx); chk.Mismatches != 0 {
+		t.Fatalf("ledger: %+v", chk)
 	}
 }
 

@@ -244,6 +244,19 @@ func (g *group) opCommit(ctx context.Context, w int) (string, error) {
 	return "", g.commit(ctx, w, id)
 }
 
+// opCommitAfter is the commit cell's op: from measureFrom on it commits the
+// reserve cell's reservations (opCommit); before, in the cell's warm-up, it
+// runs a whole reserve + commit, so a warm-up quicker than the reserve cell
+// was (a loaded machine) cannot drain the pool before the measured window.
+func (g *group) opCommitAfter(measureFrom time.Time) opFunc {
+	return func(ctx context.Context, w int) (string, error) {
+		if time.Now().Before(measureFrom) {
+			return g.opLifecycle(ctx, w)
+		}
+		return g.opCommit(ctx, w)
+	}
+}
+
 func (g *group) opLifecycle(ctx context.Context, w int) (string, error) {
 	id, err := g.reserve(ctx, w, false)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -44,14 +45,25 @@ type workerStats struct {
 	_        [64]byte // keep workers' hot fields on separate cache lines
 }
 
+// maxOverrun bounds how long a phase waits past its window for its first
+// measured operation.
+const maxOverrun = 30 * time.Second
+
 // runPhase runs op on clients workers: warm-up, then the measured window.
 // Only operations that start after the warm-up and finish inside the window
 // are measured; a worker that returns errDone stops early and the window
-// ends at the last measured completion if every worker stopped early.
+// ends at the last measured completion if every worker stopped early. A
+// window in which no operation finished (a machine stalled for longer than
+// the window) extends to the first completion after it, at most maxOverrun,
+// so a cell never reports nothing measured for want of waiting; its duration
+// says so.
 func runPhase(ctx context.Context, clients int, warmup, window time.Duration, pp pids, op opFunc) phaseResult {
 	start := time.Now()
 	measureFrom := start.Add(warmup)
 	deadline := measureFrom.Add(window)
+	hardStop := deadline.Add(maxOverrun)
+	var anyMeasured atomic.Bool
+	var overrunEnd atomic.Int64 // UnixNano of the one completion measured past the deadline (0: none)
 	stats := make([]workerStats, clients)
 	var wg sync.WaitGroup
 	for w := 0; w < clients; w++ {
@@ -62,7 +74,7 @@ func runPhase(ctx context.Context, clients int, warmup, window time.Duration, pp
 			st.samples = make([]int64, 0, 4096)
 			for {
 				t0 := time.Now()
-				if !t0.Before(deadline) || ctx.Err() != nil {
+				if !t0.Before(deadline) && (anyMeasured.Load() || !t0.Before(hardStop)) || ctx.Err() != nil {
 					return
 				}
 				outcome, err := op(ctx, w)
@@ -71,6 +83,12 @@ func runPhase(ctx context.Context, clients int, warmup, window time.Duration, pp
 					return
 				}
 				measured := !t0.Before(measureFrom) && !t1.After(deadline)
+				if measured {
+					anyMeasured.Store(true)
+				} else if !t0.Before(measureFrom) && !t1.After(hardStop) && anyMeasured.CompareAndSwap(false, true) {
+					measured = true // the first completion of a window that had none
+					overrunEnd.Store(t1.UnixNano())
+				}
 				if err != nil {
 					if measured {
 						st.errors++
@@ -111,6 +129,9 @@ func runPhase(ctx context.Context, clients int, warmup, window time.Duration, pp
 		case <-time.After(time.Until(deadline)):
 		case <-doneCh:
 		}
+		if !anyMeasured.Load() {
+			<-doneCh // the workers stop at the first measured completion, or at hardStop
+		}
 		after = pp.sample()
 	}
 	<-doneCh
@@ -133,6 +154,9 @@ func runPhase(ctx context.Context, clients int, warmup, window time.Duration, pp
 	}
 	res.ops = int64(len(res.samples))
 	res.window = window
+	if end := overrunEnd.Load(); end != 0 {
+		res.window = time.Unix(0, end).Sub(measureFrom)
+	}
 	if end := time.Now(); end.Before(deadline) {
 		// Every worker stopped early: the window is what was used.
 		res.window = lastEnd.Sub(measureFrom)

@@ -399,7 +399,7 @@ func (b *runner) run(ctx context.Context) (*bench.Result, error) {
 				case "reserve":
 					fn = g.opReserve
 				case "commit":
-					fn = g.opCommit
+					fn = g.opCommitAfter(time.Now().Add(cfg.warmup))
 				case "lifecycle":
 					fn = g.opLifecycle
 				case "decide":

@@ -15,12 +15,6 @@ import (
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
-func (e *env) listAllBudgetPages(req *cyclesv1.ListBudgetsRequest) []*cyclesv1.Budget {
-	e.t.Helper()
-	out, _ := listAll(e, req, e.svc.ListBudgets, (*cyclesv1.ListBudgetsResponse).GetBudgets)
-	return out
-}
-
 // Without tenant_id (the admin key), ListBudgets walks every tenant in
 // tenant_id order, then each tenant's budgets in index order, each budget
 // once across pages, skipping registry ids without a record, and bounds the
@@ -48,7 +42,8 @@ func TestListBudgetsAcrossTenants(t *testing.T) {
 	sort.SliceStable(want, func(i, j int) bool { return want[i].tenant < want[j].tenant })
 	got := func(req *cyclesv1.ListBudgetsRequest) []bk {
 		var out []bk
-		for _, b := range e.listAllBudgetPages(req) {
+		bs, _ := listAll(e, req, e.svc.ListBudgets, (*cyclesv1.ListBudgetsResponse).GetBudgets)
+		for _, b := range bs {
 			out = append(out, bk{b.GetTenantId(), b.GetScopePath(), b.GetUnit().String()})
 		}
 		return out

@@ -363,30 +363,16 @@ func TestBudgetStatusMachine(t *testing.T) {
 	wantRefused(t, err, codes.InvalidArgument, apierr.InvalidRequest)
 }
 
-// listAll pages through ListBudgets and returns "<scope>|<UNIT>" in order
-// and the number of calls.
+// listAll pages through ListBudgets (helpers_test.go's listAll) and returns
+// "<scope>|<UNIT>" in order and the number of calls.
 func (e *env) listAll(req *cyclesv1.ListBudgetsRequest) ([]string, int) {
 	e.t.Helper()
-	var out []string
-	calls := 0
-	for {
-		calls++
-		resp := mustCall(e.t, e.ctx, req, e.svc.ListBudgets)
-		for _, b := range resp.GetBudgets() {
-			out = append(out, b.GetScopePath()+"|"+strings.TrimPrefix(b.GetUnit().String(), "UNIT_"))
-		}
-		if !resp.GetHasMore() {
-			if resp.GetNextCursor() != "" {
-				e.t.Fatalf("next_cursor without has_more")
-			}
-			return out, calls
-		}
-		if calls > 100 {
-			e.t.Fatal("listing does not terminate")
-		}
-		req = proto.Clone(req).(*cyclesv1.ListBudgetsRequest)
-		req.Cursor = resp.GetNextCursor()
+	bs, pages := listAll(e, req, e.svc.ListBudgets, (*cyclesv1.ListBudgetsResponse).GetBudgets)
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = b.GetScopePath() + "|" + strings.TrimPrefix(b.GetUnit().String(), "UNIT_")
 	}
+	return out, len(pages)
 }
 
 func TestListBudgets(t *testing.T) {

@@ -47,15 +47,21 @@ type doneArgs struct {
 	Records        []string `lua:"reservation_ids"`
 }
 
-// Defaults of ArchiverOptions.
-const (
-	DefaultHotRetention = 24 * time.Hour
-	DefaultBatchSize    = 500
-	MaxBatchSize        = 1000
-	DefaultPause        = time.Second
-	DefaultLeaseTTL     = 30 * time.Second
-	DefaultLagWarning   = 5 * time.Minute
-)
+// MaxBatchSize bounds ArchiverOptions.BatchSize.
+const MaxBatchSize = 1000
+
+// DefaultArchiverOptions are the settings an ArchiverOptions field left at
+// zero takes in New (defaults.Fill); each field's comment says what it means.
+func DefaultArchiverOptions() ArchiverOptions {
+	return ArchiverOptions{
+		HotRetention: 24 * time.Hour,
+		BatchSize:    500,
+		Pause:        time.Second,
+		LeaseTTL:     30 * time.Second,
+		LagWarning:   5 * time.Minute,
+		TenantPage:   sweeper.DefaultOptions().TenantPage,
+	}
+}
 
 // ArchiverOptions tune an Archiver.
 type ArchiverOptions struct {
@@ -118,13 +124,8 @@ type Stats struct {
 
 // New returns an archiver of exec's tenants into store.
 func New(exec *script.Executor, store *archive.Store, o ArchiverOptions) (*Archiver, error) {
-	defaults.Set(&o.HotRetention, DefaultHotRetention)
-	defaults.Set(&o.BatchSize, DefaultBatchSize)
+	defaults.Fill(&o, DefaultArchiverOptions())
 	defaults.Cap(&o.BatchSize, MaxBatchSize)
-	defaults.Set(&o.Pause, DefaultPause)
-	defaults.Set(&o.LeaseTTL, DefaultLeaseTTL)
-	defaults.Set(&o.LagWarning, DefaultLagWarning)
-	defaults.Set(&o.TenantPage, sweeper.DefaultTenantPage)
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}

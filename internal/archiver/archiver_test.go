@@ -203,7 +203,7 @@ func TestArchiveAfterCrash(t *testing.T) {
 		t.Fatalf("lease: %d %v", fence, err)
 	}
 	// The first half of a round: read and write, no archive/done.
-	b, err := a.read(r.ctx, keys.Tenant(tn), "", DefaultBatchSize, true)
+	b, err := a.read(r.ctx, keys.Tenant(tn), "", DefaultArchiverOptions().BatchSize, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ import (
 // It reports rows/s and PostgreSQL bytes per archived reservation (table
 // plus indexes, after VACUUM ANALYZE). Figures: BENCHMARKS.md.
 func BenchmarkArchive(b *testing.B) {
-	for _, batch := range []int{DefaultBatchSize, MaxBatchSize} {
+	for _, batch := range []int{DefaultArchiverOptions().BatchSize, MaxBatchSize} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) { benchArchive(b, batch) })
 	}
 }

@@ -11,7 +11,6 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/events"
 	"github.com/cyclesgo/cycles-go/internal/keys"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 	"github.com/cyclesgo/cycles-go/test/scripttest"
@@ -117,10 +116,7 @@ func TestFeedWatchOnEveryBackend(t *testing.T) {
 // announces what it finds.
 func TestAnnouncerChecksTenantsOfCallsWithoutReply(t *testing.T) {
 	c := redistest.SharedClient(t)
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.Shared(t)
 	e := &env{t: t, c: c}
 	a := newTenant()
 	id := e.appendEvent(a, ev{}) // appended by a call whose reply was lost

@@ -26,6 +26,7 @@ import (
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/property/hashslot"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // replica is one in-process cyclesd as far as the feed is concerned: its own
@@ -414,10 +415,7 @@ func TestFeedNeedsTheAdminKey(t *testing.T) {
 // period; it would resume from its last cursor.
 func TestFeedCutsOffASlowSubscriber(t *testing.T) {
 	c := redistest.SharedClient(t)
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.Shared(t)
 	ann := events.NewAnnouncer(ex, events.AnnouncerOptions{})
 	svc := events.New(ex, events.Options{SendBuffer: 4, SendStall: 100 * time.Millisecond, Heartbeat: time.Hour})
 	a := newTenant()

@@ -21,16 +21,10 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/telemetry"
 )
 
-// Defaults of Options.
+// Page sizes of ListEvents.
 const (
-	DefaultHeartbeat    = 15 * time.Second
-	DefaultPollInterval = 250 * time.Millisecond
-	DefaultReadBatch    = 32
-	DefaultListLimit    = 50
-	MaxListLimit        = 200
-	DefaultSendBuffer   = 64
-	DefaultSendStall    = 30 * time.Second
-	DefaultFeedBlock    = 2 * time.Second
+	DefaultListLimit = 50
+	MaxListLimit     = 200
 )
 
 // ReasonCursorExpired is the ErrorInfo reason of a resume whose missed events
@@ -73,23 +67,23 @@ type Options struct {
 	FeedBlock time.Duration
 	// StreamEventsPerSecond paces the reads of one WatchEvents stream (0 =
 	// DefaultStreamEventsPerSecond; negative = unlimited). See pace.go.
-	StreamEventsPerSecond float64
+	StreamEventsPerSecond float64 `defaults:"keep-negative"`
 	// TenantEventsPerSecond paces the reads of all of a tenant's
 	// WatchEvents streams on this replica together (0 =
 	// DefaultTenantEventsPerSecond; negative = unlimited).
-	TenantEventsPerSecond float64
+	TenantEventsPerSecond float64 `defaults:"keep-negative"`
 	// FeedStreamEventsPerSecond paces the reads of one all-tenant feed
 	// stream (admin WatchEvents without tenant_id; 0 =
 	// DefaultFeedStreamEventsPerSecond; negative = unlimited).
-	FeedStreamEventsPerSecond float64
+	FeedStreamEventsPerSecond float64 `defaults:"keep-negative"`
 	// FeedEventsPerSecond paces the reads of all the all-tenant feed streams
 	// and listings on this replica together (0 = DefaultFeedEventsPerSecond;
 	// negative = unlimited).
-	FeedEventsPerSecond float64
+	FeedEventsPerSecond float64 `defaults:"keep-negative"`
 	// FeedBurstEvents is how many events an all-tenant feed stream may read
 	// before its rates apply (0 = DefaultFeedBurstEvents; at least one
 	// read). See pace.go.
-	FeedBurstEvents int
+	FeedBurstEvents int `defaults:"keep-negative"`
 	MeterProvider   metric.MeterProvider
 	Logger          *zap.Logger
 	// ArchivedStream, when set, reads a stream's entries from the archive
@@ -105,6 +99,25 @@ type Options struct {
 	// a watch resuming below Redis's oldest entry from a position older than
 	// it is CURSOR_EXPIRED. 0: not checked.
 	ArchiveRetention time.Duration
+}
+
+// DefaultOptions are the settings an Options field left at zero takes in New
+// (defaults.Fill); each field's comment says what it means.
+func DefaultOptions() Options {
+	return Options{
+		Retention:                 eventctx.DefaultRetention,
+		Heartbeat:                 15 * time.Second,
+		PollInterval:              250 * time.Millisecond,
+		ReadBatch:                 32,
+		SendBuffer:                64,
+		SendStall:                 30 * time.Second,
+		FeedBlock:                 2 * time.Second,
+		StreamEventsPerSecond:     DefaultStreamEventsPerSecond,
+		TenantEventsPerSecond:     DefaultTenantEventsPerSecond,
+		FeedStreamEventsPerSecond: DefaultFeedStreamEventsPerSecond,
+		FeedEventsPerSecond:       DefaultFeedEventsPerSecond,
+		FeedBurstEvents:           DefaultFeedBurstEvents,
+	}
 }
 
 // Service serves the per-tenant event logs.
@@ -127,29 +140,8 @@ type Service struct {
 
 // New builds the service.
 func New(exec *script.Executor, opts Options) *Service {
-	defaults.Set(&opts.Retention, eventctx.DefaultRetention)
-	defaults.Set(&opts.Heartbeat, DefaultHeartbeat)
-	defaults.Set(&opts.PollInterval, DefaultPollInterval)
-	defaults.Set(&opts.ReadBatch, DefaultReadBatch)
+	defaults.Fill(&opts, DefaultOptions())
 	defaults.Cap(&opts.ReadBatch, maxRead)
-	defaults.Set(&opts.SendBuffer, DefaultSendBuffer)
-	defaults.Set(&opts.SendStall, DefaultSendStall)
-	defaults.Set(&opts.FeedBlock, DefaultFeedBlock)
-	if opts.StreamEventsPerSecond == 0 {
-		opts.StreamEventsPerSecond = DefaultStreamEventsPerSecond
-	}
-	if opts.TenantEventsPerSecond == 0 {
-		opts.TenantEventsPerSecond = DefaultTenantEventsPerSecond
-	}
-	if opts.FeedStreamEventsPerSecond == 0 {
-		opts.FeedStreamEventsPerSecond = DefaultFeedStreamEventsPerSecond
-	}
-	if opts.FeedEventsPerSecond == 0 {
-		opts.FeedEventsPerSecond = DefaultFeedEventsPerSecond
-	}
-	if opts.FeedBurstEvents == 0 {
-		opts.FeedBurstEvents = DefaultFeedBurstEvents
-	}
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()

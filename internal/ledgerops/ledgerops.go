@@ -87,35 +87,27 @@ type repairArgs struct {
 	HoldsLimit     int    `lua:"holds_limit"`
 }
 
-// Defaults of Options.
-const (
-	// DefaultHoldsLimit bounds the ACTIVE reservations one holds or repair
-	// script reads (about 20 ms of Redis time per 10,000).
-	DefaultHoldsLimit = 20000
-	// DefaultPageSize is the records, index entries or budgets per audit script call.
-	DefaultPageSize = 500
-	// DefaultAuditRate is how many tenants per second the background auditor audits.
-	DefaultAuditRate = 5
-	// DefaultTimeout bounds one operator call (audit, repair), which is
-	// detached from the short per-RPC deadline but still ends when the client
-	// cancels.
-	DefaultTimeout = 2 * time.Minute
-	// ReplayWindow is how long a resolve or repair response is replayed by key.
-	ReplayWindow = 24 * time.Hour
-)
+// ReplayWindow is how long a resolve or repair response is replayed by key.
+const ReplayWindow = 24 * time.Hour
+
+// maxPageSize bounds Options.PageSize: a larger one takes the default.
+const maxPageSize = 1000
 
 // Options configure a Service.
 type Options struct {
-	// HoldsLimit: see DefaultHoldsLimit.
+	// HoldsLimit bounds the ACTIVE reservations one holds or repair script
+	// reads (about 20 ms of Redis time per 10,000).
 	HoldsLimit int
-	// PageSize: see DefaultPageSize (max 1000).
+	// PageSize is the records, index entries or budgets per audit script
+	// call (at most 1,000).
 	PageSize int
 	// AuditInterval is the pause between background audits of all tenants;
 	// 0 turns the background auditor off.
 	AuditInterval time.Duration
-	// AuditRate: see DefaultAuditRate.
+	// AuditRate is how many tenants per second the background auditor audits.
 	AuditRate float64
-	// Timeout: see DefaultTimeout.
+	// Timeout bounds one operator call (audit, repair), which is detached
+	// from the short per-RPC deadline but still ends when the client cancels.
 	Timeout        time.Duration
 	EventRetention time.Duration
 	// Archive is on when an archive is configured (-archive-dsn): a
@@ -125,6 +117,18 @@ type Options struct {
 	Archive       bool
 	MeterProvider metric.MeterProvider
 	Logger        *zap.Logger
+}
+
+// DefaultOptions are the settings an Options field left at zero takes in New
+// (defaults.Fill).
+func DefaultOptions() Options {
+	return Options{
+		HoldsLimit:     20000,
+		PageSize:       500,
+		AuditRate:      5,
+		Timeout:        2 * time.Minute,
+		EventRetention: eventctx.DefaultRetention,
+	}
 }
 
 // archive is the scripts' archive ARGV: "1" or "".
@@ -149,13 +153,10 @@ type Service struct {
 
 // New builds a Service.
 func New(exec *script.Executor, opts Options) *Service {
-	defaults.Set(&opts.HoldsLimit, DefaultHoldsLimit)
-	if opts.PageSize <= 0 || opts.PageSize > 1000 {
-		opts.PageSize = DefaultPageSize
+	if opts.PageSize > maxPageSize {
+		opts.PageSize = 0
 	}
-	defaults.Set(&opts.AuditRate, DefaultAuditRate)
-	defaults.Set(&opts.Timeout, DefaultTimeout)
-	defaults.Set(&opts.EventRetention, eventctx.DefaultRetention)
+	defaults.Fill(&opts, DefaultOptions())
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()

@@ -29,17 +29,8 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
 )
 
-// Defaults (docs/protocol.md#admin-overview).
+// Bounds of a snapshot.
 const (
-	// DefaultWindow is the window of the event counts and recent events.
-	DefaultWindow = time.Hour
-	// DefaultMaxTenants bounds the tenants one snapshot reads.
-	DefaultMaxTenants = 1000
-	// DefaultMaxBudgets bounds the budgets one snapshot reads (all tenants).
-	DefaultMaxBudgets = 10000
-	// DefaultMaxEvents bounds the window's events one snapshot reads (all
-	// tenants).
-	DefaultMaxEvents = 10000
 	// topN is the length of every top list (the spec's maxItems).
 	topN = 10
 	// registryPage is the tenants read per registry call.
@@ -67,12 +58,23 @@ type tenantArgs struct {
 	ExpiryAfter string `lua:"expiry_after"`
 }
 
-// Options configure a Service; zero values take the defaults.
+// Options configure a Service; zero values take the defaults
+// (DefaultOptions, docs/protocol.md#admin-overview).
 type Options struct {
-	Window     time.Duration
+	// Window is the window of the event counts and recent events.
+	Window time.Duration
+	// MaxTenants bounds the tenants one snapshot reads.
 	MaxTenants int
+	// MaxBudgets bounds the budgets one snapshot reads (all tenants).
 	MaxBudgets int
-	MaxEvents  int
+	// MaxEvents bounds the window's events one snapshot reads (all tenants).
+	MaxEvents int
+}
+
+// DefaultOptions are the settings an Options field left at zero takes in New
+// (defaults.Fill).
+func DefaultOptions() Options {
+	return Options{Window: time.Hour, MaxTenants: 1000, MaxBudgets: 10000, MaxEvents: 10000}
 }
 
 // Service computes snapshots.
@@ -83,11 +85,8 @@ type Service struct {
 
 // New returns the overview service on exec.
 func New(exec *script.Executor, opts Options) *Service {
-	defaults.Set(&opts.Window, DefaultWindow)
+	defaults.Fill(&opts, DefaultOptions())
 	defaults.Cap(&opts.Window, maxWindow)
-	defaults.Set(&opts.MaxTenants, DefaultMaxTenants)
-	defaults.Set(&opts.MaxBudgets, DefaultMaxBudgets)
-	defaults.Set(&opts.MaxEvents, DefaultMaxEvents)
 	return &Service{exec: exec, opts: opts}
 }
 

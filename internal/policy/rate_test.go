@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -62,10 +63,11 @@ func (e *env) redisNow() int64 {
 	return ledgertest.RedisNowMs(e.t, e.rdb)
 }
 
-// freshWindow starts a scenario in a fresh rate window (ledgertest.FreshMinute).
+// freshWindow starts a scenario clear of the end of its per-minute rate
+// window (ledgertest.ClearOfBoundary: 8 s at least).
 func (e *env) freshWindow() {
 	e.t.Helper()
-	ledgertest.FreshMinute(e.t, e.rdb)
+	ledgertest.ClearOfBoundary(e.t, e.rdb, time.Minute, 8*time.Second)
 }
 
 // rateCount is the counter hash of the Redis TIME minute holding resetAtMs's

@@ -131,6 +131,7 @@ func TestClockStepBackIsClamped(t *testing.T) {
 func TestCosts(t *testing.T) {
 	eachAlgorithm(t, allAlgorithms, func(t *testing.T, e *env, alg Algorithm) {
 		p := e.mustPolicy(t, Policy{Algorithm: alg, Limit: 5, WindowMs: 86_400_000})
+		e.oneDay(t, alg)
 		for i, s := range []struct {
 			hits      int64
 			allowed   bool

@@ -208,6 +208,7 @@ func TestInspect(t *testing.T) {
 	eachAlgorithm(t, allAlgorithms, func(t *testing.T, e *env, alg Algorithm) {
 		ctx := context.Background()
 		p := e.mustPolicy(t, Policy{Algorithm: alg, Limit: 10, WindowMs: 86_400_000})
+		e.oneDay(t, alg)
 		in, err := e.lim.Inspect(ctx, p.Name, "i")
 		if err != nil || in.Type != "none" || in.TTLms != -2 || in.Count != 0 || in.MemoryUsageBytes != 0 {
 			t.Fatalf("absent key: %+v %v", in, err)

@@ -22,6 +22,7 @@ func TestScriptsLoadOnEveryBackend(t *testing.T) {
 func TestLimitIsEnforcedOnEveryBackend(t *testing.T) {
 	eachAlgorithm(t, allAlgorithms, func(t *testing.T, e *env, alg Algorithm) {
 		p := e.mustPolicy(t, Policy{Algorithm: alg, Limit: 3, WindowMs: 86_400_000})
+		e.oneDay(t, alg)
 		for i := int64(1); i <= 3; i++ {
 			d := e.check(t, p.Name, "k", 1)
 			if !d.Allowed || d.Count != i || d.Remaining != 3-i || d.Limit != 3 || d.RetryAfter != 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/ratelimit"
 	"github.com/cyclesgo/cycles-go/internal/script"
+	"github.com/cyclesgo/cycles-go/test/grpctest/bufnet"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
@@ -63,7 +64,7 @@ func guardServer(t *testing.T, l *ratelimit.Limiter, cfg ratelimit.GuardConfig) 
 	lis := bufconn.Listen(1 << 20)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
-	return cyclesv1.NewRuntimeServiceClient(dialBuf(t, lis))
+	return cyclesv1.NewRuntimeServiceClient(bufnet.Dial(t, lis))
 }
 
 func asKey(id string) context.Context {

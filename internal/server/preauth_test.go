@@ -17,7 +17,6 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
@@ -28,6 +27,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/test/errtest"
+	"github.com/cyclesgo/cycles-go/test/grpctest/bufnet"
 )
 
 // payloadCounter counts request messages the server read (stats InPayload).
@@ -94,20 +94,7 @@ func startLimited(t *testing.T, lim Limits, svcs Services) *limitEnv {
 	return e
 }
 
-func (e *limitEnv) dial(t *testing.T) *grpc.ClientConn { return dialBuf(t, e.lis) }
-
-// dialBuf is a client of the in-memory listener lis, closed when t ends.
-func dialBuf(t *testing.T, lis *bufconn.Listener) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient("passthrough:///buf",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn
-}
+func (e *limitEnv) dial(t *testing.T) *grpc.ClientConn { return bufnet.Dial(t, e.lis) }
 
 // bigGet is a runtime request of about n bytes (under the global receive limit).
 func bigGet(n int) *cyclesv1.GetReservationRequest {

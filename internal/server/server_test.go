@@ -28,6 +28,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/internal/validate"
 	"github.com/cyclesgo/cycles-go/test/errtest"
+	"github.com/cyclesgo/cycles-go/test/grpctest/bufnet"
 )
 
 const adminKey = "test-admin-key-0123456789"
@@ -93,7 +94,7 @@ func startLogged(t *testing.T, rt *fakeRuntime, log *zap.Logger) (*grpc.ClientCo
 	lis := bufconn.Listen(1 << 20)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() { srv.Stop(time.Second) })
-	return dialBuf(t, lis), srv, metrics, log
+	return bufnet.Dial(t, lis), srv, metrics, log
 }
 
 func withMD(kv ...string) context.Context {

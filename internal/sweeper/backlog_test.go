@@ -33,7 +33,7 @@ func TestBacklogDrain100k(t *testing.T) {
 	t.Logf("seeded 100,000 due reservations in %v", time.Since(seedStart).Round(time.Millisecond))
 
 	m := telemetrytest.New()
-	sw := newSweeper(t, c, Options{BatchSize: DefaultBatchSize, MeterProvider: m.Provider})
+	sw := newSweeper(t, c, Options{MeterProvider: m.Provider})
 	// The bound is on what the sweeper keeps, not on garbage waiting for a
 	// collection (how much waits depends on the GC's pace, and so on the
 	// machine's load): the sampler collects, then reads the live heap that
@@ -78,7 +78,7 @@ func TestBacklogDrain100k(t *testing.T) {
 	allocPerBatch := (after.TotalAlloc - before.TotalAlloc) / uint64(batches)
 	growth := int64(peak) - int64(base)
 	t.Logf("drained 100,000 in %v (%.0f/s) over %d batches of <= %d; live heap growth peak %d KiB over %d collections; %d KiB allocated per batch; GOMAXPROCS=%d",
-		elapsed.Round(time.Millisecond), 100_000/elapsed.Seconds(), batches, DefaultBatchSize, growth/1024, after.NumGC-before.NumGC, allocPerBatch/1024, runtime.GOMAXPROCS(0))
+		elapsed.Round(time.Millisecond), 100_000/elapsed.Seconds(), batches, sw.opts.BatchSize, growth/1024, after.NumGC-before.NumGC, allocPerBatch/1024, runtime.GOMAXPROCS(0))
 
 	// Holding the 100,000 candidates (ids alone) would need about 4 MiB, and
 	// returning them ~100 KiB of allocation per batch.
@@ -114,15 +114,16 @@ func BenchmarkExpireBatch(b *testing.B) {
 	c := redistest.Start(b).Client(b)
 	m := telemetrytest.New()
 	sw := newSweeper(b, c, Options{MeterProvider: m.Provider})
+	batch := sw.opts.BatchSize
 	for b.Loop() {
 		b.StopTimer()
-		s := seedDue(b, c, DefaultBatchSize, 1)
+		s := seedDue(b, c, batch, 1)
 		b.StartTimer()
 		got, _, err := sw.drain(context.Background(), s.tenant, false, false)
-		if err != nil || got.Expired != DefaultBatchSize {
+		if err != nil || got.Expired != int64(batch) {
 			b.Fatalf("%+v %v", got, err)
 		}
 	}
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/DefaultBatchSize, "µs/reservation")
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(batch), "µs/reservation")
 	b.ReportMetric(float64(m.Sum(b, "cycles.sweeper.batches"))/float64(b.N), "calls/op")
 }

@@ -23,29 +23,28 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/telemetry"
 )
 
-// Defaults and bounds of Options.
+// Bounds of Options.
 const (
-	DefaultInterval   = 5 * time.Second
-	DefaultBatchSize  = 1000
-	MaxBatchSize      = 10000
-	DefaultWorkers    = 4
-	DefaultTenantPage = 500
-	// DefaultBatchTime is the Redis time one expire-batch call may take
-	// before it stops taking candidates (Options.BatchTime).
-	DefaultBatchTime = 5 * time.Millisecond
+	MaxBatchSize = 10000
 	// MaxBatchTime bounds Options.BatchTime (the script refuses more than 1 s).
 	MaxBatchTime = 100 * time.Millisecond
-	// DefaultCallTimeout bounds one expire-batch call, queueing included
-	// (Options.CallTimeout).
-	DefaultCallTimeout = 500 * time.Millisecond
-	// DefaultCallAttempts is how many times in a row a drain tries a batch
-	// call that got no reply before it gives the tenant up until the next
-	// sweep (Options.CallAttempts).
-	DefaultCallAttempts = 4
-	// DefaultReconcileInterval bounds how long a crash can delay events in
-	// the all-tenant feed.
-	DefaultReconcileInterval = 10 * time.Minute
 )
+
+// DefaultOptions are the settings an Options field left at zero takes in New
+// (defaults.Fill); each field's comment says what it means.
+func DefaultOptions() Options {
+	return Options{
+		Interval:          5 * time.Second,
+		BatchSize:         1000,
+		BatchTime:         5 * time.Millisecond,
+		CallTimeout:       500 * time.Millisecond,
+		CallAttempts:      4,
+		Workers:           4,
+		TenantPage:        500,
+		EventRetention:    eventctx.DefaultRetention,
+		ReconcileInterval: 10 * time.Minute,
+	}
+}
 
 // Outcomes of one candidate, as counted by cycles.sweeper.outcomes{outcome}.
 const (
@@ -165,17 +164,9 @@ type Sweeper struct {
 
 // New builds a Sweeper; it does not start it.
 func New(exec *script.Executor, opts Options) *Sweeper {
-	defaults.Set(&opts.Interval, DefaultInterval)
-	defaults.Set(&opts.BatchSize, DefaultBatchSize)
+	defaults.Fill(&opts, DefaultOptions())
 	defaults.Cap(&opts.BatchSize, MaxBatchSize)
-	defaults.Set(&opts.BatchTime, DefaultBatchTime)
 	defaults.Cap(&opts.BatchTime, MaxBatchTime)
-	defaults.Set(&opts.CallTimeout, DefaultCallTimeout)
-	defaults.Set(&opts.CallAttempts, DefaultCallAttempts)
-	defaults.Set(&opts.Workers, DefaultWorkers)
-	defaults.Set(&opts.TenantPage, DefaultTenantPage)
-	defaults.Set(&opts.EventRetention, eventctx.DefaultRetention)
-	defaults.Set(&opts.ReconcileInterval, DefaultReconcileInterval)
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()

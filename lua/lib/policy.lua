@@ -246,7 +246,7 @@ end
 -- message when it is malformed).
 function POLICY_MEMO.parse(compiled)
   if string.sub(compiled, 1, 3) ~= POLICY_HEAD then return nil, POLICY_BAD end
-  local lines, i, pos, n, timed = {}, 0, 4, #compiled, false
+  local lines, i, pos, n, timed, every = {}, 0, 4, #compiled, false, true
   while pos <= n do
     local e = string.find(compiled, '\n', pos, true)
     local tab = e and string.find(compiled, '\t', pos, true)
@@ -257,10 +257,11 @@ function POLICY_MEMO.parse(compiled)
     if string.byte(rest, 1) == 119 or string.find(rest, '\tw', 1, true) then timed = true end
     local l = {string.sub(compiled, pos, tab - 1), rest, i, 2 ^ (i - 1)}
     POLICY_MEMO.plain(l)
+    if l[5] ~= 'a' then every = false end
     lines[i] = l
     pos = e + 1
   end
-  return {lines = lines, timed = timed, sets = {}, wide = i > POLICY_MEMO.bits}
+  return {lines = lines, timed = timed, sets = {}, wide = i > POLICY_MEMO.bits, every = every}
 end
 
 -- POLICY_MEMO.plain derives, once per match table, the test of line l's
@@ -352,9 +353,11 @@ local function policy_terms(compiled, scope_path, now)
     if memo.n >= memo.max then memo.t, memo.n = {}, 0 end
     memo.t[compiled], memo.n = m, memo.n + 1
   end
-  -- The same scope path as the last call's, without effective windows: its
-  -- answer (m.lres, false for none).
-  local last = m.lsp == scope_path
+  -- The same scope path as the last call's, or a table whose every line
+  -- matches every scope path (m.every: '*' policies only, so the match set
+  -- never changes), without effective windows: the last answer (m.lres,
+  -- false for none).
+  local last = m.lsp == scope_path or (m.every and m.lset ~= nil)
   if last and m.lres ~= nil then return m.lres or nil end
   -- The match set: POLICY_MEMO.hit, inline (the commonest kinds first);
   -- the last call's when the scope path is the same (one entry, not a

@@ -169,7 +169,9 @@ end
 --     order (tpl.fields[k] is counter cal[k]'s; tpl.ncal of them),
 --     tpl.amin[j] the least of cmin[j] and ctn[j] (below it a count only
 --     adds one: no limit, no threshold to look at), tpl.ath[k] the same for
---     calendar counter k as a value's high part (quota_plan);
+--     calendar counter k as a value's high part (quota_plan); tpl.pk[i],
+--     tpl.ps[i] the positions in field order and the stems of the calendar
+--     counters at the scope path (a new scope path renames only those);
 --   filled per call (arrays reused, no table per call): tpl.cid[j] true
 --     for a calendar counter, a per_run counter's key (false: without a
 --     run id); tpl.fields the calendar fields (one HMGET); tpl.set the HSET
@@ -181,7 +183,7 @@ end
 --     fields; tpl.plan the plan (crossed: the counters whose threshold
 --     this count crosses, dnew; kind, risk and run only when a crossing or
 --     a per_run counter needs them); tpl.lsp, tpl.lts: the scope path and
---     tenant scope of the last call (the same again: the calendar names
+--     tenant scope of the last call (the same again: those calendar names
 --     stand); per minute (QUOTA_MEMO.minute): tpl.bk the buckets, tpl.kb[k]
 --     calendar counter k's bucket number, tpl.day, tpl.dkey the day hash;
 --     tpl.nrun: the per_run counters.
@@ -294,8 +296,14 @@ function QUOTA_MEMO.template(terms, ek, er, kind, keys_json, scope_path)
   -- ath[k]: the same for calendar counter k as its value's high part
   -- (h, below): at or past it, counter cal[k] is at amin - 1 or more.
   tpl.ncal = #tpl.cal
+  tpl.pk, tpl.ps = {}, {}
   for k = 1, tpl.ncal do
-    tpl.ath[k] = (tpl.amin[tpl.cal[k]] - 1) * 536870912
+    local j = tpl.cal[k]
+    tpl.ath[k] = (tpl.amin[j] - 1) * 536870912
+    if not tpl.ct[j] then
+      local i = #tpl.pk + 1
+      tpl.pk[i], tpl.ps[i] = k, csfx[j]
+    end
   end
   return tpl, nil, keep
 end
@@ -390,23 +398,23 @@ local function quota_plan(terms, pk, pr, kind, risk, run_id, keys_json, scope_pa
   -- this template's last call: the calendar names stand.
   local cid, set, fields = tpl.cid, tpl.set, tpl.fields
   local over = false
-  if tpl.lsp ~= scope_path or tpl.lts ~= tenant_scope then
-    -- Only the names whose scope changed (a new agent under one tenant:
-    -- the tenant-scope names stand).
-    local nsp, nts = tpl.lsp ~= scope_path, tpl.lts ~= tenant_scope
-    tpl.lsp, tpl.lts = scope_path, tenant_scope
-    local csfx, ct, cal = tpl.csfx, tpl.ct, tpl.cal
-    for k = 1, tpl.ncal do
-      local j = cal[k]
-      if ct[j] then
-        if nts then
-          local id = tenant_scope .. csfx[j]
-          fields[k], set[2 * k - 1] = id, id
-        end
-      elseif nsp then
-        local id = scope_path .. csfx[j]
-        fields[k], set[2 * k - 1] = id, id
-      end
+  if tpl.lsp ~= scope_path then
+    -- A new scope path (a new agent under one tenant: the tenant-scope
+    -- names stand): its calendar names only (tpl.pk[i] their positions in
+    -- field order, tpl.ps[i] their stems).
+    tpl.lsp = scope_path
+    local pk, ps = tpl.pk, tpl.ps
+    for i = 1, #pk do
+      local k, id = pk[i], scope_path .. ps[i]
+      fields[k], set[2 * k - 1] = id, id
+    end
+  end
+  if tpl.lts ~= tenant_scope then
+    tpl.lts = tenant_scope
+    local tk, csfx, tj = tpl.tk, tpl.csfx, tpl.tj
+    for i = 1, #tk do
+      local k, id = tk[i], tenant_scope .. csfx[tj[i]]
+      fields[k], set[2 * k - 1] = id, id
     end
   end
   if tpl.nrun > 0 then

@@ -91,7 +91,7 @@ func TestReplayDoesNotStarveOtherTenants(t *testing.T) {
 	// of slack for the streams still draining) at -watch-tenant-rate, plus
 	// the bursts (every stream's and the tenant's).
 	attacked := 5*float64(f.Attempts) + 1
-	if most := attacked*events.DefaultTenantEventsPerSecond + float64((replayStreams+2)*events.DefaultReadBatch); delivered > most {
+	if most := attacked*events.DefaultTenantEventsPerSecond + float64((replayStreams+2)*events.DefaultOptions().ReadBatch); delivered > most {
 		t.Errorf("the replayer got %.0f events, more than the tenant rate allows (%.0f)", delivered, most)
 	}
 }

@@ -8,13 +8,11 @@ package grpctest
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/test/bufconn"
 
@@ -22,6 +20,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/server"
+	"github.com/cyclesgo/cycles-go/test/grpctest/bufnet"
 )
 
 // AdminKey is the admin key of servers started by Start.
@@ -93,12 +92,5 @@ func Serve(tb testing.TB, srv *grpc.Server) *grpc.ClientConn {
 	lis := bufconn.Listen(1 << 20)
 	go func() { _ = srv.Serve(lis) }()
 	tb.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = conn.Close() })
-	return conn
+	return bufnet.Dial(tb, lis)
 }

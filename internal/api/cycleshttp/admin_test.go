@@ -25,12 +25,12 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/overview"
 	"github.com/cyclesgo/cycles-go/internal/permission"
 	"github.com/cyclesgo/cycles-go/internal/policy"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/httpjson"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 const adminKey = "http-admin-key-0123456789"
@@ -40,10 +40,7 @@ const adminKey = "http-admin-key-0123456789"
 func startFull(t *testing.T) *env {
 	t.Helper()
 	c := redistest.SharedClient(t)
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.Shared(t)
 	led := ledger.New(ex, ledger.Options{})
 	adm := admin.New(ex, admin.Options{Releaser: led})
 	aud := audit.New(ex, audit.Options{})

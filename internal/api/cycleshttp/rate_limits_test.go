@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -55,7 +56,7 @@ func TestPolicyRateLimitsBothWires(t *testing.T) {
 				return len(logs)
 			}
 			audit0 := auditCount()
-			waitFreshMinute(t, e)
+			ledgertest.ClearOfBoundary(t, e.c, time.Minute, 8*time.Second)
 
 			gctx := metadata.AppendToOutgoingContext(context.Background(), "x-cycles-api-key", key)
 			rt := cyclesv1.NewRuntimeServiceClient(e.conn)
@@ -156,13 +157,6 @@ func TestPolicyRateLimitsBothWires(t *testing.T) {
 			}
 		})
 	}
-}
-
-// waitFreshMinute starts the steps in a fresh rate window
-// (ledgertest.FreshMinute).
-func waitFreshMinute(t *testing.T, e *env) {
-	t.Helper()
-	ledgertest.FreshMinute(t, e.c)
 }
 
 func httpOutcome(t *testing.T, r reply) rateOutcome {

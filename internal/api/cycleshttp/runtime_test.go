@@ -15,11 +15,11 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/ratelimit"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // Every error of PROTOCOL semantics the runtime can produce, on the HTTP
@@ -586,10 +586,7 @@ func TestUnknownPath(t *testing.T) {
 // budget code, and nothing is reserved.
 func TestThrottled(t *testing.T) {
 	c := redistest.SharedClient(t)
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.Shared(t)
 	lim := ratelimit.New(ex, ratelimit.Options{})
 	policy := "http-guard-" + ledgertest.NewTenantID(t)
 	if _, err := lim.CreatePolicy(context.Background(), ratelimit.Policy{Name: policy, Algorithm: ratelimit.SlidingLog, Limit: 2, WindowMs: 60_000}); err != nil {
