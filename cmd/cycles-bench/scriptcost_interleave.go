@@ -77,7 +77,7 @@ func interleaveCells(ctx context.Context, client *redis.Client, how string, ops 
 		o.rounds, o.warmup, strings.Join(ops, ", "), max(1, o.block), kept, how)
 	fmt.Fprintf(w, "load average at start %s, at end %s\n", load0, loadAvg())
 	for _, s := range shared {
-		fmt.Fprintf(w, "WARNING: %s run on one tenant: each changes what the other's calls find (a warm reserve came out 30 %% slower than the same reserve on a tenant of its own); run them apart\n", s)
+		fmt.Fprintf(w, "WARNING: %s run on one tenant; with the four reserve cells in one run a warm reserve read 20 – 46 %% over its twin on a tenant of its own (not explained, BENCHMARKS.md): run the pairs apart\n", s)
 	}
 	fmt.Fprintf(w, "Redis time: SLOWLOG (slower-than %d µs), %d script calls, %.0f µs; INFO commandstats over the same rounds: %d calls, %d µs\n",
 		o.slowerThan, m.slowCalls, m.slowUS, m.statCalls, m.statUS)
