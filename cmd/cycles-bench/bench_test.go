@@ -125,25 +125,33 @@ func TestSmallRunEndToEnd(t *testing.T) {
 	}
 }
 
+// smallGroup starts the small run's redis-server and cyclesd and opens an
+// "independent" group of 2 workers on them, all stopped when t ends.
+func smallGroup(t *testing.T) (*config, *group) {
+	t.Helper()
+	cfg := smallConfig(t, buildCyclesd(t))
+	b := &runner{cfg: cfg, log: testWriter{t}, runID: newRunID()}
+	cleanup, err := b.setup(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	g, err := b.newGroup(context.Background(), "independent", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.close)
+	return cfg, g
+}
+
 // The ledger check finds a budget whose Redis totals differ from what the
 // successful calls imply (here: one extra unit held behind the tool's back).
 func TestLedgerCheckCatchesAMismatch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server and cyclesd")
 	}
-	cfg := smallConfig(t, buildCyclesd(t))
-	b := &runner{cfg: cfg, log: testWriter{t}, runID: newRunID()}
+	cfg, g := smallGroup(t)
 	ctx := context.Background()
-	cleanup, err := b.setup(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup()
-	g, err := b.newGroup(ctx, "independent", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.close()
 	runPhase(ctx, 2, 0, 200*time.Millisecond, pids{}, g.opLifecycle)
 	runPhase(ctx, 2, 0, 200*time.Millisecond, pids{}, g.opReserve)
 	if chk := g.verify(ctx); chk.Mismatches != 0 || chk.Budgets != 5 {
@@ -192,19 +200,8 @@ func TestCommitWarmupKeepsThePool(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server and cyclesd")
 	}
-	cfg := smallConfig(t, buildCyclesd(t))
-	b := &runner{cfg: cfg, log: testWriter{t}, runID: newRunID()}
+	_, g := smallGroup(t)
 	ctx := context.Background()
-	cleanup, err := b.setup(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup()
-	g, err := b.newGroup(ctx, "independent", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.close()
 	for w := range 2 {
 		for range 3 {
 			if _, err := g.reserve(ctx, w, true); err != nil {

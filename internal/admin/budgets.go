@@ -55,11 +55,9 @@ func (r budgetRef) key() string { return r.keys.Budget(r.scope, r.unit) }
 // The tenant must exist (TENANT_NOT_FOUND) and be ACTIVE (TENANT_CLOSED,
 // TENANT_SUSPENDED); a duplicate is DUPLICATE_RESOURCE.
 func (s *Service) CreateBudget(ctx context.Context, req *cyclesv1.CreateBudgetRequest) (*cyclesv1.CreateBudgetResponse, error) {
-	tenant, err := ownTenant(ctx, req.GetTenantId())
-	if err != nil {
+	if err := ownTenant(ctx, &req.TenantId); err != nil {
 		return nil, err
 	}
-	req.TenantId = tenant
 	b, err := s.createBudget(ctx, req)
 	if err != nil {
 		return nil, err
@@ -93,11 +91,9 @@ func (s *Service) createBudget(ctx context.Context, req *cyclesv1.CreateBudgetRe
 
 // GetBudget reads one budget; unknown is BUDGET_NOT_FOUND.
 func (s *Service) GetBudget(ctx context.Context, req *cyclesv1.GetBudgetRequest) (*cyclesv1.GetBudgetResponse, error) {
-	tenant, err := ownTenant(ctx, req.GetTenantId())
-	if err != nil {
+	if err := ownTenant(ctx, &req.TenantId); err != nil {
 		return nil, err
 	}
-	req.TenantId = tenant
 	b, err := s.getBudget(ctx, req)
 	if err != nil {
 		return nil, err
@@ -126,20 +122,13 @@ func (s *Service) ListBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequ
 	// The tenant listed: tenant_id, else the one scope_prefix names, else
 	// (ownTenant) a tenant key's own; the admin key without either lists
 	// every tenant's budgets.
-	named := req.GetTenantId()
-	if named == "" {
-		named = scope.TenantOf(req.GetScopePrefix())
+	if req.TenantId == "" {
+		req.TenantId = scope.TenantOf(req.GetScopePrefix())
 	}
-	tenant, err := ownTenant(ctx, named)
-	if err != nil {
+	if err := ownTenant(ctx, &req.TenantId); err != nil {
 		return nil, err
 	}
-	req.TenantId = tenant
-	resp, err := s.listBudgets(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return resp, nil
+	return s.listBudgets(ctx, req)
 }
 
 func (s *Service) listBudgets(ctx context.Context, req *cyclesv1.ListBudgetsRequest) (*cyclesv1.ListBudgetsResponse, error) {

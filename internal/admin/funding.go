@@ -23,11 +23,9 @@ import (
 // (BUDGET_CLOSED) budgets, a DEBIT beyond remaining is BUDGET_EXCEEDED, and any
 // result outside int64 is AMOUNT_OVERFLOW; a refusal writes nothing.
 func (s *Service) FundBudget(ctx context.Context, req *cyclesv1.FundBudgetRequest) (*cyclesv1.FundBudgetResponse, error) {
-	tenant, err := ownTenant(ctx, req.GetTenantId())
-	if err != nil {
+	if err := ownTenant(ctx, &req.TenantId); err != nil {
 		return nil, err
 	}
-	req.TenantId = tenant
 	resp, replay, err := s.fundBudget(ctx, req)
 	if err != nil {
 		return nil, err

@@ -54,41 +54,36 @@ var textColumns = []struct {
 // leaves debt_incurred and ext_count out while 0, so for them 0 in the
 // column means absent; the others are always written, and an absent one is
 // listed in the replay bytes (absentKey).
-var intColumns = []struct {
+var intColumns = []intColumn{
+	intCol("estimate", false, func(r *archive.Reservation) *int64 { return &r.Estimate }),
+	intCol("debt_incurred", true, func(r *archive.Reservation) *int64 { return &r.DebtIncurred }),
+	intCol("created_at", false, func(r *archive.Reservation) *int64 { return &r.CreatedAtMs }),
+	intCol("expires_at", false, func(r *archive.Reservation) *int64 { return &r.ExpiresAtMs }),
+	intCol("grace_ms", false, func(r *archive.Reservation) *int32 { return &r.GraceMs }),
+	intCol("ext_count", true, func(r *archive.Reservation) *int16 { return &r.ExtCount }),
+	intCol("max_ext", false, func(r *archive.Reservation) *int16 { return &r.MaxExt }),
+}
+
+// intColumn is one of intColumns: set refuses a value its column's type
+// cannot hold.
+type intColumn struct {
 	field      string
 	zeroAbsent bool
 	set        func(*archive.Reservation, int64) bool
 	get        func(*archive.Reservation) int64
-}{
-	{"estimate", false, func(r *archive.Reservation, v int64) bool { r.Estimate = v; return true },
-		func(r *archive.Reservation) int64 { return r.Estimate }},
-	{"debt_incurred", true, func(r *archive.Reservation, v int64) bool { r.DebtIncurred = v; return true },
-		func(r *archive.Reservation) int64 { return r.DebtIncurred }},
-	{"created_at", false, func(r *archive.Reservation, v int64) bool { r.CreatedAtMs = v; return true },
-		func(r *archive.Reservation) int64 { return r.CreatedAtMs }},
-	{"expires_at", false, func(r *archive.Reservation, v int64) bool { r.ExpiresAtMs = v; return true },
-		func(r *archive.Reservation) int64 { return r.ExpiresAtMs }},
-	{"grace_ms", false, func(r *archive.Reservation, v int64) bool {
-		if int64(int32(v)) != v {
-			return false
-		}
-		r.GraceMs = int32(v)
-		return true
-	}, func(r *archive.Reservation) int64 { return int64(r.GraceMs) }},
-	{"ext_count", true, func(r *archive.Reservation, v int64) bool {
-		if int64(int16(v)) != v {
-			return false
-		}
-		r.ExtCount = int16(v)
-		return true
-	}, func(r *archive.Reservation) int64 { return int64(r.ExtCount) }},
-	{"max_ext", false, func(r *archive.Reservation, v int64) bool {
-		if int64(int16(v)) != v {
-			return false
-		}
-		r.MaxExt = int16(v)
-		return true
-	}, func(r *archive.Reservation) int64 { return int64(r.MaxExt) }},
+}
+
+// intCol is the intColumn of the record field field, held at col.
+func intCol[T int16 | int32 | int64](field string, zeroAbsent bool, col func(*archive.Reservation) *T) intColumn {
+	return intColumn{field, zeroAbsent,
+		func(r *archive.Reservation, v int64) bool {
+			if int64(T(v)) != v {
+				return false
+			}
+			*col(r) = T(v)
+			return true
+		},
+		func(r *archive.Reservation) int64 { return int64(*col(r)) }}
 }
 
 // absentKey, in the replay bytes, lists the always-written int fields (and
