@@ -227,6 +227,12 @@ bench-cost: deps ## Instructions Redis executes per reserve/commit/release scrip
 	$(GO) build -o bin/ ./cmd/cycles-bench
 	bin/cycles-bench scriptcost $(BENCH_FLAGS)
 
+.PHONY: bench-cost-wall
+bench-cost-wall: deps ## Issue 21's cost on the wall clock without drift: reserve vs reserve-gov5 (and an identical twin as control), then the cold pair, called in turn in blocks of 5, 5,000 rounds each; Redis µs per call from SLOWLOG, ratios per round with 95 % intervals (~3 min)
+	$(GO) build -o bin/ ./cmd/cycles-bench
+	bin/cycles-bench scriptcost -interleave -n 5000 -ops reserve,reserve-gov5,reserve-twin $(BENCH_FLAGS)
+	bin/cycles-bench scriptcost -interleave -n 5000 -ops reserve-spread,reserve-gov5-spread $(BENCH_FLAGS)
+
 .PHONY: bench-archive
 bench-archive: deps ## The PostgreSQL archive under load, settles over gRPC (catch-up rate, lag p99 at an offered 3,000 settles/s, Redis used_memory plateau with a 60 s hot window; ~5 min); prints the figures
 	$(GO) build -o bin/ ./cmd/cyclesd ./cmd/cycles-bench

@@ -32,17 +32,30 @@ import (
 // so the figure moves only when the scripts, their arguments or the
 // executor change. Without valgrind (-valgrind=false) it reports Redis's own
 // microseconds per call (INFO commandstats) instead, which is noisy on a
-// shared machine. BENCHMARKS.md, "Script cost".
+// shared machine; -interleave measures that time call by call with the
+// cells called in turn, which cancels the machine's drift
+// (scriptcost_interleave.go). BENCHMARKS.md, "Script cost".
 func scriptcostMain(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("scriptcost", flag.ContinueOnError)
 	n := fs.Int("n", 400, "calls per measured operation")
 	useValgrind := fs.Bool("valgrind", true, "run redis-server under callgrind and count instructions")
-	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure (also: reserve-pol10, a reserve on a tenant with 10 scope policies, 5 matching with caps; reserve-pol10-read, the same without caps; reserve-pol10-read-spread, that for a new agent every call; reserve-gov5, a reserve on a tenant with an allowlist and 5 action/risk-class quotas that all govern it; reserve-spread and reserve-gov5-spread, reserve and reserve-gov5 for a new agent every call, so nothing kept per scope path between calls is reused; reserve-rl, a reserve on a tenant whose one policy sets a reservation rate limit it stays under)")
+	ops := fs.String("ops", "reserve,commit,release,physical", "operations to measure (also: reserve-pol10, a reserve on a tenant with 10 scope policies, 5 matching with caps; reserve-pol10-read, the same without caps; reserve-pol10-read-spread, that for a new agent every call; reserve-gov5, a reserve on a tenant with an allowlist and 5 action/risk-class quotas that all govern it; reserve-spread and reserve-gov5-spread, reserve and reserve-gov5 for a new agent every call, so nothing kept per scope path between calls is reused; reserve-rl, a reserve on a tenant whose one policy sets a reservation rate limit it stays under; reserve-twin, reserve on a second tenant set up the same way)")
 	functions := fs.Bool("functions", true, "call the scripts as Redis 7 Functions (FUNCTION LOAD, FCALL), as cyclesd does on Redis 7; false: EVALSHA, as on Redis 6 and the embedded store")
 	scriptOnly := fs.Bool("script-only", true, "count only the instructions inside the script commands (FCALL, EVALSHA), as Redis's commandstats µs/script time them; false: everything redis-server executes while the calls run (reading and answering the command, serverCron, and the slowlog entries valgrind's slowness triggers)")
 	keep := fs.String("keep", "", "keep the callgrind dumps (cg.out.N, one per op in order) in this directory for callgrind_annotate")
+	interleave := fs.Bool("interleave", false, "wall clock without drift: after -warmup unmeasured rounds, -n rounds that call every op once each, in the order of -ops and reversed every other round, on one redis-server and one connection; Redis's µs per call from SLOWLOG, the client's CPU per call from getrusage; per op mean, median and trimmed mean, per pair the ratios of adjacent calls (implies -valgrind=false)")
+	warmup := fs.Int("warmup", 500, "with -interleave: unmeasured rounds first")
+	slowerThan := fs.Int("slowlog-slower-than", 10, "with -interleave: slowlog-log-slower-than in µs; above the commands scripts run (Redis 7.0 logs those too, inside the script's time), under every script call (one under it fails the run)")
+	block := fs.Int("block", 5, "with -interleave: calls of one op in a row per round; the first of each (after another op's call, whose tenant's scripts' memos it misses) is not kept, so the calls kept see what a run of one op sees; 1: strict alternation, every call kept")
+	raw := fs.String("raw", "", "with -interleave: write every measured call (round, op, Redis µs, client CPU µs) to this CSV file")
+	pairs := fs.String("pairs", "", "with -interleave: the ops compared, as op/base,op/base (default: every op named with gov5, pol10, pol10-read, rl or twin against the same op without it, when both are in -ops)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *interleave {
+		*useValgrind = false
+	} else {
+		*warmup = 0
 	}
 	dir, err := os.MkdirTemp("", "cycles-scriptcost-")
 	if err != nil {
@@ -132,9 +145,10 @@ func scriptcostMain(ctx context.Context, args []string) error {
 	if *functions {
 		how = "FCALL"
 	}
-	fmt.Printf("scriptcost: %d calls per op by %s, redis-server %s (%s)\n", *n, how, addr, meter.unit())
 	govReady, rlReady := false, false
-	for _, op := range strings.Split(*ops, ",") {
+	// cell sets up what op needs (a tenant, policies, prepared
+	// reservations) and returns its one call; the i-th call of a cell gets i.
+	cell := func(op string) (func(i int) error, error) {
 		var prepared []string
 		var call func(i int) error
 		sc := redis.NewScript(physicalScript)
@@ -143,11 +157,18 @@ func scriptcostMain(ctx context.Context, args []string) error {
 			call = func(int) error { _, err := reserve(); return err }
 		case "reserve-spread":
 			call = func(int) error { _, err := reserveOn(tenant, true); return err }
+		case "reserve-twin":
+			// reserve on a second tenant set up as the first: the control
+			// of -interleave, whose pair with reserve must come out even.
+			if err := setup("costtwin"); err != nil {
+				return nil, err
+			}
+			call = func(int) error { _, err := reserveAs("costtwin"); return err }
 		case "reserve-pol10":
 			// A tenant of its own with 10 ACTIVE policies: 5 match the
 			// reserve's scope (caps, TTL, overage), 5 name other workspaces.
 			if err := policyTenant("costpol", true, false); err != nil {
-				return err
+				return nil, err
 			}
 			call = func(int) error { _, err := reserveAs("costpol"); return err }
 		case "reserve-pol10-read":
@@ -155,7 +176,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 			// record are those of a plain reserve, so the difference is what
 			// reading and matching the policies costs.
 			if err := policyTenant("costpolr", false, false); err != nil {
-				return err
+				return nil, err
 			}
 			call = func(int) error { _, err := reserveAs("costpolr"); return err }
 		case "reserve-pol10-read-spread":
@@ -169,11 +190,11 @@ func scriptcostMain(ctx context.Context, args []string) error {
 			// inserts cost O(n)), as the other cells' tenants are by then:
 			// the difference is then the policies'.
 			if err := policyTenant("costpols", false, true); err != nil {
-				return err
+				return nil, err
 			}
 			for i := 0; i < 200; i++ {
 				if _, err := reserveOn("costpols", false); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			call = func(int) error { _, err := reserveOn("costpols", true); return err }
@@ -184,11 +205,11 @@ func scriptcostMain(ctx context.Context, args []string) error {
 			// Named twice in -ops (to interleave with reserve), it is set up once.
 			if !rlReady {
 				if err := setup("costrl"); err != nil {
-					return err
+					return nil, err
 				}
 				if _, err := policy.New(exec, policy.Options{}).CreateScopePolicy(ctx, &cyclesv1.CreateScopePolicyRequest{TenantId: "costrl",
 					Name: "bench-rl", ScopePattern: "*", RateLimits: &cyclesv1.PolicyRateLimits{MaxReservationsPerMinute: ptr(int32(math.MaxInt32))}}); err != nil {
-					return fmt.Errorf("create rate-limit policy: %w", err)
+					return nil, fmt.Errorf("create rate-limit policy: %w", err)
 				}
 				rlReady = true
 			}
@@ -202,20 +223,20 @@ func scriptcostMain(ctx context.Context, args []string) error {
 			// earlier call (compare with reserve-spread).
 			if !govReady {
 				if err := setup("costgov"); err != nil {
-					return err
+					return nil, err
 				}
 				if err := benchGovernance(ctx, policy.New(exec, policy.Options{}), "costgov"); err != nil {
-					return err
+					return nil, err
 				}
 				govReady = true
 			}
 			spread := op == "reserve-gov5-spread"
 			call = func(int) error { _, err := reserveOn("costgov", spread); return err }
 		case "commit", "release":
-			for i := 0; i < *n; i++ {
+			for i := 0; i < (*n+*warmup)*max(1, *block); i++ {
 				id, err := reserve()
 				if err != nil {
-					return err
+					return nil, err
 				}
 				prepared = append(prepared, id)
 			}
@@ -231,7 +252,7 @@ func scriptcostMain(ctx context.Context, args []string) error {
 		case "physical":
 			for i := 1; i <= 3; i++ {
 				if err := client.HSet(ctx, fmt.Sprintf("{p}:b%d", i), "remaining", 1_000_000_000_000, "reserved", 0).Err(); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			call = func(i int) error {
@@ -240,12 +261,24 @@ func scriptcostMain(ctx context.Context, args []string) error {
 					id, estimate).Err()
 			}
 		default:
-			return fmt.Errorf("unknown op %q", op)
+			return nil, fmt.Errorf("unknown op %q", op)
 		}
 		if op == "physical" { // load the script outside the measured calls
 			if err := sc.Load(ctx, client).Err(); err != nil {
-				return err
+				return nil, err
 			}
+		}
+		return call, nil
+	}
+	opList := strings.Split(*ops, ",")
+	if *interleave {
+		return interleaveCells(ctx, client, how, opList, cell, interleaveOptions{rounds: *n, warmup: *warmup, pairs: *pairs, slowerThan: *slowerThan, raw: *raw, block: *block}, os.Stdout)
+	}
+	fmt.Printf("scriptcost: %d calls per op by %s, redis-server %s (%s)\n", *n, how, addr, meter.unit())
+	for _, op := range opList {
+		call, err := cell(op)
+		if err != nil {
+			return err
 		}
 		cpu0, heap0 := processCPU(), processAllocs()
 		per, err := meter.measure(ctx, *n, call)

@@ -16,6 +16,15 @@ func TestScriptCostRunsEveryOperation(t *testing.T) {
 	}
 }
 
+// The interleaved mode sets every cell up on one redis-server and
+// attributes every call (it fails when it cannot).
+func TestScriptCostInterleaves(t *testing.T) {
+	if err := scriptcostMain(context.Background(), []string{"-interleave", "-n", "30", "-warmup", "5",
+		"-ops", "reserve,reserve-gov5,reserve-spread,reserve-gov5-spread"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCallgrindTotal(t *testing.T) {
 	dir := t.TempDir()
 	for name, tc := range map[string]struct {

@@ -3,6 +3,7 @@ package policy_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/policy"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
@@ -743,5 +745,35 @@ func TestQuotaCounterLimitFollowsPolicyChange(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestQuotaDayHashIsHashTable: the day hash of the calendar counters is a
+// hash table from its first count, even when every field would fit a
+// listpack (short scope paths), whose lookups are linear scans of up to
+// hash-max-listpack-entries fields (lib/quota.lua pads its '_' field;
+// BENCHMARKS.md, "A new agent's names").
+func TestQuotaDayHashIsHashTable(t *testing.T) {
+	e := newEnv(t)
+	e.create(&cyclesv1.CreateScopePolicyRequest{ScopePattern: "*", ActionQuotas: []*cyclesv1.ActionQuota{aq(email, 5, perTDay)}})
+	if got, _, _ := e.try(bot, email, "live"); got != "ALLOW" {
+		t.Fatalf("call: %s", got)
+	}
+	now, err := e.rdb.Time(e.ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := keys.Tenant(e.tenant).QuotaDay(strconv.FormatInt(now.UnixMilli()/86_400_000, 10))
+	fields, err := e.rdb.HKeys(e.ctx, day).Result()
+	if err != nil || len(fields) == 0 {
+		t.Fatalf("day hash %s: %v %v", day, fields, err)
+	}
+	for _, f := range fields {
+		if len(f) > 64 {
+			t.Fatalf("field %q is longer than a listpack's: the test needs short ones", f)
+		}
+	}
+	if enc := e.rdb.ObjectEncoding(e.ctx, day).Val(); enc != "hashtable" {
+		t.Fatalf("day hash encoding = %s, want hashtable", enc)
 	}
 }
