@@ -143,7 +143,8 @@ func (t Tenant) QuotaCounter(scopePath, counted, window, windowKey string) strin
 
 // QuotaDay is the hash of the tenant's calendar-window quota counters of one
 // UTC day (day: the day number since 1970-01-01, decimal); lua/lib/quota.lua
-// names its fields.
+// names its fields and keeps it a hash table (its '_' field is padded past
+// hash-max-listpack-value).
 func (t Tenant) QuotaDay(day string) string { return t.key("qd", day) }
 
 // PolicyRate is the hash of the tenant's policy rate-limit counters of one

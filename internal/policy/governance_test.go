@@ -3,6 +3,7 @@ package policy_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,11 +15,13 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
+	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/policy"
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
 	"github.com/cyclesgo/cycles-go/internal/validate"
 	"github.com/cyclesgo/cycles-go/test/errtest"
+	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
@@ -30,6 +33,15 @@ const (
 	extSide = cyclesv1.ActionRiskClass_ACTION_RISK_CLASS_EXTERNAL_SIDE_EFFECT
 	email   = "message.email.send"
 )
+
+// oneHour starts a scenario that counts in hourly or daily quota windows
+// (UTC; a day ends on an hour boundary) at least 30 s before the hour ends
+// (ledgertest.ClearOfBoundary), so its counts and refusals all fall in one
+// window instance.
+func (e *env) oneHour() {
+	e.t.Helper()
+	ledgertest.ClearOfBoundary(e.t, e.rdb, time.Hour, 30*time.Second)
+}
 
 func aq(kind string, max int64, w cyclesv1.ActionQuotaWindow) *cyclesv1.ActionQuota {
 	return &cyclesv1.ActionQuota{ActionKind: kind, MaxCalls: max, Window: w}
@@ -308,6 +320,7 @@ func TestGovernanceEvaluationOrder(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
+			e.oneHour()
 			ids := map[string]bool{}
 			for i, p := range c.policies {
 				p.Name = fmt.Sprintf("p%d", i)
@@ -387,11 +400,17 @@ func TestQuotaGiveBack(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
+			e.oneHour()
 			e.create(&cyclesv1.CreateScopePolicyRequest{ScopePattern: "*", ActionQuotas: []*cyclesv1.ActionQuota{aq(email, 1, c.w)}})
-			short := func(r *cyclesv1.CreateReservationRequest) {
-				r.TtlMs, r.GracePeriodMs = proto.Int64(1000), proto.Int64(0)
+			// Only the expiry case holds for 1 s: a release or commit a
+			// loaded machine delays past a 1 s TTL would meet an expired
+			// reservation (the tenant's default TTL is 60 s).
+			ttl := func(r *cyclesv1.CreateReservationRequest) {
+				if c.settle == "expire" {
+					r.TtlMs, r.GracePeriodMs = proto.Int64(1000), proto.Int64(0)
+				}
 			}
-			got, _, rid := e.try(bot, email, "live", short)
+			got, _, rid := e.try(bot, email, "live", ttl)
 			if got != "ALLOW" {
 				t.Fatalf("first call: %s", got)
 			}
@@ -443,6 +462,7 @@ func TestQuotaExactUnderConcurrency(t *testing.T) {
 		}{{"kind 40 vs 7", 40, 7, false}, {"kind 5 vs 9", 5, 9, false}, {"risk 30 vs 11", 30, 11, true}} {
 			t.Run(be.Name+"/"+c.name, func(t *testing.T) {
 				e := newEnvFor(t, be)
+				e.oneHour()
 				p := &cyclesv1.CreateScopePolicyRequest{ScopePattern: "*"}
 				if c.risk {
 					p.RiskClassQuotas = []*cyclesv1.RiskClassQuota{{RiskClass: extSide, MaxCalls: int64(c.k), Window: perHour}}
@@ -483,6 +503,7 @@ func TestValidateGovernancePatch(t *testing.T) {
 // one counter (previous count, calls admitted again, NOT_FOUND for none).
 func TestQuotaCounters(t *testing.T) {
 	e := newEnv(t)
+	e.oneHour()
 	e.create(&cyclesv1.CreateScopePolicyRequest{ScopePattern: "*", ActionQuotas: []*cyclesv1.ActionQuota{aq(email, 2, perRun)},
 		RiskClassQuotas: []*cyclesv1.RiskClassQuota{{RiskClass: extSide, MaxCalls: 10, Window: perDay}}})
 	for _, s := range []*cyclesv1.Subject{bot, bot, prod} {
@@ -585,6 +606,7 @@ func TestQuotaCalendarCounterReset(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
 			e := newEnvFor(t, be)
+			e.oneHour()
 			p := e.create(&cyclesv1.CreateScopePolicyRequest{ScopePattern: "*", ActionQuotas: []*cyclesv1.ActionQuota{aq(email, 2, perDay)}})
 			for _, want := range []string{"ALLOW", "ALLOW", "ACTION_QUOTA_EXCEEDED"} {
 				if got, _, _ := e.try(bot, email, "live"); got != want {
@@ -673,6 +695,7 @@ func TestQuotaCounterLimitFollowsPolicyChange(t *testing.T) {
 	for _, be := range redistest.Backends(t) {
 		t.Run(be.Name, func(t *testing.T) {
 			e := newEnvFor(t, be)
+			e.oneHour()
 			quotas := func(max int64) []*cyclesv1.ActionQuota {
 				return []*cyclesv1.ActionQuota{aq(email, max, perDay), aq(email, max, perTDay)}
 			}
@@ -722,5 +745,35 @@ func TestQuotaCounterLimitFollowsPolicyChange(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestQuotaDayHashIsHashTable: the day hash of the calendar counters is a
+// hash table from its first count, even when every field would fit a
+// listpack (short scope paths), whose lookups are linear scans of up to
+// hash-max-listpack-entries fields (lib/quota.lua pads its '_' field;
+// BENCHMARKS.md, "A new agent's names").
+func TestQuotaDayHashIsHashTable(t *testing.T) {
+	e := newEnv(t)
+	e.create(&cyclesv1.CreateScopePolicyRequest{ScopePattern: "*", ActionQuotas: []*cyclesv1.ActionQuota{aq(email, 5, perTDay)}})
+	if got, _, _ := e.try(bot, email, "live"); got != "ALLOW" {
+		t.Fatalf("call: %s", got)
+	}
+	now, err := e.rdb.Time(e.ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := keys.Tenant(e.tenant).QuotaDay(strconv.FormatInt(now.UnixMilli()/86_400_000, 10))
+	fields, err := e.rdb.HKeys(e.ctx, day).Result()
+	if err != nil || len(fields) == 0 {
+		t.Fatalf("day hash %s: %v %v", day, fields, err)
+	}
+	for _, f := range fields {
+		if len(f) > 64 {
+			t.Fatalf("field %q is longer than a listpack's: the test needs short ones", f)
+		}
+	}
+	if enc := e.rdb.ObjectEncoding(e.ctx, day).Val(); enc != "hashtable" {
+		t.Fatalf("day hash encoding = %s, want hashtable", enc)
 	}
 }

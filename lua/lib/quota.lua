@@ -30,8 +30,15 @@
 -- of an earlier bucket reads as 0 (the window rolled over) and is
 -- overwritten by the next count. Every window divides the UTC day, so a
 -- bucket never spans two day hashes. Field '_' holds when the hash expires (the day's end plus
--- QUOTA_GRACE_MS): it is written, with PEXPIREAT and the index entry, by the
--- first count of the day only. A counter is live while its bucket's end plus
+-- QUOTA_GRACE_MS) followed by 520 spaces: it is written, with PEXPIREAT and
+-- the index entry, by the first count of the day only, and its length (past
+-- any hash-max-listpack-value, 64 by default, 256 as docs/operations.md
+-- suggests) makes the day hash a hash table from its creation. As a
+-- listpack (every field and value within that limit: short scope paths)
+-- it would stay one up to hash-max-listpack-entries fields (128 in the
+-- stock redis.conf, 512 compiled in), and each field a reserve reads or
+-- writes would be a linear scan of them: up to ~30k instructions each
+-- (BENCHMARKS.md, "A new agent's names"). A counter is live while its bucket's end plus
 -- QUOTA_GRACE_MS is ahead (the listing and the reset skip the others).
 -- per_run: one hash per counter (key_quota_counter: <prefix>q:<scope>|
 -- <counted>|per_run|<run id>) with fields n, lim, pol, at, exp, thr and,
@@ -617,8 +624,10 @@ local function quota_count(plan, now, emit, prefix)
       end
     end
     if plan.dnew then
+      -- '_': the expiry, padded past hash-max-listpack-value so the day
+      -- hash is a hash table from its first count (see the layout above).
       local exp_s, n = ms((tonumber(tpl.day) + 1) * 86400000 + QUOTA_GRACE_MS), #set
-      set[n + 1], set[n + 2] = '_', exp_s
+      set[n + 1], set[n + 2] = '_', exp_s .. string.rep(' ', 520)
       redis.call('HSET', tpl.dkey, unpack(set))
       redis.call('PEXPIREAT', tpl.dkey, exp_s)
       index(tpl.dkey, exp_s)
