@@ -24,6 +24,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/store/redisinfo"
 	"github.com/cyclesgo/cycles-go/test/pgtest"
+	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
 // ArchiveResult is the outcome of `cycles-bench archive`: issue 22's
@@ -137,7 +138,7 @@ func archiveMain(ctx context.Context, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(pgDir)
-	port, err := pgtest.FreePort()
+	port, err := redistest.Port()
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/cyclesgo/cycles-go/internal/store/redisinfo"
-	"github.com/cyclesgo/cycles-go/test/pgtest"
+	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
 // proc is a child process the tool started (redis-server or cyclesd). It
@@ -98,7 +98,7 @@ func startRedisUnder(dir, wrapper string, wrapperArgs []string, ready time.Durat
 			return nil, "", fmt.Errorf("redis-server not found (make deps): %w", err)
 		}
 	}
-	port, err := pgtest.FreePort()
+	port, err := redistest.Port()
 	if err != nil {
 		return nil, "", err
 	}

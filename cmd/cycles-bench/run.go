@@ -25,7 +25,7 @@ import (
 	"github.com/cyclesgo/cycles-go/bench"
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/store/redisinfo"
-	"github.com/cyclesgo/cycles-go/test/pgtest"
+	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
 type config struct {
@@ -228,14 +228,14 @@ func (b *runner) setup(ctx context.Context) (cleanup func(), err error) {
 		b.pids.redis = localRedisPID(ctx, cfg.redisAddr)
 	}
 	if cfg.cyclesdAddr == "" {
-		port, err := pgtest.FreePort()
+		port, err := redistest.Port()
 		if err != nil {
 			return cleanup, err
 		}
 		cfg.cyclesdAddr = fmt.Sprintf("127.0.0.1:%d", port)
 		httpListen := ""
 		if slices.Contains(cfg.ops, "http-reserve") || slices.Contains(cfg.ops, "connect") {
-			hport, err := pgtest.FreePort()
+			hport, err := redistest.Port()
 			if err != nil {
 				return cleanup, err
 			}
@@ -255,7 +255,7 @@ func (b *runner) setup(ctx context.Context) (cleanup func(), err error) {
 			"-log-format", "json", "-sweeper-interval", "1h", "-guard-policy="}, cfg.serverArgs...)
 		var p *proc
 		if cfg.profileCell != "" {
-			pport, err := pgtest.FreePort()
+			pport, err := redistest.Port()
 			if err != nil {
 				return cleanup, err
 			}

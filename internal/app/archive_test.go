@@ -28,10 +28,7 @@ func TestOpenArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadPort, err := pgtest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	deadPort := redistest.FreePort(t)
 	cases := []struct {
 		name    string
 		dsn     string

@@ -70,10 +70,6 @@ func version(binDir string) int {
 	return n
 }
 
-// FreePort returns a TCP port that was free a moment ago on 127.0.0.1 and
-// that no earlier call in this process returned (redistest.Port).
-func FreePort() (int, error) { return redistest.Port() }
-
 // credential is the identity postgres runs as: nil when not root.
 func credential() (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
@@ -91,7 +87,7 @@ func credential() (*syscall.Credential, error) {
 // Start runs a fresh PostgreSQL for this test and stops it at cleanup.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	port, err := FreePort()
+	port, err := redistest.Port()
 	if err != nil {
 		tb.Fatalf("free port: %v", err)
 	}
@@ -346,7 +342,7 @@ var (
 func Shared(tb testing.TB) *Server {
 	tb.Helper()
 	s, err := shared.Get("cycles-pgtest-", func(dir string) (*Server, error) {
-		port, err := FreePort()
+		port, err := redistest.Port()
 		if err != nil {
 			return nil, err
 		}
