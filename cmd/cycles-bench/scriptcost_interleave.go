@@ -107,8 +107,7 @@ func writeInterleaveRaw(path string, ops []string, warmup int, m *interleaveRun)
 	perRound := max(1, m.block-1)
 	for i := range m.redisUS[0] {
 		r := warmup + i/perRound
-		for j := range ops {
-			k := roundOrder(r, j, len(ops), m.shuffle)
+		for _, k := range roundOrder(r, len(ops), m.shuffle) {
 			fmt.Fprintf(&b, "%d,%s,%g,%g\n", r, ops[k], m.redisUS[k][i], m.cpuUS[k][i])
 		}
 	}
@@ -164,23 +163,27 @@ type interleaveRun struct {
 	slowUS                       float64
 }
 
-// roundOrder is the op called j-th in round r: the -ops order in even
-// rounds, reversed in odd ones, so no op always runs first or right after
-// the same one (A B B A ...), and the two ops of a pair next to each other
-// in -ops are adjacent in every round.
+// roundOrder is round r's order of calls, as indexes into the ops: the
+// -ops order in even rounds, reversed in odd ones, so no op always runs
+// first or right after the same one (A B B A ...), and the two ops of a
+// pair next to each other in -ops are adjacent in every round.
 //
 // With shuffle, round r's order is a permutation drawn from r instead:
 // with the fixed order the scripts' garbage collection (Lua's incremental
 // collector, paid by whichever call allocates while a cycle runs) can lock
 // onto the rounds' period and land on one op's calls every other round.
-func roundOrder(r, j, ops int, shuffle bool) int {
+func roundOrder(r, ops int, shuffle bool) []int {
 	if shuffle {
-		return rand.New(rand.NewSource(int64(r))).Perm(ops)[j]
+		return rand.New(rand.NewSource(int64(r))).Perm(ops)
 	}
-	if r%2 == 0 {
-		return j
+	order := make([]int, ops)
+	for j := range order {
+		order[j] = j
+		if r%2 == 1 {
+			order[j] = ops - 1 - j
+		}
 	}
-	return ops - 1 - j
+	return order
 }
 
 // kept is xs (one op's calls, a block per round) without the first call of
@@ -213,8 +216,7 @@ func (m *interleaveRun) rounds(ctx context.Context, from, to int, keep bool) err
 		m.rec.reset()
 		cpu := make([][]float64, len(m.ops))
 		for r := start; r < end; r++ {
-			for j := range m.ops {
-				k := roundOrder(r, j, len(m.ops), m.shuffle)
+			for _, k := range roundOrder(r, len(m.ops), m.shuffle) {
 				m.rec.setCell(k)
 				for b := 0; b < m.block; b++ {
 					c0 := processCPU()
