@@ -59,6 +59,7 @@ type route struct {
 	md     protoreflect.MethodDescriptor
 	method string // full gRPC method name (auth rule, guard, logs)
 	spec   *cyclesv1.HttpRoute
+	plane  plane // the error vocabulary: the runtime spec's for the runtime and action-kind services, else the admin spec's
 	params []param
 	w      wire
 	req    protoreflect.MessageType
@@ -118,6 +119,9 @@ func newRoute(a *API, full string, md protoreflect.MethodDescriptor, spec *cycle
 	if w.terse != nil {
 		rt.plain = rt.answer.Without("deny_detail")
 	}
+	if svc := md.Parent().Name(); svc != "RuntimeService" && svc != "ActionKindService" {
+		rt.plane = adminPlane
+	}
 	if rt.call == nil {
 		rt.call = a.calls[full] // nil: the service is not enabled
 	}
@@ -168,13 +172,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			err = step(a, w, r, req)
 		}
 	}
-	// The error vocabulary: the runtime spec's for the runtime and
-	// action-kind services, the admin spec's for everything else.
-	p := adminPlane
-	if svc := rt.md.Parent().Name(); svc == "RuntimeService" || svc == "ActionKindService" {
-		p = runtimePlane
-	}
-	a.serve(w, r, rt.method, p, cmp.Or(int(rt.spec.GetStatus()), http.StatusOK), req, err,
+	a.serve(w, r, rt.method, rt.plane, cmp.Or(int(rt.spec.GetStatus()), http.StatusOK), req, err,
 		func(ctx context.Context, req any) (any, error) {
 			if err := checkCaller(ctx, rt.spec.GetCaller()); err != nil {
 				return nil, err
