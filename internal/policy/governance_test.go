@@ -755,6 +755,7 @@ func TestQuotaCounterLimitFollowsPolicyChange(t *testing.T) {
 // BENCHMARKS.md, "A new agent's names").
 func TestQuotaDayHashIsHashTable(t *testing.T) {
 	e := newEnv(t)
+	e.oneHour() // the call and the TIME read below on one UTC day
 	e.create(&cyclesv1.CreateScopePolicyRequest{ScopePattern: "*", ActionQuotas: []*cyclesv1.ActionQuota{aq(email, 5, perTDay)}})
 	if got, _, _ := e.try(bot, email, "live"); got != "ALLOW" {
 		t.Fatalf("call: %s", got)

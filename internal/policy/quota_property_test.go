@@ -213,7 +213,7 @@ func (r *quotaRound) ancestors(subj *cyclesv1.Subject) []string {
 }
 
 func (r *quotaRound) run() {
-	r.startMs = r.redisNowMs()
+	r.startMs = r.e.redisNow()
 	var wg sync.WaitGroup
 	for c, ops := range r.ops {
 		wg.Go(func() {
@@ -417,7 +417,7 @@ func (r *quotaRound) check() {
 		}
 		cur = page.GetNextCursor()
 	}
-	rolled := r.rolledWindows(r.redisNowMs())
+	rolled := r.rolledWindows(r.e.redisNow())
 	// The model: every live admission counts once on each rule governing its
 	// kind, at the request's scope (the tenant for per_tenant_per_day);
 	// per_run counts come back on release and expiry.
@@ -491,15 +491,6 @@ func (r *quotaRound) check() {
 			t.Errorf("budget %s: reserved %d spent %d remaining %d, live admissions hold %d", s, b.GetReserved(), b.GetSpent(), b.GetRemaining(), r.openHeld[s])
 		}
 	}
-}
-
-// redisNowMs is Redis's clock (the quota scripts' only clock), in ms.
-func (r *quotaRound) redisNowMs() int64 {
-	now, err := r.e.rdb.Time(r.e.ctx).Result()
-	if err != nil {
-		r.t.Fatalf("redis TIME: %v", err)
-	}
-	return now.UnixMilli()
 }
 
 // rolledWindows names the calendar windows (as ActionQuotaWindow.String())
