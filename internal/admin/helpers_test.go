@@ -45,7 +45,7 @@ func newEnv(t testing.TB, opts ...func(*Options)) *env {
 }
 
 func newEnvOn(t testing.TB, rdb redis.UniversalClient, opts ...func(*Options)) *env {
-	return newEnvFor(t, redistest.Backend{Client: rdb}, opts...)
+	return newEnvFor(t, redistest.BackendOn(t, rdb), opts...)
 }
 
 // newEnvFor builds a service on one leg of redistest.Backends, its scripts

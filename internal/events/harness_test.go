@@ -31,7 +31,7 @@ type env struct {
 
 func newEnv(t *testing.T, c redis.UniversalClient, opts events.Options) *env {
 	t.Helper()
-	return newEnvFor(t, redistest.Backend{Client: c}, opts)
+	return newEnvFor(t, redistest.BackendOn(t, c), opts)
 }
 
 // newEnvFor builds the service on one leg of redistest.Backends, its scripts

@@ -40,7 +40,7 @@ type env struct {
 func newEnv(t *testing.T) *env { return newEnvOn(t, redistest.SharedClient(t)) }
 
 func newEnvOn(t *testing.T, rdb redis.UniversalClient) *env {
-	return newEnvFor(t, redistest.Backend{Client: rdb})
+	return newEnvFor(t, redistest.BackendOn(t, rdb))
 }
 
 // newEnvFor builds the services on one leg of redistest.Backends, their

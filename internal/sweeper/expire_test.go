@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
@@ -207,11 +206,8 @@ func TestC4ReRunIsIdempotent(t *testing.T) {
 // frozen so the boundary is exact; the deadline entries are scored by
 // expires_at alone so that the script's own record check decides.
 func TestC5GraceBoundary(t *testing.T) {
-	m := miniredis.RunT(t)
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { _ = c.Close() })
 	T := time.UnixMilli(1_767_225_600_123) // 2026-01-01T00:00:00.123Z
-	m.SetTime(T)
+	c, m := redistest.Clocked(t, T)
 	now := T.UnixMilli()
 
 	f := newFixture(t, c)

@@ -43,7 +43,7 @@ type fixture struct {
 
 func newFixture(t testing.TB, c redis.UniversalClient) *fixture {
 	t.Helper()
-	return newFixtureFor(t, redistest.Backend{Client: c})
+	return newFixtureFor(t, redistest.BackendOn(t, c))
 }
 
 // newFixtureFor is a fixture on one leg of redistest.Backends, its scripts

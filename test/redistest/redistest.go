@@ -266,6 +266,12 @@ func Clocked(tb testing.TB, start time.Time) (c *redis.Client, m *miniredis.Mini
 	return c, m
 }
 
+// embeddedAddrs holds the address of every embedded store open in this
+// process (removed when its test ends, before a later server can be handed
+// the port), so BackendOn tells an embedded store from a redis-server the way
+// internal/store does: by how it was started, not by probing it.
+var embeddedAddrs sync.Map
+
 func embedded(tb testing.TB) (*redis.Client, *miniredis.Miniredis) {
 	tb.Helper()
 	m := miniredis.NewMiniRedis()
@@ -273,7 +279,10 @@ func embedded(tb testing.TB) (*redis.Client, *miniredis.Miniredis) {
 		tb.Fatalf("embedded store: %v", err)
 	}
 	tb.Cleanup(m.Close)
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	addr := m.Addr()
+	embeddedAddrs.Store(addr, true)
+	tb.Cleanup(func() { embeddedAddrs.Delete(addr) })
+	c := redis.NewClient(&redis.Options{Addr: addr})
 	tb.Cleanup(func() { _ = c.Close() })
 	return c, m
 }
@@ -299,7 +308,7 @@ type Backend struct {
 // suite for it would add minutes to make test for no new path.
 func Backends(tb testing.TB) []Backend {
 	tb.Helper()
-	return []Backend{SharedBackend(tb), {Name: "embedded", Client: Embedded(tb)}}
+	return []Backend{SharedBackend(tb), BackendOn(tb, Embedded(tb))}
 }
 
 // SharedBackend is the real leg of Backends alone: the shared backend
@@ -307,8 +316,21 @@ func Backends(tb testing.TB) []Backend {
 // but no second leg.
 func SharedBackend(tb testing.TB) Backend {
 	tb.Helper()
-	real := SharedClient(tb)
-	return Backend{Name: "redis", Client: real, Functions: functionsCapable(tb, real)}
+	return BackendOn(tb, SharedClient(tb))
+}
+
+// BackendOn is c in the mode cyclesd would run its scripts in on c's
+// server (internal/app): EVALSHA on an embedded store started here (Embedded,
+// Clocked), as dev mode runs; on a redis-server or Cluster, FCALL when every
+// master runs Redis 7 or later, EVALSHA before. Named "embedded" or "redis".
+func BackendOn(tb testing.TB, c redis.UniversalClient) Backend {
+	tb.Helper()
+	if single, ok := c.(*redis.Client); ok {
+		if _, ok := embeddedAddrs.Load(single.Options().Addr); ok {
+			return Backend{Name: "embedded", Client: c}
+		}
+	}
+	return Backend{Name: "redis", Client: c, Functions: functionsCapable(tb, c)}
 }
 
 // AllModes is Backends plus the real backend through EVALSHA: the legs of
@@ -329,7 +351,9 @@ func functionsCapable(tb testing.TB, c redis.UniversalClient) bool {
 	tb.Helper()
 	ok, err := redisinfo.Redis7(context.Background(), c)
 	if err != nil {
-		tb.Fatalf("redis version: %v", err)
+		// An embedded store refuses INFO server: one not started by
+		// Embedded or Clocked is not known to be one.
+		tb.Fatalf("redis version (an embedded store must come from redistest.Embedded or Clocked): %v", err)
 	}
 	return ok
 }

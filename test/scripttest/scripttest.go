@@ -1,10 +1,15 @@
-// Package scripttest builds script executors for the domain suites in the
-// mode production runs on each test backend: Redis 7 Functions (FCALL) on the
-// real Redis leg of redistest.Backends, EVALSHA on the embedded store.
+// Package scripttest builds script executors for the suites in the mode
+// production runs on each test backend: Redis 7 Functions (FCALL) on a real
+// Redis 7 server or Cluster, EVALSHA on the embedded store (and on Redis
+// before 7). It is the one way a test gets an executor; the exceptions are
+// suites that need one particular mode (internal/script's own over
+// redistest.AllModes, and the few named in TestOneWayToAnExecutor).
 package scripttest
 
 import (
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/test/redistest"
@@ -28,6 +33,14 @@ func New(tb testing.TB, be redistest.Backend, extra ...script.Option) *script.Ex
 		tb.Fatalf("script executor: %v", err)
 	}
 	return ex
+}
+
+// On compiles every script into an executor on c in the mode cyclesd would
+// use on c's server (redistest.BackendOn): FCALL when every master behind c
+// runs Redis 7, EVALSHA on the embedded store.
+func On(tb testing.TB, c redis.UniversalClient, extra ...script.Option) *script.Executor {
+	tb.Helper()
+	return New(tb, redistest.BackendOn(tb, c), extra...)
 }
 
 // Shared compiles every script into an executor on the shared real backend

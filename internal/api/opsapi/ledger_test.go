@@ -55,7 +55,7 @@ func newEnvOn(t *testing.T, c redis.UniversalClient) *env {
 }
 
 func newEnvWith(t *testing.T, c redis.UniversalClient, opts ledgerops.Options) *env {
-	return newEnvFor(t, redistest.Backend{Client: c}, opts)
+	return newEnvFor(t, redistest.BackendOn(t, c), opts)
 }
 
 // newEnvFor builds the services on one leg of redistest.Backends, their
