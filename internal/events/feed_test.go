@@ -18,7 +18,6 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/events"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
@@ -46,10 +45,7 @@ type replica struct {
 // events but dies before announcing any of them (the crash window).
 func newReplica(t *testing.T, c redis.UniversalClient, announce bool, opts events.Options) *replica {
 	t.Helper()
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.On(t, c)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &replica{m: telemetrytest.New(), stop: cancel}
 	r.ann = events.NewAnnouncer(ex, events.AnnouncerOptions{})

@@ -6,17 +6,14 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 func benchLedger(b *testing.B) (*ledger.Ledger, string) {
 	c := redistest.SharedClient(b)
-	ex, err := script.New(c)
-	if err != nil {
-		b.Fatal(err)
-	}
+	ex := scripttest.On(b, c)
 	tenant := ledgertest.NewTenantID(b)
 	for _, p := range []string{"", "/workspace:prod"} {
 		ledgertest.SeedBudget(b, c, tenant, ledgertest.Budget{Scope: "tenant:" + tenant + p, Unit: "TOKENS", Allocated: 1 << 60})

@@ -5,9 +5,9 @@ import (
 
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // Every ledger script runs on Redis Cluster: all keys of a call share the
@@ -15,10 +15,7 @@ import (
 // tenants spread over the masters and each call stays in one slot.
 func TestEveryScriptOnCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3).Client(t)
-	ex, err := script.New(cl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.On(t, cl)
 	if err := ex.Load(ctx); err != nil {
 		t.Fatal(err)
 	}

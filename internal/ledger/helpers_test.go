@@ -15,6 +15,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 var ctx = context.Background()
@@ -31,10 +32,7 @@ type env struct {
 
 func newEnvOn(t *testing.T, c redis.UniversalClient) *env {
 	t.Helper()
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.On(t, c)
 	m := telemetrytest.New()
 	e := &env{t: t, c: c, exec: ex, m: m, tenant: ledgertest.NewTenantID(t),
 		l: ledger.New(ex, ledger.Options{MeterProvider: m.Provider})}

@@ -17,12 +17,12 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/policy"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
 	"github.com/cyclesgo/cycles-go/internal/validate"
 	"github.com/cyclesgo/cycles-go/test/errtest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 const (
@@ -119,10 +119,7 @@ func TestGovernanceCRUD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exec, err := script.New(e.rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	exec := scripttest.On(t, e.rdb)
 	e.pol = policy.New(exec, policy.Options{Kinds: kinds})
 	p := e.create(&cyclesv1.CreateScopePolicyRequest{ScopePattern: "*", DeniedActionKinds: []string{"payment.charge", "custom.acme.erp.post"},
 		ActionQuotas: []*cyclesv1.ActionQuota{{ActionKind: email, MaxCalls: 5, Window: perRun, PerRunCounterTtlMs: 120_000,
@@ -425,10 +422,7 @@ func TestQuotaGiveBack(t *testing.T) {
 				}, e.ctx, &cyclesv1.CommitReservationRequest{ReservationId: rid, IdempotencyKey: "com",
 					Actual: &cyclesv1.Amount{Unit: cyclesv1.Unit_UNIT_TOKENS, Amount: 5}})
 			case "expire":
-				exec, err := script.New(e.rdb)
-				if err != nil {
-					t.Fatal(err)
-				}
+				exec := scripttest.On(t, e.rdb)
 				sw := sweeper.New(exec, sweeper.Options{})
 				for expired := int64(0); expired == 0; {
 					time.Sleep(200 * time.Millisecond)

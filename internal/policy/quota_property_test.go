@@ -18,9 +18,9 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/actionkind"
 	"github.com/cyclesgo/cycles-go/internal/apierr"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // quotaSeedEnv replays a failed TestQuotaProperty run: the failure prints the
@@ -339,10 +339,7 @@ func (r *quotaRound) do(key string, op quotaOp) error {
 
 // sweep waits out the 1 s TTL of the open reservations and expires them.
 func (r *quotaRound) sweep() {
-	exec, err := script.New(r.e.rdb)
-	if err != nil {
-		r.t.Fatal(err)
-	}
+	exec := scripttest.On(r.t, r.e.rdb)
 	sw := sweeper.New(exec, sweeper.Options{})
 	for expired := int64(0); expired < int64(r.unexpired); {
 		time.Sleep(250 * time.Millisecond)

@@ -7,10 +7,10 @@ import (
 	"testing"
 
 	"github.com/cyclesgo/cycles-go/internal/apierr"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/store"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // The evicted-keys metric reads INFO: 0 on a healthy server, and it moves
@@ -18,10 +18,7 @@ import (
 func TestEvictedKeysMetric(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{Args: []string{"--maxmemory", "2mb", "--maxmemory-policy", "volatile-lru"}})
 	c := srv.Client(t)
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.On(t, c)
 	tel := telemetrytest.New()
 	evicted := func(ctx context.Context) (int64, error) { return store.EvictedKeys(ctx, c) }
 	if _, err := RegisterEvictionMetric(tel.Provider, evicted); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // env is one backend with a Limiter on it. mr is set on the embedded store,
@@ -30,10 +31,7 @@ type env struct {
 
 func newEnv(t testing.TB, name string, c redis.UniversalClient, mr *miniredis.Miniredis, opts Options) *env {
 	t.Helper()
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.On(t, c)
 	tel := telemetrytest.New()
 	opts.MeterProvider = tel.Provider
 	return &env{name: name, client: c, mr: mr, exec: ex, lim: New(ex, opts), tel: tel}

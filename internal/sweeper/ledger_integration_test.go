@@ -13,10 +13,10 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/events"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // End to end with the real ledger scripts: reservations made by Reserve expire
@@ -26,10 +26,7 @@ import (
 // the ledger invariants hold throughout (test/ledgertest).
 func TestExpiryThroughTheLedger(t *testing.T) {
 	c := redistest.Start(t).Client(t)
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.On(t, c)
 	ctx := context.Background()
 	tenant := ledgertest.NewTenantID(t)
 	ledgertest.SeedTenant(t, c, tenant, ledgertest.Tenant{})

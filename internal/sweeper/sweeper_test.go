@@ -15,9 +15,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/cyclesgo/cycles-go/internal/keys"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // seeded is a tenant with n due reservations on 3 budgeted scopes.
@@ -123,10 +123,7 @@ func (s *seeded) checkAllExpired(t testing.TB) {
 
 func newSweeper(t testing.TB, c redis.UniversalClient, opts Options) *Sweeper {
 	t.Helper()
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.On(t, c)
 	return New(ex, opts)
 }
 
