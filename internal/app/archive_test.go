@@ -12,9 +12,9 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/archive"
 	"github.com/cyclesgo/cycles-go/internal/config"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/test/pgtest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // TestOpenArchive: without a DSN nothing is opened; with one the schema is
@@ -24,10 +24,7 @@ import (
 func TestOpenArchive(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ex, err := script.New(redistest.Embedded(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.On(t, redistest.Embedded(t))
 	deadPort := redistest.FreePort(t)
 	cases := []struct {
 		name    string

@@ -25,6 +25,7 @@ import (
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/pgtest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // rig is a private redis-server (so the registry holds only this test's
@@ -44,10 +45,7 @@ type rig struct {
 func newRig(t *testing.T, tenants ...string) *rig {
 	t.Helper()
 	c := redistest.Start(t).Client(t)
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.On(t, c)
 	dsn := pgtest.SharedDatabase(t)
 	st, err := archive.Open(context.Background(), dsn)
 	if err != nil {
@@ -294,10 +292,7 @@ func TestArchiveLease(t *testing.T) {
 // report the backlog.
 func TestArchiveKeepsQueueWhilePostgresIsDown(t *testing.T) {
 	c := redistest.Start(t).Client(t)
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.On(t, c)
 	srv := pgtest.Start(t)
 	st, err := archive.Open(context.Background(), pgtest.NewDatabase(t, srv))
 	if err != nil {

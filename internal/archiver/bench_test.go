@@ -17,10 +17,10 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/archive"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/pgtest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // BenchmarkArchive measures the end-to-end archive rate: b.N x 1,000
@@ -41,10 +41,7 @@ func BenchmarkArchive(b *testing.B) {
 func benchArchive(b *testing.B, batch int) {
 	ctx := context.Background()
 	c := redistest.Start(b).Client(b)
-	ex, err := script.New(c)
-	if err != nil {
-		b.Fatal(err)
-	}
+	ex := scripttest.On(b, c)
 	dsn := pgtest.SharedDatabase(b)
 	st, err := archive.Open(ctx, dsn)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cyclesgo/cycles-go/internal/archive"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/pgtest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
@@ -72,10 +71,7 @@ func TestMaintainerOnce(t *testing.T) {
 // and returns when its context ends.
 func TestMaintainerRunStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	ex, err := script.New(redistest.Embedded(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.On(t, redistest.Embedded(t))
 	srv := pgtest.Start(t)
 	st, err := archive.Open(ctx, pgtest.NewDatabase(t, srv))
 	if err != nil {

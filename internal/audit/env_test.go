@@ -29,13 +29,13 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/ledger"
 	"github.com/cyclesgo/cycles-go/internal/ledgerops"
 	"github.com/cyclesgo/cycles-go/internal/policy"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/httpjson"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // env is cyclesd's shell (production chain with the audit step) serving the
@@ -76,10 +76,7 @@ func startOn(t testing.TB, c redis.UniversalClient, opts audit.Options) *env {
 // cyclesd did before the audit trail.
 func startWith(t testing.TB, c redis.UniversalClient, opts audit.Options, audited bool) *env {
 	t.Helper()
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.On(t, c)
 	led := ledger.New(ex, ledger.Options{})
 	adm := admin.New(ex, admin.Options{Releaser: led})
 	aud := audit.New(ex, opts)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/overview"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // BenchmarkOverview is one snapshot of a deployment at the tenant bound:
@@ -40,10 +40,7 @@ func BenchmarkOverview(b *testing.B) {
 			}
 		}
 	}
-	ex, err := script.New(c)
-	if err != nil {
-		b.Fatal(err)
-	}
+	ex := scripttest.On(b, c)
 	svc := overview.New(ex, overview.Options{})
 	b.ResetTimer()
 	for b.Loop() {

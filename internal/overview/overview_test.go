@@ -12,9 +12,9 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/overview"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m, redistest.MainOptions{LeakCheck: true}) }
@@ -110,10 +110,7 @@ func TestOverview(t *testing.T) {
 		t.Run(leg.name, func(t *testing.T) {
 			c := leg.c(t)
 			seed(t, c)
-			ex, err := script.New(c)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ex := scripttest.On(t, c)
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
 					before := time.Now().UnixMilli()

@@ -17,9 +17,9 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/ratelimit"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/test/grpctest/bufnet"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // guardRuntime answers Decide, and fails GetBalances with a budget error, so
@@ -41,10 +41,7 @@ func (guardRuntime) GetBalances(ctx context.Context, _ *cyclesv1.GetBalancesRequ
 func clockedLimiter(t *testing.T, start time.Time) (*ratelimit.Limiter, *miniredis.Miniredis) {
 	t.Helper()
 	c, mr := redistest.Clocked(t, start)
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.On(t, c)
 	return ratelimit.New(ex, ratelimit.Options{}), mr
 }
 

@@ -11,10 +11,10 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/archive"
 	"github.com/cyclesgo/cycles-go/internal/archiver"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/pgtest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 func tokens(n int64) *cyclesv1.Amount {
@@ -30,10 +30,7 @@ func tokens(n int64) *cyclesv1.Amount {
 func TestUsageEqualsLedger(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.Start(t).Client(t)
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.On(t, c)
 	st, err := archive.Open(ctx, pgtest.SharedDatabase(t))
 	if err != nil {
 		t.Fatal(err)

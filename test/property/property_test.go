@@ -22,11 +22,11 @@ import (
 
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
 	"github.com/cyclesgo/cycles-go/internal/telemetry/telemetrytest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // Case counts: rapid's -rapid.checks flag (or RAPID_CHECKS) sets the number
@@ -65,10 +65,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	client := redistest.SharedClient(t)
-	exec, err := script.New(client)
-	if err != nil {
-		t.Fatal(err)
-	}
+	exec := scripttest.On(t, client)
 	mr := telemetrytest.New()
 	return &env{
 		stats:   map[string]int{},

@@ -16,12 +16,12 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/api/cycleshttp"
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/httpjson"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // env is one cyclesd shell (production interceptor chain) serving the
@@ -49,10 +49,7 @@ type exchange struct {
 
 func start(t *testing.T, c redis.UniversalClient, opts ...grpctest.Option) *env {
 	t.Helper()
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.On(t, c)
 	rt := runtimeapi.New(ledger.New(ex, ledger.Options{}))
 	o := server.Options{Verifier: grpctest.Verifier{}, AdminKey: grpctest.AdminKey, RequestTimeout: 5 * time.Second}
 	for _, f := range opts {

@@ -10,21 +10,17 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/api/cycleshttp"
 	"github.com/cyclesgo/cycles-go/internal/api/runtimeapi"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/httpjson"
-	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // A caller without valid credentials costs no body read: the shell's
 // pre-auth runs before the route decodes anything (docs/limits.md). A caller
 // with a key gets its body read (the control that makes the test fail-able).
 func TestRefusedBeforeTheBodyIsRead(t *testing.T) {
-	ex, err := script.New(redistest.SharedClient(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.Shared(t)
 	rt := runtimeapi.New(ledger.New(ex, ledger.Options{}))
 	srv := server.New(server.Options{Verifier: grpctest.Verifier{}, AdminKey: grpctest.AdminKey, RequestTimeout: 5 * time.Second},
 		server.Services{Runtime: rt})

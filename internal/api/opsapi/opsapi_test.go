@@ -11,9 +11,9 @@ import (
 	cyclesv1 "github.com/cyclesgo/cycles-go/gen/cycles/v1"
 	"github.com/cyclesgo/cycles-go/internal/keys"
 	"github.com/cyclesgo/cycles-go/internal/ledgerops"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/sweeper"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // seed registers a tenant with n due reservations of 10 TOKENS on one budget.
@@ -37,10 +37,7 @@ func seed(t *testing.T, c *redis.Client, tenant string, n int) {
 
 func TestTriggerAndStatus(t *testing.T) {
 	c := redistest.Start(t).Client(t)
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.On(t, c)
 	sw := sweeper.New(ex, sweeper.Options{Interval: 7 * time.Second, BatchSize: 2})
 	h := New(sw, ledgerops.New(ex, ledgerops.Options{}))
 

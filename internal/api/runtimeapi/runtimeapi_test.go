@@ -16,21 +16,18 @@ import (
 	"github.com/cyclesgo/cycles-go/internal/apierr"
 	"github.com/cyclesgo/cycles-go/internal/auth"
 	"github.com/cyclesgo/cycles-go/internal/ledger"
-	"github.com/cyclesgo/cycles-go/internal/script"
 	"github.com/cyclesgo/cycles-go/internal/server"
 	"github.com/cyclesgo/cycles-go/test/errtest"
 	"github.com/cyclesgo/cycles-go/test/grpctest"
 	"github.com/cyclesgo/cycles-go/test/ledgertest"
 	"github.com/cyclesgo/cycles-go/test/redistest"
+	"github.com/cyclesgo/cycles-go/test/scripttest"
 )
 
 // serve starts the RuntimeService against c behind the production chain.
 func serve(t *testing.T, c redis.UniversalClient) cyclesv1.RuntimeServiceClient {
 	t.Helper()
-	ex, err := script.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := scripttest.On(t, c)
 	conn := grpctest.Start(t, server.Services{Runtime: runtimeapi.New(ledger.New(ex, ledger.Options{}))})
 	return cyclesv1.NewRuntimeServiceClient(conn)
 }
