@@ -52,7 +52,7 @@ func Median(runs []*Result, names []string) (*Result, error) {
 	out.Headline = nil
 	for _, n := range order {
 		h := meta[n]
-		h.Value = median(values[n])
+		h.Value = MedianOf(values[n])
 		out.Headline = append(out.Headline, h)
 	}
 	out.Runs = names
@@ -67,19 +67,6 @@ func Median(runs []*Result, names []string) (*Result, error) {
 		}
 	}
 	return &out, nil
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // Comparison is one headline figure against the baseline.

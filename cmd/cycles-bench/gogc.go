@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cyclesgo/cycles-go/bench"
 )
 
 // GOGCResult is the outcome of `cycles-bench gogc`: cyclesd's CPU per
@@ -181,23 +183,11 @@ func gogcMedians(vals []string, passes []GOGCPass) []GOGCPass {
 			cores, rss = append(cores, p.ServerCores), append(rss, float64(p.PeakRSSKB))
 			m.Errors += p.Errors
 		}
-		m.Throughput, m.P50Ms, m.ServerMsPerKop = round3(medianOf(tput)), round3(medianOf(p50)), round3(medianOf(srv))
-		m.RedisMsPerKop, m.ServerCores, m.PeakRSSKB = round3(medianOf(rds)), round3(medianOf(cores)), int64(medianOf(rss))
+		m.Throughput, m.P50Ms, m.ServerMsPerKop = round3(bench.MedianOf(tput)), round3(bench.MedianOf(p50)), round3(bench.MedianOf(srv))
+		m.RedisMsPerKop, m.ServerCores, m.PeakRSSKB = round3(bench.MedianOf(rds)), round3(bench.MedianOf(cores)), int64(bench.MedianOf(rss))
 		out = append(out, m)
 	}
 	return out
-}
-
-func medianOf(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if n := len(s); n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[len(s)/2]
 }
 
 // procEnv is the value of name in pid's environment (/proc/<pid>/environ).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,8 +121,13 @@ func startRedisUnder(dir, wrapper string, wrapperArgs []string, ready time.Durat
 	defer c.Close()
 	deadline := time.Now().Add(ready)
 	for {
-		if err := c.Ping(context.Background()).Err(); err == nil {
-			return p, addr, nil
+		// A bare TCP dial first: go-redis logs every refused dial of its
+		// pool, and a server under valgrind refuses for seconds.
+		if conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			conn.Close()
+			if err := c.Ping(context.Background()).Err(); err == nil {
+				return p, addr, nil
+			}
 		}
 		if e := p.exited(); e != nil {
 			return nil, "", e

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cyclesgo/cycles-go/bench"
 )
 
 // The interleaved wall clock (scriptcost -interleave; BENCHMARKS.md, "Paired,
@@ -520,7 +522,7 @@ func writeInterleaveReport(w io.Writer, ops []string, pairs [][2]int, redisUS, c
 	for k, op := range ops {
 		r, c := redisUS[k], cpuUS[k]
 		fmt.Fprintf(w, "| `%s` | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", op, len(r),
-			mean(r), medianOf(r), trimmedMean(r, trimFraction), mean(c), medianOf(c), trimmedMean(c, trimFraction))
+			mean(r), bench.MedianOf(r), trimmedMean(r, trimFraction), mean(c), bench.MedianOf(c), trimmedMean(c, trimFraction))
 	}
 	if len(pairs) == 0 {
 		return
@@ -592,7 +594,7 @@ func medianCI(xs []float64) (m, lo, hi float64) {
 	h := 1.96 * math.Sqrt(float64(n)) / 2
 	l := max(0, int(math.Floor(float64(n)/2-h)))
 	u := min(n-1, int(math.Ceil(float64(n)/2+h)))
-	return medianOf(s), s[l], s[u]
+	return bench.MedianOf(s), s[l], s[u]
 }
 
 // pairRatios is a[i]/b[i] for every i where b[i] > 0.

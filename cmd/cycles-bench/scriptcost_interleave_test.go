@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cyclesgo/cycles-go/bench"
 )
 
 func interleaveRedis(t *testing.T) *redis.Client {
@@ -55,7 +57,7 @@ func TestInterleaveAttributesEachCallToItsCell(t *testing.T) {
 			t.Fatalf("%s: %d Redis figures, %d CPU figures; want 60", name, len(m.redisUS[k]), len(m.cpuUS[k]))
 		}
 	}
-	if f, s := medianOf(m.redisUS[0]), medianOf(m.redisUS[1]); !(s > 20*f) {
+	if f, s := bench.MedianOf(m.redisUS[0]), bench.MedianOf(m.redisUS[1]); !(s > 20*f) {
 		t.Errorf("median µs: fast %.0f, slow %.0f; the slow cell must be far slower", f, s)
 	}
 	if m.statCalls != 180 {
@@ -174,12 +176,6 @@ func TestCostStatistics(t *testing.T) {
 	xs := []float64{5, 1, 4, 2, 3, 100, 3, 2, 4, 1}
 	if m := mean(xs); m != 12.5 {
 		t.Errorf("mean %v", m)
-	}
-	if m := medianOf(xs); m != 3 {
-		t.Errorf("median %v", m)
-	}
-	if m := medianOf([]float64{3, 1, 2}); m != 2 {
-		t.Errorf("odd median %v", m)
 	}
 	// 10 % of 10 values: the 1 lowest and the 1 highest (100) cut.
 	if m := trimmedMean(xs, 0.1); m != 3 {
