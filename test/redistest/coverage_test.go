@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/cyclesgo/cycles-go/test/docblock"
 )
 
 // testMainCall is what a package's TestMain must contain for Main's
@@ -20,16 +22,10 @@ var testMainCall = regexp.MustCompile(`(?s)func TestMain\(m \*testing\.M\) \{.*?
 // leave temp dirs and redis-servers behind unseen (cycleshttp once left
 // cycles-redistest-* and cycles-cluster-* dirs on every make test).
 func TestEveryTestPackageRunsUnderMain(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("module root not found at %s: %v", root, err)
-	}
+	root := docblock.Root(t)
 	withTests := map[string]bool{}
 	covered := map[string]bool{}
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cyclesgo/cycles-go/test/docblock"
 	"github.com/cyclesgo/cycles-go/test/redistest"
 )
 
@@ -28,12 +29,9 @@ var scriptNew = regexp.MustCompile(`\bscript\.New\(`)
 // scripts in the production mode of its backend (issue 24); internal/script's
 // own suites and the files of ownMode choose theirs.
 func TestOneWayToAnExecutor(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := docblock.Root(t)
 	seen := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
