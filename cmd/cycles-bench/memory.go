@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -32,7 +33,7 @@ func (b *runner) runMemory(ctx context.Context, n int) (*bench.Memory, bench.Led
 	defer g.close()
 	rc := redis.NewClient(&redis.Options{Addr: b.cfg.redisAddr, PoolSize: 1})
 	defer rc.Close()
-	used := func() (int64, error) { return usedMemory(ctx, rc) }
+	used := func() (int64, error) { return settledMemory(ctx, func() (int64, error) { return usedMemory(ctx, rc) }) }
 	// Every worker runs its share; errors are counted by code (the ledger
 	// check reconciles lost responses) and the deltas are divided by the
 	// reservations that exist.
@@ -120,6 +121,49 @@ func (b *runner) runMemory(ctx context.Context, n int) (*bench.Memory, bench.Led
 		m.SettledBytes = round3(float64(settled-before) / float64(created))
 	}
 	return m, g.verify(ctx), nil
+}
+
+// Redis grows a hash table by allocating one twice the size and moving the
+// entries over in steps; the old table is freed only when the last step is
+// done, by a later command or by serverCron within about 100 ms. Read at the
+// end of a phase of writes, used_memory can still hold both tables, and the
+// next phase then "frees" hundreds of kilobytes it never used: a 200-lifecycle
+// cell once read -108 B per active reservation. settledMemory waits for the
+// figure to hold still.
+const (
+	memorySettleEvery = 150 * time.Millisecond
+	memorySettleFor   = 3 * time.Second
+)
+
+// settledMemory reads used until two reads memorySettleEvery apart agree
+// (an idle server's figure holds still once its tables are rehashed), or
+// returns the last read after memorySettleFor.
+func settledMemory(ctx context.Context, used func() (int64, error)) (int64, error) {
+	return settle(ctx, used, memorySettleEvery, memorySettleFor)
+}
+
+func settle(ctx context.Context, read func() (int64, error), every, limit time.Duration) (int64, error) {
+	last, err := read()
+	if err != nil {
+		return 0, err
+	}
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(every):
+		}
+		now, err := read()
+		if err != nil {
+			return 0, err
+		}
+		if now == last {
+			return now, nil
+		}
+		last = now
+	}
+	return last, nil
 }
 
 // recordUsage is MEMORY USAGE (all samples) and OBJECT ENCODING of one key.
