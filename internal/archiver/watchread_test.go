@@ -236,13 +236,19 @@ func TestWatchArchiveOutage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			golden := goldens[i]
 			// The watch reads through its own connection pool, closed after
-			// the first event: the archive is gone for it from then on.
+			// the first event: the archive is gone for it from then on. With
+			// one message of send buffer the watch reads at most a batch
+			// ahead of this client: with the default 64 it could read every
+			// archived batch before the close, catch up and end on a
+			// heartbeat (seen once under load).
 			st, err := archive.Open(r.ctx, r.dsn)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			w := watchUntilHeartbeat(t, events.New(r.exec, opts(Reader{Store: st})),
+			o := opts(Reader{Store: st})
+			o.SendBuffer = 1
+			w := watchUntilHeartbeat(t, events.New(r.exec, o),
 				&cyclesv1.WatchEventsRequest{TenantId: tc.tenant, Start: cyclesv1.StartPosition_START_POSITION_EARLIEST},
 				func(n int) {
 					if n == 1 {
