@@ -29,7 +29,7 @@ func buildCyclesd(t *testing.T) string {
 func smallConfig(t *testing.T, bin string, extra ...string) *config {
 	t.Helper()
 	args := append([]string{"-cyclesd", bin, "-clients", "1,3", "-duration", "300ms", "-warmup", "50ms",
-		"-backlog", "300", "-ceiling-conns", "4", "-physical-conns", "4", "-memory", "200", "-q"}, extra...)
+		"-backlog", "300", "-ceiling-conns", "4", "-physical-conns", "4", "-memory", "2000", "-q"}, extra...)
 	cfg, err := parseRunFlags(args)
 	if err != nil {
 		t.Fatal(err)
@@ -96,9 +96,11 @@ func TestSmallRunEndToEnd(t *testing.T) {
 	if p := res.Physical; p == nil || p.Throughput <= 0 || p.Ratio <= 0 {
 		t.Fatalf("physical = %+v", p)
 	}
-	// 200 reservations hold at least their records: memory grows when they
-	// are created and a settled record is still there.
-	if m := res.Memory; m == nil || m.Reservations != 200 || m.ActiveBytes <= 100 || m.SettledBytes <= 100 ||
+	// 2,000 reservations hold at least their records: memory grows when they
+	// are created and a settled record is still there. (With 200, make test's
+	// load twice read a negative figure: something outside the cell's tenant
+	// gave back a few hundred kilobytes during the cell; see BENCHMARKS.)
+	if m := res.Memory; m == nil || m.Reservations != 2000 || m.ActiveBytes <= 100 || m.SettledBytes <= 100 ||
 		m.RecordActiveBytes <= 0 || m.RecordSettledBytes <= 0 {
 		t.Fatalf("memory = %+v", m)
 	}
