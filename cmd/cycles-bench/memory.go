@@ -33,7 +33,9 @@ func (b *runner) runMemory(ctx context.Context, n int) (*bench.Memory, bench.Led
 	defer g.close()
 	rc := redis.NewClient(&redis.Options{Addr: b.cfg.redisAddr, PoolSize: 1})
 	defer rc.Close()
-	used := func() (int64, error) { return settledMemory(ctx, func() (int64, error) { return usedMemory(ctx, rc) }) }
+	used := func() (int64, error) {
+		return settle(ctx, func() (int64, error) { return usedMemory(ctx, rc) }, memorySettleEvery, memorySettleFor)
+	}
 	// Every worker runs its share; errors are counted by code (the ledger
 	// check reconciles lost responses) and the deltas are divided by the
 	// reservations that exist.
@@ -126,21 +128,16 @@ func (b *runner) runMemory(ctx context.Context, n int) (*bench.Memory, bench.Led
 // A used_memory read at the end of a phase of writes can still be moving:
 // Redis grows a hash table by allocating one twice the size and frees the old
 // one only after the last rehash step, by a later command or by serverCron.
-// settledMemory waits for the figure to hold still. That narrowed the test
-// cell's spread, but a negative figure was still seen under make test's load
-// (BENCHMARKS), whose cause is not found.
+// The memory cell waits for the figure to hold still (settle). That narrowed
+// the test cell's spread, but a negative figure was still seen under make
+// test's load (BENCHMARKS), whose cause is not found.
 const (
 	memorySettleEvery = 150 * time.Millisecond
 	memorySettleFor   = 3 * time.Second
 )
 
-// settledMemory reads used until two reads memorySettleEvery apart agree
-// (an idle server's figure holds still once its tables are rehashed), or
-// returns the last read after memorySettleFor.
-func settledMemory(ctx context.Context, used func() (int64, error)) (int64, error) {
-	return settle(ctx, used, memorySettleEvery, memorySettleFor)
-}
-
+// settle calls read until two reads every apart agree, or returns the last
+// read once limit has passed.
 func settle(ctx context.Context, read func() (int64, error), every, limit time.Duration) (int64, error) {
 	last, err := read()
 	if err != nil {

@@ -18,7 +18,8 @@ func TestSettleWaitsForMemoryToHoldStill(t *testing.T) {
 		wantErr   error
 	}{
 		{"still at once", []int64{500, 500}, -1, 500, 2, nil},
-		// A rehash finished after the first read: its old table freed.
+		// The figure dropped after the first read (a grown table's old one
+		// freed, say).
 		{"old table freed", []int64{1000, 800, 800}, -1, 800, 3, nil},
 		{"grows, then holds", []int64{100, 200, 300, 300}, -1, 300, 4, nil},
 		{"a failed read", []int64{100, 200}, 1, 0, 2, errRead},
